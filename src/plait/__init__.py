@@ -1,0 +1,76 @@
+"""plait: the session layer for LLM agents.
+
+Durable, branchable, compactable, resumable transcripts, in one Python API::
+
+    from plait import Client
+
+    with Client(".") as client:
+        s = client.session
+        s.inject({"role": "user", "content": "hello"})
+        branch = s.fork()
+"""
+
+from plait.client import Client, SessionCollection, SessionInfo
+from plait.errors import (
+    InvalidArgumentError,
+    InvalidMessageError,
+    NothingToDoError,
+    PlaitError,
+    SessionClosedError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleSessionError,
+    UnknownOptionError,
+)
+from plait.lineage import Ancestry
+from plait.records import (
+    AssistantRecord,
+    EventRecord,
+    Message,
+    Record,
+    SummaryRecord,
+    SystemRecord,
+    ToolCall,
+    ToolCallInfo,
+    ToolRecord,
+    UserRecord,
+)
+from plait.session import ChunkTable, ScratchpadUpdate, Session, Snapshot
+from plait.store import MemoryStore, SQLiteStore, Store, open_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Ancestry",
+    "AssistantRecord",
+    "ChunkTable",
+    "Client",
+    "EventRecord",
+    "InvalidArgumentError",
+    "InvalidMessageError",
+    "MemoryStore",
+    "Message",
+    "NothingToDoError",
+    "PlaitError",
+    "Record",
+    "SQLiteStore",
+    "ScratchpadUpdate",
+    "Session",
+    "SessionClosedError",
+    "SessionCollection",
+    "SessionExistsError",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "Snapshot",
+    "StaleSessionError",
+    "Store",
+    "SummaryRecord",
+    "SystemRecord",
+    "ToolCall",
+    "ToolCallInfo",
+    "ToolRecord",
+    "UnknownOptionError",
+    "UserRecord",
+    "__version__",
+    "open_store",
+]

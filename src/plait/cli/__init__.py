@@ -1,0 +1,5 @@
+"""The plait command."""
+
+
+def main() -> None:
+    """Run the plait command."""

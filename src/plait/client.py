@@ -1,0 +1,320 @@
+"""Client: a workspace's view of a store, and the collection of its sessions (seed 001)."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from plait._time import from_micros
+from plait.errors import InvalidArgumentError, SessionNotFoundError
+from plait.lineage import Ancestry
+from plait.records import JSONValue, Message
+from plait.session import (
+    Session,
+    SessionHost,
+    Snapshot,
+    validate_workspace_policy,
+)
+from plait.store import Store, open_store
+from plait.store.base import SessionRow
+from plait.views import full_history, history
+
+__all__ = ["Client", "SessionCollection", "SessionInfo"]
+
+DEFAULT_LIMIT: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """One stored session as ``sessions.list()`` shows it."""
+
+    id: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    length: int
+    """Messages in view."""
+    workspace: str
+    parent_session_ids: tuple[str, ...]
+    lineage_operator: str | None
+
+    @classmethod
+    def from_row(cls, row: SessionRow) -> SessionInfo:
+        """Build the info of a stored row."""
+        return cls(
+            row.id,
+            row.title,
+            from_micros(row.created_at_us),
+            from_micros(row.updated_at_us),
+            row.layout.length,
+            row.workspace,
+            row.parent_ids,
+            row.lineage_operator,
+        )
+
+
+def _check_limit(limit: object) -> int:
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
+    return limit
+
+
+class SessionCollection:
+    """``client.sessions``: the stored sessions of the client's workspace."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def list(
+        self, limit: int = DEFAULT_LIMIT, *, all_workspaces: bool = False
+    ) -> builtins.list[SessionInfo]:
+        """List stored sessions, most recently active first.
+
+        Args:
+            limit: at most this many (a positive int).
+            all_workspaces: list every workspace's sessions, not only this one's.
+
+        Raises:
+            InvalidArgumentError (a ValueError): ``limit`` is not a positive int.
+        """
+        n = _check_limit(limit)
+        ws = None if all_workspaces else self._client.workspace
+        return [SessionInfo.from_row(r) for r in self._client.store.recent(ws, n)]
+
+    def new(self) -> Session:
+        """Start an empty conversation and make it current (stored when first written)."""
+        return self._client._make_current(self._client._pending())
+
+    def get(self, session_id: str) -> Session:
+        """Return a handle on a stored session without making it current.
+
+        Raises:
+            SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
+        """
+        return self._client._handle(self._client._lookup(session_id))
+
+    def open(self, session_id: str) -> Session:
+        """Continue a stored conversation and make it current.
+
+        Raises:
+            SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
+        """
+        return self._client._make_current(self.get(session_id))
+
+    def latest(self) -> Session | None:
+        """Continue the most recently active session of this workspace, or return None."""
+        rows = self._client.store.recent(self._client.workspace, 1)
+        if not rows:
+            return None
+        return self._client._make_current(self._client._handle(rows[0]))
+
+    def _row_in(self, session_id: str, workspace: str | os.PathLike[str] | None) -> SessionRow:
+        row = self._client._lookup(session_id)
+        if workspace is not None and row.workspace != _workspace_path(workspace):
+            raise SessionNotFoundError(session_id, f"not in workspace {os.fspath(workspace)!r}")
+        return row
+
+    def history_of(
+        self,
+        session_id: str,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+        full: bool = True,
+    ) -> builtins.list[Message]:
+        """Read any stored session's messages without making it current.
+
+        Args:
+            session_id: the session.
+            workspace: if given, the session must belong to this workspace.
+            full: every message as written (default), or only what the model works with.
+
+        Raises:
+            SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
+        """
+        row = self._row_in(session_id, workspace)
+        records = self._client.store.read(row, row.layout.view_start, row.layout.end_seq)
+        return full_history(records) if full else history(records)
+
+    def stamp(
+        self, session_id: str, *, workspace: str | os.PathLike[str] | None = None
+    ) -> str | None:
+        """A value that changes exactly when the stored session changes, or None.
+
+        One point read; poll it and read the conversation only when it moved.
+        """
+        try:
+            self._row_in(session_id, workspace)
+        except SessionNotFoundError:
+            return None
+        return self._client.store.stamp(session_id)
+
+    def delete(self, session_id: str) -> None:
+        """Delete a stored session. Branches that share its records keep them.
+
+        Raises:
+            SessionNotFoundError: unknown or invalid id.
+        """
+        row = self._client._lookup(session_id)
+        self._client.store.delete(row.id)
+        current = self._client._current
+        if current is not None and current.id == row.id:
+            self._client._current = None
+
+
+def _workspace_path(workspace: str | os.PathLike[str]) -> str:
+    return str(Path(workspace).expanduser().resolve())
+
+
+class Client(SessionHost):
+    """A workspace's entry to the stored sessions.
+
+    Usable as ``with Client(".") as client:`` and ``async with``. The client
+    opens the store it was given by path (and closes it on exit); a
+    :class:`plait.store.Store` passed in stays open.
+
+    Args:
+        workspace: the folder the sessions belong to (default: the working directory).
+        store: a Store, a path, ``":memory:"``, or None for ``$PLAIT_STORE`` or the default file.
+        resume: start on this stored session instead of a new one.
+
+    Raises:
+        SessionNotFoundError: ``resume`` names no stored session.
+    """
+
+    def __init__(
+        self,
+        workspace: str | os.PathLike[str] = ".",
+        *,
+        store: Store | str | os.PathLike[str] | None = None,
+        resume: str | None = None,
+    ) -> None:
+        owns = not isinstance(store, Store)
+        super().__init__(open_store(store), _workspace_path(workspace))
+        self._owns_store = owns
+        self.sessions = SessionCollection(self)
+        """The stored sessions of this workspace."""
+        if resume is not None:
+            try:
+                self.sessions.open(resume)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def session(self) -> Session:
+        """The current conversation (a new, empty one until another is opened)."""
+        if self._current is None:
+            self._current = self._pending()
+        return self._current
+
+    def open(
+        self,
+        session_id: str | None = None,
+        *,
+        workspace_anchor: str | None = None,
+        workspace_policy: dict[str, JSONValue] | None = None,
+    ) -> Session:
+        """Open or create a session by id (seed 003's idempotent ``open``).
+
+        Unlike ``sessions.open``, an unknown id is created (stored at once, so
+        ``exists`` is then True); ``None`` mints a UUIDv7.
+
+        Args:
+            session_id: the id to open or create.
+            workspace_anchor: the folder tools treat as the workspace root.
+            workspace_policy: ``{"default_mount_mode": "read_only" | "read_write"}``.
+
+        Raises:
+            InvalidArgumentError: an invalid id, anchor or policy.
+        """
+        settings: dict[str, JSONValue] = {}
+        if workspace_anchor is not None:
+            if not isinstance(workspace_anchor, str) or not workspace_anchor:
+                raise InvalidArgumentError("workspace_anchor must be a non-empty string")
+            settings["workspace_anchor"] = workspace_anchor
+        if workspace_policy is not None:
+            settings["workspace_policy"] = validate_workspace_policy(workspace_policy)
+        if session_id is not None:
+            try:
+                handle = self._handle(self._lookup(session_id))
+            except SessionNotFoundError:
+                if not isinstance(session_id, str) or not _valid(session_id):
+                    raise InvalidArgumentError(
+                        f"{session_id!r} is not a valid session id"
+                    ) from None
+            else:
+                if settings and any(handle.settings.get(k) != v for k, v in settings.items()):
+                    handle.set_settings(**settings)
+                return handle
+        handle = self._pending(session_id)
+        handle.set_settings(**settings)
+        return handle
+
+    def exists(self, session_id: object) -> bool:
+        """Whether a stored session has this id; False for anything that is not an id."""
+        try:
+            self._lookup(session_id)
+        except SessionNotFoundError:
+            return False
+        return True
+
+    def get(self, session_id: str) -> Session:
+        """Return a handle on a stored session (``sessions.get``)."""
+        return self.sessions.get(session_id)
+
+    def snapshot(self, session_id: object) -> Snapshot | None:
+        """Return a session's snapshot, or None for an unknown id (seed 003)."""
+        try:
+            row = self._lookup(session_id)
+        except SessionNotFoundError:
+            return None
+        return self._handle(row).snapshot()
+
+    def ancestry(self, session_id: object) -> Ancestry | None:
+        """Return a session's ancestry, or None for an unknown id (seed 003)."""
+        try:
+            row = self._lookup(session_id)
+        except SessionNotFoundError:
+            return None
+        return self._handle(row).ancestry()
+
+    def close(self) -> None:
+        """Close the store if the client opened it. Idempotent."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Client(workspace={self.workspace!r}, store={self.store.location!r})"
+
+
+def _valid(session_id: str) -> bool:
+    from plait._ids import is_session_id
+
+    return is_session_id(session_id)

@@ -1,0 +1,161 @@
+"""Every exception plait raises on purpose.
+
+All of them derive from one base, so ``except PlaitError`` catches whatever the
+library meant to tell you. Errors about bad input also derive from the builtin
+you would expect (``ValueError``, ``LookupError``), so code written against the
+seeds' documented ``ValueError`` keeps working.
+
+The hierarchy::
+
+    PlaitError
+    ├── InvalidArgumentError (ValueError)      bad input; nothing was written
+    │   ├── UnknownOptionError                 an option key plait does not know
+    │   └── InvalidMessageError                a message without a role, an unknown role, ...
+    ├── SessionNotFoundError (LookupError)     unknown, unreadable, or leaves the store
+    ├── SessionExistsError                     a new session's id is already taken
+    ├── SessionClosedError                     a write to a session that was closed
+    ├── NothingToDoError                       the verb had nothing to act on (says why)
+    ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    └── StoreError                             the store itself could not do its job
+        ├── StaleSessionError                  compare-and-set on the session head failed
+        ├── SchemaTooNewError                  the database was written by a newer plait
+        ├── SchemaOutdatedError                the database needs ``plait db migrate``
+        └── StoreCorruptError                  a stored row could not be decoded
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "InvalidArgumentError",
+    "InvalidMessageError",
+    "MissingDependencyError",
+    "NothingToDoError",
+    "PlaitError",
+    "SchemaOutdatedError",
+    "SchemaTooNewError",
+    "SessionClosedError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "StaleSessionError",
+    "StoreCorruptError",
+    "StoreError",
+    "UnknownOptionError",
+]
+
+
+class PlaitError(Exception):
+    """The base of every error plait raises on purpose."""
+
+
+class InvalidArgumentError(PlaitError, ValueError):
+    """An argument is out of range or of the wrong shape; nothing was written."""
+
+
+class UnknownOptionError(InvalidArgumentError):
+    """An options mapping holds a key the verb does not accept.
+
+    Attributes:
+        keys: the unknown keys, sorted.
+    """
+
+    def __init__(self, verb: str, keys: list[str], allowed: list[str]) -> None:
+        self.keys = sorted(keys)
+        super().__init__(
+            f"{verb}: unknown option(s) {', '.join(map(repr, self.keys))}; "
+            f"allowed: {', '.join(sorted(allowed))}"
+        )
+
+
+class InvalidMessageError(InvalidArgumentError):
+    """A message to inject is malformed: no role, an unknown role, a bad field."""
+
+
+class SessionNotFoundError(PlaitError, LookupError):
+    """No readable session has this id in this store.
+
+    Raised for an id that does not exist, one that cannot be read, one that was
+    deleted, and one that is not a valid session id at all (a path such as
+    ``../x``, an absolute path, a NUL byte): such an id could never name a
+    session in the store, so it is treated as unknown rather than resolved.
+
+    Attributes:
+        session_id: the id asked for (as given).
+    """
+
+    def __init__(self, session_id: object, reason: str = "no such session") -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r}: {reason}")
+
+
+class SessionExistsError(PlaitError):
+    """A session was to be created under an id that is already taken."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} already exists")
+
+
+class SessionClosedError(PlaitError):
+    """A write was attempted on a closed session; call ``reopen()`` first."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} is closed; reopen() it or fork() it to continue")
+
+
+class NothingToDoError(PlaitError):
+    """The verb found nothing to act on.
+
+    Attributes:
+        reason: why there was nothing to do, in words a user can read.
+    """
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        super().__init__(reason)
+
+
+class MissingDependencyError(PlaitError, ImportError):
+    """An optional dependency is not installed; the message has the install command."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        self.extra = extra
+        super().__init__(f"{feature} needs an optional extra: pip install 'plait[{extra}]'")
+
+
+class StoreError(PlaitError):
+    """The store could not complete an operation (the driver's error is chained)."""
+
+
+class StaleSessionError(StoreError):
+    """Compare-and-set on the session head failed: someone else wrote first.
+
+    The handle's view of the session is older than the stored one. Nothing was
+    written; call ``refresh()`` on the handle and decide again.
+
+    Attributes:
+        session_id: the session.
+        expected: the version the handle had.
+        actual: the version in the store (``None`` if it is gone).
+    """
+
+    def __init__(self, session_id: str, expected: int, actual: int | None) -> None:
+        self.session_id = session_id
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            f"session {session_id!r} changed since this handle read it "
+            f"(had version {expected}, store has {actual}); refresh() and retry"
+        )
+
+
+class SchemaTooNewError(StoreError):
+    """The database was written by a newer plait; this one refuses to touch it."""
+
+
+class SchemaOutdatedError(StoreError):
+    """The database predates this plait; ``plait db migrate`` upgrades it."""
+
+
+class StoreCorruptError(StoreError):
+    """A stored row could not be decoded."""

@@ -1,0 +1,153 @@
+"""Copy-on-write transcript layouts: which stored rows make up a session.
+
+Pure: no I/O. A session's transcript is the prefix of its base's transcript it
+branched from, plus the rows it wrote itself. The base's prefix is in turn its
+own base's prefix plus its rows, so a layout is a short list of *segments*,
+each a run of positions ``[lo, hi)`` whose rows were written by one owner
+session. A fork copies that list (a few integers), never a record: its cost
+does not depend on how long the transcript is.
+
+Positions (``seq``) are shared: the record at position ``p`` has the same
+``seq`` in every branch whose layout reaches it. Trim and reset move
+``view_start`` forward; the rows before it stay stored and other branches
+keep them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+__all__ = ["Layout", "Probe", "Segment", "branch", "find_message", "segments", "shared_prefix"]
+
+Segment = tuple[int, int, int]
+"""``(owner, lo, hi)``: the rows at positions ``[lo, hi)`` were written by ``owner``."""
+
+Probe = Callable[[int], tuple[int, bool]]
+"""Look up position ``seq``: return ``(messages before it, whether it is a message)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Where the rows of one session's transcript live, and what its view shows."""
+
+    bases: tuple[tuple[int, int], ...] = ()
+    """Inherited segments as ``(owner, hi)``; each starts where the previous ends (first at 0)."""
+    end_seq: int = 0
+    """One past the last position (the next record's ``seq``)."""
+    end_msgs: int = 0
+    """Messages (non-event records) at positions ``[0, end_seq)``."""
+    view_start: int = 0
+    """The first position the session's views show; trim and reset move it forward."""
+    view_msgs: int = 0
+    """Messages at positions ``[0, view_start)``."""
+
+    @property
+    def own_lo(self) -> int:
+        """The first position of the rows the session wrote itself."""
+        return self.bases[-1][1] if self.bases else 0
+
+    @property
+    def length(self) -> int:
+        """Messages in view (events are not counted)."""
+        return self.end_msgs - self.view_msgs
+
+    @property
+    def size(self) -> int:
+        """Records in view, events included."""
+        return self.end_seq - self.view_start
+
+    def appended(self, records: int, messages: int) -> Layout:
+        """Return the layout after appending ``records`` rows of which ``messages`` are messages."""
+        return replace(self, end_seq=self.end_seq + records, end_msgs=self.end_msgs + messages)
+
+
+def segments(layout: Layout, own: int, lo: int, hi: int) -> list[Segment]:
+    """Return the segments covering positions ``[lo, hi)``, clipped, in order.
+
+    Args:
+        layout: the session's layout.
+        own: the owner key of the session itself (for the rows it wrote).
+        lo: first position wanted.
+        hi: one past the last position wanted.
+    """
+    out: list[Segment] = []
+    start = 0
+    for owner, end in (*layout.bases, (own, layout.end_seq)):
+        a, b = max(start, lo), min(end, hi)
+        if a < b:
+            out.append((owner, a, b))
+        start = end
+        if start >= hi:
+            break
+    return out
+
+
+def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
+    """Return the layout of a branch that shares positions ``[0, cut)`` of ``layout``.
+
+    Args:
+        layout: the source session's layout.
+        own: the source session's owner key.
+        cut: how many positions the branch shares (``<= layout.end_seq``).
+        cut_msgs: how many messages lie before ``cut``.
+
+    Returns:
+        A layout whose rows are all inherited (no rows of its own yet), whose
+        view starts where the source's does (or at ``cut`` if that is earlier).
+    """
+    if not 0 <= cut <= layout.end_seq:
+        raise ValueError(f"cut {cut} outside [0, {layout.end_seq}]")
+    bases = tuple((owner, hi) for owner, _, hi in segments(layout, own, 0, cut))
+    view_start, view_msgs = layout.view_start, layout.view_msgs
+    if view_start > cut:
+        view_start, view_msgs = cut, cut_msgs
+    return Layout(bases, cut, cut_msgs, view_start, view_msgs)
+
+
+def shared_prefix(a: Layout, a_own: int, b: Layout, b_own: int) -> int:
+    """Return how many leading positions two layouts share row for row.
+
+    Two branches share a position only when both read the very same stored row
+    there; equal text written twice is not shared.
+    """
+    sa = segments(a, a_own, 0, a.end_seq)
+    sb = segments(b, b_own, 0, b.end_seq)
+    i = j = pos = 0
+    while i < len(sa) and j < len(sb):
+        (oa, _, ha), (ob, _, hb) = sa[i], sb[j]
+        if oa != ob:
+            break
+        pos = min(ha, hb)
+        if ha == pos:
+            i += 1
+        if hb == pos:
+            j += 1
+    return pos
+
+
+def find_message(layout: Layout, ordinal: int, probe: Probe) -> int:
+    """Return the position of the message with the given ordinal (0-based, counted from 0).
+
+    Each position holds at most one message, so a position ``d`` messages short
+    of the target is at least ``d`` positions before it; jumping by that
+    deficit needs one probe per run of events in between, not one per record.
+
+    Args:
+        layout: the session's layout.
+        ordinal: the wanted message's number among all messages of the lineage,
+            ``layout.view_msgs <= ordinal < layout.end_msgs``.
+        probe: reads one position.
+
+    Raises:
+        ValueError: if the ordinal is outside the view.
+    """
+    if not layout.view_msgs <= ordinal < layout.end_msgs:
+        raise ValueError(f"message {ordinal} outside [{layout.view_msgs}, {layout.end_msgs})")
+    pos = layout.view_start + (ordinal - layout.view_msgs)
+    while pos < layout.end_seq:
+        before, is_message = probe(pos)
+        if before == ordinal and is_message:
+            return pos
+        pos += max(1, ordinal - before)
+    raise ValueError(f"message {ordinal} not found before position {layout.end_seq}")

@@ -1,0 +1,999 @@
+"""Session: the handle users hold on one stored conversation.
+
+A handle keeps the session's id and the last row it read; every write is a
+compare-and-set on that row's version, so two writers can never interleave a
+transcript. Reads refresh the row first (one point lookup), so a handle always
+shows what is stored, including what another process wrote.
+
+Methods that only touch the store are plain calls (principle 3); the ones that
+will call a model or run a tool arrive with the runs issue and are ``async``.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Final
+
+from plait._ids import is_session_id, new_id
+from plait._time import from_micros, now_micros
+from plait.errors import (
+    InvalidArgumentError,
+    SessionClosedError,
+    SessionNotFoundError,
+    StaleSessionError,
+    UnknownOptionError,
+)
+from plait.layout import Layout, branch, find_message, shared_prefix
+from plait.lineage import Ancestry, root_of
+from plait.records import (
+    EventRecord,
+    JSONValue,
+    Message,
+    Record,
+    SummaryRecord,
+    dumps,
+    record_from_message,
+)
+from plait.store import Store
+from plait.store.base import ScratchpadEntry, SessionRow
+from plait.views import full_history, history, system_prompt
+
+__all__ = [
+    "MAX_TITLE",
+    "ChunkTable",
+    "ScratchpadUpdate",
+    "Session",
+    "SessionHost",
+    "Snapshot",
+]
+
+MAX_TITLE: Final = 200
+"""The longest title :meth:`Session.rename` accepts, in characters."""
+
+_RETRIES: Final = 3
+_MOUNT_MODES: Final = ("read_only", "read_write")
+_POLICY_KEYS: Final = frozenset({"default_mount_mode"})
+# Settings a branch inherits from its source; close state and provenance are not inherited.
+_SETTINGS: Final = "settings"
+
+
+def _check_count(value: object, name: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgumentError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidArgumentError(f"{name} must be >= 0, got {value}")
+    return value
+
+
+def _json_object(value: object, what: str) -> dict[str, JSONValue]:
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"{what} must be a dict, not {type(value).__name__}")
+    out = dict(value)
+    dumps(out)
+    return out
+
+
+def _moved(p: int, shared: int, start: int, pos: int) -> int:
+    """Where position ``p`` of a merged-in branch lands in the merged transcript.
+
+    Positions in the shared prefix stay; the copied tail ``[start, ...)`` moves
+    to ``pos``; a position in between (hidden in that branch) lands at ``pos``.
+    """
+    if p < shared:
+        return p
+    return p - start + pos if p >= start else pos
+
+
+def validate_workspace_policy(policy: object) -> dict[str, JSONValue]:
+    """Check a workspace policy ``{default_mount_mode}`` and return it as a dict.
+
+    Raises:
+        UnknownOptionError: a key other than ``default_mount_mode``.
+        InvalidArgumentError: a mount mode other than ``read_only`` / ``read_write``.
+    """
+    out = _json_object(policy, "workspace_policy")
+    unknown = set(out) - _POLICY_KEYS
+    if unknown:
+        raise UnknownOptionError("workspace_policy", list(unknown), list(_POLICY_KEYS))
+    mode = out.get("default_mount_mode", "read_write")
+    if mode not in _MOUNT_MODES:
+        raise InvalidArgumentError(
+            f"default_mount_mode must be one of {', '.join(_MOUNT_MODES)}, not {mode!r}"
+        )
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ScratchpadUpdate:
+    """What ``set_scratchpad`` and ``clear_scratchpad`` return: ``{ok, version, scratchpad}``."""
+
+    ok: bool
+    """Whether the change was stored."""
+    version: int
+    """The scratchpad version after the change."""
+    scratchpad: Mapping[str, JSONValue] | None
+    """The scratchpad now stored (None after a clear)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A read-only picture of a session: its transcript plus seed 003's fields."""
+
+    id: str
+    title: str | None
+    length: int
+    """Messages in view (events not counted)."""
+    created_at: datetime
+    updated_at: datetime
+    status: str
+    system_prompt: str | None
+    """The newest system prompt in view."""
+    tool_format: str
+    """How tools are presented to the model (``native`` unless set)."""
+    actor_chain: Mapping[str, JSONValue] | None
+    """The RFC 8693 actor chain (bound by the service layer; None until then)."""
+    scratchpad: Mapping[str, JSONValue] | None
+    scratchpad_version: int
+    parent_id: str | None
+    parent_session_ids: tuple[str, ...]
+    child_ids: tuple[str, ...]
+    lineage_operator: str | None
+    branched_at_event_index: int | None
+    """For a ``fork_at`` branch: how many messages it kept."""
+    version: int
+    """The head version (changes with every write)."""
+    records: tuple[Record, ...]
+    """Every record in view, events included."""
+    metadata: Mapping[str, JSONValue] = field(default_factory=dict)
+
+
+class ChunkTable:
+    """Seed 000's name for the transcript: ``chunk_table.rows`` is every record in view."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    @property
+    def rows(self) -> list[Record]:
+        """The records in view, oldest first; each has ``.kind`` and ``.payload``."""
+        return self._session.records
+
+    def __len__(self) -> int:
+        return self._session.refresh()._require_row().layout.size
+
+    def __repr__(self) -> str:
+        return f"ChunkTable(session={self._session.id!r})"
+
+
+class SessionHost:
+    """Owns a store and the live handles on its sessions (one handle per id).
+
+    :class:`plait.Client` is the host users make; a bare host serves the
+    seed-000 constructors (``Session.from_user_message``) with an in-memory
+    store when no client is given.
+
+    Args:
+        store: the store to keep sessions in.
+        workspace: the absolute workspace path new sessions belong to.
+    """
+
+    def __init__(self, store: Store, workspace: str) -> None:
+        self.store: Store = store
+        self.workspace: str = workspace
+        self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._current: Session | None = None
+        self._handles_lock = threading.Lock()
+
+    def _handle(self, row: SessionRow) -> Session:
+        """Return the one live handle for a stored row, creating it if needed."""
+        with self._handles_lock:
+            handle = self._handles.get(row.id)
+            if handle is None:
+                handle = Session(self, row.id, row)
+                self._handles[row.id] = handle
+            elif handle._row is None or handle._row.version < row.version:
+                handle._row = row
+            return handle
+
+    def _pending(self, session_id: str | None = None) -> Session:
+        """Return a handle on a session that is stored only when first written."""
+        return Session(self, session_id or new_id(), None)
+
+    def _adopt(self, handle: Session) -> None:
+        with self._handles_lock:
+            self._handles[handle.id] = handle
+
+    def _make_current(self, handle: Session) -> Session:
+        self._current = handle
+        return handle
+
+    def _lookup(self, session_id: object) -> SessionRow:
+        """Return the row of a live session, or raise SessionNotFoundError."""
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(session_id, "not a valid session id")
+        assert isinstance(session_id, str)
+        row = self.store.get(session_id)
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+
+_default_lock = threading.Lock()
+_default_host: SessionHost | None = None
+
+
+def _ephemeral_host() -> SessionHost:
+    """The process-wide in-memory host behind ``Session.from_*`` without a client."""
+    global _default_host
+    with _default_lock:
+        if _default_host is None:
+            from plait.store import MemoryStore
+
+            _default_host = SessionHost(MemoryStore(), "")
+        return _default_host
+
+
+Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow, ScratchpadEntry | None]]
+
+
+class Session:
+    """A handle on one session: its transcript, lineage, title and scratchpad.
+
+    Get one from a :class:`plait.Client` (``client.session``,
+    ``client.sessions.open(id)``, ``client.open(id)``) or from the seed-000
+    constructors :meth:`from_agent_prompt` and :meth:`from_user_message`.
+    Handles are cheap; a client hands out one handle per session id.
+    """
+
+    __slots__ = ("__weakref__", "_host", "_id", "_row")
+
+    def __init__(self, host: SessionHost, session_id: str, row: SessionRow | None) -> None:
+        self._host = host
+        self._id = session_id
+        self._row = row
+
+    # -- seed 000 constructors ----------------------------------------------------------
+
+    @classmethod
+    def from_agent_prompt(cls, prompt: str, *, client: SessionHost | None = None) -> Session:
+        """Create a stored session holding one ``system`` record.
+
+        Args:
+            prompt: the agent's system prompt.
+            client: where to keep it; default: a process-wide in-memory store.
+
+        Raises:
+            InvalidMessageError: if ``prompt`` is not a string.
+        """
+        return cls._seeded({"role": "system", "content": prompt}, client)
+
+    @classmethod
+    def from_user_message(cls, message: str, *, client: SessionHost | None = None) -> Session:
+        """Create a stored session holding one ``user`` record.
+
+        Args:
+            message: what the user said.
+            client: where to keep it; default: a process-wide in-memory store.
+        """
+        return cls._seeded({"role": "user", "content": message}, client)
+
+    @classmethod
+    def _seeded(cls, message: Mapping[str, JSONValue], client: SessionHost | None) -> Session:
+        if not isinstance(message.get("content"), str):
+            raise InvalidArgumentError("the text must be a string")
+        host = client if client is not None else _ephemeral_host()
+        handle = host._pending()
+        handle.inject(message)
+        return handle
+
+    # -- identity and state -----------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The session id (a UUIDv7 unless the caller chose one)."""
+        return self._id
+
+    @property
+    def host(self) -> SessionHost:
+        """The client (or bare host) this handle belongs to."""
+        return self._host
+
+    @property
+    def store(self) -> Store:
+        """The store the session lives in."""
+        return self._host.store
+
+    @property
+    def path(self) -> str:
+        """Where the session is stored: the database file, or ``:memory:``."""
+        return self._host.store.location
+
+    @property
+    def stored(self) -> bool:
+        """Whether the session has been written to the store (a new one is not, until used)."""
+        return self._row is not None
+
+    @property
+    def current(self) -> bool:
+        """Whether this is its client's current session."""
+        return self._host._current is self
+
+    @property
+    def version(self) -> int:
+        """The head version this handle last saw (0 if not stored)."""
+        return self._row.version if self._row is not None else 0
+
+    @property
+    def title(self) -> str | None:
+        """The stored title, or None."""
+        return self._fresh().title if self._row is not None else None
+
+    @property
+    def status(self) -> str:
+        """``open`` or ``closed``."""
+        return self._fresh().status if self._row is not None else "open"
+
+    @property
+    def closed(self) -> bool:
+        """Whether the session was closed with :meth:`close`."""
+        return self.status == "closed"
+
+    @property
+    def workspace(self) -> str:
+        """The workspace the session belongs to."""
+        return self._row.workspace if self._row is not None else self._host.workspace
+
+    @property
+    def parent_session_ids(self) -> tuple[str, ...]:
+        """The lineage parents: one for a fork, several for a merge, none for a root."""
+        return self._row.parent_ids if self._row is not None else ()
+
+    @property
+    def lineage_operator(self) -> str | None:
+        """How the session was made: ``Session.fork``, ``Session.detach``, ...; None for a root."""
+        return self._row.lineage_operator if self._row is not None else None
+
+    @property
+    def branched_at(self) -> int | None:
+        """For a ``fork_at`` branch, how many messages of its parent it kept."""
+        return self._row.branched_at if self._row is not None else None
+
+    @property
+    def created_at(self) -> datetime:
+        """When the session was stored (UTC)."""
+        return from_micros(self._require_row().created_at_us)
+
+    @property
+    def updated_at(self) -> datetime:
+        """When the session was last written (UTC)."""
+        return from_micros(self._fresh().updated_at_us)
+
+    @property
+    def length(self) -> int:
+        """How many messages are in view (events are not counted).
+
+        Raises:
+            SessionNotFoundError: the session was never stored, or is gone.
+        """
+        return self._fresh().layout.length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __repr__(self) -> str:
+        state = f"v{self._row.version}" if self._row is not None else "not stored"
+        return f"<Session {self._id} {state}>"
+
+    def refresh(self) -> Session:
+        """Re-read the stored row (a no-op for a session not stored yet).
+
+        Raises:
+            SessionNotFoundError: the session was deleted.
+        """
+        if self._row is not None:
+            row = self._host.store.get(self._id)
+            if row is None:
+                raise SessionNotFoundError(self._id, "deleted")
+            self._row = row
+        return self
+
+    def _require_row(self) -> SessionRow:
+        if self._row is None:
+            raise SessionNotFoundError(self._id, "not stored yet: nothing was written to it")
+        return self._row
+
+    def _fresh(self) -> SessionRow:
+        return self.refresh()._require_row()
+
+    # -- reading ----------------------------------------------------------------------
+
+    @property
+    def records(self) -> list[Record]:
+        """Every record in view, oldest first (events included)."""
+        row = self._fresh()
+        return self._host.store.read(row, row.layout.view_start, row.layout.end_seq)
+
+    @property
+    def chunk_table(self) -> ChunkTable:
+        """Seed 000's table of records: ``chunk_table.rows``."""
+        return ChunkTable(self)
+
+    def tail(self, n: int = 20) -> list[Record]:
+        """Return the last ``n`` records in view; the cost does not grow with the transcript.
+
+        Raises:
+            InvalidArgumentError: ``n`` is negative.
+        """
+        _check_count(n, "n")
+        row = self._fresh()
+        lay = row.layout
+        return self._host.store.read(row, max(lay.view_start, lay.end_seq - n), lay.end_seq)
+
+    def history(self, full: bool = False) -> list[Message]:
+        """The conversation's messages.
+
+        Args:
+            full: False (default) for what the model works with: the newest
+                compaction summary, then what followed it. True for every
+                message as written, each summary where its compaction ran.
+                Neither includes system prompts or events.
+
+        Raises:
+            SessionNotFoundError: the session was never stored.
+        """
+        records = self.records
+        return full_history(records) if full else history(records)
+
+    def snapshot(self) -> Snapshot | None:
+        """Return a read-only snapshot, or None for a session not stored (seed 003)."""
+        if self._row is None:
+            return None
+        try:
+            row = self._fresh()
+        except SessionNotFoundError:
+            return None
+        records = self._host.store.read(row, row.layout.view_start, row.layout.end_seq)
+        settings = row.metadata.get(_SETTINGS, {})
+        return Snapshot(
+            id=row.id,
+            title=row.title,
+            length=row.layout.length,
+            created_at=from_micros(row.created_at_us),
+            updated_at=from_micros(row.updated_at_us),
+            status=row.status,
+            system_prompt=system_prompt(records),
+            tool_format=str(settings.get("tool_format", "native")),
+            actor_chain=row.metadata.get("actor_chain"),
+            scratchpad=row.scratchpad,
+            scratchpad_version=row.scratchpad_version,
+            parent_id=row.parent_ids[0] if row.parent_ids else None,
+            parent_session_ids=row.parent_ids,
+            child_ids=tuple(self._host.store.children(row.id)),
+            lineage_operator=row.lineage_operator,
+            branched_at_event_index=row.branched_at,
+            version=row.version,
+            records=tuple(records),
+            metadata=row.metadata,
+        )
+
+    def ancestry(self) -> Ancestry:
+        """Return ``Ancestry(parent_id, child_ids, root_id)`` (seed 003).
+
+        A parent that was deleted ends the walk to the root.
+        """
+        row = self._fresh()
+        store = self._host.store
+
+        def parent_of(sid: str) -> str | None:
+            found = row if sid == row.id else store.get(sid)
+            if found is None or not found.parent_ids:
+                return None
+            parent = found.parent_ids[0]
+            return parent if store.get(parent) is not None else None
+
+        return Ancestry(
+            parent_id=row.parent_ids[0] if row.parent_ids else None,
+            child_ids=tuple(store.children(row.id)),
+            root_id=root_of(row.id, parent_of),
+        )
+
+    def stamp(self) -> str | None:
+        """A value that changes exactly when the stored session changes, or None if not stored."""
+        return self._host.store.stamp(self._id)
+
+    def scratchpad(self) -> dict[str, JSONValue] | None:
+        """Return the session's scratchpad, or None (seed 003)."""
+        if self._row is None:
+            raise SessionNotFoundError(self._id, "not stored yet")
+        pad = self._fresh().scratchpad
+        return dict(pad) if pad is not None else None
+
+    def scratchpad_history(self) -> list[ScratchpadEntry]:
+        """Return every version the scratchpad has had, oldest first."""
+        self._require_row()
+        return self._host.store.scratchpad_history(self._id)
+
+    # -- writing ----------------------------------------------------------------------
+
+    def _mutate(
+        self, build: Build, *, expect_version: int | None = None, allow_closed: bool = False
+    ) -> tuple[SessionRow, Sequence[Record]]:
+        """Apply ``build`` to the head and store the result with compare-and-set.
+
+        Without ``expect_version`` a lost race is retried on the new head (the
+        verbs that use this do not depend on what they read); with it, a stale
+        head raises :class:`StaleSessionError` and nothing is written.
+        """
+        if expect_version is not None:
+            _check_count(expect_version, "expect_version")
+            if expect_version != self.version:
+                raise StaleSessionError(self._id, expect_version, self.version)
+        last: StaleSessionError | None = None
+        for _ in range(_RETRIES):
+            row = self._row
+            if row is None:
+                return self._create(build)
+            if row.status == "closed" and not allow_closed:
+                raise SessionClosedError(self._id)
+            records, updated, pad = build(row)
+            try:
+                self._row = self._host.store.write(row, updated, records, pad)
+                return self._row, records
+            except StaleSessionError as exc:
+                if expect_version is not None:
+                    raise
+                last = exc
+                self.refresh()
+        assert last is not None
+        raise last
+
+    def _create(self, build: Build) -> tuple[SessionRow, Sequence[Record]]:
+        blank = SessionRow(id=self._id, workspace=self._host.workspace)
+        records, updated, pad = build(blank)
+        stored = self._host.store.create(updated, records)
+        if pad is not None:
+            stored = self._host.store.write(stored, replace(stored), (), pad)
+        self._row = stored
+        self._host._adopt(self)
+        return stored, records
+
+    @staticmethod
+    def _append(row: SessionRow, records: Sequence[Record]) -> SessionRow:
+        messages = sum(1 for r in records if r.kind != "event")
+        return replace(row, layout=row.layout.appended(len(records), messages))
+
+    def _build_messages(self, messages: Sequence[Mapping[str, JSONValue]]) -> Build:
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+            start = row.layout.end_seq
+            records = [
+                record_from_message(m, seq=start + i, default_folds_from=row.layout.view_start)
+                for i, m in enumerate(messages)
+            ]
+            return records, self._append(row, records), None
+
+        return build
+
+    def inject(
+        self, message: Mapping[str, JSONValue], *, expect_version: int | None = None
+    ) -> Record:
+        """Append one message (seed 003's ``inject``).
+
+        Args:
+            message: ``{role, content, tool_calls?, tool_call_id?, tool_name?,
+                ok?, meta?}`` with ``role`` one of system, user, assistant, tool,
+                summary.
+            expect_version: write only if the head is still this version.
+
+        Returns:
+            The stored record.
+
+        Raises:
+            InvalidMessageError: no role, an unknown role or key, a bad field.
+            SessionClosedError: the session was closed.
+            StaleSessionError: ``expect_version`` is not the head.
+        """
+        return self.inject_many([message], expect_version=expect_version)[0]
+
+    def inject_many(
+        self,
+        messages: Iterable[Mapping[str, JSONValue]],
+        *,
+        expect_version: int | None = None,
+    ) -> list[Record]:
+        """Append several messages in one transaction (for importers).
+
+        Every message is checked before anything is written: one bad message
+        and none are stored.
+
+        Returns:
+            The stored records, in order.
+        """
+        if isinstance(messages, Mapping | str | bytes):
+            raise InvalidArgumentError("inject_many takes a list of messages")
+        batch = list(messages)
+        if not batch:
+            raise InvalidArgumentError("inject_many needs at least one message")
+        # build() validates every message before the store is touched.
+        _, records = self._mutate(self._build_messages(batch), expect_version=expect_version)
+        return list(records)
+
+    def log_event(self, name: str, data: Mapping[str, JSONValue] | None = None) -> EventRecord:
+        """Append an event: something that happened that the model never sees.
+
+        Raises:
+            InvalidArgumentError: a blank name or data that is not a JSON object.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise InvalidArgumentError("an event needs a non-blank name")
+        payload = _json_object(data or {}, "event data")
+        record = self._event(name, payload)
+        assert isinstance(record, EventRecord)
+        return record
+
+    def _event(
+        self,
+        name: str,
+        data: Mapping[str, JSONValue],
+        change: Callable[[SessionRow], SessionRow] | None = None,
+        *,
+        allow_closed: bool = False,
+    ) -> Record:
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+            base = change(row) if change is not None else row
+            event = EventRecord(seq=base.layout.end_seq, name=name, data=dict(data))
+            return [event], self._append(base, [event]), None
+
+        return self._mutate(build, allow_closed=allow_closed)[1][0]
+
+    def rename(self, title: str) -> str:
+        """Set the title; returns it as stored (trimmed).
+
+        Raises:
+            InvalidArgumentError (a ValueError): blank, or over 200 characters.
+        """
+        if not isinstance(title, str):
+            raise InvalidArgumentError(f"a title must be a string, not {type(title).__name__}")
+        clean = " ".join(title.split())
+        if not clean:
+            raise InvalidArgumentError("a title cannot be blank")
+        if len(clean) > MAX_TITLE:
+            raise InvalidArgumentError(f"a title is at most {MAX_TITLE} characters ({len(clean)})")
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+            return (), replace(row, title=clean), None
+
+        self._mutate(build, allow_closed=True)
+        return clean
+
+    def reset(self) -> None:
+        """Hide the whole transcript from every view (seed 003's ``reset``).
+
+        The id, title, scratchpad and lineage stay; the records stay stored (and
+        other branches keep them). A ``session_reset`` event records the range
+        hidden.
+
+        Raises:
+            SessionNotFoundError: the session was never stored.
+        """
+        self._require_row()
+
+        def hide(row: SessionRow) -> SessionRow:
+            lay = row.layout
+            return replace(row, layout=replace(lay, view_start=lay.end_seq, view_msgs=lay.end_msgs))
+
+        before = self._fresh().layout
+        self._event("session_reset", {"hidden": [before.view_start, before.end_seq]}, hide)
+
+    def trim(self, keep_last: int) -> int:
+        """Keep only the last ``keep_last`` messages in view (seed 003's ``trim``).
+
+        Returns:
+            How many messages are kept (``keep_last``, or fewer if there were fewer).
+
+        Raises:
+            InvalidArgumentError: ``keep_last`` is negative or not an int.
+            SessionNotFoundError: the session was never stored.
+        """
+        keep = _check_count(keep_last, "keep_last")
+        row = self._fresh()
+        if keep >= row.layout.length:
+            return row.layout.length
+
+        def hide(head: SessionRow) -> SessionRow:
+            lay = head.layout
+            kept = min(keep, lay.length)
+            if kept == 0:
+                start = lay.end_seq
+            else:
+                start = find_message(
+                    lay, lay.end_msgs - kept, lambda s: self._host.store.probe(head, s)
+                )
+            return replace(
+                head, layout=replace(lay, view_start=start, view_msgs=lay.end_msgs - kept)
+            )
+
+        self._event("session_trimmed", {"keep_last": keep}, hide)
+        return keep
+
+    def close(self, status: str | Mapping[str, JSONValue] | None = None) -> None:
+        """Close the session, recording an ``agent_session_closed`` event (seed 003).
+
+        A closed session stays readable and forkable; writing to its transcript
+        raises :class:`SessionClosedError` until :meth:`reopen`. Closing a
+        closed session does nothing.
+
+        Args:
+            status: why, as a string reason or a dict such as ``{"reason": "timeout"}``.
+
+        Raises:
+            InvalidArgumentError: ``status`` is neither a string, a dict nor None.
+            SessionNotFoundError: the session was never stored.
+        """
+        if status is not None and not isinstance(status, str | Mapping):
+            raise InvalidArgumentError("status must be a string reason or a dict")
+        detail: JSONValue = dict(status) if isinstance(status, Mapping) else status
+        dumps(detail)
+        if self._fresh().status == "closed":
+            return
+
+        def shut(row: SessionRow) -> SessionRow:
+            meta = dict(row.metadata)
+            meta["closed"] = {"status": detail, "at_us": now_micros()}
+            return replace(row, status="closed", metadata=meta)
+
+        self._event("agent_session_closed", {"status": detail}, shut)
+
+    def reopen(self) -> None:
+        """Reopen a closed session so its transcript can be written again."""
+        if self._fresh().status != "closed":
+            return
+
+        def reopen(row: SessionRow) -> SessionRow:
+            meta = dict(row.metadata)
+            meta.pop("closed", None)
+            return replace(row, status="open", metadata=meta)
+
+        self._event("agent_session_reopened", {}, reopen, allow_closed=True)
+
+    def set_scratchpad(
+        self,
+        scratchpad: Mapping[str, JSONValue],
+        *,
+        source: str | None = None,
+        reason: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> ScratchpadUpdate:
+        """Store a new scratchpad version (seed 003).
+
+        Args:
+            scratchpad: a JSON object.
+            source: who wrote it (an agent, a tool, a person).
+            reason: why.
+            metadata: anything else about the change.
+
+        Raises:
+            InvalidArgumentError: not a JSON object, or a bad option.
+        """
+        pad = _json_object(scratchpad, "scratchpad")
+        return self._set_pad(pad, source, reason, metadata)
+
+    def clear_scratchpad(
+        self,
+        *,
+        source: str | None = None,
+        reason: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> ScratchpadUpdate:
+        """Clear the scratchpad, storing that as a new version (seed 003)."""
+        return self._set_pad(None, source, reason, metadata)
+
+    def _set_pad(
+        self,
+        pad: dict[str, JSONValue] | None,
+        source: str | None,
+        reason: str | None,
+        metadata: Mapping[str, JSONValue] | None,
+    ) -> ScratchpadUpdate:
+        for name, value in (("source", source), ("reason", reason)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError(f"{name} must be a string")
+        meta = _json_object(metadata or {}, "metadata")
+        self._require_row()
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, ScratchpadEntry]:
+            version = row.scratchpad_version + 1
+            entry = ScratchpadEntry(version, pad, source, reason, meta)
+            return (), replace(row, scratchpad=pad, scratchpad_version=version), entry
+
+        row, _ = self._mutate(build, allow_closed=True)
+        return ScratchpadUpdate(True, row.scratchpad_version, row.scratchpad)
+
+    def set_settings(self, **settings: JSONValue) -> None:
+        """Store session settings that branches inherit (``workspace_anchor``, ...).
+
+        A value of None removes the key.
+        """
+        dumps(settings)
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+            meta = dict(row.metadata)
+            merged = dict(meta.get(_SETTINGS, {}))
+            for key, value in settings.items():
+                if value is None:
+                    merged.pop(key, None)
+                else:
+                    merged[key] = value
+            meta[_SETTINGS] = merged
+            return (), replace(row, metadata=meta), None
+
+        self._mutate(build, allow_closed=True)
+
+    @property
+    def settings(self) -> dict[str, JSONValue]:
+        """Session settings (inherited by branches)."""
+        if self._row is None:
+            return {}
+        return dict(self._fresh().metadata.get(_SETTINGS, {}))
+
+    # -- branching ------------------------------------------------------------------------
+
+    def _branch_row(
+        self,
+        row: SessionRow,
+        layout: Layout,
+        dst: str | None,
+        *,
+        parents: tuple[str, ...],
+        operator: str,
+        branched_at: int | None = None,
+        provenance: Mapping[str, JSONValue] | None = None,
+    ) -> SessionRow:
+        if dst is not None and not is_session_id(dst):
+            raise InvalidArgumentError(f"{dst!r} is not a valid session id")
+        meta: dict[str, JSONValue] = {}
+        if _SETTINGS in row.metadata:
+            meta[_SETTINGS] = row.metadata[_SETTINGS]
+        if provenance:
+            meta.update(provenance)
+        return SessionRow(
+            id=dst or new_id(),
+            workspace=row.workspace,
+            layout=layout,
+            parent_ids=parents,
+            lineage_operator=operator,
+            branched_at=branched_at,
+            scratchpad=row.scratchpad,
+            scratchpad_version=row.scratchpad_version,
+            metadata=meta,
+        )
+
+    def _spawn(self, row: SessionRow, records: Sequence[Record] = ()) -> Session:
+        stored = self._host.store.create(row, records)
+        return self._host._handle(stored)
+
+    def fork(self, dst: str | None = None) -> Session:
+        """Branch from the current state: a new session that shares this transcript.
+
+        Writes one session row and no records, whatever the transcript's length.
+        The branch records this session as its parent (``Session.fork``); the
+        two do not affect each other afterwards.
+
+        Args:
+            dst: the new session's id (default: a new UUIDv7).
+
+        Raises:
+            SessionNotFoundError: this session was never stored (an empty new session).
+            SessionExistsError: ``dst`` is taken.
+            InvalidArgumentError: ``dst`` is not a valid id.
+        """
+        row = self._fresh()
+        lay = row.layout
+        layout = branch(lay, row.pk, lay.end_seq, lay.end_msgs)
+        return self._spawn(
+            self._branch_row(row, layout, dst, parents=(row.id,), operator="Session.fork")
+        )
+
+    def fork_at(self, keep_first: int, dst: str | None = None) -> Session:
+        """Branch keeping only the first ``keep_first`` messages in view (seed 003).
+
+        Records ``branched_at`` (seed 003's ``branched_at_event_index``). Events
+        between the kept messages are kept; those after the last kept message
+        are not.
+
+        Raises:
+            InvalidArgumentError: ``keep_first`` is negative or more than ``length``.
+            SessionNotFoundError, SessionExistsError: as for :meth:`fork`.
+        """
+        keep = _check_count(keep_first, "keep_first")
+        row = self._fresh()
+        lay = row.layout
+        if keep > lay.length:
+            raise InvalidArgumentError(
+                f"keep_first={keep} but the session has only {lay.length} messages"
+            )
+        if keep == 0:
+            cut = lay.view_start
+        else:
+            ordinal = lay.view_msgs + keep - 1
+            cut = find_message(lay, ordinal, lambda s: self._host.store.probe(row, s)) + 1
+        layout = branch(lay, row.pk, cut, lay.view_msgs + keep)
+        return self._spawn(
+            self._branch_row(
+                row, layout, dst, parents=(row.id,), operator="Session.fork_at", branched_at=keep
+            )
+        )
+
+    def detach(self, dst: str | None = None) -> Session:
+        """Copy this transcript into a new lineage root (seed 000's ``detach``).
+
+        Like :meth:`fork` it shares the records, but the new session has no
+        parents (``parent_session_ids == ()``); ``metadata["detached_from"]``
+        keeps where it came from.
+        """
+        row = self._fresh()
+        lay = row.layout
+        layout = branch(lay, row.pk, lay.end_seq, lay.end_msgs)
+        return self._spawn(
+            self._branch_row(
+                row,
+                layout,
+                dst,
+                parents=(),
+                operator="Session.detach",
+                provenance={"detached_from": row.id},
+            )
+        )
+
+    def merge(self, *others: Session, dst: str | None = None) -> Session:
+        """Join other branches into a new session whose parents are all of them.
+
+        The merged transcript is this session's, followed by each other
+        session's records past the prefix it shares with this one, in the order
+        given. This session's records are shared, not copied; the others' are
+        copied (they follow a different prefix).
+
+        Raises:
+            InvalidArgumentError: no other session, or one from another store.
+            SessionNotFoundError: a session was never stored.
+        """
+        if not others:
+            raise InvalidArgumentError("merge needs at least one other session")
+        row = self._fresh()
+        rows: list[SessionRow] = []
+        for other in others:
+            if not isinstance(other, Session):
+                raise InvalidArgumentError(f"merge takes sessions, not {type(other).__name__}")
+            if other._host.store is not self._host.store:
+                raise InvalidArgumentError(f"session {other.id} lives in another store")
+            rows.append(other._fresh())
+        lay = row.layout
+        layout = branch(lay, row.pk, lay.end_seq, lay.end_msgs)
+        copies: list[Record] = []
+        pos = lay.end_seq
+        for other_row in rows:
+            if other_row.id == row.id:
+                continue
+            shared = shared_prefix(lay, row.pk, other_row.layout, other_row.pk)
+            start = max(shared, other_row.layout.view_start)
+            tail = self._host.store.read(other_row, start, other_row.layout.end_seq)
+            offset = pos - start
+            for record in tail:
+                if isinstance(record, SummaryRecord):
+                    record = replace(
+                        record,
+                        folds_from=_moved(record.folds_from, shared, start, pos),
+                        folds_to=_moved(record.folds_to, shared, start, pos),
+                    )
+                copies.append(replace(record, seq=record.seq + offset))
+            pos += len(tail)
+        messages = sum(1 for r in copies if r.kind != "event")
+        layout = replace(layout, end_seq=pos, end_msgs=layout.end_msgs + messages)
+        parents = tuple(dict.fromkeys((row.id, *(r.id for r in rows))))
+        new_row = self._branch_row(row, layout, dst, parents=parents, operator="Session.merge")
+        return self._spawn(new_row, copies)

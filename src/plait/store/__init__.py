@@ -1,0 +1,53 @@
+"""Stores: where sessions live. One protocol, one conformance suite, several backends."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from plait.store.base import ScratchpadEntry, SessionRow, Store
+from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
+
+__all__ = [
+    "MemoryStore",
+    "SQLiteStore",
+    "ScratchpadEntry",
+    "SessionRow",
+    "Store",
+    "default_path",
+    "open_store",
+]
+
+
+def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
+    """Open the store a user named.
+
+    Args:
+        target: a :class:`Store` (returned as is); ``":memory:"`` for an
+            ephemeral in-memory store; a ``sqlite:///path`` URL or a file path;
+            ``None`` for ``$PLAIT_STORE`` if set, else the default SQLite file
+            (see :func:`default_path`).
+
+    Returns:
+        An open store.
+
+    Raises:
+        InvalidArgumentError: for a URL scheme plait has no store for.
+    """
+    from plait.errors import InvalidArgumentError
+
+    if target is not None and not isinstance(target, str | os.PathLike):
+        return target
+    if target is None:
+        target = os.environ.get("PLAIT_STORE") or None
+    if target is None:
+        return SQLiteStore(default_path())
+    text = os.fspath(target)
+    if text == ":memory:":
+        return MemoryStore()
+    if text.startswith("sqlite://"):
+        return SQLiteStore(Path(text.removeprefix("sqlite://")))
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise InvalidArgumentError(f"no store for {scheme!r} URLs (known: sqlite, :memory:)")
+    return SQLiteStore(Path(text))

@@ -1,0 +1,685 @@
+"""The SQLite store: plait's embedded default (one file, WAL), and the in-memory store.
+
+Tables (see ``MIGRATIONS`` for the exact schema and why each column is there):
+
+* ``sessions``: one row per session, with its copy-on-write layout.
+* ``records``: one row per record, keyed by ``owner << 32 | seq`` so a session's
+  rows are one contiguous range of the table's own B-tree: appending is one
+  insert at the end of that range and reading any slice is one range scan, with
+  no second index to maintain.
+* ``lineage``: parent -> child edges, so children are found without a scan.
+* ``scratchpads``: every version of every scratchpad.
+* ``plait_schema``: the migrations applied.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from plait._time import now_micros
+from plait.errors import (
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleSessionError,
+    StoreCorruptError,
+    StoreError,
+)
+from plait.layout import Layout, segments
+from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store.base import ScratchpadEntry, SessionRow
+
+__all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
+
+Migration = tuple[int, str, tuple[str, ...]]
+
+# Numbered, ordered, applied each in one transaction. Never edit a shipped one:
+# add the next number.
+MIGRATIONS: Final[tuple[Migration, ...]] = (
+    (
+        1,
+        "initial schema",
+        (
+            """
+            CREATE TABLE sessions (
+                pk INTEGER PRIMARY KEY,          -- owner key of the session's own record rows
+                id TEXT NOT NULL UNIQUE,         -- public id; a deleted row gets NUL||pk so the
+                                                 -- id can be reused while its rows are shared
+                workspace TEXT NOT NULL,
+                title TEXT,
+                created_at INTEGER NOT NULL,     -- microseconds since the epoch, UTC
+                updated_at INTEGER NOT NULL,
+                version INTEGER NOT NULL,        -- head version for compare-and-set
+                bases TEXT NOT NULL,             -- JSON [[owner pk, hi], ...]: inherited segments
+                end_seq INTEGER NOT NULL,        -- next position
+                end_msgs INTEGER NOT NULL,       -- messages before end_seq
+                view_start INTEGER NOT NULL,     -- trim/reset hide positions before this
+                view_msgs INTEGER NOT NULL,      -- messages before view_start
+                parent_ids TEXT NOT NULL,        -- JSON list, in parent order
+                lineage_operator TEXT,
+                branched_at INTEGER,
+                status TEXT NOT NULL,
+                scratchpad TEXT,
+                scratchpad_version INTEGER NOT NULL,
+                metadata TEXT NOT NULL,
+                deleted INTEGER NOT NULL DEFAULT 0  -- tombstone while other branches share rows
+            )
+            """,
+            # "Most recently active first" for one workspace, or for all of them.
+            "CREATE INDEX sessions_recent ON sessions (workspace, updated_at DESC) "
+            "WHERE deleted = 0",
+            "CREATE INDEX sessions_recent_all ON sessions (updated_at DESC) WHERE deleted = 0",
+            """
+            CREATE TABLE records (
+                key INTEGER PRIMARY KEY,         -- owner pk << 32 | seq (see module docstring)
+                mpos INTEGER NOT NULL,           -- messages before this position in the lineage
+                id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                payload TEXT NOT NULL,           -- JSON, through plait.records' codec
+                meta TEXT,                       -- JSON, NULL when empty
+                created_at INTEGER NOT NULL,
+                tokens INTEGER                   -- counted once, when written
+            )
+            """,
+            """
+            CREATE TABLE lineage (
+                parent_id TEXT NOT NULL,
+                child_id TEXT NOT NULL,
+                ord INTEGER NOT NULL,            -- the parent's place among the child's parents
+                PRIMARY KEY (parent_id, child_id)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX lineage_child ON lineage (child_id)",
+            """
+            CREATE TABLE scratchpads (
+                session_pk INTEGER NOT NULL,
+                version INTEGER NOT NULL,
+                scratchpad TEXT,
+                source TEXT,
+                reason TEXT,
+                metadata TEXT NOT NULL,
+                created_at INTEGER NOT NULL,
+                PRIMARY KEY (session_pk, version)
+            ) WITHOUT ROWID
+            """,
+        ),
+    ),
+)
+
+_SHIFT: Final = 32
+_SEQ_MAX: Final = (1 << _SHIFT) - 1
+
+Durability = Literal["normal", "full"]
+
+_SESSION_COLUMNS: Final = (
+    "pk, id, workspace, title, created_at, updated_at, version, bases, end_seq, end_msgs, "
+    "view_start, view_msgs, parent_ids, lineage_operator, branched_at, status, scratchpad, "
+    "scratchpad_version, metadata"
+)
+
+
+def default_path() -> Path:
+    """Return the default database path.
+
+    ``$PLAIT_HOME/plait.db`` when ``PLAIT_HOME`` is set, else
+    ``$XDG_DATA_HOME/plait/plait.db``, else ``~/.local/share/plait/plait.db``.
+    """
+    home = os.environ.get("PLAIT_HOME")
+    if home:
+        return Path(home).expanduser() / "plait.db"
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data).expanduser() / "plait" / "plait.db"
+
+
+def _row_from_db(r: sqlite3.Row | tuple[Any, ...]) -> SessionRow:
+    try:
+        bases = tuple((int(o), int(h)) for o, h in json.loads(r[7]))
+        layout = Layout(bases, r[8], r[9], r[10], r[11])
+        return SessionRow(
+            pk=r[0],
+            id=r[1],
+            workspace=r[2],
+            title=r[3],
+            created_at_us=r[4],
+            updated_at_us=r[5],
+            version=r[6],
+            layout=layout,
+            parent_ids=tuple(json.loads(r[12])),
+            lineage_operator=r[13],
+            branched_at=r[14],
+            status=r[15],
+            scratchpad=json.loads(r[16]) if r[16] is not None else None,
+            scratchpad_version=r[17],
+            metadata=json.loads(r[18]),
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
+
+
+def _record_params(pk: int, records: Sequence[Record], mpos: int) -> list[tuple[Any, ...]]:
+    params: list[tuple[Any, ...]] = []
+    base = pk << _SHIFT
+    for record in records:
+        if record.seq > _SEQ_MAX:
+            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
+        params.append(
+            (
+                base | record.seq,
+                mpos,
+                record.id,
+                record.kind,
+                encode_payload(record),
+                dumps(dict(record.meta)) if record.meta else None,
+                record.created_at_us,
+                record.tokens,
+            )
+        )
+        if record.kind != "event":
+            mpos += 1
+    return params
+
+
+class SQLiteStore:
+    """Sessions in one SQLite file, in WAL mode.
+
+    Args:
+        path: the database file (created with its folder if missing); ``None``
+            for :func:`default_path`; ``":memory:"`` for a private in-memory
+            database.
+        durability: ``"normal"`` (``synchronous=NORMAL``: a committed record
+            survives a crash of the process; the last transactions may be lost
+            to a power cut) or ``"full"`` (``synchronous=FULL``: survives a
+            power cut too, at several times the cost per commit).
+        auto_migrate: upgrade an older schema when opening (the default for
+            this embedded store); if False, an older schema raises
+            :class:`SchemaOutdatedError` naming ``plait db migrate``.
+        migrations: the migrations to apply (tests pass extra ones).
+
+    Raises:
+        SchemaTooNewError: the file was written by a newer plait.
+        SchemaOutdatedError: the file is older and ``auto_migrate`` is False.
+        StoreError: the file cannot be opened as a database.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        durability: Durability = "normal",
+        auto_migrate: bool = True,
+        migrations: Sequence[Migration] = MIGRATIONS,
+    ) -> None:
+        if durability not in ("normal", "full"):
+            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        self._memory = path == ":memory:"
+        if self._memory:
+            target = ":memory:"
+        else:
+            resolved = Path(path).expanduser() if path is not None else default_path()
+            resolved.parent.mkdir(parents=True, exist_ok=True)
+            target = str(resolved.resolve())
+        self._path = target
+        self._migrations = tuple(migrations)
+        self._lock = threading.RLock()
+        self._closed = False
+        try:
+            self._db = sqlite3.connect(
+                target, isolation_level=None, check_same_thread=False, timeout=30.0
+            )
+            self._db.execute("PRAGMA busy_timeout = 30000")
+            if not self._memory:
+                mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    raise StoreError(f"{target}: could not switch to WAL (got {mode})")
+            self._db.execute(f"PRAGMA synchronous = {durability.upper()}")
+            self._migrate(auto_migrate)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{target}: cannot open as a plait store: {exc}") from exc
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    @property
+    def location(self) -> str:
+        """The database path, or ``:memory:``."""
+        return self._path
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version of the open database."""
+        with self._lock:
+            return self._current_version()
+
+    @property
+    def code_version(self) -> int:
+        """The newest schema version this code knows."""
+        return max((m[0] for m in self._migrations), default=0)
+
+    def _current_version(self) -> int:
+        row = self._db.execute("SELECT MAX(version) FROM plait_schema").fetchone()
+        return int(row[0] or 0)
+
+    def _migrate(self, auto: bool) -> None:
+        with self._lock:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS plait_schema ("
+                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
+            )
+            current = self._current_version()
+            newest = self.code_version
+            if current > newest:
+                raise SchemaTooNewError(
+                    f"{self._path}: schema version {current} is newer than this plait "
+                    f"understands ({newest}); upgrade plait to open it"
+                )
+            if current == newest:
+                return
+            if current > 0 and not auto:
+                raise SchemaOutdatedError(
+                    f"{self._path}: schema version {current} is older than {newest}; "
+                    "run `plait db migrate` to upgrade it"
+                )
+            self.migrate()
+
+    def migrate(self) -> list[int]:
+        """Apply every pending migration, each in its own transaction.
+
+        Returns:
+            The versions applied (empty when already current).
+        """
+        applied: list[int] = []
+        with self._lock:
+            for version, name, statements in sorted(self._migrations):
+                with self._tx():
+                    # Another process may have migrated since we looked.
+                    if self._current_version() >= version:
+                        continue
+                    for statement in statements:
+                        self._db.execute(statement)
+                    self._db.execute(
+                        "INSERT INTO plait_schema (version, name, applied_at) VALUES (?, ?, ?)",
+                        (version, name, now_micros()),
+                    )
+                applied.append(version)
+        return applied
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction, taken up front so it never deadlocks on upgrade."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several statements see one state of the database."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield self._db
+            finally:
+                self._db.execute("COMMIT")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"{self._path}: the store is closed")
+
+    # -- sessions ---------------------------------------------------------------------
+
+    def get(self, session_id: str) -> SessionRow | None:
+        """Return the stored row of a live session, or None."""
+        self._check_open()
+        with self._lock:
+            r = self._db.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ? AND deleted = 0",
+                (session_id,),
+            ).fetchone()
+        return _row_from_db(r) if r is not None else None
+
+    def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
+        """Insert a new session, its first own records and its lineage edges (atomic)."""
+        self._check_open()
+        now = now_micros()
+        layout = row.layout
+        try:
+            with self._tx() as db:
+                if db.execute("SELECT 1 FROM sessions WHERE id = ?", (row.id,)).fetchone():
+                    raise SessionExistsError(row.id)
+                cur = db.execute(
+                    "INSERT INTO sessions (id, workspace, title, created_at, updated_at, "
+                    "version, bases, end_seq, end_msgs, view_start, view_msgs, parent_ids, "
+                    "lineage_operator, branched_at, status, scratchpad, scratchpad_version, "
+                    "metadata) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        row.id,
+                        row.workspace,
+                        row.title,
+                        now,
+                        now,
+                        dumps([list(b) for b in layout.bases]),
+                        layout.end_seq,
+                        layout.end_msgs,
+                        layout.view_start,
+                        layout.view_msgs,
+                        dumps(list(row.parent_ids)),
+                        row.lineage_operator,
+                        row.branched_at,
+                        row.status,
+                        dumps(dict(row.scratchpad)) if row.scratchpad is not None else None,
+                        row.scratchpad_version,
+                        dumps(dict(row.metadata)),
+                    ),
+                )
+                pk = int(cur.lastrowid or 0)
+                if pk >= 1 << 31:
+                    raise StoreError("session key space exhausted")
+                if records:
+                    own_lo = layout.own_lo
+                    first_mpos = layout.end_msgs - sum(1 for r in records if r.kind != "event")
+                    if records[0].seq != own_lo or records[-1].seq != layout.end_seq - 1:
+                        raise StoreError("records do not fill the session's own segment")
+                    db.executemany(
+                        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        _record_params(pk, records, first_mpos),
+                    )
+                db.executemany(
+                    "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
+                    [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
+                )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"create {row.id!r}: {exc}") from exc
+        stored = self.get(row.id)
+        assert stored is not None
+        return stored
+
+    def write(
+        self,
+        expected: SessionRow,
+        updated: SessionRow,
+        records: Sequence[Record] = (),
+        scratchpad: ScratchpadEntry | None = None,
+    ) -> SessionRow:
+        """Compare-and-set the session head, appending records and updating columns."""
+        self._check_open()
+        now = max(now_micros(), expected.updated_at_us + 1)
+        new = updated.layout
+        version = expected.version + 1
+        try:
+            with self._tx() as db:
+                cur = db.execute(
+                    "UPDATE sessions SET version = ?, updated_at = ?, title = ?, bases = ?, "
+                    "end_seq = ?, end_msgs = ?, view_start = ?, view_msgs = ?, status = ?, "
+                    "scratchpad = ?, scratchpad_version = ?, metadata = ? "
+                    "WHERE pk = ? AND version = ? AND deleted = 0",
+                    (
+                        version,
+                        now,
+                        updated.title,
+                        dumps([list(b) for b in new.bases]),
+                        new.end_seq,
+                        new.end_msgs,
+                        new.view_start,
+                        new.view_msgs,
+                        updated.status,
+                        dumps(dict(updated.scratchpad)) if updated.scratchpad is not None else None,
+                        updated.scratchpad_version,
+                        dumps(dict(updated.metadata)),
+                        expected.pk,
+                        expected.version,
+                    ),
+                )
+                if cur.rowcount != 1:
+                    found = db.execute(
+                        "SELECT version FROM sessions WHERE pk = ? AND deleted = 0",
+                        (expected.pk,),
+                    ).fetchone()
+                    if found is None:
+                        raise SessionNotFoundError(expected.id)
+                    raise StaleSessionError(expected.id, expected.version, int(found[0]))
+                if records:
+                    if records[0].seq != expected.layout.end_seq:
+                        raise StoreError(
+                            f"write {expected.id!r}: records start at {records[0].seq}, "
+                            f"the head is at {expected.layout.end_seq}"
+                        )
+                    db.executemany(
+                        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        _record_params(expected.pk, records, expected.layout.end_msgs),
+                    )
+                if scratchpad is not None:
+                    db.execute(
+                        "INSERT INTO scratchpads VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            expected.pk,
+                            scratchpad.version,
+                            dumps(dict(scratchpad.scratchpad))
+                            if scratchpad.scratchpad is not None
+                            else None,
+                            scratchpad.source,
+                            scratchpad.reason,
+                            dumps(dict(scratchpad.metadata)),
+                            now,
+                        ),
+                    )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"write {expected.id!r}: {exc}") from exc
+        return SessionRow(
+            id=expected.id,
+            workspace=expected.workspace,
+            layout=new,
+            pk=expected.pk,
+            version=version,
+            created_at_us=expected.created_at_us,
+            updated_at_us=now,
+            title=updated.title,
+            parent_ids=expected.parent_ids,
+            lineage_operator=expected.lineage_operator,
+            branched_at=expected.branched_at,
+            status=updated.status,
+            scratchpad=updated.scratchpad,
+            scratchpad_version=updated.scratchpad_version,
+            metadata=updated.metadata,
+        )
+
+    # -- records ----------------------------------------------------------------------
+
+    def read(self, row: SessionRow, lo: int, hi: int) -> list[Record]:
+        """Return the records at positions ``[lo, hi)``, reading each segment's range."""
+        self._check_open()
+        out: list[Record] = []
+        parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
+        if not parts:
+            return out
+        with self._snapshot() as db:
+            for owner, a, b in parts:
+                base = owner << _SHIFT
+                rows = db.execute(
+                    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
+                    "WHERE key >= ? AND key < ? ORDER BY key",
+                    (base | a, base | b),
+                ).fetchall()
+                if len(rows) != b - a:
+                    raise StoreCorruptError(
+                        f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
+                        f"of owner {owner}, found {len(rows)}"
+                    )
+                for key, rid, kind, payload, meta, created, tokens in rows:
+                    out.append(
+                        decode_record(
+                            kind,
+                            payload,
+                            seq=key & _SEQ_MAX,
+                            id=rid,
+                            created_at_us=created,
+                            meta=meta,
+                            tokens=tokens,
+                        )
+                    )
+        return out
+
+    def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
+        """Return ``(messages before seq, is a message)`` for one position."""
+        self._check_open()
+        parts = segments(row.layout, row.pk, seq, seq + 1)
+        if not parts:
+            raise StoreCorruptError(f"session {row.id!r}: no position {seq}")
+        owner = parts[0][0]
+        with self._lock:
+            found = self._db.execute(
+                "SELECT mpos, kind FROM records WHERE key = ?", ((owner << _SHIFT) | seq,)
+            ).fetchone()
+        if found is None:
+            raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
+        return int(found[0]), found[1] != "event"
+
+    # -- collections ------------------------------------------------------------------
+
+    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions, most recently written first."""
+        self._check_open()
+        with self._lock:
+            if workspace is None:
+                rows = self._db.execute(
+                    f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0 "
+                    "ORDER BY updated_at DESC LIMIT ?",
+                    (limit,),
+                ).fetchall()
+            else:
+                rows = self._db.execute(
+                    f"SELECT {_SESSION_COLUMNS} FROM sessions "
+                    "WHERE workspace = ? AND deleted = 0 ORDER BY updated_at DESC LIMIT ?",
+                    (workspace, limit),
+                ).fetchall()
+        return [_row_from_db(r) for r in rows]
+
+    def children(self, session_id: str) -> list[str]:
+        """Return the ids of live children, oldest first."""
+        self._check_open()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
+                "WHERE l.parent_id = ? AND s.deleted = 0 ORDER BY s.pk",
+                (session_id,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def delete(self, session_id: str) -> None:
+        """Delete a session; its rows stay while another session's layout reads them."""
+        self._check_open()
+        with self._tx() as db:
+            found = db.execute(
+                "SELECT pk FROM sessions WHERE id = ? AND deleted = 0", (session_id,)
+            ).fetchone()
+            if found is None:
+                raise SessionNotFoundError(session_id)
+            pk = int(found[0])
+            # The tombstone gives up its id (NUL can never start a real id) so the
+            # id may be reused, and keeps its rows for the branches that share them.
+            db.execute("UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,))
+            db.execute("DELETE FROM lineage WHERE child_id = ?", (session_id,))
+            db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
+            self._collect(db)
+
+    def _collect(self, db: sqlite3.Connection) -> None:
+        """Drop the tombstones no live layout reads any more, with their rows.
+
+        Deletion is rare and this is one pass over the sessions table.
+        """
+        referenced: set[int] = set()
+        for (bases,) in db.execute("SELECT bases FROM sessions WHERE deleted = 0"):
+            referenced.update(int(owner) for owner, _ in json.loads(bases))
+        tombstones = [int(r[0]) for r in db.execute("SELECT pk FROM sessions WHERE deleted = 1")]
+        # A tombstone read only by other tombstones is garbage too: iterate to a fixed point
+        # by counting only references from live sessions (above), which is already that.
+        for pk in tombstones:
+            if pk in referenced:
+                continue
+            db.execute(
+                "DELETE FROM records WHERE key >= ? AND key < ?",
+                (pk << _SHIFT, (pk + 1) << _SHIFT),
+            )
+            db.execute("DELETE FROM sessions WHERE pk = ?", (pk,))
+
+    def stamp(self, session_id: str) -> str | None:
+        """Return ``<created>.<version>`` of a live session, or None."""
+        self._check_open()
+        with self._lock:
+            found = self._db.execute(
+                "SELECT created_at, version FROM sessions WHERE id = ? AND deleted = 0",
+                (session_id,),
+            ).fetchone()
+        return f"{found[0]:x}.{found[1]}" if found is not None else None
+
+    def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
+        """Return every stored scratchpad version of a session, oldest first."""
+        self._check_open()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT p.version, p.scratchpad, p.source, p.reason, p.metadata, p.created_at "
+                "FROM scratchpads p JOIN sessions s ON s.pk = p.session_pk "
+                "WHERE s.id = ? AND s.deleted = 0 ORDER BY p.version",
+                (session_id,),
+            ).fetchall()
+        return [
+            ScratchpadEntry(
+                version=r[0],
+                scratchpad=json.loads(r[1]) if r[1] is not None else None,
+                source=r[2],
+                reason=r[3],
+                metadata=json.loads(r[4]),
+                created_at_us=r[5],
+            )
+            for r in rows
+        ]
+
+    def integrity_check(self) -> list[str]:
+        """Run SQLite's integrity check and plait's own; return the problems found."""
+        problems: list[str] = []
+        with self._lock:
+            for (line,) in self._db.execute("PRAGMA integrity_check"):
+                if line != "ok":
+                    problems.append(str(line))
+            for r in self._db.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0"):
+                row = _row_from_db(r)
+                for owner, a, b in segments(row.layout, row.pk, 0, row.layout.end_seq):
+                    base = owner << _SHIFT
+                    n = self._db.execute(
+                        "SELECT COUNT(*) FROM records WHERE key >= ? AND key < ?",
+                        (base | a, base | b),
+                    ).fetchone()[0]
+                    if n != b - a:
+                        problems.append(f"session {row.id}: {b - a - n} rows missing at [{a},{b})")
+        return problems
+
+    def close(self) -> None:
+        """Close the connection. Idempotent."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({self._path!r})"
+
+
+class MemoryStore(SQLiteStore):
+    """An in-memory SQLite store for ephemeral sessions: same code, nothing on disk."""
+
+    def __init__(self) -> None:
+        super().__init__(":memory:")
+
+    def __repr__(self) -> str:
+        return "MemoryStore()"
