@@ -277,6 +277,12 @@ class EventRecord(Record):
         return {"name": self.name, "data": dict(self.data)}
 
 
+# Frozen dataclasses generate a field-based __hash__, which fails on the dict fields
+# (meta, arguments, data); records hash by identity (kind, id, seq) instead.
+for _cls in (SystemRecord, UserRecord, AssistantRecord, ToolRecord, SummaryRecord, EventRecord):
+    _cls.__hash__ = Record.__hash__  # type: ignore[assignment]
+
+
 def encode_payload(record: Record) -> str:
     """Encode a record's payload as the JSON a store keeps.
 

@@ -1,5 +1,64 @@
-"""The plait command."""
+"""The ``plait`` command: thin click commands grouped by noun.
+
+``plait sessions ...`` (``sessions.py``) lists, shows, draws, branches,
+renames and deletes sessions; ``plait db ...`` (``db.py``) looks after the
+SQLite file; ``plait demo`` (``demo.py``) is the offline walkthrough behind
+``make demo``. Every command takes ``-h``; the root options choose the store
+and the workspace; every :class:`plait.errors.PlaitError` ends the command
+with a one-line message and exit code 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
+from plait.cli.db import db
+from plait.cli.demo import demo
+from plait.cli.sessions import sessions
+
+__all__ = ["cli", "main"]
 
 
-def main() -> None:
-    """Run the plait command."""
+@click.group(cls=PlaitGroup, context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="plait", prog_name="plait")
+@click.option(
+    "--store",
+    envvar="PLAIT_STORE",
+    show_envvar=True,
+    metavar="PATH_OR_URL",
+    help=(
+        "The store: a SQLite file, a sqlite:///path URL, or :memory:. "
+        "Default: the file in $PLAIT_HOME, else ~/.local/share/plait/plait.db."
+    ),
+)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    metavar="DIR",
+    help="The workspace whose sessions to use. Default: the working directory.",
+)
+@click.pass_context
+def cli(ctx: click.Context, store: str | None, workspace: Path | None) -> None:
+    """plait: durable, branchable sessions for LLM agents.
+
+    Start with `plait demo`, then look around with `plait sessions list`.
+    """
+    ctx.obj = Settings.resolve(store, workspace)
+
+
+cli.add_command(sessions)
+cli.add_command(db)
+cli.add_command(demo)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the plait command.
+
+    Args:
+        argv: the arguments (default: ``sys.argv[1:]``).
+    """
+    cli.main(args=list(argv) if argv is not None else None, prog_name="plait")

@@ -1,0 +1,5 @@
+"""``python -m plait.cli``: the same as the ``plait`` command."""
+
+from plait.cli import main
+
+main()

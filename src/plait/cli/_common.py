@@ -1,0 +1,207 @@
+"""What every ``plait`` command shares: settings, error handling, output helpers.
+
+Commands stay thin: they parse options, call the public API, and print. The
+root group turns every :class:`plait.errors.PlaitError` into a one-line
+``Error: ...`` on stderr with exit code 1, so no command needs its own
+``try``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Final
+
+import click
+from rich.console import Console
+
+from plait.client import Client, SessionInfo
+from plait.errors import PlaitError
+from plait.records import JSONValue, Message, Record
+from plait.store import default_path
+
+__all__ = [
+    "CONTEXT_SETTINGS",
+    "PlaitGroup",
+    "Settings",
+    "console",
+    "echo_json",
+    "info_json",
+    "local_time",
+    "message_json",
+    "open_client",
+    "pass_settings",
+    "quote_all",
+    "record_json",
+    "short_operator",
+    "store_file",
+]
+
+CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"]}
+"""Click context settings for every command: ``-h`` is ``--help`` everywhere."""
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The root options, resolved, handed to every command."""
+
+    store: str
+    """The store to open: a path, a ``sqlite://`` URL, or ``:memory:``."""
+    workspace: Path
+    """The workspace folder whose sessions the commands see."""
+    store_given: bool = False
+    """Whether the store came from ``--store`` or ``$PLAIT_STORE`` (not the default file)."""
+    workspace_given: bool = False
+    """Whether ``--workspace`` was given (not the working directory)."""
+
+    @classmethod
+    def resolve(cls, store: str | None, workspace: Path | None) -> Settings:
+        """Fill in the defaults of the root options.
+
+        Args:
+            store: ``--store`` (click already read ``$PLAIT_STORE`` into it), or None.
+            workspace: ``--workspace``, or None for the working directory.
+
+        Returns:
+            Settings with the default store file from :func:`plait.store.default_path`
+            (which honours ``$PLAIT_HOME``) when no store was named.
+        """
+        chosen = store or None  # an empty $PLAIT_STORE means "not set", as in open_store
+        return cls(
+            store=chosen if chosen is not None else str(default_path()),
+            workspace=workspace if workspace is not None else Path.cwd(),
+            store_given=chosen is not None,
+            workspace_given=workspace is not None,
+        )
+
+    def root_args(self, *, workspace: bool = True) -> str:
+        """The root options to repeat in a suggested command, shell-quoted (may be empty).
+
+        Args:
+            workspace: include ``--workspace`` (only commands that filter by it need it).
+        """
+        parts: list[str] = []
+        if self.store_given:
+            parts += ["--store", self.store]
+        if workspace and self.workspace_given:
+            parts += ["--workspace", str(self.workspace)]
+        return "".join(f" {shlex.quote(p)}" for p in parts)
+
+
+pass_settings = click.make_pass_decorator(Settings)
+"""Decorator passing the root :class:`Settings` as a command's first argument."""
+
+
+def open_client(settings: Settings) -> Client:
+    """Open a client on the settings' store and workspace, closed when the command ends.
+
+    Raises:
+        PlaitError: the store cannot be opened (turned into a clean error by the root group).
+    """
+    ctx = click.get_current_context()
+    return ctx.with_resource(Client(settings.workspace, store=settings.store))
+
+
+def store_file(settings: Settings) -> Path:
+    """The SQLite file the settings name (for ``plait db``).
+
+    Raises:
+        click.UsageError: the store is ``:memory:`` or a URL that is not ``sqlite://``.
+    """
+    target = settings.store
+    if target == ":memory:":
+        raise click.UsageError("this command needs a store file, not ':memory:'")
+    if target.startswith("sqlite://"):
+        target = target.removeprefix("sqlite://")
+    elif "://" in target:
+        scheme = target.split("://", 1)[0]
+        raise click.UsageError(f"this command needs a SQLite store, not a {scheme!r} URL")
+    return Path(target).expanduser()
+
+
+class PlaitGroup(click.Group):
+    """A click group that reports plait's errors as one line, never a traceback.
+
+    A :class:`PlaitError` (an unknown session id, a bad argument, a store that
+    cannot be opened) and an :class:`OSError` (a store folder that cannot be
+    created) become a :class:`click.ClickException`: ``Error: <message>`` on
+    stderr and exit code 1. Anything else is a bug and keeps its traceback.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """Invoke the command, translating plait's errors."""
+        try:
+            return super().invoke(ctx)
+        except (PlaitError, OSError) as exc:
+            raise click.ClickException(_one_line(exc)) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """The error's message on one line (driver messages may span several)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def console() -> Console:
+    """A rich console on the current stdout (looked up per call, so tests can capture it)."""
+    return Console(highlight=False)
+
+
+def echo_json(value: JSONValue) -> None:
+    """Print ``value`` as indented JSON on stdout (plain text, never styled)."""
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat()
+
+
+def info_json(info: SessionInfo) -> dict[str, JSONValue]:
+    """A listed session as the JSON object ``sessions list --json`` prints."""
+    return {
+        "id": info.id,
+        "title": info.title,
+        "created_at": _iso(info.created_at),
+        "updated_at": _iso(info.updated_at),
+        "length": info.length,
+        "workspace": info.workspace,
+        "parent_session_ids": list(info.parent_session_ids),
+        "lineage_operator": info.lineage_operator,
+    }
+
+
+def message_json(message: Message) -> dict[str, JSONValue]:
+    """A message as JSON: its ``to_dict()`` form plus its position ``seq``."""
+    return {"seq": message.seq, **message.to_dict()}
+
+
+def record_json(record: Record) -> dict[str, JSONValue]:
+    """A record as JSON: position, id, kind, time, tokens, meta and payload."""
+    return {
+        "seq": record.seq,
+        "id": record.id,
+        "kind": record.kind,
+        "created_at": _iso(record.created_at),
+        "tokens": record.tokens,
+        "meta": dict(record.meta),
+        "payload": record.payload,
+    }
+
+
+def local_time(moment: datetime) -> str:
+    """A UTC moment in the user's local time, to the second, for tables."""
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def short_operator(operator: str | None) -> str:
+    """``Session.fork_at`` -> ``fork_at``; a root (no operator) -> ``root``."""
+    if not operator:
+        return "root"
+    return operator.removeprefix("Session.")
+
+
+def quote_all(words: Sequence[str]) -> str:
+    """Join words into one shell-quoted command line."""
+    return " ".join(shlex.quote(w) for w in words)

@@ -1,0 +1,84 @@
+"""``plait db ...``: the SQLite store file itself: where it is, its schema, its health."""
+
+from __future__ import annotations
+
+from contextlib import closing
+
+import click
+
+from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
+from plait.errors import SchemaOutdatedError
+from plait.store import SQLiteStore
+
+__all__ = ["db"]
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def db() -> None:
+    """Inspect and upgrade the SQLite store file."""
+
+
+def _open(settings: Settings, *, auto_migrate: bool) -> SQLiteStore:
+    """Open the settings' store file, closed when the command ends."""
+    store = SQLiteStore(store_file(settings), auto_migrate=auto_migrate)
+    click.get_current_context().with_resource(closing(store))
+    return store
+
+
+@db.command("path", context_settings=CONTEXT_SETTINGS)
+@pass_settings
+def path(settings: Settings) -> None:
+    """Print the path of the store file the other commands use."""
+    click.echo(str(store_file(settings).resolve()))
+
+
+@db.command("migrate", context_settings=CONTEXT_SETTINGS)
+@pass_settings
+def migrate(settings: Settings) -> None:
+    """Upgrade the store's schema to the one this plait writes (creating the file if needed).
+
+    Prints the schema versions applied, or "up to date".
+    """
+    file = store_file(settings)
+    fresh = not file.exists()
+    try:
+        store = _open(settings, auto_migrate=False)
+    except SchemaOutdatedError:
+        # Opening with auto_migrate applies every pending migration, each in
+        # its own transaction; the store does not say which ones it applied.
+        store = _open(settings, auto_migrate=True)
+        click.echo(f"migrated {store.location} to schema version {store.schema_version}")
+        return
+    # A new file is migrated as it is opened; anything still pending is applied here.
+    applied = store.migrate()
+    if fresh:
+        click.echo(f"created {store.location} at schema version {store.schema_version}")
+    elif applied:
+        versions = ", ".join(map(str, applied))
+        click.echo(
+            f"applied schema version(s) {versions} to {store.location} "
+            f"(now at {store.schema_version})"
+        )
+    else:
+        click.echo(f"up to date (schema version {store.schema_version})")
+
+
+@db.command("check", context_settings=CONTEXT_SETTINGS)
+@pass_settings
+def check(settings: Settings) -> None:
+    """Check the store file's integrity: SQLite's own check, then every session's rows.
+
+    Prints "ok", or each problem found and exits with status 1. Does not
+    migrate: an outdated schema is reported with the command that upgrades it.
+    """
+    file = store_file(settings)
+    if not file.exists():
+        raise click.ClickException(f"no store at {file}")
+    store = _open(settings, auto_migrate=False)
+    problems = store.integrity_check()
+    if not problems:
+        click.echo("ok")
+        return
+    for problem in problems:
+        click.echo(problem)
+    raise click.ClickException(f"{len(problems)} problem(s) in {store.location}")

@@ -1,0 +1,188 @@
+"""``plait sessions ...``: list, show, draw, branch, rename and delete stored sessions."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from plait.cli._common import (
+    CONTEXT_SETTINGS,
+    Settings,
+    console,
+    echo_json,
+    info_json,
+    local_time,
+    message_json,
+    open_client,
+    pass_settings,
+    record_json,
+    short_operator,
+)
+from plait.cli._render import print_messages, print_records, print_tree, tree_lines
+from plait.session import Session
+
+__all__ = ["sessions"]
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def sessions() -> None:
+    """List, inspect, branch, rename and delete stored sessions."""
+
+
+@sessions.command("list", context_settings=CONTEXT_SETTINGS)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Show at most this many sessions.",
+)
+@click.option("--all", "all_workspaces", is_flag=True, help="List every workspace's sessions.")
+@pass_settings
+def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces: bool) -> None:
+    """List the workspace's sessions, most recently active first."""
+    client = open_client(settings)
+    infos = client.sessions.list(limit, all_workspaces=all_workspaces)
+    if as_json:
+        echo_json([info_json(info) for info in infos])
+        return
+    out = console()
+    if not infos:
+        where = "this store" if all_workspaces else client.workspace
+        out.print(Text(f"no sessions in {where}", style="dim"))
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=36)
+    table.add_column("title", overflow="fold", ratio=1)
+    table.add_column("messages", justify="right", no_wrap=True)
+    table.add_column("updated", no_wrap=True)
+    table.add_column("operator", no_wrap=True)
+    if all_workspaces:
+        table.add_column("workspace", overflow="fold")
+    for info in infos:
+        cells = [
+            info.id,
+            info.title or "",
+            str(info.length),
+            local_time(info.updated_at),
+            short_operator(info.lineage_operator),
+        ]
+        if all_workspaces:
+            cells.append(info.workspace)
+        table.add_row(*(Text(c) for c in cells))
+    out.print(table)
+
+
+@sessions.command("show", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.option("--json", "as_json", is_flag=True, help="Print the messages (or records) as JSON.")
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Every message as written, not only what the model works with after a compaction.",
+)
+@click.option(
+    "--tail",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Show the last N records instead (events included).",
+)
+@pass_settings
+def show(settings: Settings, session_id: str, as_json: bool, full: bool, tail: int | None) -> None:
+    """Show a session's messages, or with --tail its last N records."""
+    if full and tail is not None:
+        raise click.UsageError("--full and --tail cannot be combined")
+    client = open_client(settings)
+    session = client.sessions.get(session_id)
+    if tail is not None:
+        records = session.tail(tail)
+        if as_json:
+            echo_json([record_json(r) for r in records])
+        else:
+            _header(session)
+            print_records(console(), records)
+        return
+    messages = session.history(full=full)
+    if as_json:
+        echo_json([message_json(m) for m in messages])
+        return
+    _header(session)
+    if not print_messages(console(), messages):
+        console().print(Text("(no messages)", style="dim"))
+
+
+def _header(session: Session) -> None:
+    """Print one line naming the session: id, title, operator, length."""
+    head = Text(session.id, style="bold")
+    if session.title:
+        head.append(" " + json.dumps(session.title, ensure_ascii=False))
+    op = short_operator(session.lineage_operator)
+    n = session.length
+    head.append(f"  {op}, {n} message{'' if n == 1 else 's'}", style="dim")
+    console().print(head, soft_wrap=True)
+
+
+@sessions.command("tree", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@pass_settings
+def tree(settings: Settings, session_id: str) -> None:
+    """Draw the lineage of a session: its root and every fork, fork_at and merge below it.
+
+    The session asked about is marked with *. A merge (several parents) is
+    drawn under its first parent and referenced under the others.
+    """
+    client = open_client(settings)
+    session = client.sessions.get(session_id)
+    print_tree(console(), tree_lines(client, session_id), mark=session.id)
+
+
+@sessions.command("fork", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.option(
+    "--at",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Keep only the first N messages (fork_at).",
+)
+@pass_settings
+def fork(settings: Settings, session_id: str, at: int | None) -> None:
+    """Branch a session; print the new session's id.
+
+    The branch shares the transcript (nothing is copied); with --at N it keeps
+    only the first N messages.
+    """
+    session = open_client(settings).sessions.get(session_id)
+    branch = session.fork() if at is None else session.fork_at(at)
+    click.echo(branch.id)
+
+
+@sessions.command("rename", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.argument("title")
+@pass_settings
+def rename(settings: Settings, session_id: str, title: str) -> None:
+    """Set a session's title; print the title as stored (white space trimmed)."""
+    session = open_client(settings).sessions.get(session_id)
+    click.echo(session.rename(title))
+
+
+@sessions.command("rm", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_settings
+def remove(settings: Settings, session_id: str, yes: bool) -> None:
+    """Delete a session. Branches made from it keep their messages."""
+    client = open_client(settings)
+    session = client.sessions.get(session_id)  # an unknown id fails before the prompt
+    if not yes:
+        title = f" ({session.title!r})" if session.title else ""
+        click.confirm(f"Delete session {session.id}{title}?", abort=True, err=True)
+    client.sessions.delete(session.id)
+    click.echo(f"deleted {session.id}")

@@ -1,0 +1,179 @@
+"""What only the SQLite store does: files, WAL, durability, migrations, garbage collection."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from plait import Client, Session, StaleSessionError
+from plait.errors import SchemaOutdatedError, SchemaTooNewError, StoreError
+from plait.store import SQLiteStore, default_path, open_store
+from plait.store.sqlite import MIGRATIONS
+
+
+def test_default_location_follows_plait_home(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "home"))
+    assert default_path() == tmp_path / "home" / "plait.db"
+    store = open_store()
+    assert store.location == str((tmp_path / "home" / "plait.db").resolve())
+    store.close()
+    monkeypatch.delenv("PLAIT_HOME")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert default_path() == tmp_path / "xdg" / "plait" / "plait.db"
+
+
+def test_open_store_targets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from plait.errors import InvalidArgumentError
+
+    s = open_store(f"sqlite://{tmp_path}/u.db")
+    assert s.location.endswith("u.db")
+    s.close()
+    assert open_store(":memory:").location == ":memory:"
+    monkeypatch.setenv("PLAIT_STORE", str(tmp_path / "env.db"))
+    s = open_store()
+    assert s.location.endswith("env.db")
+    s.close()
+    with pytest.raises(InvalidArgumentError):
+        open_store("mongodb://x")
+
+
+def test_wal_and_synchronous_settings(tmp_path: Path) -> None:
+    SQLiteStore(tmp_path / "a.db").close()
+    db = sqlite3.connect(tmp_path / "a.db")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+    full = SQLiteStore(tmp_path / "b.db", durability="full")
+    assert full._db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    full.close()
+    normal = SQLiteStore(tmp_path / "c.db")
+    assert normal._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
+    normal.close()
+    with pytest.raises(ValueError):
+        SQLiteStore(tmp_path / "d.db", durability="sometimes")  # type: ignore[arg-type]
+
+
+def test_sessions_survive_reopening_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.db"
+    with Client(tmp_path, store=path) as c:
+        s = c.session
+        s.inject({"role": "user", "content": "kept"})
+        child = s.fork()
+        sid, cid = s.id, child.id
+    with Client(tmp_path, store=path) as c:
+        assert [m.text for m in c.sessions.history_of(sid)] == ["kept"]
+        assert c.sessions.get(cid).parent_session_ids == (sid,)
+
+
+def test_a_schema_newer_than_the_code_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    SQLiteStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO plait_schema VALUES (999, 'from the future', 0)")
+    db.commit()
+    db.close()
+    with pytest.raises(SchemaTooNewError, match="upgrade plait"):
+        SQLiteStore(path)
+
+
+def test_an_older_schema_is_migrated_or_refused_with_the_command(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    SQLiteStore(path).close()
+    extra = (*MIGRATIONS, (2, "add a column", ("ALTER TABLE sessions ADD COLUMN extra TEXT",)))
+    with pytest.raises(SchemaOutdatedError, match="plait db migrate"):
+        SQLiteStore(path, auto_migrate=False, migrations=extra)
+    store = SQLiteStore(path, migrations=extra)
+    assert store.schema_version == 2 == store.code_version
+    assert store.migrate() == []
+    cols = [r[1] for r in store._db.execute("PRAGMA table_info(sessions)")]
+    assert "extra" in cols
+    store.close()
+
+
+def test_a_failing_migration_leaves_the_schema_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    SQLiteStore(path).close()
+    broken = (*MIGRATIONS, (2, "broken", ("ALTER TABLE sessions ADD COLUMN ok TEXT",
+                                          "THIS IS NOT SQL")))
+    with pytest.raises(StoreError):
+        SQLiteStore(path, migrations=broken)
+    store = SQLiteStore(path)
+    assert store.schema_version == 1
+    assert "ok" not in [r[1] for r in store._db.execute("PRAGMA table_info(sessions)")]
+    store.close()
+
+
+def test_a_file_that_is_not_a_database_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(StoreError):
+        SQLiteStore(path)
+
+
+def test_deleting_every_sharer_frees_every_row(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "gc.db")
+    c = Client(tmp_path, store=store)
+    a = Session.from_user_message("a", client=c)
+    a.inject_many([{"role": "user", "content": str(i)} for i in range(20)])
+    b = a.fork()
+    b.inject({"role": "user", "content": "b"})
+    d = b.detach()
+    m = d.merge(a)
+    for s in (a, b, d, m):
+        c.sessions.delete(s.id)
+    assert store._db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 0
+    assert store._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0
+    assert store.integrity_check() == []
+    store.close()
+
+
+def test_fork_writes_no_record_rows(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "cow.db")
+    c = Client(tmp_path, store=store)
+    s = Session.from_user_message("x", client=c)
+    s.inject_many([{"role": "assistant", "content": "y" * 100}] * 500)
+    count = store._db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
+    s.fork()
+    s.fork_at(250)
+    s.detach()
+    assert store._db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == count
+    assert store._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 4
+    store.close()
+
+
+def test_two_clients_on_one_file_never_interleave(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    one = Client(tmp_path, store=path)
+    two = Client(tmp_path, store=path)
+    s1 = one.open("shared")
+    s1.inject({"role": "user", "content": "first"})
+    s2 = two.sessions.get("shared")
+    s2.inject({"role": "assistant", "content": "second"})
+    # s1's view is stale now: a strict write fails, a plain one lands on the new head.
+    with pytest.raises(StaleSessionError):
+        s1.inject({"role": "user", "content": "strict"}, expect_version=s1.version)
+    s1.inject({"role": "user", "content": "third"})
+    assert [m.text for m in s2.history()] == ["first", "second", "third"]
+    assert [r.seq for r in s1.records] == [0, 1, 2]
+    one.close()
+    two.close()
+
+
+def test_expect_version_guards_a_write(tmp_path: Path) -> None:
+    with Client(tmp_path, store=":memory:") as c:
+        s = c.open()
+        s.inject({"role": "user", "content": "a"})
+        v = s.version
+        s.inject({"role": "user", "content": "b"}, expect_version=v)
+        with pytest.raises(StaleSessionError):
+            s.inject({"role": "user", "content": "c"}, expect_version=v)
+        assert s.length == 2
+
+
+def test_closed_store_is_a_store_error(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "x.db")
+    store.close()
+    with pytest.raises(StoreError):
+        store.get("x")

@@ -1,0 +1,82 @@
+"""The pure core: copy-on-write layouts and lineage drawing, with no store at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait.layout import Layout, branch, find_message, segments, shared_prefix
+from plait.lineage import LineageNode, draw_tree, root_of
+
+
+def test_segments_cover_and_clip() -> None:
+    lay = Layout(bases=((1, 3), (2, 5)), end_seq=8, end_msgs=8)
+    assert segments(lay, 9, 0, 8) == [(1, 0, 3), (2, 3, 5), (9, 5, 8)]
+    assert segments(lay, 9, 2, 6) == [(1, 2, 3), (2, 3, 5), (9, 5, 6)]
+    assert segments(lay, 9, 6, 6) == []
+    assert lay.own_lo == 5
+
+
+def test_branch_is_a_few_integers_whatever_the_length() -> None:
+    long = Layout(end_seq=100_000, end_msgs=100_000)
+    child = branch(long, 1, 100_000, 100_000)
+    assert child.bases == ((1, 100_000),)
+    grandchild = branch(child.appended(5, 5), 2, 100_003, 100_003)
+    assert grandchild.bases == ((1, 100_000), (2, 100_003))
+    assert grandchild.end_seq == 100_003
+
+
+def test_branch_before_the_view_start_clamps_the_view() -> None:
+    lay = Layout(end_seq=10, end_msgs=10, view_start=6, view_msgs=6)
+    child = branch(lay, 1, 4, 4)
+    assert (child.view_start, child.view_msgs, child.length) == (4, 4, 0)
+    with pytest.raises(ValueError):
+        branch(lay, 1, 11, 11)
+
+
+def test_shared_prefix_is_by_row_not_by_text() -> None:
+    a = Layout(end_seq=10, end_msgs=10)
+    b = branch(a, 1, 6, 6).appended(3, 3)
+    c = branch(b, 2, 8, 8)
+    assert shared_prefix(a, 1, b, 2) == 6
+    assert shared_prefix(b, 2, c, 3) == 8
+    assert shared_prefix(a, 1, c, 3) == 6
+    assert shared_prefix(a, 1, Layout(end_seq=4, end_msgs=4), 7) == 0
+
+
+def test_find_message_skips_events_with_few_probes() -> None:
+    kinds = "mmeeemmeem"  # m = message, e = event
+    mpos = [kinds[:i].count("m") for i in range(len(kinds))]
+    probes: list[int] = []
+
+    def probe(seq: int) -> tuple[int, bool]:
+        probes.append(seq)
+        return mpos[seq], kinds[seq] == "m"
+
+    lay = Layout(end_seq=len(kinds), end_msgs=kinds.count("m"))
+    found = [find_message(lay, k, probe) for k in range(kinds.count("m"))]
+    assert found == [i for i, k in enumerate(kinds) if k == "m"]
+    probes.clear()
+    find_message(Layout(end_seq=10_000, end_msgs=10_000), 9_000, lambda s: (s, True))
+    with pytest.raises(ValueError):
+        find_message(lay, 99, probe)
+
+
+def test_root_of_stops_at_missing_parents_and_cycles() -> None:
+    parents = {"c": "b", "b": "a", "x": "y", "y": "x"}
+    assert root_of("c", parents.get) == "a"
+    assert root_of("a", parents.get) == "a"
+    assert root_of("x", parents.get) in {"x", "y"}
+
+
+def test_draw_tree_shows_forks_and_merges() -> None:
+    parents = {"root": (), "f1": ("root",), "f2": ("root",), "m": ("f1", "f2")}
+    children = {"root": ["f1", "f2"], "f1": ["m"], "f2": ["m"], "m": []}
+    lines = draw_tree(
+        "root", lambda s: children[s],
+        lambda s: LineageNode(s, f"{s} op", parents[s]), mark="f2",
+    )
+    assert lines[0] == "root op"
+    assert "├── f1 op" in lines
+    assert "└── f2 op *" in lines
+    assert sum("m op" in line for line in lines) == 1  # drawn once in full
+    assert any("-> m" in line for line in lines)  # and referenced under its other parent

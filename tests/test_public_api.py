@@ -1,0 +1,44 @@
+"""The public API: what plait exports, its error hierarchy, its docstrings."""
+
+from __future__ import annotations
+
+import inspect
+
+import plait
+import plait.errors as errors
+
+
+def test_all_lists_exactly_the_public_names() -> None:
+    public = {name for name in vars(plait) if not name.startswith("_")} - {
+        # sub-packages and modules imported as a side effect of the re-exports
+        "client", "errors", "layout", "lineage", "records", "session", "store", "views", "cli",
+    }
+    assert set(plait.__all__) - {"__version__"} == public
+    for name in plait.__all__:
+        assert hasattr(plait, name), name
+
+
+def test_every_error_derives_from_plait_error() -> None:
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.PlaitError), name
+        assert cls.__doc__, name
+        assert name in (errors.__doc__ or ""), f"{name} missing from the drawn hierarchy"
+
+
+def test_bad_input_errors_are_also_value_errors() -> None:
+    assert issubclass(errors.InvalidArgumentError, ValueError)
+    assert issubclass(errors.InvalidMessageError, ValueError)
+    assert issubclass(errors.UnknownOptionError, ValueError)
+    assert issubclass(errors.SessionNotFoundError, LookupError)
+
+
+def test_every_public_name_has_a_docstring() -> None:
+    for name in plait.__all__:
+        obj = getattr(plait, name)
+        if inspect.isclass(obj) or inspect.isfunction(obj):
+            assert inspect.getdoc(obj), name
+            for attr, member in vars(obj).items():
+                if attr.startswith("_") or not callable(member):
+                    continue
+                assert inspect.getdoc(member), f"{name}.{attr}"

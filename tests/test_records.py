@@ -1,0 +1,125 @@
+"""The pure record model: kinds, payloads, the codec, the message view, ids."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from plait import AssistantRecord, EventRecord, Message, SummaryRecord, ToolCall, ToolRecord
+from plait._ids import is_session_id, new_id
+from plait._time import from_micros, to_micros
+from plait.errors import InvalidMessageError, StoreCorruptError
+from plait.records import (
+    KINDS,
+    Record,
+    SystemRecord,
+    UserRecord,
+    decode_record,
+    encode_payload,
+    record_from_message,
+)
+
+
+def roundtrip(r: Record) -> Record:
+    return decode_record(r.kind, encode_payload(r), seq=r.seq, id=r.id,
+                         created_at_us=r.created_at_us, meta=dict(r.meta), tokens=r.tokens)
+
+
+def test_every_kind_round_trips_through_the_codec() -> None:
+    records: list[Record] = [
+        SystemRecord(seq=0, content="sys"),
+        UserRecord(seq=1, content="hi", images=2, meta={"src": "cli"}, tokens=3),
+        AssistantRecord(seq=2, content="", tool_calls=(ToolCall("c", "ls", {"p": "."}),)),
+        ToolRecord(seq=3, content="out", tool_call_id="c", tool_name="ls", ok=False),
+        SummaryRecord(seq=4, content="sum", folds_from=0, folds_to=3),
+        EventRecord(seq=5, name="agent_session_closed", data={"status": "done"}),
+    ]
+    assert {r.kind for r in records} == set(KINDS)
+    for r in records:
+        assert roundtrip(r) == r
+
+
+def test_payloads_are_the_plain_dicts_the_seed_prints() -> None:
+    assert UserRecord(seq=0, content="x").payload == {"content": "x"}
+    assert ToolRecord(seq=0, content="o", tool_call_id="c", tool_name="t").payload == {
+        "content": "o", "tool_call_id": "c", "tool_name": "t", "ok": True}
+
+
+def test_records_are_frozen_and_timestamps_are_utc() -> None:
+    r = UserRecord(seq=0, content="x")
+    with pytest.raises(AttributeError):
+        r.content = "y"  # type: ignore[misc]
+    assert r.created_at.tzinfo is UTC
+    assert to_micros(from_micros(r.created_at_us)) == r.created_at_us
+    assert hash(r) == hash(roundtrip(r))
+
+
+def test_decode_rejects_unknown_kinds_and_broken_payloads() -> None:
+    with pytest.raises(StoreCorruptError):
+        decode_record("wizard", "{}", seq=0, id="i", created_at_us=0)
+    with pytest.raises(StoreCorruptError):
+        decode_record("user", "{not json", seq=0, id="i", created_at_us=0)
+    with pytest.raises(StoreCorruptError):
+        decode_record("tool", '{"content": "x"}', seq=0, id="i", created_at_us=0)
+
+
+def test_message_view_fields() -> None:
+    tool = ToolRecord(seq=3, content="out", tool_call_id="c", tool_name="ls", ok=False, images=1)
+    m = Message.from_record(tool)
+    assert (m.role, m.text, m.tool_call_id, m.tool_name, m.ok, m.images, m.seq) == (
+        "tool", "out", "c", "ls", False, 1, 3)
+    assert record_from_message(m.to_dict(), seq=3).payload == tool.payload | {"images": 1}
+    with pytest.raises(InvalidMessageError):
+        Message.from_record(EventRecord(seq=0, name="e"))
+
+
+def test_summary_folds_are_checked() -> None:
+    s = record_from_message({"role": "summary", "content": "s"}, seq=7, default_folds_from=2)
+    assert isinstance(s, SummaryRecord) and (s.folds_from, s.folds_to) == (2, 7)
+    for folds in ([3, 1], [0, 8], [0], "0,1", [True, 2]):
+        with pytest.raises(InvalidMessageError):
+            record_from_message({"role": "summary", "content": "s", "folds": folds}, seq=7)
+
+
+def test_fields_not_allowed_on_a_role_are_errors() -> None:
+    with pytest.raises(InvalidMessageError):
+        record_from_message({"role": "user", "content": "x", "tool_call_id": "c"}, seq=0)
+    with pytest.raises(InvalidMessageError):
+        record_from_message({"role": "assistant", "content": "x", "ok": True}, seq=0)
+    with pytest.raises(InvalidMessageError):
+        record_from_message("not a dict", seq=0)  # type: ignore[arg-type]
+    with pytest.raises(InvalidMessageError):
+        record_from_message({"role": "user", "content": [{"type": "audio"}]}, seq=0)
+
+
+@given(st.dictionaries(st.sampled_from(["role", "content", "tool_calls", "tool_call_id",
+                                        "ok", "meta", "images", "folds", "x"]),
+                       st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4),
+                                 st.lists(st.integers(), max_size=3),
+                                 st.sampled_from(["user", "assistant", "tool", "system",
+                                                  "summary"]))))
+def test_any_message_dict_gives_a_record_or_a_typed_error(message: dict[str, object]) -> None:
+    try:
+        record = record_from_message(message, seq=5)
+    except InvalidMessageError:
+        return
+    assert record.kind == message["role"]
+    assert roundtrip(record) == record
+
+
+def test_uuid7_ids_sort_by_creation_and_are_version_7() -> None:
+    ids = [new_id() for _ in range(5000)]
+    assert ids == sorted(ids)
+    assert len(set(ids)) == len(ids)
+    assert all(uuid.UUID(i).version == 7 and uuid.UUID(i).variant == uuid.RFC_4122
+               for i in ids[:50])
+
+
+def test_session_id_rules() -> None:
+    assert is_session_id("incident-debug") and is_session_id(new_id())
+    for bad in ("", ".", "..", "../x", "/abs", "a\\b", "a\x00", " x", "x" * 201, "tab\t", 5):
+        assert not is_session_id(bad)
