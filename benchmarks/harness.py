@@ -62,9 +62,7 @@ class Row:
         self.values[column] = median(samples)
 
 
-def interleave(
-    tasks: Mapping[str, Callable[[], object]], repeats: int
-) -> dict[str, list[float]]:
+def interleave(tasks: Mapping[str, Callable[[], object]], repeats: int) -> dict[str, list[float]]:
     """Run every task once per round, ``repeats`` rounds, and return each run's seconds.
 
     The machine is shared and noisy; interleaving the tasks (and rotating their
@@ -109,9 +107,11 @@ def checkpoint(path: Path) -> None:
     store's connection must be idle (no open transaction), which it is between
     plait calls.
     """
-    with sqlite3.connect(path) as db:
+    db = sqlite3.connect(path)
+    try:
         busy, _, _ = db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    db.close()
+    finally:
+        db.close()
     if busy:
         raise RuntimeError(f"{path}: checkpoint blocked by another connection")
 
@@ -156,7 +156,9 @@ class RawFloor:
 
     def __init__(self, path: Path, prefill: int, row_chars: int) -> None:
         self.path = path
-        self._body = ("floor " * (row_chars // 6 + 1))[:row_chars]
+        self.body: str
+        """The text every row holds."""
+        self.body = ("floor " * (row_chars // 6 + 1))[:row_chars]
         self._conns: dict[str, sqlite3.Connection] = {}
         for mode in ("NORMAL", "FULL"):
             db = sqlite3.connect(path, isolation_level=None)
@@ -166,13 +168,15 @@ class RawFloor:
         db = self._conns["NORMAL"]
         db.execute("CREATE TABLE floor (id INTEGER PRIMARY KEY, body TEXT NOT NULL)")
         db.execute("BEGIN")
-        db.executemany("INSERT INTO floor (body) VALUES (?)", ((self._body,) for _ in range(prefill)))
+        db.executemany(
+            "INSERT INTO floor (body) VALUES (?)", ((self.body,) for _ in range(prefill))
+        )
         db.execute("COMMIT")
 
     def append(self, n: int, synchronous: str) -> None:
         """Append ``n`` rows, each in its own ``BEGIN; INSERT; COMMIT``."""
         db = self._conns[synchronous]
-        body = self._body
+        body = self.body
         for _ in range(n):
             db.execute("BEGIN")
             db.execute("INSERT INTO floor (body) VALUES (?)", (body,))

@@ -79,4 +79,20 @@ def test_draw_tree_shows_forks_and_merges() -> None:
     assert "├── f1 op" in lines
     assert "└── f2 op *" in lines
     assert sum("m op" in line for line in lines) == 1  # drawn once in full
-    assert any("-> m" in line for line in lines)  # and referenced under its other parent
+    assert any("-> m (merged" in line for line in lines)  # and referenced under its other parent
+    assert lines == ["root op", "├── f1 op", "│   └── m op", "└── f2 op *",
+                     "    └── -> m (merged; drawn above)"]
+
+
+def test_draw_tree_draws_a_merge_whose_first_parent_is_gone() -> None:
+    children = {"f2": ["m"], "m": []}
+    lines = draw_tree("f2", lambda s: children[s],
+                      lambda s: LineageNode(s, s, ("gone", "f2") if s == "m" else ()))
+    assert lines == ["f2", "└── m"]
+
+
+def test_draw_tree_handles_deep_chains() -> None:
+    depth = 5000
+    lines = draw_tree("0", lambda s: [str(int(s) + 1)] if int(s) < depth else [],
+                      lambda s: LineageNode(s, s, ()))
+    assert len(lines) == depth + 1

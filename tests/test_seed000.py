@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from plait import Client, Session
+import pytest
+
+from plait import Client, InvalidArgumentError, Session
 
 
 def test_step1_agent_and_user_sessions_make_different_chunk_kinds() -> None:
@@ -75,3 +77,25 @@ def test_seed_constructors_store_in_the_given_client(client: Client) -> None:
     s = Session.from_agent_prompt("sys", client=client)
     assert client.exists(s.id)
     assert client.sessions.get(s.id) is s
+
+
+def test_merge_has_every_parent_and_joins_the_branches(client: Client) -> None:
+    base = Session.from_user_message("task", client=client)
+    a = base.fork()
+    b = base.fork()
+    a.inject({"role": "assistant", "content": "idea A"})
+    b.inject({"role": "assistant", "content": "idea B"})
+    b.inject({"role": "user", "content": "more B"})
+    merged = a.merge(b)
+    assert merged.parent_session_ids == (a.id, b.id)
+    assert merged.lineage_operator == "Session.merge"
+    # a's transcript, then what b added past the prefix it shares with a.
+    assert [r.payload["content"] for r in merged.chunk_table.rows] == [
+        "task", "idea A", "idea B", "more B"]
+    assert set(client.ancestry(b.id).child_ids) == {merged.id}  # type: ignore[union-attr]
+    # Merging never changes the parents.
+    assert a.length == 2 and b.length == 3
+    with pytest.raises(InvalidArgumentError):
+        a.merge()
+    with pytest.raises(InvalidArgumentError):
+        a.merge("not a session")  # type: ignore[arg-type]

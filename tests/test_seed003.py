@@ -342,3 +342,29 @@ def test_lifecycle_verbs_on_a_never_stored_session_fail_loud(client: Client) -> 
         with pytest.raises(SessionNotFoundError):
             verb()
     assert not client.exists(s.id)
+
+
+def test_workspace_anchor_and_policy_accessors(client: Client) -> None:
+    s = client.open()
+    assert s.workspace_anchor is None
+    assert s.workspace_policy == {"default_mount_mode": "read_write"}
+    assert s.set_workspace_anchor("/srv") is True
+    assert s.workspace_anchor == "/srv"
+    assert s.set_workspace_policy({"default_mount_mode": "read_only"}) is True
+    assert s.workspace_policy == {"default_mount_mode": "read_only"}
+    with pytest.raises(UnknownOptionError):
+        s.set_workspace_policy({"colour": "blue"})
+    with pytest.raises(InvalidArgumentError):
+        s.set_workspace_anchor("")
+    s.set_workspace_anchor(None)
+    assert s.workspace_anchor is None
+    assert s.fork().workspace_policy == {"default_mount_mode": "read_only"}
+
+
+def test_sessions_sharing_an_id_share_a_transcript(client: Client) -> None:
+    # Seed 003 "Interaction with workflows": two stages naming one session id.
+    stage_one = client.open("stage-shared")
+    stage_one.inject({"role": "user", "content": "from stage one"})
+    other_client = Client(client.workspace, store=client.store)
+    stage_two = other_client.open("stage-shared")
+    assert [m.text for m in stage_two.history()] == ["from stage one"]

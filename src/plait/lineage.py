@@ -58,9 +58,11 @@ def draw_tree(
 ) -> list[str]:
     """Draw the lineage DAG under ``root`` as text lines, one per session.
 
-    A merged session has several parents; it is drawn in full under its first
-    parent and as a reference (``-> id``) under the others, so the tree stays
-    a tree and every edge is shown.
+    A merged session has several parents. It is drawn in full where the walk
+    (depth first, children oldest first) meets it first, and as a reference
+    (``-> <id> (merged; drawn above)``) wherever else it appears, so every
+    session is drawn once and every edge is shown, whichever parents still
+    exist. The walk uses an explicit stack: a chain of any depth draws.
 
     Args:
         root: where to start.
@@ -69,28 +71,28 @@ def draw_tree(
         mark: a session to mark with ``*`` (the one the user asked about).
 
     Returns:
-        Lines such as ``├── 0192f3a1 Session.fork "title"``.
+        Lines such as ``├── 0192f3a1-... Session.fork "title"``.
     """
     lines: list[str] = []
     drawn: set[str] = set()
-
-    def label(sid: str) -> str:
-        star = " *" if sid == mark else ""
-        return f"{node(sid).label}{star}"
-
-    def walk(sid: str, prefix: str, last: bool, top: bool, via: str | None) -> None:
-        info = node(sid)
-        connector = "" if top else ("└── " if last else "├── ")
-        is_primary = not info.parent_ids or via is None or info.parent_ids[0] == via
-        if sid in drawn or not is_primary:
-            lines.append(f"{prefix}{connector}-> {info.id[:8]} (merged; drawn elsewhere)")
-            return
+    # (session, prefix for its line, prefix for its children's lines)
+    stack: list[tuple[str, str, str]] = [(root, "", "")]
+    while stack:
+        sid, line_prefix, child_prefix = stack.pop()
+        if sid in drawn:
+            lines.append(f"{line_prefix}-> {sid} (merged; drawn above)")
+            continue
         drawn.add(sid)
-        lines.append(f"{prefix}{connector}{label(sid)}")
+        star = " *" if sid == mark else ""
+        lines.append(f"{line_prefix}{node(sid).label}{star}")
         kids = list(children_of(sid))
-        child_prefix = prefix if top else prefix + ("    " if last else "│   ")
-        for i, kid in enumerate(kids):
-            walk(kid, child_prefix, i == len(kids) - 1, False, sid)
-
-    walk(root, "", True, True, None)
+        for i in range(len(kids) - 1, -1, -1):
+            last = i == len(kids) - 1
+            stack.append(
+                (
+                    kids[i],
+                    child_prefix + ("└── " if last else "├── "),
+                    child_prefix + ("    " if last else "│   "),
+                )
+            )
     return lines

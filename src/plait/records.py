@@ -280,7 +280,7 @@ class EventRecord(Record):
 # Frozen dataclasses generate a field-based __hash__, which fails on the dict fields
 # (meta, arguments, data); records hash by identity (kind, id, seq) instead.
 for _cls in (SystemRecord, UserRecord, AssistantRecord, ToolRecord, SummaryRecord, EventRecord):
-    _cls.__hash__ = Record.__hash__  # type: ignore[assignment]
+    _cls.__hash__ = Record.__hash__  # type: ignore[method-assign]
 
 
 def encode_payload(record: Record) -> str:

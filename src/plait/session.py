@@ -25,6 +25,7 @@ from plait.errors import (
     SessionClosedError,
     SessionNotFoundError,
     StaleSessionError,
+    StoreCorruptError,
     UnknownOptionError,
 )
 from plait.layout import Layout, branch, find_message, shared_prefix
@@ -218,7 +219,10 @@ class SessionHost:
         if not is_session_id(session_id):
             raise SessionNotFoundError(session_id, "not a valid session id")
         assert isinstance(session_id, str)
-        row = self.store.get(session_id)
+        try:
+            row = self.store.get(session_id)
+        except StoreCorruptError as exc:
+            raise SessionNotFoundError(session_id, f"cannot be read: {exc}") from exc
         if row is None:
             raise SessionNotFoundError(session_id)
         return row
@@ -833,6 +837,44 @@ class Session:
             return (), replace(row, metadata=meta), None
 
         self._mutate(build, allow_closed=True)
+
+    @property
+    def workspace_anchor(self) -> str | None:
+        """The folder tools treat as the workspace root (seed 003), or None."""
+        anchor = self.settings.get("workspace_anchor")
+        return anchor if isinstance(anchor, str) else None
+
+    def set_workspace_anchor(self, anchor: str | None) -> bool:
+        """Replace the workspace anchor (None clears it); returns True (seed 003).
+
+        Raises:
+            InvalidArgumentError: ``anchor`` is not a non-empty string or None.
+        """
+        if anchor is not None and (not isinstance(anchor, str) or not anchor):
+            raise InvalidArgumentError("workspace_anchor must be a non-empty string or None")
+        self.set_settings(workspace_anchor=anchor)
+        return True
+
+    @property
+    def workspace_policy(self) -> dict[str, JSONValue]:
+        """The workspace defaults, with ``default_mount_mode`` filled in (seed 003)."""
+        policy = self.settings.get("workspace_policy")
+        out: dict[str, JSONValue] = {"default_mount_mode": "read_write"}
+        if isinstance(policy, Mapping):
+            out.update(policy)
+        return out
+
+    def set_workspace_policy(self, policy: Mapping[str, JSONValue]) -> bool:
+        """Update the workspace defaults (merged into the current ones); returns True.
+
+        Raises:
+            UnknownOptionError: a key other than ``default_mount_mode``.
+            InvalidArgumentError: an unknown mount mode.
+        """
+        merged = dict(self.settings.get("workspace_policy") or {})
+        merged.update(validate_workspace_policy(policy))
+        self.set_settings(workspace_policy=merged)
+        return True
 
     @property
     def settings(self) -> dict[str, JSONValue]:

@@ -177,3 +177,18 @@ def test_closed_store_is_a_store_error(tmp_path: Path) -> None:
     store.close()
     with pytest.raises(StoreError):
         store.get("x")
+
+
+def test_an_unreadable_session_is_not_found(tmp_path: Path) -> None:
+    from plait import SessionNotFoundError
+
+    store = SQLiteStore(tmp_path / "bad.db")
+    c = Client(tmp_path, store=store)
+    s = c.open("broken")
+    s.inject({"role": "user", "content": "x"})
+    store._db.execute("UPDATE sessions SET bases = '{not json' WHERE id = 'broken'")
+    fresh = Client(tmp_path, store=store)
+    with pytest.raises(SessionNotFoundError, match="cannot be read"):
+        fresh.sessions.open("broken")
+    assert fresh.exists("broken") is False
+    store.close()

@@ -16,9 +16,9 @@ from pathlib import Path
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
-from plait.cli.db import db
-from plait.cli.demo import demo
-from plait.cli.sessions import sessions
+from plait.cli.db import db_group
+from plait.cli.demo import demo_command
+from plait.cli.sessions import sessions_group
 
 __all__ = ["cli", "main"]
 
@@ -50,9 +50,9 @@ def cli(ctx: click.Context, store: str | None, workspace: Path | None) -> None:
     ctx.obj = Settings.resolve(store, workspace)
 
 
-cli.add_command(sessions)
-cli.add_command(db)
-cli.add_command(demo)
+cli.add_command(sessions_group)
+cli.add_command(db_group)
+cli.add_command(demo_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -35,7 +34,6 @@ __all__ = [
     "message_json",
     "open_client",
     "pass_settings",
-    "quote_all",
     "record_json",
     "short_operator",
     "store_file",
@@ -43,6 +41,7 @@ __all__ = [
 
 CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"]}
 """Click context settings for every command: ``-h`` is ``--help`` everywhere."""
+
 
 @dataclass(frozen=True, slots=True)
 class Settings:
@@ -191,8 +190,8 @@ def record_json(record: Record) -> dict[str, JSONValue]:
 
 
 def local_time(moment: datetime) -> str:
-    """A UTC moment in the user's local time, to the second, for tables."""
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    """A UTC moment in the user's local time, to the minute, for tables."""
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M")
 
 
 def short_operator(operator: str | None) -> str:
@@ -200,8 +199,3 @@ def short_operator(operator: str | None) -> str:
     if not operator:
         return "root"
     return operator.removeprefix("Session.")
-
-
-def quote_all(words: Sequence[str]) -> str:
-    """Join words into one shell-quoted command line."""
-    return " ".join(shlex.quote(w) for w in words)

@@ -131,7 +131,8 @@ def lineage_label(session_id: str, row: SessionRow | None) -> LineageNode:
     if isinstance(source, str):
         parts.append(f"[detached from {source}]")
     if len(row.parent_ids) > 1:
-        parts.append(f"[merge of {', '.join(row.parent_ids)}]")
+        # Drawn under its first parent; name the others, whose lines only point here.
+        parts.append(f"[merged with {', '.join(row.parent_ids[1:])}]")
     return LineageNode(row.id, " ".join(parts), row.parent_ids)
 
 

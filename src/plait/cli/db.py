@@ -10,11 +10,11 @@ from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_f
 from plait.errors import SchemaOutdatedError
 from plait.store import SQLiteStore
 
-__all__ = ["db"]
+__all__ = ["db_group"]
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
-def db() -> None:
+@click.group("db", context_settings=CONTEXT_SETTINGS)
+def db_group() -> None:
     """Inspect and upgrade the SQLite store file."""
 
 
@@ -25,14 +25,14 @@ def _open(settings: Settings, *, auto_migrate: bool) -> SQLiteStore:
     return store
 
 
-@db.command("path", context_settings=CONTEXT_SETTINGS)
+@db_group.command("path", context_settings=CONTEXT_SETTINGS)
 @pass_settings
 def path(settings: Settings) -> None:
     """Print the path of the store file the other commands use."""
     click.echo(str(store_file(settings).resolve()))
 
 
-@db.command("migrate", context_settings=CONTEXT_SETTINGS)
+@db_group.command("migrate", context_settings=CONTEXT_SETTINGS)
 @pass_settings
 def migrate(settings: Settings) -> None:
     """Upgrade the store's schema to the one this plait writes (creating the file if needed).
@@ -63,7 +63,7 @@ def migrate(settings: Settings) -> None:
         click.echo(f"up to date (schema version {store.schema_version})")
 
 
-@db.command("check", context_settings=CONTEXT_SETTINGS)
+@db_group.command("check", context_settings=CONTEXT_SETTINGS)
 @pass_settings
 def check(settings: Settings) -> None:
     """Check the store file's integrity: SQLite's own check, then every session's rows.

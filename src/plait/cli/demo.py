@@ -19,7 +19,7 @@ from plait.cli._render import print_messages, print_tree, tree_lines
 from plait.records import JSONValue, Message, Record
 from plait.session import Session
 
-__all__ = ["CONVERSATION", "demo"]
+__all__ = ["CONVERSATION", "demo_command"]
 
 CONVERSATION: tuple[Mapping[str, JSONValue], ...] = (
     {"role": "system", "content": "You are a careful coding agent. Use tools to look things up."},
@@ -56,9 +56,9 @@ def _show(out: Console, records: list[Record]) -> None:
     print_messages(out, messages, indent="   ")
 
 
-@click.command(context_settings=CONTEXT_SETTINGS)
+@click.command("demo", context_settings=CONTEXT_SETTINGS)
 @pass_settings
-def demo(settings: Settings) -> None:
+def demo_command(settings: Settings) -> None:
     """Walk through sessions: record one, rename it, fork, fork_at, detach, merge, draw.
 
     Runs offline with no API key; writes to the store the other commands read,

@@ -24,15 +24,15 @@ from plait.cli._common import (
 from plait.cli._render import print_messages, print_records, print_tree, tree_lines
 from plait.session import Session
 
-__all__ = ["sessions"]
+__all__ = ["sessions_group"]
 
 
-@click.group(context_settings=CONTEXT_SETTINGS)
-def sessions() -> None:
+@click.group("sessions", context_settings=CONTEXT_SETTINGS)
+def sessions_group() -> None:
     """List, inspect, branch, rename and delete stored sessions."""
 
 
-@sessions.command("list", context_settings=CONTEXT_SETTINGS)
+@sessions_group.command("list", context_settings=CONTEXT_SETTINGS)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
 @click.option(
     "-n",
@@ -57,28 +57,30 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
         out.print(Text(f"no sessions in {where}", style="dim"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("id", no_wrap=True, min_width=36)
-    table.add_column("title", overflow="fold", ratio=1)
-    table.add_column("messages", justify="right", no_wrap=True)
+    # Ids are never cut (they are what the other commands take); a title that does
+    # not fit is cut to one line with an ellipsis, so each session stays one row.
+    table.add_column("id", no_wrap=True)
+    table.add_column("title")
+    table.add_column("msgs", justify="right", no_wrap=True)
     table.add_column("updated", no_wrap=True)
     table.add_column("operator", no_wrap=True)
     if all_workspaces:
-        table.add_column("workspace", overflow="fold")
+        table.add_column("workspace")
     for info in infos:
         cells = [
-            info.id,
-            info.title or "",
-            str(info.length),
-            local_time(info.updated_at),
-            short_operator(info.lineage_operator),
+            Text(info.id),
+            Text(info.title or "", no_wrap=True, overflow="ellipsis"),
+            Text(str(info.length)),
+            Text(local_time(info.updated_at)),
+            Text(short_operator(info.lineage_operator)),
         ]
         if all_workspaces:
-            cells.append(info.workspace)
-        table.add_row(*(Text(c) for c in cells))
+            cells.append(Text(info.workspace, no_wrap=True, overflow="ellipsis"))
+        table.add_row(*cells)
     out.print(table)
 
 
-@sessions.command("show", context_settings=CONTEXT_SETTINGS)
+@sessions_group.command("show", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.option("--json", "as_json", is_flag=True, help="Print the messages (or records) as JSON.")
 @click.option(
@@ -128,7 +130,7 @@ def _header(session: Session) -> None:
     console().print(head, soft_wrap=True)
 
 
-@sessions.command("tree", context_settings=CONTEXT_SETTINGS)
+@sessions_group.command("tree", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @pass_settings
 def tree(settings: Settings, session_id: str) -> None:
@@ -137,12 +139,11 @@ def tree(settings: Settings, session_id: str) -> None:
     The session asked about is marked with *. A merge (several parents) is
     drawn under its first parent and referenced under the others.
     """
-    client = open_client(settings)
-    session = client.sessions.get(session_id)
-    print_tree(console(), tree_lines(client, session_id), mark=session.id)
+    lines = tree_lines(open_client(settings), session_id)
+    print_tree(console(), lines, mark=session_id)
 
 
-@sessions.command("fork", context_settings=CONTEXT_SETTINGS)
+@sessions_group.command("fork", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.option(
     "--at",
@@ -163,7 +164,7 @@ def fork(settings: Settings, session_id: str, at: int | None) -> None:
     click.echo(branch.id)
 
 
-@sessions.command("rename", context_settings=CONTEXT_SETTINGS)
+@sessions_group.command("rename", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.argument("title")
 @pass_settings
@@ -173,7 +174,7 @@ def rename(settings: Settings, session_id: str, title: str) -> None:
     click.echo(session.rename(title))
 
 
-@sessions.command("rm", context_settings=CONTEXT_SETTINGS)
+@sessions_group.command("rm", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
 @pass_settings

@@ -73,10 +73,10 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 deleted INTEGER NOT NULL DEFAULT 0  -- tombstone while other branches share rows
             )
             """,
-            # "Most recently active first" for one workspace, or for all of them.
-            "CREATE INDEX sessions_recent ON sessions (workspace, updated_at DESC) "
-            "WHERE deleted = 0",
-            "CREATE INDEX sessions_recent_all ON sessions (updated_at DESC) WHERE deleted = 0",
+            # "Most recently active first" for one workspace, or for all of them. Ascending,
+            # so a backward scan yields (updated_at DESC, pk DESC): ties break by age.
+            "CREATE INDEX sessions_recent ON sessions (workspace, updated_at) WHERE deleted = 0",
+            "CREATE INDEX sessions_recent_all ON sessions (updated_at) WHERE deleted = 0",
             """
             CREATE TABLE records (
                 key INTEGER PRIMARY KEY,         -- owner pk << 32 | seq (see module docstring)
@@ -224,7 +224,10 @@ class SQLiteStore:
             target = ":memory:"
         else:
             resolved = Path(path).expanduser() if path is not None else default_path()
-            resolved.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                resolved.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{resolved}: cannot create its folder: {exc}") from exc
             target = str(resolved.resolve())
         self._path = target
         self._migrations = tuple(migrations)
@@ -554,13 +557,13 @@ class SQLiteStore:
             if workspace is None:
                 rows = self._db.execute(
                     f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0 "
-                    "ORDER BY updated_at DESC LIMIT ?",
+                    "ORDER BY updated_at DESC, pk DESC LIMIT ?",
                     (limit,),
                 ).fetchall()
             else:
                 rows = self._db.execute(
                     f"SELECT {_SESSION_COLUMNS} FROM sessions "
-                    "WHERE workspace = ? AND deleted = 0 ORDER BY updated_at DESC LIMIT ?",
+                    "WHERE workspace = ? AND deleted = 0 ORDER BY updated_at DESC, pk DESC LIMIT ?",
                     (workspace, limit),
                 ).fetchall()
         return [_row_from_db(r) for r in rows]

@@ -1,0 +1,92 @@
+"""``plait db ...``: path, migrate, check."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from plait import Client
+from plait.cli import cli
+from plait.store import SQLiteStore
+from plait.store.sqlite import MIGRATIONS
+
+from ._helpers import Run, assert_clean_error, conversation
+
+# A schema one version ahead of the shipped one, to play an older database.
+NEXT = (*MIGRATIONS, (MIGRATIONS[-1][0] + 1, "test: one more table", ("CREATE TABLE extra (x)",)))
+
+
+def test_check_says_ok(run: Run, api: Client) -> None:
+    conversation(api).fork()
+    result = run("db", "check")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "ok\n"
+
+
+def test_check_reports_missing_rows_and_exits_1(run: Run, api: Client, db_path: Path) -> None:
+    s = conversation(api)
+    api.close()
+    with sqlite3.connect(db_path) as raw:
+        raw.execute("DELETE FROM records WHERE key = (SELECT MAX(key) FROM records)")
+    raw.close()
+    result = run("db", "check")
+    assert result.exit_code == 1
+    assert f"session {s.id}: 1 rows missing" in result.stdout
+    assert result.stderr.startswith("Error: 1 problem(s)")
+
+
+def test_check_without_a_store_file(run: Run, db_path: Path) -> None:
+    assert_clean_error(run("db", "check"), "no store at")
+    assert not db_path.exists()
+
+
+def test_check_a_file_that_is_not_a_store(run: Run, db_path: Path) -> None:
+    db_path.write_bytes(b"garbage" * 1000)
+    assert_clean_error(run("db", "check"), "cannot open")
+
+
+def test_migrate_creates_then_is_up_to_date(run: Run, db_path: Path) -> None:
+    created = run("db", "migrate")
+    assert created.exit_code == 0, created.output
+    assert "created" in created.stdout and "schema version 1" in created.stdout
+    again = run("db", "migrate")
+    assert again.stdout == "up to date (schema version 1)\n"
+
+
+def test_migrate_upgrades_an_older_schema(
+    run: Run, api: Client, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = conversation(api)
+    api.close()
+    newer = functools.partial(SQLiteStore, migrations=NEXT)
+    monkeypatch.setattr("plait.cli.db.SQLiteStore", newer)
+    # check refuses to touch an outdated schema and says what upgrades it.
+    assert_clean_error(run("db", "check"), "plait db migrate")
+    result = run("db", "migrate")
+    assert result.exit_code == 0, result.output
+    assert "migrated" in result.stdout and "schema version 2" in result.stdout
+    assert run("db", "check").stdout == "ok\n"
+    # The shipped code now refuses the newer file, cleanly.
+    monkeypatch.undo()
+    assert_clean_error(run("sessions", "show", s.id), "newer")
+
+
+def test_db_path_honours_plait_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLAIT_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(cli, ["db", "path"])
+    assert result.stdout.strip() == str((tmp_path / "home" / "plait.db").resolve())
+    result = CliRunner().invoke(
+        cli, ["--store", "sqlite:///" + str(tmp_path / "y.db"), "db", "path"]
+    )
+    assert result.stdout.strip() == str((tmp_path / "y.db").resolve())
+
+
+def test_db_commands_need_a_file() -> None:
+    for command in (["db", "check"], ["db", "migrate"]):
+        result = CliRunner().invoke(cli, ["--store", ":memory:", *command])
+        assert result.exit_code == 2
+        assert ":memory:" in result.stderr

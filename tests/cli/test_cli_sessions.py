@@ -1,0 +1,341 @@
+"""``plait sessions ...``: list, show, tree, fork, rename, rm."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from plait import Client
+
+from ._helpers import Run, assert_clean_error, conversation
+
+# -- list ---------------------------------------------------------------------------------
+
+
+def test_list_shows_sessions_most_recent_first(run: Run, api: Client) -> None:
+    a, b, c = (conversation(api, q) for q in ("first?", "second?", "third?"))
+    a.rename("Alpha")
+    b.inject({"role": "user", "content": "bump"})  # b is now the most recently active
+    result = run("sessions", "list")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert out.index(b.id) < out.index(a.id) < out.index(c.id)
+    header = out.splitlines()[0].split()
+    assert header == ["id", "title", "msgs", "updated", "operator"]
+    assert "Alpha" in out
+    row_b = next(line for line in out.splitlines() if line.startswith(b.id))
+    assert " 6 " in row_b and row_b.rstrip().endswith("root")
+
+
+def test_list_json_has_the_fields(run: Run, api: Client) -> None:
+    root = conversation(api)
+    root.rename("Root")
+    branch = root.fork_at(2)
+    result = run("sessions", "list", "--json")
+    assert result.exit_code == 0, result.output
+    items = json.loads(result.stdout)
+    assert [i["id"] for i in items] == [branch.id, root.id]
+    assert set(items[0]) == {
+        "id",
+        "title",
+        "created_at",
+        "updated_at",
+        "length",
+        "workspace",
+        "parent_session_ids",
+        "lineage_operator",
+    }
+    first, second = items
+    assert first["parent_session_ids"] == [root.id]
+    assert first["lineage_operator"] == "Session.fork_at"
+    assert first["length"] == 2
+    assert first["title"] is None
+    assert second == {
+        **second,
+        "title": "Root",
+        "length": 5,
+        "parent_session_ids": [],
+        "lineage_operator": None,
+        "workspace": api.workspace,
+    }
+    for key in ("created_at", "updated_at"):
+        moment = datetime.fromisoformat(second[key])
+        assert moment.utcoffset() == timedelta(0)
+
+
+def test_list_limit(run: Run, api: Client) -> None:
+    sessions = [conversation(api, str(i)) for i in range(3)]
+    result = run("sessions", "list", "--json", "--limit", "2")
+    assert [i["id"] for i in json.loads(result.stdout)] == [sessions[2].id, sessions[1].id]
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "two"])
+def test_list_limit_must_be_a_positive_int(run: Run, bad: str) -> None:
+    result = run("sessions", "list", "--limit", bad)
+    assert result.exit_code == 2
+    assert "--limit" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_list_is_per_workspace_unless_all(
+    run: Run, api: Client, db_path: Path, tmp_path: Path
+) -> None:
+    mine = conversation(api)
+    other_ws = tmp_path / "other"
+    other_ws.mkdir()
+    with Client(other_ws, store=db_path) as other_client:
+        theirs = conversation(other_client)
+    ids = [i["id"] for i in json.loads(run("sessions", "list", "--json").stdout)]
+    assert ids == [mine.id]
+    everything = json.loads(run("sessions", "list", "--json", "--all").stdout)
+    assert [i["id"] for i in everything] == [theirs.id, mine.id]
+    assert everything[0]["workspace"] == str(other_ws.resolve())
+    table = run("sessions", "list", "--all").stdout
+    assert "workspace" in table.splitlines()[0] and theirs.id in table
+
+
+def test_list_empty(run: Run) -> None:
+    result = run("sessions", "list")
+    assert result.exit_code == 0
+    assert "no sessions" in result.stdout
+    assert json.loads(run("sessions", "list", "--json").stdout) == []
+
+
+def test_store_from_env(api: Client, db_path: Path, workspace: Path) -> None:
+    from click.testing import CliRunner
+
+    from plait.cli import cli
+
+    s = conversation(api)
+    result = CliRunner().invoke(
+        cli,
+        ["--workspace", str(workspace), "sessions", "list", "--json"],
+        env={"PLAIT_STORE": str(db_path)},
+    )
+    assert result.exit_code == 0, result.output
+    assert [i["id"] for i in json.loads(result.stdout)] == [s.id]
+
+
+# -- show ---------------------------------------------------------------------------------
+
+
+def test_show_prints_the_messages(run: Run, api: Client) -> None:
+    s = conversation(api)
+    s.rename("Files")
+    result = run("sessions", "show", s.id)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(s.id) and '"Files"' in lines[0]
+    assert lines[1:] == [
+        "user: How many files?",
+        "assistant: Checking.",
+        '  -> call ls({"path": "."}) [c1]',
+        "tool ls [c1] (ok): a.txt b.txt",
+        "assistant: Two files.",
+    ]
+
+
+def test_show_json_is_the_history(run: Run, api: Client) -> None:
+    s = conversation(api)
+    messages = json.loads(run("sessions", "show", s.id, "--json").stdout)
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[1]["tool_calls"] == [{"id": "c1", "name": "ls", "arguments": {"path": "."}}]
+    assert messages[2]["tool_call_id"] == "c1" and messages[2]["ok"] is True
+    assert [m["seq"] for m in messages] == [1, 2, 3, 4]
+
+
+def test_show_full_shows_what_a_summary_folded(run: Run, api: Client) -> None:
+    s = conversation(api)
+    s.inject({"role": "summary", "content": "They listed two files.", "folds": [1, 4]})
+    s.inject({"role": "user", "content": "Thanks"})
+    short = run("sessions", "show", s.id).stdout
+    assert "summary: They listed two files." in short
+    assert "How many files?" not in short and "Two files." in short and "Thanks" in short
+    full = run("sessions", "show", s.id, "--full").stdout
+    assert "How many files?" in full and "summary: They listed two files." in full
+    full_json = json.loads(run("sessions", "show", s.id, "--full", "--json").stdout)
+    assert len(full_json) == 6
+
+
+def test_show_tail_shows_last_records_with_events(run: Run, api: Client) -> None:
+    s = conversation(api)
+    s.log_event("checkpoint", {"n": 1})
+    result = run("sessions", "show", s.id, "--tail", "2")
+    assert result.exit_code == 0, result.output
+    body = result.stdout.splitlines()[1:]
+    assert body == ["#4 assistant: Two files.", '#5 event checkpoint {"n": 1}']
+    records = json.loads(run("sessions", "show", s.id, "--tail", "3", "--json").stdout)
+    assert [r["kind"] for r in records] == ["tool", "assistant", "event"]
+    assert records[-1]["payload"] == {"name": "checkpoint", "data": {"n": 1}}
+    assert {"seq", "id", "kind", "created_at", "tokens", "meta", "payload"} == set(records[0])
+
+
+def test_show_tail_and_full_conflict(run: Run, api: Client) -> None:
+    s = conversation(api)
+    result = run("sessions", "show", s.id, "--tail", "2", "--full")
+    assert result.exit_code == 2
+    assert run("sessions", "show", s.id, "--tail", "0").exit_code == 2
+
+
+def test_show_prints_markup_literally(run: Run, api: Client) -> None:
+    s = api.sessions.new()
+    s.inject({"role": "user", "content": "[bold]not bold[/bold] [red]"})
+    out = run("sessions", "show", s.id).stdout
+    assert "user: [bold]not bold[/bold] [red]" in out
+
+
+# -- tree ---------------------------------------------------------------------------------
+
+
+def test_tree_shows_forks_fork_at_and_merges(run: Run, api: Client) -> None:
+    root = conversation(api)
+    root.rename("Root")
+    fork = root.fork()
+    fork.inject({"role": "user", "content": "more"})
+    cut = root.fork_at(2)
+    merged = fork.merge(cut)
+    result = run("sessions", "tree", merged.id)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f'{root.id} root "Root" (5 msgs)'
+    assert f"├── {fork.id} Session.fork (6 msgs)" in lines
+    fork_at_line = next(line for line in lines if cut.id in line and "fork_at" in line)
+    assert fork_at_line.startswith("└── ") and "(2 msgs)" in fork_at_line
+    merge_line = next(line for line in lines if line.strip(" │").startswith(f"└── {merged.id}"))
+    assert "Session.merge" in merge_line and merge_line.endswith(" *")
+    assert f"merged with {cut.id}" in merge_line
+    # The merge is referenced under its second parent too.
+    assert lines[-1].endswith("(merged; drawn above)")
+    assert sum(line.endswith(" *") for line in lines) == 1
+
+
+def test_tree_marks_the_asked_session(run: Run, api: Client) -> None:
+    root = conversation(api)
+    child = root.fork()
+    lines = run("sessions", "tree", child.id).stdout.splitlines()
+    assert lines[0].startswith(root.id) and not lines[0].endswith("*")
+    assert lines[1].startswith(f"└── {child.id}") and lines[1].endswith(" *")
+    lines = run("sessions", "tree", root.id).stdout.splitlines()
+    assert lines[0].endswith(" *") and not lines[1].endswith("*")
+
+
+def test_tree_of_a_detached_session_is_its_own_root(run: Run, api: Client) -> None:
+    root = conversation(api)
+    root.fork()
+    detached = root.detach()
+    lines = run("sessions", "tree", detached.id).stdout.splitlines()
+    assert lines == [f"{detached.id} Session.detach (5 msgs) [detached from {root.id}] *"]
+
+
+# -- fork ---------------------------------------------------------------------------------
+
+
+def test_fork_prints_the_new_id(run: Run, api: Client) -> None:
+    s = conversation(api)
+    result = run("sessions", "fork", s.id)
+    assert result.exit_code == 0, result.output
+    new_id = result.stdout.strip()
+    branch = api.sessions.get(new_id)
+    assert branch.parent_session_ids == (s.id,)
+    assert branch.lineage_operator == "Session.fork"
+    assert branch.length == 5
+
+
+def test_fork_at_keeps_n_messages(run: Run, api: Client) -> None:
+    s = conversation(api)
+    new_id = run("sessions", "fork", s.id, "--at", "3").stdout.strip()
+    branch = api.sessions.get(new_id)
+    assert branch.length == 3
+    assert branch.branched_at == 3
+    assert branch.lineage_operator == "Session.fork_at"
+    assert [m.text for m in branch.history()] == ["How many files?", "Checking."]
+    assert s.length == 5
+
+
+def test_fork_at_out_of_range(run: Run, api: Client) -> None:
+    s = conversation(api)
+    assert_clean_error(run("sessions", "fork", s.id, "--at", "6"), "keep_first")
+    assert run("sessions", "fork", s.id, "--at", "-1").exit_code == 2
+
+
+# -- rename -------------------------------------------------------------------------------
+
+
+def test_rename_trims_and_prints_the_stored_title(run: Run, api: Client) -> None:
+    s = conversation(api)
+    result = run("sessions", "rename", s.id, "   A   new\ttitle  ")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "A new title\n"
+    assert s.title == "A new title"
+
+
+def test_rename_blank_is_a_clean_error(run: Run, api: Client) -> None:
+    s = conversation(api)
+    assert_clean_error(run("sessions", "rename", s.id, "   "), "blank")
+    assert s.title is None
+
+
+# -- rm -----------------------------------------------------------------------------------
+
+
+def test_rm_yes_deletes_and_show_then_fails(run: Run, api: Client) -> None:
+    s = conversation(api)
+    keep = s.fork()
+    result = run("sessions", "rm", s.id, "--yes")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == f"deleted {s.id}\n"
+    assert not api.exists(s.id)
+    assert_clean_error(run("sessions", "show", s.id), s.id, "no such session")
+    # The branch keeps the records it shared.
+    assert api.sessions.get(keep.id).length == 5
+
+
+def test_rm_asks_first(run: Run, api: Client) -> None:
+    s = conversation(api)
+    refused = run("sessions", "rm", s.id, input="n\n")
+    assert refused.exit_code == 1
+    assert "Delete session" in refused.stderr
+    assert api.exists(s.id)
+    accepted = run("sessions", "rm", s.id, input="y\n")
+    assert accepted.exit_code == 0, accepted.output
+    assert not api.exists(s.id)
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad_id", ["01a2271e-0000-7000-8000-000000000000", "../x", "/etc/passwd"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sessions", "show"],
+        ["sessions", "tree"],
+        ["sessions", "fork"],
+        ["sessions", "rm", "--yes"],
+        ["sessions", "rename", "{id}", "title"],
+    ],
+)
+def test_unknown_id_is_a_clean_error(run: Run, command: list[str], bad_id: str) -> None:
+    args = [a.replace("{id}", bad_id) for a in command]
+    if "{id}" not in command:
+        args.append(bad_id)
+    result = run(*args)
+    assert_clean_error(result, repr(bad_id))
+    assert result.stdout == ""
+
+
+def test_a_file_that_is_not_a_store_is_a_clean_error(run: Run, db_path: Path) -> None:
+    db_path.write_bytes(b"this is not a database" * 100)
+    assert_clean_error(run("sessions", "list"), "cannot open")
+
+
+def test_unknown_store_scheme_is_a_clean_error(workspace: Path) -> None:
+    from click.testing import CliRunner
+
+    from plait.cli import cli
+
+    result = CliRunner().invoke(cli, ["--store", "postgres://h/db", "sessions", "list"])
+    assert_clean_error(result, "postgres")
