@@ -161,9 +161,10 @@ def fmt(value: float, unit: str) -> str:
 def render(console: Console, rows: list[Row], targets: list[Target], columns: list[str]) -> None:
     """Print the results table and the targets section."""
     table = Table(
-        title="plait benchmarks (medians; columns = transcript size, or sessions in store "
-        "for sessions.list)",
+        title="plait benchmarks: medians",
         title_justify="left",
+        caption="columns: messages in the transcript (sessions in the store for sessions.list)",
+        caption_justify="left",
     )
     table.add_column("measurement")
     table.add_column("unit")
