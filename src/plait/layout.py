@@ -16,7 +16,7 @@ keep them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 __all__ = ["Layout", "Probe", "Segment", "branch", "find_message", "segments", "shared_prefix"]
 
@@ -59,7 +59,13 @@ class Layout:
 
     def appended(self, records: int, messages: int) -> Layout:
         """Return the layout after appending ``records`` rows of which ``messages`` are messages."""
-        return replace(self, end_seq=self.end_seq + records, end_msgs=self.end_msgs + messages)
+        return Layout(
+            self.bases,
+            self.end_seq + records,
+            self.end_msgs + messages,
+            self.view_start,
+            self.view_msgs,
+        )
 
 
 def segments(layout: Layout, own: int, lo: int, hi: int) -> list[Segment]:

@@ -53,6 +53,10 @@ MESSAGE_ROLES: Final = ("system", "user", "assistant", "tool", "summary")
 """Roles :func:`record_from_message` accepts; events are written by plait's verbs."""
 
 
+# One encoder, built once: json.dumps with non-default options builds a new encoder per call.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
 def dumps(value: JSONValue) -> str:
     """Encode ``value`` as compact JSON, the one way plait writes JSON.
 
@@ -60,7 +64,7 @@ def dumps(value: JSONValue) -> str:
         InvalidMessageError: if ``value`` is not JSON-serializable.
     """
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise InvalidMessageError(f"not JSON-serializable: {exc}") from exc
 
@@ -283,12 +287,21 @@ for _cls in (SystemRecord, UserRecord, AssistantRecord, ToolRecord, SummaryRecor
     _cls.__hash__ = Record.__hash__  # type: ignore[method-assign]
 
 
+_ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
+_PLAIN = frozenset({SystemRecord, UserRecord, AssistantRecord})
+
+
 def encode_payload(record: Record) -> str:
     """Encode a record's payload as the JSON a store keeps.
 
     Raises:
         InvalidMessageError: if the payload holds something JSON cannot carry.
     """
+    # A text-only message is most of every transcript: build its JSON directly.
+    if type(record) in _PLAIN:
+        payload = record.payload
+        if len(payload) == 1:
+            return '{"content":' + _ENCODE_STR(payload["content"]) + "}"
     return dumps(record.payload)
 
 
@@ -439,6 +452,16 @@ def record_from_message(
     Raises:
         InvalidMessageError: no role, an unknown role or key, or a field of the wrong type.
     """
+    # The common case, a plain text message with nothing else, skips the general checks.
+    if type(message) is dict and len(message) == 2:
+        role, content = message.get("role"), message.get("content")
+        if type(content) is str:
+            if role == "user":
+                return UserRecord(seq=seq, content=content)
+            if role == "assistant":
+                return AssistantRecord(seq=seq, content=content)
+            if role == "system":
+                return SystemRecord(seq=seq, content=content)
     where = f"message at position {seq}"
     if not isinstance(message, Mapping):
         raise InvalidMessageError(
@@ -459,7 +482,8 @@ def record_from_message(
     meta = message.get("meta") or {}
     if not isinstance(meta, Mapping):
         raise InvalidMessageError(f"{where}: 'meta' must be an object")
-    dumps(meta)
+    if meta:
+        dumps(meta)
     text, images = _content_text(message.get("content"), where)
     extra_images = message.get("images", 0)
     if not isinstance(extra_images, int) or isinstance(extra_images, bool) or extra_images < 0:

@@ -243,7 +243,8 @@ def _ephemeral_host() -> SessionHost:
         return _default_host
 
 
-Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow, ScratchpadEntry | None]]
+Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow | None, ScratchpadEntry | None]]
+"""Given the head, return (records to append, the new row or None if only appending, pad)."""
 
 
 class Session:
@@ -547,7 +548,11 @@ class Session:
                 raise SessionClosedError(self._id)
             records, updated, pad = build(row)
             try:
-                self._row = self._host.store.write(row, updated, records, pad)
+                if updated is None and pad is None:
+                    self._row = self._host.store.append(row, records)
+                else:
+                    target = updated if updated is not None else self._append(row, records)
+                    self._row = self._host.store.write(row, target, records, pad)
                 return self._row, records
             except StaleSessionError as exc:
                 if expect_version is not None:
@@ -560,6 +565,8 @@ class Session:
     def _create(self, build: Build) -> tuple[SessionRow, Sequence[Record]]:
         blank = SessionRow(id=self._id, workspace=self._host.workspace)
         records, updated, pad = build(blank)
+        if updated is None:
+            updated = self._append(blank, records)
         stored = self._host.store.create(updated, records)
         if pad is not None:
             stored = self._host.store.write(stored, replace(stored), (), pad)
@@ -573,13 +580,13 @@ class Session:
         return replace(row, layout=row.layout.appended(len(records), messages))
 
     def _build_messages(self, messages: Sequence[Mapping[str, JSONValue]]) -> Build:
-        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+        def build(row: SessionRow) -> tuple[Sequence[Record], None, None]:
             start = row.layout.end_seq
             records = [
                 record_from_message(m, seq=start + i, default_folds_from=row.layout.view_start)
                 for i, m in enumerate(messages)
             ]
-            return records, self._append(row, records), None
+            return records, None, None
 
         return build
 
@@ -602,6 +609,18 @@ class Session:
             SessionClosedError: the session was closed.
             StaleSessionError: ``expect_version`` is not the head.
         """
+        row = self._row
+        if expect_version is None and row is not None and row.status == "open":
+            # The agent-step fast path: one record, no retry bookkeeping.
+            lay = row.layout
+            record = record_from_message(
+                message, seq=lay.end_seq, default_folds_from=lay.view_start
+            )
+            try:
+                self._row = self._host.store.append(row, (record,))
+                return record
+            except StaleSessionError:
+                self.refresh()  # someone else wrote first: take the general path on the new head
         return self.inject_many([message], expect_version=expect_version)[0]
 
     def inject_many(
@@ -648,10 +667,11 @@ class Session:
         *,
         allow_closed: bool = False,
     ) -> Record:
-        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
-            base = change(row) if change is not None else row
-            event = EventRecord(seq=base.layout.end_seq, name=name, data=dict(data))
-            return [event], self._append(base, [event]), None
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow | None, None]:
+            event = EventRecord(seq=row.layout.end_seq, name=name, data=dict(data))
+            if change is None:
+                return [event], None, None
+            return [event], self._append(change(row), [event]), None
 
         return self._mutate(build, allow_closed=allow_closed)[1][0]
 

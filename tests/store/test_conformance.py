@@ -40,7 +40,7 @@ def test_create_and_get_round_trip(store: Store) -> None:
     row = appended(new_row("s1", title="t", metadata={"settings": {"a": 1}},
                            scratchpad={"k": [1]}, scratchpad_version=1), recs)
     stored = store.create(row, recs)
-    assert stored.pk > 0 and stored.version == 1
+    assert stored.pk > 0 and stored.row_version == 1 and stored.version == 1 + 3
     assert stored.created_at_us > 0 and stored.updated_at_us == stored.created_at_us
     got = store.get("s1")
     assert got == stored
@@ -60,50 +60,89 @@ def test_create_refuses_a_taken_id_and_writes_nothing(store: Store) -> None:
     assert row is not None and row.layout.end_seq == 0
 
 
-def test_write_appends_and_bumps_version(store: Store) -> None:
+def test_append_grows_the_head_and_the_version(store: Store) -> None:
     row = store.create(new_row("s"))
     recs = users(0, 2)
-    row2 = store.write(row, appended(row, recs), recs)
-    assert row2.version == row.version + 1
-    assert row2.updated_at_us > row.updated_at_us
+    row2 = store.append(row, recs)
+    assert row2.version > row.version
+    assert row2.layout.end_seq == 2 and row2.layout.end_msgs == 2
     ev: list[Record] = [EventRecord(seq=2, name="e", data={"x": 1})]
-    row3 = store.write(row2, appended(row2, ev), ev)
-    assert store.get("s") == row3
-    assert [r.kind for r in store.read(row3, 0, 3)] == ["user", "user", "event"]
-    assert row3.layout.end_msgs == 2
+    row3 = store.append(row2, ev)
+    got = store.get("s")
+    assert got is not None
+    assert (got.version, got.layout) == (row3.version, row3.layout)
+    assert got.updated_at_us >= row.updated_at_us
+    assert [r.kind for r in store.read(got, 0, 3)] == ["user", "user", "event"]
+    assert got.layout.end_msgs == 2
+    assert store.append(got, []) == got
 
 
-def test_write_is_compare_and_set(store: Store) -> None:
+def test_append_is_compare_and_set_on_the_head(store: Store) -> None:
     row = store.create(new_row("s"))
-    recs = users(0, 1)
-    store.write(row, appended(row, recs), recs)
+    store.append(row, users(0, 1))
     with pytest.raises(StaleSessionError) as info:
-        store.write(row, appended(row, users(0, 1, "x")), users(0, 1, "x"))
-    assert info.value.expected == 1 and info.value.actual == 2
+        store.append(row, users(0, 1, "x"))
+    assert info.value.expected == row.version and info.value.actual == row.version + 1
     fresh = store.get("s")
     assert fresh is not None
     assert [r.text for r in store.read(fresh, 0, fresh.layout.end_seq)] == ["m0"]
 
 
-def test_write_to_a_deleted_session(store: Store) -> None:
+def test_append_must_start_at_the_head(store: Store) -> None:
+    from plait.errors import StoreError
+
+    row = store.create(new_row("s"))
+    with pytest.raises(StoreError):
+        store.append(row, users(3, 1))
+
+
+def test_write_updates_the_row_and_appends(store: Store) -> None:
+    row = store.create(new_row("s"))
+    row = store.append(row, users(0, 2))
+    ev: list[Record] = [EventRecord(seq=2, name="trimmed")]
+    hidden = replace(appended(row, ev), title="t", status="closed",
+                     layout=replace(appended(row, ev).layout, view_start=1, view_msgs=1))
+    row2 = store.write(row, hidden, ev)
+    assert row2.version > row.version
+    got = store.get("s")
+    assert got == row2
+    assert (got.title, got.status, got.layout.view_start, got.layout.length) == (
+        "t", "closed", 1, 1)
+
+
+def test_write_is_compare_and_set_on_row_and_head(store: Store) -> None:
+    row = store.create(new_row("s"))
+    store.write(row, replace(row, title="first"))
+    with pytest.raises(StaleSessionError):
+        store.write(row, replace(row, title="second"))
+    row = store.get("s")
+    assert row is not None and row.title == "first"
+    store.append(row, users(0, 1))  # the head moved: a row write based on `row` is stale
+    with pytest.raises(StaleSessionError):
+        store.write(row, replace(row, title="third"))
+    got = store.get("s")
+    assert got is not None and got.title == "first" and got.layout.end_seq == 1
+
+
+def test_writes_to_a_deleted_session(store: Store) -> None:
     row = store.create(new_row("s"))
     store.delete("s")
     with pytest.raises(SessionNotFoundError):
         store.write(row, replace(row, title="x"))
+    with pytest.raises(SessionNotFoundError):
+        store.append(row, users(0, 1))
 
 
 def test_read_spans_inherited_segments(store: Store) -> None:
     base = store.create(appended(new_row("a"), users(0, 5)), users(0, 5))
     child_layout = branch(base.layout, base.pk, 3, 3)
     child = store.create(new_row("b", layout=child_layout, parent_ids=("a",)))
-    own = users(3, 2, "b")
-    child = store.write(child, appended(child, own), own)
+    child = store.append(child, users(3, 2, "b"))
     assert [r.text for r in store.read(child, 0, 5)] == ["m0", "m1", "m2", "b3", "b4"]
     assert [r.text for r in store.read(child, 2, 4)] == ["m2", "b3"]
     assert store.read(child, 5, 9) == []
     # The base continues independently.
-    more = users(5, 1)
-    base = store.write(base, appended(base, more), more)
+    base = store.append(base, users(5, 1))
     assert [r.text for r in store.read(base, 3, 6)] == ["m3", "m4", "m5"]
     # Shared rows are the same rows.
     assert store.read(child, 0, 3) == store.read(base, 0, 3)
@@ -121,6 +160,16 @@ def test_recent_orders_filters_and_limits(store: Store) -> None:
     touched = store.write(rows[0], replace(rows[0], title="now"))
     assert store.recent(None, 10)[0].id == touched.id
     assert [r.id for r in store.recent("/a", 10)] == ["s3", "s1"]
+    store.append(rows[1], users(0, 1))
+    assert [r.id for r in store.recent(None, 3)] == ["s1", "s0", "s4"]
+    s1 = store.get("s1")
+    assert s1 is not None
+    store.append(s1, users(1, 1))  # already the most recent: still first, newer activity
+    listed = store.recent(None, 10)
+    assert listed[0].id == "s1" and listed[0].updated_at_us >= s1.updated_at_us
+    assert [r.updated_at_us for r in listed] == sorted(
+        (r.updated_at_us for r in listed), reverse=True)
+    assert [r.id for r in store.recent("/a", 10)] == ["s1", "s3"]
     assert len(store.recent(None, 2)) == 2
     store.delete("s3")
     assert [r.id for r in store.recent("/a", 10)] == ["s1"]
@@ -158,8 +207,11 @@ def test_stamp_moves_with_every_write_only(store: Store) -> None:
     assert first is not None and store.stamp("s") == first
     store.read(row, 0, 0)
     assert store.stamp("s") == first
-    store.write(row, replace(row, title="x"))
-    assert store.stamp("s") != first
+    row = store.write(row, replace(row, title="x"))
+    second = store.stamp("s")
+    assert second != first
+    store.append(row, users(0, 1))
+    assert store.stamp("s") not in {first, second}
     assert store.stamp("missing") is None
 
 
@@ -169,6 +221,7 @@ def test_scratchpad_history(store: Store) -> None:
     row = store.write(row, replace(row, scratchpad={"a": 1}, scratchpad_version=1), (), e1)
     e2 = ScratchpadEntry(2, None)
     store.write(row, replace(row, scratchpad=None, scratchpad_version=2), (), e2)
+    assert store.get("s").scratchpad_version == 2  # type: ignore[union-attr]
     hist = store.scratchpad_history("s")
     assert [(h.version, h.scratchpad, h.source, h.reason, h.metadata) for h in hist] == [
         (1, {"a": 1}, "agent", "why", {"m": True}), (2, None, None, None, {})]

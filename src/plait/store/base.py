@@ -31,8 +31,8 @@ class SessionRow:
     """Where its transcript rows live, and what its view shows."""
     pk: int = 0
     """The store's internal key (0 before the row is stored); owner key of its rows."""
-    version: int = 0
-    """The head version: bumped by every write; compare-and-set guards it."""
+    row_version: int = 0
+    """Bumped by every change to the session row itself (title, view, status, ...)."""
     created_at_us: int = 0
     """Creation time, microseconds since the epoch (UTC)."""
     updated_at_us: int = 0
@@ -53,6 +53,35 @@ class SessionRow:
     """Bumped by every scratchpad change."""
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
     """Settings and provenance: workspace anchor and policy, close status, ..."""
+
+    @property
+    def version(self) -> int:
+        """The head version: grows with every write (row changes plus records appended)."""
+        return self.row_version + self.layout.end_seq
+
+    def with_head(self, layout: Layout, updated_at_us: int) -> SessionRow:
+        """Return this row with a new layout and activity time (the append fast path).
+
+        Builds the row directly: ``dataclasses.replace`` costs several times more,
+        and this runs once per record appended.
+        """
+        return SessionRow(
+            self.id,
+            self.workspace,
+            layout,
+            self.pk,
+            self.row_version,
+            self.created_at_us,
+            updated_at_us,
+            self.title,
+            self.parent_ids,
+            self.lineage_operator,
+            self.branched_at,
+            self.status,
+            self.scratchpad,
+            self.scratchpad_version,
+            self.metadata,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +112,23 @@ class Store(Protocol):
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session with its first own records and lineage edges.
 
-        ``row.pk`` and ``row.version`` are ignored; the stored row (with its
-        ``pk``, version 1 and timestamps) is returned.
+        ``row.pk`` and ``row.row_version`` are ignored; the stored row (with
+        its ``pk``, ``row_version`` 1 and timestamps) is returned.
 
         Raises:
             SessionExistsError: the id is taken.
+        """
+        ...
+
+    def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
+        """Append records at the head, if the head is still ``expected``'s.
+
+        The records' positions start at ``expected.layout.end_seq``. This is the
+        hot path of every agent step: it changes nothing but the transcript.
+
+        Raises:
+            StaleSessionError: another writer appended first (nothing written).
+            SessionNotFoundError: the session is gone.
         """
         ...
 
@@ -98,14 +139,14 @@ class Store(Protocol):
         records: Sequence[Record] = (),
         scratchpad: ScratchpadEntry | None = None,
     ) -> SessionRow:
-        """Compare-and-set: if the stored version is ``expected.version``, append and update.
+        """Compare-and-set the whole session: row and head must still be ``expected``'s.
 
-        The records (positions from ``expected.layout.end_seq`` on) are stored as
-        rows owned by the session, the mutable columns take ``updated``'s values,
-        the version is bumped, ``updated_at`` set to now.
+        The mutable columns take ``updated``'s values (title, view, status,
+        scratchpad, metadata), the records are appended as in :meth:`append`,
+        and the scratchpad entry (if any) is added to its history.
 
         Raises:
-            StaleSessionError: the stored version differs (nothing written).
+            StaleSessionError: the row or the head changed since ``expected`` (nothing written).
             SessionNotFoundError: the session is gone.
         """
         ...

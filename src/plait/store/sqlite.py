@@ -20,7 +20,9 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from time import monotonic
 from typing import Any, Final, Literal
 
 from plait._time import now_micros
@@ -114,6 +116,22 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
 )
 
+_INSERT_RECORD: Final = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+# The fast append: one statement, its own transaction; inserts only while the session is live.
+_INSERT_IF_LIVE: Final = (
+    "INSERT INTO records SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 "
+    "WHERE EXISTS (SELECT 1 FROM sessions WHERE pk = (?1 >> 32) AND deleted = 0)"
+)
+# One read before an append: is the session live, and which session is the most recent?
+_APPEND_STATE: Final = (
+    "SELECT (SELECT 1 FROM sessions WHERE pk = ?1 AND deleted = 0), t.pk, t.updated_at "
+    "FROM (SELECT pk, updated_at FROM sessions WHERE deleted = 0 "
+    "ORDER BY updated_at DESC, pk DESC LIMIT 1) AS t"
+)
+
+_TOP_TTL: Final = 0.1
+"""Seconds an append trusts that its session is still the most recently active."""
+
 _SHIFT: Final = 32
 _SEQ_MAX: Final = (1 << _SHIFT) - 1
 
@@ -139,18 +157,40 @@ def default_path() -> Path:
     return Path(data).expanduser() / "plait" / "plait.db"
 
 
-def _row_from_db(r: sqlite3.Row | tuple[Any, ...]) -> SessionRow:
+def _head(db: sqlite3.Connection, pk: int) -> tuple[int, int, int] | None:
+    """Return ``(end_seq, end_msgs, created_at)`` from the session's newest own row, or None.
+
+    Appends do not touch the session row (see :meth:`SQLiteStore.append`), so the
+    head is read from the records: one reverse seek on the primary key.
+    """
+    found = db.execute(
+        "SELECT key, mpos, kind, created_at FROM records WHERE key >= ? AND key < ? "
+        "ORDER BY key DESC LIMIT 1",
+        (pk << _SHIFT, (pk + 1) << _SHIFT),
+    ).fetchone()
+    if found is None:
+        return None
+    key, mpos, kind, created = found
+    return (key & _SEQ_MAX) + 1, mpos + (kind != "event"), created
+
+
+def _row_from_db(db: sqlite3.Connection, r: sqlite3.Row | tuple[Any, ...]) -> SessionRow:
     try:
         bases = tuple((int(o), int(h)) for o, h in json.loads(r[7]))
-        layout = Layout(bases, r[8], r[9], r[10], r[11])
+        end_seq, end_msgs, updated = r[8], r[9], r[5]
+        head = _head(db, r[0])
+        if head is not None and head[0] > end_seq:
+            end_seq, end_msgs = head[0], head[1]
+            updated = max(updated, head[2])
+        layout = Layout(bases, end_seq, end_msgs, r[10], r[11])
         return SessionRow(
             pk=r[0],
             id=r[1],
             workspace=r[2],
             title=r[3],
             created_at_us=r[4],
-            updated_at_us=r[5],
-            version=r[6],
+            updated_at_us=updated,
+            row_version=r[6],
             layout=layout,
             parent_ids=tuple(json.loads(r[12])),
             lineage_operator=r[13],
@@ -233,6 +273,8 @@ class SQLiteStore:
         self._migrations = tuple(migrations)
         self._lock = threading.RLock()
         self._closed = False
+        self._known_top: int | None = None
+        self._top_until = 0.0
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -317,6 +359,7 @@ class SQLiteStore:
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken up front so it never deadlocks on upgrade."""
         with self._lock:
+            self._known_top = None  # see append(): any other write may change the order
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 yield self._db
@@ -345,12 +388,12 @@ class SQLiteStore:
     def get(self, session_id: str) -> SessionRow | None:
         """Return the stored row of a live session, or None."""
         self._check_open()
-        with self._lock:
-            r = self._db.execute(
+        with self._snapshot() as db:
+            r = db.execute(
                 f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ? AND deleted = 0",
                 (session_id,),
             ).fetchone()
-        return _row_from_db(r) if r is not None else None
+            return _row_from_db(db, r) if r is not None else None
 
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session, its first own records and its lineage edges (atomic)."""
@@ -404,9 +447,110 @@ class SQLiteStore:
                 )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"create {row.id!r}: {exc}") from exc
-        stored = self.get(row.id)
-        assert stored is not None
-        return stored
+        return replace(
+            row,
+            pk=pk,
+            row_version=1,
+            created_at_us=now,
+            updated_at_us=now,
+            parent_ids=tuple(row.parent_ids),
+        )
+
+    def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
+        """Append records at the head: one INSERT, compare-and-set by primary key.
+
+        A record's key is ``owner << 32 | seq``, so a second writer appending at
+        the same head collides on the key: the insert itself is the
+        compare-and-set, and the session row is not written. The row's
+        ``updated_at`` (which orders ``recent``) is moved only when another
+        session is ahead of this one in that order; when this session is
+        already the most recent, its true last activity is read from its
+        newest record. An agent appending to one session thus writes one page
+        per step, as a bare INSERT does.
+        """
+        self._check_open()
+        if not records:
+            return expected
+        lay = expected.layout
+        if records[0].seq != lay.end_seq:
+            raise StoreError(
+                f"append {expected.id!r}: records start at {records[0].seq}, "
+                f"the head is at {lay.end_seq}"
+            )
+        params = _record_params(expected.pk, records, lay.end_msgs)
+        messages = sum(1 for r in records if r.kind != "event")
+        created = records[-1].created_at_us
+        # The key is the compare-and-set. Whether the session is already the most recently
+        # active one is read in a full transaction, then trusted for _TOP_TTL seconds as
+        # long as this store writes nothing else (every other write forgets it). While
+        # trusted, a one-record append is a single self-committing INSERT that checks
+        # liveness itself: the same work as a bare INSERT in its own transaction. Another
+        # process's activity can thus take up to _TOP_TTL to be ordered against this
+        # session's; a record is never lost or misplaced by it.
+        with self._lock:
+            db = self._db
+            try:
+                if (
+                    len(params) == 1
+                    and self._known_top == expected.pk
+                    and monotonic() < self._top_until
+                ):
+                    try:
+                        inserted = db.execute(_INSERT_IF_LIVE, params[0]).rowcount
+                    except sqlite3.IntegrityError:
+                        raise self._stale(db, expected) from None
+                    if inserted != 1:
+                        raise SessionNotFoundError(expected.id)
+                    return expected.with_head(
+                        lay.appended(1, messages), max(created, expected.updated_at_us)
+                    )
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    state = db.execute(_APPEND_STATE, (expected.pk,)).fetchone()
+                    if state is None or state[0] is None:
+                        raise SessionNotFoundError(expected.id)
+                    move_to: int | None = None
+                    if state[1] != expected.pk:
+                        move_to = max(now_micros(), created, state[2] + 1)
+                    try:
+                        if len(params) == 1:
+                            db.execute(_INSERT_RECORD, params[0])
+                        else:
+                            db.executemany(_INSERT_RECORD, params)
+                    except sqlite3.IntegrityError:
+                        raise self._stale(db, expected) from None
+                    if move_to is not None:
+                        db.execute(
+                            "UPDATE sessions SET updated_at = ? WHERE pk = ?",
+                            (move_to, expected.pk),
+                        )
+                        created = move_to
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+                self._known_top, self._top_until = expected.pk, monotonic() + _TOP_TTL
+            except sqlite3.DatabaseError as exc:
+                self._known_top = None
+                raise StoreError(f"append {expected.id!r}: {exc}") from exc
+        return expected.with_head(
+            Layout(
+                lay.bases,
+                lay.end_seq + len(records),
+                lay.end_msgs + messages,
+                lay.view_start,
+                lay.view_msgs,
+            ),
+            max(created, expected.updated_at_us),
+        )
+
+    def _stale(self, db: sqlite3.Connection, expected: SessionRow) -> StaleSessionError:
+        r = db.execute(
+            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE pk = ? AND deleted = 0",
+            (expected.pk,),
+        ).fetchone()
+        actual = _row_from_db(db, r).version if r is not None else None
+        return StaleSessionError(expected.id, expected.version, actual)
 
     def write(
         self,
@@ -415,20 +559,38 @@ class SQLiteStore:
         records: Sequence[Record] = (),
         scratchpad: ScratchpadEntry | None = None,
     ) -> SessionRow:
-        """Compare-and-set the session head, appending records and updating columns."""
+        """Compare-and-set the session row and head, then update it and append."""
         self._check_open()
-        now = max(now_micros(), expected.updated_at_us + 1)
         new = updated.layout
-        version = expected.version + 1
+        if records and records[0].seq != expected.layout.end_seq:
+            raise StoreError(
+                f"write {expected.id!r}: records start at {records[0].seq}, "
+                f"the head is at {expected.layout.end_seq}"
+            )
         try:
             with self._tx() as db:
-                cur = db.execute(
+                r = db.execute(
+                    f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE pk = ? AND deleted = 0",
+                    (expected.pk,),
+                ).fetchone()
+                if r is None:
+                    raise SessionNotFoundError(expected.id)
+                current = _row_from_db(db, r)
+                if (current.row_version, current.layout.end_seq) != (
+                    expected.row_version,
+                    expected.layout.end_seq,
+                ):
+                    raise StaleSessionError(expected.id, expected.version, current.version)
+                top = db.execute(
+                    "SELECT MAX(updated_at) FROM sessions WHERE deleted = 0"
+                ).fetchone()[0]
+                now = max(now_micros(), current.updated_at_us + 1, (top or 0) + 1)
+                db.execute(
                     "UPDATE sessions SET version = ?, updated_at = ?, title = ?, bases = ?, "
                     "end_seq = ?, end_msgs = ?, view_start = ?, view_msgs = ?, status = ?, "
-                    "scratchpad = ?, scratchpad_version = ?, metadata = ? "
-                    "WHERE pk = ? AND version = ? AND deleted = 0",
+                    "scratchpad = ?, scratchpad_version = ?, metadata = ? WHERE pk = ?",
                     (
-                        version,
+                        expected.row_version + 1,
                         now,
                         updated.title,
                         dumps([list(b) for b in new.bases]),
@@ -441,23 +603,9 @@ class SQLiteStore:
                         updated.scratchpad_version,
                         dumps(dict(updated.metadata)),
                         expected.pk,
-                        expected.version,
                     ),
                 )
-                if cur.rowcount != 1:
-                    found = db.execute(
-                        "SELECT version FROM sessions WHERE pk = ? AND deleted = 0",
-                        (expected.pk,),
-                    ).fetchone()
-                    if found is None:
-                        raise SessionNotFoundError(expected.id)
-                    raise StaleSessionError(expected.id, expected.version, int(found[0]))
                 if records:
-                    if records[0].seq != expected.layout.end_seq:
-                        raise StoreError(
-                            f"write {expected.id!r}: records start at {records[0].seq}, "
-                            f"the head is at {expected.layout.end_seq}"
-                        )
                     db.executemany(
                         "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         _record_params(expected.pk, records, expected.layout.end_msgs),
@@ -479,22 +627,17 @@ class SQLiteStore:
                     )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"write {expected.id!r}: {exc}") from exc
-        return SessionRow(
+        return replace(
+            updated,
+            pk=expected.pk,
             id=expected.id,
             workspace=expected.workspace,
-            layout=new,
-            pk=expected.pk,
-            version=version,
+            row_version=expected.row_version + 1,
             created_at_us=expected.created_at_us,
             updated_at_us=now,
-            title=updated.title,
             parent_ids=expected.parent_ids,
             lineage_operator=expected.lineage_operator,
             branched_at=expected.branched_at,
-            status=updated.status,
-            scratchpad=updated.scratchpad,
-            scratchpad_version=updated.scratchpad_version,
-            metadata=updated.metadata,
         )
 
     # -- records ----------------------------------------------------------------------
@@ -553,20 +696,20 @@ class SQLiteStore:
     def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
         """Return up to ``limit`` live sessions, most recently written first."""
         self._check_open()
-        with self._lock:
+        with self._snapshot() as db:
             if workspace is None:
-                rows = self._db.execute(
+                rows = db.execute(
                     f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0 "
                     "ORDER BY updated_at DESC, pk DESC LIMIT ?",
                     (limit,),
                 ).fetchall()
             else:
-                rows = self._db.execute(
+                rows = db.execute(
                     f"SELECT {_SESSION_COLUMNS} FROM sessions "
                     "WHERE workspace = ? AND deleted = 0 ORDER BY updated_at DESC, pk DESC LIMIT ?",
                     (workspace, limit),
                 ).fetchall()
-        return [_row_from_db(r) for r in rows]
+            return [_row_from_db(db, r) for r in rows]
 
     def children(self, session_id: str) -> list[str]:
         """Return the ids of live children, oldest first."""
@@ -619,12 +762,17 @@ class SQLiteStore:
     def stamp(self, session_id: str) -> str | None:
         """Return ``<created>.<version>`` of a live session, or None."""
         self._check_open()
-        with self._lock:
-            found = self._db.execute(
-                "SELECT created_at, version FROM sessions WHERE id = ? AND deleted = 0",
+        with self._snapshot() as db:
+            found = db.execute(
+                "SELECT created_at, version, pk, end_seq FROM sessions "
+                "WHERE id = ? AND deleted = 0",
                 (session_id,),
             ).fetchone()
-        return f"{found[0]:x}.{found[1]}" if found is not None else None
+            if found is None:
+                return None
+            head = _head(db, found[2])
+        end = max(found[3], head[0] if head is not None else 0)
+        return f"{found[0]:x}.{found[1]}.{end}"
 
     def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
         """Return every stored scratchpad version of a session, oldest first."""
@@ -655,8 +803,15 @@ class SQLiteStore:
             for (line,) in self._db.execute("PRAGMA integrity_check"):
                 if line != "ok":
                     problems.append(str(line))
-            for r in self._db.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0"):
-                row = _row_from_db(r)
+            live = self._db.execute(
+                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0"
+            ).fetchall()
+            for r in live:
+                try:
+                    row = _row_from_db(self._db, r)
+                except StoreCorruptError as exc:
+                    problems.append(str(exc))
+                    continue
                 for owner, a, b in segments(row.layout, row.pk, 0, row.layout.end_seq):
                     base = owner << _SHIFT
                     n = self._db.execute(
