@@ -43,13 +43,14 @@ def new_id() -> str:
                 _counter = 0
         ms, counter = _last_ms, _counter
         tail = _random.getrandbits(62)
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= counter << 64
-    value |= 0b10 << 62
-    value |= tail
-    h = f"{value:032x}"
-    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+    # unix_ts_ms (48) | ver 7 (4) + counter (12) | var 0b10 (2) + random (62)
+    return "%08x-%04x-%04x-%04x-%012x" % (
+        (ms >> 16) & 0xFFFFFFFF,
+        ms & 0xFFFF,
+        0x7000 | counter,
+        0x8000 | (tail >> 48),
+        tail & 0xFFFFFFFFFFFF,
+    )
 
 
 # Session ids are chosen by callers too (seed 003's ``open("incident-debug")``),

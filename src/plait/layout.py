@@ -27,9 +27,14 @@ Probe = Callable[[int], tuple[int, bool]]
 """Look up position ``seq``: return ``(messages before it, whether it is a message)``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Layout:
-    """Where the rows of one session's transcript live, and what its view shows."""
+    """Where the rows of one session's transcript live, and what its view shows.
+
+    A value: never changed in place (every change makes a new one). It is not a
+    frozen dataclass only because one is built per record appended, and a frozen
+    one costs five times more to build.
+    """
 
     bases: tuple[tuple[int, int], ...] = ()
     """Inherited segments as ``(owner, hi)``; each starts where the previous ends (first at 0)."""

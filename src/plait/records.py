@@ -289,6 +289,11 @@ for _cls in (SystemRecord, UserRecord, AssistantRecord, ToolRecord, SummaryRecor
 
 _ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
 _PLAIN = frozenset({SystemRecord, UserRecord, AssistantRecord})
+_PLAIN_KINDS: dict[str, type[SystemRecord | UserRecord | AssistantRecord]] = {
+    "system": SystemRecord,
+    "user": UserRecord,
+    "assistant": AssistantRecord,
+}
 
 
 def encode_payload(record: Record) -> str:
@@ -303,6 +308,11 @@ def encode_payload(record: Record) -> str:
         if len(payload) == 1:
             return '{"content":' + _ENCODE_STR(payload["content"]) + "}"
     return dumps(record.payload)
+
+
+_scan_string = json.decoder.scanstring  # type: ignore[attr-defined]  # the C string scanner
+_loads = json.loads
+_CONTENT_ONLY = '{"content":"'
 
 
 def decode_record(
@@ -321,44 +331,96 @@ def decode_record(
         StoreCorruptError: if the kind is unknown or the payload does not fit it.
     """
     try:
-        body: Mapping[str, Any] = json.loads(payload) if isinstance(payload, str) else payload
-        meta_map: Mapping[str, Any] = json.loads(meta) if isinstance(meta, str) else (meta or {})
-        common: dict[str, Any] = {
-            "seq": seq,
-            "id": id,
-            "created_at_us": created_at_us,
-            "meta": meta_map,
-            "tokens": tokens,
-        }
+        meta_map: Mapping[str, Any] = _loads(meta) if isinstance(meta, str) else (meta or {})
+        # Most rows are text-only messages, '{"content":"..."}': scan the one string with the
+        # C scanner (exactly what json.loads would do) instead of the general decoder.
+        if (
+            kind in _PLAIN_KINDS
+            and isinstance(payload, str)
+            and payload.startswith(_CONTENT_ONLY)
+            and payload.endswith('"}')
+        ):
+            text, end = _scan_string(payload, 12)
+            if end == len(payload) - 1:
+                cls = _PLAIN_KINDS[kind]
+                return cls(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    content=text,
+                )
+        body: Mapping[str, Any] = _loads(payload) if isinstance(payload, str) else payload
         if kind == "user":
-            return UserRecord(content=body["content"], images=body.get("images", 0), **common)
+            return UserRecord(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
+                content=body["content"],
+                images=body.get("images", 0),
+            )
         if kind == "assistant":
             calls = tuple(
                 ToolCall(c["id"], c["name"], c.get("arguments") or {})
                 for c in body.get("tool_calls") or ()
             )
             return AssistantRecord(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
                 content=body.get("content", ""),
                 tool_calls=calls,
                 images=body.get("images", 0),
-                **common,
             )
         if kind == "tool":
             return ToolRecord(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
                 content=body["content"],
                 tool_call_id=body["tool_call_id"],
                 tool_name=body.get("tool_name"),
                 ok=bool(body.get("ok", True)),
                 images=body.get("images", 0),
-                **common,
             )
         if kind == "system":
-            return SystemRecord(content=body["content"], **common)
+            return SystemRecord(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
+                content=body["content"],
+            )
         if kind == "summary":
             lo, hi = body["folds"]
-            return SummaryRecord(content=body["content"], folds_from=lo, folds_to=hi, **common)
+            return SummaryRecord(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
+                content=body["content"],
+                folds_from=lo,
+                folds_to=hi,
+            )
         if kind == "event":
-            return EventRecord(name=body["name"], data=body.get("data") or {}, **common)
+            return EventRecord(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
+                name=body["name"],
+                data=body.get("data") or {},
+            )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc
     raise StoreCorruptError(f"record seq={seq}: unknown kind {kind!r}")

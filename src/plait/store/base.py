@@ -19,9 +19,15 @@ from plait.records import JSONValue, Record
 __all__ = ["ScratchpadEntry", "SessionRow", "Store"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SessionRow:
-    """One session as stored: identity, layout, lineage and settings."""
+    """One session as stored: identity, layout, lineage and settings.
+
+    A value: never changed in place (every change makes a new one with
+    ``dataclasses.replace`` or :meth:`with_head`). It is not a frozen dataclass
+    only because one is built per record appended, and a frozen one costs five
+    times more to build.
+    """
 
     id: str
     """The session's id (a UUIDv7 unless the caller chose one)."""

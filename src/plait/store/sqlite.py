@@ -137,10 +137,16 @@ _SEQ_MAX: Final = (1 << _SHIFT) - 1
 
 Durability = Literal["normal", "full"]
 
-_SESSION_COLUMNS: Final = (
-    "pk, id, workspace, title, created_at, updated_at, version, bases, end_seq, end_msgs, "
-    "view_start, view_msgs, parent_ids, lineage_operator, branched_at, status, scratchpad, "
-    "scratchpad_version, metadata"
+# A session row with its head: the newest record the session wrote itself (appends do
+# not write the session row, see SQLiteStore.append). One statement, so one snapshot.
+_SELECT_ROW: Final = (
+    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
+    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
+    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
+    "h.key, h.mpos, h.kind, h.created_at "
+    "FROM sessions s LEFT JOIN records h ON h.key = ("
+    "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
+    "ORDER BY key DESC LIMIT 1)"
 )
 
 
@@ -157,48 +163,32 @@ def default_path() -> Path:
     return Path(data).expanduser() / "plait" / "plait.db"
 
 
-def _head(db: sqlite3.Connection, pk: int) -> tuple[int, int, int] | None:
-    """Return ``(end_seq, end_msgs, created_at)`` from the session's newest own row, or None.
-
-    Appends do not touch the session row (see :meth:`SQLiteStore.append`), so the
-    head is read from the records: one reverse seek on the primary key.
-    """
-    found = db.execute(
-        "SELECT key, mpos, kind, created_at FROM records WHERE key >= ? AND key < ? "
-        "ORDER BY key DESC LIMIT 1",
-        (pk << _SHIFT, (pk + 1) << _SHIFT),
-    ).fetchone()
-    if found is None:
-        return None
-    key, mpos, kind, created = found
-    return (key & _SEQ_MAX) + 1, mpos + (kind != "event"), created
-
-
-def _row_from_db(db: sqlite3.Connection, r: sqlite3.Row | tuple[Any, ...]) -> SessionRow:
+def _row_from_db(r: sqlite3.Row | tuple[Any, ...]) -> SessionRow:
+    """Decode a row selected with ``_SELECT_ROW``."""
     try:
-        bases = tuple((int(o), int(h)) for o, h in json.loads(r[7]))
         end_seq, end_msgs, updated = r[8], r[9], r[5]
-        head = _head(db, r[0])
-        if head is not None and head[0] > end_seq:
-            end_seq, end_msgs = head[0], head[1]
-            updated = max(updated, head[2])
-        layout = Layout(bases, end_seq, end_msgs, r[10], r[11])
+        if r[19] is not None:  # the newest own record
+            head_end = (r[19] & _SEQ_MAX) + 1
+            if head_end > end_seq:
+                end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
+                updated = max(updated, r[22])
+        bases = tuple((int(o), int(h)) for o, h in json.loads(r[7])) if r[7] != "[]" else ()
         return SessionRow(
-            pk=r[0],
-            id=r[1],
-            workspace=r[2],
-            title=r[3],
-            created_at_us=r[4],
-            updated_at_us=updated,
-            row_version=r[6],
-            layout=layout,
-            parent_ids=tuple(json.loads(r[12])),
-            lineage_operator=r[13],
-            branched_at=r[14],
-            status=r[15],
-            scratchpad=json.loads(r[16]) if r[16] is not None else None,
-            scratchpad_version=r[17],
-            metadata=json.loads(r[18]),
+            r[1],
+            r[2],
+            Layout(bases, end_seq, end_msgs, r[10], r[11]),
+            r[0],
+            r[6],
+            r[4],
+            updated,
+            r[3],
+            tuple(json.loads(r[12])) if r[12] != "[]" else (),
+            r[13],
+            r[14],
+            r[15],
+            json.loads(r[16]) if r[16] is not None else None,
+            r[17],
+            json.loads(r[18]) if r[18] != "{}" else {},
         )
     except (ValueError, TypeError, IndexError) as exc:
         raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
@@ -388,12 +378,11 @@ class SQLiteStore:
     def get(self, session_id: str) -> SessionRow | None:
         """Return the stored row of a live session, or None."""
         self._check_open()
-        with self._snapshot() as db:
-            r = db.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id = ? AND deleted = 0",
-                (session_id,),
+        with self._lock:
+            r = self._db.execute(
+                _SELECT_ROW + " WHERE s.id = ? AND s.deleted = 0", (session_id,)
             ).fetchone()
-            return _row_from_db(db, r) if r is not None else None
+        return _row_from_db(r) if r is not None else None
 
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session, its first own records and its lineage edges (atomic)."""
@@ -478,7 +467,9 @@ class SQLiteStore:
                 f"the head is at {lay.end_seq}"
             )
         params = _record_params(expected.pk, records, lay.end_msgs)
-        messages = sum(1 for r in records if r.kind != "event")
+        messages = len(records) if len(records) == 1 and records[0].kind != "event" else sum(
+            1 for r in records if r.kind != "event"
+        )
         created = records[-1].created_at_us
         # The key is the compare-and-set. Whether the session is already the most recently
         # active one is read in a full transaction, then trusted for _TOP_TTL seconds as
@@ -545,11 +536,8 @@ class SQLiteStore:
         )
 
     def _stale(self, db: sqlite3.Connection, expected: SessionRow) -> StaleSessionError:
-        r = db.execute(
-            f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE pk = ? AND deleted = 0",
-            (expected.pk,),
-        ).fetchone()
-        actual = _row_from_db(db, r).version if r is not None else None
+        r = db.execute(_SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)).fetchone()
+        actual = _row_from_db(r).version if r is not None else None
         return StaleSessionError(expected.id, expected.version, actual)
 
     def write(
@@ -570,12 +558,11 @@ class SQLiteStore:
         try:
             with self._tx() as db:
                 r = db.execute(
-                    f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE pk = ? AND deleted = 0",
-                    (expected.pk,),
+                    _SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)
                 ).fetchone()
                 if r is None:
                     raise SessionNotFoundError(expected.id)
-                current = _row_from_db(db, r)
+                current = _row_from_db(r)
                 if (current.row_version, current.layout.end_seq) != (
                     expected.row_version,
                     expected.layout.end_seq,
@@ -696,20 +683,20 @@ class SQLiteStore:
     def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
         """Return up to ``limit`` live sessions, most recently written first."""
         self._check_open()
-        with self._snapshot() as db:
+        with self._lock:
             if workspace is None:
-                rows = db.execute(
-                    f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0 "
-                    "ORDER BY updated_at DESC, pk DESC LIMIT ?",
+                rows = self._db.execute(
+                    _SELECT_ROW + " WHERE s.deleted = 0 "
+                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT ?",
                     (limit,),
                 ).fetchall()
             else:
-                rows = db.execute(
-                    f"SELECT {_SESSION_COLUMNS} FROM sessions "
-                    "WHERE workspace = ? AND deleted = 0 ORDER BY updated_at DESC, pk DESC LIMIT ?",
+                rows = self._db.execute(
+                    _SELECT_ROW + " WHERE s.workspace = ? AND s.deleted = 0 "
+                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT ?",
                     (workspace, limit),
                 ).fetchall()
-            return [_row_from_db(db, r) for r in rows]
+        return [_row_from_db(r) for r in rows]
 
     def children(self, session_id: str) -> list[str]:
         """Return the ids of live children, oldest first."""
@@ -762,16 +749,16 @@ class SQLiteStore:
     def stamp(self, session_id: str) -> str | None:
         """Return ``<created>.<version>`` of a live session, or None."""
         self._check_open()
-        with self._snapshot() as db:
-            found = db.execute(
-                "SELECT created_at, version, pk, end_seq FROM sessions "
-                "WHERE id = ? AND deleted = 0",
+        with self._lock:
+            found = self._db.execute(
+                "SELECT s.created_at, s.version, s.end_seq, ("
+                "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
+                "ORDER BY key DESC LIMIT 1) FROM sessions s WHERE s.id = ? AND s.deleted = 0",
                 (session_id,),
             ).fetchone()
-            if found is None:
-                return None
-            head = _head(db, found[2])
-        end = max(found[3], head[0] if head is not None else 0)
+        if found is None:
+            return None
+        end = max(found[2], (found[3] & _SEQ_MAX) + 1 if found[3] is not None else 0)
         return f"{found[0]:x}.{found[1]}.{end}"
 
     def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
@@ -803,12 +790,10 @@ class SQLiteStore:
             for (line,) in self._db.execute("PRAGMA integrity_check"):
                 if line != "ok":
                     problems.append(str(line))
-            live = self._db.execute(
-                f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE deleted = 0"
-            ).fetchall()
+            live = self._db.execute(_SELECT_ROW + " WHERE s.deleted = 0").fetchall()
             for r in live:
                 try:
-                    row = _row_from_db(self._db, r)
+                    row = _row_from_db(r)
                 except StoreCorruptError as exc:
                     problems.append(str(exc))
                     continue
