@@ -51,7 +51,7 @@ SIZES: dict[str, int] = {"1k": 1_000, "10k": 10_000, "100k": 100_000}
 
 FULL = Config(
     repeats=7,
-    append_ops=200,
+    append_ops=2000,
     full_ops=40,
     batch_calls=4,
     batch_size=100,

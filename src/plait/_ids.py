@@ -18,6 +18,7 @@ __all__ = ["is_session_id", "new_id"]
 _lock = threading.Lock()
 _last_ms = 0
 _counter = 0
+_prefix = ""
 # The random tail makes ids unique, not secret (credentials use `secrets` directly), so a
 # generator seeded once from the OS is enough and costs a tenth of an OS read per id.
 _random = random.Random(secrets.randbits(128))
@@ -30,27 +31,24 @@ def new_id() -> str:
         A lowercase hyphenated UUID whose string order is its creation order
         within this process.
     """
-    global _last_ms, _counter
+    global _last_ms, _counter, _prefix
     with _lock:
         ms = time.time_ns() // 1_000_000
         if ms > _last_ms:
             _last_ms = ms
             _counter = _random.getrandbits(11)  # leave headroom before the counter wraps
+            _prefix = f"{(ms >> 16) & 0xFFFFFFFF:08x}-{ms & 0xFFFF:04x}-"
         else:
             _counter += 1
             if _counter > 0xFFF:  # counter exhausted: borrow the next millisecond
                 _last_ms += 1
                 _counter = 0
-        ms, counter = _last_ms, _counter
+                _prefix = f"{(_last_ms >> 16) & 0xFFFFFFFF:08x}-{_last_ms & 0xFFFF:04x}-"
+        prefix, counter = _prefix, _counter
         tail = _random.getrandbits(62)
     # unix_ts_ms (48) | ver 7 (4) + counter (12) | var 0b10 (2) + random (62)
-    return "%08x-%04x-%04x-%04x-%012x" % (
-        (ms >> 16) & 0xFFFFFFFF,
-        ms & 0xFFFF,
-        0x7000 | counter,
-        0x8000 | (tail >> 48),
-        tail & 0xFFFFFFFFFFFF,
-    )
+    rand_b = tail & 0xFFFFFFFFFFFF
+    return f"{prefix}{0x7000 | counter:04x}-{0x8000 | (tail >> 48):04x}-{rand_b:012x}"
 
 
 # Session ids are chosen by callers too (seed 003's ``open("incident-debug")``),

@@ -288,7 +288,6 @@ for _cls in (SystemRecord, UserRecord, AssistantRecord, ToolRecord, SummaryRecor
 
 
 _ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
-_PLAIN = frozenset({SystemRecord, UserRecord, AssistantRecord})
 _PLAIN_KINDS: dict[str, type[SystemRecord | UserRecord | AssistantRecord]] = {
     "system": SystemRecord,
     "user": UserRecord,
@@ -303,10 +302,12 @@ def encode_payload(record: Record) -> str:
         InvalidMessageError: if the payload holds something JSON cannot carry.
     """
     # A text-only message is most of every transcript: build its JSON directly.
-    if type(record) in _PLAIN:
-        payload = record.payload
-        if len(payload) == 1:
-            return '{"content":' + _ENCODE_STR(payload["content"]) + "}"
+    if (
+        (isinstance(record, UserRecord) and not record.images)
+        or (isinstance(record, AssistantRecord) and not record.tool_calls and not record.images)
+        or isinstance(record, SystemRecord)
+    ):
+        return '{"content":' + _ENCODE_STR(record.content) + "}"
     return dumps(record.payload)
 
 

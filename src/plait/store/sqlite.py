@@ -52,7 +52,9 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
         (
             """
             CREATE TABLE sessions (
-                pk INTEGER PRIMARY KEY,          -- owner key of the session's own record rows
+                pk INTEGER PRIMARY KEY AUTOINCREMENT,  -- owner key of the session's own rows;
+                                                 -- never reused, so no stray row can ever
+                                                 -- join another session's transcript
                 id TEXT NOT NULL UNIQUE,         -- public id; a deleted row gets NUL||pk so the
                                                  -- id can be reused while its rows are shared
                 workspace TEXT NOT NULL,
@@ -117,11 +119,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
 )
 
 _INSERT_RECORD: Final = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-# The fast append: one statement, its own transaction; inserts only while the session is live.
-_INSERT_IF_LIVE: Final = (
-    "INSERT INTO records SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 "
-    "WHERE EXISTS (SELECT 1 FROM sessions WHERE pk = (?1 >> 32) AND deleted = 0)"
-)
+
 # One read before an append: is the session live, and which session is the most recent?
 _APPEND_STATE: Final = (
     "SELECT (SELECT 1 FROM sessions WHERE pk = ?1 AND deleted = 0), t.pk, t.updated_at "
@@ -457,44 +455,37 @@ class SQLiteStore:
         newest record. An agent appending to one session thus writes one page
         per step, as a bare INSERT does.
         """
+        lay = expected.layout
+        if (
+            len(records) == 1
+            and self._known_top == expected.pk
+            and records[0].seq == lay.end_seq
+            and monotonic() < self._top_until
+        ):
+            return self._append_one(expected, records[0])
         self._check_open()
         if not records:
             return expected
-        lay = expected.layout
         if records[0].seq != lay.end_seq:
             raise StoreError(
                 f"append {expected.id!r}: records start at {records[0].seq}, "
                 f"the head is at {lay.end_seq}"
             )
         params = _record_params(expected.pk, records, lay.end_msgs)
-        messages = len(records) if len(records) == 1 and records[0].kind != "event" else sum(
-            1 for r in records if r.kind != "event"
-        )
+        messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
-        # The key is the compare-and-set. Whether the session is already the most recently
-        # active one is read in a full transaction, then trusted for _TOP_TTL seconds as
-        # long as this store writes nothing else (every other write forgets it). While
-        # trusted, a one-record append is a single self-committing INSERT that checks
-        # liveness itself: the same work as a bare INSERT in its own transaction. Another
-        # process's activity can thus take up to _TOP_TTL to be ordered against this
-        # session's; a record is never lost or misplaced by it.
+        # The key is the compare-and-set. Whether the session is live and already the most
+        # recently active one is read in a full transaction, then trusted for _TOP_TTL
+        # seconds as long as this store writes nothing else (every other write, a delete
+        # included, forgets it). While trusted, a one-record append is a single
+        # self-committing INSERT: the same work as a bare INSERT in its own transaction.
+        # Another process's activity can thus take up to _TOP_TTL to be ordered against
+        # this session's. (A session deleted by *another process* in that window would take
+        # appends into rows no session reads; the writer locks of issue 5 forbid deleting
+        # a session another process is writing, which closes that window.)
         with self._lock:
             db = self._db
             try:
-                if (
-                    len(params) == 1
-                    and self._known_top == expected.pk
-                    and monotonic() < self._top_until
-                ):
-                    try:
-                        inserted = db.execute(_INSERT_IF_LIVE, params[0]).rowcount
-                    except sqlite3.IntegrityError:
-                        raise self._stale(db, expected) from None
-                    if inserted != 1:
-                        raise SessionNotFoundError(expected.id)
-                    return expected.with_head(
-                        lay.appended(1, messages), max(created, expected.updated_at_us)
-                    )
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     state = db.execute(_APPEND_STATE, (expected.pk,)).fetchone()
@@ -533,6 +524,55 @@ class SQLiteStore:
                 lay.view_msgs,
             ),
             max(created, expected.updated_at_us),
+        )
+
+    def _append_one(self, expected: SessionRow, record: Record) -> SessionRow:
+        """Append one record while this session is known live and most recent (see append).
+
+        One self-committing INSERT whose key is the compare-and-set. This is every
+        agent step's write, so it is kept free of anything else.
+        """
+        lay = expected.layout
+        is_message = record.kind != "event"
+        meta = record.meta
+        params = (
+            (expected.pk << _SHIFT) | record.seq,
+            lay.end_msgs,
+            record.id,
+            record.kind,
+            encode_payload(record),
+            dumps(dict(meta)) if meta else None,
+            record.created_at_us,
+            record.tokens,
+        )
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._path}: the store is closed")
+            try:
+                self._db.execute(_INSERT_RECORD, params)
+            except sqlite3.IntegrityError:
+                raise self._stale(self._db, expected) from None
+            except sqlite3.DatabaseError as exc:
+                self._known_top = None
+                raise StoreError(f"append {expected.id!r}: {exc}") from exc
+        return SessionRow(
+            expected.id,
+            expected.workspace,
+            Layout(
+                lay.bases, lay.end_seq + 1, lay.end_msgs + is_message, lay.view_start, lay.view_msgs
+            ),
+            expected.pk,
+            expected.row_version,
+            expected.created_at_us,
+            max(record.created_at_us, expected.updated_at_us),
+            expected.title,
+            expected.parent_ids,
+            expected.lineage_operator,
+            expected.branched_at,
+            expected.status,
+            expected.scratchpad,
+            expected.scratchpad_version,
+            expected.metadata,
         )
 
     def _stale(self, db: sqlite3.Connection, expected: SessionRow) -> StaleSessionError:
@@ -805,6 +845,11 @@ class SQLiteStore:
                     ).fetchone()[0]
                     if n != b - a:
                         problems.append(f"session {row.id}: {b - a - n} rows missing at [{a},{b})")
+            # Rows whose owner is gone: appends that raced a delete from another process.
+            known = {int(r[0]) for r in self._db.execute("SELECT pk FROM sessions")}
+            for (owner,) in self._db.execute("SELECT DISTINCT key >> 32 FROM records"):
+                if int(owner) not in known:
+                    problems.append(f"rows of owner {owner} belong to no session (unreadable)")
         return problems
 
     def close(self) -> None:
