@@ -55,7 +55,7 @@ __all__ = [
 MAX_TITLE: Final = 200
 """The longest title :meth:`Session.rename` accepts, in characters."""
 
-_RETRIES: Final = 3
+_RETRIES: Final = 64  # each lost race means another writer progressed: lock-free, not a spin
 _MOUNT_MODES: Final = ("read_only", "read_write")
 _POLICY_KEYS: Final = frozenset({"default_mount_mode"})
 # Settings a branch inherits from its source; close state and provenance are not inherited.

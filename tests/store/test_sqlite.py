@@ -192,3 +192,34 @@ def test_an_unreadable_session_is_not_found(tmp_path: Path) -> None:
         fresh.sessions.open("broken")
     assert fresh.exists("broken") is False
     store.close()
+
+
+def test_threads_with_their_own_clients_never_lose_or_interleave(tmp_path: Path) -> None:
+    import threading
+
+    path = tmp_path / "threads.db"
+    Client(tmp_path, store=path).open("shared").inject({"role": "user", "content": "start"})
+    errors: list[BaseException] = []
+
+    def writer(n: int) -> None:
+        try:
+            with Client(tmp_path, store=path) as c:
+                s = c.sessions.get("shared")
+                for i in range(40):
+                    s.inject({"role": "user", "content": f"{n}:{i}"})
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with Client(tmp_path, store=path) as c:
+        records = c.sessions.get("shared").records
+    assert [r.seq for r in records] == list(range(161))
+    texts = [r.text for r in records[1:]]
+    for n in range(4):
+        mine = [t for t in texts if t.startswith(f"{n}:")]
+        assert mine == [f"{n}:{i}" for i in range(40)]

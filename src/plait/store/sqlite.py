@@ -456,13 +456,10 @@ class SQLiteStore:
         per step, as a bare INSERT does.
         """
         lay = expected.layout
-        if (
-            len(records) == 1
-            and self._known_top == expected.pk
-            and records[0].seq == lay.end_seq
-            and monotonic() < self._top_until
-        ):
-            return self._append_one(expected, records[0])
+        if len(records) == 1 and records[0].seq == lay.end_seq:
+            done = self._append_one(expected, records[0])
+            if done is not None:
+                return done
         self._check_open()
         if not records:
             return expected
@@ -526,11 +523,13 @@ class SQLiteStore:
             max(created, expected.updated_at_us),
         )
 
-    def _append_one(self, expected: SessionRow, record: Record) -> SessionRow:
+    def _append_one(self, expected: SessionRow, record: Record) -> SessionRow | None:
         """Append one record while this session is known live and most recent (see append).
 
         One self-committing INSERT whose key is the compare-and-set. This is every
-        agent step's write, so it is kept free of anything else.
+        agent step's write, so it is kept free of anything else. Returns None when
+        the session is not known live and most recent; append() then takes the
+        full path.
         """
         lay = expected.layout
         is_message = record.kind != "event"
@@ -546,6 +545,9 @@ class SQLiteStore:
             record.tokens,
         )
         with self._lock:
+            # Checked under the lock: a delete in another thread forgets what we know.
+            if self._known_top != expected.pk or monotonic() >= self._top_until:
+                return None
             if self._closed:
                 raise StoreError(f"{self._path}: the store is closed")
             try:
