@@ -236,3 +236,29 @@ def test_delete_keeps_branches_that_share_rows(client: Client) -> None:
     assert client.sessions.list(all_workspaces=True) == []
     with pytest.raises(SessionNotFoundError):
         client.sessions.delete(grandchild.id)
+
+
+def test_create_stores_messages_atomically_with_provenance(client: Client) -> None:
+    from plait import InvalidMessageError, SessionExistsError
+
+    s = client.sessions.create(
+        [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],
+        session_id="imported-1",
+        title="  From   codex ",
+        lineage_operator="Session.import",
+        metadata={"source": {"agent": "codex"}},
+    )
+    assert (s.id, s.title, s.lineage_operator, s.length) == (
+        "imported-1", "From codex", "Session.import", 2)
+    assert s.snapshot().metadata == {"source": {"agent": "codex"}}  # type: ignore[union-attr]
+    assert not s.current
+    with pytest.raises(InvalidMessageError):
+        client.sessions.create([{"role": "user", "content": "ok"}, {"content": "no role"}],
+                               session_id="imported-2")
+    assert not client.exists("imported-2")
+    with pytest.raises(SessionExistsError):
+        client.sessions.create([], session_id="imported-1")
+    empty = client.sessions.create()
+    assert empty.length == 0 and client.exists(empty.id)
+    s.inject({"role": "user", "content": "continues"})
+    assert s.length == 3

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -152,6 +153,40 @@ class SessionCollection:
         except SessionNotFoundError:
             return None
         return self._client.store.stamp(session_id)
+
+    def create(
+        self,
+        messages: Iterable[Mapping[str, JSONValue]] = (),
+        *,
+        session_id: str | None = None,
+        title: str | None = None,
+        lineage_operator: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> Session:
+        """Create a stored session holding ``messages``, in one transaction (for importers).
+
+        Every message is checked first; a bad one raises and nothing is stored.
+        The new session does not become current.
+
+        Args:
+            messages: message dicts as :meth:`Session.inject` takes them.
+            session_id: the id (default: a new UUIDv7).
+            title: a title (trimmed; blank or over 200 characters is an error).
+            lineage_operator: how it was made, e.g. ``Session.import``.
+            metadata: provenance and other JSON metadata kept with the session.
+
+        Raises:
+            InvalidMessageError: a message is malformed.
+            InvalidArgumentError: a bad id, title or metadata.
+            SessionExistsError: ``session_id`` is taken.
+        """
+        return self._client._create_with(
+            messages,
+            session_id=session_id,
+            title=title,
+            operator=lineage_operator,
+            metadata=metadata,
+        )
 
     def delete(self, session_id: str) -> None:
         """Delete a stored session. Branches that share its records keep them.

@@ -78,6 +78,18 @@ def _json_object(value: object, what: str) -> dict[str, JSONValue]:
     return out
 
 
+def _clean_title(title: object) -> str:
+    """Collapse white space and trim; blank or over MAX_TITLE characters is an error."""
+    if not isinstance(title, str):
+        raise InvalidArgumentError(f"a title must be a string, not {type(title).__name__}")
+    clean = " ".join(title.split())
+    if not clean:
+        raise InvalidArgumentError("a title cannot be blank")
+    if len(clean) > MAX_TITLE:
+        raise InvalidArgumentError(f"a title is at most {MAX_TITLE} characters ({len(clean)})")
+    return clean
+
+
 def _moved(p: int, shared: int, start: int, pos: int) -> int:
     """Where position ``p`` of a merged-in branch lands in the merged transcript.
 
@@ -209,6 +221,34 @@ class SessionHost:
     def _adopt(self, handle: Session) -> None:
         with self._handles_lock:
             self._handles[handle.id] = handle
+
+    def _create_with(
+        self,
+        messages: Iterable[Mapping[str, JSONValue]],
+        *,
+        session_id: str | None,
+        title: str | None,
+        operator: str | None,
+        metadata: Mapping[str, JSONValue] | None,
+    ) -> Session:
+        """Create a stored session holding ``messages``, all or nothing."""
+        if session_id is not None and not is_session_id(session_id):
+            raise InvalidArgumentError(f"{session_id!r} is not a valid session id")
+        if isinstance(messages, Mapping | str | bytes):
+            raise InvalidArgumentError("messages must be a list of message dicts")
+        records = [record_from_message(m, seq=i) for i, m in enumerate(messages)]
+        meta = _json_object(metadata or {}, "metadata")
+        clean_title = _clean_title(title) if title is not None else None
+        msgs = sum(1 for r in records if r.kind != "event")
+        row = SessionRow(
+            id=session_id or new_id(),
+            workspace=self.workspace,
+            layout=Layout((), len(records), msgs, 0, 0),
+            title=clean_title,
+            lineage_operator=operator,
+            metadata=meta,
+        )
+        return self._handle(self.store.create(row, records))
 
     def _make_current(self, handle: Session) -> Session:
         self._current = handle
@@ -681,13 +721,7 @@ class Session:
         Raises:
             InvalidArgumentError (a ValueError): blank, or over 200 characters.
         """
-        if not isinstance(title, str):
-            raise InvalidArgumentError(f"a title must be a string, not {type(title).__name__}")
-        clean = " ".join(title.split())
-        if not clean:
-            raise InvalidArgumentError("a title cannot be blank")
-        if len(clean) > MAX_TITLE:
-            raise InvalidArgumentError(f"a title is at most {MAX_TITLE} characters ({len(clean)})")
+        clean = _clean_title(title)
 
         def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
             return (), replace(row, title=clean), None
