@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench clean
+.PHONY: demo test lint typecheck unit bench soak clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+
+soak: $(STAMP)
+	$(BIN)/python -m tests.durability.soak --trials 1000
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

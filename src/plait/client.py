@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Final
 
 from plait._time import from_micros
-from plait.errors import InvalidArgumentError, SessionNotFoundError
+from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.records import JSONValue, Message
 from plait.session import (
@@ -188,14 +188,38 @@ class SessionCollection:
             metadata=metadata,
         )
 
+    def open_elsewhere(
+        self, session_id: str, *, workspace: str | os.PathLike[str] | None = None
+    ) -> bool:
+        """Whether another process has the stored session open for writing (a snapshot).
+
+        Raises:
+            SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
+        """
+        row = self._row_in(session_id, workspace)
+        handle = self._client._handles.get(row.id)
+        if handle is not None and handle._writer:
+            return False
+        return self._client.store.locked_elsewhere(row.id)
+
     def delete(self, session_id: str) -> None:
         """Delete a stored session. Branches that share its records keep them.
 
         Raises:
             SessionNotFoundError: unknown or invalid id.
+            SessionLockedError: another process has it open for writing.
         """
         row = self._client._lookup(session_id)
-        self._client.store.delete(row.id)
+        store = self._client.store
+        if not store.lock(row.id):
+            raise SessionLockedError(row.id)
+        try:
+            store.delete(row.id)
+        finally:
+            store.unlock(row.id)
+        handle = self._client._handles.get(row.id)
+        if handle is not None:
+            handle._writer = False
         current = self._client._current
         if current is not None and current.id == row.id:
             self._client._current = None

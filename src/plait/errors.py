@@ -10,10 +10,12 @@ The hierarchy::
     PlaitError
     ├── InvalidArgumentError (ValueError)      bad input; nothing was written
     │   ├── UnknownOptionError                 an option key plait does not know
-    │   └── InvalidMessageError                a message without a role, an unknown role, ...
+    │   ├── InvalidMessageError                a message without a role, an unknown role, ...
+    │   └── ImportFormatError                  a transcript to import is malformed (names the line)
     ├── SessionNotFoundError (LookupError)     unknown, unreadable, or leaves the store
     ├── SessionExistsError                     a new session's id is already taken
     ├── SessionClosedError                     a write to a session that was closed
+    ├── SessionLockedError                     another process has the session open for writing
     ├── NothingToDoError                       the verb had nothing to act on (says why)
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     └── StoreError                             the store itself could not do its job
@@ -26,6 +28,7 @@ The hierarchy::
 from __future__ import annotations
 
 __all__ = [
+    "ImportFormatError",
     "InvalidArgumentError",
     "InvalidMessageError",
     "MissingDependencyError",
@@ -35,6 +38,7 @@ __all__ = [
     "SchemaTooNewError",
     "SessionClosedError",
     "SessionExistsError",
+    "SessionLockedError",
     "SessionNotFoundError",
     "StaleSessionError",
     "StoreCorruptError",
@@ -70,6 +74,28 @@ class InvalidMessageError(InvalidArgumentError):
     """A message to inject is malformed: no role, an unknown role, a bad field."""
 
 
+class ImportFormatError(InvalidArgumentError):
+    """A transcript file to import cannot be read as the format it claims to be.
+
+    Nothing was imported: an importer reads and checks the whole file before it
+    creates a session.
+
+    Attributes:
+        path: the file (as given), or None for text that came from no file.
+        line: the 1-based line the problem is on, or None when it concerns the whole file.
+        reason: what is wrong, without the location.
+    """
+
+    def __init__(self, path: str | None, line: int | None, reason: str) -> None:
+        self.path = path
+        self.line = line
+        self.reason = reason
+        where = path if path is not None else "<transcript>"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {reason}")
+
+
 class SessionNotFoundError(PlaitError, LookupError):
     """No readable session has this id in this store.
 
@@ -101,6 +127,21 @@ class SessionClosedError(PlaitError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(f"session {session_id!r} is closed; reopen() it or fork() it to continue")
+
+
+class SessionLockedError(PlaitError):
+    """Another process has the session open for writing; this one may only read it.
+
+    Reading (history, snapshot, stats) never needs the lock. The lock dies with
+    the process that holds it, however it ends.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} is open for writing in another process; "
+            "it can be read here but not changed"
+        )
 
 
 class NothingToDoError(PlaitError):

@@ -23,6 +23,7 @@ from plait._time import from_micros, now_micros
 from plait.errors import (
     InvalidArgumentError,
     SessionClosedError,
+    SessionLockedError,
     SessionNotFoundError,
     StaleSessionError,
     StoreCorruptError,
@@ -296,12 +297,13 @@ class Session:
     Handles are cheap; a client hands out one handle per session id.
     """
 
-    __slots__ = ("__weakref__", "_host", "_id", "_row")
+    __slots__ = ("__weakref__", "_host", "_id", "_row", "_writer")
 
     def __init__(self, host: SessionHost, session_id: str, row: SessionRow | None) -> None:
         self._host = host
         self._id = session_id
         self._row = row
+        self._writer = False
 
     # -- seed 000 constructors ----------------------------------------------------------
 
@@ -434,6 +436,30 @@ class Session:
     def __repr__(self) -> str:
         state = f"v{self._row.version}" if self._row is not None else "not stored"
         return f"<Session {self._id} {state}>"
+
+    @property
+    def locked(self) -> bool:
+        """Whether another process has the session open for writing (then this one only reads)."""
+        if self._row is None or self._writer:
+            return False
+        return self._host.store.locked_elsewhere(self._id)
+
+    def _ensure_writer(self) -> None:
+        """Take the session's writer lock for this process, or raise SessionLockedError."""
+        if not self._writer:
+            if not self._host.store.lock(self._id):
+                raise SessionLockedError(self._id)
+            self._writer = True
+
+    def release(self) -> None:
+        """Give up this process's writer lock, so another process may write the session.
+
+        The next write through this handle takes the lock again (or raises
+        :class:`SessionLockedError` if another process took it meanwhile).
+        """
+        if self._writer:
+            self._writer = False
+            self._host.store.unlock(self._id)
 
     def refresh(self) -> Session:
         """Re-read the stored row (a no-op for a session not stored yet).
@@ -579,6 +605,8 @@ class Session:
             _check_count(expect_version, "expect_version")
             if expect_version != self.version:
                 raise StaleSessionError(self._id, expect_version, self.version)
+        if self._row is not None:
+            self._ensure_writer()
         last: StaleSessionError | None = None
         for _ in range(_RETRIES):
             row = self._row
@@ -608,10 +636,11 @@ class Session:
         if updated is None:
             updated = self._append(blank, records)
         stored = self._host.store.create(updated, records)
-        if pad is not None:
-            stored = self._host.store.write(stored, replace(stored), (), pad)
         self._row = stored
         self._host._adopt(self)
+        self._ensure_writer()
+        if pad is not None:
+            stored = self._row = self._host.store.write(stored, replace(stored), (), pad)
         return stored, records
 
     @staticmethod
@@ -650,7 +679,7 @@ class Session:
             StaleSessionError: ``expect_version`` is not the head.
         """
         row = self._row
-        if expect_version is None and row is not None and row.status == "open":
+        if expect_version is None and row is not None and row.status == "open" and self._writer:
             # The agent-step fast path: one record, no retry bookkeeping.
             lay = row.layout
             record = record_from_message(

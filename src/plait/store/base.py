@@ -192,6 +192,23 @@ class Store(Protocol):
         """Return every stored scratchpad version of a session, oldest first."""
         ...
 
+    def lock(self, session_id: str) -> bool:
+        """Take the session's writer lock for this process; False if another process has it.
+
+        The lock belongs to the process (every handle and client of this process
+        on the same database shares it), is taken again without harm, and dies
+        with the process, however it ends (kill -9 included): no stale lock.
+        """
+        ...
+
+    def unlock(self, session_id: str) -> None:
+        """Release this store's hold on the session's writer lock (a no-op if not held)."""
+        ...
+
+    def locked_elsewhere(self, session_id: str) -> bool:
+        """Whether another process holds the session's writer lock (a snapshot)."""
+        ...
+
     def close(self) -> None:
-        """Release the store's connections. Idempotent."""
+        """Release the store's connections and the writer locks it holds. Idempotent."""
         ...

@@ -37,6 +37,7 @@ from plait.errors import (
 )
 from plait.layout import Layout, segments
 from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._flock import FileLocks
 from plait.store.base import ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
@@ -258,6 +259,10 @@ class SQLiteStore:
                 raise StoreError(f"{resolved}: cannot create its folder: {exc}") from exc
             target = str(resolved.resolve())
         self._path = target
+        # Writer locks: flock files beside the database; in memory nobody else can see
+        # the sessions, so the locks are this process's alone.
+        self._locks: FileLocks | None = None if self._memory else FileLocks(Path(target + "-locks"))
+        self._memory_locks: set[str] = set()
         self._migrations = tuple(migrations)
         self._lock = threading.RLock()
         self._closed = False
@@ -854,11 +859,43 @@ class SQLiteStore:
                     problems.append(f"rows of owner {owner} belong to no session (unreadable)")
         return problems
 
+    # -- writer locks ------------------------------------------------------------------
+
+    def lock(self, session_id: str) -> bool:
+        """Take the session's writer lock for this process; False if another process has it."""
+        self._check_open()
+        if self._locks is None:
+            self._memory_locks.add(session_id)
+            return True
+        try:
+            return self._locks.lock(session_id)
+        except OSError as exc:
+            raise StoreError(f"{self._path}: cannot take the writer lock: {exc}") from exc
+
+    def unlock(self, session_id: str) -> None:
+        """Release this store's hold on the session's writer lock."""
+        if self._locks is None:
+            self._memory_locks.discard(session_id)
+        else:
+            self._locks.unlock(session_id)
+
+    def locked_elsewhere(self, session_id: str) -> bool:
+        """Whether another process holds the session's writer lock (a snapshot)."""
+        if self._locks is None:
+            return False
+        try:
+            return self._locks.locked_elsewhere(session_id)
+        except OSError as exc:
+            raise StoreError(f"{self._path}: cannot read the writer lock: {exc}") from exc
+
     def close(self) -> None:
-        """Close the connection. Idempotent."""
+        """Close the connection and release the writer locks. Idempotent."""
         with self._lock:
             if not self._closed:
                 self._closed = True
+                if self._locks is not None:
+                    self._locks.release_all()
+                self._memory_locks.clear()
                 self._db.close()
 
     def __repr__(self) -> str:
