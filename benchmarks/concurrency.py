@@ -1,0 +1,101 @@
+"""N processes writing N sessions at once: throughput and append latency (issue 5).
+
+``make bench`` runs it after the main table. Each process appends one record per
+call to its own session in one shared store; the table shows total records/s
+and the p50 / p99 latency of one append, for N = 1, 4 and 16 (on a 2-core
+machine, so 16 processes also contend for the CPU). Set
+``PLAIT_BENCH_POSTGRES_URL`` to run the same on PostgreSQL beside SQLite.
+
+Usage: python benchmarks/concurrency.py [--appends K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+import plait
+
+COUNTS = (1, 4, 16)
+
+
+def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int) -> None:
+    code = 1
+    try:
+        with plait.Client(ws, store=store_target) as client:
+            s = client.sessions.get(sid)
+            text = "y" * 200
+            lat: list[int] = []
+            for i in range(appends):
+                t0 = time.perf_counter_ns()
+                s.inject({"role": "user", "content": f"{i} {text}"})
+                lat.append(time.perf_counter_ns() - t0)
+        os.write(wfd, (" ".join(map(str, lat)) + "\n").encode())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def run(store_target: str, ws: Path, n: int, appends: int) -> tuple[float, float, float]:
+    """Return (records/s, p50 µs, p99 µs) for ``n`` processes on ``store_target``."""
+    with plait.Client(ws, store=store_target) as client:
+        sids = [client.sessions.create([{"role": "system", "content": "bench"}]).id
+                for _ in range(n)]
+    start = time.perf_counter()
+    kids: list[tuple[int, int]] = []
+    for sid in sids:
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            os.close(rfd)
+            _child(store_target, ws, sid, appends, wfd)
+        os.close(wfd)
+        kids.append((pid, rfd))
+    lat: list[int] = []
+    for pid, rfd in kids:
+        chunks = []
+        while chunk := os.read(rfd, 1 << 16):
+            chunks.append(chunk)
+        os.close(rfd)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise RuntimeError(f"writer {pid} failed")
+        lat.extend(int(x) for x in b"".join(chunks).split())
+    wall = time.perf_counter() - start
+    qs = statistics.quantiles(lat, n=100)
+    return n * appends / wall, qs[49] / 1000, qs[98] / 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the concurrency table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--appends", type=int, default=1000, help="appends per process")
+    args = parser.parse_args(argv)
+    targets: dict[str, Callable[[Path], str]] = {"sqlite": lambda d: str(d / "c.db")}
+    pg = os.environ.get("PLAIT_BENCH_POSTGRES_URL")
+    if pg:
+        targets["postgres"] = lambda d: pg
+    table = Table(title=f"N processes x {args.appends} appends, one session each")
+    for col in ("store", "N", "records/s", "p50 µs", "p99 µs"):
+        table.add_column(col, justify="right")
+    for name, target in targets.items():
+        for n in COUNTS:
+            with tempfile.TemporaryDirectory() as tmp:
+                rate, p50, p99 = run(target(Path(tmp)), Path(tmp), n, args.appends)
+            table.add_row(name, str(n), f"{rate:,.0f}", f"{p50:,.0f}", f"{p99:,.0f}")
+    console = Console() if sys.stdout.isatty() else Console(width=100)
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
