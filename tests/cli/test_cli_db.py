@@ -90,3 +90,18 @@ def test_db_commands_need_a_file() -> None:
         result = CliRunner().invoke(cli, ["--store", ":memory:", *command])
         assert result.exit_code == 2
         assert ":memory:" in result.stderr
+
+
+def test_check_reports_a_newer_schema_and_nothing_writes_to_it(
+    run: Run, api: Client, db_path: Path
+) -> None:
+    conversation(api)
+    api.close()
+    with sqlite3.connect(db_path) as raw:
+        raw.execute("INSERT INTO plait_schema VALUES (999, 'from the future', 0)")
+    raw.close()
+    assert_clean_error(run("db", "check"), "newer than this plait")
+    assert_clean_error(run("sessions", "list"), "newer than this plait")
+    with sqlite3.connect(db_path) as raw:
+        assert raw.execute("SELECT MAX(version) FROM plait_schema").fetchone()[0] == 999
+    raw.close()
