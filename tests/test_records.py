@@ -123,3 +123,22 @@ def test_session_id_rules() -> None:
     assert is_session_id("incident-debug") and is_session_id(new_id())
     for bad in ("", ".", "..", "../x", "/abs", "a\\b", "a\x00", " x", "x" * 201, "tab\t", 5):
         assert not is_session_id(bad)
+
+
+def test_decode_rejects_payloads_of_the_wrong_types() -> None:
+    bad = [
+        ("user", '{"content": 5}'),
+        ("user", '{"content": "x", "images": "two"}'),
+        ("summary", '{"content": "s", "folds": ["a", 1]}'),
+        ("summary", '{"content": "s", "folds": [3, 99]}'),
+        ("assistant", '{"content": "", "tool_calls": [{"id": 1, "name": "x"}]}'),
+        ("assistant", '{"content": "", "tool_calls": "nope"}'),
+        ("tool", '{"content": "x", "tool_call_id": 7}'),
+        ("event", '{"name": "e", "data": [1]}'),
+        ("user", "[1, 2]"),
+    ]
+    for kind, payload in bad:
+        with pytest.raises(StoreCorruptError):
+            decode_record(kind, payload, seq=5, id="i", created_at_us=0)
+    with pytest.raises(StoreCorruptError):
+        decode_record("user", '{"content": "x"}', seq=0, id="i", created_at_us=0, meta="[1]")

@@ -311,6 +311,38 @@ def encode_payload(record: Record) -> str:
     return dumps(record.payload)
 
 
+def _checked(record: Record) -> Record:
+    """Check a decoded record's field types; a wrong one is a TypeError (the row is corrupt)."""
+    text = getattr(record, "content", "")
+    if not isinstance(text, str):
+        raise TypeError("content is not a string")
+    images = getattr(record, "images", 0)
+    if not isinstance(images, int) or isinstance(images, bool) or images < 0:
+        raise TypeError("images is not a count")
+    if isinstance(record, AssistantRecord):
+        for call in record.tool_calls:
+            if not (isinstance(call.id, str) and isinstance(call.name, str)):
+                raise TypeError("a tool call id or name is not a string")
+            if not isinstance(call.arguments, Mapping):
+                raise TypeError("tool call arguments are not an object")
+    elif isinstance(record, ToolRecord):
+        if not isinstance(record.tool_call_id, str):
+            raise TypeError("tool_call_id is not a string")
+        if record.tool_name is not None and not isinstance(record.tool_name, str):
+            raise TypeError("tool_name is not a string")
+    elif isinstance(record, SummaryRecord):
+        lo, hi = record.folds_from, record.folds_to
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)):
+            raise TypeError("folds are not positions")
+        if not 0 <= lo <= hi <= record.seq:
+            raise ValueError(f"folds [{lo}, {hi}) do not lie before position {record.seq}")
+    elif isinstance(record, EventRecord) and (
+        not isinstance(record.name, str) or not isinstance(record.data, Mapping)
+    ):
+        raise TypeError("an event needs a string name and object data")
+    return record
+
+
 _scan_string = json.decoder.scanstring  # type: ignore[attr-defined]  # the C string scanner
 _loads = json.loads
 _CONTENT_ONLY = '{"content":"'
@@ -333,6 +365,8 @@ def decode_record(
     """
     try:
         meta_map: Mapping[str, Any] = _loads(meta) if isinstance(meta, str) else (meta or {})
+        if not isinstance(meta_map, Mapping):
+            raise TypeError("meta is not a JSON object")
         # Most rows are text-only messages, '{"content":"..."}': scan the one string with the
         # C scanner (exactly what json.loads would do) instead of the general decoder.
         if (
@@ -353,74 +387,88 @@ def decode_record(
                     content=text,
                 )
         body: Mapping[str, Any] = _loads(payload) if isinstance(payload, str) else payload
+        if not isinstance(body, Mapping):
+            raise TypeError("the payload is not a JSON object")
         if kind == "user":
-            return UserRecord(
-                seq=seq,
-                id=id,
-                created_at_us=created_at_us,
-                meta=meta_map,
-                tokens=tokens,
-                content=body["content"],
-                images=body.get("images", 0),
+            return _checked(
+                UserRecord(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    content=body["content"],
+                    images=body.get("images", 0),
+                )
             )
         if kind == "assistant":
             calls = tuple(
                 ToolCall(c["id"], c["name"], c.get("arguments") or {})
                 for c in body.get("tool_calls") or ()
             )
-            return AssistantRecord(
-                seq=seq,
-                id=id,
-                created_at_us=created_at_us,
-                meta=meta_map,
-                tokens=tokens,
-                content=body.get("content", ""),
-                tool_calls=calls,
-                images=body.get("images", 0),
+            return _checked(
+                AssistantRecord(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    content=body.get("content", ""),
+                    tool_calls=calls,
+                    images=body.get("images", 0),
+                )
             )
         if kind == "tool":
-            return ToolRecord(
-                seq=seq,
-                id=id,
-                created_at_us=created_at_us,
-                meta=meta_map,
-                tokens=tokens,
-                content=body["content"],
-                tool_call_id=body["tool_call_id"],
-                tool_name=body.get("tool_name"),
-                ok=bool(body.get("ok", True)),
-                images=body.get("images", 0),
+            return _checked(
+                ToolRecord(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    content=body["content"],
+                    tool_call_id=body["tool_call_id"],
+                    tool_name=body.get("tool_name"),
+                    ok=bool(body.get("ok", True)),
+                    images=body.get("images", 0),
+                )
             )
         if kind == "system":
-            return SystemRecord(
-                seq=seq,
-                id=id,
-                created_at_us=created_at_us,
-                meta=meta_map,
-                tokens=tokens,
-                content=body["content"],
+            return _checked(
+                SystemRecord(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    content=body["content"],
+                )
             )
         if kind == "summary":
             lo, hi = body["folds"]
-            return SummaryRecord(
-                seq=seq,
-                id=id,
-                created_at_us=created_at_us,
-                meta=meta_map,
-                tokens=tokens,
-                content=body["content"],
-                folds_from=lo,
-                folds_to=hi,
+            return _checked(
+                SummaryRecord(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    content=body["content"],
+                    folds_from=lo,
+                    folds_to=hi,
+                )
             )
         if kind == "event":
-            return EventRecord(
-                seq=seq,
-                id=id,
-                created_at_us=created_at_us,
-                meta=meta_map,
-                tokens=tokens,
-                name=body["name"],
-                data=body.get("data") or {},
+            return _checked(
+                EventRecord(
+                    seq=seq,
+                    id=id,
+                    created_at_us=created_at_us,
+                    meta=meta_map,
+                    tokens=tokens,
+                    name=body["name"],
+                    data=body.get("data") or {},
+                )
             )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc

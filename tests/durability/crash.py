@@ -75,10 +75,15 @@ def run_trial(
         os.close(rfd)
         _writer(ws, path, sid, wfd, rng.randrange(1 << 30))
     os.close(wfd)
+    # Half the trials kill at any moment (start-up included); the other half wait for
+    # the first commit, so that kills land mid-write however slow the machine is.
+    first = b""
+    if rng.random() < 0.5:
+        first = os.read(rfd, 65536)
     time.sleep(rng.uniform(0, max_delay))
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    chunks = []
+    chunks = [first]
     while True:
         chunk = os.read(rfd, 65536)
         if not chunk:
