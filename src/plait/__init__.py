@@ -10,7 +10,7 @@ Durable, branchable, compactable, resumable transcripts, in one Python API::
         branch = s.fork()
 """
 
-from plait.client import Client, SessionCollection, SessionInfo
+from plait.client import Client, SessionCollection, SessionInfo, SessionStats
 from plait.errors import (
     InvalidArgumentError,
     InvalidMessageError,
@@ -23,6 +23,7 @@ from plait.errors import (
     StaleSessionError,
     UnknownOptionError,
 )
+from plait.interop import SeedResult, seed_from_jsonl, to_jsonl
 from plait.lineage import Ancestry
 from plait.records import (
     AssistantRecord,
@@ -56,6 +57,7 @@ __all__ = [
     "Record",
     "SQLiteStore",
     "ScratchpadUpdate",
+    "SeedResult",
     "Session",
     "SessionClosedError",
     "SessionCollection",
@@ -63,6 +65,7 @@ __all__ = [
     "SessionInfo",
     "SessionLockedError",
     "SessionNotFoundError",
+    "SessionStats",
     "Snapshot",
     "StaleSessionError",
     "Store",
@@ -75,4 +78,6 @@ __all__ = [
     "UserRecord",
     "__version__",
     "open_store",
+    "seed_from_jsonl",
+    "to_jsonl",
 ]

@@ -14,7 +14,7 @@ from typing import Final
 from plait._time import from_micros
 from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError
 from plait.lineage import Ancestry
-from plait.records import JSONValue, Message
+from plait.records import AssistantRecord, JSONValue, Message, Record
 from plait.session import (
     Session,
     SessionHost,
@@ -25,7 +25,7 @@ from plait.store import Store, open_store
 from plait.store.base import SessionRow
 from plait.views import full_history, history
 
-__all__ = ["Client", "SessionCollection", "SessionInfo"]
+__all__ = ["Client", "SessionCollection", "SessionInfo", "SessionStats"]
 
 DEFAULT_LIMIT: Final = 20
 
@@ -57,6 +57,59 @@ class SessionInfo:
             row.parent_ids,
             row.lineage_operator,
         )
+
+
+def _usage_count(usage: Mapping[str, JSONValue], key: str) -> int:
+    value = usage.get(key)
+    # A count is a non-negative int; anything else (None, a string, a bool) counts as 0.
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """The stored side of a conversation (seed 001's ``session_stats``).
+
+    Tokens come from the assistant records' ``meta["usage"]``:
+    ``{"input_tokens", "output_tokens", "cached_tokens"}``, where
+    ``cached_tokens`` is the part of ``input_tokens`` the provider served from
+    its cache (see docs/decisions.md). Everything counts what is in the
+    session's view, inherited records included.
+    """
+
+    id: str
+    """The session."""
+    entries: int
+    """Records in view, events included."""
+    replies: int
+    """Assistant records that carry usage: the replies the session was charged for."""
+    input_tokens: int
+    """Prompt tokens of those replies, cached ones included."""
+    output_tokens: int
+    """Tokens the model wrote in those replies."""
+    cached_tokens: int
+    """The part of ``input_tokens`` served from the provider's cache."""
+    cache_share: float
+    """``cached_tokens / input_tokens``; 0.0 when there was no input."""
+
+    @classmethod
+    def from_records(cls, session_id: str, records: Iterable[Record]) -> SessionStats:
+        """Count a session's records in view and add up its replies' usage."""
+        entries = replies = input_tokens = output_tokens = cached = 0
+        for record in records:
+            entries += 1
+            if not isinstance(record, AssistantRecord):
+                continue
+            usage = record.meta.get("usage")
+            if not isinstance(usage, Mapping):
+                continue
+            replies += 1
+            input_tokens += _usage_count(usage, "input_tokens")
+            output_tokens += _usage_count(usage, "output_tokens")
+            cached += _usage_count(usage, "cached_tokens")
+        share = cached / input_tokens if input_tokens else 0.0
+        return cls(session_id, entries, replies, input_tokens, output_tokens, cached, share)
 
 
 def _check_limit(limit: object) -> int:
@@ -255,6 +308,8 @@ class Client(SessionHost):
         owns = not isinstance(store, Store)
         super().__init__(open_store(store), _workspace_path(workspace))
         self._owns_store = owns
+        # session_stats: id -> (stamp when read, stats), so unchanged sessions are not re-read.
+        self._stats: dict[str, tuple[str, SessionStats]] = {}
         self.sessions = SessionCollection(self)
         """The stored sessions of this workspace."""
         if resume is not None:
@@ -341,6 +396,52 @@ class Client(SessionHost):
         except SessionNotFoundError:
             return None
         return self._handle(row).ancestry()
+
+    def session_stats(self, ids: Iterable[str] | None = None) -> builtins.list[SessionStats]:
+        """What each session holds: entries, replies, tokens and cached share (seed 001).
+
+        A plain call (principle 3: it only reads the store). Each session is
+        read only when its stamp moved since this client last counted it; an
+        unchanged one costs one point read.
+
+        Args:
+            ids: the sessions, in the order wanted. None: the current session
+                (all zeros while it is not stored yet, as for its id given here).
+
+        Returns:
+            One :class:`SessionStats` per id, in the order given.
+
+        Raises:
+            InvalidArgumentError: ``ids`` is a string or holds something that is not one.
+            SessionNotFoundError: an id names no stored session (other than the
+                current, not yet stored, one).
+        """
+        if ids is None:
+            wanted = [self.session.id]
+        elif isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+            raise InvalidArgumentError("ids must be a list of session ids (or None)")
+        else:
+            wanted = list(ids)
+        for sid in wanted:
+            if not isinstance(sid, str):
+                raise InvalidArgumentError(f"a session id is a string, not {type(sid).__name__}")
+        return [self._stats_of(sid) for sid in wanted]
+
+    def _stats_of(self, session_id: str) -> SessionStats:
+        current = self._current
+        if current is not None and current.id == session_id and not current.stored:
+            return SessionStats(session_id, 0, 0, 0, 0, 0, 0.0)
+        stamp = self.store.stamp(session_id) if _valid(session_id) else None
+        cached = self._stats.get(session_id)
+        if stamp is not None and cached is not None and cached[0] == stamp:
+            return cached[1]
+        # The stamp was read first: a write after it makes the next call read again.
+        row = self._lookup(session_id)
+        records = self.store.read(row, row.layout.view_start, row.layout.end_seq)
+        stats = SessionStats.from_records(row.id, records)
+        if stamp is not None:
+            self._stats[session_id] = (stamp, stats)
+        return stats
 
     def close(self) -> None:
         """Close the store if the client opened it. Idempotent."""

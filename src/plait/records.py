@@ -507,6 +507,8 @@ def _content_text(content: object, where: str) -> tuple[str, int]:
                 texts.append(part)
             elif isinstance(part, Mapping):
                 ptype = part.get("type")
+                if not isinstance(ptype, str):
+                    raise InvalidMessageError(f"{where}: a content part needs a string 'type'")
                 if ptype in {"text", "input_text", "output_text"}:
                     texts.append(str(part.get("text", "")))
                 elif ptype in {"image", "image_url", "input_image"}:

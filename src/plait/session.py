@@ -1,9 +1,11 @@
 """Session: the handle users hold on one stored conversation.
 
 A handle keeps the session's id and the last row it read; every write is a
-compare-and-set on that row's version, so two writers can never interleave a
-transcript. Reads refresh the row first (one point lookup), so a handle always
-shows what is stored, including what another process wrote.
+compare-and-set on the head that row describes, so two writers can never
+interleave a transcript, and the first write takes the session's writer lock
+for this process (another process then only reads it). Reads refresh the row
+first (one point lookup), so a handle always shows what is stored, including
+what another process wrote.
 
 Methods that only touch the store are plain calls (principle 3); the ones that
 will call a model or run a tool arrive with the runs issue and are ``async``.
@@ -11,12 +13,14 @@ will call a model or run a tool arrive with the runs issue and are ``async``.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Final
+from pathlib import Path
+from typing import Final, Literal
 
 from plait._ids import is_session_id, new_id
 from plait._time import from_micros, now_micros
@@ -40,6 +44,7 @@ from plait.records import (
     dumps,
     record_from_message,
 )
+from plait.render import ExportPage, LineageBox, collect_lineage, render_html, render_markdown
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
 from plait.views import full_history, history, system_prompt
@@ -922,6 +927,13 @@ class Session:
         self._mutate(build, allow_closed=True)
 
     @property
+    def metadata(self) -> dict[str, JSONValue]:
+        """The session's stored metadata: settings, provenance, close status (a copy)."""
+        if self._row is None:
+            return {}
+        return dict(self._fresh().metadata)
+
+    @property
     def workspace_anchor(self) -> str | None:
         """The folder tools treat as the workspace root (seed 003), or None."""
         anchor = self.settings.get("workspace_anchor")
@@ -1122,3 +1134,116 @@ class Session:
         parents = tuple(dict.fromkeys((row.id, *(r.id for r in rows))))
         new_row = self._branch_row(row, layout, dst, parents=parents, operator="Session.merge")
         return self._spawn(new_row, copies)
+
+    # -- exporting --------------------------------------------------------------------
+
+    def export(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Write the conversation as one self-contained HTML page (seed 001's ``export``).
+
+        The page shows every record in view as the terminal does (roles, tool
+        calls with their arguments, tool results with ok or failed, summaries,
+        events in small type), beside the request the next turn would send
+        (the system prompt and :meth:`history`), under the session's lineage
+        (its ancestors and descendants, drawn as an SVG). It loads nothing
+        and runs no script; every piece of transcript text is escaped.
+
+        A plain call (principle 3): it reads the store and writes one file,
+        and calls no model.
+
+        Args:
+            path: where to write. Default: ``plait-<first 8 characters of the
+                id>.html`` in the session's workspace. A relative path is taken
+                from the current working directory; missing folders are made;
+                an existing file is replaced.
+
+        Returns:
+            The absolute path written.
+
+        Raises:
+            InvalidArgumentError (a ValueError): the session has nothing stored
+                (never written, or no record in view), or ``path`` is not a
+                usable file path.
+            SessionNotFoundError: the session was deleted.
+            OSError: the file could not be written.
+        """
+        return self._write_export(path, "html")
+
+    def export_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
+        """Write the conversation as one Markdown document; the same content as :meth:`export`.
+
+        Transcript text is kept in code spans and fenced code blocks, where
+        Markdown shows HTML and link syntax as written.
+
+        Args:
+            path: where to write. Default: ``plait-<id8>.md`` in the session's
+                workspace; relative paths as for :meth:`export`.
+
+        Returns:
+            The absolute path written.
+
+        Raises:
+            InvalidArgumentError, SessionNotFoundError, OSError: as for :meth:`export`.
+        """
+        return self._write_export(path, "md")
+
+    def _write_export(
+        self, path: str | os.PathLike[str] | None, kind: Literal["html", "md"]
+    ) -> str:
+        """Read what the page shows, render it, and write it atomically; return the path."""
+        if path is not None and not isinstance(path, str | os.PathLike):
+            raise InvalidArgumentError(f"path must be a str or a path, not {type(path).__name__}")
+        if self._row is None:
+            raise InvalidArgumentError(f"session {self._id}: nothing stored yet, nothing to export")
+        row = self._fresh()
+        store = self._host.store
+        records = store.read(row, row.layout.view_start, row.layout.end_seq)
+        if not records:
+            raise InvalidArgumentError(f"session {self._id}: no records in view, nothing to export")
+
+        def describe(sid: str) -> LineageBox | None:
+            found = row if sid == row.id else store.get(sid)
+            if found is None:
+                return None
+            return LineageBox(
+                found.id,
+                found.title,
+                found.lineage_operator,
+                found.parent_ids,
+                found.layout.length,
+            )
+
+        page = ExportPage(
+            session_id=row.id,
+            title=row.title,
+            workspace=row.workspace,
+            operator=row.lineage_operator,
+            parent_ids=row.parent_ids,
+            status=row.status,
+            created_at=from_micros(row.created_at_us),
+            updated_at=from_micros(row.updated_at_us),
+            records=records,
+            system_prompt=system_prompt(records),
+            request=history(records),
+            lineage=collect_lineage(row.id, describe, store.children),
+        )
+        text = render_html(page) if kind == "html" else render_markdown(page)
+        if path is None:
+            target = Path(row.workspace, f"plait-{row.id[:8]}.{kind}")
+        else:
+            raw = os.fspath(path)
+            if not isinstance(raw, str) or not raw or "\0" in raw:
+                raise InvalidArgumentError(f"not a usable file path: {path!r}")
+            target = Path(raw).expanduser()
+        target = Path(os.path.abspath(target))
+        if target.is_dir():
+            raise InvalidArgumentError(f"{target} is a folder; give a file path")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Write beside the target and rename, so a reader never sees half a page.
+        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        try:
+            temp.write_bytes(text.encode("utf-8", "replace"))
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        return str(target)

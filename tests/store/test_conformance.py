@@ -240,3 +240,20 @@ def test_unicode_and_large_payloads_round_trip(store: Store) -> None:
 def test_close_is_idempotent(store: Store) -> None:
     store.close()
     store.close()
+
+
+def test_text_that_is_not_unicode_is_bad_input_and_writes_nothing(store: Store) -> None:
+    from plait.errors import InvalidMessageError
+
+    row = store.create(new_row("s"))
+    bad: list[Record] = [UserRecord(seq=0, content="lone \ud800 surrogate")]
+    with pytest.raises(InvalidMessageError):
+        store.append(row, bad)
+    with pytest.raises(InvalidMessageError):
+        store.create(appended(new_row("t"), bad), bad)
+    with pytest.raises(InvalidMessageError):
+        store.write(row, replace(row, title="bad \udfff"))
+    got = store.get("s")
+    assert got is not None and got.layout.end_seq == 0 and got.title is None
+    assert store.get("t") is None
+    store.append(got, users(0, 1))  # and the store carries on

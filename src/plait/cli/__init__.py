@@ -3,7 +3,8 @@
 ``plait sessions ...`` (``sessions.py``) lists, shows, draws, branches,
 renames and deletes sessions; ``plait db ...`` (``db.py``) looks after the
 SQLite file; ``plait demo`` (``demo.py``) is the offline walkthrough behind
-``make demo``. Every command takes ``-h``; the root options choose the store
+``make demo``; ``plait import`` (``interop.py``) makes a session from a
+transcript file. Every command takes ``-h``; the root options choose the store
 and the workspace; every :class:`plait.errors.PlaitError` ends the command
 with a one-line message and exit code 1.
 """
@@ -18,6 +19,8 @@ import click
 from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
 from plait.cli.db import db_group
 from plait.cli.demo import demo_command
+from plait.cli.export import export_command, stats_command
+from plait.cli.interop import import_command
 from plait.cli.sessions import sessions_group
 
 __all__ = ["cli", "main"]
@@ -53,6 +56,9 @@ def cli(ctx: click.Context, store: str | None, workspace: Path | None) -> None:
 cli.add_command(sessions_group)
 cli.add_command(db_group)
 cli.add_command(demo_command)
+cli.add_command(export_command)
+cli.add_command(stats_command)
+cli.add_command(import_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

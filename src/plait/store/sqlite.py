@@ -27,6 +27,7 @@ from typing import Any, Final, Literal
 
 from plait._time import now_micros
 from plait.errors import (
+    InvalidMessageError,
     SchemaOutdatedError,
     SchemaTooNewError,
     SessionExistsError,
@@ -150,6 +151,11 @@ _SELECT_ROW: Final = (
     "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
     "ORDER BY key DESC LIMIT 1)"
 )
+
+
+def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
+    """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
+    return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")
 
 
 def default_path() -> Path:
@@ -444,6 +450,8 @@ class SQLiteStore:
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
                 )
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"create {row.id!r}: {exc}") from exc
         return replace(
@@ -521,6 +529,8 @@ class SQLiteStore:
                     raise
                 db.execute("COMMIT")
                 self._known_top, self._top_until = expected.pk, monotonic() + _TOP_TTL
+            except UnicodeEncodeError as exc:
+                raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._known_top = None
                 raise StoreError(f"append {expected.id!r}: {exc}") from exc
@@ -566,6 +576,8 @@ class SQLiteStore:
                 self._db.execute(_INSERT_RECORD, params)
             except sqlite3.IntegrityError:
                 raise self._stale(self._db, expected) from None
+            except UnicodeEncodeError as exc:
+                raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._known_top = None
                 raise StoreError(f"append {expected.id!r}: {exc}") from exc
@@ -666,6 +678,8 @@ class SQLiteStore:
                             now,
                         ),
                     )
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"write {expected.id!r}: {exc}") from exc
         return replace(

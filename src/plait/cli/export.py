@@ -1,0 +1,114 @@
+"""``plait export`` writes a session as a page; ``plait stats`` shows what sessions hold."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from plait.cli._common import (
+    CONTEXT_SETTINGS,
+    Settings,
+    console,
+    echo_json,
+    open_client,
+    pass_settings,
+)
+from plait.client import SessionStats
+from plait.records import JSONValue
+
+__all__ = ["export_command", "stats_command"]
+
+
+@click.command("export", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.option(
+    "--html/--md",
+    "as_html",
+    default=True,
+    help="Write one self-contained HTML page (default) or a Markdown document.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="PATH",
+    help=(
+        "Where to write, relative to the working directory. "
+        "Default: plait-<first 8 characters of the id>.html (or .md) in the session's workspace."
+    ),
+)
+@pass_settings
+def export_command(settings: Settings, session_id: str, as_html: bool, output: str | None) -> None:
+    """Write a session's conversation to a file; print the file's absolute path.
+
+    The page shows the transcript as `plait sessions show` does, beside the
+    request the next turn would send, under the session's lineage. It loads
+    nothing and runs no script.
+    """
+    session = open_client(settings).sessions.get(session_id)
+    path = session.export(output) if as_html else session.export_markdown(output)
+    click.echo(path)
+
+
+def _stats_json(stats: SessionStats) -> dict[str, JSONValue]:
+    return {
+        "id": stats.id,
+        "entries": stats.entries,
+        "replies": stats.replies,
+        "input_tokens": stats.input_tokens,
+        "output_tokens": stats.output_tokens,
+        "cached_tokens": stats.cached_tokens,
+        "cache_share": stats.cache_share,
+    }
+
+
+@click.command("stats", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_ids", metavar="[IDS]...", nargs=-1)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of a table.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Without IDS: the workspace's most recently active sessions, at most this many.",
+)
+@pass_settings
+def stats_command(
+    settings: Settings, session_ids: tuple[str, ...], as_json: bool, limit: int
+) -> None:
+    """Show what sessions hold: entries, replies, tokens and the cached share.
+
+    Tokens add up the usage each reply recorded; cached tokens are part of the
+    input. Without IDS, the workspace's most recently active sessions.
+    """
+    client = open_client(settings)
+    ids = list(session_ids) or [info.id for info in client.sessions.list(limit)]
+    rows = client.session_stats(ids)
+    if as_json:
+        echo_json([_stats_json(s) for s in rows])
+        return
+    out = console()
+    if not rows:
+        out.print(Text(f"no sessions in {client.workspace}", style="dim"))
+        return
+    # One space between columns and ids never cut: a row fits 80 columns until tokens run
+    # into the millions.
+    table = Table(box=None, header_style="bold", pad_edge=False, padding=(0, 1, 0, 0))
+    table.add_column("id", no_wrap=True, min_width=max(len(s.id) for s in rows))
+    for name in ("entries", "replies", "input", "output", "cached", "cache"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for s in rows:
+        table.add_row(
+            Text(s.id),
+            f"{s.entries:,}",
+            f"{s.replies:,}",
+            f"{s.input_tokens:,}",
+            f"{s.output_tokens:,}",
+            f"{s.cached_tokens:,}",
+            f"{s.cache_share:.0%}",
+        )
+    out.print(table)

@@ -1,0 +1,148 @@
+"""``plait import``: a new session from a transcript file (plait, OpenAI, Claude Code, ...)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.text import Text
+
+from plait.cli._common import (
+    CONTEXT_SETTINGS,
+    Settings,
+    console,
+    echo_json,
+    open_client,
+    pass_settings,
+)
+from plait.interop import FORMATS, ProgressCallback, SeedResult, seed_from_jsonl
+
+__all__ = ["import_command"]
+
+PROGRESS_MIN_BYTES: Final = 1 << 20
+"""Files at least this big show a progress bar (when stderr is a terminal)."""
+
+
+@contextmanager
+def _progress(path: Path) -> Iterator[ProgressCallback | None]:
+    """A progress callback drawing a bar on stderr, or None when no bar is wanted."""
+    try:
+        size = path.stat().st_size
+    except OSError:
+        size = 0
+    if size < PROGRESS_MIN_BYTES or not sys.stderr.isatty():
+        yield None
+        return
+    bar = Progress(
+        TextColumn("reading {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    task = bar.add_task(path.name, total=size)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update
+
+
+def _print(result: SeedResult) -> None:
+    out = console()
+    source = result.source or {}
+    line = Text(f"imported {result.session_id}", style="bold")
+    turns = f"{result.turns_loaded} turn{'' if result.turns_loaded == 1 else 's'}"
+    line.append(
+        f"  {result.messages_loaded} messages ({turns}) from {source.get('format')} "
+        f"{result.source_format}"
+    )
+    out.print(line, soft_wrap=True)
+    facts = []
+    if result.provider or result.model:
+        facts.append(f"model {result.provider or '?'}/{result.model or '?'}")
+    facts.append(f"{result.source_records} source records")
+    if result.truncated:
+        facts.append("truncated")
+    if result.partial:
+        facts.append(f"PARTIAL: {len(source.get('problems') or [])} problem(s) skipped")
+    if result.recommend_compaction:
+        facts.append("compaction recommended")
+    out.print(Text(", ".join(facts), style="dim"), soft_wrap=True)
+    for problem in source.get("problems") or ():
+        out.print(Text(f"  skipped {problem}", style="yellow"), soft_wrap=True)
+
+
+@click.command("import", context_settings=CONTEXT_SETTINGS)
+@click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["auto", *FORMATS]),
+    default="auto",
+    show_default=True,
+    help="The transcript's format.",
+)
+@click.option("--id", "session_id", metavar="ID", help="The new session's id (must be free).")
+@click.option("--title", metavar="TITLE", help="The new session's title (default: the file's).")
+@click.option(
+    "--last",
+    "truncate_to_last",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Keep only the last N messages.",
+)
+@click.option("--drop-tool-calls", is_flag=True, help="Keep only user and assistant text.")
+@click.option(
+    "--lenient",
+    is_flag=True,
+    help="Skip what cannot be read (a cut-off last line, bad records) instead of failing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_settings
+def import_command(
+    settings: Settings,
+    file: Path,
+    fmt: str,
+    session_id: str | None,
+    title: str | None,
+    truncate_to_last: int | None,
+    drop_tool_calls: bool,
+    lenient: bool,
+    as_json: bool,
+) -> None:
+    """Create a session from a transcript FILE; print what was imported.
+
+    Reads plait JSONL, OpenAI chat messages (JSON or JSONL), Claude Code
+    session files, Codex rollouts and Gemini CLI recordings. The whole file is
+    checked first: a malformed one imports nothing and names the bad line.
+    """
+    client = open_client(settings)
+    with _progress(file) as progress:
+        result = seed_from_jsonl(
+            client,
+            file,
+            format=fmt,
+            rename_session=session_id,
+            title=title,
+            truncate_to_last=truncate_to_last,
+            drop_tool_calls=drop_tool_calls,
+            validate=not lenient,
+            progress=progress,
+        )
+    if as_json:
+        echo_json(result.to_dict())
+        if not result.ok:
+            sys.exit(1)
+        return
+    if not result.ok:
+        raise click.ClickException(f"nothing imported: {result.error}")
+    _print(result)

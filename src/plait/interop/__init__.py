@@ -1,0 +1,42 @@
+"""Moving sessions in and out of plait: transcript importers and the plait JSONL export.
+
+:func:`seed_from_jsonl` creates a new stored session from a transcript file
+(seed 003), in one transaction. It reads:
+
+========================  ===============================  ==============================
+format                    what                             ``source_format``
+========================  ===============================  ==============================
+``plait``                 plait JSONL (:func:`to_jsonl`)   ``message_events``
+``openai``                chat-completions messages        ``message_events``
+                          request logs (full arrays)       ``request_snapshots``
+                          responses only                   ``provider_responses_only``
+``claude-code``           Claude Code session JSONL        ``message_events``
+``codex``                 Codex CLI rollout JSONL          ``message_events``
+``gemini-cli``            Gemini CLI chat recordings       ``message_events``
+========================  ===============================  ==============================
+
+``format="auto"`` tells them apart; OpenHands event streams and SWE-agent
+trajectories without a ``history`` are recognised and refused with an
+:class:`~plait.errors.ImportFormatError` that says so.
+
+Every imported message of an external format carries ``meta["source"]``
+(its line, and the record's id and time where the format has them).
+"""
+
+from __future__ import annotations
+
+from plait.interop._detect import FORMATS
+from plait.interop._plait_jsonl import JSONL_VERSION, to_jsonl
+from plait.interop._seed import SEED_SOURCE_SCHEMA, SeedResult, seed_from_jsonl
+from plait.interop._source import ProgressCallback, SourceFormat
+
+__all__ = [
+    "FORMATS",
+    "JSONL_VERSION",
+    "ProgressCallback",
+    "SEED_SOURCE_SCHEMA",
+    "SeedResult",
+    "SourceFormat",
+    "seed_from_jsonl",
+    "to_jsonl",
+]

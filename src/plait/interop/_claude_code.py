@@ -1,0 +1,444 @@
+"""Claude Code session JSONL (``~/.claude/projects/<project>/<session>.jsonl``).
+
+Each line is a record with a ``type``. ``user`` and ``assistant`` records carry
+an Anthropic Messages API ``message``; everything else (``progress``,
+``file-history-snapshot``, ``queue-operation``, ``attachment``, hook ``system``
+records ...) is bookkeeping the model never saw and is skipped (counted in the
+source's ``skipped``). The file is classified ``message_events``.
+
+How the conversation is rebuilt:
+
+* **Branches.** Records form a tree through ``parentUuid``; a rewind leaves an
+  abandoned branch in the file. The conversation is the path from the newest
+  message back to the root, following ``logicalParentUuid`` across a
+  ``compact_boundary``. Lines of an API message on that path that hang off it
+  (Claude Code chains a parallel call's line, and its result, off the line
+  before) are kept, and so are the results answering its calls. A file
+  whose records are not linked (no ``parentUuid``, duplicate or missing uuids)
+  is read in file order.
+* **Sidechains.** Records with ``isSidechain: true`` are a sub-agent's turns
+  stored inline; the main conversation sees only the ``Task`` result, so they
+  are skipped. A file holding nothing but sidechain records (a
+  ``subagents/agent-*.jsonl`` file) is the sub-agent's own conversation and is
+  imported whole.
+* **Split messages.** Claude Code writes one line per content block; lines in
+  a row with the same ``message.id`` are joined into one assistant message.
+* **Tool results** come back inside user records (``tool_result`` blocks) and
+  become ``tool`` messages paired by ``tool_use_id``; ``is_error`` sets
+  ``ok: false``. Any text in the same record follows as a user message.
+* **Compaction.** A user record with ``isCompactSummary: true`` becomes a
+  ``summary`` message folding everything before it, so ``history()`` starts
+  there and ``history(full=True)`` still shows what it folded.
+* **Thinking.** ``thinking`` blocks are not replayed (their signatures are tied to
+  the original request); their text is kept in the message's
+  ``meta["thinking"]``. ``redacted_thinking`` blocks are counted in
+  ``meta["redacted_thinking"]``.
+* **Images** are counted (plait records keep the count, not the bytes).
+* **Titles.** ``summary`` lines (the session-list title Claude Code generates,
+  not a compaction), ``custom-title`` and ``ai-title`` give the session a title.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from plait.interop._parts import origin
+from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
+from plait.records import JSONValue
+
+__all__ = ["looks_like", "parse"]
+
+_MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
+RECORD_TYPES: Final = frozenset(
+    {
+        "user",
+        "assistant",
+        "summary",
+        "system",
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "attachment",
+        "custom-title",
+        "ai-title",
+    }
+)
+"""Record types that only Claude Code writes (enough to recognise a file by one line)."""
+_KNOWN_BLOCKS_SKIPPED: Final = frozenset(
+    {"server_tool_use", "web_search_tool_result", "document", "fallback", "search_result"}
+)
+
+
+def looks_like(value: object) -> bool:
+    """Whether a decoded line is a Claude Code record."""
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        return False
+    if "payload" in value or "role" in value:
+        return False
+    if value["type"] in RECORD_TYPES:
+        return True
+    return bool({"sessionId", "parentUuid", "leafUuid"} & value.keys())
+
+
+def _blocks(message: dict[str, Any]) -> list[Any] | str | None:
+    content = message.get("content")
+    if isinstance(content, str | list):
+        return content
+    return None
+
+
+def _is_result_only(record: dict[str, Any]) -> list[str] | None:
+    """The tool_use_ids of a user record made only of tool_result blocks, else None."""
+    message = as_dict(record.get("message"))
+    content = as_list(message.get("content")) if message else None
+    if not content:
+        return None
+    ids: list[str] = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            return None
+        call = as_str(block.get("tool_use_id"))
+        if call is None:
+            return None
+        ids.append(call)
+    return ids
+
+
+def _call_ids(record: dict[str, Any]) -> Iterable[str]:
+    message = as_dict(record.get("message"))
+    for block in as_list(message.get("content")) or () if message else ():
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            call = as_str(block.get("id"))
+            if call:
+                yield call
+
+
+def _select(
+    src: Source, messages: list[tuple[int, dict[str, Any]]], everything: list[dict[str, Any]]
+) -> list[tuple[int, dict[str, Any]]]:
+    """The records on the active branch (see the module docstring), in file order."""
+    if not messages or any("parentUuid" not in r for _, r in messages):
+        return messages
+    by_uuid: dict[str, dict[str, Any]] = {}
+    for record in everything:
+        uuid = record.get("uuid")
+        if isinstance(uuid, str):
+            if uuid in by_uuid:
+                return messages  # duplicate uuids: the tree cannot be trusted
+            by_uuid[uuid] = record
+    chain: set[str] = set()
+    current: dict[str, Any] | None = messages[-1][1]
+    while current is not None:
+        uuid = current.get("uuid")
+        if not isinstance(uuid, str) or uuid in chain:
+            return messages  # a record without a uuid, or a cycle
+        chain.add(uuid)
+        parent = current.get("parentUuid")
+        if parent is None:
+            parent = current.get("logicalParentUuid")
+        current = by_uuid.get(parent) if isinstance(parent, str) else None
+    # Claude Code writes each content block of one API message as its own line, and a
+    # parallel call's line (with its result after it) can hang off the line before it
+    # rather than sit on the path: keep every line of a message on the path, and the
+    # results that answer its calls.
+    on_path = {
+        _message_id(r) for _, r in messages if _uuid(r) in chain and r["type"] == "assistant"
+    }
+    on_path.discard(None)
+    kept_uuids = {
+        _uuid(r)
+        for _, r in messages
+        if _uuid(r) in chain or (r["type"] == "assistant" and _message_id(r) in on_path)
+    }
+    calls: set[str] = set()
+    answered: set[str] = set()
+    for _, record in messages:
+        if _uuid(record) in kept_uuids:
+            calls.update(_call_ids(record))
+            if _uuid(record) in chain:
+                answered.update(_is_result_only(record) or ())
+    kept: list[tuple[int, dict[str, Any]]] = []
+    for line, record in messages:
+        if _uuid(record) in kept_uuids:
+            kept.append((line, record))
+            continue
+        ids = _is_result_only(record)
+        if ids and all(i in calls and i not in answered for i in ids):
+            answered.update(ids)
+            kept.append((line, record))  # the result of a call off the path
+        else:
+            src.skip("abandoned branch")
+    return kept
+
+
+def _uuid(record: dict[str, Any]) -> str | None:
+    return as_str(record.get("uuid"))
+
+
+def _message_id(record: dict[str, Any]) -> str | None:
+    message = as_dict(record.get("message"))
+    return as_str(message.get("id")) if message else None
+
+
+class _Builder:
+    def __init__(self, src: Source, out: Parsed) -> None:
+        self.src = src
+        self.out = out
+        self.names: dict[str, str] = {}  # tool_use id -> tool name
+        self.open_id: str | None = None  # message.id of the assistant message being joined
+
+    def assistant(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
+        src = self.src
+        content = _blocks(message)
+        texts: list[str] = []
+        thinking: list[str] = []
+        redacted = 0
+        images = 0
+        calls: list[JSONValue] = []
+        for block in [content] if isinstance(content, str) else content or ():
+            if isinstance(block, str):
+                texts.append(block)
+                continue
+            if not isinstance(block, dict):
+                src.bad(line, "a content block must be an object")
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                text = block.get("text")
+                if not isinstance(text, str):
+                    src.bad(line, "a text block needs a string 'text'")
+                elif text.strip():
+                    texts.append(text)
+            elif btype == "thinking":
+                thought = as_str(block.get("thinking"))
+                if thought:
+                    thinking.append(thought)
+                src.skip("thinking block")
+            elif btype == "redacted_thinking":
+                redacted += 1
+                src.skip("redacted thinking block")
+            elif btype == "tool_use":
+                call_id, name = as_str(block.get("id")), as_str(block.get("name"))
+                args = block.get("input", {})
+                if not call_id or not name:
+                    src.bad(line, "a tool_use block needs a string 'id' and 'name'")
+                    continue
+                if not isinstance(args, dict):
+                    src.bad(line, f"tool_use {call_id!r}: 'input' must be an object")
+                    args = {"_raw": args}
+                self.names[call_id] = name
+                calls.append({"id": call_id, "name": name, "arguments": args})
+            elif btype == "image":
+                images += 1
+            else:
+                src.skip(f"content block {str(btype)[:40]}")
+        model = as_str(message.get("model"))
+        if model and model != "<synthetic>":
+            self.out.model = model
+        message_id = as_str(message.get("id"))
+        items = self.out.items
+        last = items[-1].message if items else None
+        if (
+            message_id is not None
+            and message_id == self.open_id
+            and last is not None
+            and last.get("role") == "assistant"
+        ):
+            # Another line of the same API message: join it to the one being built.
+            if texts:
+                last["content"] = "\n".join(filter(None, [str(last.get("content", "")), *texts]))
+            if calls:
+                last.setdefault("tool_calls", [])
+                last["tool_calls"].extend(calls)
+            if images:
+                last["images"] = int(last.get("images", 0)) + images
+            joined = last["meta"]
+            if thinking:
+                joined.setdefault("thinking", [])
+                joined["thinking"].extend(thinking)
+            if redacted:
+                joined["redacted_thinking"] = int(joined.get("redacted_thinking", 0)) + redacted
+            return
+        msg: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts)}
+        if calls:
+            msg["tool_calls"] = calls
+        if images:
+            msg["images"] = images
+        meta: dict[str, JSONValue] = {"source": self._origin(line, record, model)}
+        if thinking:
+            meta["thinking"] = thinking
+        if redacted:
+            meta["redacted_thinking"] = redacted
+        msg["meta"] = meta
+        items.append(Item(msg, line))
+        self.open_id = message_id
+
+    def _origin(
+        self, line: int, record: dict[str, Any], model: str | None = None
+    ) -> dict[str, JSONValue]:
+        return origin(
+            line,
+            id=as_str(record.get("uuid")),
+            time=as_str(record.get("timestamp")),
+            model=model,
+            is_meta=True if record.get("isMeta") is True else None,
+        )
+
+    def user(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
+        src = self.src
+        self.open_id = None
+        content = _blocks(message)
+        texts: list[str] = []
+        images = 0
+        for block in [content] if isinstance(content, str) else content or ():
+            if isinstance(block, str):
+                texts.append(block)
+                continue
+            if not isinstance(block, dict):
+                src.bad(line, "a content block must be an object")
+                continue
+            btype = block.get("type")
+            if btype == "tool_result":
+                self._result(line, record, block)
+            elif btype == "text":
+                text = block.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+                else:
+                    src.bad(line, "a text block needs a string 'text'")
+            elif btype == "image":
+                images += 1
+            else:
+                src.skip(f"content block {str(btype)[:40]}")
+        text = "\n".join(texts)
+        if not text and not images:
+            if not isinstance(content, list) or not any(
+                isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+            ):
+                src.skip("empty message")
+            return
+        meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
+        if record.get("isCompactSummary") is True:
+            msg: dict[str, JSONValue] = {"role": "summary", "content": text, "meta": meta}
+        else:
+            msg = {"role": "user", "content": text, "meta": meta}
+            if images:
+                msg["images"] = images
+        self.out.items.append(Item(msg, line))
+
+    def _result(self, line: int, record: dict[str, Any], block: dict[str, Any]) -> None:
+        src = self.src
+        call_id = as_str(block.get("tool_use_id"))
+        if not call_id:
+            src.bad(line, "a tool_result block needs a string 'tool_use_id'")
+            return
+        content = block.get("content")
+        texts: list[str] = []
+        images = 0
+        for part in [content] if isinstance(content, str) else as_list(content) or ():
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") == "text":
+                texts.append(str(part.get("text", "")))
+            elif isinstance(part, dict) and part.get("type") == "image":
+                images += 1
+            else:
+                src.skip("tool result part")
+        if content is not None and not isinstance(content, str | list):
+            src.bad(line, f"tool_result {call_id!r}: 'content' must be a string or a list")
+        msg: dict[str, JSONValue] = {
+            "role": "tool",
+            "content": "\n".join(texts),
+            "tool_call_id": call_id,
+            "ok": block.get("is_error") is not True,
+            "meta": {"source": self._origin(line, record)},
+        }
+        name = self.names.get(call_id)
+        if name:
+            msg["tool_name"] = name
+        if images:
+            msg["images"] = images
+        self.out.items.append(Item(msg, line))
+
+
+def _clean_title(value: object) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return " ".join(value.split())[:200] or None
+
+
+def parse(src: Source) -> Parsed:
+    """Read a Claude Code session file.
+
+    Raises:
+        ImportFormatError: a line that is not a JSON object, a record without a
+            ``type``, a user or assistant record without a ``message`` object,
+            a malformed content block (strict mode).
+    """
+    out = Parsed("claude-code", "message_events", provider="anthropic", agent="claude-code")
+    everything: list[dict[str, Any]] = []
+    messages: list[tuple[int, dict[str, Any]]] = []
+    titles: dict[str, str] = {}
+    summaries: list[tuple[str | None, str]] = []
+    for line, record in src.objects():
+        rtype = record.get("type")
+        if not isinstance(rtype, str):
+            src.bad(line, "a record needs a string 'type'")
+            continue
+        everything.append(record)
+        if out.session_id is None:
+            out.session_id = as_str(record.get("sessionId"))
+        if rtype in _MESSAGE_TYPES:
+            message = as_dict(record.get("message"))
+            if message is None:
+                src.bad(line, f"a {rtype} record needs a 'message' object")
+                continue
+            if _blocks(message) is None:
+                src.bad(line, f"a {rtype} message needs 'content' (a string or a list)")
+                continue
+            messages.append((line, record))
+            version = as_str(record.get("version"))
+            if version:
+                out.details["version"] = version
+        elif rtype == "summary":
+            text = _clean_title(record.get("summary"))
+            if text:
+                summaries.append((as_str(record.get("leafUuid")), text))
+        elif rtype == "custom-title":
+            text = _clean_title(record.get("customTitle") or record.get("title"))
+            if text:
+                titles["custom"] = text
+        elif rtype == "ai-title":
+            text = _clean_title(record.get("aiTitle") or record.get("title"))
+            if text:
+                titles["ai"] = text
+        else:
+            src.skip(f"{rtype} record")
+    main = [(n, r) for n, r in messages if r.get("isSidechain") is not True]
+    if main:
+        src.skip("sidechain record", len(messages) - len(main))
+    else:
+        main = messages
+        if messages:
+            out.details["sidechain"] = True
+            agent_id = as_str(messages[0][1].get("agentId"))
+            if agent_id:
+                out.details["agent_id"] = agent_id
+    selected = _select(src, main, everything)
+    builder = _Builder(src, out)
+    for line, record in selected:
+        message = record["message"]
+        if record["type"] == "assistant":
+            builder.assistant(line, record, message)
+        else:
+            builder.user(line, record, message)
+    uuids = {_uuid(r) for _, r in selected}
+    leaf_titles = [t for leaf, t in summaries if leaf in uuids]
+    out.title = (
+        titles.get("custom")
+        or (leaf_titles[-1] if leaf_titles else None)
+        or (summaries[-1][1] if summaries else None)
+        or titles.get("ai")
+    )
+    return out

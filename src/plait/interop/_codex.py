@@ -1,0 +1,300 @@
+"""OpenAI Codex CLI rollout JSONL (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Each line is ``{"timestamp", "type", "payload"}``. The conversation is the
+``response_item`` lines: the Responses API items the model saw and wrote, so
+the file is classified ``message_events``. ``event_msg`` lines repeat them for
+the UI (and carry token counts) and are skipped; ``turn_context`` gives the
+model; the first ``session_meta`` gives the session id, the provider and the
+base instructions.
+
+* ``message`` items: ``user`` stays user (Codex's ``<environment_context>``
+  and AGENTS.md messages included: the model saw them), ``developer`` and
+  ``system`` become system messages, ``assistant`` an assistant message.
+* ``function_call``, ``custom_tool_call`` (freeform input, kept as
+  ``{"input": ...}``), ``local_shell_call`` (its ``action``) and
+  ``tool_search_call`` join the assistant message they follow; their
+  ``*_output`` items become ``tool`` messages paired by ``call_id``. An output
+  whose JSON ``metadata.exit_code`` (or leading ``Exit code: N``) is not 0 is
+  ``ok: false``. The output text is kept as the model saw it.
+* ``reasoning`` items are not replayed: their summary text goes to the next
+  assistant message's ``meta["thinking"]``; encrypted content is counted in
+  ``meta["redacted_thinking"]``.
+* ``compacted`` lines become a ``summary`` message folding everything before
+  it: the ``message``, or else the text of its ``replacement_history``.
+* Hosted tools without an output item (``web_search_call``,
+  ``image_generation_call``), ``ghost_snapshot``, inter-agent ``agent_message``
+  items and later ``session_meta`` lines (other threads) are skipped and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+from plait.interop._parts import arguments, origin, parts_text, tool_output_text
+from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
+from plait.records import JSONValue
+
+__all__ = ["looks_like", "parse"]
+
+_LINE_TYPES: Final = frozenset(
+    {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+)
+_EXIT: Final = re.compile(r"^\s*Exit code:\s*(-?\d+)")
+_CALLS: Final = {
+    "function_call": "arguments",
+    "custom_tool_call": "input",
+    "local_shell_call": "action",
+    "tool_search_call": "arguments",
+}
+_OUTPUTS: Final = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "local_shell_call_output",
+        "tool_search_output",
+    }
+)
+
+
+def looks_like(value: object) -> bool:
+    """Whether a decoded first line is a Codex rollout line."""
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("type"), str)
+        and value["type"] in _LINE_TYPES
+        and isinstance(value.get("payload"), dict)
+    )
+
+
+def _exit_ok(text: str) -> bool | None:
+    """Whether a shell-style output reports success, or None if it says nothing."""
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            value: Any = json.loads(stripped)
+        except (ValueError, RecursionError):
+            value = None
+        meta = as_dict(value.get("metadata")) if isinstance(value, dict) else None
+        code = meta.get("exit_code") if meta else None
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code == 0
+        return None
+    match = _EXIT.match(text)
+    return int(match.group(1)) == 0 if match else None
+
+
+class _Builder:
+    def __init__(self, src: Source, out: Parsed) -> None:
+        self.src = src
+        self.out = out
+        self.names: dict[str, str] = {}
+        self.thinking: list[str] = []
+        self.redacted = 0
+        self.meta_seen = False
+
+    def _assistant_meta(self, line: int, time: str | None) -> dict[str, JSONValue]:
+        meta: dict[str, JSONValue] = {"source": origin(line, time=time)}
+        if self.thinking:
+            meta["thinking"] = self.thinking
+            self.thinking = []
+        if self.redacted:
+            meta["redacted_thinking"] = self.redacted
+            self.redacted = 0
+        return meta
+
+    def session_meta(self, line: int, payload: dict[str, Any]) -> None:
+        if self.meta_seen:
+            self.src.skip("session_meta of another thread")
+            return
+        self.meta_seen = True
+        out = self.out
+        out.session_id = as_str(payload.get("id")) or as_str(payload.get("session_id"))
+        out.provider = as_str(payload.get("model_provider"))
+        for key in ("cli_version", "originator"):
+            value = as_str(payload.get(key))
+            if value:
+                out.details[key] = value
+        for key in ("forked_from_id", "parent_thread_id"):
+            value = as_str(payload.get(key))
+            if value:
+                out.details[key] = value
+        base = as_dict(payload.get("base_instructions"))
+        instructions = as_str(base.get("text")) if base else as_str(payload.get("instructions"))
+        if instructions:
+            out.items.append(
+                Item(
+                    {
+                        "role": "system",
+                        "content": instructions,
+                        "meta": {"source": origin(line, kind="base_instructions")},
+                    },
+                    line,
+                )
+            )
+
+    def item(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+        src = self.src
+        itype = payload.get("type")
+        if itype == "message":
+            self._message(line, time, payload)
+        elif itype == "reasoning":
+            for part in as_list(payload.get("summary")) or ():
+                text = as_str(part.get("text")) if isinstance(part, dict) else None
+                if text:
+                    self.thinking.append(text)
+            for part in as_list(payload.get("content")) or ():
+                text = as_str(part.get("text")) if isinstance(part, dict) else None
+                if text:
+                    self.thinking.append(text)
+            if payload.get("encrypted_content"):
+                self.redacted += 1
+            src.skip("reasoning item")
+        elif isinstance(itype, str) and itype in _CALLS:
+            self._call(line, time, itype, payload)
+        elif isinstance(itype, str) and itype in _OUTPUTS:
+            self._output(line, time, itype, payload)
+        else:
+            src.skip(f"{str(itype)[:40]} item")
+
+    def _message(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+        src = self.src
+        role = payload.get("role")
+        text, images = parts_text(payload.get("content"), src, line)
+        if role == "assistant":
+            msg: dict[str, JSONValue] = {
+                "role": "assistant",
+                "content": text,
+                "meta": self._assistant_meta(line, time),
+            }
+        elif role in ("user", "developer", "system"):
+            kind = "user" if role == "user" else "system"
+            msg = {"role": kind, "content": text, "meta": {"source": origin(line, time=time)}}
+            if role == "developer":
+                msg["meta"]["source"]["role"] = "developer"
+        else:
+            src.bad(line, f"a message item has unknown role {role!r}")
+            return
+        if images and role != "developer" and role != "system":
+            msg["images"] = images
+        self.out.items.append(Item(msg, line))
+
+    def _call(self, line: int, time: str | None, itype: str, payload: dict[str, Any]) -> None:
+        src = self.src
+        call_id = as_str(payload.get("call_id")) or as_str(payload.get("id"))
+        name = as_str(payload.get("name"))
+        if itype == "local_shell_call":
+            name = name or "local_shell"
+        elif itype == "tool_search_call":
+            name = name or "tool_search"
+        if not call_id or not name:
+            src.bad(line, f"a {itype} needs a string 'call_id' and 'name'")
+            return
+        raw = payload.get(_CALLS[itype])
+        if itype == "custom_tool_call":
+            args: dict[str, JSONValue] = {"input": raw if isinstance(raw, str) else ""}
+            if not isinstance(raw, str):
+                src.bad(line, f"custom tool call {call_id!r}: 'input' must be a string")
+        else:
+            args = arguments(raw, src, line, call_id)
+        self.names[call_id] = name
+        call: dict[str, JSONValue] = {"id": call_id, "name": name, "arguments": args}
+        items = self.out.items
+        last = items[-1].message if items else None
+        if last is not None and last.get("role") == "assistant" and not self.thinking:
+            last.setdefault("tool_calls", [])
+            last["tool_calls"].append(call)
+            return
+        msg: dict[str, JSONValue] = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [call],
+            "meta": self._assistant_meta(line, time),
+        }
+        items.append(Item(msg, line))
+
+    def _output(self, line: int, time: str | None, itype: str, payload: dict[str, Any]) -> None:
+        src = self.src
+        call_id = as_str(payload.get("call_id"))
+        if not call_id:
+            src.bad(line, f"a {itype} needs a string 'call_id'")
+            return
+        output = payload.get("output")
+        ok: bool | None = None
+        if itype == "tool_search_output" and output is None:
+            output = payload.get("tools")
+        if isinstance(output, dict) and isinstance(output.get("content"), str):
+            if isinstance(output.get("success"), bool):
+                ok = output["success"]
+            output = output["content"]
+        text, images = tool_output_text(output, src, line)
+        if ok is None:
+            ok = _exit_ok(text)
+        msg: dict[str, JSONValue] = {
+            "role": "tool",
+            "content": text,
+            "tool_call_id": call_id,
+            "ok": ok is not False,
+            "meta": {"source": origin(line, time=time)},
+        }
+        name = self.names.get(call_id)
+        if name:
+            msg["tool_name"] = name
+        if images:
+            msg["images"] = images
+        self.out.items.append(Item(msg, line))
+
+    def compacted(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+        text = as_str(payload.get("message")) or ""
+        history = as_list(payload.get("replacement_history"))
+        if not text.strip() and history:
+            texts = []
+            for entry in history:
+                if isinstance(entry, dict) and entry.get("type") == "message":
+                    part, _ = parts_text(entry.get("content"), self.src, line)
+                    if part.strip():
+                        texts.append(part)
+            text = "\n\n".join(texts)
+        if not text.strip():
+            self.src.skip("empty compaction")
+            return
+        meta: dict[str, JSONValue] = {"source": origin(line, time=time, kind="compacted")}
+        if history is not None:
+            meta["replacement_history_items"] = len(history)
+        self.out.items.append(Item({"role": "summary", "content": text, "meta": meta}, line))
+
+
+def parse(src: Source) -> Parsed:
+    """Read a Codex rollout file.
+
+    Raises:
+        ImportFormatError: a line that is not a JSON object, without a string
+            ``type`` or an object ``payload``, or an item that does not fit (strict mode).
+    """
+    out = Parsed("codex", "message_events", agent="codex")
+    builder = _Builder(src, out)
+    for line, record in src.objects():
+        ltype = record.get("type")
+        payload = record.get("payload")
+        if not isinstance(ltype, str) or not isinstance(payload, dict):
+            src.bad(line, "a rollout line needs a string 'type' and an object 'payload'")
+            continue
+        time = as_str(record.get("timestamp"))
+        if ltype == "response_item":
+            builder.item(line, time, payload)
+        elif ltype == "session_meta":
+            builder.session_meta(line, payload)
+        elif ltype == "turn_context":
+            model = as_str(payload.get("model"))
+            if model:
+                out.model = model
+        elif ltype == "compacted":
+            builder.compacted(line, time, payload)
+        elif ltype == "event_msg" and payload.get("type") == "thread_name_updated":
+            name = as_str(payload.get("thread_name"))
+            if name and name.strip():
+                out.title = " ".join(name.split())[:200]
+        else:
+            src.skip(f"{ltype} line")
+    return out

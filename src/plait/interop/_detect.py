@@ -1,0 +1,124 @@
+"""Which importer reads a file: ``format="auto"``.
+
+JSONL files are told apart by their first line that is a JSON object (a file
+cut off or damaged at the top is still recognised); JSON documents by their
+shape. Formats plait recognises but cannot import yet (OpenHands event
+streams, SWE-agent trajectories without a ``history``) get an
+:class:`~plait.errors.ImportFormatError` that says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from plait.errors import ImportFormatError
+from plait.interop import _claude_code, _codex, _gemini, _openai, _plait_jsonl
+from plait.interop._source import Parsed, Source
+
+__all__ = ["FORMATS", "PARSERS", "detect"]
+
+PARSERS: Final[dict[str, Callable[[Source], Parsed]]] = {
+    "plait": _plait_jsonl.parse,
+    "openai": _openai.parse,
+    "claude-code": _claude_code.parse,
+    "codex": _codex.parse,
+    "gemini-cli": _gemini.parse,
+}
+FORMATS: Final = tuple(PARSERS)
+"""The formats ``seed_from_jsonl`` reads (besides ``auto``)."""
+
+_SCAN_LINES: Final = 50
+_SUPPORTED: Final = "plait JSONL, OpenAI chat messages, Claude Code, Codex, Gemini CLI"
+
+
+def _unsupported(src: Source, what: str) -> ImportFormatError:
+    return ImportFormatError(
+        src.path, None, f"this looks like {what}, which plait cannot import yet ({_SUPPORTED})"
+    )
+
+
+def _line_format(value: dict[str, Any]) -> str | None:
+    if "plait" in value and "role" not in value:
+        return "plait"
+    if _codex.looks_like(value):
+        return "codex"
+    if _gemini.looks_like_header(value):
+        return "gemini-cli"
+    if _claude_code.looks_like(value):
+        return "claude-code"
+    if "role" in value and "messages" not in value:
+        return "plait"
+    if _openai.looks_like(value):
+        return "openai"
+    return None
+
+
+def _document_format(src: Source, value: object) -> str | None:
+    if isinstance(value, list):
+        first = value[0] if value else None
+        if (
+            isinstance(first, dict)
+            and "source" in first
+            and ("action" in first or "observation" in first)
+        ):
+            raise _unsupported(src, "an OpenHands event stream")
+        if not value or _openai.looks_like(value):
+            return "openai"
+        return None
+    if not isinstance(value, dict):
+        return None
+    if _gemini.looks_like(value):
+        return "gemini-cli"
+    if _openai.looks_like(value):
+        return "openai"
+    if "trajectory" in value:
+        raise _unsupported(src, "a SWE-agent trajectory without a 'history'")
+    if isinstance(value.get("events"), list):
+        raise _unsupported(src, "an agent event stream")
+    return None
+
+
+def detect(src: Source) -> str:
+    """Tell which of :data:`FORMATS` a file is in.
+
+    Raises:
+        ImportFormatError: the file is empty, is in a format plait cannot import
+            yet, or in none it knows.
+    """
+    body = src.data.lstrip(b"\xef\xbb\xbf \t\r\n")
+    if not body:
+        raise ImportFormatError(src.path, None, "the file is empty")
+    unknown = ImportFormatError(
+        src.path, None, f"not a transcript format plait knows ({_SUPPORTED})"
+    )
+    if body[:1] == b"[":
+        value, _ = src.document()
+        found = _document_format(src, value)
+        if found is None:
+            raise unknown
+        return found
+    lines = [line for line in body.split(b"\n", _SCAN_LINES)[:_SCAN_LINES] if line.strip()]
+    doc_error: ImportFormatError | None = None
+    for number, raw in enumerate(lines):
+        try:
+            value = src.decode(raw)
+        except (ValueError, RecursionError, UnicodeError):
+            if number == 0 and body[:1] == b"{":
+                # A pretty-printed JSON document, or a JSONL file whose first line is damaged.
+                try:
+                    document, _ = src.document()
+                except ImportFormatError as exc:
+                    doc_error = exc  # raised unless a later line shows it is JSONL
+                    continue
+                found = _document_format(src, document)
+                if found is None:
+                    raise unknown from None
+                return found
+            continue
+        if not isinstance(value, dict):
+            continue
+        found = _line_format(value) or _document_format(src, value)
+        if found is not None:
+            return found
+    raise doc_error or unknown

@@ -1,0 +1,84 @@
+"""``plait export ID`` and ``plait stats [IDS...]``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from plait import Client
+
+from ._helpers import Run, assert_clean_error, conversation
+
+
+def test_export_writes_html_in_the_workspace_by_default(
+    run: Run, api: Client, workspace: Path
+) -> None:
+    s = conversation(api)
+    result = run("export", s.id)
+    assert result.exit_code == 0, result.output
+    path = workspace / f"plait-{s.id[:8]}.html"
+    assert result.stdout == f"{path}\n"
+    page = path.read_text(encoding="utf-8")
+    assert "<!DOCTYPE html>" in page and "How many files?" in page
+
+
+def test_export_md_and_a_path_relative_to_the_working_directory(
+    run: Run, api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = conversation(api)
+    monkeypatch.chdir(tmp_path)
+    result = run("export", s.id, "--md", "-o", "out/s.md")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip() == str(tmp_path / "out" / "s.md")
+    assert "## Next request" in (tmp_path / "out" / "s.md").read_text(encoding="utf-8")
+    result = run("export", s.id, "--html", "--output", "s.html")
+    assert result.stdout.strip() == os.path.join(tmp_path, "s.html")
+
+
+def test_export_errors_are_one_line(run: Run, api: Client) -> None:
+    assert_clean_error(run("export", "nope"), "nope")
+    empty = api.open("empty-one")
+    assert_clean_error(run("export", empty.id), "nothing to export")
+    assert run("export", "-h").exit_code == 0
+
+
+def test_stats_table_and_json(run: Run, api: Client) -> None:
+    s = conversation(api)
+    s.inject(
+        {
+            "role": "assistant",
+            "content": "Done.",
+            "meta": {"usage": {"input_tokens": 1200, "output_tokens": 30, "cached_tokens": 300}},
+        }
+    )
+    other = conversation(api, "Other?")
+    result = run("stats", s.id, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == [
+        {
+            "id": s.id,
+            "entries": 6,
+            "replies": 1,
+            "input_tokens": 1200,
+            "output_tokens": 30,
+            "cached_tokens": 300,
+            "cache_share": 0.25,
+        }
+    ]
+    table = run("stats").stdout  # without IDS: the workspace's recent sessions
+    lines = table.splitlines()
+    assert lines[0].split() == ["id", "entries", "replies", "input", "output", "cached", "cache"]
+    row = next(line for line in lines if line.startswith(s.id))
+    assert row.split()[1:] == ["6", "1", "1,200", "30", "300", "25%"]
+    assert any(line.startswith(other.id) for line in lines)
+    assert [i["id"] for i in json.loads(run("stats", "--json", "-n", "1").stdout)] == [other.id]
+
+
+def test_stats_errors_and_empty(run: Run, api: Client) -> None:
+    assert_clean_error(run("stats", "nope"), "nope")
+    result = run("stats")
+    assert result.exit_code == 0 and "no sessions" in result.stdout
+    assert json.loads(run("stats", "--json").stdout) == []
