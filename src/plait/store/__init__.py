@@ -6,10 +6,12 @@ import os
 from pathlib import Path
 
 from plait.store.base import ScratchpadEntry, SessionRow, Store
+from plait.store.postgres import PostgresStore
 from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
 
 __all__ = [
     "MemoryStore",
+    "PostgresStore",
     "SQLiteStore",
     "ScratchpadEntry",
     "SessionRow",
@@ -25,6 +27,8 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
     Args:
         target: a :class:`Store` (returned as is); ``":memory:"`` for an
             ephemeral in-memory store; a ``sqlite:///path`` URL or a file path;
+            a ``postgresql://`` (or ``postgres://``) URL for a
+            :class:`PostgresStore` (``?schema=name`` picks a schema);
             ``None`` for ``$PLAIT_STORE`` if set, else the default SQLite file
             (see :func:`default_path`).
 
@@ -33,6 +37,8 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
 
     Raises:
         InvalidArgumentError: for a URL scheme plait has no store for.
+        MissingDependencyError: a PostgreSQL URL without ``plait[postgres]`` installed.
+        StoreError: the store cannot be opened (a bad URL, an unreachable server, ...).
     """
     from plait.errors import InvalidArgumentError
 
@@ -47,7 +53,11 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
         return MemoryStore()
     if text.startswith("sqlite://"):
         return SQLiteStore(Path(text.removeprefix("sqlite://")))
+    if text.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(text)
     if "://" in text:
         scheme = text.split("://", 1)[0]
-        raise InvalidArgumentError(f"no store for {scheme!r} URLs (known: sqlite, :memory:)")
+        raise InvalidArgumentError(
+            f"no store for {scheme!r} URLs (known: sqlite, postgresql, :memory:)"
+        )
     return SQLiteStore(Path(text))

@@ -1,0 +1,430 @@
+"""What only the PostgreSQL store does: URLs, migrations, advisory locks, NOTIFY, errors.
+
+The conformance suite runs against it too (the ``postgres`` store kind). Tests that need a
+server take the ``pg_schema`` fixture: set PLAIT_TEST_POSTGRES_URL (``.ci/run`` does);
+without it they skip. The rest (URL checks, a missing driver) run everywhere.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from plait import Client
+from plait.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    SessionNotFoundError,
+    StaleSessionError,
+    StoreError,
+)
+from plait.layout import branch
+from plait.records import Record, UserRecord
+from plait.store import SessionRow, open_store
+from plait.store.postgres import MIGRATIONS, PostgresStore, lock_key
+from tests.conftest import POSTGRES_URL
+
+URL = POSTGRES_URL or "postgresql://unset"
+
+
+def users(start: int, n: int, tag: str = "m") -> list[Record]:
+    return [UserRecord(seq=start + i, content=f"{tag}{start + i}") for i in range(n)]
+
+
+def with_records(row: SessionRow, records: list[Record]) -> SessionRow:
+    msgs = sum(1 for r in records if r.kind != "event")
+    return replace(row, layout=row.layout.appended(len(records), msgs))
+
+
+def eventually(check: Callable[[], bool], seconds: float = 5.0) -> bool:
+    """Poll ``check`` until it holds (server-side effects of a closed socket are async)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.02)
+    return check()
+
+
+@pytest.fixture
+def pg(pg_schema: str) -> Iterator[PostgresStore]:
+    s = PostgresStore(URL, schema=pg_schema)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def other(pg: PostgresStore, pg_schema: str) -> Iterator[PostgresStore]:
+    """A second store on the same schema: another process, as far as the server knows."""
+    s = PostgresStore(URL, schema=pg_schema)
+    yield s
+    s.close()
+
+
+# -- opening: URLs, locations, errors ---------------------------------------------------
+
+
+def test_open_store_picks_postgres_by_url(pg_schema: str,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for scheme in ("postgresql://", "postgres://"):
+        url = URL.replace("postgresql://", scheme, 1) + f"?schema={pg_schema}"
+        s = open_store(url)
+        assert isinstance(s, PostgresStore)
+        assert s.location.startswith("postgresql://") and s.location.endswith(pg_schema)
+        s.close()
+    monkeypatch.setenv("PLAIT_STORE", f"{URL}?schema={pg_schema}")
+    s = open_store()
+    assert isinstance(s, PostgresStore)
+    # The location names the store well enough to open it again.
+    again = open_store(s.location)
+    assert again.location == s.location
+    s.close()
+    again.close()
+
+
+def test_location_and_errors_never_show_the_password(pg_schema: str) -> None:
+    secret_url = URL.replace("://", "://postgres:hunter2@", 1) if "@" not in URL else (
+        URL.replace("@", ":hunter2@", 1))
+    s = PostgresStore(secret_url, schema=pg_schema)  # trust auth ignores the password
+    assert "hunter2" not in s.location and "hunter2" not in repr(s)
+    s.close()
+    with pytest.raises(StoreError) as info:
+        PostgresStore("postgresql://someone:hunter2@127.0.0.1:1/nowhere")
+    assert "hunter2" not in str(info.value)
+
+
+def test_unreachable_server_and_bad_urls_are_store_errors() -> None:
+    start = time.monotonic()
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL") as info:
+        PostgresStore("postgresql://postgres@127.0.0.1:1/test")
+    assert time.monotonic() - start < 5
+    assert isinstance(info.value.__cause__, Exception)  # the driver's error, chained
+    for bad in ("postgresql://[::1/x", "postgresql://u@127.0.0.1:port/db", "nonsense=1"):
+        with pytest.raises(StoreError):
+            PostgresStore(bad)
+    for schema in ("Bad", "1x", "a-b", "x" * 49, "a;drop"):
+        with pytest.raises(InvalidArgumentError):
+            PostgresStore(URL, schema=schema)
+
+
+def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(MissingDependencyError, match=r"plait\[postgres\]"):
+        PostgresStore(URL)
+
+
+def test_driver_errors_are_wrapped(pg: PostgresStore) -> None:
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    with pytest.raises(StoreError) as info:  # PostgreSQL text cannot hold NUL
+        pg.write(row, replace(row, title="a\x00b"))
+    assert type(info.value) is StoreError and info.value.__cause__ is not None
+    pg.close()
+    with pytest.raises(StoreError, match="closed"):
+        pg.get("s")
+
+
+# -- migrations --------------------------------------------------------------------------
+
+EXTRA = (*MIGRATIONS, (2, "add a column", ("ALTER TABLE sessions ADD COLUMN extra TEXT",)))
+
+
+def test_fresh_schema_is_created_and_versions_are_checked(pg_schema: str) -> None:
+    s = PostgresStore(URL, schema=pg_schema)
+    assert s.schema_version == s.code_version == 1
+    assert s.migrate() == []
+    s.close()
+    # Newer code on an older schema: refused by default on a shared server ...
+    with pytest.raises(SchemaOutdatedError, match="plait db migrate"):
+        PostgresStore(URL, schema=pg_schema, migrations=EXTRA)
+    # ... applied when asked.
+    s = PostgresStore(URL, schema=pg_schema, migrations=EXTRA, auto_migrate=True)
+    assert s.schema_version == 2
+    s.close()
+    # Older code on a newer schema: refused, whatever auto_migrate says.
+    for auto in (False, True):
+        with pytest.raises(SchemaTooNewError, match="upgrade plait"):
+            PostgresStore(URL, schema=pg_schema, auto_migrate=auto)
+
+
+def test_migrate_applies_pending_versions_once(pg_schema: str) -> None:
+    PostgresStore(URL, schema=pg_schema).close()
+    with pytest.raises(SchemaOutdatedError):
+        PostgresStore(URL, schema=pg_schema, migrations=EXTRA)
+    # Two processes migrating at once take turns under the advisory lock.
+    stores = [PostgresStore(URL, schema=pg_schema, migrations=EXTRA[:1]) for _ in range(2)]
+    for s in stores:
+        s._migrations = EXTRA  # as if the code had been upgraded under them
+    results: list[list[int]] = []
+    threads = [threading.Thread(target=lambda s=s: results.append(s.migrate())) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [[], [2]]
+    assert stores[0].schema_version == 2
+    for s in stores:
+        s.close()
+
+
+def test_two_processes_creating_one_fresh_schema(pg_schema: str) -> None:
+    errors: list[BaseException] = []
+    opened: list[PostgresStore] = []
+
+    def open_one() -> None:
+        try:
+            opened.append(PostgresStore(URL, schema=pg_schema))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(opened) == 3
+    for s in opened:
+        assert s.schema_version == 1
+        s.close()
+
+
+# -- writer locks ------------------------------------------------------------------------
+
+PEER = """
+import sys
+from plait.store.postgres import PostgresStore
+
+store = PostgresStore(sys.argv[1], schema=sys.argv[2])
+print("ready", flush=True)
+for line in sys.stdin:
+    verb, _, sid = line.strip().partition(" ")
+    if verb == "lock":
+        print(store.lock(sid), flush=True)
+    elif verb == "unlock":
+        store.unlock(sid)
+        print("ok", flush=True)
+    elif verb == "elsewhere":
+        print(store.locked_elsewhere(sid), flush=True)
+"""
+
+
+class Peer:
+    """A store in another process, driven line by line."""
+
+    def __init__(self, schema: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PEER, URL, schema],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert self.ask("") == "ready"
+
+    def ask(self, command: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if command:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(5)
+
+
+@pytest.fixture
+def peer(pg: PostgresStore, pg_schema: str) -> Iterator[Peer]:
+    p = Peer(pg_schema)
+    yield p
+    p.kill()
+
+
+def test_writer_locks_between_processes(pg: PostgresStore, peer: Peer) -> None:
+    assert pg.lock("s") and pg.lock("s")  # taken again without harm
+    assert not pg.locked_elsewhere("s")
+    assert peer.ask("elsewhere s") == "True" and peer.ask("lock s") == "False"
+    pg.unlock("s")
+    pg.unlock("s")  # not held any more: nothing to do
+    assert peer.ask("elsewhere s") == "False"
+    assert peer.ask("lock s") == "True"
+    assert pg.locked_elsewhere("s") and not pg.lock("s")
+    assert peer.ask("unlock s") == "ok"
+    assert not pg.locked_elsewhere("s") and pg.lock("s")
+    # However the other process ends, kill -9 included, its locks go with it.
+    assert peer.ask("lock k") == "True" and pg.locked_elsewhere("k")
+    peer.kill()
+    assert eventually(lambda: not pg.locked_elsewhere("k"))
+    assert pg.lock("k")
+
+
+def test_stores_of_one_process_share_its_locks(
+    pg: PostgresStore, other: PostgresStore, peer: Peer
+) -> None:
+    assert pg.lock("s") and other.lock("s")  # the lock belongs to the process
+    assert not other.locked_elsewhere("s") and not pg.locked_elsewhere("s")
+    pg.unlock("s")
+    assert peer.ask("elsewhere s") == "True"  # other still holds it
+    other.close()  # closing a store lets go of what it held
+    assert peer.ask("elsewhere s") == "False"
+    assert pg.lock("c")
+    pg.close()  # the last store of the process: the lock connection closes
+    assert eventually(lambda: peer.ask("elsewhere c") == "False")
+    assert peer.ask("lock c") == "True"
+
+
+def test_writer_locks_are_separate_per_schema(pg: PostgresStore, pg_schema: str) -> None:
+    from tests.conftest import drop_schema
+
+    assert lock_key("a", "s") != lock_key("b", "s")
+    assert lock_key(pg_schema, "s") == lock_key(pg_schema, "s")
+    elsewhere = PostgresStore(URL, schema=pg_schema + "_2")
+    try:
+        assert pg.lock("s") and elsewhere.lock("s")
+        assert not elsewhere.locked_elsewhere("s")
+    finally:
+        elsewhere.close()
+        drop_schema(pg_schema + "_2")
+
+
+# -- LISTEN / NOTIFY ---------------------------------------------------------------------
+
+
+def test_another_store_hears_every_write_without_polling(
+    pg: PostgresStore, other: PostgresStore
+) -> None:
+    feed = other.changes(timeout=5.0)  # listening from here on
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    assert next(feed) == "s"
+    row = pg.append(row, users(0, 2))
+    assert next(feed) == "s"
+    pg.write(row, replace(row, title="t"))
+    assert next(feed) == "s"
+    pg.create(SessionRow(id="u", workspace="/ws"))
+    pg.delete("s")
+    assert [next(feed), next(feed)] == ["u", "s"]
+    # A failed write notifies nobody; an idle feed ends after its timeout.
+    with pytest.raises(SessionNotFoundError):
+        pg.append(row, users(2, 1))
+    assert list(other.changes(timeout=0.2)) == []
+    assert pg.channel == other.channel == f"plait_session.{other.location.split('=')[-1]}"
+
+
+def test_notifications_are_delivered_as_they_commit(
+    pg: PostgresStore, other: PostgresStore
+) -> None:
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    feed = other.changes(timeout=5.0)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(next(feed)))
+    reader.start()  # blocks in the server socket, not in a sleep loop
+    time.sleep(0.05)
+    assert got == []
+    pg.append(row, users(0, 1))
+    reader.join(5)
+    assert got == ["s"]
+
+
+# -- semantics under real concurrency ------------------------------------------------------
+
+
+def test_two_stores_appending_at_one_head(pg: PostgresStore, other: PostgresStore) -> None:
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    barrier = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def append(store: PostgresStore, tag: str) -> None:
+        barrier.wait()
+        try:
+            store.append(row, users(0, 3, tag))
+            outcomes.append("ok")
+        except StaleSessionError:
+            outcomes.append("stale")
+
+    threads = [threading.Thread(target=append, args=(s, t)) for s, t in ((pg, "a"), (other, "b"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["ok", "stale"]
+    fresh = pg.get("s")
+    assert fresh is not None and fresh.layout.end_seq == 3
+    texts = [r.text for r in pg.read(fresh, 0, 3)]
+    assert texts in (["a0", "a1", "a2"], ["b0", "b1", "b2"])
+    assert pg.integrity_check() == []
+
+
+def test_append_writes_the_session_row_only_when_another_is_ahead(pg: PostgresStore) -> None:
+    a = pg.create(SessionRow(id="a", workspace="/ws"))
+    b = pg.create(SessionRow(id="b", workspace="/ws"))
+
+    def row_updated_at(sid: str) -> int:
+        with pg._pool.connection() as conn:
+            found = conn.execute("SELECT updated_at FROM sessions WHERE id = %s", (sid,)).fetchone()
+        assert found is not None
+        return int(found[0])
+
+    before = row_updated_at("b")
+    b = pg.append(b, users(0, 1))  # b is already the most recent: the row is not written
+    assert row_updated_at("b") == before
+    a = pg.append(a, users(0, 1))  # b is ahead: a's activity time moves past it
+    assert row_updated_at("a") > row_updated_at("b")
+    assert [r.id for r in pg.recent("/ws", 5)] == ["a", "b"]
+
+
+def test_delete_collects_rows_no_layout_reads(pg: PostgresStore) -> None:
+    base = pg.create(with_records(SessionRow(id="a", workspace="/ws"), users(0, 3)), users(0, 3))
+    child = pg.create(SessionRow(id="b", workspace="/ws", layout=branch(base.layout, base.pk, 3, 3),
+                                 parent_ids=("a",)))
+
+    def rows_of(pk: int) -> int:
+        with pg._pool.connection() as conn:
+            found = conn.execute(
+                "SELECT count(*) FROM records WHERE key >> 32 = %s", (pk,)).fetchone()
+        assert found is not None
+        return int(found[0])
+
+    pg.delete("a")
+    assert rows_of(base.pk) == 3  # the child still reads them
+    assert [r.text for r in pg.read(child, 0, 3)] == ["m0", "m1", "m2"]
+    pg.delete("b")
+    assert rows_of(base.pk) == 0
+    assert pg.integrity_check() == []
+
+
+def test_integrity_check_reports_missing_and_orphan_rows(pg: PostgresStore) -> None:
+    row = pg.create(with_records(SessionRow(id="a", workspace="/ws"), users(0, 3)), users(0, 3))
+    with pg._pool.connection() as conn:
+        conn.execute("DELETE FROM records WHERE key = %s", ((row.pk << 32) | 1,))
+        conn.execute("INSERT INTO records VALUES (%s, 0, 'x', 'user', '{}', NULL, 0, NULL)",
+                     ((row.pk + 1000) << 32,))
+    problems = pg.integrity_check()
+    assert any("session a: 1 rows missing" in p for p in problems)
+    assert any(f"owner {row.pk + 1000}" in p for p in problems)
+
+
+def test_a_fork_of_a_deleted_session_is_refused(pg: PostgresStore) -> None:
+    base = pg.create(with_records(SessionRow(id="a", workspace="/ws"), users(0, 2)), users(0, 2))
+    pg.delete("a")  # nothing reads its rows: collected at once
+    with pytest.raises(SessionNotFoundError):
+        pg.create(SessionRow(id="b", workspace="/ws", layout=branch(base.layout, base.pk, 2, 2),
+                             parent_ids=("a",)))
+    assert pg.get("b") is None
+
+
+def test_a_client_on_postgres(pg_schema: str, tmp_path: Path) -> None:
+    with Client(tmp_path, store=f"{URL}?schema={pg_schema}") as c:
+        s = c.open("hello")
+        s.inject({"role": "user", "content": "hi"})
+        fork = s.fork()
+        fork.inject({"role": "user", "content": "more"})
+        assert [m.text for m in fork.history()] == ["hi", "more"]
+        assert c.sessions.open("hello").length == 1
