@@ -105,3 +105,28 @@ def test_check_reports_a_newer_schema_and_nothing_writes_to_it(
     with sqlite3.connect(db_path) as raw:
         assert raw.execute("SELECT MAX(version) FROM plait_schema").fetchone()[0] == 999
     raw.close()
+
+
+def test_migrate_and_check_a_postgresql_store(tmp_path: Path) -> None:
+    import os
+    import uuid
+
+    url = os.environ.get("PLAIT_TEST_POSTGRES_URL")
+    if not url:
+        pytest.skip("set PLAIT_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/test "
+                    "to run the PostgreSQL store tests")
+    schema = f"plait_t_cli_{uuid.uuid4().hex[:12]}"
+    target = f"{url}{'&' if '?' in url else '?'}schema={schema}"
+    runner = CliRunner()
+    try:
+        first = runner.invoke(cli, ["--store", target, "db", "migrate"])
+        assert first.exit_code == 0, first.output
+        again = runner.invoke(cli, ["--store", target, "db", "migrate"])
+        assert again.output.startswith("up to date")
+        checked = runner.invoke(cli, ["--store", target, "db", "check"])
+        assert (checked.exit_code, checked.output) == (0, "ok\n")
+    finally:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')

@@ -257,3 +257,12 @@ def test_text_that_is_not_unicode_is_bad_input_and_writes_nothing(store: Store) 
     assert got is not None and got.layout.end_seq == 0 and got.title is None
     assert store.get("t") is None
     store.append(got, users(0, 1))  # and the store carries on
+
+
+def test_a_branch_of_a_collected_session_is_refused(store: Store) -> None:
+    base = store.create(appended(new_row("a"), users(0, 3)), users(0, 3))
+    planned = new_row("b", layout=branch(base.layout, base.pk, 3, 3), parent_ids=("a",))
+    store.delete("a")  # nobody shares its rows: they are collected at once
+    with pytest.raises(SessionNotFoundError):
+        store.create(planned)
+    assert store.get("b") is None

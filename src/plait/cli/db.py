@@ -1,4 +1,8 @@
-"""``plait db ...``: the SQLite store file itself: where it is, its schema, its health."""
+"""``plait db ...``: the store itself: where it is, its schema, its health.
+
+``migrate`` and ``check`` work on a SQLite file and on a ``postgresql://`` URL;
+``path`` names the SQLite file.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +13,27 @@ import click
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
 from plait.errors import SchemaOutdatedError
 from plait.store import SQLiteStore
+from plait.store.postgres import PostgresStore
 
 __all__ = ["db_group"]
 
 
 @click.group("db", context_settings=CONTEXT_SETTINGS)
 def db_group() -> None:
-    """Inspect and upgrade the SQLite store file."""
+    """Inspect and upgrade the store (a SQLite file or a PostgreSQL URL)."""
 
 
-def _open(settings: Settings, *, auto_migrate: bool) -> SQLiteStore:
-    """Open the settings' store file, closed when the command ends."""
-    store = SQLiteStore(store_file(settings), auto_migrate=auto_migrate)
+def _is_postgres(settings: Settings) -> bool:
+    return settings.store.startswith(("postgresql://", "postgres://"))
+
+
+def _open(settings: Settings, *, auto_migrate: bool) -> SQLiteStore | PostgresStore:
+    """Open the settings' store, closed when the command ends."""
+    store: SQLiteStore | PostgresStore
+    if _is_postgres(settings):
+        store = PostgresStore(settings.store, auto_migrate=auto_migrate)
+    else:
+        store = SQLiteStore(store_file(settings), auto_migrate=auto_migrate)
     click.get_current_context().with_resource(closing(store))
     return store
 
@@ -39,8 +52,7 @@ def migrate(settings: Settings) -> None:
 
     Prints the schema versions applied, or "up to date".
     """
-    file = store_file(settings)
-    fresh = not file.exists()
+    fresh = False if _is_postgres(settings) else not store_file(settings).exists()
     try:
         store = _open(settings, auto_migrate=False)
     except SchemaOutdatedError:
@@ -71,9 +83,10 @@ def check(settings: Settings) -> None:
     Prints "ok", or each problem found and exits with status 1. Does not
     migrate: an outdated schema is reported with the command that upgrades it.
     """
-    file = store_file(settings)
-    if not file.exists():
-        raise click.ClickException(f"no store at {file}")
+    if not _is_postgres(settings):
+        file = store_file(settings)
+        if not file.exists():
+            raise click.ClickException(f"no store at {file}")
     store = _open(settings, auto_migrate=False)
     problems = store.integrity_check()
     if not problems:

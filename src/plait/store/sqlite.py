@@ -409,6 +409,15 @@ class SQLiteStore:
             with self._tx() as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (row.id,)).fetchone():
                     raise SessionExistsError(row.id)
+                # A branch reads its bases' rows: they must still be there. (A delete in
+                # another process may have collected them since the branch was planned;
+                # once this row is in, no collection can take them.)
+                for owner, _ in layout.bases:
+                    if not db.execute("SELECT 1 FROM sessions WHERE pk = ?", (owner,)).fetchone():
+                        raise SessionNotFoundError(
+                            row.parent_ids[0] if row.parent_ids else row.id,
+                            "the session it branches from was deleted",
+                        )
                 cur = db.execute(
                     "INSERT INTO sessions (id, workspace, title, created_at, updated_at, "
                     "version, bases, end_seq, end_msgs, view_start, view_msgs, parent_ids, "
