@@ -32,6 +32,7 @@ test: lint typecheck unit
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/concurrency.py
+	$(BIN)/python benchmarks/stores.py
 
 soak: $(STAMP)
 	$(BIN)/python -m tests.durability.soak --trials 1000

@@ -4,7 +4,9 @@
 call to its own session in one shared store; the table shows total records/s
 and the p50 / p99 latency of one append, for N = 1, 4 and 16 (on a 2-core
 machine, so 16 processes also contend for the CPU). Set
-``PLAIT_BENCH_POSTGRES_URL`` to run the same on PostgreSQL beside SQLite.
+``PLAIT_BENCH_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``) names
+the PostgreSQL server the same runs use beside SQLite, each in a fresh schema that is dropped
+afterwards; without a server answering there, only SQLite runs.
 
 Usage: python benchmarks/concurrency.py [--appends K]
 """
@@ -17,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -81,9 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=1000, help="appends per process")
     args = parser.parse_args(argv)
     targets: dict[str, Callable[[Path], str]] = {"sqlite": lambda d: str(d / "c.db")}
-    pg = os.environ.get("PLAIT_BENCH_POSTGRES_URL")
-    if pg:
-        targets["postgres"] = lambda d: pg
+    pg = os.environ.get("PLAIT_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+    schemas: list[str] = []
+    if _answers(pg):
+
+        def fresh_schema(_: Path) -> str:
+            schemas.append(f"plait_bench_{uuid.uuid4().hex[:10]}")
+            return f"{pg}{'&' if '?' in pg else '?'}schema={schemas[-1]}"
+
+        targets["postgres"] = fresh_schema
     table = Table(title=f"N processes x {args.appends} appends, one session each")
     for col in ("store", "N", "records/s", "p50 µs", "p99 µs"):
         table.add_column(col, justify="right")
@@ -94,7 +103,24 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(name, str(n), f"{rate:,.0f}", f"{p50:,.0f}", f"{p99:,.0f}")
     console = Console() if sys.stdout.isatty() else Console(width=100)
     console.print(table)
+    if schemas:
+        import psycopg
+
+        with psycopg.connect(pg, autocommit=True) as conn:
+            for schema in schemas:
+                conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
     return 0
+
+
+def _answers(url: str) -> bool:
+    """Whether a PostgreSQL server answers at ``url`` (and the driver is installed)."""
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=3):
+            return True
+    except Exception:  # any failure means: no PostgreSQL run
+        return False
 
 
 if __name__ == "__main__":
