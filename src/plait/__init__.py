@@ -23,7 +23,14 @@ from plait.errors import (
     StaleSessionError,
     UnknownOptionError,
 )
-from plait.interop import SeedResult, seed_from_jsonl, to_jsonl
+from plait.interop import (
+    SeedResult,
+    export_bundle,
+    import_bundle,
+    seed_from_jsonl,
+    to_jsonl,
+    write_bundle,
+)
 from plait.lineage import Ancestry
 from plait.records import (
     AssistantRecord,
@@ -77,7 +84,10 @@ __all__ = [
     "UnknownOptionError",
     "UserRecord",
     "__version__",
+    "export_bundle",
+    "import_bundle",
     "open_store",
     "seed_from_jsonl",
     "to_jsonl",
+    "write_bundle",
 ]

@@ -11,7 +11,8 @@ The hierarchy::
     ├── InvalidArgumentError (ValueError)      bad input; nothing was written
     │   ├── UnknownOptionError                 an option key plait does not know
     │   ├── InvalidMessageError                a message without a role, an unknown role, ...
-    │   └── ImportFormatError                  a transcript to import is malformed (names the line)
+    │   ├── ImportFormatError                  a transcript to import is malformed (names the line)
+    │   └── BundleVersionError                 a session bundle of a schema this plait cannot read
     ├── SessionNotFoundError (LookupError)     unknown, unreadable, or leaves the store
     ├── SessionExistsError                     a new session's id is already taken
     ├── SessionClosedError                     a write to a session that was closed
@@ -28,6 +29,7 @@ The hierarchy::
 from __future__ import annotations
 
 __all__ = [
+    "BundleVersionError",
     "ImportFormatError",
     "InvalidArgumentError",
     "InvalidMessageError",
@@ -94,6 +96,25 @@ class ImportFormatError(InvalidArgumentError):
         if line is not None:
             where = f"{where}:{line}"
         super().__init__(f"{where}: {reason}")
+
+
+class BundleVersionError(InvalidArgumentError):
+    """A session bundle's ``schema`` is one this plait does not read (usually a newer one).
+
+    Nothing was imported.
+
+    Attributes:
+        schema: the bundle's schema, e.g. ``plait.bundle.v2``.
+        supported: the schema this plait reads.
+    """
+
+    def __init__(self, schema: str, supported: str) -> None:
+        self.schema = schema
+        self.supported = supported
+        super().__init__(
+            f"bundle schema {schema!r} is not one this plait reads ({supported}); "
+            "upgrade plait, or export the bundle again with this version"
+        )
 
 
 class SessionNotFoundError(PlaitError, LookupError):

@@ -1,6 +1,8 @@
-"""``plait export`` writes a session as a page; ``plait stats`` shows what sessions hold."""
+"""``plait export`` writes a session as a page or a bundle; ``plait stats`` shows sessions."""
 
 from __future__ import annotations
+
+from typing import cast
 
 import click
 from rich.table import Table
@@ -15,6 +17,8 @@ from plait.cli._common import (
     pass_settings,
 )
 from plait.client import SessionStats
+from plait.interop import write_bundle
+from plait.interop.bundle import MODES, BundleMode
 from plait.records import JSONValue
 
 __all__ = ["export_command", "stats_command"]
@@ -37,19 +41,52 @@ __all__ = ["export_command", "stats_command"]
     metavar="PATH",
     help=(
         "Where to write, relative to the working directory. "
-        "Default: plait-<first 8 characters of the id>.html (or .md) in the session's workspace."
+        "Default: plait-<first 8 characters of the id>.html (.md, .bundle.json) "
+        "in the session's workspace."
     ),
 )
+@click.option(
+    "--bundle",
+    "bundle_mode",
+    type=click.Choice(MODES),
+    default=None,
+    metavar="MODE",
+    help=(
+        "Write a portable JSON bundle instead of a page: sanitized (secrets redacted), "
+        "local (as stored) or replay-only (no prompt or tool text)."
+    ),
+)
+@click.option(
+    "--redact",
+    "redact",
+    multiple=True,
+    metavar="REGEX",
+    help="With --bundle: also redact what this regular expression matches (repeatable).",
+)
 @pass_settings
-def export_command(settings: Settings, session_id: str, as_html: bool, output: str | None) -> None:
+def export_command(
+    settings: Settings,
+    session_id: str,
+    as_html: bool,
+    output: str | None,
+    bundle_mode: str | None,
+    redact: tuple[str, ...],
+) -> None:
     """Write a session's conversation to a file; print the file's absolute path.
 
     The page shows the transcript as `plait sessions show` does, beside the
     request the next turn would send, under the session's lineage. It loads
-    nothing and runs no script.
+    nothing and runs no script. With --bundle, the file is a plait.bundle.v1
+    JSON bundle that `plait import` reads back.
     """
+    if redact and bundle_mode is None:
+        raise click.UsageError("--redact needs --bundle")
     session = open_client(settings).sessions.get(session_id)
-    path = session.export(output) if as_html else session.export_markdown(output)
+    if bundle_mode is not None:
+        mode = cast(BundleMode, bundle_mode)  # click.Choice(MODES) checked it
+        path = write_bundle(session, output, mode=mode, redact=redact)
+    else:
+        path = session.export(output) if as_html else session.export_markdown(output)
     click.echo(path)
 
 

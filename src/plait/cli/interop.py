@@ -21,7 +21,14 @@ from plait.cli._common import (
     open_client,
     pass_settings,
 )
-from plait.interop import FORMATS, ProgressCallback, SeedResult, seed_from_jsonl
+from plait.interop import (
+    FORMATS,
+    ProgressCallback,
+    SeedResult,
+    import_bundle,
+    is_bundle_file,
+    seed_from_jsonl,
+)
 
 __all__ = ["import_command"]
 
@@ -122,10 +129,35 @@ def import_command(
     """Create a session from a transcript FILE; print what was imported.
 
     Reads plait JSONL, OpenAI chat messages (JSON or JSONL), Claude Code
-    session files, Codex rollouts and Gemini CLI recordings. The whole file is
-    checked first: a malformed one imports nothing and names the bad line.
+    session files, Codex rollouts and Gemini CLI recordings, and plait bundles
+    (`plait export --bundle`). The whole file is checked first: a malformed one
+    imports nothing and names the bad line.
     """
     client = open_client(settings)
+    if fmt == "auto" and is_bundle_file(file):
+        if title or truncate_to_last or drop_tool_calls or lenient:
+            raise click.UsageError("a bundle is imported whole: only --id and --json apply")
+        session = import_bundle(client, file, session_id=session_id)
+        provenance = session.metadata["imported_bundle"]
+        if as_json:
+            echo_json(
+                {
+                    "ok": True,
+                    "session_id": session.id,
+                    "messages_loaded": session.length,
+                    "source": provenance,
+                }
+            )
+            return
+        console().print(
+            Text(f"imported {session.id}", style="bold").append(
+                f"  {session.length} messages from {provenance['schema']} "
+                f"({provenance['mode']}) bundle of {provenance['source_session_id']}",
+                style="",
+            ),
+            soft_wrap=True,
+        )
+        return
     with _progress(file) as progress:
         result = seed_from_jsonl(
             client,

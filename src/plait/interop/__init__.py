@@ -21,6 +21,11 @@ trajectories without a ``history`` are recognised and refused with an
 
 Every imported message of an external format carries ``meta["source"]``
 (its line, and the record's id and time where the format has them).
+
+:func:`export_bundle` / :func:`write_bundle` put a session in a portable,
+versioned bundle (``plait.bundle.v1``: ``sanitized``, ``local`` or
+``replay-only``) and :func:`import_bundle` makes a session from one; see
+:mod:`plait.interop.bundle`.
 """
 
 from __future__ import annotations
@@ -29,14 +34,30 @@ from plait.interop._detect import FORMATS
 from plait.interop._plait_jsonl import JSONL_VERSION, to_jsonl
 from plait.interop._seed import SEED_SOURCE_SCHEMA, SeedResult, seed_from_jsonl
 from plait.interop._source import ProgressCallback, SourceFormat
+from plait.interop.bundle import (
+    BUNDLE_SCHEMA,
+    BundleMode,
+    export_bundle,
+    import_bundle,
+    is_bundle_file,
+    read_bundle,
+    write_bundle,
+)
 
 __all__ = [
+    "BUNDLE_SCHEMA",
     "FORMATS",
     "JSONL_VERSION",
+    "BundleMode",
     "ProgressCallback",
     "SEED_SOURCE_SCHEMA",
     "SeedResult",
     "SourceFormat",
+    "export_bundle",
+    "import_bundle",
+    "is_bundle_file",
+    "read_bundle",
     "seed_from_jsonl",
     "to_jsonl",
+    "write_bundle",
 ]

@@ -1,0 +1,729 @@
+"""Portable session bundles: one versioned JSON envelope a session can leave the machine in.
+
+Seed 003's "Portable session bundles": transcript sections, tool-call records,
+permission/approval evidence, replay fixtures, trace spans and a redaction
+manifest, in one envelope::
+
+    {
+      "schema": "plait.bundle.v1",
+      "created_at": "2026-...+00:00",
+      "mode": "sanitized" | "local" | "replay-only",
+      "plait_version": "0.1.0",
+      "session": {"id", "title", "created_at", "lineage_operator",
+                  "parent_session_ids", "metadata"},
+      "lineage": [{"id", "parent_session_ids", "lineage_operator", "title",
+                   "relation": "ancestor" | "descendant"}, ...],
+      "transcript": [{"seq", "kind", "created_at", "role", "content", ...}, ...],
+      "events": [{"seq", "name", "data", "meta", "created_at"}, ...],
+      "tool_calls": [{"id", "name", "arguments", "result", "ok",
+                      "call_seq", "result_seq"}, ...],
+      "approvals": [{"seq", "name", "data", "created_at"}, ...],
+      "replay": {"responses": [{"seq", "content", "tool_calls", "usage"?}, ...]},
+      "trace": [],
+      "redactions": [{"where": "transcript/3/content", "kind": "openai_api_key",
+                      "count": 1}, ...]
+    }
+
+Every ``transcript`` entry without its ``seq``, ``kind`` and ``created_at`` is a
+message dict :func:`plait.records.record_from_message` accepts; a summary's
+``folds`` count transcript entries (as in :func:`plait.interop.to_jsonl`), not
+``seq`` numbers. Events (which the model never sees) are in ``events``;
+``approvals`` repeats those whose name mentions a permission or an approval, as
+evidence. ``replay.responses`` is every assistant reply in order, with its tool
+calls and ``meta["usage"]`` when recorded, so a scripted provider can play the
+run back offline. ``trace`` holds spans; plait records none yet, so it is
+always empty, but the key is part of v1 so readers need not special-case it.
+
+The modes:
+
+``sanitized`` (the default)
+    For support and sharing. Every string anywhere in the bundle (titles,
+    metadata, text, tool arguments and results, event data, dict keys) is
+    scanned for secrets -- API keys (``sk-``, ``sk-ant-``, ``AKIA``,
+    ``ghp_``/``github_pat_``, ``xoxb-``/``xoxp-``, ``AIza``), JWTs, bearer
+    tokens and ``Authorization:`` headers, PEM private key blocks, passwords in
+    URLs, ``password=``/``secret=``/``token=`` pairs, the value of any key named
+    like a credential, and the caller's ``redact`` patterns -- and each is
+    replaced by ``[REDACTED:<kind>]``. The ``redactions`` manifest says where
+    and what kind, and how many; never the secret nor a hash of it.
+``local``
+    Everything as stored, for use inside one trust boundary; no manifest.
+``replay-only``
+    For a host that needs replay evidence without prompt or tool payload text.
+    What the user, the system prompt or a tool supplied is removed and replaced
+    by its length: ``content`` becomes ``null`` beside ``content_chars``, tool
+    ``arguments`` and ``result`` become ``null`` beside ``arguments_chars`` /
+    ``result_chars``, event ``data`` becomes ``null``, titles become ``null``,
+    and ``meta`` keeps only ``usage``. Tool names, ids, ``ok`` flags, usage and
+    the order of everything stay. The model's own replies are kept **only** in
+    ``replay.responses`` (a scripted provider cannot replay without them), and
+    they are sanitized as above. Such a bundle cannot be imported: there is no
+    prompt text to restore.
+
+:func:`import_bundle` makes a new session from a ``sanitized`` or ``local``
+bundle with ``client.sessions.create`` (one transaction: a bundle that fails
+any check stores nothing). Events are evidence, not messages: they are not
+restored, so the new session's ``seq`` numbers count messages only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal, TypeAlias, get_args
+
+from plait._time import from_micros, now_micros
+from plait.client import Client
+from plait.errors import (
+    BundleVersionError,
+    ImportFormatError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    SessionNotFoundError,
+)
+from plait.records import (
+    AssistantRecord,
+    EventRecord,
+    JSONValue,
+    Record,
+    SummaryRecord,
+    ToolRecord,
+)
+from plait.session import Session
+
+__all__ = [
+    "BUNDLE_SCHEMA",
+    "BundleMode",
+    "export_bundle",
+    "import_bundle",
+    "is_bundle_file",
+    "read_bundle",
+    "write_bundle",
+]
+
+BUNDLE_SCHEMA: Final = "plait.bundle.v1"
+"""The ``schema`` :func:`export_bundle` writes and the only one :func:`import_bundle` reads."""
+
+_SCHEMA_PREFIX: Final = "plait.bundle."
+
+BundleMode: TypeAlias = Literal["sanitized", "local", "replay-only"]
+"""How much of the session a bundle carries (see the module docstring)."""
+
+MODES: Final[tuple[str, ...]] = get_args(BundleMode)
+
+_APPROVAL: Final = re.compile(r"permission|approv", re.IGNORECASE)
+"""Event names that are permission / approval evidence."""
+
+_MESSAGE_KINDS: Final = frozenset({"system", "user", "assistant", "tool", "summary"})
+
+
+# -- secrets ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+    """When it has a ``secret`` group only that group is replaced, so the label stays."""
+
+
+def _rule(kind: str, pattern: str, flags: int = 0) -> _Rule:
+    return _Rule(kind, re.compile(pattern, flags))
+
+
+# Order matters: the specific shapes run first so a key is named by its real kind,
+# and a value already replaced (``[REDACTED:...]``) matches nothing later.
+_RULES: Final[tuple[_Rule, ...]] = (
+    _rule(
+        "private_key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+        re.DOTALL,
+    ),
+    _rule(
+        "authorization_header",
+        r"\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?"
+        r"(?P<secret>(?!\[REDACTED:)[^\s\"',;]+)",
+        re.IGNORECASE,
+    ),
+    _rule("jwt", r"\beyJ[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}\.[A-Za-z0-9_-]{6,}"),
+    _rule(
+        "bearer_token",
+        r"\bbearer\s+(?P<secret>(?!\[REDACTED:)[A-Za-z0-9._~+/=-]{12,})",
+        re.IGNORECASE,
+    ),
+    _rule("anthropic_api_key", r"\bsk-ant-[A-Za-z0-9_-]{12,}"),
+    _rule("openai_api_key", r"\bsk-[A-Za-z0-9_-]{16,}"),
+    _rule("aws_access_key_id", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
+    _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"),
+    _rule("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    _rule("google_api_key", r"\bAIza[0-9A-Za-z_-]{30,}"),
+    _rule(
+        "url_password",
+        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\"']+:(?P<secret>(?!\[REDACTED:)[^\s@/\"']+)@",
+    ),
+    _rule(
+        "credential_pair",
+        r"\b(?:[A-Za-z0-9]+[_-])*(?:password|passwd|secret|token|api[_-]?key|apikey"
+        r"|access[_-]?key|private[_-]?key|credentials?)[\"']?\s*[:=]\s*[\"']?"
+        r"(?P<secret>(?!\[REDACTED:)[^\s\"'&,;]+)",
+        re.IGNORECASE,
+    ),
+)
+
+_SECRET_KEY: Final = re.compile(
+    r"^(?:.*[_-])?(?:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key"
+    r"|private[_-]?key|authorization|credentials?|cookie)$",
+    re.IGNORECASE,
+)
+"""A mapping key whose string value is a credential as a whole (``{"password": "x"}``)."""
+
+
+class _Redactor:
+    """Replaces secrets in strings and counts them by (where, kind) for the manifest."""
+
+    def __init__(self, extra: Iterable[re.Pattern[str]]) -> None:
+        self.rules = _RULES + tuple(_Rule("custom", p) for p in extra)
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def _note(self, where: str, kind: str, n: int = 1) -> None:
+        self.counts[(where, kind)] = self.counts.get((where, kind), 0) + n
+
+    def text(self, value: str, where: str) -> str:
+        for rule in self.rules:
+            if not rule.pattern.search(value):
+                continue
+            found = 0
+
+            def swap(m: re.Match[str], rule: _Rule = rule) -> str:
+                nonlocal found
+                whole = m.group(0)
+                if not whole:
+                    return whole  # an empty match (a careless custom pattern) hides nothing
+                found += 1
+                label = f"[REDACTED:{rule.kind}]"
+                if "secret" in rule.pattern.groupindex and m.group("secret") is not None:
+                    start, end = m.span("secret")
+                    base = m.start()
+                    return whole[: start - base] + label + whole[end - base :]
+                return label
+
+            value = rule.pattern.sub(swap, value)
+            if found:
+                self._note(where, rule.kind, found)
+        return value
+
+    def walk(self, value: JSONValue, where: str) -> JSONValue:
+        if isinstance(value, str):
+            return self.text(value, where)
+        if isinstance(value, list):
+            return [self.walk(v, f"{where}/{i}") for i, v in enumerate(value)]
+        if isinstance(value, dict):
+            out: dict[str, JSONValue] = {}
+            for key, v in value.items():
+                path = f"{where}/{_escape(key)}"
+                clean_key = self.text(key, f"{path}#key")
+                if isinstance(v, str) and v and _SECRET_KEY.match(key) and "[REDACTED:" not in v:
+                    # The key says the whole value is a credential, whatever it looks like.
+                    self._note(path, "credential_value")
+                    out[clean_key] = "[REDACTED:credential_value]"
+                else:
+                    out[clean_key] = self.walk(v, path)
+            return out
+        return value
+
+    def manifest(self) -> list[JSONValue]:
+        return [
+            {"where": where, "kind": kind, "count": n}
+            for (where, kind), n in sorted(self.counts.items())
+        ]
+
+
+def _escape(key: str) -> str:
+    """A key as a JSON Pointer token (``~`` and ``/`` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def _patterns(redact: object) -> list[re.Pattern[str]]:
+    if isinstance(redact, str | bytes) or not isinstance(redact, Iterable):
+        raise InvalidArgumentError("redact must be a list of regular expressions")
+    out: list[re.Pattern[str]] = []
+    for p in redact:
+        if isinstance(p, re.Pattern):
+            if not isinstance(p.pattern, str):
+                raise InvalidArgumentError("redact patterns must be text, not bytes")
+            out.append(p)
+        elif isinstance(p, str) and p:
+            try:
+                out.append(re.compile(p))
+            except re.error as exc:
+                raise InvalidArgumentError(f"redact: bad regular expression {p!r}: {exc}") from exc
+        else:
+            raise InvalidArgumentError(f"redact: {p!r} is not a regular expression")
+    return out
+
+
+# -- export ----------------------------------------------------------------------------
+
+
+def _iso(micros: int) -> str:
+    return from_micros(micros).isoformat()
+
+
+def _plait_version() -> str:
+    # Not ``plait.__version__``: the package root imports this module.
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("plait")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"
+
+
+def _lineage(session: Session) -> list[JSONValue]:
+    """Every ancestor and descendant the store knows, nearest first (a DAG walk)."""
+    store = session.store
+    out: list[JSONValue] = []
+    seen = {session.id}
+
+    def walk(start: list[str], step: Callable[[str], Iterable[str]], relation: str) -> None:
+        queue = list(start)
+        while queue:
+            sid = queue.pop(0)
+            if sid in seen:
+                continue
+            seen.add(sid)
+            row = store.get(sid)
+            if row is None:  # deleted: its id stays in the child's parents, nothing more
+                continue
+            out.append(
+                {
+                    "id": row.id,
+                    "parent_session_ids": list(row.parent_ids),
+                    "lineage_operator": row.lineage_operator,
+                    "title": row.title,
+                    "relation": relation,
+                }
+            )
+            queue.extend(step(sid))
+
+    def parents(sid: str) -> Iterable[str]:
+        row = store.get(sid)
+        return row.parent_ids if row is not None else ()
+
+    walk(list(session.parent_session_ids), parents, "ancestor")
+    walk(list(store.children(session.id)), store.children, "descendant")
+    return out
+
+
+def _entry(record: Record, seqs: list[int]) -> dict[str, JSONValue]:
+    entry: dict[str, JSONValue] = {
+        "seq": record.seq,
+        "kind": record.kind,
+        "created_at": _iso(record.created_at_us),
+        "role": record.kind,
+        **record.payload,
+    }
+    if isinstance(record, SummaryRecord):
+        # Positions among the transcript's entries: what the new session's seqs will be.
+        entry["folds"] = [
+            sum(1 for s in seqs if s < record.folds_from),
+            sum(1 for s in seqs if s < record.folds_to),
+        ]
+    if isinstance(record, ToolRecord) and record.tool_name is None:
+        del entry["tool_name"]
+    if record.meta:
+        entry["meta"] = dict(record.meta)
+    return entry
+
+
+def _tool_calls(records: list[Record]) -> list[JSONValue]:
+    results: dict[str, ToolRecord] = {}
+    for r in records:
+        if isinstance(r, ToolRecord):
+            results.setdefault(r.tool_call_id, r)
+    out: list[JSONValue] = []
+    called: set[str] = set()
+    for r in records:
+        if not isinstance(r, AssistantRecord):
+            continue
+        for call in r.tool_calls:
+            called.add(call.id)
+            res = results.get(call.id)
+            out.append(
+                {
+                    "id": call.id,
+                    "name": call.name,
+                    "arguments": dict(call.arguments),
+                    "result": res.content if res is not None else None,
+                    "ok": res.ok if res is not None else None,
+                    "call_seq": r.seq,
+                    "result_seq": res.seq if res is not None else None,
+                }
+            )
+    for call_id, res in results.items():
+        if call_id not in called:  # a result whose call is not in view (trimmed, imported)
+            out.append(
+                {
+                    "id": call_id,
+                    "name": res.tool_name,
+                    "arguments": None,
+                    "result": res.content,
+                    "ok": res.ok,
+                    "call_seq": None,
+                    "result_seq": res.seq,
+                }
+            )
+    return out
+
+
+def _event(record: EventRecord) -> dict[str, JSONValue]:
+    out: dict[str, JSONValue] = {
+        "seq": record.seq,
+        "name": record.name,
+        "data": dict(record.data),
+        "created_at": _iso(record.created_at_us),
+    }
+    if record.meta:
+        out["meta"] = dict(record.meta)
+    return out
+
+
+def _response(record: AssistantRecord) -> dict[str, JSONValue]:
+    out: dict[str, JSONValue] = {
+        "seq": record.seq,
+        "content": record.content,
+        "tool_calls": [c.to_json() for c in record.tool_calls],
+    }
+    usage = record.meta.get("usage")
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+def _chars(value: JSONValue) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value)
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def _drop(obj: dict[str, JSONValue], key: str) -> None:
+    """Replace ``obj[key]`` with null and its length (``<key>_chars``)."""
+    if key in obj:
+        obj[f"{key}_chars"] = _chars(obj[key])
+        obj[key] = None
+
+
+def _usage_only(obj: dict[str, JSONValue]) -> None:
+    meta = obj.get("meta")
+    if isinstance(meta, dict):
+        if "usage" in meta:
+            obj["meta"] = {"usage": meta["usage"]}
+        else:
+            del obj["meta"]
+
+
+def _strip_payloads(bundle: dict[str, Any]) -> None:
+    """replay-only: remove what the user, the system or a tool supplied; keep structure."""
+    bundle["session"]["title"] = None
+    for node in bundle["lineage"]:
+        node["title"] = None
+    for entry in bundle["transcript"]:
+        _drop(entry, "content")
+        for call in entry.get("tool_calls", ()):
+            _drop(call, "arguments")
+        _usage_only(entry)
+    for event in bundle["events"]:
+        _drop(event, "data")
+        _usage_only(event)
+    for event in bundle["approvals"]:
+        _drop(event, "data")
+    for pair in bundle["tool_calls"]:
+        _drop(pair, "arguments")
+        _drop(pair, "result")
+    for response in bundle["replay"]["responses"]:
+        for call in response["tool_calls"]:
+            _drop(call, "arguments")
+
+
+def export_bundle(
+    session: Session,
+    *,
+    mode: BundleMode = "sanitized",
+    redact: Iterable[str | re.Pattern[str]] = (),
+    include_lineage: bool = True,
+) -> dict[str, JSONValue]:
+    """Return a stored session as a portable bundle (the envelope in the module docstring).
+
+    Args:
+        session: a stored session; its records in view are exported.
+        mode: ``sanitized`` (secrets replaced, the default), ``local`` (as stored)
+            or ``replay-only`` (no prompt or tool payload text).
+        redact: more regular expressions to redact (kind ``custom``), for
+            ``sanitized`` and ``replay-only``.
+        include_lineage: list the ancestors and descendants the store knows.
+
+    Returns:
+        The bundle, a JSON-ready dict.
+
+    Raises:
+        InvalidArgumentError: an unknown mode, a bad pattern, or patterns with ``local``.
+        SessionNotFoundError: the session is not stored.
+    """
+    if mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    patterns = _patterns(redact)
+    if mode == "local" and patterns:
+        raise InvalidArgumentError("a local bundle redacts nothing; drop redact or pick sanitized")
+    snap = session.snapshot()
+    if snap is None:
+        raise SessionNotFoundError(session.id, "not stored")
+    records = list(snap.records)
+    messages = [r for r in records if r.kind != "event"]
+    seqs = [r.seq for r in messages]
+    events = [r for r in records if isinstance(r, EventRecord)]
+    body: dict[str, Any] = {
+        "session": {
+            "id": snap.id,
+            "title": snap.title,
+            "created_at": snap.created_at.isoformat(),
+            "lineage_operator": snap.lineage_operator,
+            "parent_session_ids": list(snap.parent_session_ids),
+            "metadata": json.loads(json.dumps(dict(snap.metadata))),
+        },
+        "lineage": _lineage(session) if include_lineage else [],
+        "transcript": [_entry(r, seqs) for r in messages],
+        "events": [_event(r) for r in events],
+        "tool_calls": _tool_calls(records),
+        "approvals": [
+            {k: v for k, v in _event(r).items() if k != "meta"}
+            for r in events
+            if _APPROVAL.search(r.name)
+        ],
+        "replay": {"responses": [_response(r) for r in messages if isinstance(r, AssistantRecord)]},
+        # Spans of runs; plait records none yet. The key is in v1 so readers can rely on it.
+        "trace": [],
+    }
+    manifest: list[JSONValue] = []
+    if mode == "replay-only":
+        _strip_payloads(body)
+    if mode != "local":
+        redactor = _Redactor(patterns)
+        body = {key: redactor.walk(value, key) for key, value in body.items()}
+        manifest = redactor.manifest()
+    return {
+        "schema": BUNDLE_SCHEMA,
+        "created_at": _iso(now_micros()),
+        "mode": mode,
+        "plait_version": _plait_version(),
+        **body,
+        "redactions": manifest,
+    }
+
+
+def write_bundle(
+    session: Session,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    mode: BundleMode = "sanitized",
+    redact: Iterable[str | re.Pattern[str]] = (),
+    include_lineage: bool = True,
+) -> str:
+    """Write :func:`export_bundle`'s bundle as a JSON file; return its absolute path.
+
+    Args:
+        session: a stored session.
+        path: where to write. Default: ``plait-<first 8 characters of the id>.bundle.json``
+            in the session's workspace. A relative path is taken from the working
+            directory; missing folders are made; an existing file is replaced.
+        mode: see :func:`export_bundle`.
+        redact: see :func:`export_bundle`.
+        include_lineage: see :func:`export_bundle`.
+
+    Returns:
+        The absolute path written.
+
+    Raises:
+        InvalidArgumentError: as :func:`export_bundle`, or ``path`` is not a usable file path.
+        SessionNotFoundError: the session is not stored.
+    """
+    bundle = export_bundle(session, mode=mode, redact=redact, include_lineage=include_lineage)
+    if path is None:
+        target = Path(session.workspace, f"plait-{session.id[:8]}.bundle.json")
+    else:
+        raw = os.fspath(path)
+        if not isinstance(raw, str) or not raw or "\0" in raw:
+            raise InvalidArgumentError(f"not a usable file path: {path!r}")
+        target = Path(raw).expanduser()
+    target = Path(os.path.abspath(target))
+    if target.is_dir():
+        raise InvalidArgumentError(f"{target} is a folder; give a file path")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(bundle, ensure_ascii=False, indent=2) + "\n"
+    # Write beside the target and rename, so a reader never sees half a bundle.
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        temp.write_text(text, encoding="utf-8")
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return str(target)
+
+
+# -- import ----------------------------------------------------------------------------
+
+
+def _check(bundle: object, where: str | None) -> dict[str, JSONValue]:
+    """Validate a bundle's envelope and transcript; return it as a dict."""
+
+    def bad(reason: str) -> ImportFormatError:
+        return ImportFormatError(where, None, f"not a plait bundle: {reason}")
+
+    if not isinstance(bundle, Mapping):
+        raise bad(f"expected a JSON object, got {type(bundle).__name__}")
+    schema = bundle.get("schema")
+    if not isinstance(schema, str) or not schema.startswith(_SCHEMA_PREFIX):
+        raise bad(f"'schema' must be {BUNDLE_SCHEMA!r}, got {schema!r}")
+    if schema != BUNDLE_SCHEMA:
+        raise BundleVersionError(schema, BUNDLE_SCHEMA)
+    mode = bundle.get("mode")
+    if mode not in MODES:
+        raise bad(f"'mode' must be one of {', '.join(MODES)}, got {mode!r}")
+    session = bundle.get("session")
+    if not isinstance(session, Mapping) or not isinstance(session.get("id"), str):
+        raise bad("'session' must be an object with a string 'id'")
+    title = session.get("title")
+    if title is not None and not isinstance(title, str):
+        raise bad("'session.title' must be a string or null")
+    parents = session.get("parent_session_ids", [])
+    if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+        raise bad("'session.parent_session_ids' must be a list of ids")
+    for key in ("transcript", "lineage", "events", "tool_calls", "approvals", "trace"):
+        if not isinstance(bundle.get(key, []), list):
+            raise bad(f"{key!r} must be a list")
+    if "transcript" not in bundle:
+        raise bad("no 'transcript'")
+    for i, entry in enumerate(bundle["transcript"]):
+        if not isinstance(entry, Mapping):
+            raise bad(f"transcript/{i} is not an object")
+        if entry.get("kind", entry.get("role")) not in _MESSAGE_KINDS:
+            raise bad(f"transcript/{i}: unknown kind {entry.get('kind')!r}")
+    if not isinstance(bundle.get("replay", {}), Mapping):
+        raise bad("'replay' must be an object")
+    return dict(bundle)
+
+
+def read_bundle(path: str | os.PathLike[str]) -> dict[str, JSONValue]:
+    """Read and validate a bundle file.
+
+    Returns:
+        The bundle.
+
+    Raises:
+        ImportFormatError: the file cannot be read, is not JSON, or is not a bundle.
+        BundleVersionError: a bundle of a schema this plait does not read (a newer one).
+    """
+    name = os.fspath(path)
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ImportFormatError(str(name), None, f"cannot read: {exc}") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ImportFormatError(str(name), None, f"not JSON: {exc}") from exc
+    return _check(data, str(name))
+
+
+_HEAD_BYTES: Final = 1 << 16
+_BUNDLE_HEAD: Final = re.compile(r'"schema"\s*:\s*"plait\.bundle\.')
+
+
+def is_bundle_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a file looks like a bundle: a JSON object whose ``schema`` starts ``plait.bundle.``.
+
+    Only the first 64 KiB are read (:func:`write_bundle` puts ``schema`` first);
+    an unreadable file is not a bundle (the importer will say why).
+    """
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return head.lstrip("\ufeff \t\r\n").startswith("{") and bool(_BUNDLE_HEAD.search(head))
+
+
+def _message(entry: Mapping[str, JSONValue], i: int, where: str | None) -> dict[str, JSONValue]:
+    message = {k: v for k, v in entry.items() if k not in ("seq", "kind", "created_at")}
+    message.setdefault("role", entry.get("kind"))
+    if not isinstance(message.get("content"), str):
+        raise ImportFormatError(where, None, f"transcript/{i}: 'content' must be a string")
+    return message
+
+
+def import_bundle(
+    client: Client,
+    source: str | os.PathLike[str] | Mapping[str, JSONValue],
+    *,
+    session_id: str | None = None,
+) -> Session:
+    """Create a new session from a ``local`` or ``sanitized`` bundle, all or nothing.
+
+    The session gets the bundle's messages (with their ``meta``) and title,
+    ``lineage_operator="Session.import"`` and
+    ``metadata["imported_bundle"] = {schema, mode, source_session_id, lineage,
+    source_metadata}``, where ``lineage`` is the source's parent ids (provenance:
+    those sessions are usually not in this store). Events are not restored.
+
+    Args:
+        client: the client whose store and workspace get the session.
+        source: a bundle file's path, or a bundle dict.
+        session_id: the new session's id (default: a new one; the source's id is
+            kept in the provenance, never reused silently).
+
+    Returns:
+        The new session (it does not become current).
+
+    Raises:
+        ImportFormatError: not a bundle, malformed, or a message in it is invalid.
+        BundleVersionError: the bundle's schema is not one this plait reads.
+        InvalidArgumentError: a ``replay-only`` bundle (no prompt text to restore),
+            or a bad ``session_id``.
+        SessionExistsError: ``session_id`` is taken.
+    """
+    if isinstance(source, str | os.PathLike):
+        where: str | None = str(os.fspath(source))
+        bundle = read_bundle(source)
+    else:
+        where = None
+        bundle = _check(source, None)
+    if bundle["mode"] == "replay-only":
+        raise InvalidArgumentError(
+            "a replay-only bundle carries no prompt or tool text to restore; "
+            "export the session as a local or sanitized bundle to import it"
+        )
+    meta = bundle["session"]
+    messages = [_message(e, i, where) for i, e in enumerate(bundle["transcript"])]
+    provenance: dict[str, JSONValue] = {
+        "schema": bundle["schema"],
+        "mode": bundle["mode"],
+        "source_session_id": meta["id"],
+        "lineage": list(meta.get("parent_session_ids", [])),
+        "source_metadata": meta.get("metadata") or {},
+    }
+    try:
+        return client.sessions.create(
+            messages,
+            session_id=session_id,
+            title=meta.get("title"),
+            lineage_operator="Session.import",
+            metadata={"imported_bundle": provenance},
+        )
+    except InvalidMessageError as exc:
+        raise ImportFormatError(where, None, f"transcript: {exc}") from exc
