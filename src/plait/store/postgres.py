@@ -68,8 +68,9 @@ from plait.errors import (
     StoreCorruptError,
     StoreError,
 )
-from plait.layout import Layout, segments
+from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
 from plait.store.base import ScratchpadEntry, SessionRow
 
 if TYPE_CHECKING:
@@ -163,8 +164,8 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
     ),
 )
 
-_SHIFT: Final = 32
-_SEQ_MAX: Final = (1 << _SHIFT) - 1
+_SHIFT: Final = SEQ_BITS
+_SEQ_MAX: Final = SEQ_MAX
 _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 _MIGRATE_LOCK_CLASS: Final = 0x706C6169  # "plai": the first key of the migration lock
 _CHANNEL: Final = "plait_session"
@@ -317,35 +318,7 @@ _READ: Final = (
 )
 
 
-def _row_from_db(r: Sequence[Any]) -> SessionRow:
-    """Decode a row selected with ``_SELECT_ROW``."""
-    try:
-        end_seq, end_msgs, updated = r[8], r[9], r[5]
-        if r[19] is not None:  # the newest own record
-            head_end = (r[19] & _SEQ_MAX) + 1
-            if head_end > end_seq:
-                end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
-                updated = max(updated, r[22])
-        bases = tuple((int(o), int(h)) for o, h in json.loads(r[7])) if r[7] != "[]" else ()
-        return SessionRow(
-            r[1],
-            r[2],
-            Layout(bases, end_seq, end_msgs, r[10], r[11]),
-            r[0],
-            r[6],
-            r[4],
-            updated,
-            r[3],
-            tuple(json.loads(r[12])) if r[12] != "[]" else (),
-            r[13],
-            r[14],
-            r[15],
-            json.loads(r[16]) if r[16] is not None else None,
-            r[17],
-            json.loads(r[18]) if r[18] != "{}" else {},
-        )
-    except (ValueError, TypeError, IndexError) as exc:
-        raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
+_row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
 
 
 def _record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:

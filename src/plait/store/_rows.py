@@ -1,0 +1,58 @@
+"""Decoding a session row, shared by the SQL stores.
+
+Both stores select the same columns in the same order (their ``_SELECT_ROW``):
+the ``sessions`` columns, then the session's newest own record (``key``,
+``mpos``, ``kind``, ``created_at``, or NULLs when it has none). Appends do not
+write the session row, so its head is read from that record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Final
+
+from plait.errors import StoreCorruptError
+from plait.layout import Layout
+from plait.store.base import SessionRow
+
+__all__ = ["SEQ_BITS", "SEQ_MAX", "row_from_columns"]
+
+SEQ_BITS: Final = 32
+"""A record's key is ``owner_pk << SEQ_BITS | seq``."""
+SEQ_MAX: Final = (1 << SEQ_BITS) - 1
+
+
+def row_from_columns(r: Sequence[Any]) -> SessionRow:
+    """Decode one selected row into a :class:`SessionRow`.
+
+    Raises:
+        StoreCorruptError: a column does not hold what it should.
+    """
+    try:
+        end_seq, end_msgs, updated = r[8], r[9], r[5]
+        if r[19] is not None:  # the newest own record
+            head_end = (r[19] & SEQ_MAX) + 1
+            if head_end > end_seq:
+                end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
+                updated = max(updated, r[22])
+        bases = tuple((int(o), int(h)) for o, h in json.loads(r[7])) if r[7] != "[]" else ()
+        return SessionRow(
+            r[1],
+            r[2],
+            Layout(bases, end_seq, end_msgs, r[10], r[11]),
+            r[0],
+            r[6],
+            r[4],
+            updated,
+            r[3],
+            tuple(json.loads(r[12])) if r[12] != "[]" else (),
+            r[13],
+            r[14],
+            r[15],
+            json.loads(r[16]) if r[16] is not None else None,
+            r[17],
+            json.loads(r[18]) if r[18] != "{}" else {},
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
