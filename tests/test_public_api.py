@@ -12,7 +12,7 @@ def test_all_lists_exactly_the_public_names() -> None:
     public = {name for name in vars(plait) if not name.startswith("_")} - {
         # sub-packages and modules imported as a side effect of the re-exports
         "client", "errors", "layout", "lineage", "records", "session", "store", "views", "cli",
-        "render", "interop",
+        "render", "interop", "context", "compaction",
     }
     assert set(plait.__all__) - {"__version__"} == public
     for name in plait.__all__:
