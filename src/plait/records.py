@@ -13,7 +13,7 @@ record has the same ``seq`` in every branch that holds it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, TypeAlias
@@ -39,8 +39,11 @@ __all__ = [
     "UserRecord",
     "decode_record",
     "dumps",
+    "COMPACTION_UNDONE",
     "encode_payload",
+    "hidden_summaries",
     "messages_of",
+    "newest_summary",
     "record_from_message",
 ]
 
@@ -722,6 +725,34 @@ class Message:
         if self.images:
             out["images"] = self.images
         return out
+
+
+COMPACTION_UNDONE: Final = "compaction_undone"
+"""The event ``Session.uncompact`` appends: ``data["summary_seq"]`` names the summary it hides."""
+
+
+def hidden_summaries(records: Iterable[Record]) -> set[int]:
+    """Return the positions of the summaries an ``uncompact`` has hidden."""
+    hidden: set[int] = set()
+    for record in records:
+        if isinstance(record, EventRecord) and record.name == COMPACTION_UNDONE:
+            seq = record.data.get("summary_seq")
+            if isinstance(seq, int) and not isinstance(seq, bool):
+                hidden.add(seq)
+    return hidden
+
+
+def newest_summary(records: Sequence[Record]) -> SummaryRecord | None:
+    """Return the newest compaction summary that no ``uncompact`` has hidden, or None.
+
+    This is the one place that decides which summary a view starts with: the
+    history views, compaction planning and the renderers all ask it.
+    """
+    hidden = hidden_summaries(records)
+    for record in reversed(records):
+        if isinstance(record, SummaryRecord) and record.seq not in hidden:
+            return record
+    return None
 
 
 def messages_of(records: Iterable[Record]) -> list[Message]:

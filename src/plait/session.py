@@ -20,12 +20,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from plait._ids import is_session_id, new_id
 from plait._time import from_micros, now_micros
+from plait.compaction import Compaction, CompactionPlan, Summarize, parse_options
+from plait.compaction import compact as write_compaction
+from plait.compaction import plan as plan_compaction
 from plait.errors import (
     InvalidArgumentError,
+    NothingToDoError,
     SessionClosedError,
     SessionLockedError,
     SessionNotFoundError,
@@ -36,12 +40,14 @@ from plait.errors import (
 from plait.layout import Layout, branch, find_message, shared_prefix
 from plait.lineage import Ancestry, root_of
 from plait.records import (
+    COMPACTION_UNDONE,
     EventRecord,
     JSONValue,
     Message,
     Record,
     SummaryRecord,
     dumps,
+    newest_summary,
     record_from_message,
 )
 from plait.render import ExportPage, LineageBox, collect_lineage, render_html, render_markdown
@@ -905,6 +911,88 @@ class Session:
 
         row, _ = self._mutate(build, allow_closed=True)
         return ScratchpadUpdate(True, row.scratchpad_version, row.scratchpad)
+
+    # -- compaction (issue 4) -------------------------------------------------------------
+
+    def compact_preview(
+        self, options: Mapping[str, Any] | None = None, **more: Any
+    ) -> CompactionPlan | None:
+        """Return what :meth:`compact` would fold now, writing nothing (a dry run).
+
+        Args:
+            options: seed 003's compaction options (``keep_last``, ``compact_strategy``, ...).
+            **more: the same options as keywords.
+
+        Returns:
+            The plan (folded and kept records, the ``folds`` range), or None when
+            nothing is worth folding.
+
+        Raises:
+            UnknownOptionError: an option plait does not know.
+            InvalidArgumentError: a bad value (a negative ``keep_last``, ...).
+            NothingToDoError: already compacted to the newest message.
+            SessionNotFoundError: the session was never stored.
+        """
+        parsed = parse_options({**(options or {}), **more})
+        return plan_compaction(self.records, parsed)
+
+    async def compact(
+        self,
+        options: Mapping[str, Any] | None = None,
+        *,
+        summarize: Summarize | None = None,
+        **more: Any,
+    ) -> Compaction | None:
+        """Fold the older part of the conversation into a summary now (seeds 001 and 003).
+
+        Nothing is deleted: one summary record is appended, naming the range it
+        folds, and :meth:`history` starts with it. :meth:`uncompact` undoes it.
+
+        Args:
+            options: seed 003's compaction options; unknown keys are an error.
+            summarize: the model call behind the ``llm`` strategy (the runs layer
+                supplies one); without it the default is the model-free
+                extractive summary with observation masking.
+            **more: options as keywords.
+
+        Returns:
+            ``Compaction(summary, compressed, kept, ...)``, or None when there was
+            nothing worth folding.
+
+        Raises:
+            NothingToDoError: already compacted to the newest message.
+            UnknownOptionError, InvalidArgumentError: bad options.
+            SessionLockedError: another process has the session open for writing.
+            SessionClosedError: the session was closed.
+        """
+        parsed = parse_options({**(options or {}), **more})
+        self._require_row()
+        self._ensure_writer()
+        found = plan_compaction(self.records, parsed)
+        if found is None:
+            return None
+        done = await write_compaction(found, parsed, summarize=summarize)
+        self.inject(done.message())
+        return done
+
+    def uncompact(self) -> SummaryRecord:
+        """Undo the newest compaction: its summary is hidden and what it folded shows again.
+
+        Appends a ``compaction_undone`` event naming the summary; nothing is
+        deleted, so :meth:`history` falls back to the previous summary (or to
+        the whole conversation).
+
+        Returns:
+            The summary that was hidden.
+
+        Raises:
+            NothingToDoError: there is no compaction to undo.
+        """
+        summary = newest_summary(self.records)
+        if summary is None:
+            raise NothingToDoError("there is no compaction to undo")
+        self.log_event(COMPACTION_UNDONE, {"summary_seq": summary.seq})
+        return summary
 
     def set_settings(self, **settings: JSONValue) -> None:
         """Store session settings that branches inherit (``workspace_anchor``, ...).

@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from plait.records import Message, Record, SummaryRecord
+from plait.records import Message, Record, SummaryRecord, hidden_summaries, newest_summary
 
-__all__ = ["full_history", "history", "newest_summary", "system_prompt"]
+__all__ = ["full_history", "history", "newest_summary", "system_prompt"]  # re-exported
 
 _NOT_IN_HISTORY = frozenset({"event", "system"})
-
-
-def newest_summary(records: Sequence[Record]) -> SummaryRecord | None:
-    """Return the newest compaction summary in ``records``, or None."""
-    for record in reversed(records):
-        if isinstance(record, SummaryRecord):
-            return record
-    return None
 
 
 def history(records: Sequence[Record]) -> list[Message]:
@@ -42,8 +34,16 @@ def history(records: Sequence[Record]) -> list[Message]:
 
 
 def full_history(records: Sequence[Record]) -> list[Message]:
-    """Return every prompt-visible message as written, each summary where its compaction ran."""
-    return [Message.from_record(r) for r in records if r.kind not in _NOT_IN_HISTORY]
+    """Return every prompt-visible message as written, each summary where its compaction ran.
+
+    A summary an ``uncompact`` hid is left out: that compaction was undone.
+    """
+    hidden = hidden_summaries(records)
+    return [
+        Message.from_record(r)
+        for r in records
+        if r.kind not in _NOT_IN_HISTORY and not (isinstance(r, SummaryRecord) and r.seq in hidden)
+    ]
 
 
 def system_prompt(records: Sequence[Record]) -> str | None:

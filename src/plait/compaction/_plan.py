@@ -8,7 +8,14 @@ from typing import Any
 
 from plait.compaction._options import CompactOptions, Strategy
 from plait.errors import NothingToDoError
-from plait.records import AssistantRecord, Record, SummaryRecord, ToolRecord, UserRecord
+from plait.records import (
+    AssistantRecord,
+    Record,
+    SummaryRecord,
+    ToolRecord,
+    UserRecord,
+    newest_summary,
+)
 
 __all__ = ["CompactionPlan", "history_records", "plan"]
 
@@ -79,11 +86,7 @@ def history_records(records: Sequence[Record]) -> tuple[SummaryRecord | None, li
     The same selection as :func:`plait.views.history`: messages (not events, system prompts or
     summaries) from the newest summary's ``folds_to`` on.
     """
-    previous: SummaryRecord | None = None
-    for record in reversed(records):
-        if isinstance(record, SummaryRecord):
-            previous = record
-            break
+    previous = newest_summary(records)
     start = previous.folds_to if previous is not None else -1
     return previous, [r for r in records if r.kind not in _NOT_FOLDED and r.seq >= start]
 

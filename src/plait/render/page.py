@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from plait.records import Message, Record, SummaryRecord
+from plait.records import Message, Record, SummaryRecord, newest_summary
 from plait.render.graph import LineageBox
 
 __all__ = ["ExportPage", "count_line", "folded_by_newest_summary", "folds_of", "plural"]
@@ -71,14 +71,14 @@ def folded_by_newest_summary(records: Sequence[Record]) -> dict[int, int]:
     Those are the messages the model no longer sees. System prompts (always
     sent) and events (never sent) are not folded.
     """
-    for record in reversed(records):
-        if isinstance(record, SummaryRecord):
-            span = folds_of(record)
-            if span is None:
-                return {}
-            folds = range(*span)
-            return {r.seq: record.seq for r in records if r.seq in folds and r.kind in _FOLDABLE}
-    return {}
+    record = newest_summary(records)
+    if record is None:
+        return {}
+    span = folds_of(record)
+    if span is None:
+        return {}
+    folds = range(*span)
+    return {r.seq: record.seq for r in records if r.seq in folds and r.kind in _FOLDABLE}
 
 
 def folds_of(summary: SummaryRecord) -> tuple[int, int] | None:
