@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
+from plait.cli.compaction import compact_command, uncompact_command
 from plait.cli.db import db_group
 from plait.cli.demo import demo_command
 from plait.cli.export import export_command, stats_command
@@ -59,6 +60,8 @@ cli.add_command(demo_command)
 cli.add_command(export_command)
 cli.add_command(stats_command)
 cli.add_command(import_command)
+cli.add_command(compact_command)
+cli.add_command(uncompact_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,94 @@
+"""``plait compact`` folds a session's older messages into a summary; ``plait uncompact`` undoes it.
+
+Both only append (a summary record, or the event that hides one): nothing stored
+is deleted. The default strategy needs no model (observation masking plus an
+extractive summary); the ``llm`` strategy arrives with the runs layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from plait.cli._common import CONTEXT_SETTINGS, Settings, echo_json, open_client, pass_settings
+from plait.compaction import STRATEGIES
+from plait.errors import NothingToDoError
+
+__all__ = ["compact_command", "uncompact_command"]
+
+_MODEL_FREE = tuple(s for s in STRATEGIES if s not in {"llm", "custom"})
+
+
+@click.command("compact", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.option(
+    "--strategy",
+    type=click.Choice(_MODEL_FREE),
+    default=None,
+    help="How to write the summary (default: masking plus an extractive summary, no model).",
+)
+@click.option(
+    "--keep-last",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="N",
+    help="Keep the last N messages as they are (default 12).",
+)
+@click.option("--dry-run", is_flag=True, help="Show what would be folded; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@pass_settings
+def compact_command(
+    settings: Settings,
+    session_id: str,
+    strategy: str | None,
+    keep_last: int | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Fold the older part of a session into a summary now (nothing is deleted)."""
+    client = open_client(settings)
+    session = client.sessions.get(session_id)
+    options: dict[str, object] = {}
+    if strategy is not None:
+        options["compact_strategy"] = strategy
+    if keep_last is not None:
+        options["keep_last"] = keep_last
+    try:
+        if dry_run:
+            plan = session.compact_preview(options)
+            result = None if plan is None else plan.to_dict()
+        else:
+            done = asyncio.run(session.compact(options))
+            result = None if done is None else {
+                "summary": done.summary,
+                "compressed": done.compressed,
+                "kept": done.kept,
+                "folds": [done.folds_from, done.folds_to],
+            }
+    except NothingToDoError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        echo_json(result)
+    elif result is None:
+        click.echo("nothing worth folding")
+    elif dry_run:
+        click.echo(
+            f"would fold {result['compressed']} messages "
+            f"(positions {result['folds'][0]}..{result['folds'][1] - 1}), keep {result['kept']}"
+        )
+    else:
+        click.echo(f"folded {result['compressed']} messages into a summary, kept {result['kept']}")
+
+
+@click.command("uncompact", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@pass_settings
+def uncompact_command(settings: Settings, session_id: str) -> None:
+    """Undo a session's newest compaction: what it folded shows again."""
+    client = open_client(settings)
+    try:
+        summary = client.sessions.get(session_id).uncompact()
+    except NothingToDoError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"undid the compaction at position {summary.seq}")

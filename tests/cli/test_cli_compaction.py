@@ -1,0 +1,57 @@
+"""``plait compact`` and ``plait uncompact``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from plait import Client
+from plait.cli import cli
+
+
+def _store(tmp_path: Path) -> tuple[str, str]:
+    db = str(tmp_path / "c.db")
+    with Client(tmp_path, store=db) as client:
+        s = client.sessions.create()
+        for i in range(10):
+            s.inject({"role": "user", "content": f"request {i}"})
+            s.inject({"role": "assistant", "content": f"answer {i}"})
+        return db, s.id
+
+
+def test_dry_run_then_compact_then_uncompact(tmp_path: Path) -> None:
+    db, sid = _store(tmp_path)
+    runner = CliRunner()
+    base = ["--store", db, "--workspace", str(tmp_path)]
+    dry = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4", "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    plan = json.loads(dry.output)
+    assert plan["compressed"] == 16 and plan["kept"] == 4
+    with Client(tmp_path, store=db) as client:
+        assert client.sessions.get(sid).length == 20  # the dry run wrote nothing
+    done = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4"])
+    assert done.exit_code == 0, done.output
+    assert done.output == "folded 16 messages into a summary, kept 4\n"
+    with Client(tmp_path, store=db) as client:
+        history = client.sessions.history_of(sid, full=False)
+        assert history[0].role == "summary" and len(history) == 5
+    again = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4"])
+    assert again.output == "nothing worth folding\n"
+    undo = runner.invoke(cli, [*base, "uncompact", sid])
+    assert undo.exit_code == 0, undo.output
+    with Client(tmp_path, store=db) as client:
+        assert len(client.sessions.history_of(sid, full=False)) == 20
+    nothing = runner.invoke(cli, [*base, "uncompact", sid])
+    assert nothing.exit_code == 1 and "no compaction to undo" in nothing.output
+    assert "Traceback" not in nothing.output
+
+
+def test_bad_arguments_are_clean_errors(tmp_path: Path) -> None:
+    db, sid = _store(tmp_path)
+    runner = CliRunner()
+    bad = runner.invoke(cli, ["--store", db, "compact", sid, "--keep-last", "-1"])
+    assert bad.exit_code == 2
+    unknown = runner.invoke(cli, ["--store", db, "compact", "no-such-session"])
+    assert unknown.exit_code == 1 and "Traceback" not in unknown.output
