@@ -19,9 +19,9 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Final, Literal
 
+from plait._files import export_target, write_atomically
 from plait._ids import is_session_id, new_id
 from plait._time import from_micros, now_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize, parse_options
@@ -1315,23 +1315,4 @@ class Session:
             lineage=collect_lineage(row.id, describe, store.children),
         )
         text = render_html(page) if kind == "html" else render_markdown(page)
-        if path is None:
-            target = Path(row.workspace, f"plait-{row.id[:8]}.{kind}")
-        else:
-            raw = os.fspath(path)
-            if not isinstance(raw, str) or not raw or "\0" in raw:
-                raise InvalidArgumentError(f"not a usable file path: {path!r}")
-            target = Path(raw).expanduser()
-        target = Path(os.path.abspath(target))
-        if target.is_dir():
-            raise InvalidArgumentError(f"{target} is a folder; give a file path")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Write beside the target and rename, so a reader never sees half a page.
-        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        try:
-            temp.write_bytes(text.encode("utf-8", "replace"))
-            os.replace(temp, target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        return str(target)
+        return write_atomically(export_target(path, row.workspace, row.id, kind), text)

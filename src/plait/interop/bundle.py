@@ -76,6 +76,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, get_args
 
+from plait._files import export_target, write_atomically
 from plait._time import from_micros, now_micros
 from plait.client import Client
 from plait.errors import (
@@ -553,27 +554,9 @@ def write_bundle(
         SessionNotFoundError: the session is not stored.
     """
     bundle = export_bundle(session, mode=mode, redact=redact, include_lineage=include_lineage)
-    if path is None:
-        target = Path(session.workspace, f"plait-{session.id[:8]}.bundle.json")
-    else:
-        raw = os.fspath(path)
-        if not isinstance(raw, str) or not raw or "\0" in raw:
-            raise InvalidArgumentError(f"not a usable file path: {path!r}")
-        target = Path(raw).expanduser()
-    target = Path(os.path.abspath(target))
-    if target.is_dir():
-        raise InvalidArgumentError(f"{target} is a folder; give a file path")
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = export_target(path, session.workspace, session.id, "bundle.json")
     text = json.dumps(bundle, ensure_ascii=False, indent=2) + "\n"
-    # Write beside the target and rename, so a reader never sees half a bundle.
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        temp.write_text(text, encoding="utf-8")
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return str(target)
+    return write_atomically(target, text)
 
 
 # -- import ----------------------------------------------------------------------------
