@@ -18,6 +18,8 @@ The hierarchy::
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
     ├── NothingToDoError                       the verb had nothing to act on (says why)
+    ├── NoSandboxError (RuntimeError)          "no sandbox to take": no target, no handle
+    ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     └── StoreError                             the store itself could not do its job
         ├── StaleSessionError                  compare-and-set on the session head failed
@@ -34,7 +36,9 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidMessageError",
     "MissingDependencyError",
+    "NoSandboxError",
     "NothingToDoError",
+    "SandboxClosedError",
     "PlaitError",
     "SchemaOutdatedError",
     "SchemaTooNewError",
@@ -175,6 +179,20 @@ class NothingToDoError(PlaitError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class NoSandboxError(PlaitError, RuntimeError):
+    """A sandbox was required but the session has neither a target nor a handle.
+
+    Call ``session.to("local")`` or ``session.with_sandbox(handle)`` first.
+    """
+
+
+class SandboxClosedError(PlaitError, RuntimeError):
+    """The session is bound to a sandbox handle that was closed.
+
+    Call ``to(...)`` again or bind a new sandbox.
+    """
 
 
 class MissingDependencyError(PlaitError, ImportError):

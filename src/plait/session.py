@@ -29,7 +29,9 @@ from plait.compaction import compact as write_compaction
 from plait.compaction import plan as plan_compaction
 from plait.errors import (
     InvalidArgumentError,
+    NoSandboxError,
     NothingToDoError,
+    SandboxClosedError,
     SessionClosedError,
     SessionLockedError,
     SessionNotFoundError,
@@ -51,6 +53,7 @@ from plait.records import (
     record_from_message,
 )
 from plait.render import ExportPage, LineageBox, collect_lineage, render_html, render_markdown
+from plait.sandbox import Sandbox, backend_named
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
 from plait.views import full_history, history, system_prompt
@@ -308,13 +311,14 @@ class Session:
     Handles are cheap; a client hands out one handle per session id.
     """
 
-    __slots__ = ("__weakref__", "_host", "_id", "_row", "_writer")
+    __slots__ = ("__weakref__", "_host", "_id", "_row", "_sandbox", "_writer")
 
     def __init__(self, host: SessionHost, session_id: str, row: SessionRow | None) -> None:
         self._host = host
         self._id = session_id
         self._row = row
         self._writer = False
+        self._sandbox: Sandbox | None = None
 
     # -- seed 000 constructors ----------------------------------------------------------
 
@@ -912,6 +916,96 @@ class Session:
         row, _ = self._mutate(build, allow_closed=True)
         return ScratchpadUpdate(True, row.scratchpad_version, row.scratchpad)
 
+    # -- sandbox (seed 000 steps 5-7) -------------------------------------------------------
+
+    def to(self, backend: str, spec: str | None = None) -> Session:
+        """Set where this session's tools run; opens nothing. Returns the session (chainable).
+
+        The target is stored with the session (branches inherit it). A handle
+        this session held is released first: retargeting a branch gives it its
+        own runtime instead of the one it shared.
+
+        Args:
+            backend: a backend name (``local``).
+            spec: backend-specific; for ``local``, an existing folder to use
+                (never deleted). Without it, a managed temporary workspace is
+                created when the sandbox opens and deleted when it closes.
+
+        Raises:
+            InvalidArgumentError: an unknown backend or a spec that is not a string.
+        """
+        backend_named(backend)
+        if spec is not None and not isinstance(spec, str):
+            raise InvalidArgumentError("spec must be a string (for local: a folder path)")
+        self.close_sandbox()
+        self.set_settings(sandbox={"backend": backend, "spec": spec})
+        return self
+
+    @property
+    def sandbox_backend(self) -> str | None:
+        """The backend this session targets, or None."""
+        target = self.settings.get("sandbox")
+        if isinstance(target, Mapping) and isinstance(target.get("backend"), str):
+            return str(target["backend"])
+        return None
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The sandbox handle this session holds now, or None (handles open on demand)."""
+        return self._sandbox
+
+    def require_sandbox(self) -> Sandbox:
+        """Return the current handle, opening one on the target if there is none.
+
+        Raises:
+            NoSandboxError: no target and no handle ("no sandbox to take").
+            SandboxClosedError: the session is bound to a closed handle.
+        """
+        if self._sandbox is not None:
+            if self._sandbox.closed:
+                raise SandboxClosedError("session sandbox is closed")
+            return self._sandbox
+        target = self.settings.get("sandbox")
+        if not isinstance(target, Mapping) or not isinstance(target.get("backend"), str):
+            raise NoSandboxError("no sandbox to take")
+        spec = target.get("spec")
+        self._sandbox = backend_named(target["backend"]).open(
+            spec if isinstance(spec, str) else None
+        )
+        return self._sandbox
+
+    def with_sandbox(self, handle: Sandbox) -> Session:
+        """Bind an open sandbox handle to this session (taking a reference); returns the session.
+
+        Raises:
+            SandboxClosedError: the handle is closed.
+        """
+        if not isinstance(handle, Sandbox):
+            raise InvalidArgumentError(f"with_sandbox takes a Sandbox, not {type(handle).__name__}")
+        handle.acquire()
+        self.close_sandbox()
+        self._sandbox = handle
+        return self
+
+    def close_sandbox(self) -> None:
+        """Release this session's handle; the sandbox closes when no session holds it."""
+        handle, self._sandbox = self._sandbox, None
+        if handle is not None:
+            handle.release()
+
+    def _share_sandbox(self, branch: Session) -> Session:
+        """A branch made while a handle is open shares it (seed 000 step 7)."""
+        if self._sandbox is not None and not self._sandbox.closed and branch._sandbox is None:
+            branch._sandbox = self._sandbox.acquire()
+        return branch
+
+    def __enter__(self) -> Session:
+        self.require_sandbox()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close_sandbox()
+
     # -- compaction (issue 4) -------------------------------------------------------------
 
     def compact_preview(
@@ -1100,7 +1194,7 @@ class Session:
 
     def _spawn(self, row: SessionRow, records: Sequence[Record] = ()) -> Session:
         stored = self._host.store.create(row, records)
-        return self._host._handle(stored)
+        return self._share_sandbox(self._host._handle(stored))
 
     def fork(self, dst: str | None = None) -> Session:
         """Branch from the current state: a new session that shares this transcript.
