@@ -77,9 +77,8 @@ def test_troubleshooting_errors() -> None:
     bare = Session.from_user_message("no target")
     with pytest.raises(NoSandboxError, match="no sandbox to take"):
         bare.require_sandbox()
-    with pytest.raises(RuntimeError):  # the seed's RuntimeError
-        with bare:
-            pass
+    with pytest.raises(RuntimeError), bare:  # the seed's RuntimeError
+        pass
     s = Session.from_user_message("x").to("local")
     handle = s.require_sandbox()
     other = Session.from_user_message("y").with_sandbox(handle)
@@ -95,8 +94,9 @@ def test_troubleshooting_errors() -> None:
         Session.from_user_message("w").with_sandbox(handle)
     with pytest.raises(InvalidArgumentError):
         s.to("mars")
+    missing = Session.from_user_message("v").to("local", spec="/nonexistent/x")
     with pytest.raises(InvalidArgumentError):
-        Session.from_user_message("v").to("local", spec=str(Path("/nonexistent/x"))).require_sandbox()
+        missing.require_sandbox()
 
 
 def test_the_target_is_stored_and_inherited(tmp_path: Path) -> None:
