@@ -14,8 +14,10 @@ from plait.client import Client, SessionCollection, SessionInfo, SessionStats
 from plait.errors import (
     InvalidArgumentError,
     InvalidMessageError,
+    NoSandboxError,
     NothingToDoError,
     PlaitError,
+    SandboxClosedError,
     SessionClosedError,
     SessionExistsError,
     SessionLockedError,
@@ -44,6 +46,7 @@ from plait.records import (
     ToolRecord,
     UserRecord,
 )
+from plait.sandbox import Sandbox
 from plait.session import ChunkTable, ScratchpadUpdate, Session, Snapshot
 from plait.store import MemoryStore, SQLiteStore, Store, open_store
 
@@ -61,8 +64,11 @@ __all__ = [
     "Message",
     "NothingToDoError",
     "PlaitError",
+    "NoSandboxError",
     "Record",
     "SQLiteStore",
+    "Sandbox",
+    "SandboxClosedError",
     "ScratchpadUpdate",
     "SeedResult",
     "Session",
