@@ -368,3 +368,34 @@ def test_sessions_sharing_an_id_share_a_transcript(client: Client) -> None:
     other_client = Client(client.workspace, store=client.store)
     stage_two = other_client.open("stage-shared")
     assert [m.text for m in stage_two.history()] == ["from stage one"]
+
+
+def test_roots_mount_with_the_policy_default_and_list(client: Client, tmp_path: object) -> None:
+    from pathlib import Path
+
+    base = Path(str(tmp_path))
+    (base / "libs").mkdir()
+    (base / "data").mkdir()
+    s = client.open(workspace_policy={"default_mount_mode": "read_only"})
+    added = s.add_root(str(base / "libs"))
+    assert (added.ok, added.mounted_at, added.error) == (True, "libs", None)
+    rw = s.add_root(str(base / "data"), mount_mode="read_write", mounted_at="d")
+    assert rw.ok and rw.mounted_at == "d"
+    roots = s.list_roots()
+    assert roots["primary"] == s.workspace
+    assert roots["additional"] == [
+        {"path": str(base / "libs"), "mounted_at": "libs", "mount_mode": "read_only"},
+        {"path": str(base / "data"), "mounted_at": "d", "mount_mode": "read_write"},
+    ]
+    missing = s.add_root(str(base / "nope"))
+    assert not missing.ok and missing.error is not None
+    clash = s.add_root(str(base / "data"), mounted_at="libs")
+    assert not clash.ok
+    with pytest.raises(InvalidArgumentError):
+        s.add_root(str(base / "data"), mount_mode="sideways")
+    assert s.remove_root("d").ok
+    assert not s.remove_root("d").ok
+    assert [r["mounted_at"] for r in s.list_roots()["additional"]] == ["libs"]  # type: ignore[index,union-attr]
+    assert s.fork().list_roots()["additional"] == s.list_roots()["additional"]
+    s.set_workspace_anchor("/srv/app")
+    assert s.list_roots()["primary"] == "/srv/app"

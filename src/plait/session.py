@@ -61,6 +61,7 @@ from plait.views import full_history, history, system_prompt
 __all__ = [
     "MAX_TITLE",
     "ChunkTable",
+    "RootResult",
     "ScratchpadUpdate",
     "Session",
     "SessionHost",
@@ -133,6 +134,18 @@ def validate_workspace_policy(policy: object) -> dict[str, JSONValue]:
             f"default_mount_mode must be one of {', '.join(_MOUNT_MODES)}, not {mode!r}"
         )
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class RootResult:
+    """What ``add_root`` and ``remove_root`` return: seed 003's ``{ok, mounted_at?, error?}``."""
+
+    ok: bool
+    """Whether the change was made."""
+    mounted_at: str | None
+    """Where the root is (or was) mounted."""
+    error: str | None
+    """Why not, when ``ok`` is False."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1152,6 +1165,77 @@ class Session:
         merged.update(validate_workspace_policy(policy))
         self.set_settings(workspace_policy=merged)
         return True
+
+    def add_root(
+        self, root: str, *, mount_mode: str | None = None, mounted_at: str | None = None
+    ) -> RootResult:
+        """Mount another folder into the session's workspace (seed 003's ``add_root``).
+
+        Args:
+            root: an existing folder.
+            mount_mode: ``read_only`` or ``read_write``; default: the workspace
+                policy's ``default_mount_mode``.
+            mounted_at: the name tools see it under (default: the folder's name).
+
+        Returns:
+            ``RootResult(ok, mounted_at, error)``: ``ok=False`` with the reason for a
+            folder that does not exist or a name already mounted (nothing is stored).
+
+        Raises:
+            InvalidArgumentError: a mount mode other than ``read_only`` / ``read_write``.
+        """
+        mode = mount_mode or str(self.workspace_policy["default_mount_mode"])
+        if mode not in _MOUNT_MODES:
+            raise InvalidArgumentError(
+                f"mount_mode must be one of {', '.join(_MOUNT_MODES)}, not {mode!r}"
+            )
+        if not isinstance(root, str) or not root:
+            raise InvalidArgumentError("root must be a folder path")
+        folder = os.path.abspath(os.path.expanduser(root))
+        if not os.path.isdir(folder):
+            return RootResult(False, None, f"{root!r} is not an existing folder")
+        name = mounted_at or os.path.basename(folder.rstrip(os.sep)) or folder
+        roots = self._roots()
+        if any(r["mounted_at"] == name for r in roots):
+            return RootResult(False, None, f"something is already mounted at {name!r}")
+        roots.append({"path": folder, "mounted_at": name, "mount_mode": mode})
+        self.set_settings(roots=roots)
+        return RootResult(True, name, None)
+
+    def remove_root(self, root: str) -> RootResult:
+        """Unmount a root, named by its path or by where it is mounted (seed 003)."""
+        roots = self._roots()
+        folder = os.path.abspath(os.path.expanduser(root)) if isinstance(root, str) else None
+        keep = [r for r in roots if r["mounted_at"] != root and r["path"] != folder]
+        if len(keep) == len(roots):
+            return RootResult(False, None, f"{root!r} is not mounted")
+        gone = next(r for r in roots if r not in keep)
+        self.set_settings(roots=keep or None)
+        return RootResult(True, gone["mounted_at"], None)
+
+    def list_roots(self) -> dict[str, JSONValue]:
+        """Return ``{primary, additional}``: the workspace root and the mounted roots (seed 003).
+
+        ``primary`` is the workspace anchor if one is set, else the open sandbox's
+        folder, else the session's workspace.
+        """
+        if self.workspace_anchor is not None:
+            primary = self.workspace_anchor
+        elif self._sandbox is not None and not self._sandbox.closed:
+            primary = str(self._sandbox.root)
+        else:
+            primary = self.workspace
+        return {"primary": primary, "additional": [dict(r) for r in self._roots()]}
+
+    def _roots(self) -> list[dict[str, str]]:
+        raw = self.settings.get("roots")
+        if not isinstance(raw, list):
+            return []
+        return [
+            {k: str(v) for k, v in r.items()}
+            for r in raw
+            if isinstance(r, Mapping) and {"path", "mounted_at", "mount_mode"} <= set(r)
+        ]
 
     @property
     def settings(self) -> dict[str, JSONValue]:
