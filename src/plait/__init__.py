@@ -47,7 +47,7 @@ from plait.records import (
     UserRecord,
 )
 from plait.sandbox import Sandbox
-from plait.session import ChunkTable, ScratchpadUpdate, Session, Snapshot
+from plait.session import ChunkTable, RootResult, ScratchpadUpdate, Session, Snapshot
 from plait.store import MemoryStore, SQLiteStore, Store, open_store
 
 __version__ = "0.1.0"
@@ -66,6 +66,7 @@ __all__ = [
     "PlaitError",
     "NoSandboxError",
     "Record",
+    "RootResult",
     "SQLiteStore",
     "Sandbox",
     "SandboxClosedError",
