@@ -109,3 +109,21 @@ def test_the_decorator_builds_schemas_from_types(ctx: ToolContext) -> None:
     with pytest.raises(InvalidArgumentError):
         tool(lambda x: x)  # no annotation
     assert {t.name for t in BUILTIN_TOOLS} == {"shell", "read_file", "write_file", "list_files"}
+
+
+def test_a_session_s_roots_and_mount_modes_reach_the_tools(tmp_path: Path) -> None:
+    from plait import Client
+
+    (tmp_path / "ro").mkdir()
+    (tmp_path / "rw").mkdir()
+    with Client(tmp_path, store=":memory:") as client:
+        s = client.open(workspace_policy={"default_mount_mode": "read_only"})
+        s.add_root(str(tmp_path / "ro"))
+        s.add_root(str(tmp_path / "rw"), mount_mode="read_write")
+        with s.to("local"):
+            ctx = ToolContext.from_roots(s.require_sandbox().root, s.list_roots())
+            assert not run(write_file.call(ctx, {"path": "ro/x.txt", "content": "no"})).ok
+            assert run(write_file.call(ctx, {"path": "rw/x.txt", "content": "yes"})).ok
+            assert run(write_file.call(ctx, {"path": "own.txt", "content": "yes"})).ok
+    assert (tmp_path / "rw" / "x.txt").read_text() == "yes"
+    assert not (tmp_path / "ro" / "x.txt").exists()
