@@ -21,6 +21,10 @@ The hierarchy::
     ├── NoSandboxError (RuntimeError)          "no sandbox to take": no target, no handle
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    ├── ProviderError                          a model provider could not answer
+    │   ├── ProviderResponseError              it answered with something unusable
+    │   │   └── ToolArgumentsError             a tool call's arguments are not a JSON object
+    │   └── ScriptExhaustedError               the scripted provider ran out of replies
     └── StoreError                             the store itself could not do its job
         ├── StaleSessionError                  compare-and-set on the session head failed
         ├── SchemaTooNewError                  the database was written by a newer plait
@@ -40,7 +44,10 @@ __all__ = [
     "NothingToDoError",
     "SandboxClosedError",
     "PlaitError",
+    "ProviderError",
+    "ProviderResponseError",
     "SchemaOutdatedError",
+    "ScriptExhaustedError",
     "SchemaTooNewError",
     "SessionClosedError",
     "SessionExistsError",
@@ -49,6 +56,7 @@ __all__ = [
     "StaleSessionError",
     "StoreCorruptError",
     "StoreError",
+    "ToolArgumentsError",
     "UnknownOptionError",
 ]
 
@@ -201,6 +209,58 @@ class MissingDependencyError(PlaitError, ImportError):
     def __init__(self, feature: str, extra: str) -> None:
         self.extra = extra
         super().__init__(f"{feature} needs an optional extra: pip install 'plait[{extra}]'")
+
+
+class ProviderError(PlaitError):
+    """A model provider could not answer (the SDK's own error is chained as ``__cause__``).
+
+    Attributes:
+        provider: the provider's name (``openai``, ``anthropic``, ``scripted`` ...).
+        status_code: the HTTP status the API answered with, when there was one.
+    """
+
+    def __init__(self, provider: str, message: str, *, status_code: int | None = None) -> None:
+        self.provider = provider
+        self.status_code = status_code
+        super().__init__(f"{provider}: {message}")
+
+
+class ProviderResponseError(ProviderError):
+    """The provider answered, but not with something plait can use (e.g. a cut-off stream)."""
+
+
+class ToolArgumentsError(ProviderResponseError):
+    """A tool call's streamed arguments are not a JSON object.
+
+    Attributes:
+        tool_name: the tool the model called.
+        call_id: the call's id.
+        raw: the argument text exactly as streamed.
+    """
+
+    def __init__(self, provider: str, tool_name: str, call_id: str, raw: str, reason: str) -> None:
+        self.tool_name = tool_name
+        self.call_id = call_id
+        self.raw = raw
+        shown = raw if len(raw) <= 200 else raw[:200] + "..."
+        super().__init__(
+            provider, f"tool call {call_id!r} to {tool_name!r}: arguments {reason}: {shown!r}"
+        )
+
+
+class ScriptExhaustedError(ProviderError):
+    """A :class:`~plait.providers.ScriptedProvider` was asked for more replies than it holds.
+
+    Attributes:
+        served: how many replies it had already given.
+    """
+
+    def __init__(self, served: int) -> None:
+        self.served = served
+        super().__init__(
+            "scripted",
+            f"no scripted reply left (all {served} were used); give the provider more replies",
+        )
 
 
 class StoreError(PlaitError):

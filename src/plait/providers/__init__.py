@@ -1,0 +1,63 @@
+"""Models behind one streaming protocol.
+
+:mod:`~plait.providers.base` defines the protocol (:class:`Request`, the stream
+events, :class:`Provider`, :func:`complete`); the adapters are
+:class:`OpenAIProvider` (``[openai]`` extra), :class:`AnthropicProvider`
+(``[anthropic]`` extra) and :class:`ScriptedProvider` (always there, for tests and
+demos). :func:`select_provider` picks one from an argument or the environment.
+
+The adapters' SDKs are imported when a provider is created, never at
+``import plait.providers``.
+"""
+
+from __future__ import annotations
+
+from plait.providers.anthropic import AnthropicProvider
+from plait.providers.base import (
+    FINISH_REASONS,
+    SUMMARY_PREFIX,
+    Finish,
+    FinishReason,
+    Provider,
+    ProviderError,
+    ProviderResponseError,
+    Reply,
+    Request,
+    ScriptExhaustedError,
+    StreamEvent,
+    TextDelta,
+    ToolArgumentsError,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+    complete,
+)
+from plait.providers.openai import OpenAIProvider
+from plait.providers.scripted import ScriptedProvider, ScriptedReply
+from plait.providers.select import parse_model_spec, select_provider
+
+__all__ = [
+    "FINISH_REASONS",
+    "SUMMARY_PREFIX",
+    "AnthropicProvider",
+    "Finish",
+    "FinishReason",
+    "OpenAIProvider",
+    "Provider",
+    "ProviderError",
+    "ProviderResponseError",
+    "Reply",
+    "Request",
+    "ScriptExhaustedError",
+    "ScriptedProvider",
+    "ScriptedReply",
+    "StreamEvent",
+    "TextDelta",
+    "ToolArgumentsError",
+    "ToolCallDelta",
+    "ToolSpec",
+    "Usage",
+    "complete",
+    "parse_model_spec",
+    "select_provider",
+]

@@ -1,0 +1,284 @@
+"""Anthropic's Messages API, through the official ``anthropic`` SDK (``[anthropic]`` extra).
+
+How plait messages are sent:
+
+* every ``system`` message goes into the separate ``system`` parameter (several are
+  joined with a blank line, in order);
+* ``user`` -> a ``user`` turn with a text block;
+* ``summary`` -> a ``user`` text block, :data:`~plait.providers.base.SUMMARY_PREFIX`
+  then the summary (the API has no summary role);
+* ``assistant`` -> an ``assistant`` turn: a text block (when there is text) and a
+  ``tool_use`` block ``{"id", "name", "input"}`` per tool call; an assistant message
+  with neither is left out (the API refuses empty turns);
+* ``tool`` -> a ``tool_result`` block ``{"tool_use_id", "content", "is_error"}`` in a
+  ``user`` turn (``is_error`` is set when the tool failed).
+
+The API wants user and assistant turns to alternate, so consecutive blocks of one
+role are merged into one turn (several tool results answer one assistant turn).
+Empty text blocks are dropped (the API refuses them).
+
+Usage (decision D29): plait's ``input_tokens`` is ``input_tokens`` +
+``cache_read_input_tokens`` + ``cache_creation_input_tokens``, because Anthropic's
+``input_tokens`` counts only the uncached part; ``cached_tokens`` is
+``cache_read_input_tokens``. Stop reasons: ``end_turn``, ``stop_sequence`` and
+``pause_turn`` -> ``stop``; ``tool_use`` -> ``tool_calls``; ``max_tokens`` ->
+``length``; ``refusal`` -> ``content_filter``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Final
+
+from plait.errors import MissingDependencyError
+from plait.providers.base import (
+    Finish,
+    FinishReason,
+    ProviderError,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+    summary_text,
+)
+from plait.records import JSONValue, Message
+
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "DEFAULT_MAX_TOKENS", "AnthropicProvider", "to_anthropic"]
+
+DEFAULT_ANTHROPIC_MODEL: Final = "claude-haiku-4-5"
+"""The model used when none is named (``PLAIT_MODEL=anthropic`` or only ``ANTHROPIC_API_KEY``)."""
+
+DEFAULT_MAX_TOKENS: Final = 4096
+"""``max_tokens`` when a request gives none: the Messages API requires one."""
+
+_FINISH: Final[dict[str, FinishReason]] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise MissingDependencyError("the Anthropic provider", "anthropic") from exc
+    return anthropic
+
+
+def to_anthropic(
+    messages: list[Message] | tuple[Message, ...],
+) -> tuple[str | None, list[dict[str, JSONValue]]]:
+    """Map plait messages to the Messages API (the rules in the module docstring).
+
+    Args:
+        messages: the conversation, oldest first.
+
+    Returns:
+        ``(system, messages)``: the system prompt (``None`` without one) and the
+        ``messages`` array of the request body.
+    """
+    system: list[str] = []
+    turns: list[dict[str, JSONValue]] = []
+
+    def add(role: str, blocks: list[dict[str, JSONValue]]) -> None:
+        if not blocks:
+            return
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+
+    def text(value: str) -> list[dict[str, JSONValue]]:
+        return [{"type": "text", "text": value}] if value else []
+
+    for m in messages:
+        if m.role == "system":
+            if m.text:
+                system.append(m.text)
+        elif m.role == "user":
+            add("user", text(m.text))
+        elif m.role == "summary":
+            add("user", text(summary_text(m)))
+        elif m.role == "assistant":
+            blocks = text(m.text)
+            blocks += [
+                {"type": "tool_use", "id": c.id, "name": c.name, "input": dict(c.arguments)}
+                for c in m.tool_calls
+            ]
+            add("assistant", blocks)
+        else:  # tool
+            add(
+                "user",
+                [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": m.tool_call_id,
+                        "content": m.text,
+                        "is_error": m.ok is False,
+                    }
+                ],
+            )
+    return ("\n\n".join(system) if system else None), turns
+
+
+class AnthropicProvider:
+    """A Claude model behind Anthropic's Messages API.
+
+    Args:
+        model: the model to call when a request names none.
+        api_key: the key; ``None`` lets the SDK read ``ANTHROPIC_API_KEY``.
+        base_url: the API's root; ``None`` lets the SDK read ``ANTHROPIC_BASE_URL``
+            or use Anthropic's.
+        max_retries: the SDK's retries on connection errors, 429 and 5xx.
+        timeout: seconds before a request is abandoned.
+        client: an ``anthropic.AsyncAnthropic`` to use as it is (the other
+            connection arguments are then ignored).
+
+    Raises:
+        MissingDependencyError: the ``anthropic`` package is not installed.
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_ANTHROPIC_MODEL,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+        client: AsyncAnthropic | None = None,
+    ) -> None:
+        self._model = model
+        if client is None:
+            anthropic = _sdk()
+            client = anthropic.AsyncAnthropic(
+                api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            )
+        self._client: AsyncAnthropic = client
+
+    @property
+    def name(self) -> str:
+        """``anthropic``."""
+        return "anthropic"
+
+    @property
+    def model(self) -> str:
+        """The model called when a request names none."""
+        return self._model
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._client.base_url)
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        system, turns = to_anthropic(tuple(request.messages))
+        body: dict[str, Any] = {
+            "model": request.model or self._model,
+            "messages": turns,
+            "max_tokens": request.max_tokens or DEFAULT_MAX_TOKENS,
+            "stream": True,
+        }
+        if system is not None:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in request.tools
+            ]
+        extra: dict[str, Any] = {}
+        if request.temperature is not None:
+            # In the JSON body rather than as a keyword: recent SDKs dropped the
+            # ``temperature`` parameter from ``messages.create``, the API still takes it.
+            extra["temperature"] = request.temperature
+        extra.update(request.extra)
+        if extra:
+            body["extra_body"] = extra
+        return body
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Send ``request`` as a streamed message and yield its events.
+
+        Raises:
+            ProviderError: the API or the connection failed, or the stream carried
+                an ``error`` event (the SDK's error chained).
+        """
+        anthropic = _sdk()
+        create: Any = self._client.messages.create
+        tool_index: dict[int, int] = {}  # content block index -> plait tool-call index
+        counts = {"input": 0, "cache_read": 0, "cache_write": 0, "output": 0}
+        stop: str | None = None
+        finished = False
+        try:
+            events = await create(**self._body(request))
+            async with events:
+                async for event in events:
+                    kind = event.type
+                    if kind == "message_start":
+                        _take_usage(counts, event.message.usage)
+                    elif kind == "content_block_start":
+                        block = event.content_block
+                        if block.type == "tool_use":
+                            tool_index[event.index] = len(tool_index)
+                            yield ToolCallDelta(tool_index[event.index], block.id, block.name, "")
+                        elif block.type == "text" and block.text:
+                            yield TextDelta(block.text)
+                    elif kind == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta" and delta.text:
+                            yield TextDelta(delta.text)
+                        elif (
+                            delta.type == "input_json_delta"
+                            and event.index in tool_index
+                            and delta.partial_json
+                        ):
+                            yield ToolCallDelta(
+                                tool_index[event.index], arguments_delta=delta.partial_json
+                            )
+                    elif kind == "message_delta":
+                        _take_usage(counts, event.usage)
+                        stop = event.delta.stop_reason or stop
+                    elif kind == "message_stop":
+                        finished = True
+        except anthropic.APIStatusError as exc:
+            raise ProviderError(
+                "anthropic",
+                f"the API answered {exc.status_code}: {exc.message}",
+                status_code=exc.status_code,
+            ) from exc
+        except anthropic.AnthropicError as exc:
+            raise ProviderError("anthropic", f"request failed: {exc}") from exc
+        yield Usage(
+            counts["input"] + counts["cache_read"] + counts["cache_write"],
+            counts["output"],
+            counts["cache_read"],
+        )
+        if finished:
+            yield Finish(_FINISH.get(stop or "end_turn", "stop"))
+        # No message_stop: the stream was cut off; no Finish, so complete() says so.
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(model={self._model!r}, base_url={self.base_url!r})"
+
+
+def _take_usage(counts: dict[str, int], usage: Any) -> None:
+    """Update the running counts from a usage object; the API's counts are cumulative."""
+    if usage is None:
+        return
+    for key, attr in (
+        ("input", "input_tokens"),
+        ("cache_read", "cache_read_input_tokens"),
+        ("cache_write", "cache_creation_input_tokens"),
+        ("output", "output_tokens"),
+    ):
+        value = getattr(usage, attr, None)
+        if isinstance(value, int):
+            counts[key] = value

@@ -1,0 +1,355 @@
+"""The streaming protocol every model provider speaks.
+
+A provider takes a :class:`Request` (the messages, the tools, the model and the
+sampling settings) and streams :data:`StreamEvent` values back:
+
+* :class:`TextDelta` -- a piece of the reply's text;
+* :class:`ToolCallDelta` -- a piece of one tool call, keyed by its ``index``: the
+  first delta of a call usually carries its ``id`` and ``name``, the following ones
+  pieces of its JSON ``arguments``;
+* :class:`Usage` -- the token counts of the reply so far (a later ``Usage`` replaces
+  an earlier one: they are totals, not increments);
+* :class:`Finish` -- why the reply ended. It is always the last event; a stream that
+  ends without one was cut off.
+
+Each event is a frozen dataclass with a ``type`` discriminator, so a consumer can
+``match`` on the class or switch on ``event.type``. :func:`complete` turns a whole
+stream into a :class:`Reply`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Protocol, TypeAlias, get_args, runtime_checkable
+
+from plait._ids import new_id
+from plait.errors import (
+    InvalidArgumentError,
+    ProviderError,
+    ProviderResponseError,
+    ScriptExhaustedError,
+    ToolArgumentsError,
+)
+from plait.records import JSONValue, Message, ToolCall
+
+__all__ = [
+    "FINISH_REASONS",
+    "SUMMARY_PREFIX",
+    "Finish",
+    "FinishReason",
+    "Provider",
+    "ProviderError",
+    "ProviderResponseError",
+    "Reply",
+    "Request",
+    "ScriptExhaustedError",
+    "StreamEvent",
+    "TextDelta",
+    "ToolArgumentsError",
+    "ToolCallDelta",
+    "ToolSpec",
+    "Usage",
+    "arguments_json",
+    "complete",
+    "summary_text",
+]
+
+
+# -- errors ----------------------------------------------------------------------------
+# They derive from PlaitError like every other plait error; they live here (not in
+# plait.errors) while the providers layer is new, and are re-exported by plait.providers.
+
+
+# -- request ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool the model may call, described by a JSON schema."""
+
+    name: str
+    """The name the model calls it by."""
+    description: str = ""
+    """What the tool does, for the model."""
+    parameters: Mapping[str, JSONValue] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    """A JSON schema (an ``object``) for the arguments."""
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, Any]) -> ToolSpec:
+        """Build a spec from ``{"name", "description"?, "parameters"?}``.
+
+        Raises:
+            InvalidArgumentError: no string ``name``, unknown keys, or ``parameters``
+                that is not an object.
+        """
+        unknown = set(spec) - {"name", "description", "parameters"}
+        if unknown:
+            raise InvalidArgumentError(f"unknown tool spec keys: {', '.join(sorted(unknown))}")
+        name = spec.get("name")
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError("a tool spec needs a non-empty string 'name'")
+        description = spec.get("description", "")
+        if not isinstance(description, str):
+            raise InvalidArgumentError(f"tool {name!r}: 'description' must be a string")
+        parameters = spec.get("parameters", {"type": "object", "properties": {}})
+        if not isinstance(parameters, Mapping):
+            raise InvalidArgumentError(f"tool {name!r}: 'parameters' must be a JSON schema object")
+        return cls(name, description, dict(parameters))
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return ``{"name", "description", "parameters"}``."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": dict(self.parameters),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One model call: what the model sees and how it should answer."""
+
+    messages: Sequence[Message]
+    """The conversation, system prompt(s) included, oldest first."""
+    tools: Sequence[ToolSpec] = ()
+    """The tools the model may call."""
+    model: str | None = None
+    """The model to use; ``None`` means the provider's own ``model``."""
+    max_tokens: int | None = None
+    """The most tokens the reply may have; ``None`` is the provider's default."""
+    temperature: float | None = None
+    """Sampling temperature; ``None`` is the API's default."""
+    extra: Mapping[str, JSONValue] = field(default_factory=dict)
+    """Provider-specific request fields, sent as they are (in the JSON body)."""
+
+    def __post_init__(self) -> None:
+        if self.max_tokens is not None and self.max_tokens <= 0:
+            raise InvalidArgumentError(f"max_tokens must be positive, got {self.max_tokens}")
+        tools = tuple(ToolSpec.from_dict(t) if isinstance(t, Mapping) else t for t in self.tools)
+        for tool in tools:
+            if not isinstance(tool, ToolSpec):
+                raise InvalidArgumentError(f"tools must be ToolSpec or dicts, got {tool!r}")
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise InvalidArgumentError(f"tool names must be unique, got {names}")
+        object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "messages", tuple(self.messages))
+        for message in self.messages:
+            if not isinstance(message, Message):
+                raise InvalidArgumentError(f"messages must be plait Messages, got {message!r}")
+
+
+# -- events ----------------------------------------------------------------------------
+
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+"""Why a reply ended: done, wants its tool calls run, hit ``max_tokens``, was filtered,
+or the provider reported an error in the stream."""
+
+FINISH_REASONS: tuple[FinishReason, ...] = get_args(FinishReason)
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the reply's text."""
+
+    type: ClassVar[Literal["text_delta"]] = "text_delta"
+    text: str
+    """The text, to append to what came before."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of one tool call; the deltas of one call share its ``index``."""
+
+    type: ClassVar[Literal["tool_call_delta"]] = "tool_call_delta"
+    index: int
+    """Which call of the reply this piece belongs to (0, 1, ...)."""
+    id: str | None = None
+    """The call's id, usually only on its first delta."""
+    name: str | None = None
+    """The tool's name, usually only on its first delta."""
+    arguments_delta: str = ""
+    """A piece of the JSON arguments, to append to what came before."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one reply (plait's ``meta["usage"]`` shape, decision D29)."""
+
+    type: ClassVar[Literal["usage"]] = "usage"
+    input_tokens: int = 0
+    """Every prompt token the provider counted, cached ones included."""
+    output_tokens: int = 0
+    """The tokens the model wrote."""
+    cached_tokens: int = 0
+    """The part of ``input_tokens`` served from the provider's cache."""
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """Return ``{"input_tokens", "output_tokens", "cached_tokens"}`` for ``meta["usage"]``."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Usage:
+        """Read a ``meta["usage"]`` object; a count that is not a non-negative int is 0."""
+
+        def count(key: str) -> int:
+            value = data.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                return value
+            return 0
+
+        return cls(count("input_tokens"), count("output_tokens"), count("cached_tokens"))
+
+
+@dataclass(frozen=True, slots=True)
+class Finish:
+    """The reply ended; always the last event of a stream."""
+
+    type: ClassVar[Literal["finish"]] = "finish"
+    reason: FinishReason
+    """Why it ended."""
+
+
+StreamEvent: TypeAlias = TextDelta | ToolCallDelta | Usage | Finish
+"""One event of a provider's stream."""
+
+
+# -- provider --------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model behind the streaming protocol."""
+
+    @property
+    def name(self) -> str:
+        """The provider's kind: ``openai``, ``anthropic``, ``scripted`` ..."""
+        ...
+
+    @property
+    def model(self) -> str:
+        """The model it calls when the request names none."""
+        ...
+
+    def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        """Send ``request`` and yield the reply as events, :class:`Finish` last.
+
+        Implementations are async generators (``async def`` with ``yield``).
+
+        Raises:
+            ProviderError: the API failed (its error chained).
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A whole reply, as :func:`complete` assembles it from a stream."""
+
+    text: str = ""
+    """The reply's text."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The tool calls it made, in index order, arguments decoded."""
+    usage: Usage | None = None
+    """Its token counts, when the provider reported them."""
+    finish_reason: FinishReason = "stop"
+    """Why it ended."""
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+
+def _finish_call(provider: str, index: int, pending: _PendingCall) -> ToolCall:
+    call_id = pending.id or f"call_{new_id()}"
+    if not pending.name:
+        raise ProviderResponseError(provider, f"tool call #{index} ({call_id!r}) has no name")
+    raw = "".join(pending.arguments)
+    if not raw.strip():
+        return ToolCall(call_id, pending.name, {})
+    try:
+        arguments = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ToolArgumentsError(
+            provider, pending.name, call_id, raw, f"are not valid JSON ({exc.msg})"
+        ) from exc
+    if not isinstance(arguments, dict):
+        raise ToolArgumentsError(provider, pending.name, call_id, raw, "are not a JSON object")
+    return ToolCall(call_id, pending.name, arguments)
+
+
+async def complete(provider: Provider, request: Request) -> Reply:
+    """Run ``request`` on ``provider`` and assemble the streamed events into a :class:`Reply`.
+
+    Text deltas are joined. Tool-call deltas are grouped by ``index``: the first
+    non-empty ``id`` and ``name`` of a call win (a server that repeats them on every
+    delta is fine), its ``arguments_delta`` pieces are joined and decoded as JSON
+    (empty arguments are ``{}``); a call that never got an id gets a fresh one. The
+    last :class:`Usage` is the reply's usage.
+
+    Args:
+        provider: the model to ask.
+        request: what to ask it.
+
+    Returns:
+        The reply.
+
+    Raises:
+        ToolArgumentsError: a tool call's arguments are not a JSON object.
+        ProviderResponseError: a tool call without a name, or the stream ended
+            without a :class:`Finish` (it was cut off).
+        ProviderError: the provider failed.
+    """
+    text: list[str] = []
+    calls: dict[int, _PendingCall] = {}
+    usage: Usage | None = None
+    finish: Finish | None = None
+    async for event in provider.stream(request):
+        if finish is not None:
+            raise ProviderResponseError(provider.name, f"event after finish: {event!r}")
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, ToolCallDelta):
+            pending = calls.setdefault(event.index, _PendingCall())
+            if event.id and not pending.id:
+                pending.id = event.id
+            if event.name and not pending.name:
+                pending.name = event.name
+            if event.arguments_delta:
+                pending.arguments.append(event.arguments_delta)
+        elif isinstance(event, Usage):
+            usage = event
+        elif isinstance(event, Finish):
+            finish = event
+        else:
+            raise ProviderResponseError(provider.name, f"not a stream event: {event!r}")
+    if finish is None:
+        raise ProviderResponseError(provider.name, "the stream ended without a finish (cut off)")
+    tool_calls = tuple(_finish_call(provider.name, i, calls[i]) for i in sorted(calls))
+    return Reply("".join(text), tool_calls, usage, finish.reason)
+
+
+SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"
+"""What a ``summary`` message's text is sent after: APIs have no summary role, so an
+adapter sends it as a user message that says what it is."""
+
+
+def summary_text(message: Message) -> str:
+    """The text a ``summary`` message is sent as (``SUMMARY_PREFIX`` then the summary)."""
+    return SUMMARY_PREFIX + message.text
+
+
+def arguments_json(call: ToolCall) -> str:
+    """A tool call's arguments as the compact JSON string the wire formats carry."""
+    return json.dumps(dict(call.arguments), ensure_ascii=False, separators=(",", ":"))
