@@ -1,0 +1,91 @@
+"""The agent loop's first slice: prompt() on a stored session with the scripted provider."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from plait import Client, InvalidArgumentError, Session, ToolCall
+from plait.providers import Reply, ScriptedProvider, Usage
+from plait.run import prompt
+
+
+def _session(client: Client, tmp_path: Path) -> Session:
+    s = client.sessions.create([{"role": "system", "content": "You are terse."}])
+    (tmp_path / "box").mkdir()
+    (tmp_path / "box" / "hello.txt").write_text("hi there")
+    return s.to("local", spec=str(tmp_path / "box"))
+
+
+def test_a_plain_reply(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider(["Hello!"])
+    result = asyncio.run(prompt(s, "greet me", provider=provider))
+    assert result.text == "Hello!" and result.steps == 1
+    assert [m.role for m in s.history()] == ["user", "assistant"]
+    sent = provider.requests[0].messages
+    assert [m.role for m in sent] == ["system", "user"] and sent[0].text == "You are terse."
+
+
+def test_tool_calls_run_in_the_sandbox_and_are_recorded_in_pairs(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider([
+        Reply(tool_calls=(ToolCall("c1", "read_file", {"path": "hello.txt"}),
+                          ToolCall("c2", "read_file", {"path": "../escape.txt"})),
+              usage=Usage(10, 5, 2), finish_reason="tool_calls"),
+        Reply(text="The file says hi there.", usage=Usage(20, 6, 0)),
+    ])
+    events: list[object] = []
+    result = asyncio.run(prompt(s, "what does hello.txt say?", provider=provider,
+                                on_event=events.append))
+    assert result.text == "The file says hi there."
+    assert result.usage == {"input_tokens": 30, "output_tokens": 11, "cached_tokens": 2}
+    history = s.history()
+    assert [m.role for m in history] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert (history[2].tool_call_id, history[2].ok, history[2].text) == ("c1", True, "hi there")
+    assert history[3].ok is False and "outside the sandbox" in history[3].text
+    # The second model call saw the tool results.
+    assert [m.role for m in provider.requests[1].messages][-2:] == ["tool", "tool"]
+    assert s.records[2].meta["usage"] == {"input_tokens": 10, "output_tokens": 5,
+                                          "cached_tokens": 2}
+    assert events  # the stream was forwarded
+    stats = client.session_stats([s.id])[0]
+    assert (stats.replies, stats.input_tokens) == (2, 30)
+
+
+def test_denied_and_unknown_tools_are_failed_results(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider([
+        Reply(tool_calls=(ToolCall("a", "shell", {"command": "rm -rf /"}),
+                          ToolCall("b", "teleport", {})), finish_reason="tool_calls"),
+        "Understood.",
+    ])
+    asked: list[str] = []
+
+    async def approve(call: ToolCall) -> bool:
+        asked.append(call.name)
+        return call.name != "shell"
+
+    asyncio.run(prompt(s, "do it", provider=provider, on_approval=approve))
+    tools = [m for m in s.history() if m.role == "tool"]
+    assert asked == ["shell", "teleport"]
+    assert [(m.tool_call_id, m.ok) for m in tools] == [("a", False), ("b", False)]
+    assert "denied" in tools[0].text and "no tool named" in tools[1].text
+
+
+def test_the_step_limit_leaves_a_valid_transcript(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    loop_forever = Reply(tool_calls=(ToolCall("x", "list_files", {}),), finish_reason="tool_calls")
+    result = asyncio.run(prompt(s, "loop", provider=ScriptedProvider([loop_forever] * 3),
+                                max_steps=3))
+    assert result.finish_reason == "max_steps" and result.steps == 3
+    roles = [m.role for m in s.history()]
+    assert roles == ["user"] + ["assistant", "tool"] * 3
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(prompt(s, "  ", provider=ScriptedProvider(["x"])))
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(prompt(s, "x", provider=ScriptedProvider(["x"]), max_steps=0))
