@@ -1365,6 +1365,10 @@ class Session:
             InvalidArgumentError: no other session, or one from another store.
             SessionNotFoundError: a session was never stored.
         """
+        return self._join(others, dst=dst, operator="Session.merge")
+
+    def _join(self, others: Sequence[Session], *, dst: str | None, operator: str) -> Session:
+        """Merge's work, under a given lineage operator (``Session.run`` uses it too)."""
         if not others:
             raise InvalidArgumentError("merge needs at least one other session")
         row = self._fresh()
@@ -1398,7 +1402,7 @@ class Session:
         messages = sum(1 for r in copies if r.kind != "event")
         layout = replace(layout, end_seq=pos, end_msgs=layout.end_msgs + messages)
         parents = tuple(dict.fromkeys((row.id, *(r.id for r in rows))))
-        new_row = self._branch_row(row, layout, dst, parents=parents, operator="Session.merge")
+        new_row = self._branch_row(row, layout, dst, parents=parents, operator=operator)
         return self._spawn(new_row, copies)
 
     # -- exporting --------------------------------------------------------------------

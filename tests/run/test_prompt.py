@@ -89,3 +89,49 @@ def test_the_step_limit_leaves_a_valid_transcript(client: Client, tmp_path: Path
         asyncio.run(prompt(s, "  ", provider=ScriptedProvider(["x"])))
     with pytest.raises(InvalidArgumentError):
         asyncio.run(prompt(s, "x", provider=ScriptedProvider(["x"]), max_steps=0))
+
+
+def test_run_session_joins_agent_and_user_and_shares_the_user_sandbox(tmp_path: Path) -> None:
+    from plait.run import run_session
+
+    (tmp_path / "box").mkdir()
+    (tmp_path / "box" / "a.txt").write_text("A")
+    agent = Session.from_agent_prompt("You are a concise assistant.")
+    user = Session.from_user_message("List files in the sandbox.").to(
+        "local", spec=str(tmp_path / "box"))
+    provider = ScriptedProvider([
+        Reply(tool_calls=(ToolCall("l", "list_files", {}),), finish_reason="tool_calls"),
+        "There is a.txt.",
+    ])
+    with user:
+        handle = user.require_sandbox()
+        out, result = asyncio.run(run_session(agent, user, provider=provider))
+        assert out.sandbox is handle and handle.refcount == 2  # shares the user's handle
+    assert out.parent_session_ids == (agent.id, user.id)
+    assert out.lineage_operator == "Session.run"
+    assert [r.kind for r in out.chunk_table.rows] == [
+        "system", "user", "assistant", "tool", "assistant"]
+    assert out.chunk_table.rows[3].payload["content"] == "a.txt"
+    assert result.text == "There is a.txt."
+    assert agent.length == 1 and user.length == 1  # the inputs did not change
+    out.close_sandbox()
+    assert handle.closed
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(run_session(agent, agent, provider=ScriptedProvider(["x"])))
+
+
+def test_prompt_once_persists_nothing(tmp_path: Path) -> None:
+    from plait.run import prompt_once
+
+    with Client(tmp_path, store=tmp_path / "s.db") as client:
+        before = client.sessions.list(all_workspaces=True)
+        provider = ScriptedProvider([
+            Reply(tool_calls=(ToolCall("w", "write_file", {"path": "x.txt", "content": "1"}),),
+                  finish_reason="tool_calls"),
+            "done",
+        ])
+        result = asyncio.run(prompt_once("write x", provider=provider, system="sys"))
+        assert result.text == "done" and [r.kind for r in result.records] == [
+            "user", "assistant", "tool", "assistant"]
+        assert client.sessions.list(all_workspaces=True) == before
+    assert provider.requests[0].messages[0].text == "sys"

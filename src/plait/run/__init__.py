@@ -8,6 +8,6 @@ calls are always followed by one result each, and a denied or failed call is a
 failed result, never a missing one.
 """
 
-from plait.run.loop import Approval, RunResult, prompt
+from plait.run.loop import Approval, RunResult, prompt, prompt_once, run_session
 
-__all__ = ["Approval", "RunResult", "prompt"]
+__all__ = ["Approval", "RunResult", "prompt", "prompt_once", "run_session"]

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from plait.errors import InvalidArgumentError
 from plait.providers import Provider, Request, StreamEvent, ToolSpec, complete
 from plait.records import JSONValue, Message, Record, ToolCall
-from plait.session import Session
+from plait.session import Session, SessionHost
+from plait.store import MemoryStore
 from plait.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolOutcome
 from plait.views import history, system_prompt
 
-__all__ = ["Approval", "RunResult", "prompt"]
+__all__ = ["Approval", "RunResult", "prompt", "prompt_once", "run_session"]
 
 Approval = Callable[[ToolCall], "bool | Awaitable[bool]"]
 """Asked before each tool call runs; False denies it (the model reads that it was denied)."""
@@ -107,14 +109,31 @@ async def prompt(
     """
     if not isinstance(text, str) or not text.strip():
         raise InvalidArgumentError("a prompt needs some text")
+    _check_run(tools, max_steps)
+    first = session.inject({"role": "user", "content": text})
+    return await _loop(session, [first], provider, tools, on_approval, on_event, max_steps)
+
+
+def _check_run(tools: Sequence[Tool], max_steps: int) -> None:
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
-    by_name = {t.name: t for t in tools}
-    if len(by_name) != len(tools):
+    if len({t.name for t in tools}) != len(tools):
         raise InvalidArgumentError("tool names must be unique")
+
+
+async def _loop(
+    session: Session,
+    appended: list[Record],
+    provider: Provider,
+    tools: Sequence[Tool],
+    on_approval: Approval | None,
+    on_event: EventHook | None,
+    max_steps: int,
+) -> RunResult:
+    """Call the model and run its tool calls until it stops asking, or ``max_steps``."""
+    by_name = {t.name: t for t in tools}
     specs = [ToolSpec.from_dict(t.spec()) for t in tools]
     model: Provider = _Tee(provider, on_event) if on_event is not None else provider
-    appended: list[Record] = [session.inject({"role": "user", "content": text})]
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, max_steps + 1):
@@ -170,3 +189,81 @@ def _context(session: Session) -> ToolContext:
     if session.sandbox is None and session.sandbox_backend is None:
         session.to("local")
     return ToolContext.from_roots(session.require_sandbox().root, session.list_roots())
+
+
+async def run_session(
+    agent: Session,
+    user: Session,
+    *,
+    provider: Provider,
+    tools: Sequence[Tool] = BUILTIN_TOOLS,
+    on_approval: Approval | None = None,
+    on_event: EventHook | None = None,
+    max_steps: int = 20,
+) -> tuple[Session, RunResult]:
+    """Seed 000's functional form: run an agent session on a user session.
+
+    The output is a new session whose parents are both (``Session.run``): the
+    agent's transcript (shared, not copied) followed by the user's messages, then
+    the run's steps. It shares the *user* session's open sandbox handle (or takes
+    the user's sandbox target), so the tools work where the user's did. Neither
+    input changes.
+
+    Returns:
+        The output session and what the run did.
+
+    Raises:
+        InvalidArgumentError: the user session's last message is not a user request.
+    """
+    _check_run(tools, max_steps)
+    messages = user.history()
+    if not messages or messages[-1].role != "user":
+        raise InvalidArgumentError("the user session must end with a user request to run")
+    out = agent._join((user,), dst=None, operator="Session.run")
+    out.close_sandbox()  # the agent's handle, if one was open: the run uses the user's
+    if user.sandbox is not None and not user.sandbox.closed:
+        out.with_sandbox(user.sandbox)
+    elif user.sandbox_backend is not None:
+        target = user.settings.get("sandbox")
+        spec = target.get("spec") if isinstance(target, dict) else None
+        out.to(user.sandbox_backend, spec=spec if isinstance(spec, str) else None)
+    result = await _loop(out, [], provider, tools, on_approval, on_event, max_steps)
+    return out, result
+
+
+async def prompt_once(
+    text: str,
+    *,
+    provider: Provider,
+    system: str | None = None,
+    tools: Sequence[Tool] = BUILTIN_TOOLS,
+    on_approval: Approval | None = None,
+    on_event: EventHook | None = None,
+    max_steps: int = 20,
+) -> RunResult:
+    """Run one request with no stored session: nothing is persisted (seed 003).
+
+    The run happens in a private in-memory store that is thrown away afterwards,
+    with a managed temporary sandbox deleted at the end.
+    """
+    store = MemoryStore()
+    host = SessionHost(store, os.getcwd())
+    messages: list[dict[str, JSONValue]] = (
+        [{"role": "system", "content": system}] if system is not None else []
+    )
+    session = host._create_with(
+        messages, session_id=None, title=None, operator=None, metadata=None
+    ).to("local")
+    try:
+        return await prompt(
+            session,
+            text,
+            provider=provider,
+            tools=tools,
+            on_approval=on_approval,
+            on_event=on_event,
+            max_steps=max_steps,
+        )
+    finally:
+        session.close_sandbox()
+        store.close()
