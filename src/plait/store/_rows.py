@@ -14,9 +14,9 @@ from typing import Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Layout
-from plait.store.base import SessionRow
+from plait.store.base import ScratchpadEntry, SessionRow
 
-__all__ = ["SEQ_BITS", "SEQ_MAX", "row_from_columns"]
+__all__ = ["SEQ_BITS", "SEQ_MAX", "row_from_columns", "scratchpad_entry_from_columns"]
 
 SEQ_BITS: Final = 32
 """A record's key is ``owner_pk << SEQ_BITS | seq``."""
@@ -56,3 +56,18 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
         )
     except (ValueError, TypeError, IndexError) as exc:
         raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
+
+
+def scratchpad_entry_from_columns(r: Sequence[Any]) -> ScratchpadEntry:
+    """Decode ``(version, scratchpad, source, reason, metadata, created_at)`` of the history."""
+    try:
+        return ScratchpadEntry(
+            version=r[0],
+            scratchpad=json.loads(r[1]) if r[1] is not None else None,
+            source=r[2],
+            reason=r[3],
+            metadata=json.loads(r[4]),
+            created_at_us=r[5],
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(f"scratchpad version {r[0]!r} could not be decoded: {exc}") from exc

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -70,7 +69,12 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
-from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
+from plait.store._rows import (
+    SEQ_BITS,
+    SEQ_MAX,
+    row_from_columns,
+    scratchpad_entry_from_columns,
+)
 from plait.store.base import ScratchpadEntry, SessionRow
 
 if TYPE_CHECKING:
@@ -1069,17 +1073,7 @@ class PostgresStore:
                 "WHERE s.id = %s AND NOT s.deleted ORDER BY p.version",
                 (session_id,),
             ).fetchall()
-        return [
-            ScratchpadEntry(
-                version=r[0],
-                scratchpad=json.loads(r[1]) if r[1] is not None else None,
-                source=r[2],
-                reason=r[3],
-                metadata=json.loads(r[4]),
-                created_at_us=r[5],
-            )
-            for r in rows
-        ]
+        return [scratchpad_entry_from_columns(r) for r in rows]
 
     def integrity_check(self) -> list[str]:
         """Check every live session's rows, and find rows no session owns.

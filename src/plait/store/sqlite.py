@@ -39,7 +39,12 @@ from plait.errors import (
 from plait.layout import Layout, segments
 from plait.records import Record, decode_record, dumps, encode_payload
 from plait.store._flock import FileLocks
-from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
+from plait.store._rows import (
+    SEQ_BITS,
+    SEQ_MAX,
+    row_from_columns,
+    scratchpad_entry_from_columns,
+)
 from plait.store.base import ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
@@ -821,17 +826,7 @@ class SQLiteStore:
                 "WHERE s.id = ? AND s.deleted = 0 ORDER BY p.version",
                 (session_id,),
             ).fetchall()
-        return [
-            ScratchpadEntry(
-                version=r[0],
-                scratchpad=json.loads(r[1]) if r[1] is not None else None,
-                source=r[2],
-                reason=r[3],
-                metadata=json.loads(r[4]),
-                created_at_us=r[5],
-            )
-            for r in rows
-        ]
+        return [scratchpad_entry_from_columns(r) for r in rows]
 
     def integrity_check(self) -> list[str]:
         """Run SQLite's integrity check and plait's own; return the problems found."""
