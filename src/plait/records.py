@@ -291,11 +291,8 @@ for _cls in (SystemRecord, UserRecord, AssistantRecord, ToolRecord, SummaryRecor
 
 
 _ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
-_PLAIN_KINDS: dict[str, type[SystemRecord | UserRecord | AssistantRecord]] = {
-    "system": SystemRecord,
-    "user": UserRecord,
-    "assistant": AssistantRecord,
-}
+_PLAIN_KINDS = frozenset({"system", "user", "assistant"})
+"""Kinds whose payload may be just ``{"content": ...}`` (the decoder's fast path)."""
 
 
 def encode_payload(record: Record) -> str:
@@ -351,6 +348,47 @@ _loads = json.loads
 _CONTENT_ONLY = '{"content":"'
 
 
+def _kind_fields(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The kind-specific constructor arguments of a decoded payload."""
+    if kind in ("user", "system"):
+        fields: dict[str, Any] = {"content": body["content"]}
+        if kind == "user":
+            fields["images"] = body.get("images", 0)
+        return fields
+    if kind == "assistant":
+        calls = tuple(
+            ToolCall(c["id"], c["name"], c.get("arguments") or {})
+            for c in body.get("tool_calls") or ()
+        )
+        return {
+            "content": body.get("content", ""),
+            "tool_calls": calls,
+            "images": body.get("images", 0),
+        }
+    if kind == "tool":
+        return {
+            "content": body["content"],
+            "tool_call_id": body["tool_call_id"],
+            "tool_name": body.get("tool_name"),
+            "ok": bool(body.get("ok", True)),
+            "images": body.get("images", 0),
+        }
+    if kind == "summary":
+        lo, hi = body["folds"]
+        return {"content": body["content"], "folds_from": lo, "folds_to": hi}
+    return {"name": body["name"], "data": body.get("data") or {}}  # event
+
+
+_CLASSES: dict[str, type[Record]] = {
+    "system": SystemRecord,
+    "user": UserRecord,
+    "assistant": AssistantRecord,
+    "tool": ToolRecord,
+    "summary": SummaryRecord,
+    "event": EventRecord,
+}
+
+
 def decode_record(
     kind: str,
     payload: str | Mapping[str, JSONValue],
@@ -366,6 +404,9 @@ def decode_record(
     Raises:
         StoreCorruptError: if the kind is unknown or the payload does not fit it.
     """
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        raise StoreCorruptError(f"record seq={seq}: unknown kind {kind!r}")
     try:
         meta_map: Mapping[str, Any] = _loads(meta) if isinstance(meta, str) else (meta or {})
         if not isinstance(meta_map, Mapping):
@@ -380,102 +421,29 @@ def decode_record(
         ):
             text, end = _scan_string(payload, 12)
             if end == len(payload) - 1:
-                cls = _PLAIN_KINDS[kind]
                 return cls(
                     seq=seq,
                     id=id,
                     created_at_us=created_at_us,
                     meta=meta_map,
                     tokens=tokens,
-                    content=text,
+                    content=text,  # type: ignore[call-arg]
                 )
         body: Mapping[str, Any] = _loads(payload) if isinstance(payload, str) else payload
         if not isinstance(body, Mapping):
             raise TypeError("the payload is not a JSON object")
-        if kind == "user":
-            return _checked(
-                UserRecord(
-                    seq=seq,
-                    id=id,
-                    created_at_us=created_at_us,
-                    meta=meta_map,
-                    tokens=tokens,
-                    content=body["content"],
-                    images=body.get("images", 0),
-                )
+        return _checked(
+            cls(
+                seq=seq,
+                id=id,
+                created_at_us=created_at_us,
+                meta=meta_map,
+                tokens=tokens,
+                **_kind_fields(kind, body),
             )
-        if kind == "assistant":
-            calls = tuple(
-                ToolCall(c["id"], c["name"], c.get("arguments") or {})
-                for c in body.get("tool_calls") or ()
-            )
-            return _checked(
-                AssistantRecord(
-                    seq=seq,
-                    id=id,
-                    created_at_us=created_at_us,
-                    meta=meta_map,
-                    tokens=tokens,
-                    content=body.get("content", ""),
-                    tool_calls=calls,
-                    images=body.get("images", 0),
-                )
-            )
-        if kind == "tool":
-            return _checked(
-                ToolRecord(
-                    seq=seq,
-                    id=id,
-                    created_at_us=created_at_us,
-                    meta=meta_map,
-                    tokens=tokens,
-                    content=body["content"],
-                    tool_call_id=body["tool_call_id"],
-                    tool_name=body.get("tool_name"),
-                    ok=bool(body.get("ok", True)),
-                    images=body.get("images", 0),
-                )
-            )
-        if kind == "system":
-            return _checked(
-                SystemRecord(
-                    seq=seq,
-                    id=id,
-                    created_at_us=created_at_us,
-                    meta=meta_map,
-                    tokens=tokens,
-                    content=body["content"],
-                )
-            )
-        if kind == "summary":
-            lo, hi = body["folds"]
-            return _checked(
-                SummaryRecord(
-                    seq=seq,
-                    id=id,
-                    created_at_us=created_at_us,
-                    meta=meta_map,
-                    tokens=tokens,
-                    content=body["content"],
-                    folds_from=lo,
-                    folds_to=hi,
-                )
-            )
-        if kind == "event":
-            return _checked(
-                EventRecord(
-                    seq=seq,
-                    id=id,
-                    created_at_us=created_at_us,
-                    meta=meta_map,
-                    tokens=tokens,
-                    name=body["name"],
-                    data=body.get("data") or {},
-                )
-            )
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc
-    raise StoreCorruptError(f"record seq={seq}: unknown kind {kind!r}")
 
 
 # -- building records from message dicts -------------------------------------------------
