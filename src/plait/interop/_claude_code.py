@@ -40,7 +40,7 @@ How the conversation is rebuilt:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from plait.interop._parts import origin
@@ -86,6 +86,17 @@ def _blocks(message: dict[str, Any]) -> list[Any] | str | None:
     if isinstance(content, str | list):
         return content
     return None
+
+
+def _content_blocks(
+    src: Source, line: int, content: list[Any] | str | None
+) -> Iterator[str | dict[str, Any]]:
+    """A message's content as strings and block objects; anything else is reported as bad."""
+    for block in [content] if isinstance(content, str) else content or ():
+        if isinstance(block, str | dict):
+            yield block
+        else:
+            src.bad(line, "a content block must be an object")
 
 
 def _is_result_only(record: dict[str, Any]) -> list[str] | None:
@@ -196,12 +207,9 @@ class _Builder:
         redacted = 0
         images = 0
         calls: list[JSONValue] = []
-        for block in [content] if isinstance(content, str) else content or ():
+        for block in _content_blocks(src, line, content):
             if isinstance(block, str):
                 texts.append(block)
-                continue
-            if not isinstance(block, dict):
-                src.bad(line, "a content block must be an object")
                 continue
             btype = block.get("type")
             if btype == "text":
@@ -291,12 +299,9 @@ class _Builder:
         content = _blocks(message)
         texts: list[str] = []
         images = 0
-        for block in [content] if isinstance(content, str) else content or ():
+        for block in _content_blocks(src, line, content):
             if isinstance(block, str):
                 texts.append(block)
-                continue
-            if not isinstance(block, dict):
-                src.bad(line, "a content block must be an object")
                 continue
             btype = block.get("type")
             if btype == "tool_result":
