@@ -542,17 +542,6 @@ class SQLiteStore:
         """
         lay = expected.layout
         is_message = record.kind != "event"
-        meta = record.meta
-        params = (
-            (expected.pk << _SHIFT) | record.seq,
-            lay.end_msgs,
-            record.id,
-            record.kind,
-            encode_payload(record),
-            dumps(dict(meta)) if meta else None,
-            record.created_at_us,
-            record.tokens,
-        )
         with self._lock:
             # Checked under the lock: a delete in another thread forgets what we know.
             if self._known_top != expected.pk or monotonic() >= self._top_until:
@@ -560,7 +549,9 @@ class SQLiteStore:
             if self._closed:
                 raise StoreError(f"{self._path}: the store is closed")
             try:
-                self._db.execute(_INSERT_RECORD, params)
+                self._db.execute(
+                    _INSERT_RECORD, _record_params(expected.pk, (record,), lay.end_msgs)[0]
+                )
             except sqlite3.IntegrityError:
                 raise self._stale(self._db, expected) from None
             except UnicodeEncodeError as exc:
