@@ -11,6 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from plait._ids import is_session_id
 from plait._time import from_micros
 from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError
 from plait.lineage import Ancestry
@@ -357,7 +358,7 @@ class Client(SessionHost):
             try:
                 handle = self._handle(self._lookup(session_id))
             except SessionNotFoundError:
-                if not isinstance(session_id, str) or not _valid(session_id):
+                if not isinstance(session_id, str) or not is_session_id(session_id):
                     raise InvalidArgumentError(
                         f"{session_id!r} is not a valid session id"
                     ) from None
@@ -431,7 +432,7 @@ class Client(SessionHost):
         current = self._current
         if current is not None and current.id == session_id and not current.stored:
             return SessionStats(session_id, 0, 0, 0, 0, 0, 0.0)
-        stamp = self.store.stamp(session_id) if _valid(session_id) else None
+        stamp = self.store.stamp(session_id) if is_session_id(session_id) else None
         cached = self._stats.get(session_id)
         if stamp is not None and cached is not None and cached[0] == stamp:
             return cached[1]
@@ -473,8 +474,3 @@ class Client(SessionHost):
     def __repr__(self) -> str:
         return f"Client(workspace={self.workspace!r}, store={self.store.location!r})"
 
-
-def _valid(session_id: str) -> bool:
-    from plait._ids import is_session_id
-
-    return is_session_id(session_id)
