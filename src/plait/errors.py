@@ -21,6 +21,7 @@ The hierarchy::
     ├── NoSandboxError (RuntimeError)          "no sandbox to take": no target, no handle
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    ├── ToolError                              raised in a tool: a failure the model reads
     ├── ProviderError                          a model provider could not answer
     │   ├── ProviderResponseError              it answered with something unusable
     │   │   └── ToolArgumentsError             a tool call's arguments are not a JSON object
@@ -57,6 +58,7 @@ __all__ = [
     "StoreCorruptError",
     "StoreError",
     "ToolArgumentsError",
+    "ToolError",
     "UnknownOptionError",
 ]
 
@@ -261,6 +263,14 @@ class ScriptExhaustedError(ProviderError):
             "scripted",
             f"no scripted reply left (all {served} were used); give the provider more replies",
         )
+
+
+class ToolError(PlaitError):
+    """Raised inside a tool for a failure the model should read.
+
+    ``Tool.call`` turns it into a failed result (``ok=False``) with this message;
+    it never ends the run.
+    """
 
 
 class StoreError(PlaitError):

@@ -5,13 +5,14 @@ leave the sandbox, a write to a read-only root or a command that times out all
 come back as a *failed* :class:`ToolOutcome` the model can read.
 """
 
-from plait.tools.base import Tool, ToolContext, ToolOutcome, tool
+from plait.tools.base import Tool, ToolContext, ToolError, ToolOutcome, tool
 from plait.tools.builtin import BUILTIN_TOOLS, list_files, read_file, shell, write_file
 
 __all__ = [
     "BUILTIN_TOOLS",
     "Tool",
     "ToolContext",
+    "ToolError",
     "ToolOutcome",
     "list_files",
     "read_file",

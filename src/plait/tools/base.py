@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
-from plait.errors import InvalidArgumentError
+from plait.errors import InvalidArgumentError, ToolError
 
-__all__ = ["Tool", "ToolContext", "ToolOutcome", "tool"]
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolOutcome", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,10 +92,6 @@ class ToolContext:
         if len(text) <= self.max_output:
             return text
         return f"{text[: self.max_output]}\n[... {len(text) - self.max_output} more characters cut]"
-
-
-class ToolError(Exception):
-    """Raised inside a tool for a failure the model should read (not a crash)."""
 
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
