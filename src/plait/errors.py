@@ -18,6 +18,9 @@ The hierarchy::
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
     ├── NothingToDoError                       the verb had nothing to act on (says why)
+    ├── SessionBusyError                       a run is already in progress on this session/client
+    ├── RunTimeoutError (TimeoutError)         a run passed its timeout; resume() picks it up
+    ├── RunInterruptedError                    a run was cancelled; the transcript stays valid
     ├── NoSandboxError (RuntimeError)          "no sandbox to take": no target, no handle
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
@@ -50,6 +53,9 @@ __all__ = [
     "SchemaOutdatedError",
     "ScriptExhaustedError",
     "SchemaTooNewError",
+    "RunInterruptedError",
+    "RunTimeoutError",
+    "SessionBusyError",
     "SessionClosedError",
     "SessionExistsError",
     "SessionLockedError",
@@ -189,6 +195,52 @@ class NothingToDoError(PlaitError):
     def __init__(self, reason: str) -> None:
         self.reason = reason
         super().__init__(reason)
+
+
+class SessionBusyError(PlaitError):
+    """A run is already in progress: a client (and a session) runs one thing at a time.
+
+    Attributes:
+        session_id: the session that is busy.
+    """
+
+    def __init__(self, session_id: str, what: str = "a run") -> None:
+        self.session_id = session_id
+        super().__init__(f"session {session_id!r} is busy: {what} is in progress")
+
+
+class RunTimeoutError(PlaitError, TimeoutError):
+    """A run went past its ``timeout``.
+
+    The transcript is left valid (an interrupted tool call gets a result saying
+    so); ``await session.resume()`` picks the request up.
+
+    Attributes:
+        session_id: the session whose run timed out.
+        timeout: the limit, in seconds.
+    """
+
+    def __init__(self, session_id: str, timeout: float) -> None:
+        self.session_id = session_id
+        self.timeout = timeout
+        super().__init__(
+            f"the run on session {session_id!r} passed its timeout of {timeout:g} s; "
+            "resume() picks it up"
+        )
+
+
+class RunInterruptedError(PlaitError):
+    """A run was cancelled before it finished; what it recorded stays valid.
+
+    Attributes:
+        session_id: the session whose run stopped.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"the run on session {session_id!r} was interrupted; resume() picks it up"
+        )
 
 
 class NoSandboxError(PlaitError, RuntimeError):
