@@ -49,9 +49,27 @@ from plait.records import (
     ToolRecord,
     UserRecord,
 )
+from plait.run import (
+    IterationEnd,
+    RecordAdded,
+    Run,
+    RunEvent,
+    RunResult,
+    ToolFinished,
+    ToolStarted,
+    current_id,
+)
 from plait.sandbox import Sandbox
-from plait.session import ChunkTable, RootResult, ScratchpadUpdate, Session, Snapshot
+from plait.session import (
+    ChunkTable,
+    RootResult,
+    ScratchpadUpdate,
+    Session,
+    SessionUsage,
+    Snapshot,
+)
 from plait.store import MemoryStore, SQLiteStore, Store, open_store
+from plait.views import ResumeInfo
 
 __version__ = "0.1.0"
 
@@ -96,6 +114,16 @@ __all__ = [
     "ToolRecord",
     "UnknownOptionError",
     "UserRecord",
+    "IterationEnd",
+    "RecordAdded",
+    "Run",
+    "RunEvent",
+    "RunResult",
+    "ToolFinished",
+    "ToolStarted",
+    "current_id",
+    "SessionUsage",
+    "ResumeInfo",
     "__version__",
     "export_bundle",
     "import_bundle",

@@ -309,6 +309,7 @@ class Client(SessionHost):
         owns = not isinstance(store, Store)
         super().__init__(open_store(store), _workspace_path(workspace))
         self._owns_store = owns
+        self.exclusive_runs = True  # seed 001: a client runs one thing at a time
         # session_stats: id -> (stamp when read, stats), so unchanged sessions are not re-read.
         self._stats: dict[str, tuple[str, SessionStats]] = {}
         self.sessions = SessionCollection(self)

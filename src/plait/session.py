@@ -13,16 +13,28 @@ will call a model or run a tool arrive with the runs issue and are ``async``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final, Literal
 
 from plait._files import export_target, write_atomically
 from plait._ids import is_session_id, new_id
+from plait._runtypes import (
+    Approval,
+    EventHook,
+    Question,
+    Run,
+    RunEvent,
+    RunResult,
+    RunSpec,
+)
 from plait._time import from_micros, now_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize, parse_options
 from plait.compaction import compact as write_compaction
@@ -32,6 +44,7 @@ from plait.errors import (
     NoSandboxError,
     NothingToDoError,
     SandboxClosedError,
+    SessionBusyError,
     SessionClosedError,
     SessionLockedError,
     SessionNotFoundError,
@@ -41,8 +54,10 @@ from plait.errors import (
 )
 from plait.layout import Layout, branch, find_message, shared_prefix
 from plait.lineage import Ancestry, root_of
+from plait.providers import Provider, Request, TextDelta, Usage, select_provider
 from plait.records import (
     COMPACTION_UNDONE,
+    AssistantRecord,
     EventRecord,
     JSONValue,
     Message,
@@ -56,7 +71,15 @@ from plait.render import ExportPage, LineageBox, collect_lineage, render_html, r
 from plait.sandbox import Sandbox, backend_named
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
-from plait.views import full_history, history, system_prompt
+from plait.tools import BUILTIN_TOOLS, Tool
+from plait.views import (
+    ResumeInfo,
+    full_history,
+    history,
+    model_messages,
+    resume_info,
+    system_prompt,
+)
 
 __all__ = [
     "MAX_TITLE",
@@ -65,7 +88,9 @@ __all__ = [
     "ScratchpadUpdate",
     "Session",
     "SessionHost",
+    "SessionUsage",
     "Snapshot",
+    "register_runner",
 ]
 
 MAX_TITLE: Final = 200
@@ -230,6 +255,10 @@ class SessionHost:
         self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._current: Session | None = None
         self._handles_lock = threading.Lock()
+        self._runs: dict[str, Run] = {}
+        self._subscribers: dict[str, list[EventHook]] = {}
+        self.exclusive_runs: bool = False
+        """True: one run at a time on this host (a :class:`plait.Client`, seed 001)."""
 
     def _handle(self, row: SessionRow) -> Session:
         """Return the one live handle for a stored row, creating it if needed."""
@@ -1498,3 +1527,478 @@ class Session:
         )
         text = render_html(page) if kind == "html" else render_markdown(page)
         return write_atomically(export_target(path, row.workspace, row.id, kind), text)
+
+    # -- runs (issue 3; the loop itself is plait.run, registered below) ------------------
+
+    def _start_run(
+        self,
+        text: str | None,
+        *,
+        provider: Provider | str | None,
+        tools: Sequence[Tool] | None,
+        on_approval: Approval | None,
+        on_question: Question | None,
+        on_event: EventHook | None,
+        timeout: float | None,
+        keep_events: bool,
+        max_steps: int,
+        streamed: bool,
+    ) -> Run:
+        """Check everything, mark the session busy, and make the :class:`Run`."""
+        if _RUNNER is None:  # pragma: no cover - importing plait imports plait.run
+            raise InvalidArgumentError("no agent loop is registered: import plait.run first")
+        if text is not None and (not isinstance(text, str) or not text.strip()):
+            raise InvalidArgumentError("a prompt needs some text")
+        if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+            raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
+        offered = tuple(BUILTIN_TOOLS if tools is None else tools)
+        if not all(isinstance(t, Tool) for t in offered):
+            raise InvalidArgumentError("tools must be plait Tools (see plait.tools.tool)")
+        if len({t.name for t in offered}) != len(offered):
+            raise InvalidArgumentError("tool names must be unique")
+        if self.closed:
+            raise SessionClosedError(self._id)
+        if self.locked:
+            raise SessionLockedError(self._id)
+        model = self._provider(provider)
+        spec = RunSpec(model, offered, text, on_approval, on_question, max_steps)
+        host = self._host
+        with host._handles_lock:
+            busy = self._id in host._runs or (host.exclusive_runs and bool(host._runs))
+            if busy:
+                other = next(iter(host._runs)) if host._runs else self._id
+                raise SessionBusyError(other)
+            hooks = [h for h in (on_event,) if h is not None]
+            hooks.append(lambda event: self._notify(event))
+            runner = _RUNNER
+            run = Run(
+                self,
+                lambda r: runner(self, spec, r),
+                timeout=timeout,
+                keep_events=keep_events,
+                streamed=streamed,
+                hooks=hooks,
+                on_done=lambda: self._run_ended(),
+            )
+            host._runs[self._id] = run
+            host._current = self  # seed 001: the handle a run uses becomes current again
+        return run
+
+    def _run_ended(self) -> None:
+        self._host._runs.pop(self._id, None)
+
+    def _provider(self, provider: Provider | str | None) -> Provider:
+        """Explicit provider or spec > the session's stored ``model`` setting > the default."""
+        if provider is not None and not isinstance(provider, str):
+            return provider
+        spec = provider
+        if spec is None:
+            stored = self.settings.get("model") if self._row is not None else None
+            spec = stored if isinstance(stored, str) else None
+        return select_provider(spec)
+
+    def _notify(self, event: RunEvent) -> None:
+        """Pass a run's event to the session's subscribers (a failing one is skipped)."""
+        for callback in tuple(self._host._subscribers.get(self._id, ())):
+            try:
+                callback(event)
+            except Exception:  # a subscriber's bug must not break the run it watches
+                _log.exception("subscriber of session %s failed on %s", self._id, event.type)
+
+    async def prompt(
+        self,
+        text: str,
+        *,
+        provider: Provider | str | None = None,
+        tools: Sequence[Tool] | None = None,
+        on_approval: Approval | None = None,
+        on_question: Question | None = None,
+        on_event: EventHook | None = None,
+        timeout: float | None = None,
+        keep_events: bool = False,
+        max_steps: int = 20,
+    ) -> RunResult:
+        """Send ``text`` to the model and run the tool calls it makes until it is done.
+
+        Every step is appended as it happens (the request, each reply with its
+        tool calls, one result per call), so the transcript is valid whenever
+        the run stops. Tools run in the session's sandbox (``to("local")``
+        when no target is set), within its roots and mount modes.
+
+        Args:
+            text: what the user says.
+            provider: a :class:`plait.providers.Provider`, or a spec such as
+                ``"openai:gpt-4o-mini"``. Default: the session's ``model``
+                setting, else :func:`plait.providers.select_provider`'s choice
+                (``PLAIT_MODEL``, an API key in the environment, else the
+                embedded model).
+            tools: the tools offered (default: shell, read_file, write_file,
+                list_files).
+            on_approval: asked before each tool call; False records a denied result.
+            on_question: answers questions the model asks; when given, the
+                ``ask_user`` tool is offered.
+            on_event: called with every event (text deltas, records, tools ...).
+            timeout: seconds the whole run may take.
+            keep_events: keep every event in ``RunResult.events``.
+            max_steps: the most model calls this request may make.
+
+        Returns:
+            The final text, the records appended, the usage.
+
+        Raises:
+            InvalidArgumentError: bad arguments (nothing is written).
+            SessionBusyError: a run is in progress here (or, on a client, anywhere).
+            SessionLockedError, SessionClosedError: as for any write.
+            RunTimeoutError: ``timeout`` passed; ``resume()`` picks the run up.
+            ProviderError: the model could not answer (what was recorded stays valid).
+        """
+        return await self._start_run(
+            text,
+            provider=provider,
+            tools=tools,
+            on_approval=on_approval,
+            on_question=on_question,
+            on_event=on_event,
+            timeout=timeout,
+            keep_events=keep_events,
+            max_steps=max_steps,
+            streamed=False,
+        )
+
+    def stream(
+        self,
+        text: str,
+        *,
+        provider: Provider | str | None = None,
+        tools: Sequence[Tool] | None = None,
+        on_approval: Approval | None = None,
+        on_question: Question | None = None,
+        on_event: EventHook | None = None,
+        timeout: float | None = None,
+        keep_events: bool = False,
+        max_steps: int = 20,
+    ) -> Run:
+        """Start :meth:`prompt` as a :class:`Run`: ``async for event in session.stream(text)``.
+
+        Awaiting the run returns its :class:`RunResult`. Arguments and errors
+        are those of :meth:`prompt` (argument errors and SessionBusyError are
+        raised here, at once).
+        """
+        return self._start_run(
+            text,
+            provider=provider,
+            tools=tools,
+            on_approval=on_approval,
+            on_question=on_question,
+            on_event=on_event,
+            timeout=timeout,
+            keep_events=keep_events,
+            max_steps=max_steps,
+            streamed=True,
+        )
+
+    def run(
+        self,
+        text: str,
+        *,
+        provider: Provider | str | None = None,
+        tools: Sequence[Tool] | None = None,
+        on_approval: Approval | None = None,
+        on_question: Question | None = None,
+        on_event: EventHook | None = None,
+        timeout: float | None = None,
+        keep_events: bool = False,
+        max_steps: int = 20,
+    ) -> RunResult:
+        """:meth:`prompt` for code without an event loop: runs it to the end and returns.
+
+        Raises:
+            InvalidArgumentError: called inside a running event loop (await
+                :meth:`prompt` there), or bad arguments.
+            Everything :meth:`prompt` raises.
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass
+        else:
+            raise InvalidArgumentError("run() blocks; inside an event loop, await prompt()")
+        return asyncio.run(
+            self.prompt(
+                text,
+                provider=provider,
+                tools=tools,
+                on_approval=on_approval,
+                on_question=on_question,
+                on_event=on_event,
+                timeout=timeout,
+                keep_events=keep_events,
+                max_steps=max_steps,
+            )
+        )
+
+    def steer(self, message: str) -> None:
+        """Send a message to the request in progress (seed 001's ``steer``).
+
+        It is added as a user message before the run's next model call; a run
+        that was about to finish makes one more call to read it.
+
+        Raises:
+            InvalidArgumentError: a blank message.
+            NothingToDoError: no run is in progress on this session.
+        """
+        run = self._host._runs.get(self._id)
+        if run is None or run.done:
+            raise NothingToDoError(f"no run is in progress on session {self._id}")
+        run.steer(message)
+
+    @property
+    def running(self) -> bool:
+        """Whether a run is in progress on this session in this process."""
+        return self._id in self._host._runs
+
+    def resumable(self) -> ResumeInfo | None:
+        """Say whether the last request was interrupted and how :meth:`resume` would pick it up.
+
+        Reads without writing and without calling the model (a plain call, as
+        every read is: principle 3). ``None`` when nothing was interrupted.
+        """
+        if self._row is None:
+            return None
+        return resume_info(self.records)
+
+    async def resume(
+        self,
+        *,
+        provider: Provider | str | None = None,
+        tools: Sequence[Tool] | None = None,
+        on_approval: Approval | None = None,
+        on_question: Question | None = None,
+        on_event: EventHook | None = None,
+        timeout: float | None = None,
+        keep_events: bool = False,
+        max_steps: int = 20,
+    ) -> RunResult:
+        """Pick up an interrupted request (seed 001) and run it to the end.
+
+        What it does depends on :meth:`resumable`'s kind: ``call_model`` calls
+        the model; ``recover_tools`` first adds a result to each call that has
+        none, saying it was interrupted and may or may not have run (a tool is
+        never run again on its own); ``retry_response`` asks again for the reply
+        that was cut off; ``continue_response`` asks the model to continue.
+
+        Raises:
+            NothingToDoError: nothing was interrupted (the reason says why).
+            Everything :meth:`prompt` raises.
+        """
+        return await self.resume_stream(
+            provider=provider,
+            tools=tools,
+            on_approval=on_approval,
+            on_question=on_question,
+            on_event=on_event,
+            timeout=timeout,
+            keep_events=keep_events,
+            max_steps=max_steps,
+            _streamed=False,
+        )
+
+    def resume_stream(
+        self,
+        *,
+        provider: Provider | str | None = None,
+        tools: Sequence[Tool] | None = None,
+        on_approval: Approval | None = None,
+        on_question: Question | None = None,
+        on_event: EventHook | None = None,
+        timeout: float | None = None,
+        keep_events: bool = False,
+        max_steps: int = 20,
+        _streamed: bool = True,
+    ) -> Run:
+        """:meth:`resume` as a :class:`Run` to iterate.
+
+        Raises:
+            NothingToDoError: nothing was interrupted (the reason says why).
+        """
+        if self._row is None:
+            raise NothingToDoError(f"session {self._id} has nothing stored to resume")
+        if self.resumable() is None:
+            raise NothingToDoError(
+                f"session {self._id} was not interrupted: its last request has its answer"
+            )
+        return self._start_run(
+            None,
+            provider=provider,
+            tools=tools,
+            on_approval=on_approval,
+            on_question=on_question,
+            on_event=on_event,
+            timeout=timeout,
+            keep_events=keep_events,
+            max_steps=max_steps,
+            streamed=_streamed,
+        )
+
+    async def ask(self, question: str, *, provider: Provider | str | None = None) -> str:
+        """A side question about the conversation that adds nothing to it (seed 001).
+
+        The model sees the request the next turn would send, then the question;
+        no tools are offered and nothing is written. It may be asked while a
+        run is in progress.
+
+        Raises:
+            InvalidArgumentError: a blank question.
+            ProviderError: the model could not answer.
+        """
+        return "".join([piece async for piece in self.ask_stream(question, provider=provider)])
+
+    def ask_stream(
+        self, question: str, *, provider: Provider | str | None = None
+    ) -> AsyncIterator[str]:
+        """:meth:`ask`, returned as an async iterator of text pieces as the model writes them.
+
+        Raises:
+            InvalidArgumentError: a blank question (at once).
+        """
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidArgumentError("a question needs some text")
+        model = self._provider(provider)
+        records = self.records if self._row is not None else []
+        request = Request([*model_messages(records), Message("user", question)])
+        return _text_stream(model, request)
+
+    async def name_it(self, *, provider: Provider | str | None = None) -> str | None:
+        """Give the session a title by asking the model, unless it already has one (seed 001).
+
+        Returns:
+            The title as stored, or ``None`` when there is no exchange yet to name
+            (or the session already has a title, which is left alone).
+
+        Raises:
+            ProviderError: the model could not answer.
+        """
+        if self._row is None or self.title is not None:
+            return None
+        messages = self.history()
+        if not any(m.role == "user" for m in messages) or not any(
+            m.role == "assistant" for m in messages
+        ):
+            return None
+        model = self._provider(provider)
+        transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in messages[-12:] if m.text)
+        request = Request(
+            [
+                Message("system", _NAME_IT_PROMPT),
+                Message("user", transcript),
+            ],
+            max_tokens=32,
+        )
+        reply = "".join([piece async for piece in _text_stream(model, request)])
+        return self.rename(_title_from(reply, messages))
+
+    @property
+    def usage(self) -> SessionUsage:
+        """Tokens the session's replies cost, added up from their ``meta["usage"]``."""
+        if self._row is None:
+            return SessionUsage()
+        return SessionUsage.from_records(self.records)
+
+    def subscribe(self, callback: EventHook) -> Callable[[], None]:
+        """Call ``callback`` with every event of every run on this session (seed 003).
+
+        Subscribers live in this process, on this client; a fork does not copy
+        them, a reset keeps them. Inside the callback, :func:`plait.current_id`
+        is this session's id. An exception in a callback is logged and the run
+        goes on.
+
+        Returns:
+            A function that removes the subscription.
+        """
+        if not callable(callback):
+            raise InvalidArgumentError("a subscriber must be callable")
+        subscribers = self._host._subscribers.setdefault(self._id, [])
+        subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                subscribers.remove(callback)
+
+        return unsubscribe
+
+
+_log = logging.getLogger("plait")
+
+_AUTO_TITLE_MAX: Final = 80  # a title the model gives is cut here (rename() allows MAX_TITLE)
+
+_NAME_IT_PROMPT: Final = (
+    "Give the conversation below a short title: at most six words, no quotes, no "
+    "trailing punctuation. Answer with the title only."
+)
+
+
+def _title_from(reply: str, messages: Sequence[Message]) -> str:
+    """A clean title from the model's answer; the first request's words when it gave none."""
+    line = next((ln for ln in reply.strip().splitlines() if ln.strip()), "")
+    line = line.strip().strip("\"'`*#").strip().rstrip(".:;!")
+    if line.lower().startswith("title:"):
+        line = line[6:].strip()
+    if not line:
+        first = next(m.text for m in messages if m.role == "user")
+        line = " ".join(first.split()[:6]) or "Untitled"
+    return line[:_AUTO_TITLE_MAX]
+
+
+async def _text_stream(model: Provider, request: Request) -> AsyncIterator[str]:
+    """The text pieces of one model call (tool calls ignored)."""
+    async for event in model.stream(request):
+        if isinstance(event, TextDelta) and event.text:
+            yield event.text
+
+
+@dataclass(frozen=True, slots=True)
+class SessionUsage:
+    """Tokens a session's replies cost (seed 001's ``session.usage``)."""
+
+    input_tokens: int = 0
+    """Prompt tokens, cached ones included."""
+    output_tokens: int = 0
+    """Tokens the model wrote."""
+    cached_tokens: int = 0
+    """The part of ``input_tokens`` served from the provider's cache."""
+    replies: int = 0
+    """Replies that reported usage."""
+
+    @property
+    def total_tokens(self) -> int:
+        """``input_tokens + output_tokens``."""
+        return self.input_tokens + self.output_tokens
+
+    @classmethod
+    def from_records(cls, records: Iterable[Record]) -> SessionUsage:
+        """Add up the ``meta["usage"]`` of the assistant records."""
+        i = o = c = n = 0
+        for record in records:
+            if isinstance(record, AssistantRecord):
+                usage = record.meta.get("usage")
+                if isinstance(usage, dict):
+                    counted = Usage.from_json(usage)
+                    i, o, c, n = (
+                        i + counted.input_tokens,
+                        o + counted.output_tokens,
+                        c + counted.cached_tokens,
+                        n + 1,
+                    )
+        return cls(i, o, c, n)
+
+
+RunBody = Callable[[Session, RunSpec, Run], Awaitable[RunResult]]
+"""The agent loop: drives a session as a ``RunSpec`` says, reporting through the ``Run``."""
+
+_RUNNER: RunBody | None = None
+
+
+def register_runner(body: RunBody) -> None:
+    """Install the agent loop that drives runs (``plait.run`` does this when imported)."""
+    global _RUNNER
+    _RUNNER = body

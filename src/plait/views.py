@@ -7,10 +7,31 @@ pick the prompt-visible part of it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
 
-from plait.records import Message, Record, SummaryRecord, hidden_summaries, newest_summary
+from plait.records import (
+    AssistantRecord,
+    Message,
+    Record,
+    SummaryRecord,
+    ToolCall,
+    ToolRecord,
+    hidden_summaries,
+    newest_summary,
+)
 
-__all__ = ["full_history", "history", "newest_summary", "system_prompt"]  # re-exported
+__all__ = [
+    "CUT_OFF",
+    "ResumeInfo",
+    "ResumeKind",
+    "full_history",
+    "history",
+    "model_messages",
+    "newest_summary",
+    "resume_info",
+    "system_prompt",
+]  # re-exported
 
 _NOT_IN_HISTORY = frozenset({"event", "system"})
 
@@ -52,3 +73,88 @@ def system_prompt(records: Sequence[Record]) -> str | None:
         if record.kind == "system":
             return record.text
     return None
+
+
+CUT_OFF = frozenset({"interrupted", "error"})
+"""The ``finish_reason`` of an assistant reply that was cut off (by a cancel, a timeout or a
+failure): it is kept in the transcript, but never sent to the model again."""
+
+
+def _cut_off(record: Record) -> bool:
+    return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
+
+
+def model_messages(records: Sequence[Record]) -> list[Message]:
+    """Return the request the next model call sends: the newest system prompt, then ``history()``.
+
+    A reply that was cut off is left out: the model starts that answer again.
+    """
+    sp = system_prompt(records)
+    kept = [r for r in records if not _cut_off(r)] if any(map(_cut_off, records)) else records
+    return ([Message("system", sp)] if sp is not None else []) + history(kept)
+
+
+ResumeKind: TypeAlias = Literal[
+    "call_model", "recover_tools", "retry_response", "continue_response"
+]
+"""How an interrupted request is picked up (seed 001)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeInfo:
+    """What :meth:`plait.Session.resume` would do (seed 001)."""
+
+    kind: ResumeKind
+    """``call_model``, ``recover_tools``, ``retry_response`` or ``continue_response``."""
+    description: str
+    """The same, in words a user can read."""
+    missing: tuple[ToolCall, ...] = ()
+    """For ``recover_tools``: the calls that have no result."""
+
+
+def resume_info(records: Sequence[Record]) -> ResumeInfo | None:
+    """Say whether a transcript's last request was interrupted, and how to pick it up.
+
+    Pure: reads the records only. ``None`` when the conversation was not
+    interrupted (it is empty, or ends with a finished reply).
+    """
+    last: Record | None = None
+    answered: set[str] = set()
+    for record in reversed(records):
+        if record.kind in ("event", "system", "summary"):  # none of them is a turn
+            continue
+        if isinstance(record, ToolRecord):
+            answered.add(record.tool_call_id)
+            continue
+        last = record
+        break
+    if last is None:
+        if answered:  # tool results with no call before them: the model can read them
+            return ResumeInfo("call_model", "tool results wait for the model's next call")
+        return None
+    if isinstance(last, AssistantRecord):
+        reason = last.meta.get("finish_reason")
+        if reason in CUT_OFF:
+            return ResumeInfo(
+                "retry_response",
+                f"the reply was cut off ({reason}); the model is asked to start it again",
+            )
+        missing = tuple(c for c in last.tool_calls if c.id not in answered)
+        if missing:
+            names = ", ".join(c.name for c in missing)
+            return ResumeInfo(
+                "recover_tools",
+                f"{len(missing)} tool call(s) have no result ({names}); each gets a result "
+                "saying it was interrupted and may or may not have run, and is not run again",
+                missing,
+            )
+        if last.tool_calls:
+            return ResumeInfo("call_model", "every tool call has its result; the model is next")
+        if reason == "length":
+            return ResumeInfo(
+                "continue_response",
+                "the reply reached the output limit; the model is asked to continue",
+            )
+        return None
+    # A user request with no reply after it.
+    return ResumeInfo("call_model", "the request has no reply yet; the model is next")

@@ -1,13 +1,45 @@
 """The agent loop on a session: model call, tool calls (with approval), results, until done.
 
-This is the first slice of issue 3: :func:`prompt` runs one request to the end on
-a stored session with a given provider. Every step is appended to the transcript
-as it happens (the user message, each assistant reply with its tool calls, each
-tool result), so the transcript is valid after every step: an assistant's tool
-calls are always followed by one result each, and a denied or failed call is a
-failed result, never a missing one.
+Importing this package registers the loop with the session layer, which is what
+makes ``Session.prompt``, ``stream``, ``run`` and ``resume`` work (``import
+plait`` does it). Every step is appended to the transcript as it happens, so the
+transcript is valid whenever a run stops; see :mod:`plait.run.loop`.
 """
 
-from plait.run.loop import Approval, RunResult, prompt, prompt_once, run_session
+from plait._runtypes import (
+    Approval,
+    EventHook,
+    IterationEnd,
+    Question,
+    RecordAdded,
+    Run,
+    RunEvent,
+    RunResult,
+    RunSpec,
+    ToolFinished,
+    ToolStarted,
+    current_id,
+)
+from plait.run.loop import ASK_USER, CONTINUE, INTERRUPTED, drive, prompt, prompt_once, run_session
 
-__all__ = ["Approval", "RunResult", "prompt", "prompt_once", "run_session"]
+__all__ = [
+    "ASK_USER",
+    "CONTINUE",
+    "INTERRUPTED",
+    "Approval",
+    "EventHook",
+    "IterationEnd",
+    "Question",
+    "RecordAdded",
+    "Run",
+    "RunEvent",
+    "RunResult",
+    "RunSpec",
+    "ToolFinished",
+    "ToolStarted",
+    "current_id",
+    "drive",
+    "prompt",
+    "prompt_once",
+    "run_session",
+]

@@ -1,49 +1,83 @@
-"""One request, run to the end: :func:`prompt`."""
+"""The agent loop: model call, tool calls (with approval), results, until done.
+
+:func:`drive` is the body of every run; the session layer calls it through the
+runner registered at the bottom of this module (``Session.prompt``, ``stream``,
+``resume`` ...). The functions :func:`prompt`, :func:`run_session` and
+:func:`prompt_once` are the functional forms.
+
+The transcript is valid after every step, and after every way a step can end:
+
+* each reply is appended with its tool calls, then one result per call (denied,
+  unknown and failing calls are failed results, never missing ones);
+* a run cancelled (or timed out) while tools run gives each unanswered call a
+  result saying it was interrupted and may or may not have run; a tool is never
+  run again on its own;
+* a reply cut off by a cancel or a provider failure is kept, marked with
+  ``finish_reason`` ``interrupted`` or ``error``, and never sent to the model
+  again (``views.model_messages``);
+* a run that starts on a transcript a crash left with unanswered calls first
+  adds those interrupted results (``recover_tools``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import inspect
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, Final
 
-from plait.errors import InvalidArgumentError
-from plait.providers import Provider, Request, StreamEvent, ToolSpec, complete
-from plait.records import JSONValue, Message, Record, ToolCall
-from plait.session import Session, SessionHost
+from plait._runtypes import (
+    Approval,
+    EventHook,
+    IterationEnd,
+    Question,
+    RecordAdded,
+    Run,
+    RunResult,
+    RunSpec,
+    ToolFinished,
+    ToolStarted,
+)
+from plait._time import now_micros
+from plait.errors import NothingToDoError, ProviderError
+from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
+from plait.records import JSONValue, Record, ToolCall
+from plait.session import Session, SessionHost, register_runner
 from plait.store import MemoryStore
 from plait.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolOutcome
-from plait.views import history, system_prompt
+from plait.views import model_messages
 
-__all__ = ["Approval", "RunResult", "prompt", "prompt_once", "run_session"]
+__all__ = ["drive", "prompt", "prompt_once", "run_session"]
 
-Approval = Callable[[ToolCall], "bool | Awaitable[bool]"]
-"""Asked before each tool call runs; False denies it (the model reads that it was denied)."""
+INTERRUPTED: Final = (
+    "interrupted: the run stopped while this tool call was pending; it may or may not "
+    "have run, and it was not run again"
+)
+"""The result a tool call gets when its run stopped before it had one."""
 
-EventHook = Callable[[StreamEvent], object]
+CONTINUE: Final = "Continue exactly where your last reply stopped."
+"""The request ``continue_response`` adds (seed 001)."""
 
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """What :func:`prompt` did."""
-
-    text: str
-    """The final reply's text."""
-    records: tuple[Record, ...]
-    """Every record the run appended, in order."""
-    steps: int
-    """Model calls made."""
-    usage: dict[str, int] = field(default_factory=dict)
-    """Tokens summed over the run's replies (``input_tokens``, ``output_tokens``, ...)."""
-    finish_reason: str = "stop"
-    """Why the last reply ended; ``max_steps`` when the run stopped at the step limit."""
+ASK_USER: Final = ToolSpec(
+    "ask_user",
+    "Ask the user a question and wait for the answer.",
+    {
+        "type": "object",
+        "properties": {"question": {"type": "string", "description": "What to ask."}},
+        "required": ["question"],
+    },
+)
+"""The tool offered when a run has ``on_question``."""
 
 
 class _Tee:
-    """A provider that passes every streamed event to a hook on its way."""
+    """A provider that reports every streamed event and keeps the text so far."""
 
-    def __init__(self, inner: Provider, hook: EventHook) -> None:
-        self._inner, self._hook = inner, hook
+    def __init__(self, inner: Provider, run: Run) -> None:
+        self._inner, self._run = inner, run
+        self.text: list[str] = []
 
     @property
     def name(self) -> str:
@@ -55,134 +89,224 @@ class _Tee:
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         async for event in self._inner.stream(request):
-            self._hook(event)
+            if isinstance(event, TextDelta):
+                self.text.append(event.text)
+            self._run.emit(event)
             yield event
 
 
-def _model_view(session: Session) -> list[Message]:
-    """The request the next turn sends: the newest system prompt, then ``history()``."""
-    records = session.records
-    sp = system_prompt(records)
-    return ([Message("system", sp)] if sp is not None else []) + history(records)
+async def _answer(callback: Callable[..., Any] | None, *args: object) -> Any:
+    result = callback(*args) if callback is not None else None
+    if inspect.isawaitable(result):
+        result = await result
+    return result
 
 
-async def _approve(on_approval: Approval | None, call: ToolCall) -> bool:
-    if on_approval is None:
-        return True
-    answer = on_approval(call)
-    if inspect.isawaitable(answer):
-        answer = await answer
-    return bool(answer)
+def _tracer() -> Any:
+    """OpenTelemetry's tracer for plait, or None when ``opentelemetry-api`` is absent."""
+    try:
+        from opentelemetry import trace
+    except ImportError:
+        return None
+    return trace.get_tracer("plait")
 
 
-async def prompt(
-    session: Session,
-    text: str,
-    *,
-    provider: Provider,
-    tools: Sequence[Tool] = BUILTIN_TOOLS,
-    on_approval: Approval | None = None,
-    on_event: EventHook | None = None,
-    max_steps: int = 20,
-) -> RunResult:
-    """Send ``text`` to the session's model and run the tool calls it makes until it is done.
+@contextlib.contextmanager
+def _span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
+    """A span following the GenAI semantic conventions, or nothing without OpenTelemetry."""
+    if tracer is None:
+        yield None
+        return
+    from opentelemetry.trace import SpanKind, Status, StatusCode
 
-    The session's sandbox (``to("local")`` unless another target is set) is
-    where tools run; its roots and mount modes apply.
+    chat = attributes.get("gen_ai.operation.name") == "chat"
+    kind = SpanKind.CLIENT if chat else SpanKind.INTERNAL
+    with tracer.start_as_current_span(
+        name, kind=kind, attributes=attributes, record_exception=True, set_status_on_exception=True
+    ) as span:
+        try:
+            yield span
+        except asyncio.CancelledError:
+            span.set_status(Status(StatusCode.ERROR, "cancelled"))
+            raise
 
-    Args:
-        session: a stored session this process may write.
-        text: what the user says.
-        provider: the model (see :func:`plait.providers.select_provider`).
-        tools: the tools offered (default: shell, read_file, write_file, list_files).
-        on_approval: asked before each tool call; False records a denied result.
-        on_event: called with every streamed event (text and tool-call deltas, usage).
-        max_steps: the most model calls this request may make.
 
-    Returns:
-        The final text, the records appended and the usage.
+async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
+    """Run ``spec`` on ``session`` to the end, reporting every step through ``run``.
 
     Raises:
-        InvalidArgumentError: bad arguments (nothing is written).
-        SessionLockedError, SessionClosedError: as for any write.
-        ProviderError: the model could not answer (what was recorded before stays valid).
+        NothingToDoError: a resume found nothing to pick up.
+        ProviderError: the model failed (the cut-off reply is recorded first).
+        asyncio.CancelledError: the run was cancelled (the transcript is left valid).
     """
-    if not isinstance(text, str) or not text.strip():
-        raise InvalidArgumentError("a prompt needs some text")
-    _check_run(tools, max_steps)
-    first = session.inject({"role": "user", "content": text})
-    return await _loop(session, [first], provider, tools, on_approval, on_event, max_steps)
+    appended: list[Record] = []
 
+    def add(message: dict[str, JSONValue]) -> Record:
+        record = session.inject(message)
+        appended.append(record)
+        run.emit(RecordAdded(record))
+        return record
 
-def _check_run(tools: Sequence[Tool], max_steps: int) -> None:
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
-    if len({t.name for t in tools}) != len(tools):
-        raise InvalidArgumentError("tool names must be unique")
+    def interrupted(calls: Sequence[ToolCall]) -> None:
+        for call in calls:
+            add(
+                {
+                    "role": "tool",
+                    "tool_call_id": call.id,
+                    "tool_name": call.name,
+                    "content": INTERRUPTED,
+                    "ok": False,
+                    "meta": {"interrupted": True},
+                }
+            )
 
+    info = session.resumable()
+    if info is not None and info.kind == "recover_tools":
+        interrupted(info.missing)
+    if spec.text is not None:
+        add({"role": "user", "content": spec.text})
+    elif info is None:
+        raise NothingToDoError(f"session {session.id} was not interrupted")
+    elif info.kind == "continue_response":
+        add({"role": "user", "content": CONTINUE, "meta": {"resume": "continue_response"}})
 
-async def _loop(
-    session: Session,
-    appended: list[Record],
-    provider: Provider,
-    tools: Sequence[Tool],
-    on_approval: Approval | None,
-    on_event: EventHook | None,
-    max_steps: int,
-) -> RunResult:
-    """Call the model and run its tool calls until it stops asking, or ``max_steps``."""
-    by_name = {t.name: t for t in tools}
-    specs = [ToolSpec.from_dict(t.spec()) for t in tools]
-    model: Provider = _Tee(provider, on_event) if on_event is not None else provider
+    provider = spec.provider
+    by_name = {t.name: t for t in spec.tools}
+    specs = [ToolSpec.from_dict(t.spec()) for t in spec.tools]
+    if spec.on_question is not None and ASK_USER.name not in by_name:
+        specs.append(ASK_USER)
+    tracer = _tracer()
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
-    for step in range(1, max_steps + 1):
-        request = Request(_model_view(session), tools=specs)
-        reply = await complete(model, request)
+    for step in range(1, spec.max_steps + 1):
+        for message in run.take_steering():
+            add({"role": "user", "content": message, "meta": {"steered": True}})
+        request = Request(model_messages(session.records), tools=specs)
+        tee = _Tee(provider, run)
+        started = now_micros()
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider.name,
+            "gen_ai.request.model": provider.model,
+            "gen_ai.conversation.id": session.id,
+        }
+        try:
+            with _span(tracer, f"chat {provider.model}", attributes) as span:
+                reply = await complete(tee, request)
+                if span is not None:
+                    span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
+                    if reply.usage is not None:
+                        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
+                        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+        except asyncio.CancelledError:
+            _cut_off(add, tee, provider, "interrupted", started)
+            raise
+        except ProviderError as exc:
+            _cut_off(add, tee, provider, "error", started, str(exc))
+            raise
         meta: dict[str, JSONValue] = {
             "provider": provider.name,
             "model": provider.model,
             "finish_reason": reply.finish_reason,
+            "timing": {"start_us": started, "end_us": now_micros()},
         }
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():
                 if isinstance(value, int):
                     usage[key] = usage.get(key, 0) + value
-        appended.append(
-            session.inject(
-                {
-                    "role": "assistant",
-                    "content": reply.text,
-                    "tool_calls": [c.to_json() for c in reply.tool_calls],
-                    "meta": meta,
-                }
-            )
+        add(
+            {
+                "role": "assistant",
+                "content": reply.text,
+                "tool_calls": [c.to_json() for c in reply.tool_calls],
+                "meta": meta,
+            }
         )
         reply_text = reply.text
         if not reply.tool_calls:
+            run.emit(IterationEnd(step, session.id))
+            if run.steering_pending:
+                continue  # a message came in while the model answered: it reads it
             finish = reply.finish_reason
             return RunResult(reply_text, tuple(appended), step, usage, finish)
-        ctx = _context(session)
-        for call in reply.tool_calls:
-            if not await _approve(on_approval, call):
-                outcome = ToolOutcome(False, "the user denied this tool call")
-            elif call.name not in by_name:
-                outcome = ToolOutcome(False, f"there is no tool named {call.name!r}")
-            else:
-                outcome = await by_name[call.name].call(ctx, dict(call.arguments))
-            appended.append(
-                session.inject(
+        pending = list(reply.tool_calls)
+        try:
+            ctx = _context(session)
+            while pending:
+                call = pending[0]
+                run.emit(ToolStarted(call))
+                tool_started = now_micros()
+                attributes = {
+                    "gen_ai.operation.name": "execute_tool",
+                    "gen_ai.tool.name": call.name,
+                    "gen_ai.tool.call.id": call.id,
+                    "gen_ai.tool.type": "function",
+                    "gen_ai.conversation.id": session.id,
+                }
+                with _span(tracer, f"execute_tool {call.name}", attributes):
+                    outcome = await _call(call, by_name, ctx, spec.on_approval, spec.on_question)
+                pending.pop(0)
+                add(
                     {
                         "role": "tool",
                         "tool_call_id": call.id,
                         "tool_name": call.name,
                         "content": outcome.content,
                         "ok": outcome.ok,
+                        "meta": {"timing": {"start_us": tool_started, "end_us": now_micros()}},
                     }
                 )
-            )
-    return RunResult(reply_text, tuple(appended), max_steps, usage, finish)
+                run.emit(ToolFinished(call, outcome.ok, outcome.content))
+        except asyncio.CancelledError:
+            interrupted(pending)
+            session.log_event("run_interrupted", {"step": step, "during": "tools"})
+            raise
+        run.emit(IterationEnd(step, session.id))
+    return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)
+
+
+def _cut_off(
+    add: Callable[[dict[str, JSONValue]], Record],
+    tee: _Tee,
+    provider: Provider,
+    reason: str,
+    started: int,
+    error: str | None = None,
+) -> None:
+    """Record the reply a cancel or a failure cut off, if any of it arrived."""
+    text = "".join(tee.text)
+    meta: dict[str, JSONValue] = {
+        "provider": provider.name,
+        "model": provider.model,
+        "finish_reason": reason,
+        "timing": {"start_us": started, "end_us": now_micros()},
+    }
+    if error is not None:
+        meta["error"] = error
+    if text:
+        add({"role": "assistant", "content": text, "meta": meta})
+
+
+async def _call(
+    call: ToolCall,
+    by_name: dict[str, Tool],
+    ctx: ToolContext,
+    on_approval: Approval | None,
+    on_question: Question | None,
+) -> ToolOutcome:
+    """Run one tool call: asked for approval first; every failure is a failed result."""
+    if on_approval is not None and not bool(await _answer(on_approval, call)):
+        return ToolOutcome(False, "the user denied this tool call")
+    if call.name == ASK_USER.name and on_question is not None and call.name not in by_name:
+        question = call.arguments.get("question")
+        if not isinstance(question, str) or not question.strip():
+            return ToolOutcome(False, "ask_user needs a non-empty 'question' string")
+        answer = await _answer(on_question, question)
+        return ToolOutcome(True, str(answer))
+    if call.name not in by_name:
+        return ToolOutcome(False, f"there is no tool named {call.name!r}")
+    return await by_name[call.name].call(ctx, dict(call.arguments))
 
 
 def _context(session: Session) -> ToolContext:
@@ -191,11 +315,41 @@ def _context(session: Session) -> ToolContext:
     return ToolContext.from_roots(session.require_sandbox().root, session.list_roots())
 
 
+register_runner(drive)
+
+
+async def prompt(
+    session: Session,
+    text: str,
+    *,
+    provider: Provider | str | None = None,
+    tools: Sequence[Tool] = BUILTIN_TOOLS,
+    on_approval: Approval | None = None,
+    on_question: Question | None = None,
+    on_event: EventHook | None = None,
+    timeout: float | None = None,
+    keep_events: bool = False,
+    max_steps: int = 20,
+) -> RunResult:
+    """The functional form of :meth:`plait.Session.prompt` (same arguments, same errors)."""
+    return await session.prompt(
+        text,
+        provider=provider,
+        tools=tools,
+        on_approval=on_approval,
+        on_question=on_question,
+        on_event=on_event,
+        timeout=timeout,
+        keep_events=keep_events,
+        max_steps=max_steps,
+    )
+
+
 async def run_session(
     agent: Session,
     user: Session,
     *,
-    provider: Provider,
+    provider: Provider | str | None = None,
     tools: Sequence[Tool] = BUILTIN_TOOLS,
     on_approval: Approval | None = None,
     on_event: EventHook | None = None,
@@ -215,10 +369,13 @@ async def run_session(
     Raises:
         InvalidArgumentError: the user session's last message is not a user request.
     """
-    _check_run(tools, max_steps)
+    from plait.errors import InvalidArgumentError
+
     messages = user.history()
     if not messages or messages[-1].role != "user":
         raise InvalidArgumentError("the user session must end with a user request to run")
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
     out = agent._join((user,), dst=None, operator="Session.run")
     out.close_sandbox()  # the agent's handle, if one was open: the run uses the user's
     if user.sandbox is not None and not user.sandbox.closed:
@@ -227,18 +384,26 @@ async def run_session(
         target = user.settings.get("sandbox")
         spec = target.get("spec") if isinstance(target, dict) else None
         out.to(user.sandbox_backend, spec=spec if isinstance(spec, str) else None)
-    result = await _loop(out, [], provider, tools, on_approval, on_event, max_steps)
+    result = await out.resume(
+        provider=provider,
+        tools=tools,
+        on_approval=on_approval,
+        on_event=on_event,
+        max_steps=max_steps,
+    )
     return out, result
 
 
 async def prompt_once(
     text: str,
     *,
-    provider: Provider,
+    provider: Provider | str | None = None,
     system: str | None = None,
     tools: Sequence[Tool] = BUILTIN_TOOLS,
     on_approval: Approval | None = None,
+    on_question: Question | None = None,
     on_event: EventHook | None = None,
+    timeout: float | None = None,
     max_steps: int = 20,
 ) -> RunResult:
     """Run one request with no stored session: nothing is persisted (seed 003).
@@ -255,13 +420,14 @@ async def prompt_once(
         messages, session_id=None, title=None, operator=None, metadata=None
     ).to("local")
     try:
-        return await prompt(
-            session,
+        return await session.prompt(
             text,
             provider=provider,
             tools=tools,
             on_approval=on_approval,
+            on_question=on_question,
             on_event=on_event,
+            timeout=timeout,
             max_steps=max_steps,
         )
     finally:

@@ -36,6 +36,10 @@ async def shell(ctx: ToolContext, command: str, timeout: int = 60) -> ToolOutcom
             os.killpg(proc.pid, 9)
         await proc.wait()
         return ToolOutcome(False, f"timed out after {timeout} s (killed)")
+    except asyncio.CancelledError:  # the run was stopped: the command must not outlive it
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, 9)
+        raise
     text = out.decode("utf-8", "replace")
     code = proc.returncode
     return ToolOutcome(code == 0, f"exit code {code}\n{text}")

@@ -1,0 +1,508 @@
+"""Session.prompt / stream / run / steer / ask / name_it / resume, timeouts and interruptions."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from plait import (
+    Client,
+    InvalidArgumentError,
+    IterationEnd,
+    NothingToDoError,
+    RecordAdded,
+    RunInterruptedError,
+    RunTimeoutError,
+    Session,
+    SessionBusyError,
+    ToolCall,
+    ToolFinished,
+    ToolStarted,
+    current_id,
+)
+from plait.errors import ProviderError
+from plait.providers import (
+    Reply,
+    Request,
+    ScriptedProvider,
+    StreamEvent,
+    TextDelta,
+    Usage,
+)
+from plait.run import CONTINUE, INTERRUPTED
+from plait.tools import ToolContext, tool
+from plait.views import model_messages
+
+
+class Puppet:
+    """A provider scripted step by step; a step may hang or fail part-way through."""
+
+    name = "puppet"
+    model = "puppet-1"
+
+    def __init__(self, steps: list[str | Reply]) -> None:
+        self.steps = list(steps)
+        self.requests: list[Request] = []
+        self.release = asyncio.Event()
+
+    async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+        self.requests.append(request)
+        step = self.steps.pop(0)
+        if step == "hang":
+            yield TextDelta("half an ans")
+            await asyncio.Event().wait()  # until cancelled
+        if step == "fail":
+            yield TextDelta("half")
+            raise ProviderError("puppet", "connection reset")
+        if step == "wait":
+            await self.release.wait()
+            step = "done waiting"
+        inner = ScriptedProvider([step])
+        async for event in inner.stream(request):
+            yield event
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[Client]:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Client(ws, store=tmp_path / "plait.db") as c:
+        yield c
+
+
+def _session(client: Client, tmp_path: Path) -> Session:
+    box = tmp_path / "box"
+    box.mkdir(exist_ok=True)
+    s = client.sessions.create([{"role": "system", "content": "You are terse."}])
+    return s.to("local", spec=str(box))
+
+
+def _call(name: str, cid: str = "c1", **args: object) -> Reply:
+    return Reply(tool_calls=(ToolCall(cid, name, dict(args)),), finish_reason="tool_calls")
+
+
+def test_prompt_records_the_exchange_and_adds_up_usage(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider(
+        [Reply("Hi.", usage=Usage(12, 3, 4)), Reply("Bye.", usage=Usage(20, 2))]
+    )
+    first = asyncio.run(s.prompt("hello", provider=provider))
+    asyncio.run(s.prompt("goodbye", provider=provider))
+    assert first.text == "Hi." and first.events == ()
+    assert [m.text for m in s.history()] == ["hello", "Hi.", "goodbye", "Bye."]
+    usage = s.usage
+    assert (usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (32, 5, 4)
+    assert usage.total_tokens == 37 and usage.replies == 2
+    assert s.resumable() is None
+    assert s.records[-1].meta["timing"]["end_us"] >= s.records[-1].meta["timing"]["start_us"]
+
+
+def test_stream_yields_deltas_records_tools_and_iteration_ends(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    (tmp_path / "box" / "a.txt").write_text("A")
+    provider = ScriptedProvider([_call("read_file", path="a.txt"), "It says A."])
+
+    async def main() -> tuple[list[object], object]:
+        run = s.stream("read a.txt", provider=provider, keep_events=True)
+        events = [event async for event in run]
+        return events, await run
+
+    events, result = asyncio.run(main())
+    types = [e.type for e in events]
+    assert types[0] == "record" and isinstance(events[0], RecordAdded)
+    assert events[0].record.kind == "user"
+    assert "text_delta" in types and "finish" in types
+    started = [e for e in events if isinstance(e, ToolStarted)]
+    finished = [e for e in events if isinstance(e, ToolFinished)]
+    assert [e.call.name for e in started] == ["read_file"]
+    assert finished[0].ok and finished[0].content == "A"
+    ends = [e for e in events if isinstance(e, IterationEnd)]
+    assert [e.step for e in ends] == [1, 2] and ends[0].session_id == s.id
+    assert types.index("tool_start") < types.index("tool_end")
+    assert result.text == "It says A." and len(result.events) == len(events)  # type: ignore[attr-defined]
+
+
+def test_run_is_the_blocking_form_and_refuses_inside_an_event_loop(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    result = s.run("hi", provider=ScriptedProvider(["hello"]))
+    assert result.text == "hello"
+
+    async def inside() -> None:
+        s.run("again", provider=ScriptedProvider(["x"]))
+
+    with pytest.raises(InvalidArgumentError, match="await prompt"):
+        asyncio.run(inside())
+    assert len(s.history()) == 2  # nothing written by the refused call
+
+
+def test_bad_arguments_write_nothing(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    before = s.length
+    p = ScriptedProvider(["x"])
+    for kwargs in ({"timeout": 0}, {"timeout": -1}, {"max_steps": 0}, {"tools": ["shell"]}):
+        with pytest.raises(InvalidArgumentError):
+            asyncio.run(s.prompt("hi", provider=p, **kwargs))  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(s.prompt("   ", provider=p))
+    assert s.length == before and not s.running
+
+
+def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    other = client.sessions.create([{"role": "user", "content": "x"}])
+    provider = Puppet(["wait"])
+
+    async def main() -> None:
+        run = s.stream("slow one", provider=provider)
+        await asyncio.sleep(0.01)
+        assert s.running
+        with pytest.raises(SessionBusyError):
+            s.stream("second", provider=ScriptedProvider(["no"]))
+        with pytest.raises(SessionBusyError):
+            await other.prompt("elsewhere", provider=ScriptedProvider(["no"]))
+        provider.release.set()
+        assert (await run).text == "done waiting"
+        assert not s.running
+        # Once it ended, the other session may run (and becomes current).
+        await other.prompt("now", provider=ScriptedProvider(["yes"]))
+        assert other.current and not s.current
+
+    asyncio.run(main())
+
+
+def test_steer_adds_a_user_message_before_the_next_model_call(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    gate = asyncio.Event()
+
+    @tool
+    async def slow(ctx: ToolContext) -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "slow done"
+
+    provider = ScriptedProvider([_call("slow"), "Steered answer."])
+
+    async def main() -> None:
+        run = s.stream("start", provider=provider, tools=[slow])
+        async for event in run:
+            if isinstance(event, ToolStarted):
+                s.steer("use tabs, not spaces")
+                gate.set()
+        await run
+
+    asyncio.run(main())
+    roles = [(m.role, m.text) for m in s.history()]
+    assert roles[-3:] == [
+        ("tool", "slow done"),
+        ("user", "use tabs, not spaces"),
+        ("assistant", "Steered answer."),
+    ]
+    assert provider.requests[1].messages[-1].text == "use tabs, not spaces"
+    assert s.records[-2].meta == {"steered": True}
+    with pytest.raises(NothingToDoError):
+        s.steer("too late")
+
+
+def test_a_steer_during_the_final_reply_gets_one_more_model_call(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    provider = Puppet(["wait", "Read your note."])
+
+    async def main() -> None:
+        run = s.stream("go", provider=provider)
+        await asyncio.sleep(0.01)
+        s.steer("one more thing")
+        provider.release.set()
+        result = await run
+        assert result.text == "Read your note." and result.steps == 2
+
+    asyncio.run(main())
+    texts = [m.text for m in s.history()]
+    assert texts[-3:] == ["done waiting", "one more thing", "Read your note."]
+
+
+def test_timeout_keeps_the_cut_reply_and_resume_retries_it(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    with pytest.raises(RunTimeoutError) as caught:
+        asyncio.run(s.prompt("long task", provider=Puppet(["hang"]), timeout=0.2))
+    assert isinstance(caught.value, TimeoutError) and caught.value.timeout == 0.2
+    cut = s.records[-1]
+    assert cut.kind == "assistant" and cut.meta["finish_reason"] == "interrupted"
+    assert cut.text == "half an ans"
+    info = s.resumable()
+    assert info is not None and info.kind == "retry_response"
+    # The cut reply is never sent again; the model starts it over.
+    assert [m.role for m in model_messages(s.records)] == ["system", "user"]
+    provider = ScriptedProvider(["The whole answer."])
+    result = asyncio.run(s.resume(provider=provider, timeout=5))
+    assert result.text == "The whole answer."
+    assert [m.role for m in provider.requests[0].messages] == ["system", "user"]
+    assert s.resumable() is None
+    with pytest.raises(NothingToDoError, match="not interrupted"):
+        asyncio.run(s.resume(provider=provider))
+
+
+def test_cancelling_during_a_tool_answers_it_as_interrupted(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    ran: list[str] = []
+
+    @tool
+    async def forever(ctx: ToolContext) -> str:
+        """Never returns."""
+        ran.append("forever")
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    reply = Reply(
+        tool_calls=(ToolCall("a", "forever", {}), ToolCall("b", "forever", {})),
+        finish_reason="tool_calls",
+    )
+
+    async def main() -> None:
+        run = s.stream("go", provider=ScriptedProvider([reply]), tools=[forever])
+        with pytest.raises(RunInterruptedError):
+            async for event in run:
+                if isinstance(event, ToolStarted):
+                    run.cancel()
+        with pytest.raises(RunInterruptedError):
+            await run
+        assert run.done and not s.running
+
+    asyncio.run(main())
+    tools = [m for m in s.history() if m.role == "tool"]
+    assert [(m.tool_call_id, m.ok, m.text) for m in tools] == [
+        ("a", False, INTERRUPTED),
+        ("b", False, INTERRUPTED),
+    ]
+    assert s.records[-1].kind == "event" and s.records[-1].name == "run_interrupted"  # type: ignore[attr-defined]
+    assert ran == ["forever"]  # the second call never started
+    info = s.resumable()
+    assert info is not None and info.kind == "call_model"
+    result = asyncio.run(s.resume(provider=ScriptedProvider(["Recovered."]), tools=[forever]))
+    assert result.text == "Recovered." and ran == ["forever"]  # nothing re-run
+
+
+def test_recover_tools_after_a_crash_never_reruns_a_tool(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    s.inject({"role": "user", "content": "deploy"})
+    s.inject(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "d1", "name": "deploy", "arguments": {}}],
+        }
+    )
+    ran: list[str] = []
+
+    @tool
+    def deploy() -> str:
+        """Deploys."""
+        ran.append("deploy")
+        return "deployed"
+
+    info = s.resumable()
+    assert info is not None and info.kind == "recover_tools"
+    assert [c.id for c in info.missing] == ["d1"] and "may or may not" in info.description
+    assert s.records[-1].kind == "assistant"  # resumable() wrote nothing
+    provider = ScriptedProvider(["It may have deployed; check before retrying."])
+    asyncio.run(s.resume(provider=provider, tools=[deploy]))
+    assert ran == []
+    results = [m for m in s.history() if m.role == "tool"]
+    assert [(m.tool_call_id, m.ok, m.text) for m in results] == [("d1", False, INTERRUPTED)]
+    assert provider.requests[0].messages[-1].role == "tool"
+
+
+def test_a_new_prompt_on_a_crashed_transcript_repairs_it_first(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    s.inject({"role": "user", "content": "a"})
+    s.inject({"role": "assistant", "content": "", "tool_calls": [{"id": "x", "name": "shell"}]})
+    provider = ScriptedProvider(["ok"])
+    asyncio.run(s.prompt("b", provider=provider))
+    roles = [m.role for m in provider.requests[0].messages]
+    assert roles == ["system", "user", "assistant", "tool", "user"]
+
+
+def test_continue_response_asks_the_model_to_continue(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    cut = ScriptedProvider([Reply("Roses are", finish_reason="length")])
+    asyncio.run(s.prompt("write a poem", provider=cut))
+    info = s.resumable()
+    assert info is not None and info.kind == "continue_response"
+    provider = ScriptedProvider([" red."])
+    asyncio.run(s.resume(provider=provider))
+    sent = provider.requests[0].messages
+    assert (sent[-2].text, sent[-1].text) == ("Roses are", CONTINUE)
+    assert s.records[-2].meta == {"resume": "continue_response"}
+
+
+def test_a_provider_failure_keeps_what_arrived_and_is_retried(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    with pytest.raises(ProviderError, match="connection reset"):
+        asyncio.run(s.prompt("q", provider=Puppet(["fail"])))
+    cut = s.records[-1]
+    assert cut.meta["finish_reason"] == "error" and "connection reset" in cut.meta["error"]
+    info = s.resumable()
+    assert info is not None and info.kind == "retry_response"
+
+
+def test_nothing_to_resume(client: Client, tmp_path: Path) -> None:
+    fresh = client.session
+    assert fresh.resumable() is None
+    with pytest.raises(NothingToDoError):
+        asyncio.run(fresh.resume(provider=ScriptedProvider(["x"])))
+    s = _session(client, tmp_path)
+    assert s.resumable() is None  # a system prompt alone is not an interrupted request
+    s.inject({"role": "user", "content": "pending"})
+    info = s.resumable()
+    assert info is not None and info.kind == "call_model"
+    assert asyncio.run(s.resume(provider=ScriptedProvider(["answered"]))).text == "answered"
+
+
+def test_ask_adds_nothing_and_sees_the_conversation(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    asyncio.run(s.prompt("my name is Ada", provider=ScriptedProvider(["Noted."])))
+    before = s.version
+    provider = ScriptedProvider(["Your name is Ada.", "Ada again."])
+    assert asyncio.run(s.ask("what is my name?", provider=provider)) == "Your name is Ada."
+    sent = provider.requests[0]
+    assert [m.text for m in sent.messages][-3:] == ["my name is Ada", "Noted.", "what is my name?"]
+    assert sent.tools == ()
+
+    async def pieces() -> list[str]:
+        return [p async for p in s.ask_stream("again?", provider=provider)]
+
+    got = asyncio.run(pieces())
+    assert len(got) > 1 and "".join(got) == "Ada again."
+    assert s.version == before
+    with pytest.raises(InvalidArgumentError):
+        s.ask_stream(" ")
+
+
+def test_name_it(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    assert asyncio.run(s.name_it(provider=ScriptedProvider(["unused"]))) is None
+    asyncio.run(s.prompt("refactor the parser", provider=ScriptedProvider(["Done."])))
+    provider = ScriptedProvider(['"Parser refactor."\nextra line'])
+    assert asyncio.run(s.name_it(provider=provider)) == "Parser refactor"
+    assert s.title == "Parser refactor"
+    assert "refactor the parser" in provider.requests[0].messages[-1].text
+    # An existing title is left alone and the model is not asked.
+    again = ScriptedProvider([])
+    assert asyncio.run(s.name_it(provider=again)) is None and again.requests == []
+    # A blank answer falls back to the first request's words.
+    t = _session(client, tmp_path)
+    asyncio.run(t.prompt("make the build faster please", provider=ScriptedProvider(["ok"])))
+    named = asyncio.run(t.name_it(provider=ScriptedProvider(["  "])))
+    assert named == "make the build faster please"
+
+
+def test_on_question_offers_ask_user(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider([_call("ask_user", question="Which branch?"), "Using main."])
+    asked: list[str] = []
+
+    async def answer(question: str) -> str:
+        asked.append(question)
+        return "main"
+
+    asyncio.run(s.prompt("merge it", provider=provider, on_question=answer))
+    assert asked == ["Which branch?"]
+    assert "ask_user" in [t.name for t in provider.requests[0].tools]
+    result = next(m for m in s.history() if m.role == "tool")
+    assert (result.ok, result.text) == (True, "main")
+
+
+def test_subscribers_see_events_with_current_id(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    seen: list[tuple[str, str | None]] = []
+
+    def watch(event: object) -> None:
+        seen.append((event.type, current_id()))
+
+    def broken(event: object) -> None:
+        raise RuntimeError("subscriber bug")
+
+    unsubscribe = s.subscribe(watch)
+    s.subscribe(broken)
+    fork = s.fork()
+    asyncio.run(s.prompt("hi", provider=ScriptedProvider(["hello"])))
+    assert ("iteration_end", s.id) in seen
+    assert {sid for _, sid in seen} == {s.id}
+    assert current_id() is None
+    count = len(seen)
+    asyncio.run(fork.prompt("hi", provider=ScriptedProvider(["hello"])))
+    assert len(seen) == count  # a fork does not copy subscribers
+    s.reset()
+    unsubscribe()
+    asyncio.run(s.prompt("again", provider=ScriptedProvider(["x"])))
+    assert len(seen) == count
+    with pytest.raises(InvalidArgumentError):
+        s.subscribe("not callable")  # type: ignore[arg-type]
+
+
+def test_the_session_remembers_a_model_spec(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _session(client, tmp_path)
+    picked: list[str | None] = []
+    import plait.session as session_module
+
+    def fake_select(spec: str | None) -> ScriptedProvider:
+        picked.append(spec)
+        return ScriptedProvider(["ok"])
+
+    monkeypatch.setattr(session_module, "select_provider", fake_select)
+    s.set_settings(model="scripted:x")
+    asyncio.run(s.prompt("hi"))
+    asyncio.run(s.prompt("hi", provider="openai:gpt-4o"))
+    assert picked == ["scripted:x", "openai:gpt-4o"]
+
+
+def test_spans_follow_the_genai_conventions(client: Client, tmp_path: Path) -> None:
+    sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="opentelemetry-sdk not installed")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+    provider_ = sdk.TracerProvider()
+    provider_.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider_.get_tracer("plait")
+    import plait.run.loop as loop
+
+    original = loop._tracer
+    loop._tracer = lambda: tracer  # type: ignore[assignment]
+    try:
+        s = _session(client, tmp_path)
+        (tmp_path / "box" / "f.txt").write_text("F")
+        provider = ScriptedProvider(
+            [_call("read_file", path="f.txt"), Reply("done", usage=Usage(7, 2))]
+        )
+        asyncio.run(s.prompt("read", provider=provider))
+    finally:
+        loop._tracer = original  # type: ignore[assignment]
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    assert set(spans) == {"chat scripted", "execute_tool read_file"}
+    chat = spans["chat scripted"].attributes or {}
+    assert chat["gen_ai.operation.name"] == "chat"
+    assert chat["gen_ai.conversation.id"] == s.id
+    assert chat["gen_ai.usage.input_tokens"] == 7
+    assert tuple(chat["gen_ai.response.finish_reasons"]) == ("stop",)  # type: ignore[arg-type]
+    tool_span = spans["execute_tool read_file"].attributes or {}
+    assert tool_span["gen_ai.tool.name"] == "read_file" and tool_span["gen_ai.tool.call.id"] == "c1"
+    assert trace.get_current_span() is not None
+
