@@ -4,7 +4,8 @@
 renames and deletes sessions; ``plait db ...`` (``db.py``) looks after the
 SQLite file; ``plait demo`` (``demo.py``) is the offline walkthrough behind
 ``make demo``; ``plait import`` (``interop.py``) makes a session from a
-transcript file. Every command takes ``-h``; the root options choose the store
+transcript file; ``plait chat`` and ``plait run`` (``chat.py``) talk to a model.
+Every command takes ``-h``; the root options choose the store
 and the workspace; every :class:`plait.errors.PlaitError` ends the command
 with a one-line message and exit code 1.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
+from plait.cli.chat import chat_command, run_command
 from plait.cli.compaction import compact_command, uncompact_command
 from plait.cli.db import db_group
 from plait.cli.demo import demo_command
@@ -62,6 +64,8 @@ cli.add_command(stats_command)
 cli.add_command(import_command)
 cli.add_command(compact_command)
 cli.add_command(uncompact_command)
+cli.add_command(chat_command)
+cli.add_command(run_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -1,0 +1,425 @@
+"""``plait chat``, the interactive terminal conversation, and ``plait run``, one request.
+
+Both run the agent loop on a stored session (``Session.stream``) and print it
+as it happens: the reply's text as it is written, each tool call and its
+result. Before a tool runs, the user is asked (``y``/``n``) unless ``--yes``.
+Ctrl-C during a reply stops the run; the transcript stays valid and
+``/retry`` (or ``plait run --resume``) picks it up.
+
+Chat commands (``/help`` lists them): ``/resume [ID]``, ``/retry``, ``/fork``,
+``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``,
+``/compact``, ``/uncompact``, ``/ask QUESTION``, ``/quit``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from plait._runtypes import Run, RunEvent, RunResult
+from plait.cli._common import (
+    CONTEXT_SETTINGS,
+    Settings,
+    console,
+    echo_json,
+    local_time,
+    open_client,
+    pass_settings,
+    record_json,
+)
+from plait.cli._render import print_messages
+from plait.client import Client
+from plait.errors import NothingToDoError, PlaitError, RunInterruptedError
+from plait.providers import TextDelta
+from plait.records import JSONValue, ToolCall
+from plait.session import Session
+
+__all__ = ["chat_command", "run_command"]
+
+HELP: Final = """\
+/resume [ID]      continue a stored session (no ID: list the recent ones)
+/retry            pick up an interrupted request (session.resume())
+/fork             branch this conversation and continue on the branch
+/rename TITLE     give it a title          /name   let the model name it
+/history          the messages the model works with
+/export [PATH]    write the conversation as an HTML page (.md for Markdown)
+/compact          fold the older messages into a summary now   /uncompact  undo it
+/ask QUESTION     a side question that adds nothing to the conversation
+/quit             leave (Ctrl-D works too)"""
+
+
+class _Printer:
+    """Prints a run's events: text as it streams, tool calls and their results."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.mid_line = False
+
+    def _newline(self) -> None:
+        if self.mid_line:
+            self.out.print()
+            self.mid_line = False
+
+    def __call__(self, event: RunEvent) -> None:
+        if isinstance(event, TextDelta):
+            self.out.print(Text(event.text), end="", soft_wrap=True)
+            self.mid_line = not event.text.endswith("\n")
+        elif event.type == "tool_start":
+            self._newline()
+            args = json.dumps(dict(event.call.arguments), ensure_ascii=False)
+            self.out.print(Text(f"-> {event.call.name} {args}", style="yellow"), soft_wrap=True)
+        elif event.type == "tool_end":
+            first = event.content.strip().splitlines()[0] if event.content.strip() else ""
+            mark, style = ("ok", "green") if event.ok else ("failed", "red")
+            self.out.print(Text(f"   {mark}: {first[:200]}", style=style), soft_wrap=True)
+        elif event.type == "finish":
+            self._newline()
+
+
+def _approver(yes: bool) -> Callable[[ToolCall], bool] | None:
+    if yes:
+        return None
+
+    def approve(call: ToolCall) -> bool:
+        args = json.dumps(dict(call.arguments), ensure_ascii=False)
+        return click.confirm(f"run {call.name} {args}?", default=False, err=True)
+
+    return approve
+
+
+async def _drive(run: Run, printer: _Printer) -> RunResult:
+    async for event in run:
+        printer(event)
+    return await run
+
+
+def _run_turn(out: Console, start: Callable[[], Run]) -> None:
+    """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid."""
+    printer = _Printer(out)
+    try:
+        asyncio.run(_drive(start(), printer))
+    except (KeyboardInterrupt, RunInterruptedError):
+        printer._newline()
+        out.print(Text("interrupted: /retry picks the request up", style="yellow"))
+
+
+def _session_for(client: Client, session_id: str | None, resume_latest: bool) -> Session:
+    if session_id is not None:
+        return client.sessions.open(session_id)
+    if resume_latest:
+        latest = client.sessions.latest()
+        if latest is not None:
+            return latest
+    return client.session
+
+
+def _setup(session: Session, directory: Path | None, system: str | None) -> None:
+    """Point the sandbox at ``directory`` and set a system prompt on a new session."""
+    if system is not None and not session.stored:
+        session.inject({"role": "system", "content": system})
+    if directory is not None:
+        session.to("local", spec=str(directory))
+
+
+_model_option = click.option(
+    "--model",
+    "-m",
+    metavar="SPEC",
+    default=None,
+    help="provider[:model], e.g. openai:gpt-4o-mini (default: $PLAIT_MODEL, an API key "
+    "in the environment, else the embedded model).",
+)
+_dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The folder tools work in (default: a temporary folder, deleted afterwards).",
+)
+_yes_option = click.option("--yes", "-y", is_flag=True, help="Run tool calls without asking.")
+_system_option = click.option("--system", metavar="TEXT", help="A system prompt for a new session.")
+
+
+@click.command("run", context_settings=CONTEXT_SETTINGS)
+@click.argument("text", required=False)
+@click.option("--session", "session_id", metavar="ID", help="Continue this stored session.")
+@click.option("--continue", "-c", "resume_latest", is_flag=True, help="Continue the latest one.")
+@click.option("--resume", "resume_run", is_flag=True, help="Pick up an interrupted request.")
+@_model_option
+@_dir_option
+@_yes_option
+@_system_option
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds allowed.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@pass_settings
+def run_command(
+    settings: Settings,
+    text: str | None,
+    session_id: str | None,
+    resume_latest: bool,
+    resume_run: bool,
+    model: str | None,
+    directory: Path | None,
+    yes: bool,
+    system: str | None,
+    timeout: float | None,
+    max_steps: int,
+    as_json: bool,
+) -> None:
+    """Send TEXT to a session's model and run its tool calls until it is done.
+
+    With --json nothing is streamed: one JSON object (session, text, steps,
+    usage, finish_reason, the records appended) is printed at the end.
+    """
+    if (text is None) == (not resume_run):
+        raise click.UsageError("give TEXT, or --resume to pick up an interrupted request")
+    client = open_client(settings)
+    session = _session_for(client, session_id, resume_latest)
+    _setup(session, directory, system)
+    options: dict[str, Any] = {
+        "provider": model,
+        "on_approval": _approver(yes),
+        "timeout": timeout,
+        "max_steps": max_steps,
+    }
+    if as_json:
+        coro: Awaitable[RunResult] = (
+            session.resume(**options) if resume_run else session.prompt(str(text), **options)
+        )
+        result = asyncio.run(_closing(session, coro))
+        echo_json(_result_json(session, result))
+        return
+    out = console()
+
+    def start() -> Run:
+        if resume_run:
+            return session.resume_stream(**options)
+        return session.stream(str(text), **options)
+
+    try:
+        _run_turn(out, start)
+    finally:
+        session.close_sandbox()
+    out.print(Text(f"session {session.id}", style="dim"))
+
+
+async def _closing(session: Session, coro: Awaitable[RunResult]) -> RunResult:
+    try:
+        return await coro
+    finally:
+        session.close_sandbox()
+
+
+def _result_json(session: Session, result: RunResult) -> dict[str, JSONValue]:
+    return {
+        "session_id": session.id,
+        "text": result.text,
+        "steps": result.steps,
+        "finish_reason": result.finish_reason,
+        "usage": dict(result.usage),
+        "records": [record_json(r) for r in result.records],
+    }
+
+
+@click.command("chat", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="[ID]", required=False)
+@click.option("--continue", "-c", "resume_latest", is_flag=True, help="Continue the latest one.")
+@_model_option
+@_dir_option
+@_yes_option
+@_system_option
+@pass_settings
+def chat_command(
+    settings: Settings,
+    session_id: str | None,
+    resume_latest: bool,
+    model: str | None,
+    directory: Path | None,
+    yes: bool,
+    system: str | None,
+) -> None:
+    """Talk with an agent in the terminal; every turn is stored as it happens.
+
+    Starts a new session, or continues ID (or the latest with -c). Lines that
+    begin with / are commands: /help lists them.
+    """
+    client = open_client(settings)
+    out = console()
+    chat = _Chat(client, out, model, directory, yes)
+    session = _session_for(client, session_id, resume_latest)
+    _setup(session, None, system)  # the folder is set by switch(), after the system prompt
+    chat.switch(session)
+    out.print(Text("plait chat: /help for commands, /quit to leave", style="dim"))
+    try:
+        while True:
+            try:
+                line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+            except (EOFError, click.Abort):
+                out.print()
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith("/"):
+                if not chat.command(line):
+                    break
+                continue
+            chat.prompt(line)
+    finally:
+        chat.session.close_sandbox()
+
+
+class _Chat:
+    """The state of one ``plait chat``: the client, the current session, the options."""
+
+    def __init__(
+        self, client: Client, out: Console, model: str | None, directory: Path | None, yes: bool
+    ) -> None:
+        self.client, self.out, self.model, self.directory = client, out, model, directory
+        self.approve = _approver(yes)
+        self.session = client.session
+
+    def switch(self, session: Session) -> None:
+        if session is not self.session:
+            self.session.close_sandbox()
+        self.session = session
+        if self.directory is not None and session.sandbox_backend is None:
+            session.to("local", spec=str(self.directory))
+        label = session.title or "(untitled)" if session.stored else "(new)"
+        self.out.print(Text(f"session {session.id} {label}", style="dim"), soft_wrap=True)
+
+    def prompt(self, text: str) -> None:
+        self.out.print(Text("assistant:", style="bold cyan"))
+        _run_turn(
+            self.out,
+            lambda: self.session.stream(text, provider=self.model, on_approval=self.approve)
+        )
+
+    def command(self, line: str) -> bool:
+        """Do one slash command; False means leave."""
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            words = line.split()
+        name, args = words[0].lower(), words[1:]
+        rest = line[len(words[0]) :].strip()
+        handler = self._COMMANDS.get(name)
+        if handler is None:
+            self.out.print(Text(f"unknown command {name}; /help lists them", style="red"))
+            return True
+        try:
+            return handler(self, args, rest) is not False
+        except NothingToDoError as exc:
+            self.out.print(Text(str(exc), style="yellow"), soft_wrap=True)
+        except (PlaitError, OSError) as exc:
+            self.out.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+        return True
+
+    def _help(self, args: list[str], rest: str) -> None:
+        self.out.print(Text(HELP))
+
+    def _quit(self, args: list[str], rest: str) -> bool:
+        return False
+
+    def _resume(self, args: list[str], rest: str) -> None:
+        if args:
+            self.switch(self.client.sessions.open(args[0]))
+            print_messages(self.out, self.session.history()[-6:], indent="  ")
+            return
+        for info in self.client.sessions.list(limit=10):
+            title = info.title or "(untitled)"
+            self.out.print(
+                Text(f"  {info.id}  {local_time(info.updated_at)}  {title}"), soft_wrap=True
+            )
+
+    def _retry(self, args: list[str], rest: str) -> None:
+        info = self.session.resumable()
+        if info is None:
+            raise NothingToDoError("nothing was interrupted")
+        self.out.print(Text(f"{info.kind}: {info.description}", style="dim"), soft_wrap=True)
+        self.out.print(Text("assistant:", style="bold cyan"))
+        _run_turn(
+            self.out,
+            lambda: self.session.resume_stream(provider=self.model, on_approval=self.approve)
+        )
+
+    def _fork(self, args: list[str], rest: str) -> None:
+        self._stored()
+        self.switch(self.session.fork())
+
+    def _rename(self, args: list[str], rest: str) -> None:
+        self._stored()
+        title = self.session.rename(rest)
+        self.out.print(Text(f"renamed to {title!r}"), soft_wrap=True)
+
+    def _name(self, args: list[str], rest: str) -> None:
+        title = asyncio.run(self.session.name_it(provider=self.model))
+        self.out.print(Text(f"title: {self.session.title or title or '(none yet)'}"))
+
+    def _history(self, args: list[str], rest: str) -> None:
+        if not print_messages(self.out, self.session.history() if self.session.stored else []):
+            self.out.print(Text("(nothing yet)", style="dim"))
+
+    def _export(self, args: list[str], rest: str) -> None:
+        self._stored()
+        target = args[0] if args else None
+        if target is not None and target.endswith(".md"):
+            path = self.session.export_markdown(target)
+        else:
+            path = self.session.export(target)
+        self.out.print(Text(f"wrote {path}"), soft_wrap=True)
+
+    def _compact(self, args: list[str], rest: str) -> None:
+        self._stored()
+        done = asyncio.run(self.session.compact())
+        if done is None:
+            self.out.print(Text("nothing worth folding"))
+        else:
+            self.out.print(
+                Text(f"folded {done.compressed} messages into a summary, kept {done.kept}")
+            )
+
+    def _uncompact(self, args: list[str], rest: str) -> None:
+        self._stored()
+        self.session.uncompact()
+        self.out.print(Text("the last compaction is undone"))
+
+    def _ask(self, args: list[str], rest: str) -> None:
+        if not rest:
+            raise NothingToDoError("/ask needs a question")
+
+        async def answer() -> None:
+            async for piece in self.session.ask_stream(rest, provider=self.model):
+                self.out.print(Text(piece), end="", soft_wrap=True)
+            self.out.print()
+
+        asyncio.run(answer())
+
+    def _stored(self) -> None:
+        if not self.session.stored:
+            raise NothingToDoError("nothing is stored yet: say something first")
+
+    _COMMANDS: Final[dict[str, Callable[[_Chat, list[str], str], bool | None]]] = {
+        "/help": _help,
+        "/quit": _quit,
+        "/exit": _quit,
+        "/resume": _resume,
+        "/retry": _retry,
+        "/fork": _fork,
+        "/rename": _rename,
+        "/name": _name,
+        "/history": _history,
+        "/export": _export,
+        "/compact": _compact,
+        "/uncompact": _uncompact,
+        "/ask": _ask,
+    }

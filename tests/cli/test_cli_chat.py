@@ -1,0 +1,151 @@
+"""``plait chat`` and ``plait run``: a scripted model behind the real commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import plait.session as session_module
+from plait import Client, ToolCall
+from plait.providers import Reply, ScriptedProvider, Usage
+
+from ._helpers import Run, assert_clean_error, conversation
+
+
+@pytest.fixture
+def model(monkeypatch: pytest.MonkeyPatch) -> ScriptedProvider:
+    """The provider every command gets, whatever model it names (recorded in ``specs``)."""
+    provider = ScriptedProvider([])
+    specs: list[str | None] = []
+
+    def select(spec: str | None) -> ScriptedProvider:
+        specs.append(spec)
+        return provider
+
+    monkeypatch.setattr(session_module, "select_provider", select)
+    provider.specs = specs  # type: ignore[attr-defined]
+    return provider
+
+
+def _script(provider: ScriptedProvider, *replies: str | Reply) -> None:
+    provider.add(*replies)
+
+
+def test_run_json_prints_the_result_and_stores_the_exchange(
+    run: Run, api: Client, model: ScriptedProvider, tmp_path: Path
+) -> None:
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / "notes.txt").write_text("buy milk")
+    _script(
+        model,
+        Reply(tool_calls=(ToolCall("c1", "read_file", {"path": "notes.txt"}),),
+              finish_reason="tool_calls"),
+        Reply("You need to buy milk.", usage=Usage(9, 4)),
+    )
+    result = run("run", "what is in notes.txt?", "--json", "--yes", "--dir", str(box),
+                 "--model", "scripted:x", "--system", "Be brief.")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["text"] == "You need to buy milk." and out["steps"] == 2
+    assert out["usage"]["input_tokens"] == 9
+    assert [r["kind"] for r in out["records"]] == ["user", "assistant", "tool", "assistant"]
+    assert model.specs == ["scripted:x"]  # type: ignore[attr-defined]
+    stored = api.sessions.get(out["session_id"])
+    assert [m.role for m in stored.history()] == ["user", "assistant", "tool", "assistant"]
+    assert stored.records[0].text == "Be brief."
+
+
+def test_run_streams_text_and_asks_before_tools(
+    run: Run, api: Client, model: ScriptedProvider, tmp_path: Path
+) -> None:
+    s = conversation(api)
+    _script(
+        model,
+        Reply(tool_calls=(ToolCall("c9", "shell", {"command": "echo hi"}),),
+              finish_reason="tool_calls"),
+        "Not allowed, fine.",
+    )
+    result = run("run", "run echo", "--session", s.id, input="n\n")
+    assert result.exit_code == 0, result.output
+    assert "-> shell" in result.stdout and "failed: the user denied" in result.stdout
+    assert "Not allowed, fine." in result.stdout and f"session {s.id}" in result.stdout
+    tool = [m for m in api.sessions.get(s.id).history() if m.role == "tool"][-1]
+    assert (tool.tool_call_id, tool.ok) == ("c9", False)
+
+
+def test_run_resume_and_usage_errors(run: Run, api: Client, model: ScriptedProvider) -> None:
+    s = api.sessions.new()
+    s.inject({"role": "user", "content": "unanswered"})
+    _script(model, "Answered now.")
+    result = run("run", "--resume", "--session", s.id, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["text"] == "Answered now."
+    assert_clean_error(run("run", "--resume", "--session", s.id), "not interrupted")
+    bad = run("run")
+    assert bad.exit_code == 2 and "give TEXT" in bad.output
+
+
+def test_chat_turns_and_commands(
+    run: Run, api: Client, model: ScriptedProvider, tmp_path: Path
+) -> None:
+    _script(model, "Hello, Ada.", "Refactor titled", "Your name is Ada.", "On the branch.")
+    export = tmp_path / "page.html"
+    lines = [
+        "hi, I am Ada",
+        "/name",
+        "/ask what is my name?",
+        "/history",
+        "/fork",
+        "and on a branch?",
+        f"/export {export}",
+        "/rename  My chat ",
+        "/bogus",
+        "/quit",
+    ]
+    result = run("chat", "--yes", input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "Hello, Ada." in out and "title: Refactor titled" in out
+    assert "Your name is Ada." in out and "On the branch." in out
+    assert "unknown command /bogus" in out and "renamed to 'My chat'" in out
+    assert export.exists() and "Ada" in export.read_text()
+    sessions = api.sessions.list()
+    assert len(sessions) == 2
+    branch = next(i for i in sessions if i.lineage_operator == "Session.fork")
+    forked = api.sessions.get(branch.id)
+    assert forked.title == "My chat"
+    assert [m.text for m in forked.history()] == [
+        "hi, I am Ada", "Hello, Ada.", "and on a branch?", "On the branch."
+    ]
+    # /ask added nothing to the first session.
+    first = api.sessions.get(next(i.id for i in sessions if i.id != branch.id))
+    assert len(first.history()) == 2
+
+
+def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedProvider) -> None:
+    s = conversation(api)
+    s.inject({"role": "user", "content": "still waiting"})
+    for i in range(14):
+        s.inject({"role": "assistant" if i % 2 else "user", "content": f"filler {i}"})
+    s.inject({"role": "user", "content": "last question"})
+    _script(model, "Picked up.")
+    lines = ["/resume", f"/resume {s.id}", "/retry", "/retry", "/compact", "/uncompact", "/quit"]
+    result = run("chat", input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert s.id in out and "call_model" in out and "Picked up." in out
+    assert "nothing was interrupted" in out
+    assert "folded" in out and "the last compaction is undone" in out
+    assert api.sessions.get(s.id).history()[-1].text == "Picked up."
+
+
+def test_chat_ends_on_eof_and_commands_before_anything_is_stored(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    result = run("chat", input="/fork\n/export\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("nothing is stored yet") == 2
+    assert api.sessions.list() == []
