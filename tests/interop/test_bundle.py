@@ -459,3 +459,41 @@ def test_cli_export_and_import_a_bundle(tmp_path: Path) -> None:
     (tmp_path / "v2.json").write_text(json.dumps(newer))
     refused = run("import", str(tmp_path / "v2.json"))
     assert refused.exit_code == 1 and "plait.bundle.v2" in refused.output
+
+
+def test_a_run_leaves_trace_spans_and_replays_offline(mem: Client, tmp_path: Path) -> None:
+    import asyncio
+
+    from plait import ToolCall
+    from plait.providers import Reply, ScriptedProvider, Usage
+
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / "todo.txt").write_text("ship it")
+    s = mem.sessions.create([{"role": "system", "content": "Be brief."}]).to("local", spec=str(box))
+    script = [
+        Reply(tool_calls=(ToolCall("t1", "read_file", {"path": "todo.txt"}),),
+              usage=Usage(11, 3), finish_reason="tool_calls"),
+        Reply("The todo says: ship it.", usage=Usage(20, 6)),
+    ]
+    asyncio.run(s.prompt("what is left?", provider=ScriptedProvider(script)))
+    bundle = export_bundle(s, mode="replay-only")
+    spans = bundle["trace"]
+    assert [span["name"] for span in spans] == [
+        "chat scripted", "execute_tool read_file", "chat scripted"
+    ]
+    assert all(span["end_us"] >= span["start_us"] and span["duration_us"] >= 0 for span in spans)
+    assert spans[0]["attributes"]["gen_ai.usage.input_tokens"] == 11
+    assert spans[1]["attributes"]["gen_ai.tool.call.id"] == "t1"
+    assert spans[1]["attributes"]["ok"] is True
+    # The replay fixtures play the run back offline on a fresh session: same steps, same answer.
+    replay = ScriptedProvider.from_replay(export_bundle(s)["replay"]["responses"])
+    again = mem.sessions.create([{"role": "system", "content": "Be brief."}]).to(
+        "local", spec=str(box)
+    )
+    result = asyncio.run(again.prompt("what is left?", provider=replay))
+    assert result.text == "The todo says: ship it." and result.steps == 2
+    assert [m.role for m in again.history()] == [m.role for m in s.history()]
+    assert next(m for m in again.history() if m.role == "tool").text == "ship it"
+    # Without runs there are no spans.
+    assert export_bundle(mem.sessions.create([{"role": "user", "content": "hi"}]))["trace"] == []

@@ -31,8 +31,11 @@ message dict :func:`plait.records.record_from_message` accepts; a summary's
 ``approvals`` repeats those whose name mentions a permission or an approval, as
 evidence. ``replay.responses`` is every assistant reply in order, with its tool
 calls and ``meta["usage"]`` when recorded, so a scripted provider can play the
-run back offline. ``trace`` holds spans; plait records none yet, so it is
-always empty, but the key is part of v1 so readers need not special-case it.
+run back offline. ``trace`` holds one span per model call and per tool call
+that a run timed (their records' ``meta["timing"]``), named and attributed as
+the OpenTelemetry GenAI conventions name them (``chat {model}``,
+``execute_tool {name}``): ``{"name", "seq", "start_us", "end_us",
+"duration_us", "attributes"}``; a transcript written without runs has none.
 
 The modes:
 
@@ -452,6 +455,48 @@ def _strip_payloads(bundle: dict[str, Any]) -> None:
             _drop(call, "arguments")
 
 
+def _trace_span(record: Record) -> dict[str, JSONValue] | None:
+    """The span a run's timed step left: a model call (assistant) or a tool call (tool)."""
+    timing = record.meta.get("timing")
+    if not isinstance(timing, dict):
+        return None
+    start, end = timing.get("start_us"), timing.get("end_us")
+    if not isinstance(start, int) or not isinstance(end, int):
+        return None
+    attributes: dict[str, JSONValue]
+    if isinstance(record, AssistantRecord):
+        model = record.meta.get("model")
+        name = f"chat {model}"
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": record.meta.get("provider"),
+            "gen_ai.request.model": model,
+            "gen_ai.response.finish_reasons": [record.meta.get("finish_reason")],
+        }
+        usage = record.meta.get("usage")
+        if isinstance(usage, dict):
+            attributes["gen_ai.usage.input_tokens"] = usage.get("input_tokens")
+            attributes["gen_ai.usage.output_tokens"] = usage.get("output_tokens")
+    elif isinstance(record, ToolRecord):
+        name = f"execute_tool {record.tool_name}"
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": record.tool_name,
+            "gen_ai.tool.call.id": record.tool_call_id,
+            "ok": record.ok,
+        }
+    else:
+        return None
+    return {
+        "name": name,
+        "seq": record.seq,
+        "start_us": start,
+        "end_us": end,
+        "duration_us": end - start,
+        "attributes": attributes,
+    }
+
+
 def export_bundle(
     session: Session,
     *,
@@ -507,8 +552,7 @@ def export_bundle(
             if _APPROVAL.search(r.name)
         ],
         "replay": {"responses": [_response(r) for r in messages if isinstance(r, AssistantRecord)]},
-        # Spans of runs; plait records none yet. The key is in v1 so readers can rely on it.
-        "trace": [],
+        "trace": [span for span in map(_trace_span, messages) if span is not None],
     }
     manifest: list[JSONValue] = []
     if mode == "replay-only":
