@@ -36,9 +36,17 @@ from plait._runtypes import (
     RunSpec,
 )
 from plait._time import from_micros, now_micros
-from plait.compaction import Compaction, CompactionPlan, Summarize, parse_options
+from plait.compaction import (
+    LLM_INSTRUCTIONS,
+    Compaction,
+    CompactionPlan,
+    Summarize,
+    parse_options,
+    self_compaction_default,
+)
 from plait.compaction import compact as write_compaction
 from plait.compaction import plan as plan_compaction
+from plait.context import ContextReport, ModelInfo
 from plait.errors import (
     InvalidArgumentError,
     NoSandboxError,
@@ -70,6 +78,7 @@ from plait.records import (
 from plait.render import ExportPage, LineageBox, collect_lineage, render_html, render_markdown
 from plait.sandbox import Sandbox, backend_named
 from plait.store import Store
+from plait.store._context import context_report, count_pending, tool_spec_texts
 from plait.store.base import ScratchpadEntry, SessionRow
 from plait.tools import BUILTIN_TOOLS, Tool
 from plait.views import (
@@ -1077,6 +1086,9 @@ class Session:
         options: Mapping[str, Any] | None = None,
         *,
         summarize: Summarize | None = None,
+        provider: Provider | None = None,
+        summary_provider: Provider | None = None,
+        strategy: str | None = None,
         **more: Any,
     ) -> Compaction | None:
         """Fold the older part of the conversation into a summary now (seeds 001 and 003).
@@ -1086,9 +1098,13 @@ class Session:
 
         Args:
             options: seed 003's compaction options; unknown keys are an error.
-            summarize: the model call behind the ``llm`` strategy (the runs layer
-                supplies one); without it the default is the model-free
-                extractive summary with observation masking.
+            summarize: the model call behind the ``llm`` strategy; without it (and
+                without a provider) the default is the model-free extractive summary
+                with observation masking.
+            provider: the session's model: with it the default strategy is ``llm``,
+                summarizing through :func:`plait.providers.complete`.
+            summary_provider: a (cheaper) model to summarize with instead of ``provider``.
+            strategy: ``compact_strategy`` as a keyword (``"llm"``, ``"truncate"``, ...).
             **more: options as keywords.
 
         Returns:
@@ -1101,12 +1117,20 @@ class Session:
             SessionLockedError: another process has the session open for writing.
             SessionClosedError: the session was closed.
         """
+        if strategy is not None:
+            if "compact_strategy" in more or "compact_strategy" in (options or {}):
+                raise InvalidArgumentError("give strategy or compact_strategy, not both")
+            more["compact_strategy"] = strategy
         parsed = parse_options({**(options or {}), **more})
         self._require_row()
         self._ensure_writer()
+        self._count()  # the plan's token figures are the stored counts
         found = plan_compaction(self.records, parsed)
         if found is None:
             return None
+        model = summary_provider or provider
+        if summarize is None and model is not None:
+            summarize = self._summarizer(model)
         done = await write_compaction(found, parsed, summarize=summarize)
         self.inject(done.message())
         return done
@@ -1129,6 +1153,127 @@ class Session:
             raise NothingToDoError("there is no compaction to undo")
         self.log_event(COMPACTION_UNDONE, {"summary_seq": summary.seq})
         return summary
+
+    @staticmethod
+    def _summarizer(model: Provider) -> Summarize:
+        """The ``llm`` strategy's model call: the messages, then a request for the summary."""
+
+        async def summarize(messages: list[Message]) -> str:
+            from plait.providers import complete
+
+            request = Request(
+                messages=[
+                    Message("system", LLM_INSTRUCTIONS),
+                    *messages,
+                    Message("user", "Write the summary of the conversation above now."),
+                ]
+            )
+            reply = await complete(model, request)
+            return reply.text
+
+        return summarize
+
+    # -- context and self-compaction (issue 4) ----------------------------------------------
+
+    def _count(self) -> SessionRow:
+        """Count what was written since the last count (the writer stores it); the fresh row."""
+        row = self._fresh()
+        if self._writer:
+            count_pending(self._host.store, row, persist=True)
+        return row
+
+    def _context(
+        self, model: str | None, tools: Iterable[object] | None
+    ) -> tuple[ContextReport, ModelInfo] | None:
+        if self._row is None:
+            return None
+        row = self._fresh()
+        return context_report(
+            self._host.store,
+            row,
+            model=model,
+            tool_specs=tool_spec_texts(tools or ()),
+            persist=self._writer,
+        )
+
+    def context(
+        self, model: str | None = None, tools: Iterable[object] | None = None
+    ) -> ContextReport | None:
+        """Measure the context the next request carries, by source (seed 001).
+
+        Counted once: each record's tokens were counted once and stored with running
+        tallies, so this reads a few rows whatever the transcript's length. Records written
+        since the last count are counted now (and, by the session's writer, stored).
+
+        Args:
+            model: the model the next request goes to (its window and encoding); None for
+                the model of the newest reply, else an unknown model's defaults.
+            tools: the tool specs offered with the request (``ToolSpec``, ``Tool`` or
+                ``{"name", "description", "parameters"}``), for the "Tool schemas" share.
+
+        Returns:
+            The :class:`~plait.context.ContextReport`, or None before the first reply.
+
+        Raises:
+            InvalidArgumentError: a tool that is not a tool spec.
+            SessionNotFoundError: the session was deleted.
+        """
+        found = self._context(model, tools)
+        return found[0] if found is not None else None
+
+    def compaction_due(
+        self, model: str | None = None, tools: Iterable[object] | None = None
+    ) -> bool:
+        """Whether the context is at least the model's ``compact_percent`` full.
+
+        The run loop asks this before each model call and compacts when it is True (seed 001:
+        "the agent compacts by itself at the model's compact_percent").
+
+        Args:
+            model: the model of the next request (None: the newest reply's model).
+            tools: the tool specs it offers.
+
+        Returns:
+            False before the first reply.
+        """
+        found = self._context(model, tools)
+        if found is None:
+            return False
+        report, info = found
+        return report.fraction * 100 >= info.compact_percent
+
+    @property
+    def self_compaction_choice(self) -> bool | None:
+        """The session's own choice: True, False, or None to follow the configuration."""
+        value = self.settings.get("self_compaction")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def self_compaction(self) -> bool:
+        """Whether self-compaction is in force: the session's choice, else the default.
+
+        The default is ``PLAIT_SELF_COMPACTION`` (``1``/``true``/``yes``/``on``), else False.
+
+        Raises:
+            InvalidArgumentError: ``PLAIT_SELF_COMPACTION`` holds something else.
+        """
+        choice = self.self_compaction_choice
+        return choice if choice is not None else self_compaction_default(os.environ)
+
+    def use_self_compaction(self, choice: bool | None) -> None:
+        """Choose whether this session may compact itself; None follows the configuration.
+
+        The choice is written into the session's settings, so it survives a restart (and a
+        branch inherits it); it applies from the next request, because the tool is offered
+        when one starts.
+
+        Raises:
+            InvalidArgumentError: ``choice`` is not True, False or None.
+            OSError: the choice could not be written; the one in force is unchanged.
+        """
+        if choice is not None and not isinstance(choice, bool):
+            raise InvalidArgumentError(f"self-compaction is True, False or None, not {choice!r}")
+        self.set_settings(self_compaction=choice)
 
     def set_settings(self, **settings: JSONValue) -> None:
         """Store session settings that branches inherit (``workspace_anchor``, ...).

@@ -10,7 +10,13 @@ from dataclasses import replace
 
 import pytest
 
-from plait.errors import SessionExistsError, SessionNotFoundError, StaleSessionError
+from plait.context import Tally
+from plait.errors import (
+    SessionExistsError,
+    SessionNotFoundError,
+    StaleSessionError,
+    StoreError,
+)
 from plait.layout import branch
 from plait.records import EventRecord, Record, UserRecord
 from plait.store import SessionRow, Store
@@ -266,3 +272,58 @@ def test_a_branch_of_a_collected_session_is_refused(store: Store) -> None:
     with pytest.raises(SessionNotFoundError):
         store.create(planned)
     assert store.get("b") is None
+
+
+# -- counted once (issue 4): token counts and running tallies ---------------------------
+
+
+def tallied(start: int, n: int) -> list[tuple[int, Tally]]:
+    """Counts and running tallies for ``n`` one-token user records from ``start`` on."""
+    return [
+        (1, Tally(tokens=(start + i + 1, 0, 0), items=(start + i + 1, 0, 0))) for i in range(n)
+    ]
+
+
+def test_counts_and_tallies_round_trip(store: Store) -> None:
+    row = store.create(appended(new_row("a"), users(0, 4)), users(0, 4))
+    assert store.counted_end(row) == 0
+    assert store.tallies(row, [0, 3]) == {}
+    assert store.set_tallies(row, 0, tallied(0, 3))
+    assert store.counted_end(row) == 3
+    assert [r.tokens for r in store.read(row, 0, 4)] == [1, 1, 1, None]
+    assert store.tallies(row, [2, 3, 9, -1]) == {2: tallied(0, 3)[2][1]}
+    # Counting resumes at the end of the counted prefix; the head and version do not move.
+    before = store.get("a")
+    assert store.set_tallies(row, 3, tallied(3, 1))
+    assert store.counted_end(row) == 4
+    after = store.get("a")
+    assert before is not None and after is not None and after.version == before.version
+    assert store.set_tallies(row, 4, [])
+
+
+def test_counting_is_compare_and_set_on_the_counted_prefix(store: Store) -> None:
+    row = store.create(appended(new_row("a"), users(0, 4)), users(0, 4))
+    assert store.set_tallies(row, 0, tallied(0, 2))
+    # Another writer counted [1, 2) first: the whole batch is refused, nothing written.
+    assert not store.set_tallies(row, 1, tallied(1, 3))
+    assert store.counted_end(row) == 2
+    assert [r.tokens for r in store.read(row, 0, 4)] == [1, 1, None, None]
+    with pytest.raises(StoreError):
+        store.set_tallies(row, 3, tallied(3, 2))  # position 4 is not in the layout
+
+
+def test_tallies_of_shared_rows_serve_every_branch(store: Store) -> None:
+    base = store.create(appended(new_row("a"), users(0, 5)), users(0, 5))
+    child = store.create(
+        new_row("b", layout=branch(base.layout, base.pk, 3, 3), parent_ids=("a",))
+    )
+    child = store.append(child, users(3, 2, "b"))
+    # The branch counts the rows it inherits and its own in one batch.
+    assert store.set_tallies(child, 0, tallied(0, 5))
+    assert store.counted_end(child) == 5
+    # The shared rows are counted for the base too; its own rows 3 and 4 are not.
+    assert store.counted_end(base) == 3
+    assert store.tallies(base, [2]) == store.tallies(child, [2])
+    assert store.tallies(base, [3]) == {}
+    assert store.set_tallies(base, 3, tallied(3, 2))
+    assert [r.tokens for r in store.read(base, 0, 5)] == [1] * 5

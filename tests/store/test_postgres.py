@@ -136,12 +136,14 @@ def test_driver_errors_are_wrapped(pg: PostgresStore) -> None:
 
 # -- migrations --------------------------------------------------------------------------
 
-EXTRA = (*MIGRATIONS, (2, "add a column", ("ALTER TABLE sessions ADD COLUMN extra TEXT",)))
+CURRENT = max(m[0] for m in MIGRATIONS)
+NEXT = CURRENT + 1
+EXTRA = (*MIGRATIONS, (NEXT, "add a column", ("ALTER TABLE sessions ADD COLUMN extra TEXT",)))
 
 
 def test_fresh_schema_is_created_and_versions_are_checked(pg_schema: str) -> None:
     s = PostgresStore(URL, schema=pg_schema)
-    assert s.schema_version == s.code_version == 1
+    assert s.schema_version == s.code_version == CURRENT
     assert s.migrate() == []
     s.close()
     # Newer code on an older schema: refused by default on a shared server ...
@@ -149,7 +151,7 @@ def test_fresh_schema_is_created_and_versions_are_checked(pg_schema: str) -> Non
         PostgresStore(URL, schema=pg_schema, migrations=EXTRA)
     # ... applied when asked.
     s = PostgresStore(URL, schema=pg_schema, migrations=EXTRA, auto_migrate=True)
-    assert s.schema_version == 2
+    assert s.schema_version == NEXT
     s.close()
     # Older code on a newer schema: refused, whatever auto_migrate says.
     for auto in (False, True):
@@ -162,7 +164,7 @@ def test_migrate_applies_pending_versions_once(pg_schema: str) -> None:
     with pytest.raises(SchemaOutdatedError):
         PostgresStore(URL, schema=pg_schema, migrations=EXTRA)
     # Two processes migrating at once take turns under the advisory lock.
-    stores = [PostgresStore(URL, schema=pg_schema, migrations=EXTRA[:1]) for _ in range(2)]
+    stores = [PostgresStore(URL, schema=pg_schema, migrations=MIGRATIONS) for _ in range(2)]
     for s in stores:
         s._migrations = EXTRA  # as if the code had been upgraded under them
     results: list[list[int]] = []
@@ -171,8 +173,8 @@ def test_migrate_applies_pending_versions_once(pg_schema: str) -> None:
         t.start()
     for t in threads:
         t.join()
-    assert sorted(results) == [[], [2]]
-    assert stores[0].schema_version == 2
+    assert sorted(results) == [[], [NEXT]]
+    assert stores[0].schema_version == NEXT
     for s in stores:
         s.close()
 
@@ -194,7 +196,7 @@ def test_two_processes_creating_one_fresh_schema(pg_schema: str) -> None:
         t.join()
     assert errors == [] and len(opened) == 3
     for s in opened:
-        assert s.schema_version == 1
+        assert s.schema_version == CURRENT
         s.close()
 
 

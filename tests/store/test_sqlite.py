@@ -81,11 +81,12 @@ def test_a_schema_newer_than_the_code_is_refused(tmp_path: Path) -> None:
 def test_an_older_schema_is_migrated_or_refused_with_the_command(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     SQLiteStore(path).close()
-    extra = (*MIGRATIONS, (2, "add a column", ("ALTER TABLE sessions ADD COLUMN extra TEXT",)))
+    nxt = max(m[0] for m in MIGRATIONS) + 1
+    extra = (*MIGRATIONS, (nxt, "add a column", ("ALTER TABLE sessions ADD COLUMN extra TEXT",)))
     with pytest.raises(SchemaOutdatedError, match="plait db migrate"):
         SQLiteStore(path, auto_migrate=False, migrations=extra)
     store = SQLiteStore(path, migrations=extra)
-    assert store.schema_version == 2 == store.code_version
+    assert store.schema_version == nxt == store.code_version
     assert store.migrate() == []
     cols = [r[1] for r in store._db.execute("PRAGMA table_info(sessions)")]
     assert "extra" in cols
@@ -95,12 +96,15 @@ def test_an_older_schema_is_migrated_or_refused_with_the_command(tmp_path: Path)
 def test_a_failing_migration_leaves_the_schema_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     SQLiteStore(path).close()
-    broken = (*MIGRATIONS, (2, "broken", ("ALTER TABLE sessions ADD COLUMN ok TEXT",
-                                          "THIS IS NOT SQL")))
+    current = max(m[0] for m in MIGRATIONS)
+    broken = (
+        *MIGRATIONS,
+        (current + 1, "broken", ("ALTER TABLE sessions ADD COLUMN ok TEXT", "THIS IS NOT SQL")),
+    )
     with pytest.raises(StoreError):
         SQLiteStore(path, migrations=broken)
     store = SQLiteStore(path)
-    assert store.schema_version == 1
+    assert store.schema_version == current
     assert "ok" not in [r[1] for r in store._db.execute("PRAGMA table_info(sessions)")]
     store.close()
 
@@ -223,3 +227,21 @@ def test_threads_with_their_own_clients_never_lose_or_interleave(tmp_path: Path)
     for n in range(4):
         mine = [t for t in texts if t.startswith(f"{n}:")]
         assert mine == [f"{n}:{i}" for i in range(40)]
+
+
+def test_a_version_1_file_gains_tallies_and_counts_its_old_records(tmp_path: Path) -> None:
+    path = tmp_path / "v1.db"
+    old = SQLiteStore(path, migrations=MIGRATIONS[:1])
+    c = Client(tmp_path, store=old)
+    s = Session.from_user_message("hello there", client=c)
+    s.inject({"role": "assistant", "content": "hi"})
+    sid = s.id
+    c.close()
+    store = SQLiteStore(path)
+    assert store.schema_version == max(m[0] for m in MIGRATIONS)
+    c = Client(tmp_path, store=store)
+    s = c.sessions.open(sid)
+    report = s.context()
+    assert report is not None and not report.partial
+    assert [sh.name for sh in report.shares] == ["User messages", "Assistant messages"]
+    c.close()

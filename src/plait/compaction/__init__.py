@@ -25,6 +25,11 @@ messages with tool outputs masked to a placeholder with their size; ``mask_callb
 its input), and the default when no capable model is configured, ``extractive``: masking plus
 an extractive digest (requests, final statements, tool tallies), deterministic.
 
+Self-compaction (seed 001): :data:`SELF_COMPACTION_TOOL` is the tool a run offers the model
+when the session's ``self_compaction`` is in force; :func:`self_compaction_default` reads the
+configuration default (``PLAIT_SELF_COMPACTION``); :func:`self_compaction_result` is the tool's
+output.
+
 Undo ("uncompact") is a view change at the session level, not implemented here: because a
 compaction only appends, the session will append an event that hides the newest visible summary
 (naming its ``seq``); the views then skip hidden summaries, so ``history()`` falls back to the
@@ -44,6 +49,13 @@ from plait.compaction._options import (
     parse_options,
 )
 from plait.compaction._plan import CompactionPlan, history_records, plan
+from plait.compaction._self import (
+    SELF_COMPACTION_ENV,
+    SELF_COMPACTION_TOOL,
+    SELF_COMPACTION_TOOL_NAME,
+    self_compaction_default,
+    self_compaction_result,
+)
 from plait.compaction._strategies import (
     LLM_INSTRUCTIONS,
     SUMMARY_MAX_CHARS,
@@ -63,6 +75,9 @@ from plait.compaction._strategies import (
 __all__ = [
     "LLM_INSTRUCTIONS",
     "OPTION_KEYS",
+    "SELF_COMPACTION_ENV",
+    "SELF_COMPACTION_TOOL",
+    "SELF_COMPACTION_TOOL_NAME",
     "STRATEGIES",
     "SUMMARY_MAX_CHARS",
     "CompactOptions",
@@ -83,6 +98,8 @@ __all__ = [
     "parse_options",
     "plan",
     "resolve_strategy",
+    "self_compaction_default",
+    "self_compaction_result",
     "truncate_summary",
     "write_summary",
 ]

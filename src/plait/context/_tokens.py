@@ -35,8 +35,10 @@ __all__ = [
     "TOOL_CALL_OVERHEAD",
     "Encoding",
     "count_record",
+    "count_records",
     "count_text",
     "count_texts",
+    "count_tool_specs",
     "counter_name",
     "encoding_for",
     "record_text",
@@ -235,3 +237,48 @@ def count_record(record: Record, encoding: str) -> int:
     if isinstance(record, AssistantRecord):
         total += TOOL_CALL_OVERHEAD * len(record.tool_calls)
     return total
+
+
+def count_records(records: Sequence[Record], encoding: str) -> list[int]:
+    """Count many records at once: :func:`count_record` for each, in one tokenizer batch.
+
+    A record that already carries a count (``Record.tokens``) keeps it: counted once.
+
+    Raises:
+        InvalidArgumentError: for an unknown encoding.
+        MissingDependencyError: when neither tokenizer is installed.
+    """
+    texts: list[str] = []
+    owners: list[int] = []
+    out: list[int] = []
+    for i, record in enumerate(records):
+        if record.tokens is not None:
+            out.append(record.tokens)
+            continue
+        parts = record_text(record)
+        if not parts:
+            out.append(0)
+            continue
+        extra = MESSAGE_OVERHEAD
+        if isinstance(record, AssistantRecord):
+            extra += TOOL_CALL_OVERHEAD * len(record.tool_calls)
+        out.append(extra)
+        for text in parts:
+            if text:
+                texts.append(text)
+                owners.append(i)
+    if texts:
+        for owner, n in zip(owners, count_texts(texts, encoding), strict=True):
+            out[owner] += n
+    return out
+
+
+def count_tool_specs(specs: Sequence[str], encoding: str) -> int:
+    """Count tool schemas given as their compact JSON texts, with the per-message overhead.
+
+    Providers render schemas in their own wrappers; the JSON text plus
+    :data:`MESSAGE_OVERHEAD` per tool is a close, provider-neutral estimate.
+    """
+    if not specs:
+        return 0
+    return sum(count_texts(list(specs), encoding)) + MESSAGE_OVERHEAD * len(specs)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from plait.context import Tally
 from plait.layout import Layout
 from plait.records import JSONValue, Record
 
@@ -163,6 +164,41 @@ class Store(Protocol):
 
     def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
         """Return ``(messages before seq, whether seq is a message)`` for one position."""
+        ...
+
+    # -- counted once (issue 4) -----------------------------------------------------------
+
+    def counted_end(self, row: SessionRow) -> int:
+        """Return one past the newest position of the row's layout whose tally is stored.
+
+        Counted positions always form a prefix of a lineage (:meth:`set_tallies` extends
+        it at its end), so this is where counting resumes; 0 when nothing is counted.
+        """
+        ...
+
+    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
+        """Return the stored running tallies at these positions of the row's layout.
+
+        Positions outside the layout or not counted yet are left out.
+
+        Raises:
+            StoreCorruptError: a stored tally cannot be decoded.
+        """
+        ...
+
+    def set_tallies(
+        self, row: SessionRow, start: int, counted: Sequence[tuple[int, Tally]]
+    ) -> bool:
+        """Store ``(tokens, tally)`` for positions ``start, start + 1, ...`` (one transaction).
+
+        A compare-and-set on the counted prefix: if another writer counted any of these
+        positions first, nothing is written and the result is False. The rows may belong to
+        the sessions the row's layout inherits from (the counts are the same for every
+        branch that shares a row). Neither the head nor the version moves.
+
+        Raises:
+            StoreError: the positions are not in the layout.
+        """
         ...
 
     def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:

@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from plait._time import now_micros
+from plait.context import Tally
 from plait.errors import (
     InvalidArgumentError,
     InvalidMessageError,
@@ -164,6 +165,17 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
                 PRIMARY KEY (session_pk, version)
             )
             """,
+        ),
+    ),
+    (
+        2,
+        "running tallies beside token counts",
+        (
+            # Counted once (decisions D50): the JSON array of plait.context.Tally for the
+            # lineage at positions [0, seq], written with the row's token count by the
+            # session's writer, in one batch before the next model call (never by the
+            # append fast path). NULL until counted; counted rows form a prefix.
+            "ALTER TABLE records ADD COLUMN running TEXT",
         ),
     ),
 )
@@ -323,6 +335,10 @@ _READ: Final = (
 
 
 _row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
+
+
+class _Counted(Exception):
+    """Another writer counted some of these positions first: roll the batch back."""
 
 
 def _record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
@@ -974,6 +990,95 @@ class PostgresStore:
         if found is None:
             raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
         return int(found[0]), found[1] != "event"
+
+    # -- counted once (issue 4) ---------------------------------------------------------
+
+    def counted_end(self, row: SessionRow) -> int:
+        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
+        parts = segments(row.layout, row.pk, 0, row.layout.end_seq)
+        if not parts:
+            self._check_open()
+            return 0
+        with self._conn(f"count {row.id!r}") as conn, conn.transaction():
+            for owner, a, b in reversed(parts):
+                base = owner << _SHIFT
+                found = conn.execute(
+                    "SELECT key FROM records WHERE key >= %s AND key < %s "
+                    "AND running IS NOT NULL ORDER BY key DESC LIMIT 1",
+                    (base | a, base | b),
+                ).fetchone()
+                if found is not None:
+                    return (int(found[0]) & _SEQ_MAX) + 1
+        return 0
+
+    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
+        """Return the stored tallies at these positions (one statement)."""
+        keys: dict[int, int] = {}
+        for seq in dict.fromkeys(positions):
+            parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
+            if parts:
+                keys[(parts[0][0] << _SHIFT) | seq] = seq
+        if not keys:
+            self._check_open()
+            return {}
+        with self._conn(f"read tallies of {row.id!r}") as conn:
+            rows = conn.execute(
+                "SELECT key, running FROM records WHERE key = ANY(%s::bigint[]) "
+                "AND running IS NOT NULL",
+                (list(keys),),
+            ).fetchall()
+        out: dict[int, Tally] = {}
+        for key, text in rows:
+            seq = keys[key]
+            try:
+                out[seq] = Tally.from_json(text)
+            except InvalidArgumentError as exc:
+                raise StoreCorruptError(
+                    f"session {row.id!r}: tally at position {seq}: {exc}"
+                ) from exc
+        return out
+
+    def set_tallies(
+        self, row: SessionRow, start: int, counted: Sequence[tuple[int, Tally]]
+    ) -> bool:
+        """Store counts and tallies from ``start`` on, unless another writer counted first."""
+        import psycopg
+
+        if not counted:
+            self._check_open()
+            return True
+        end = start + len(counted)
+        parts = segments(row.layout, row.pk, start, end) if start >= 0 else []
+        if sum(b - a for _, a, b in parts) != len(counted):
+            raise StoreError(f"session {row.id!r}: positions [{start}, {end}) are not in it")
+        keys: list[int] = []
+        tokens: list[int] = []
+        running: list[str] = []
+        for owner, a, b in parts:
+            base = owner << _SHIFT
+            for seq in range(a, b):
+                n, tally = counted[seq - start]
+                keys.append(base | seq)
+                tokens.append(n)
+                running.append(tally.to_json())
+        try:
+            with self._conn(f"count {row.id!r}") as conn, conn.transaction():
+                cur = conn.execute(
+                    "UPDATE records r SET tokens = u.t, running = u.r "
+                    "FROM unnest(%s::bigint[], %s::integer[], %s::text[]) AS u(k, t, r) "
+                    "WHERE r.key = u.k AND r.running IS NULL",
+                    (keys, tokens, running),
+                )
+                if cur.rowcount != len(keys):
+                    raise _Counted
+        except _Counted:
+            return False
+        except StoreError as exc:
+            # Two writers counting the same shared rows at once: one wins, as with _Counted.
+            if isinstance(exc.__cause__, psycopg.errors.DeadlockDetected):
+                return False
+            raise
+        return True
 
     # -- collections ------------------------------------------------------------------
 

@@ -26,7 +26,9 @@ from time import monotonic
 from typing import Any, Final, Literal
 
 from plait._time import now_micros
+from plait.context import Tally
 from plait.errors import (
+    InvalidArgumentError,
     InvalidMessageError,
     SchemaOutdatedError,
     SchemaTooNewError,
@@ -124,9 +126,23 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             """,
         ),
     ),
+    (
+        2,
+        "running tallies beside token counts",
+        (
+            # Counted once (decisions D50): the JSON array of plait.context.Tally for the
+            # lineage at positions [0, seq], written with the row's token count by the
+            # session's writer, in one batch before the next model call (never by the
+            # append fast path). NULL until counted; counted rows form a prefix.
+            "ALTER TABLE records ADD COLUMN running TEXT",
+        ),
+    ),
 )
 
-_INSERT_RECORD: Final = "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+_INSERT_RECORD: Final = (
+    "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
 
 # One read before an append: is the session live, and which session is the most recent?
 _APPEND_STATE: Final = (
@@ -178,6 +194,17 @@ def default_path() -> Path:
 
 
 _row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
+
+
+class _Counted(Exception):
+    """Another writer counted some of these positions first: roll the batch back."""
+
+
+def _tally(row: SessionRow, seq: int, text: str) -> Tally:
+    try:
+        return Tally.from_json(text)
+    except InvalidArgumentError as exc:
+        raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
 
 
 def _record_params(pk: int, records: Sequence[Record], mpos: int) -> list[tuple[Any, ...]]:
@@ -430,7 +457,7 @@ class SQLiteStore:
                     if records[0].seq != own_lo or records[-1].seq != layout.end_seq - 1:
                         raise StoreError("records do not fill the session's own segment")
                     db.executemany(
-                        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        _INSERT_RECORD,
                         _record_params(pk, records, first_mpos),
                     )
                 db.executemany(
@@ -638,7 +665,7 @@ class SQLiteStore:
                 )
                 if records:
                     db.executemany(
-                        "INSERT INTO records VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        _INSERT_RECORD,
                         _record_params(expected.pk, records, expected.layout.end_msgs),
                     )
                 if scratchpad is not None:
@@ -723,6 +750,70 @@ class SQLiteStore:
         if found is None:
             raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
         return int(found[0]), found[1] != "event"
+
+    # -- counted once (issue 4) ---------------------------------------------------------
+
+    def counted_end(self, row: SessionRow) -> int:
+        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
+        self._check_open()
+        with self._snapshot() as db:
+            for owner, a, b in reversed(segments(row.layout, row.pk, 0, row.layout.end_seq)):
+                base = owner << _SHIFT
+                found = db.execute(
+                    "SELECT key FROM records WHERE key >= ? AND key < ? AND running IS NOT NULL "
+                    "ORDER BY key DESC LIMIT 1",
+                    (base | a, base | b),
+                ).fetchone()
+                if found is not None:
+                    return (int(found[0]) & _SEQ_MAX) + 1
+        return 0
+
+    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
+        """Return the stored tallies at these positions (one point read each)."""
+        self._check_open()
+        out: dict[int, Tally] = {}
+        with self._snapshot() as db:
+            for seq in dict.fromkeys(positions):
+                parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
+                if not parts:
+                    continue
+                found = db.execute(
+                    "SELECT running FROM records WHERE key = ?", ((parts[0][0] << _SHIFT) | seq,)
+                ).fetchone()
+                if found is not None and found[0] is not None:
+                    out[seq] = _tally(row, seq, found[0])
+        return out
+
+    def set_tallies(
+        self, row: SessionRow, start: int, counted: Sequence[tuple[int, Tally]]
+    ) -> bool:
+        """Store counts and tallies from ``start`` on, unless another writer counted first."""
+        self._check_open()
+        if not counted:
+            return True
+        end = start + len(counted)
+        parts = segments(row.layout, row.pk, start, end) if start >= 0 else []
+        if sum(b - a for _, a, b in parts) != len(counted):
+            raise StoreError(f"session {row.id!r}: positions [{start}, {end}) are not in it")
+        params: list[tuple[Any, ...]] = []
+        for owner, a, b in parts:
+            base = owner << _SHIFT
+            for seq in range(a, b):
+                tokens, tally = counted[seq - start]
+                params.append((tokens, tally.to_json(), base | seq))
+        try:
+            with self._tx() as db:
+                cur = db.executemany(
+                    "UPDATE records SET tokens = ?, running = ? WHERE key = ? AND running IS NULL",
+                    params,
+                )
+                if cur.rowcount != len(params):
+                    raise _Counted
+        except _Counted:
+            return False
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"count {row.id!r}: {exc}") from exc
+        return True
 
     # -- collections ------------------------------------------------------------------
 

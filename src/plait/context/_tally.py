@@ -1,0 +1,122 @@
+"""Running tallies: what a transcript holds up to each record, so a report reads O(1) rows.
+
+Counted once (design principle 2), and added once too. Beside its token count, every counted
+record row keeps a :class:`Tally` of the lineage up to and including it: the tokens and the
+number of user, assistant and tool messages at positions ``[0, seq]``, and the positions of the
+newest system prompt, the newest visible compaction summary, the newest reply and the newest
+reply that carried the provider's usage. A position is shared by every branch whose layout
+reaches it, with the same prefix before it, so a tally is valid for all of them; a merge copies
+rows, and the copies get their own.
+
+A context report then needs only the tally at the head and the one just before the history
+view starts: ``tokens = head - before``, whatever the transcript's length.
+
+Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from plait.errors import InvalidArgumentError
+from plait.records import COMPACTION_UNDONE, EventRecord, Record
+
+__all__ = ["SUMMARY_UNKNOWN", "TALLIED_KINDS", "Tally"]
+
+TALLIED_KINDS: Final = ("user", "assistant", "tool")
+"""The kinds whose tokens and items a tally sums, in this order."""
+
+SUMMARY_UNKNOWN: Final = -2
+"""``Tally.summary`` when an ``uncompact`` hid a summary that was not the visible one.
+
+The tally cannot follow such a change; a report then falls back to reading the view.
+"""
+
+_INDEX: Final = {kind: i for i, kind in enumerate(TALLIED_KINDS)}
+
+
+@dataclass(frozen=True, slots=True)
+class Tally:
+    """The lineage at positions ``[0, seq]``: running sums and the newest special records."""
+
+    system: int = -1
+    """Position of the newest system prompt, or -1."""
+    summary: int = -1
+    """Position of the newest summary no ``uncompact`` hid, -1, or :data:`SUMMARY_UNKNOWN`."""
+    reply: int = -1
+    """Position of the newest assistant record, or -1."""
+    usage: int = -1
+    """Position of the newest assistant record whose meta carries ``usage``, or -1."""
+    tokens: tuple[int, int, int] = (0, 0, 0)
+    """Tokens of the user, assistant and tool records (:data:`TALLIED_KINDS`)."""
+    items: tuple[int, int, int] = (0, 0, 0)
+    """How many user, assistant and tool records."""
+
+    def to_json(self) -> str:
+        """Encode as the compact JSON array a store keeps: ``[system, summary, ...]``."""
+        return json.dumps(
+            [self.system, self.summary, self.reply, self.usage, *self.tokens, *self.items],
+            separators=(",", ":"),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Tally:
+        """Decode :meth:`to_json`'s array.
+
+        Raises:
+            InvalidArgumentError: text that is not such an array.
+        """
+        try:
+            v = json.loads(text)
+            if not isinstance(v, list) or len(v) != 10:
+                raise ValueError("not a 10-item array")
+            if not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                raise ValueError("not all integers")
+        except ValueError as exc:
+            raise InvalidArgumentError(f"not a stored tally: {text!r} ({exc})") from exc
+        return cls(v[0], v[1], v[2], v[3], (v[4], v[5], v[6]), (v[7], v[8], v[9]))
+
+    def advance(
+        self, record: Record, tokens: int, summary_before: Callable[[int], int | None]
+    ) -> Tally:
+        """Return the tally after ``record``, which costs ``tokens``.
+
+        Args:
+            record: the record at the next position.
+            tokens: its stored count.
+            summary_before: ``summary_before(p)`` is the ``summary`` of the tally at position
+                ``p`` (None if unknown); an ``uncompact`` of the visible summary at ``s``
+                makes the visible one ``summary_before(s - 1)`` again.
+        """
+        kind = record.kind
+        i = _INDEX.get(kind)
+        if i is not None:
+            t = list(self.tokens)
+            n = list(self.items)
+            t[i] += tokens
+            n[i] += 1
+            reply, usage = self.reply, self.usage
+            if kind == "assistant":
+                reply = record.seq
+                if isinstance(record.meta.get("usage"), dict):
+                    usage = record.seq
+            return Tally(
+                self.system, self.summary, reply, usage, (t[0], t[1], t[2]), (n[0], n[1], n[2])
+            )
+        if kind == "system":
+            return Tally(record.seq, self.summary, self.reply, self.usage, self.tokens, self.items)
+        if kind == "summary":
+            return Tally(self.system, record.seq, self.reply, self.usage, self.tokens, self.items)
+        if isinstance(record, EventRecord) and record.name == COMPACTION_UNDONE:
+            hidden = record.data.get("summary_seq")
+            summary = SUMMARY_UNKNOWN
+            if hidden == self.summary and self.summary >= 0:
+                before = summary_before(self.summary - 1) if self.summary > 0 else -1
+                summary = before if before is not None else SUMMARY_UNKNOWN
+            elif not isinstance(hidden, int) or isinstance(hidden, bool):
+                summary = self.summary  # names no summary: hides nothing
+            return Tally(self.system, summary, self.reply, self.usage, self.tokens, self.items)
+        return self
