@@ -29,7 +29,7 @@ from plait.errors import (
     RunTimeoutError,
 )
 from plait.providers.base import Finish, Provider, TextDelta, ToolCallDelta, Usage
-from plait.records import Record, ToolCall
+from plait.records import JSONValue, Record, ToolCall
 from plait.tools import Tool
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "ToolFinished",
     "ToolStarted",
     "current_id",
+    "event_json",
 ]
 
 _CURRENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
@@ -107,6 +108,41 @@ RunEvent: TypeAlias = (
     | IterationEnd
 )
 """One event of a run: a provider stream event, or one of the run's own."""
+
+def event_json(event: RunEvent) -> dict[str, JSONValue]:
+    """A run event as a JSON object with its ``type`` (for ``plait run --json`` and servers).
+
+    A ``record`` event carries ``{"seq", "id", "kind", "created_at_us", "meta", "payload"}``.
+    """
+    out: dict[str, JSONValue] = {"type": event.type}
+    if isinstance(event, TextDelta):
+        out["text"] = event.text
+    elif isinstance(event, ToolCallDelta):
+        out.update(
+            index=event.index, id=event.id, name=event.name, arguments_delta=event.arguments_delta
+        )
+    elif isinstance(event, Usage):
+        out.update(event.to_json())
+    elif isinstance(event, Finish):
+        out["reason"] = event.reason
+    elif isinstance(event, RecordAdded):
+        r = event.record
+        out["record"] = {
+            "seq": r.seq,
+            "id": r.id,
+            "kind": r.kind,
+            "created_at_us": r.created_at_us,
+            "meta": dict(r.meta),
+            "payload": r.payload,
+        }
+    elif isinstance(event, ToolStarted):
+        out["call"] = event.call.to_json()
+    elif isinstance(event, ToolFinished):
+        out.update(call=event.call.to_json(), ok=event.ok, content=event.content)
+    else:
+        out.update(step=event.step, session_id=event.session_id)
+    return out
+
 
 Approval: TypeAlias = Callable[[ToolCall], "bool | Awaitable[bool]"]
 """Asked before each tool call runs; False denies it (the model reads that it was denied)."""

@@ -48,10 +48,19 @@ def test_run_json_prints_the_result_and_stores_the_exchange(
     result = run("run", "what is in notes.txt?", "--json", "--yes", "--dir", str(box),
                  "--model", "scripted:x", "--system", "Be brief.")
     assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    out = lines[-1]
+    assert out["type"] == "result"
     assert out["text"] == "You need to buy milk." and out["steps"] == 2
     assert out["usage"]["input_tokens"] == 9
-    assert [r["kind"] for r in out["records"]] == ["user", "assistant", "tool", "assistant"]
+    types = [e["type"] for e in lines[:-1]]
+    assert {"text_delta", "tool_call_delta", "usage", "finish", "tool_start", "tool_end",
+            "iteration_end"} <= set(types)
+    records = [e["record"] for e in lines if e["type"] == "record"]
+    assert [r["kind"] for r in records] == ["user", "assistant", "tool", "assistant"]
+    assert records[2]["payload"]["content"] == "buy milk"
+    text = "".join(e["text"] for e in lines if e["type"] == "text_delta")
+    assert text == "You need to buy milk."
     assert model.specs == ["scripted:x"]  # type: ignore[attr-defined]
     stored = api.sessions.get(out["session_id"])
     assert [m.role for m in stored.history()] == ["user", "assistant", "tool", "assistant"]
@@ -82,7 +91,7 @@ def test_run_resume_and_usage_errors(run: Run, api: Client, model: ScriptedProvi
     _script(model, "Answered now.")
     result = run("run", "--resume", "--session", s.id, "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["text"] == "Answered now."
+    assert json.loads(result.stdout.splitlines()[-1])["text"] == "Answered now."
     assert_clean_error(run("run", "--resume", "--session", s.id), "not interrupted")
     bad = run("run")
     assert bad.exit_code == 2 and "give TEXT" in bad.output
@@ -132,11 +141,11 @@ def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedPro
         s.inject({"role": "assistant" if i % 2 else "user", "content": f"filler {i}"})
     s.inject({"role": "user", "content": "last question"})
     _script(model, "Picked up.")
-    lines = ["/resume", f"/resume {s.id}", "/retry", "/retry", "/compact", "/uncompact", "/quit"]
+    lines = ["/resume", "/resume 1", "/retry", "/retry", "/compact", "/uncompact", "/quit"]
     result = run("chat", input="\n".join(lines) + "\n")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert s.id in out and "call_model" in out and "Picked up." in out
+    assert f" 1. {s.id}" in out and "call_model" in out and "Picked up." in out
     assert "nothing was interrupted" in out
     assert "folded" in out and "the last compaction is undone" in out
     assert api.sessions.get(s.id).history()[-1].text == "Picked up."

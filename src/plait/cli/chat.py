@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,16 +24,14 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from plait._runtypes import Run, RunEvent, RunResult
+from plait._runtypes import Run, RunEvent, RunResult, event_json
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
     console,
-    echo_json,
     local_time,
     open_client,
     pass_settings,
-    record_json,
 )
 from plait.cli._render import print_messages
 from plait.client import Client
@@ -45,7 +43,7 @@ from plait.session import Session
 __all__ = ["chat_command", "run_command"]
 
 HELP: Final = """\
-/resume [ID]      continue a stored session (no ID: list the recent ones)
+/resume [N|ID]    continue a stored session (alone: list the recent ones, numbered)
 /retry            pick up an interrupted request (session.resume())
 /fork             branch this conversation and continue on the branch
 /rename TITLE     give it a title          /name   let the model name it
@@ -159,7 +157,7 @@ _system_option = click.option("--system", metavar="TEXT", help="A system prompt 
 @_system_option
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds allowed.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the result as one JSON object.")
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
 @pass_settings
 def run_command(
     settings: Settings,
@@ -177,8 +175,9 @@ def run_command(
 ) -> None:
     """Send TEXT to a session's model and run its tool calls until it is done.
 
-    With --json nothing is streamed: one JSON object (session, text, steps,
-    usage, finish_reason, the records appended) is printed at the end.
+    With --json every event is printed as one JSON object per line (text and
+    tool-call deltas, records, tool starts and ends ...), then a ``result`` line
+    (session id, text, steps, finish reason, usage).
     """
     if (text is None) == (not resume_run):
         raise click.UsageError("give TEXT, or --resume to pick up an interrupted request")
@@ -191,14 +190,6 @@ def run_command(
         "timeout": timeout,
         "max_steps": max_steps,
     }
-    if as_json:
-        coro: Awaitable[RunResult] = (
-            session.resume(**options) if resume_run else session.prompt(str(text), **options)
-        )
-        result = asyncio.run(_closing(session, coro))
-        echo_json(_result_json(session, result))
-        return
-    out = console()
 
     def start() -> Run:
         if resume_run:
@@ -206,27 +197,32 @@ def run_command(
         return session.stream(str(text), **options)
 
     try:
+        if as_json:
+            result = asyncio.run(_json_lines(start()))
+            click.echo(json.dumps(_result_json(session, result), ensure_ascii=False))
+            return
+        out = console()
         _run_turn(out, start)
+        out.print(Text(f"session {session.id}", style="dim"))
     finally:
         session.close_sandbox()
-    out.print(Text(f"session {session.id}", style="dim"))
 
 
-async def _closing(session: Session, coro: Awaitable[RunResult]) -> RunResult:
-    try:
-        return await coro
-    finally:
-        session.close_sandbox()
+async def _json_lines(run: Run) -> RunResult:
+    """Print every event of ``run`` as one JSON object per line; return its result."""
+    async for event in run:
+        click.echo(json.dumps(event_json(event), ensure_ascii=False))
+    return await run
 
 
 def _result_json(session: Session, result: RunResult) -> dict[str, JSONValue]:
     return {
+        "type": "result",
         "session_id": session.id,
         "text": result.text,
         "steps": result.steps,
         "finish_reason": result.finish_reason,
         "usage": dict(result.usage),
-        "records": [record_json(r) for r in result.records],
     }
 
 
@@ -287,6 +283,7 @@ class _Chat:
         self.client, self.out, self.model, self.directory = client, out, model, directory
         self.approve = _approver(yes)
         self.session = client.session
+        self.listed: list[str] = []  # the ids the last bare /resume showed, for /resume N
 
     def switch(self, session: Session) -> None:
         if session is not self.session:
@@ -332,14 +329,22 @@ class _Chat:
 
     def _resume(self, args: list[str], rest: str) -> None:
         if args:
-            self.switch(self.client.sessions.open(args[0]))
+            choice = args[0]
+            if choice.isdigit() and 1 <= int(choice) <= len(self.listed):
+                choice = self.listed[int(choice) - 1]
+            self.switch(self.client.sessions.open(choice))
             print_messages(self.out, self.session.history()[-6:], indent="  ")
             return
-        for info in self.client.sessions.list(limit=10):
+        self.listed = []
+        for n, info in enumerate(self.client.sessions.list(limit=10), start=1):
+            self.listed.append(info.id)
             title = info.title or "(untitled)"
-            self.out.print(
-                Text(f"  {info.id}  {local_time(info.updated_at)}  {title}"), soft_wrap=True
-            )
+            line = f"  {n:>2}. {info.id}  {local_time(info.updated_at)}  {title}"
+            self.out.print(Text(line), soft_wrap=True)
+        if self.listed:
+            self.out.print(Text("/resume N or /resume ID continues one", style="dim"))
+        else:
+            self.out.print(Text("no stored sessions in this workspace", style="dim"))
 
     def _retry(self, args: list[str], rest: str) -> None:
         info = self.session.resumable()

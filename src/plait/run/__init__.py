@@ -19,6 +19,7 @@ from plait._runtypes import (
     ToolFinished,
     ToolStarted,
     current_id,
+    event_json,
 )
 from plait.run.loop import ASK_USER, CONTINUE, INTERRUPTED, drive, prompt, prompt_once, run_session
 
@@ -39,6 +40,7 @@ __all__ = [
     "ToolStarted",
     "current_id",
     "drive",
+    "event_json",
     "prompt",
     "prompt_once",
     "run_session",
