@@ -146,7 +146,7 @@ def test_a_conversation_with_tool_results_is_accepted(provider: LocalProvider) -
         "tool": "read_file",
         "arguments": {"path": "notes.txt"},
     }
-    assert "read_file" in str(sent[3]["content"]) and "buy milk" in str(sent[3]["content"])
+    assert str(sent[3]["content"]).startswith("read_file result:\nbuy milk\n")
 
 
 def test_the_model_is_loaded_once_for_every_provider_on_it(

