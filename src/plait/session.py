@@ -51,6 +51,7 @@ from plait.errors import (
     InvalidArgumentError,
     NoSandboxError,
     NothingToDoError,
+    PlaitError,
     SandboxClosedError,
     SessionBusyError,
     SessionClosedError,
@@ -1706,6 +1707,8 @@ class Session:
         if self.locked:
             raise SessionLockedError(self._id)
         model = self._provider(provider)
+        if isinstance(provider, str) and self.settings.get("model") != provider:
+            self.set_settings(model=provider)  # seed 001: it continues on the model last named
         spec = RunSpec(model, offered, text, on_approval, on_question, max_steps)
         host = self._host
         with host._handles_lock:
@@ -1736,11 +1739,15 @@ class Session:
         """Explicit provider or spec > the session's stored ``model`` setting > the default."""
         if provider is not None and not isinstance(provider, str):
             return provider
-        spec = provider
-        if spec is None:
-            stored = self.settings.get("model") if self._row is not None else None
-            spec = stored if isinstance(stored, str) else None
-        return select_provider(spec)
+        if provider is not None:
+            return select_provider(provider)
+        stored = self.settings.get("model") if self._row is not None else None
+        if isinstance(stored, str):
+            try:
+                return select_provider(stored)
+            except PlaitError:  # the configuration no longer has it (seed 001): the default
+                _log.info("session %s: model %r is unavailable; the default", self._id, stored)
+        return select_provider(None)
 
     def _notify(self, event: RunEvent) -> None:
         """Pass a run's event to the session's subscribers (a failing one is skipped)."""

@@ -23,7 +23,7 @@ from plait import (
     ToolStarted,
     current_id,
 )
-from plait.errors import ProviderError
+from plait.errors import MissingDependencyError, ProviderError
 from plait.providers import (
     Reply,
     Request,
@@ -463,13 +463,22 @@ def test_the_session_remembers_a_model_spec(
 
     def fake_select(spec: str | None) -> ScriptedProvider:
         picked.append(spec)
+        if spec == "gone:model":
+            raise MissingDependencyError("gone", "gone")
         return ScriptedProvider(["ok"])
 
     monkeypatch.setattr(session_module, "select_provider", fake_select)
-    s.set_settings(model="scripted:x")
+    asyncio.run(s.prompt("hi"))  # nothing stored, nothing named: the default
+    asyncio.run(s.prompt("hi", provider="openai:gpt-4o"))  # named: remembered
     asyncio.run(s.prompt("hi"))
-    asyncio.run(s.prompt("hi", provider="openai:gpt-4o"))
-    assert picked == ["scripted:x", "openai:gpt-4o"]
+    assert picked == [None, "openai:gpt-4o", "openai:gpt-4o"]
+    assert s.settings["model"] == "openai:gpt-4o"
+    reopened = client.sessions.get(s.id)
+    assert reopened.settings["model"] == "openai:gpt-4o"
+    s.set_settings(model="gone:model")  # the configuration no longer has it
+    picked.clear()
+    asyncio.run(s.prompt("hi"))
+    assert picked == ["gone:model", None]
 
 
 def test_spans_follow_the_genai_conventions(client: Client, tmp_path: Path) -> None:
