@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/concurrency.py
 	$(BIN)/python benchmarks/stores.py
+	$(BIN)/python benchmarks/context.py
 
 soak: $(STAMP)
 	$(BIN)/python -m tests.durability.soak --trials 1000

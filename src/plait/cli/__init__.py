@@ -20,6 +20,7 @@ import click
 from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
 from plait.cli.chat import chat_command, run_command
 from plait.cli.compaction import compact_command, uncompact_command
+from plait.cli.context import context_command
 from plait.cli.db import db_group
 from plait.cli.demo import demo_command
 from plait.cli.export import export_command, stats_command
@@ -64,6 +65,7 @@ cli.add_command(stats_command)
 cli.add_command(import_command)
 cli.add_command(compact_command)
 cli.add_command(uncompact_command)
+cli.add_command(context_command)
 cli.add_command(chat_command)
 cli.add_command(run_command)
 

@@ -1,0 +1,55 @@
+"""``plait context ID``: a bar per source, or the report as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from plait import Client
+from plait.cli import cli
+from tests.cli._helpers import assert_clean_error, conversation
+
+
+def _base(tmp_path: Path) -> tuple[list[str], str]:
+    db = str(tmp_path / "c.db")
+    with Client(tmp_path, store=db) as client:
+        sid = conversation(client).id
+    return ["--store", db, "--workspace", str(tmp_path)], sid
+
+
+def test_a_bar_per_source_and_the_total(tmp_path: Path) -> None:
+    base, sid = _base(tmp_path)
+    result = CliRunner().invoke(cli, [*base, "context", sid])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    names = ["System prompt", "User messages", "Assistant messages", "Tool output"]
+    assert [line.split("  ")[0].strip() for line in lines[:4]] == names
+    assert all("█" in line for line in lines[:4])
+    assert "/ 128,000 tokens" in result.output and "free" in result.output
+
+
+def test_json_has_every_field_of_the_report(tmp_path: Path) -> None:
+    base, sid = _base(tmp_path)
+    result = CliRunner().invoke(cli, [*base, "context", sid, "--json", "--model", "gpt-4o"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) == {
+        "window", "used", "from_provider", "measured_by", "partial", "free", "fraction", "shares"
+    }
+    assert data["window"] == 128_000 and data["measured_by"].endswith("o200k_base")
+    assert data["shares"][0]["name"] == "System prompt"
+    assert data["used"] == sum(s["tokens"] for s in data["shares"])
+
+
+def test_before_the_first_reply_and_an_unknown_id(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    with Client(tmp_path, store=db) as client:
+        sid = client.sessions.create([{"role": "user", "content": "hi"}]).id
+    base = ["--store", db, "--workspace", str(tmp_path)]
+    result = CliRunner().invoke(cli, [*base, "context", sid])
+    assert result.exit_code == 0 and "no reply yet" in result.output
+    assert json.loads(CliRunner().invoke(cli, [*base, "context", sid, "--json"]).output) is None
+    missing = CliRunner().invoke(cli, [*base, "context", "0190f0f0-0000-7000-8000-000000000000"])
+    assert_clean_error(missing)
