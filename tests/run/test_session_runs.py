@@ -515,3 +515,61 @@ def test_spans_follow_the_genai_conventions(client: Client, tmp_path: Path) -> N
     assert tool_span["gen_ai.tool.name"] == "read_file" and tool_span["gen_ai.tool.call.id"] == "c1"
     assert trace.get_current_span() is not None
 
+
+
+def _long_session(client: Client, tmp_path: Path, pairs: int, words: int) -> Session:
+    s = _session(client, tmp_path)
+    s.inject_many(
+        [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"part {i} " + "word " * words,
+            }
+            for i in range(pairs * 2)
+        ]
+    )
+    return s
+
+
+def test_a_run_compacts_by_itself_at_the_models_compact_percent(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _long_session(client, tmp_path, pairs=12, words=400)  # ~9.6k tokens; gpt-4: 8,192
+    assert s.compaction_due(model="gpt-4")
+    provider = ScriptedProvider(["Still with you."], model="gpt-4")
+    events: list[object] = []
+    asyncio.run(s.prompt("next step?", provider=provider, on_event=events.append))
+    summaries = [r for r in s.records if r.kind == "summary"]
+    assert len(summaries) == 1
+    sent = provider.requests[0].messages
+    assert [m.role for m in sent][:2] == ["system", "summary"]
+    assert sent[-1].text == "next step?"  # the newest request is never folded
+    assert any(isinstance(e, RecordAdded) and e.record.kind == "summary" for e in events)
+    assert not s.compaction_due(model="gpt-4")
+    # A big-window model is not compacted.
+    t = _long_session(client, tmp_path, pairs=12, words=400)
+    asyncio.run(t.prompt("next?", provider=ScriptedProvider(["ok"], model="gpt-4o")))
+    assert not any(r.kind == "summary" for r in t.records)
+
+
+def test_self_compaction_is_offered_and_runs_when_in_force(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("PLAIT_SELF_COMPACTION", raising=False)
+    s = _long_session(client, tmp_path, pairs=10, words=5)
+    off = ScriptedProvider(["fine"])
+    asyncio.run(s.prompt("hi", provider=off))
+    assert "compact_context" not in [t.name for t in off.requests[0].tools]
+    s.use_self_compaction(True)
+    assert s.self_compaction and s.self_compaction_choice is True
+    on = ScriptedProvider([_call("compact_context"), "Compacted and continuing."])
+    result = asyncio.run(s.prompt("tidy up", provider=on))
+    assert "compact_context" in [t.name for t in on.requests[0].tools]
+    tool_result = next(m for m in reversed(s.history(full=True)) if m.role == "tool")
+    assert tool_result.ok and tool_result.text.startswith("Compacted:")
+    assert any(r.kind == "summary" for r in s.records)
+    assert [m.role for m in on.requests[1].messages][:2] == ["system", "summary"]
+    assert result.text == "Compacted and continuing."
+    monkeypatch.setenv("PLAIT_SELF_COMPACTION", "1")
+    s.use_self_compaction(None)
+    assert s.self_compaction and s.self_compaction_choice is None

@@ -41,6 +41,12 @@ from plait._runtypes import (
     ToolStarted,
 )
 from plait._time import now_micros
+from plait.compaction import (
+    SELF_COMPACTION_TOOL,
+    SELF_COMPACTION_TOOL_NAME,
+    Compaction,
+    self_compaction_result,
+)
 from plait.errors import NothingToDoError, ProviderError
 from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
 from plait.records import JSONValue, Record, ToolCall
@@ -56,6 +62,9 @@ INTERRUPTED: Final = (
     "have run, and it was not run again"
 )
 """The result a tool call gets when its run stopped before it had one."""
+
+_CAPABLE: Final = frozenset({"openai", "anthropic"})
+"""Providers trusted to write a compaction summary (the embedded model cannot: measured)."""
 
 CONTINUE: Final = "Continue exactly where your last reply stopped."
 """The request ``continue_response`` adds (seed 001)."""
@@ -175,12 +184,29 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
     specs = [ToolSpec.from_dict(t.spec()) for t in spec.tools]
     if spec.on_question is not None and ASK_USER.name not in by_name:
         specs.append(ASK_USER)
+    # Seed 001: the self-compaction tool is offered when a request starts, if in force.
+    self_compact = session.self_compaction and SELF_COMPACTION_TOOL_NAME not in by_name
+    if self_compact:
+        specs.append(ToolSpec.from_dict(SELF_COMPACTION_TOOL))
+    summarizer = provider if provider.name in _CAPABLE else None
+
+    async def compact() -> Compaction | None:
+        """Compact now (the LLM strategy with a capable model, else the model-free default)."""
+        try:
+            done = await session.compact(provider=summarizer)
+        except NothingToDoError:
+            return None
+        if done is not None:
+            run.emit(RecordAdded(session.tail(1)[-1]))
+        return done
     tracer = _tracer()
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, spec.max_steps + 1):
         for message in run.take_steering():
             add({"role": "user", "content": message, "meta": {"steered": True}})
+        if session.compaction_due(model=provider.model, tools=specs):
+            await compact()  # seed 001: at the model's compact_percent, by itself
         request = Request(model_messages(session.records), tools=specs)
         tee = _Tee(provider, run)
         started = now_micros()
@@ -245,7 +271,12 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
                     "gen_ai.conversation.id": session.id,
                 }
                 with _span(tracer, f"execute_tool {call.name}", attributes):
-                    outcome = await _call(call, by_name, ctx, spec.on_approval, spec.on_question)
+                    if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
+                        outcome = ToolOutcome(True, self_compaction_result(await compact()))
+                    else:
+                        outcome = await _call(
+                            call, by_name, ctx, spec.on_approval, spec.on_question
+                        )
                 pending.pop(0)
                 add(
                     {
