@@ -10,16 +10,34 @@ Durable, branchable, compactable, resumable transcripts, in one Python API::
         branch = s.fork()
 """
 
+from plait.auth import (
+    Authenticated,
+    DurableSession,
+    DurableSessions,
+    ScopeAttenuationResult,
+    ScopeViolation,
+    actor_chain,
+    actor_chain_validate_scope_attenuation,
+    authenticate,
+    bind_principal,
+    push_actor,
+)
 from plait.client import Client, SessionCollection, SessionInfo, SessionStats
 from plait.errors import (
+    AuthError,
+    ClientNotAttachedError,
+    ControllerConflictError,
     InvalidArgumentError,
     InvalidMessageError,
+    LiveClientError,
     NoSandboxError,
+    NotControllerError,
     NothingToDoError,
     PlaitError,
     RunInterruptedError,
     RunTimeoutError,
     SandboxClosedError,
+    ScopeViolationError,
     SessionBusyError,
     SessionClosedError,
     SessionExistsError,
@@ -37,6 +55,7 @@ from plait.interop import (
     write_bundle,
 )
 from plait.lineage import Ancestry
+from plait.live import LiveClient, LiveClientChange, LiveClients, PermissionRoute
 from plait.records import (
     AssistantRecord,
     EventRecord,
@@ -76,6 +95,26 @@ __version__ = "0.1.0"
 __all__ = [
     "Ancestry",
     "AssistantRecord",
+    "AuthError",
+    "Authenticated",
+    "ClientNotAttachedError",
+    "ControllerConflictError",
+    "DurableSession",
+    "DurableSessions",
+    "LiveClient",
+    "LiveClientChange",
+    "LiveClientError",
+    "LiveClients",
+    "NotControllerError",
+    "PermissionRoute",
+    "ScopeAttenuationResult",
+    "ScopeViolation",
+    "ScopeViolationError",
+    "actor_chain",
+    "actor_chain_validate_scope_attenuation",
+    "authenticate",
+    "bind_principal",
+    "push_actor",
     "ChunkTable",
     "Client",
     "EventRecord",

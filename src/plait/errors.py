@@ -29,17 +29,29 @@ The hierarchy::
     │   ├── ProviderResponseError              it answered with something unusable
     │   │   └── ToolArgumentsError             a tool call's arguments are not a JSON object
     │   └── ScriptExhaustedError               the scripted provider ran out of replies
-    └── StoreError                             the store itself could not do its job
-        ├── StaleSessionError                  compare-and-set on the session head failed
-        ├── SchemaTooNewError                  the database was written by a newer plait
-        ├── SchemaOutdatedError                the database needs ``plait db migrate``
-        └── StoreCorruptError                  a stored row could not be decoded
+    ├── StoreError                             the store itself could not do its job
+    │   ├── StaleSessionError                  compare-and-set on the session head failed
+    │   ├── SchemaTooNewError                  the database was written by a newer plait
+    │   ├── SchemaOutdatedError                the database needs ``plait db migrate``
+    │   └── StoreCorruptError                  a stored row could not be decoded
+    ├── AuthError                              a credential or actor chain was refused
+    │   └── ScopeViolationError                a child actor claims scopes its parent lacks
+    └── LiveClientError                        a live client may not do that
+        ├── ControllerConflictError            a second controller without takeover
+        ├── NotControllerError                 only the active controller injects or routes
+        └── ClientNotAttachedError (LookupError)  the client is not attached
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "AuthError",
     "BundleVersionError",
+    "ClientNotAttachedError",
+    "ControllerConflictError",
+    "LiveClientError",
+    "NotControllerError",
+    "ScopeViolationError",
     "ImportFormatError",
     "InvalidArgumentError",
     "InvalidMessageError",
@@ -361,3 +373,73 @@ class SchemaOutdatedError(StoreError):
 
 class StoreCorruptError(StoreError):
     """A stored row could not be decoded."""
+
+
+class AuthError(PlaitError):
+    """A credential, a principal binding or an actor chain was refused (HTTP 401/403)."""
+
+
+class ScopeViolationError(AuthError):
+    """An actor chain claims, for a child actor, scopes its parent does not hold.
+
+    Attributes:
+        violations: one :class:`plait.auth.ScopeViolation` per offending link.
+    """
+
+    def __init__(self, violations: tuple[object, ...], message: str) -> None:
+        self.violations = violations
+        super().__init__(message)
+
+
+class LiveClientError(PlaitError):
+    """A live client may not do what it asked (see ``plait.live``)."""
+
+
+class ControllerConflictError(LiveClientError):
+    """A second controller tried to attach without ``takeover`` (HTTP 409).
+
+    Attributes:
+        session_id: the session.
+        controller_id: the client that is the controller now.
+    """
+
+    def __init__(self, session_id: str, controller_id: str) -> None:
+        self.session_id = session_id
+        self.controller_id = controller_id
+        super().__init__(
+            f"session {session_id!r} already has controller {controller_id!r}; "
+            "attach with takeover=True or call takeover() to replace it"
+        )
+
+
+class NotControllerError(LiveClientError):
+    """Only the active controller may inject a prompt or route a permission (HTTP 403).
+
+    Attributes:
+        session_id: the session.
+        client_id: the client that asked.
+        controller_id: the active controller, or None when there is none.
+    """
+
+    def __init__(self, session_id: str, client_id: str, controller_id: str | None) -> None:
+        self.session_id = session_id
+        self.client_id = client_id
+        self.controller_id = controller_id
+        now = f"the controller is {controller_id!r}" if controller_id else "it has no controller"
+        super().__init__(
+            f"client {client_id!r} is not the controller of session {session_id!r} ({now})"
+        )
+
+
+class ClientNotAttachedError(LiveClientError, LookupError):
+    """A heartbeat, release, inject or route from a client that is not attached (HTTP 404).
+
+    Attributes:
+        session_id: the session.
+        client_id: the client.
+    """
+
+    def __init__(self, session_id: str, client_id: str) -> None:
+        self.session_id = session_id
+        self.client_id = client_id
+        super().__init__(f"client {client_id!r} is not attached to session {session_id!r}")

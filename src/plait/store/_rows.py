@@ -14,9 +14,18 @@ from typing import Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Layout
-from plait.store.base import ScratchpadEntry, SessionRow
+from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
-__all__ = ["SEQ_BITS", "SEQ_MAX", "row_from_columns", "scratchpad_entry_from_columns"]
+__all__ = [
+    "BEARER_COLUMNS",
+    "LIVE_COLUMNS",
+    "SEQ_BITS",
+    "SEQ_MAX",
+    "bearer_row_from_columns",
+    "live_row_from_columns",
+    "row_from_columns",
+    "scratchpad_entry_from_columns",
+]
 
 SEQ_BITS: Final = 32
 """A record's key is ``owner_pk << SEQ_BITS | seq``."""
@@ -71,3 +80,51 @@ def scratchpad_entry_from_columns(r: Sequence[Any]) -> ScratchpadEntry:
         )
     except (ValueError, TypeError, IndexError) as exc:
         raise StoreCorruptError(f"scratchpad version {r[0]!r} could not be decoded: {exc}") from exc
+
+
+BEARER_COLUMNS: Final = (
+    "token_hash, principal, scopes, attributes, created_at, last_seen_at, expires_at"
+)
+"""The ``durable_sessions`` columns :func:`bearer_row_from_columns` reads, in order."""
+
+LIVE_COLUMNS: Final = "s.id, c.client_id, c.mode, c.attached_at, c.last_seen_at, c.metadata"
+"""The columns :func:`live_row_from_columns` reads (``live_clients c`` joined to ``sessions s``)."""
+
+
+def bearer_row_from_columns(r: Sequence[Any]) -> BearerRow:
+    """Decode the :data:`BEARER_COLUMNS` of one ``durable_sessions`` row.
+
+    Raises:
+        StoreCorruptError: a column does not hold what it should.
+    """
+    try:
+        return BearerRow(
+            token_hash=r[0],
+            principal=r[1],
+            scopes=tuple(json.loads(r[2])),
+            attributes=json.loads(r[3]),
+            created_at_us=r[4],
+            last_seen_at_us=r[5],
+            expires_at_us=r[6],
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(f"durable session could not be decoded: {exc}") from exc
+
+
+def live_row_from_columns(r: Sequence[Any]) -> LiveClientRow:
+    """Decode the :data:`LIVE_COLUMNS` of one ``live_clients`` row.
+
+    Raises:
+        StoreCorruptError: a column does not hold what it should.
+    """
+    try:
+        return LiveClientRow(
+            session_id=r[0],
+            client_id=r[1],
+            mode=r[2],
+            attached_at_us=r[3],
+            last_seen_at_us=r[4],
+            metadata=json.loads(r[5]),
+        )
+    except (ValueError, TypeError, IndexError) as exc:
+        raise StoreCorruptError(f"live client {r[1]!r} could not be decoded: {exc}") from exc

@@ -17,7 +17,7 @@ from plait.context import Tally
 from plait.layout import Layout
 from plait.records import JSONValue, Record
 
-__all__ = ["ScratchpadEntry", "SessionRow", "Store"]
+__all__ = ["BearerRow", "LiveClientRow", "ScratchpadEntry", "SessionRow", "Store"]
 
 
 @dataclass(slots=True)
@@ -101,6 +101,44 @@ class ScratchpadEntry:
     reason: str | None = None
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
     created_at_us: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BearerRow:
+    """One durable bearer session as stored (issue 7): never the token, only its hash."""
+
+    token_hash: str
+    """The hex SHA-256 of the bearer token: a database dump holds no credential."""
+    principal: str
+    """The stable user, tenant, service or client identity the token stands for."""
+    scopes: tuple[str, ...] = ()
+    """The scopes granted (the root of the actor chains it binds)."""
+    attributes: Mapping[str, JSONValue] = field(default_factory=dict)
+    """Small caller-owned metadata (role, tenant, client label ...)."""
+    created_at_us: int = 0
+    """Creation time, microseconds since the epoch (UTC)."""
+    last_seen_at_us: int = 0
+    """Last successful touch (authentication), microseconds since the epoch (UTC)."""
+    expires_at_us: int = 0
+    """Absolute expiry, microseconds since the epoch (UTC); ``touch`` never moves it."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveClientRow:
+    """One live client attached to a session (issue 7)."""
+
+    session_id: str
+    """The session it is attached to."""
+    client_id: str
+    """The client's id, chosen by the client."""
+    mode: str
+    """``observer`` or ``controller`` (at most one controller per session)."""
+    attached_at_us: int = 0
+    """When it attached, microseconds since the epoch (UTC)."""
+    last_seen_at_us: int = 0
+    """Its last attach, takeover or heartbeat, microseconds since the epoch (UTC)."""
+    metadata: Mapping[str, JSONValue] = field(default_factory=dict)
+    """Caller-owned metadata, replaced by a heartbeat or attach that gives some."""
 
 
 @runtime_checkable
@@ -243,6 +281,80 @@ class Store(Protocol):
 
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the session's writer lock (a snapshot)."""
+        ...
+
+    # -- durable bearer sessions (issue 7) ---------------------------------------------
+
+    def bearer_insert(self, row: BearerRow) -> bool:
+        """Store a new durable session; False (nothing written) if its hash is taken."""
+        ...
+
+    def bearer_get(self, token_hash: str) -> BearerRow | None:
+        """Return the durable session with this token hash, expired or not, or None."""
+        ...
+
+    def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
+        """Move ``last_seen_at`` to ``now_us`` (never back) if unexpired at ``now_us``.
+
+        Atomic: an expired session is never touched, and ``expires_at`` never moves.
+
+        Returns:
+            The touched row, or None when unknown or expired.
+        """
+        ...
+
+    def bearer_expire(self, token_hash: str, now_us: int) -> bool:
+        """Set ``expires_at`` to ``now_us`` if the session is still live then; whether it was."""
+        ...
+
+    def bearer_purge(self, expired_before_us: int) -> int:
+        """Delete durable sessions that expired before this time; return how many."""
+        ...
+
+    # -- live clients (issue 7) ---------------------------------------------------------
+
+    def live_attach(
+        self, row: LiveClientRow, *, takeover: bool
+    ) -> tuple[LiveClientRow, str | None]:
+        """Attach (or re-attach) a live client, atomically across processes.
+
+        A client attached already keeps its ``attached_at``; ``mode``,
+        ``last_seen_at`` and ``metadata`` take ``row``'s values.
+
+        Args:
+            row: the client, its mode and the time (``last_seen_at_us``).
+            takeover: for a controller, demote the current one to observer.
+
+        Returns:
+            The stored row and the id of the controller it demoted (or None).
+
+        Raises:
+            ControllerConflictError: another client is the controller and
+                ``takeover`` is False (nothing written).
+            SessionNotFoundError: no live session has this id.
+        """
+        ...
+
+    def live_heartbeat(
+        self,
+        session_id: str,
+        client_id: str,
+        now_us: int,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> LiveClientRow | None:
+        """Move an attached client's ``last_seen_at`` (and replace its metadata if given).
+
+        Returns:
+            The stored row, or None when the client is not attached.
+        """
+        ...
+
+    def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
+        """Detach a client (releasing control if it had it); return its last row or None."""
+        ...
+
+    def live_clients(self, session_id: str) -> list[LiveClientRow]:
+        """Return the clients attached to a live session, in the order they attached."""
         ...
 
     def close(self) -> None:

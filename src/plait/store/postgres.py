@@ -48,7 +48,7 @@ import contextlib
 import hashlib
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
@@ -57,6 +57,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 from plait._time import now_micros
 from plait.context import Tally
 from plait.errors import (
+    ControllerConflictError,
     InvalidArgumentError,
     InvalidMessageError,
     MissingDependencyError,
@@ -69,14 +70,18 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import segments
-from plait.records import Record, decode_record, dumps, encode_payload
+from plait.records import JSONValue, Record, decode_record, dumps, encode_payload
 from plait.store._rows import (
+    BEARER_COLUMNS,
+    LIVE_COLUMNS,
     SEQ_BITS,
     SEQ_MAX,
+    bearer_row_from_columns,
+    live_row_from_columns,
     row_from_columns,
     scratchpad_entry_from_columns,
 )
-from plait.store.base import ScratchpadEntry, SessionRow
+from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -176,6 +181,42 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             # session's writer, in one batch before the next model call (never by the
             # append fast path). NULL until counted; counted rows form a prefix.
             "ALTER TABLE records ADD COLUMN running TEXT",
+        ),
+    ),
+    (
+        3,
+        "durable bearer sessions and live clients",
+        (
+            # Issue 7. The bearer token itself is never stored: only its SHA-256, so a
+            # dump or backup of this table holds no credential (plait.auth).
+            """
+            CREATE TABLE durable_sessions (
+                token_hash TEXT PRIMARY KEY,         -- hex SHA-256 of the bearer token
+                principal TEXT NOT NULL,
+                scopes TEXT NOT NULL,                -- JSON list of scope strings
+                attributes TEXT NOT NULL,            -- JSON object, caller-owned
+                created_at BIGINT NOT NULL,          -- microseconds since the epoch, UTC
+                last_seen_at BIGINT NOT NULL,        -- moved by touch, never past expires_at
+                expires_at BIGINT NOT NULL           -- absolute; touch never moves it
+            )
+            """,
+            "CREATE INDEX durable_sessions_expiry ON durable_sessions (expires_at)",
+            # Keyed by the session's pk, never reused: a session deleted and re-created
+            # under the same id starts with no clients attached.
+            """
+            CREATE TABLE live_clients (
+                session_pk BIGINT NOT NULL,
+                client_id TEXT NOT NULL,
+                mode TEXT NOT NULL,                  -- 'observer' or 'controller'
+                attached_at BIGINT NOT NULL,
+                last_seen_at BIGINT NOT NULL,        -- attach, takeover or heartbeat
+                metadata TEXT NOT NULL,              -- JSON object
+                PRIMARY KEY (session_pk, client_id)
+            )
+            """,
+            # At most one controller per session, whatever process writes.
+            "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
+            "WHERE mode = 'controller'",
         ),
     ),
 )
@@ -1321,6 +1362,190 @@ class PostgresStore:
                 return True
             conn.execute("SELECT pg_advisory_unlock_shared(%s::bigint)", (key,))
             return False
+
+    # -- durable bearer sessions (issue 7) ---------------------------------------------
+
+    def bearer_insert(self, row: BearerRow) -> bool:
+        """Store a new durable session; False (nothing written) if its hash is taken."""
+        with self._conn("store a durable session") as conn:
+            found = conn.execute(
+                f"INSERT INTO durable_sessions ({BEARER_COLUMNS}) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
+                (
+                    row.token_hash,
+                    row.principal,
+                    dumps(list(row.scopes)),
+                    dumps(dict(row.attributes)),
+                    row.created_at_us,
+                    row.last_seen_at_us,
+                    row.expires_at_us,
+                ),
+            ).fetchone()
+        return found is not None
+
+    def bearer_get(self, token_hash: str) -> BearerRow | None:
+        """Return the durable session with this token hash, expired or not, or None."""
+        with self._conn("read a durable session") as conn:
+            r = conn.execute(
+                f"SELECT {BEARER_COLUMNS} FROM durable_sessions WHERE token_hash = %s",
+                (token_hash,),
+            ).fetchone()
+        return bearer_row_from_columns(r) if r is not None else None
+
+    def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
+        """Move ``last_seen_at`` forward if the session is unexpired at ``now_us`` (atomic)."""
+        with self._conn("touch a durable session") as conn:
+            r = conn.execute(
+                "UPDATE durable_sessions SET last_seen_at = GREATEST(last_seen_at, %(now)s) "
+                "WHERE token_hash = %(h)s AND expires_at > %(now)s "
+                f"RETURNING {BEARER_COLUMNS}",
+                {"now": now_us, "h": token_hash},
+            ).fetchone()
+        return bearer_row_from_columns(r) if r is not None else None
+
+    def bearer_expire(self, token_hash: str, now_us: int) -> bool:
+        """Set ``expires_at`` to ``now_us`` if the session is still live then."""
+        with self._conn("expire a durable session") as conn:
+            found = conn.execute(
+                "UPDATE durable_sessions SET expires_at = %(now)s, "
+                "last_seen_at = LEAST(last_seen_at, %(now)s) "
+                "WHERE token_hash = %(h)s AND expires_at > %(now)s RETURNING 1",
+                {"now": now_us, "h": token_hash},
+            ).fetchone()
+        return found is not None
+
+    def bearer_purge(self, expired_before_us: int) -> int:
+        """Delete durable sessions that expired before this time; return how many."""
+        with self._conn("purge durable sessions") as conn:
+            cur = conn.execute(
+                "DELETE FROM durable_sessions WHERE expires_at < %s", (expired_before_us,)
+            )
+            return cur.rowcount
+
+    # -- live clients (issue 7) ---------------------------------------------------------
+
+    def _live_begin(self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> int:
+        """In a transaction: lock the session's live state; return its pk.
+
+        A transaction-scoped advisory lock (not the writer lock's key) makes the
+        live writes of every process on one session take turns; ``FOR KEY SHARE``
+        keeps the session from being deleted meanwhile.
+        """
+        found = conn.execute(
+            "SELECT pk FROM sessions WHERE id = %s AND NOT deleted FOR KEY SHARE", (session_id,)
+        ).fetchone()
+        if found is None:
+            raise SessionNotFoundError(session_id)
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s::bigint)",
+            (lock_key(self._namespace + "\0live", session_id),),
+        )
+        return int(found[0])
+
+    def _live_row(
+        self, conn: psycopg.Connection[tuple[Any, ...]], pk: int, client_id: str
+    ) -> LiveClientRow | None:
+        r = conn.execute(
+            f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s ON s.pk = c.session_pk "
+            "WHERE c.session_pk = %s AND c.client_id = %s",
+            (pk, client_id),
+        ).fetchone()
+        return live_row_from_columns(r) if r is not None else None
+
+    def _live_notify(self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> None:
+        # Delivered at commit, to every process listening through changes().
+        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, session_id))
+
+    def live_attach(
+        self, row: LiveClientRow, *, takeover: bool
+    ) -> tuple[LiveClientRow, str | None]:
+        """Attach (or re-attach) a live client; one controller per session, atomically."""
+        what = f"attach {row.client_id!r} to {row.session_id!r}"
+        with self._conn(what) as conn, conn.transaction():
+            pk = self._live_begin(conn, row.session_id)
+            demoted: str | None = None
+            if row.mode == "controller":
+                found = conn.execute(
+                    "SELECT client_id FROM live_clients "
+                    "WHERE session_pk = %s AND mode = 'controller'",
+                    (pk,),
+                ).fetchone()
+                if found is not None and found[0] != row.client_id:
+                    if not takeover:
+                        raise ControllerConflictError(row.session_id, found[0])
+                    demoted = str(found[0])
+                    conn.execute(
+                        "UPDATE live_clients SET mode = 'observer' "
+                        "WHERE session_pk = %s AND client_id = %s",
+                        (pk, demoted),
+                    )
+            conn.execute(
+                "INSERT INTO live_clients (session_pk, client_id, mode, attached_at, "
+                "last_seen_at, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (session_pk, client_id) DO UPDATE SET mode = excluded.mode, "
+                "last_seen_at = excluded.last_seen_at, metadata = excluded.metadata",
+                (
+                    pk,
+                    row.client_id,
+                    row.mode,
+                    row.attached_at_us,
+                    row.last_seen_at_us,
+                    dumps(dict(row.metadata)),
+                ),
+            )
+            stored = self._live_row(conn, pk, row.client_id)
+            self._live_notify(conn, row.session_id)
+        assert stored is not None
+        return stored, demoted
+
+    def live_heartbeat(
+        self,
+        session_id: str,
+        client_id: str,
+        now_us: int,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> LiveClientRow | None:
+        """Move an attached client's ``last_seen_at`` (and replace its metadata if given)."""
+        what = f"heartbeat of {client_id!r} on {session_id!r}"
+        with self._conn(what) as conn, conn.transaction():
+            pk = self._live_begin(conn, session_id)
+            cur = conn.execute(
+                "UPDATE live_clients SET last_seen_at = GREATEST(last_seen_at, %s), "
+                "metadata = COALESCE(%s, metadata) WHERE session_pk = %s AND client_id = %s",
+                (
+                    now_us,
+                    dumps(dict(metadata)) if metadata is not None else None,
+                    pk,
+                    client_id,
+                ),
+            )
+            if cur.rowcount:
+                self._live_notify(conn, session_id)
+            return self._live_row(conn, pk, client_id)
+
+    def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
+        """Detach a client (releasing control if it had it); return its last row or None."""
+        with self._conn(f"release {client_id!r} from {session_id!r}") as conn, conn.transaction():
+            pk = self._live_begin(conn, session_id)
+            found = self._live_row(conn, pk, client_id)
+            if found is not None:
+                conn.execute(
+                    "DELETE FROM live_clients WHERE session_pk = %s AND client_id = %s",
+                    (pk, client_id),
+                )
+                self._live_notify(conn, session_id)
+        return found
+
+    def live_clients(self, session_id: str) -> list[LiveClientRow]:
+        """Return the clients attached to a live session, in the order they attached."""
+        with self._conn(f"live clients of {session_id!r}") as conn:
+            rows = conn.execute(
+                f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s "
+                "ON s.pk = c.session_pk WHERE s.id = %s AND NOT s.deleted "
+                "ORDER BY c.attached_at, c.client_id",
+                (session_id,),
+            ).fetchall()
+        return [live_row_from_columns(r) for r in rows]
 
     # -- notifications ----------------------------------------------------------------
 

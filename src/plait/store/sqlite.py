@@ -18,7 +18,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any, Final, Literal
 from plait._time import now_micros
 from plait.context import Tally
 from plait.errors import (
+    ControllerConflictError,
     InvalidArgumentError,
     InvalidMessageError,
     SchemaOutdatedError,
@@ -39,15 +40,19 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import Layout, segments
-from plait.records import Record, decode_record, dumps, encode_payload
+from plait.records import JSONValue, Record, decode_record, dumps, encode_payload
 from plait.store._flock import FileLocks
 from plait.store._rows import (
+    BEARER_COLUMNS,
+    LIVE_COLUMNS,
     SEQ_BITS,
     SEQ_MAX,
+    bearer_row_from_columns,
+    live_row_from_columns,
     row_from_columns,
     scratchpad_entry_from_columns,
 )
-from plait.store.base import ScratchpadEntry, SessionRow
+from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
 
@@ -135,6 +140,42 @@ MIGRATIONS: Final[tuple[Migration, ...]] = (
             # session's writer, in one batch before the next model call (never by the
             # append fast path). NULL until counted; counted rows form a prefix.
             "ALTER TABLE records ADD COLUMN running TEXT",
+        ),
+    ),
+    (
+        3,
+        "durable bearer sessions and live clients",
+        (
+            # Issue 7. The bearer token itself is never stored: only its SHA-256, so a
+            # dump or backup of this table holds no credential (plait.auth).
+            """
+            CREATE TABLE durable_sessions (
+                token_hash TEXT PRIMARY KEY,     -- hex SHA-256 of the bearer token
+                principal TEXT NOT NULL,
+                scopes TEXT NOT NULL,            -- JSON list of scope strings
+                attributes TEXT NOT NULL,        -- JSON object, caller-owned
+                created_at INTEGER NOT NULL,     -- microseconds since the epoch, UTC
+                last_seen_at INTEGER NOT NULL,   -- moved by touch, never past expires_at
+                expires_at INTEGER NOT NULL      -- absolute; touch never moves it
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX durable_sessions_expiry ON durable_sessions (expires_at)",
+            # Live clients are keyed by the session's pk, which is never reused: a session
+            # deleted and re-created under the same id starts with no clients attached.
+            """
+            CREATE TABLE live_clients (
+                session_pk INTEGER NOT NULL,
+                client_id TEXT NOT NULL,
+                mode TEXT NOT NULL,              -- 'observer' or 'controller'
+                attached_at INTEGER NOT NULL,
+                last_seen_at INTEGER NOT NULL,   -- attach, takeover or heartbeat
+                metadata TEXT NOT NULL,          -- JSON object
+                PRIMARY KEY (session_pk, client_id)
+            ) WITHOUT ROWID
+            """,
+            # At most one controller per session, whatever process writes.
+            "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
+            "WHERE mode = 'controller'",
         ),
     ),
 )
@@ -938,6 +979,188 @@ class SQLiteStore:
                 if int(owner) not in known:
                     problems.append(f"rows of owner {owner} belong to no session (unreadable)")
         return problems
+
+    # -- durable bearer sessions (issue 7) ---------------------------------------------
+
+    def bearer_insert(self, row: BearerRow) -> bool:
+        """Store a new durable session; False (nothing written) if its hash is taken."""
+        self._check_open()
+        try:
+            with self._tx() as db:
+                cur = db.execute(
+                    f"INSERT INTO durable_sessions ({BEARER_COLUMNS}) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    (
+                        row.token_hash,
+                        row.principal,
+                        dumps(list(row.scopes)),
+                        dumps(dict(row.attributes)),
+                        row.created_at_us,
+                        row.last_seen_at_us,
+                        row.expires_at_us,
+                    ),
+                )
+                return cur.rowcount == 1
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"store a durable session: {exc}") from exc
+
+    def bearer_get(self, token_hash: str) -> BearerRow | None:
+        """Return the durable session with this token hash, expired or not, or None."""
+        self._check_open()
+        with self._lock:
+            r = self._db.execute(
+                f"SELECT {BEARER_COLUMNS} FROM durable_sessions WHERE token_hash = ?",
+                (token_hash,),
+            ).fetchone()
+        return bearer_row_from_columns(r) if r is not None else None
+
+    def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
+        """Move ``last_seen_at`` forward if the session is unexpired at ``now_us``."""
+        self._check_open()
+        with self._tx() as db:
+            r = db.execute(
+                "UPDATE durable_sessions SET last_seen_at = MAX(last_seen_at, ?1) "
+                f"WHERE token_hash = ?2 AND expires_at > ?1 RETURNING {BEARER_COLUMNS}",
+                (now_us, token_hash),
+            ).fetchall()  # all: a RETURNING statement must finish before the commit
+        return bearer_row_from_columns(r[0]) if r else None
+
+    def bearer_expire(self, token_hash: str, now_us: int) -> bool:
+        """Set ``expires_at`` to ``now_us`` if the session is still live then."""
+        self._check_open()
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE durable_sessions SET expires_at = ?1, "
+                "last_seen_at = MIN(last_seen_at, ?1) WHERE token_hash = ?2 AND expires_at > ?1",
+                (now_us, token_hash),
+            )
+            return cur.rowcount == 1
+
+    def bearer_purge(self, expired_before_us: int) -> int:
+        """Delete durable sessions that expired before this time; return how many."""
+        self._check_open()
+        with self._tx() as db:
+            cur = db.execute(
+                "DELETE FROM durable_sessions WHERE expires_at < ?", (expired_before_us,)
+            )
+            return cur.rowcount
+
+    # -- live clients (issue 7) ---------------------------------------------------------
+
+    def _live_pk(self, db: sqlite3.Connection, session_id: str) -> int:
+        found = db.execute(
+            "SELECT pk FROM sessions WHERE id = ? AND deleted = 0", (session_id,)
+        ).fetchone()
+        if found is None:
+            raise SessionNotFoundError(session_id)
+        return int(found[0])
+
+    def _live_row(self, db: sqlite3.Connection, pk: int, client_id: str) -> LiveClientRow | None:
+        r = db.execute(
+            f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s ON s.pk = c.session_pk "
+            "WHERE c.session_pk = ? AND c.client_id = ?",
+            (pk, client_id),
+        ).fetchone()
+        return live_row_from_columns(r) if r is not None else None
+
+    def live_attach(
+        self, row: LiveClientRow, *, takeover: bool
+    ) -> tuple[LiveClientRow, str | None]:
+        """Attach (or re-attach) a live client; one controller per session, atomically."""
+        self._check_open()
+        try:
+            with self._tx() as db:
+                pk = self._live_pk(db, row.session_id)
+                demoted: str | None = None
+                if row.mode == "controller":
+                    found = db.execute(
+                        "SELECT client_id FROM live_clients "
+                        "WHERE session_pk = ? AND mode = 'controller'",
+                        (pk,),
+                    ).fetchone()
+                    if found is not None and found[0] != row.client_id:
+                        if not takeover:
+                            raise ControllerConflictError(row.session_id, found[0])
+                        demoted = str(found[0])
+                        db.execute(
+                            "UPDATE live_clients SET mode = 'observer' "
+                            "WHERE session_pk = ? AND client_id = ?",
+                            (pk, demoted),
+                        )
+                db.execute(
+                    "INSERT INTO live_clients (session_pk, client_id, mode, attached_at, "
+                    "last_seen_at, metadata) VALUES (?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (session_pk, client_id) DO UPDATE SET mode = excluded.mode, "
+                    "last_seen_at = excluded.last_seen_at, metadata = excluded.metadata",
+                    (
+                        pk,
+                        row.client_id,
+                        row.mode,
+                        row.attached_at_us,
+                        row.last_seen_at_us,
+                        dumps(dict(row.metadata)),
+                    ),
+                )
+                stored = self._live_row(db, pk, row.client_id)
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"attach {row.client_id!r} to {row.session_id!r}: {exc}") from exc
+        assert stored is not None
+        return stored, demoted
+
+    def live_heartbeat(
+        self,
+        session_id: str,
+        client_id: str,
+        now_us: int,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> LiveClientRow | None:
+        """Move an attached client's ``last_seen_at`` (and replace its metadata if given)."""
+        self._check_open()
+        try:
+            with self._tx() as db:
+                pk = self._live_pk(db, session_id)
+                db.execute(
+                    "UPDATE live_clients SET last_seen_at = MAX(last_seen_at, ?), "
+                    "metadata = COALESCE(?, metadata) WHERE session_pk = ? AND client_id = ?",
+                    (
+                        now_us,
+                        dumps(dict(metadata)) if metadata is not None else None,
+                        pk,
+                        client_id,
+                    ),
+                )
+                return self._live_row(db, pk, client_id)
+        except UnicodeEncodeError as exc:
+            raise _not_unicode(exc) from exc
+
+    def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
+        """Detach a client (releasing control if it had it); return its last row or None."""
+        self._check_open()
+        with self._tx() as db:
+            pk = self._live_pk(db, session_id)
+            found = self._live_row(db, pk, client_id)
+            if found is not None:
+                db.execute(
+                    "DELETE FROM live_clients WHERE session_pk = ? AND client_id = ?",
+                    (pk, client_id),
+                )
+        return found
+
+    def live_clients(self, session_id: str) -> list[LiveClientRow]:
+        """Return the clients attached to a live session, in the order they attached."""
+        self._check_open()
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s "
+                "ON s.pk = c.session_pk WHERE s.id = ? AND s.deleted = 0 "
+                "ORDER BY c.attached_at, c.client_id",
+                (session_id,),
+            ).fetchall()
+        return [live_row_from_columns(r) for r in rows]
 
     # -- writer locks ------------------------------------------------------------------
 
