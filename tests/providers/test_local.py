@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from plait.errors import InvalidArgumentError, MissingDependencyError
+from plait.errors import InvalidArgumentError, MissingDependencyError, ProviderError
 from plait.providers import (
     Finish,
     LocalProvider,
@@ -175,6 +175,10 @@ def test_the_model_is_loaded_once_for_every_provider_on_it(
     assert len(made) == 1 and all(r.usage is not None for r in replies)
     a.load()
     assert len(made) == 1
+    # A prompt longer than the context is refused before any work: a typed error.
+    with pytest.raises(ProviderError, match="exceeds the available context") as info:
+        asyncio.run(complete(a, ask("word " * 1500, max_tokens=2)))
+    assert info.value.status_code == 400
 
 
 def test_stopping_early_leaves_the_model_usable(provider: LocalProvider) -> None:
@@ -221,8 +225,6 @@ def test_bad_requests_and_settings_fail_loud(provider: LocalProvider, tmp_path: 
 
 
 def test_a_file_that_is_not_a_model_is_a_provider_error(tmp_path: Path) -> None:
-    from plait.errors import ProviderError
-
     bad = tmp_path / "bad.gguf"
     bad.write_bytes(b"not a model")
     provider = LocalProvider(bad)

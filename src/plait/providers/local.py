@@ -451,8 +451,8 @@ class LocalProvider:
         reason: FinishReason = "stop"
         try:
             while (chunk := await queue.get()) is not None:
-                if "error" in chunk:
-                    raise ProviderError(_PROVIDER, f"generation failed: {chunk['error']!r}")
+                if "error" in chunk:  # e.g. a prompt longer than the context
+                    raise _chunk_error(chunk["error"])
                 if isinstance(chunk.get("usage"), dict):
                     usage = _usage(chunk["usage"])
                 for choice in chunk.get("choices") or ():
@@ -482,6 +482,16 @@ class LocalProvider:
         if usage is not None:
             yield usage
         yield Finish(reason)
+
+
+def _chunk_error(error: Any) -> ProviderError:
+    """The engine's in-stream error (``{"code", "message", "type"}``) as a ProviderError."""
+    if isinstance(error, dict):
+        code = error.get("code")
+        status = code if isinstance(code, int) and not isinstance(code, bool) else None
+        message = str(error.get("message") or error)
+        return ProviderError(_PROVIDER, message, status_code=status)
+    return ProviderError(_PROVIDER, f"generation failed: {error!r}")
 
 
 def _usage(data: Mapping[str, Any]) -> Usage:
