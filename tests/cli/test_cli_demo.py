@@ -106,6 +106,11 @@ def test_demo_runs_the_embedded_model_with_no_key(run: Run, api: Client) -> None
     assert any(m.role == "assistant" for m in records)
 
 
+def test_demo_model_flag_is_a_model_spec(run: Run, db_path: Path) -> None:
+    assert_clean_error(run("demo", "--model", "gpt-4o"), "provider must be one of")
+    assert not db_path.exists()  # refused before anything was written
+
+
 def test_demo_without_the_embedded_model_says_how_to_install(
     run: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
