@@ -340,3 +340,35 @@ def test_an_alert_writes_a_denied_trust_record(api: Client) -> None:
     good = {"sub": "u", "scopes": ["a"]}
     assert actor_chain_validate_scope_attenuation(good, alert=True, session=s).alerted is False
     assert len([r for r in s.records if r.kind == "event"]) == 2
+
+
+def test_entered_is_the_current_session_and_ids_need_a_host(api: Client) -> None:
+    import plait
+
+    outer, inner = api.open(), api.open()
+    bind_principal(inner, "user_9")
+    assert plait.current_id() is None
+    with entered(outer, "user_1"):
+        assert plait.current_id() == outer.id
+        with entered(inner):
+            assert plait.current_id() == inner.id and current_session() is inner
+            assert actor_chain() == {"sub": "user_9"}
+        assert plait.current_id() == outer.id and actor_chain() == {"sub": "user_1"}
+    assert plait.current_id() is None and actor_chain() is None
+    assert actor_chain(inner.id, host=api) == {"sub": "user_9"}
+    assert actor_chain("no-such-session", host=api) is None
+    with pytest.raises(InvalidArgumentError):
+        actor_chain(inner.id)
+
+
+def test_actor_chain_of_the_session_a_run_drives(api: Client) -> None:
+    from plait._runtypes import _CURRENT
+
+    s = api.open()
+    bind_principal(s, "user_7")
+    token = _CURRENT.set(s.id)  # what a run does for the session it drives
+    try:
+        assert actor_chain(host=api) == {"sub": "user_7"}
+        assert actor_chain() is None  # without a host an id cannot be opened
+    finally:
+        _CURRENT.reset(token)

@@ -36,15 +36,18 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any, Final, Literal
 
+from plait._runtypes import _CURRENT as _RUN_CURRENT
+from plait._runtypes import current_id as run_current_id
 from plait._time import from_micros, to_micros
 from plait.errors import (
     AuthError,
     InvalidArgumentError,
     ScopeViolationError,
+    SessionNotFoundError,
     UnknownOptionError,
 )
 from plait.records import JSONValue, dumps
-from plait.session import Session
+from plait.session import Session, SessionHost
 from plait.store.base import BearerRow, SessionRow, Store
 
 __all__ = [
@@ -689,20 +692,45 @@ def _write_chain(session: Session, chain: Mapping[str, JSONValue]) -> None:
     session._mutate(build, allow_closed=True)
 
 
-def actor_chain(session: Session | None = None) -> dict[str, JSONValue] | None:
+def actor_chain(
+    session: Session | str | None = None, *, host: SessionHost | None = None
+) -> dict[str, JSONValue] | None:
     """Return a session's RFC 8693 ``{sub, act}`` chain, or None (seed 003 ``actor_chain``).
 
     Args:
-        session: the session; None reads the current one (:func:`entered`).
+        session: the session, or its id (with ``host``); None reads the current
+            one: the innermost :func:`entered` session, else (with ``host``) the
+            session a run is driving (``plait.current_id()``).
+        host: the client to look an id up in.
 
     Returns:
-        The chain (a copy), or None when no principal is bound or there is no
-        current session.
+        The chain (a copy), or None when no principal is bound, the id is
+        unknown, or there is no current session.
+
+    Raises:
+        InvalidArgumentError: an id without a ``host``.
     """
-    target = session if session is not None else _current.get()
+    target: Session | None
+    if isinstance(session, Session):
+        target = session
+    else:
+        sid = session
+        target = _current.get() if sid is None else None
+        if target is None and sid is None and host is not None:
+            sid = run_current_id()
+        if target is None and sid is not None:
+            if host is None:
+                raise InvalidArgumentError("actor_chain(id) needs host= to look the id up in")
+            try:
+                target = host._handle(host._lookup(sid))
+            except SessionNotFoundError:
+                return None
     if target is None or not target.stored:
         return None
-    chain = target.metadata.get(ACTOR_CHAIN_KEY)
+    try:
+        chain = target.metadata.get(ACTOR_CHAIN_KEY)
+    except SessionNotFoundError:
+        return None
     return dict(chain) if isinstance(chain, Mapping) else None
 
 
@@ -813,8 +841,8 @@ def entered(
 ) -> Iterator[Session]:
     """Enter a session for the current context (thread or task); bind its principal.
 
-    Inside, :func:`current_session` and :func:`actor_chain` with no argument name
-    this session; entries nest and each restores the previous one on exit.
+    Inside, :func:`current_session`, ``plait.current_id()`` and :func:`actor_chain`
+    with no argument name this session; entries nest and each restores the previous one on exit.
 
     Args:
         session: the session entered.
@@ -824,7 +852,11 @@ def entered(
     if principal is not None:
         bind_principal(session, principal, scopes=scopes)
     token = _current.set(session)
+    # Seed 003's current_id() is "the innermost active session": entering one makes
+    # plait.current_id() name it too, as a run does for the session it drives.
+    run_token = _RUN_CURRENT.set(session.id)
     try:
         yield session
     finally:
+        _RUN_CURRENT.reset(run_token)
         _current.reset(token)

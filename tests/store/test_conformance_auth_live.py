@@ -127,3 +127,21 @@ def test_live_state_is_per_session_and_needs_a_live_session(store: Store) -> Non
     assert store.live_clients("a") == []
     store.create(SessionRow(id="a", workspace="/ws"))
     assert store.live_clients("a") == []
+
+
+def _live_rows(store: Store) -> int:
+    if hasattr(store, "_db"):
+        return int(store._db.execute("SELECT count(*) FROM live_clients").fetchone()[0])
+    with store._conn("count") as conn:  # type: ignore[attr-defined]
+        return int(conn.execute("SELECT count(*) FROM live_clients").fetchone()[0])
+
+
+def test_deleting_a_session_drops_its_live_clients(store: Store) -> None:
+    store.create(SessionRow(id="a", workspace="/ws"))
+    store.create(SessionRow(id="b", workspace="/ws"))
+    store.live_attach(live("a", "x", "controller"), takeover=False)
+    store.live_attach(live("a", "y"), takeover=False)
+    store.live_attach(live("b", "x"), takeover=False)
+    assert _live_rows(store) == 3
+    store.delete("a")
+    assert _live_rows(store) == 1

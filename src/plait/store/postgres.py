@@ -1164,7 +1164,8 @@ class PostgresStore:
                 "WHERE id = %(id)s AND NOT deleted RETURNING pk), "
                 "l AS (DELETE FROM lineage WHERE child_id = %(id)s "
                 "AND EXISTS (SELECT FROM t)), "
-                "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)) "
+                "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)), "
+                "c AS (DELETE FROM live_clients WHERE session_pk IN (SELECT pk FROM t)) "
                 "SELECT pk, pg_notify(%(channel)s, %(id)s) FROM t",
                 {"id": session_id, "channel": self._channel},
             ).fetchone()

@@ -902,6 +902,7 @@ class SQLiteStore:
             db.execute("UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,))
             db.execute("DELETE FROM lineage WHERE child_id = ?", (session_id,))
             db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
+            db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
             self._collect(db)
 
     def _collect(self, db: sqlite3.Connection) -> None:
