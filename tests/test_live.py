@@ -281,3 +281,34 @@ def test_injected_prompts_survive_replay(api: Client) -> None:
     branch = s.fork()
     (rec,) = _user_records(branch)
     assert rec.meta["live_session"]["client_id"] == "tui"  # type: ignore[index]
+
+
+def test_a_session_another_process_writes_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    from plait.errors import SessionLockedError
+
+    db = tmp_path / "plait.db"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with Client(ws, store=db) as api:
+        sid = api.open().id
+    code = textwrap.dedent(f"""
+        import sys, time
+        from plait import Client
+        with Client({str(ws)!r}, store={str(db)!r}) as api:
+            api.get({sid!r}).inject({{"role": "user", "content": "mine"}})  # takes the lock
+            print("ready", flush=True)
+            sys.stdin.read()
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "ready"
+        with Client(ws, store=db) as api:
+            live = LiveClients(api)
+            with pytest.raises(SessionLockedError):
+                live.attach(sid, "tui", mode="controller")
+            assert live.live_clients(sid) == []
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)

@@ -42,7 +42,6 @@ from plait.errors import (
     InvalidArgumentError,
     NotControllerError,
     SessionClosedError,
-    SessionLockedError,
     UnknownOptionError,
 )
 from plait.records import JSONValue, dumps
@@ -264,8 +263,9 @@ class LiveClients:
         session.refresh()
         if session.closed:
             raise SessionClosedError(session.id)
-        if session.locked:
-            raise SessionLockedError(session.id)
+        # Take the writer lock now (the event's write would take it a moment later): so no
+        # other process can take it between the live change and its event.
+        session._ensure_writer()
 
     def _forget(self, session_id: str) -> None:
         with self._mutex:
@@ -273,7 +273,7 @@ class LiveClients:
 
     def _state(self, session: Session, *, fresh: bool = False) -> tuple[LiveClient, ...]:
         """The session's clients: from the cache while its stamp holds, else the store."""
-        store = self._host.store
+        store = session.store
         sid = session.id
         stamp = store.stamp(sid)
         if not fresh:
@@ -401,13 +401,13 @@ class LiveClients:
         handle = self._session(session)
         self._writable(handle)
         now = self._now()
-        stored, demoted = self._host.store.live_attach(
+        stored, demoted = handle.store.live_attach(
             LiveClientRow(handle.id, client_id, mode, now, now, meta), takeover=takeover
         )
         controller = client_id if mode == "controller" else None
         if controller is None:
             controller = self._controller(
-                tuple(LiveClient._from_row(r) for r in self._host.store.live_clients(handle.id))
+                tuple(LiveClient._from_row(r) for r in handle.store.live_clients(handle.id))
             )
         seq = self._record(
             handle,
@@ -459,12 +459,12 @@ class LiveClients:
         client_id = _check_client_id(client_id)
         handle = self._session(session)
         self._writable(handle)
-        gone = self._host.store.live_release(handle.id, client_id)
+        gone = handle.store.live_release(handle.id, client_id)
         if gone is None:
             self._forget(handle.id)
             raise ClientNotAttachedError(handle.id, client_id)
         released = gone.mode == "controller"
-        left = tuple(LiveClient._from_row(r) for r in self._host.store.live_clients(handle.id))
+        left = tuple(LiveClient._from_row(r) for r in handle.store.live_clients(handle.id))
         controller = self._controller(left)
         data: dict[str, JSONValue] = {
             "mode": None,
@@ -509,7 +509,7 @@ class LiveClients:
         client_id = _check_client_id(client_id)
         handle = self._session(session)
         self._writable(handle)
-        row = self._host.store.live_heartbeat(handle.id, client_id, self._now(), meta)
+        row = handle.store.live_heartbeat(handle.id, client_id, self._now(), meta)
         if row is None:
             self._forget(handle.id)
             raise ClientNotAttachedError(handle.id, client_id)
@@ -517,7 +517,7 @@ class LiveClients:
             client_id
             if row.mode == "controller"
             else self._controller(
-                tuple(LiveClient._from_row(r) for r in self._host.store.live_clients(handle.id))
+                tuple(LiveClient._from_row(r) for r in handle.store.live_clients(handle.id))
             )
         )
         data: dict[str, JSONValue] = {"mode": row.mode, "controller_id": controller}
