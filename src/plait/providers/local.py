@@ -471,10 +471,9 @@ class LocalProvider:
                 raise ProviderError(_PROVIDER, f"generation failed: {exc}") from exc
         finally:
             stop.set()
-            if not worker.done():
-                # Abandoned mid-reply: the thread ends at the next token; keep its
-                # outcome from being reported as never retrieved.
-                worker.add_done_callback(lambda f: f.cancelled() or f.exception())
+            # Abandoned mid-reply, or left by an error chunk: the thread ends at the next
+            # token; its outcome must not be reported as never retrieved.
+            worker.add_done_callback(lambda f: f.cancelled() or f.exception())
         if tools:
             events, reason = _tool_reply("".join(pieces), reason, tools)
             for event in events:
