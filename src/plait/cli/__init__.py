@@ -2,8 +2,8 @@
 
 ``plait sessions ...`` (``sessions.py``) lists, shows, draws, branches,
 renames and deletes sessions; ``plait db ...`` (``db.py``) looks after the
-SQLite file; ``plait demo`` (``demo.py``) is the offline walkthrough behind
-``make demo``; ``plait import`` (``interop.py``) makes a session from a
+SQLite file; ``plait demo`` (``demo.py``) is the agent run behind ``make demo``
+(the embedded model, no key); ``plait import`` (``interop.py``) makes a session from a
 transcript file; ``plait chat`` and ``plait run`` (``chat.py``) talk to a model.
 Every command takes ``-h``; the root options choose the store
 and the workspace; every :class:`plait.errors.PlaitError` ends the command
