@@ -267,6 +267,7 @@ class SessionHost:
         self._handles_lock = threading.Lock()
         self._runs: dict[str, Run] = {}
         self._subscribers: dict[str, list[EventHook]] = {}
+        self._hidden_system: dict[tuple[str, int], str | None] = {}
         self.exclusive_runs: bool = False
         """True: one run at a time on this host (a :class:`plait.Client`, seed 001)."""
 
@@ -1904,6 +1905,28 @@ class Session:
             raise NothingToDoError(f"no run is in progress on session {self._id}")
         run.steer(message)
 
+    def request_messages(self) -> list[Message]:
+        """The messages the next model call sends: the system prompt, then :meth:`history`.
+
+        The system prompt is the newest one in view; when a trim or a reset hid
+        every system prompt, the newest one before the view is kept (the agent's
+        instructions are configuration, not conversation: D91). A reply that was
+        cut off is left out (D73).
+        """
+        if self._row is None:
+            return []
+        row = self._fresh()
+        store = self._host.store
+        records = store.read(row, row.layout.view_start, row.layout.end_seq)
+        hidden: str | None = None
+        if row.layout.view_start > 0 and not any(r.kind == "system" for r in records):
+            key = (row.id, row.layout.view_start)
+            cache = self._host._hidden_system
+            if key not in cache:  # read once per view start: the prefix never changes
+                cache[key] = system_prompt(store.read(row, 0, row.layout.view_start))
+            hidden = cache[key]
+        return model_messages(records, hidden)
+
     @property
     def running(self) -> bool:
         """Whether a run is in progress on this session in this process."""
@@ -2016,8 +2039,7 @@ class Session:
         if not isinstance(question, str) or not question.strip():
             raise InvalidArgumentError("a question needs some text")
         model = self._provider(provider)
-        records = self.records if self._row is not None else []
-        request = Request([*model_messages(records), Message("user", question)])
+        request = Request([*self.request_messages(), Message("user", question)])
         return _text_stream(model, request)
 
     async def name_it(self, *, provider: Provider | str | None = None) -> str | None:

@@ -84,12 +84,16 @@ def _cut_off(record: Record) -> bool:
     return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
 
 
-def model_messages(records: Sequence[Record]) -> list[Message]:
+def model_messages(records: Sequence[Record], fallback_system: str | None = None) -> list[Message]:
     """Return the request the next model call sends: the newest system prompt, then ``history()``.
 
     A reply that was cut off is left out: the model starts that answer again.
+    ``fallback_system`` is sent when ``records`` hold no system prompt (the
+    session layer passes the one a trim or reset hid).
     """
     sp = system_prompt(records)
+    if sp is None:
+        sp = fallback_system
     kept = [r for r in records if not _cut_off(r)] if any(map(_cut_off, records)) else records
     return ([Message("system", sp)] if sp is not None else []) + history(kept)
 

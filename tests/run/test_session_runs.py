@@ -573,3 +573,24 @@ def test_self_compaction_is_offered_and_runs_when_in_force(
     monkeypatch.setenv("PLAIT_SELF_COMPACTION", "1")
     s.use_self_compaction(None)
     assert s.self_compaction and s.self_compaction_choice is None
+
+
+def test_the_system_prompt_survives_trim_and_reset(client: Client, tmp_path: Path) -> None:
+    s = _long_session(client, tmp_path, pairs=3, words=2)
+    s.trim(2)
+    assert all(r.kind != "system" for r in s.records)
+    provider = ScriptedProvider(["a", "b", "c"])
+    asyncio.run(s.prompt("after trim", provider=provider))
+    sent = provider.requests[0].messages
+    assert (sent[0].role, sent[0].text) == ("system", "You are terse.")
+    assert [m.role for m in sent[1:]] == ["user", "assistant", "user"]
+    s.reset()
+    asyncio.run(s.prompt("after reset", provider=provider))
+    assert [(m.role, m.text) for m in provider.requests[1].messages] == [
+        ("system", "You are terse."), ("user", "after reset")
+    ]
+    # A new system prompt in view wins over the hidden one.
+    s.inject({"role": "system", "content": "Now be verbose."})
+    asyncio.run(s.prompt("again", provider=provider))
+    assert provider.requests[2].messages[0].text == "Now be verbose."
+    assert s.request_messages()[0].text == "Now be verbose."

@@ -53,7 +53,6 @@ from plait.records import JSONValue, Record, ToolCall
 from plait.session import Session, SessionHost, register_runner
 from plait.store import MemoryStore
 from plait.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolOutcome
-from plait.views import model_messages
 
 __all__ = ["drive", "prompt", "prompt_once", "run_session"]
 
@@ -207,7 +206,7 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
             add({"role": "user", "content": message, "meta": {"steered": True}})
         if session.compaction_due(model=provider.model, tools=specs):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = Request(model_messages(session.records), tools=specs)
+        request = Request(session.request_messages(), tools=specs)
         tee = _Tee(provider, run)
         started = now_micros()
         attributes: dict[str, Any] = {
