@@ -125,3 +125,28 @@ def test_custom_and_llm_strategies(client: Client) -> None:
     s.uncompact()
     with pytest.raises(InvalidArgumentError):
         asyncio.run(s.compact(compact_strategy="llm", keep_last=4))  # no model to call
+
+
+def test_history_views_after_two_real_compactions(client: Client) -> None:
+    s = _conversation(client, 6)
+    everything = s.history(full=True)
+    first = asyncio.run(s.compact(keep_last=4))
+    s.inject({"role": "user", "content": "next"})
+    s.inject({"role": "assistant", "content": "done"})
+    second = asyncio.run(s.compact(keep_last=2))
+    assert first is not None and second is not None
+    # history(): the newest summary, then only what it kept and what followed.
+    h = s.history()
+    assert h[0].role == "summary" and h[0].text == second.summary
+    assert [m.text for m in h[1:]] == ["next", "done"]
+    # history(full=True): every message as written, each summary where its compaction ran.
+    full = s.history(full=True)
+    assert [m.text for m in full if m.role != "summary"] == [
+        m.text for m in everything if m.role != "summary"
+    ] + ["next", "done"]
+    assert [m.text for m in full if m.role == "summary"] == [first.summary, second.summary]
+    assert full.index(next(m for m in full if m.text == first.summary)) == len(everything)
+    # The fork of a compacted session is compacted, and measures the same.
+    branch = s.fork()
+    assert branch.history() == h
+    assert branch.context() == s.context()
