@@ -112,6 +112,22 @@ def test_the_report_matches_a_full_recount_through_compaction_undo_trim_and_bran
     assert shares(at) == reference(at.records)
 
 
+def test_a_system_prompt_hidden_by_trim_or_reset_still_counts(client: Client) -> None:
+    s = client.sessions.create([{"role": "system", "content": "follow the house rules"}])
+    converse(s, 3)
+    system = s.records[0]
+    s.trim(2)
+    report = s.context()
+    assert report is not None
+    assert (report.shares[0].name, report.shares[0].items) == ("System prompt", 1)
+    assert report.shares[0].tokens == count_record(system, "cl100k_base")
+    s.reset()
+    s.inject({"role": "assistant", "content": "fresh start"})
+    report = s.context()
+    assert report is not None
+    assert [sh.name for sh in report.shares] == ["System prompt", "Assistant messages"]
+
+
 def test_counted_once_then_only_added(client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
     s = client.sessions.create([{"role": "system", "content": "be brief"}])
     converse(s, 4)

@@ -190,7 +190,8 @@ def context_report(
     hist_start = view
     if isinstance(summary, SummaryRecord):
         hist_start = max(view, summary.folds_to)
-    system = record(head.system) if head.system >= view else None
+    # The newest system prompt, even one a trim or reset hid: requests keep it (D91).
+    system = record(head.system) if head.system >= 0 else None
     wanted = [p for p in (hist_start - 1, head.usage) if p >= 0]
     at = {p: counted.local[p] for p in wanted if p in counted.local}
     missing = [p for p in wanted if p not in at]
@@ -284,6 +285,10 @@ def _read_view(
     summary = newest_summary(records)
     hidden = hidden_summaries(records)
     system = next((r for r in reversed(records) if r.kind == "system"), None)
+    if system is None and counted.head.system >= 0:  # hidden by a trim or reset (D91)
+        system = _one(store, row, counted.head.system)
+        if system.tokens is None:
+            system = _with_tokens(system, counted.counts.get(system.seq, 0))
     start = summary.folds_to if summary is not None else 0
     view: list[Record] = [summary] if summary is not None else []
     view += [
