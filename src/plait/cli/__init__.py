@@ -25,6 +25,7 @@ from plait.cli.db import db_group
 from plait.cli.demo import demo_command
 from plait.cli.export import export_command, stats_command
 from plait.cli.interop import import_command
+from plait.cli.serve import serve_command
 from plait.cli.sessions import sessions_group
 
 __all__ = ["cli", "main"]
@@ -65,6 +66,7 @@ cli.add_command(stats_command)
 cli.add_command(import_command)
 cli.add_command(compact_command)
 cli.add_command(uncompact_command)
+cli.add_command(serve_command)
 cli.add_command(context_command)
 cli.add_command(chat_command)
 cli.add_command(run_command)

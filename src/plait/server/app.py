@@ -1,0 +1,254 @@
+"""The application: :func:`create_app` builds it from a client (or a store).
+
+Every API route requires a bearer credential (static API keys first, then
+durable bearer sessions, :func:`plait.auth.authenticate`); the OpenAPI
+document (``/openapi.json``, ``/docs`` is not served: no CDN), the web page
+and its static files carry no data and need none. Every error is one JSON
+shape (:mod:`plait.server.errors`).
+
+Handlers are ``async`` and run on the server's one event loop, with the runs
+they start: a store call from a handler is a plain call (SQLite answers in
+microseconds), and the session handles, the runs and the event hub are never
+touched from two threads (decisions D81).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from typing import Any, Final
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from plait.auth import DurableSessions
+from plait.client import Client
+from plait.errors import InvalidArgumentError, PlaitError
+from plait.live import LiveClients
+from plait.providers import Provider
+from plait.records import JSONValue
+from plait.server import schemas as s
+from plait.server.errors import ApiError, error_body, status_and_code
+from plait.server.routes import auth, events, live, runs, sessions
+from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
+from plait.server.state import ServerState, parse_api_keys
+from plait.server.web import mount_web
+from plait.store import Store
+from plait.tools import Tool
+
+__all__ = ["API_KEYS_ENV", "create_app"]
+
+API_KEYS_ENV: Final = "PLAIT_API_KEYS"
+"""Static API keys, comma- or space-separated; ``principal:key`` names a key's principal."""
+
+_log = logging.getLogger("plait.server")
+
+_ERRORS: Final = {
+    "401": "No valid bearer credential (`unauthorized`).",
+    "403": "The credential or the live client may not do this (`not_controller`, ...).",
+    "404": "No such session or client (`session_not_found`, `client_not_attached`, ...).",
+    "409": "The session's state forbids it now (`session_busy`, `session_closed`, ...).",
+    "422": "The request is malformed (`invalid_request`, `invalid_argument`, ...).",
+}
+_RUN_ERRORS: Final = {
+    "502": "The model provider failed (`provider_error`).",
+    "503": "The provider or the store is unavailable (`missing_dependency`, `store_error`).",
+}
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("plait")
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - a source checkout
+        return "0"
+
+
+def _error_json(status: int, code: str, message: str, details: JSONValue = None) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse(error_body(code, message, details), status_code=status, headers=headers)
+
+
+def _validation_details(exc: RequestValidationError) -> JSONValue:
+    out: list[JSONValue] = []
+    for err in exc.errors():
+        out.append(
+            {
+                "loc": [str(p) for p in err.get("loc", ())],
+                "msg": str(err.get("msg", "")),
+                "type": str(err.get("type", "")),
+            }
+        )
+    return out
+
+
+def _install_errors(app: FastAPI) -> None:
+    async def validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return _error_json(
+            422, "invalid_request", "the request is malformed", _validation_details(exc)
+        )
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        code = {
+            401: "unauthorized",
+            403: "forbidden",
+            404: "not_found",
+            405: "method_not_allowed",
+        }.get(exc.status_code, "http_error")
+        return _error_json(exc.status_code, code, str(exc.detail))
+
+    async def api_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return _error_json(exc.status, exc.code, exc.message, exc.details)
+
+    async def plait_error(request: Request, exc: Exception) -> JSONResponse:
+        status, code = status_and_code(exc)
+        if status >= 500:
+            _log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
+        return _error_json(status, code, str(exc))
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return _error_json(500, "internal_error", "the server failed; see its log")
+
+    app.add_exception_handler(RequestValidationError, validation)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(PlaitError, plait_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The OpenAPI document, with the one error shape on every operation."""
+
+    def build() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        doc = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+        )
+        schemas = doc.setdefault("components", {}).setdefault("schemas", {})
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        error = s.ErrorResponse.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in error.pop("$defs", {}).items():
+            schemas[name] = definition
+        schemas["ErrorResponse"] = error
+        ref = {"$ref": "#/components/schemas/ErrorResponse"}
+        for item in doc.get("paths", {}).values():
+            for method, op in item.items():
+                if not isinstance(op, dict) or method not in {"get", "post", "patch", "delete"}:
+                    continue
+                answers = op.setdefault("responses", {})
+                extra = dict(_ERRORS)
+                if "runs" in op.get("tags", ()):
+                    extra.update(_RUN_ERRORS)
+                for status, description in extra.items():
+                    answers[status] = {
+                        "description": description,
+                        "content": {"application/json": {"schema": ref}},
+                    }
+        app.openapi_schema = doc
+        return doc
+
+    return build
+
+
+def create_app(
+    client_or_store: Client | Store | str | os.PathLike[str] | None = None,
+    *,
+    api_keys: str | Iterable[str] | Mapping[str, str] | None = None,
+    provider: Provider | str | Callable[[], Provider] | None = None,
+    tools: Iterable[Tool] = (),
+    workspace: str | os.PathLike[str] = ".",
+    ping_interval: float = 15.0,
+    max_queue: int = DEFAULT_MAX_QUEUE,
+) -> FastAPI:
+    """Build the HTTP service over a client's sessions.
+
+    Args:
+        client_or_store: a :class:`plait.Client`, or a store (a Store, a path,
+            ``:memory:``; None: the default store) to open a client on.
+        api_keys: static API keys (``{key: principal}``, keys, or text as in
+            ``PLAIT_API_KEYS``). None reads ``PLAIT_API_KEYS``. Durable bearer
+            sessions kept in the store are accepted after them.
+        provider: the model runs use: a provider, a spec (``"openai:gpt-4o-mini"``),
+            a factory called once per run, or None for each session's own
+            (its ``model`` setting, else :func:`plait.providers.select_provider`).
+        tools: the tools runs may call. None by default: a caller over HTTP
+            gets no shell on the server unless the operator offers it.
+        workspace: the workspace of a client opened here.
+        ping_interval: seconds between keep-alive comments on an idle event
+            stream (each also picks up records written by other processes).
+        max_queue: events an observer may fall behind before it is cut off
+            (it reconnects with ``Last-Event-ID`` and loses nothing).
+
+    Raises:
+        InvalidArgumentError: a bad interval or queue size.
+    """
+    if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
+        raise InvalidArgumentError("ping_interval must be a number of seconds")
+    if ping_interval <= 0:
+        raise InvalidArgumentError("ping_interval must be positive")
+    if not isinstance(max_queue, int) or max_queue < 1:
+        raise InvalidArgumentError("max_queue must be a positive int")
+    if isinstance(client_or_store, Client):
+        client, owns = client_or_store, False
+    else:
+        client, owns = Client(workspace, store=client_or_store), True
+    # A server runs one run per session, many sessions at once (a Client alone runs one).
+    client.exclusive_runs = False
+    keys = parse_api_keys(api_keys if api_keys is not None else os.environ.get(API_KEYS_ENV))
+    state = ServerState(
+        client=client,
+        api_keys=keys,
+        provider=provider,
+        tools=tuple(tools),
+        live=LiveClients(client),
+        bearers=DurableSessions(client.store),
+        hub=Hub(client, max_queue=max_queue),
+        ping_interval=float(ping_interval),
+        owns_client=owns,
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            for entry in tuple(state.runs.values()):
+                entry.cancel()
+            state.hub.close_all()
+            if state.owns_client:
+                client.close()
+
+    app = FastAPI(
+        title="plait",
+        version=_version(),
+        description=(
+            "The session layer for LLM agents over HTTP: sessions, runs streamed as "
+            "Server-Sent Events, live clients. Every error is "
+            '`{"error": {"code", "message"}}` with a stable code.'
+        ),
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+        responses={},
+    )
+    app.state.plait = state
+    _install_errors(app)
+    for module in (sessions, runs, events, live, auth):
+        app.include_router(module.router)
+    mount_web(app)
+    app.openapi = _openapi(app)  # type: ignore[method-assign]
+    return app

@@ -1,0 +1,134 @@
+"""One JSON shape for every error the service answers, with stable codes.
+
+Every error body is ``{"error": {"code": "...", "message": "...", "details": ...}}``.
+``code`` is stable (clients branch on it); ``message`` is for people and may
+change. :func:`status_and_code` maps the :mod:`plait.errors` hierarchy to an
+HTTP status and a code: bad input is 4xx, never 500 (decisions D83).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from plait.errors import (
+    AuthError,
+    BundleVersionError,
+    ClientNotAttachedError,
+    ControllerConflictError,
+    ImportFormatError,
+    InvalidArgumentError,
+    InvalidMessageError,
+    LiveClientError,
+    MissingDependencyError,
+    NoSandboxError,
+    NotControllerError,
+    NothingToDoError,
+    PlaitError,
+    ProviderError,
+    RunInterruptedError,
+    RunTimeoutError,
+    SandboxClosedError,
+    ScopeViolationError,
+    SessionBusyError,
+    SessionClosedError,
+    SessionExistsError,
+    SessionLockedError,
+    SessionNotFoundError,
+    StaleSessionError,
+    StoreError,
+    ToolError,
+    UnknownOptionError,
+)
+from plait.records import JSONValue
+
+__all__ = [
+    "CODES",
+    "ApiError",
+    "error_body",
+    "status_and_code",
+]
+
+# Most specific first: the first class an error is an instance of decides.
+_MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
+    (SessionNotFoundError, 404, "session_not_found"),
+    (ClientNotAttachedError, 404, "client_not_attached"),
+    (SessionExistsError, 409, "session_exists"),
+    (SessionBusyError, 409, "session_busy"),
+    (SessionLockedError, 409, "session_locked"),
+    (StaleSessionError, 409, "stale_session"),
+    (SessionClosedError, 409, "session_closed"),
+    (ControllerConflictError, 409, "controller_conflict"),
+    (NothingToDoError, 409, "nothing_to_do"),
+    (RunInterruptedError, 409, "run_interrupted"),
+    (NotControllerError, 403, "not_controller"),
+    (ScopeViolationError, 403, "scope_violation"),
+    (LiveClientError, 403, "live_client_refused"),
+    (AuthError, 401, "unauthorized"),
+    (UnknownOptionError, 422, "unknown_option"),
+    (InvalidMessageError, 422, "invalid_message"),
+    (ImportFormatError, 422, "import_format"),
+    (BundleVersionError, 422, "bundle_version"),
+    (InvalidArgumentError, 422, "invalid_argument"),
+    (RunTimeoutError, 504, "run_timeout"),
+    (MissingDependencyError, 503, "missing_dependency"),
+    (ProviderError, 502, "provider_error"),
+    (NoSandboxError, 409, "no_sandbox"),
+    (SandboxClosedError, 409, "sandbox_closed"),
+    (StoreError, 503, "store_error"),
+    (ToolError, 500, "tool_error"),
+    (PlaitError, 500, "internal_error"),
+)
+
+CODES: Final[dict[str, int]] = {
+    **{code: status for _, status, code in _MAP},
+    "invalid_request": 422,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "read_only_credential": 403,
+    "not_found": 404,
+    "method_not_allowed": 405,
+    "internal_error": 500,
+}
+"""Every code the service answers with, and its HTTP status."""
+
+
+class ApiError(Exception):
+    """An error the service raises itself (not from :mod:`plait.errors`).
+
+    Attributes:
+        status: the HTTP status.
+        code: the stable code (a key of :data:`CODES`).
+        message: what went wrong, for people.
+        details: more, as JSON (optional).
+    """
+
+    def __init__(
+        self, status: int, code: str, message: str, details: JSONValue = None
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.details = details
+        super().__init__(message)
+
+
+def status_and_code(exc: BaseException) -> tuple[int, str]:
+    """Return the HTTP status and stable code of an exception.
+
+    Anything that is not a :class:`~plait.errors.PlaitError` or an
+    :class:`ApiError` is ``(500, "internal_error")``.
+    """
+    if isinstance(exc, ApiError):
+        return exc.status, exc.code
+    for cls, status, code in _MAP:
+        if isinstance(exc, cls):
+            return status, code
+    return 500, "internal_error"
+
+
+def error_body(code: str, message: str, details: JSONValue = None) -> dict[str, JSONValue]:
+    """Return the one error shape: ``{"error": {"code", "message"[, "details"]}}``."""
+    inner: dict[str, JSONValue] = {"code": code, "message": message}
+    if details is not None:
+        inner["details"] = details
+    return {"error": inner}

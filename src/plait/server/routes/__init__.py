@@ -1,0 +1,1 @@
+"""The API's endpoints, one module per noun: sessions, runs, live clients, events, auth."""

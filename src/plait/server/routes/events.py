@@ -1,0 +1,52 @@
+"""``GET /sessions/{id}/events``: a session's events as Server-Sent Events, for observers."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+
+from plait.server.routes.runs import stream_events
+from plait.server.sse import parse_event_id
+from plait.server.state import Caller, server_state
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["events"])
+
+
+@router.get(
+    "/sessions/{session_id}/events",
+    summary="Follow a session (SSE)",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "text/event-stream: record, text_delta, tool_call_delta, usage, "
+            "finish, tool_start, tool_end, iteration_end, run_start, run_end.",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        }
+    },
+)
+async def session_events(
+    request: Request,
+    session_id: str,
+    who: Caller,
+    after: Annotated[int | None, Query(ge=-1, le=2**31)] = None,
+    last_event_id: Annotated[str | None, Header(max_length=64)] = None,
+) -> StreamingResponse:
+    """Stream the session's events as they happen.
+
+    ``record`` events carry the record and have its ``seq`` as id; other
+    events' ids are ``<seq>.<n>``. Reconnect with ``Last-Event-ID`` (or
+    ``?after=SEQ``; ``-1`` replays everything in view) to get every record
+    after it first: nothing is lost across a reconnect.
+    """
+    state = server_state(request)
+    since = after if after is not None else parse_event_id(last_event_id)
+    backlog, sub = state.hub.open(session_id, since)
+    return StreamingResponse(
+        stream_events(state, session_id, backlog, sub),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )

@@ -1,0 +1,139 @@
+"""``/sessions/{id}/clients``: live clients (seed 003).
+
+Attach, takeover, heartbeat, release, and the controller's prompt injection and
+permission routing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from plait.server import schemas as s
+from plait.server.state import Caller, Writer, server_state
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["live clients"])
+
+
+def _change(change: Any) -> s.LiveChangeOut:
+    return s.LiveChangeOut(**change.to_dict())
+
+
+@router.get("/sessions/{session_id}/clients", response_model=s.ClientsOut, summary="Clients")
+async def list_clients(request: Request, session_id: str, who: Caller) -> s.ClientsOut:
+    """The attached clients, in the order they attached, and the controller."""
+    state = server_state(request)
+    session = state.session(session_id)
+    clients = state.live.live_clients(session)
+    return s.ClientsOut(
+        session_id=session_id,
+        controller_id=next((c.client_id for c in clients if c.mode == "controller"), None),
+        clients=[s.LiveClientOut(**c.to_dict()) for c in clients],
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/clients", response_model=s.LiveChangeOut, summary="Attach"
+)
+async def attach_client(
+    request: Request, session_id: str, body: s.AttachIn, who: Writer
+) -> s.LiveChangeOut:
+    """Attach as observer or controller; a second controller needs ``takeover`` (else 409)."""
+    state = server_state(request)
+    session = state.session(session_id)
+    change = state.live.attach(
+        session, body.client_id, mode=body.mode, takeover=body.takeover, metadata=body.metadata
+    )
+    state.hub.poke(session_id)
+    return _change(change)
+
+
+@router.post(
+    "/sessions/{session_id}/clients/{client_id}/takeover",
+    response_model=s.LiveChangeOut,
+    summary="Take control",
+)
+async def takeover_client(
+    request: Request, session_id: str, client_id: str, body: s.TakeoverIn, who: Writer
+) -> s.LiveChangeOut:
+    """Attach ``client_id`` as the controller, demoting the old one to observer."""
+    state = server_state(request)
+    session = state.session(session_id)
+    change = state.live.takeover(session, client_id, metadata=body.metadata)
+    state.hub.poke(session_id)
+    return _change(change)
+
+
+@router.post(
+    "/sessions/{session_id}/clients/{client_id}/heartbeat",
+    response_model=s.LiveChangeOut,
+    summary="Heartbeat",
+)
+async def heartbeat_client(
+    request: Request, session_id: str, client_id: str, body: s.HeartbeatIn, who: Caller
+) -> s.LiveChangeOut:
+    """Refresh the client's last-seen marker (and its metadata, if given); 404 if not attached."""
+    state = server_state(request)
+    session = state.session(session_id)
+    opts: dict[str, Any] = {}
+    if body.metadata is not None:
+        opts["metadata"] = body.metadata
+    change = state.live.heartbeat(session, client_id, opts)
+    state.hub.poke(session_id)
+    return _change(change)
+
+
+@router.post(
+    "/sessions/{session_id}/clients/{client_id}/release",
+    response_model=s.LiveChangeOut,
+    summary="Release (detach)",
+)
+async def release_client(
+    request: Request, session_id: str, client_id: str, body: s.ReleaseIn, who: Caller
+) -> s.LiveChangeOut:
+    """Detach the client (seed 003 ``detach``); a controller lets go of control."""
+    state = server_state(request)
+    session = state.session(session_id)
+    opts: dict[str, Any] = {}
+    if body.reason is not None:
+        opts["reason"] = body.reason
+    if body.metadata is not None:
+        opts["metadata"] = body.metadata
+    change = state.live.release_client(session, client_id, opts)
+    state.hub.poke(session_id)
+    return _change(change)
+
+
+@router.post(
+    "/sessions/{session_id}/clients/{client_id}/inject",
+    response_model=s.OkOut,
+    summary="Inject a prompt (controller only)",
+)
+async def inject_prompt(
+    request: Request, session_id: str, client_id: str, body: s.ClientInjectIn, who: Writer
+) -> s.OkOut:
+    """Append a user prompt from the active controller; anyone else gets 403 ``not_controller``."""
+    state = server_state(request)
+    session = state.session(session_id)
+    state.live.client_inject_prompt(session, client_id, body.content, metadata=body.metadata)
+    state.hub.poke(session_id)
+    return s.OkOut()
+
+
+@router.post(
+    "/sessions/{session_id}/clients/{client_id}/permissions",
+    response_model=s.PermissionOut,
+    summary="Route a permission request (controller only)",
+)
+async def route_permission(
+    request: Request, session_id: str, client_id: str, body: s.PermissionIn, who: Writer
+) -> s.PermissionOut:
+    """Record that the active controller owns routing for a permission request (else 403)."""
+    state = server_state(request)
+    session = state.session(session_id)
+    route = state.live.route_permission(session, client_id, body.request, metadata=body.metadata)
+    state.hub.poke(session_id)
+    return s.PermissionOut(**route.to_dict())

@@ -1,0 +1,259 @@
+"""``/sessions/{id}/runs``: start a run (202, or its events as SSE), steer, cancel, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from plait._ids import new_id
+from plait._runtypes import Run
+from plait.errors import NothingToDoError
+from plait.records import JSONValue
+from plait.server import schemas as s
+from plait.server.errors import error_body, status_and_code
+from plait.server.sse import SseEvent, Subscriber
+from plait.server.state import Caller, RunEntry, ServerState, Writer, server_state
+from plait.session import Session
+
+__all__ = ["SSE_RESPONSE", "router", "stream_events"]
+
+router = APIRouter(tags=["runs"])
+_log = logging.getLogger("plait.server")
+
+SSE_RESPONSE: dict[int | str, dict[str, object]] = {
+    200: {
+        "description": "The run's events as text/event-stream (with stream=true).",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+
+
+def _run_out(session_id: str, run_id: str) -> s.RunOut:
+    return s.RunOut(
+        session_id=session_id,
+        run_id=run_id,
+        running=True,
+        events_url=f"/sessions/{session_id}/events",
+    )
+
+
+async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) -> None:
+    """Wait for a run to end; publish ``run_end`` (with the error's code if it failed)."""
+    data: dict[str, JSONValue] = {"run_id": entry_id}
+    try:
+        result = await run.result()
+    except asyncio.CancelledError:
+        data.update(ok=False, error=error_body("run_interrupted", "the run was cancelled"))
+    except Exception as exc:  # the run's own failure: reported to observers, never raised
+        status, code = status_and_code(exc)
+        if status >= 500 and code == "internal_error":
+            _log.exception("run %s on session %s failed", entry_id, session_id)
+        data.update(ok=False, status=status, error=error_body(code, str(exc)))
+    else:
+        data.update(
+            ok=True, finish_reason=result.finish_reason, steps=result.steps, text=result.text
+        )
+    finally:
+        entry = state.runs.get(session_id)
+        if entry is not None and entry.run_id == entry_id:
+            del state.runs[session_id]
+    state.hub.poke(session_id)  # every record is out before run_end
+    state.hub.publish(session_id, "run_end", data)
+
+
+def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None:
+    task = asyncio.get_running_loop().create_task(_follow(state, run, run_id, session.id))
+    state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
+    state.hub.publish(session.id, "run_start", {"run_id": run_id})
+
+
+async def stream_events(
+    state: ServerState,
+    session_id: str,
+    backlog: list[SseEvent],
+    sub: Subscriber,
+    *,
+    until_run: str | None = None,
+) -> AsyncIterator[bytes]:
+    """The bytes of an event stream: the backlog, then live events until the channel ends.
+
+    With ``until_run``, the stream ends after that run's ``run_end``. Every
+    ``ping_interval`` seconds without an event it pokes the channel (records
+    written by another process) and sends a comment line.
+    """
+    try:
+        yield b"retry: 1000\n\n"
+        for event in backlog:
+            yield event.encode()
+        while True:
+            try:
+                first = await asyncio.wait_for(sub.queue.get(), timeout=state.ping_interval)
+            except TimeoutError:
+                state.hub.poke(session_id)
+                yield b": ping\n\n"
+                continue
+            batch: list[SseEvent | None] = [first]
+            while not sub.queue.empty():
+                batch.append(sub.queue.get_nowait())
+            chunks: list[bytes] = []
+            ended = False
+            for item in batch:
+                if item is None:
+                    ended = True
+                    break
+                chunks.append(item.encode())
+                if (
+                    until_run is not None
+                    and item.event == "run_end"
+                    and item.data.get("run_id") == until_run
+                ):
+                    ended = True
+                    break
+            if chunks:
+                yield b"".join(chunks)
+            if ended:
+                return
+    finally:
+        state.hub.close(session_id, sub)
+
+
+@router.post(
+    "/sessions/{session_id}/runs",
+    response_model=s.RunOut,
+    status_code=202,
+    summary="Start a run",
+    responses=SSE_RESPONSE,
+)
+async def start_run(
+    request: Request, session_id: str, body: s.RunIn, who: Writer
+) -> JSONResponse | StreamingResponse:
+    """Send ``text`` to the model and run it to the end in the background.
+
+    Answers 202 with the run's id at once; its events go to every observer of
+    ``GET /sessions/{id}/events``. With ``stream: true`` the answer is the
+    run's own event stream, ending with its ``run_end``. The provider is the
+    server's; only the live controller may run when one is attached (403).
+    """
+    state = server_state(request)
+    session = state.session(session_id)
+    state.check_driver(session, body.client_id)
+    state.hub.watch(session_id)
+    sub = state.hub.open(session_id, None)[1] if body.stream else None
+    try:
+        run = session.stream(
+            body.text,
+            provider=state.provider_for_run(),
+            tools=state.tools,
+            timeout=body.timeout,
+            max_steps=body.max_steps,
+        )
+    except BaseException:
+        if sub is not None:
+            state.hub.close(session_id, sub)
+        raise
+    return _answer(state, session, run, sub)
+
+
+def _answer(
+    state: ServerState, session: Session, run: Run, sub: Subscriber | None
+) -> JSONResponse | StreamingResponse:
+    run_id = new_id()
+    _launch(state, session, run, run_id)
+    if sub is None:
+        return JSONResponse(_run_out(session.id, run_id).model_dump(), status_code=202)
+    return StreamingResponse(
+        stream_events(state, session.id, [], sub, until_run=run_id),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Run-Id": run_id},
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/resume",
+    response_model=s.RunOut,
+    status_code=202,
+    summary="Resume an interrupted run",
+    responses=SSE_RESPONSE,
+)
+async def resume_run(
+    request: Request, session_id: str, body: s.ResumeIn, who: Writer
+) -> JSONResponse | StreamingResponse:
+    """Pick up an interrupted request (seed 001 ``resume``); 409 ``nothing_to_do`` if none."""
+    state = server_state(request)
+    session = state.session(session_id)
+    state.check_driver(session, body.client_id)
+    state.hub.watch(session_id)
+    sub = state.hub.open(session_id, None)[1] if body.stream else None
+    try:
+        run = session.resume_stream(
+            provider=state.provider_for_run(),
+            tools=state.tools,
+            timeout=body.timeout,
+            max_steps=body.max_steps,
+        )
+    except BaseException:
+        if sub is not None:
+            state.hub.close(session_id, sub)
+        raise
+    return _answer(state, session, run, sub)
+
+
+@router.get(
+    "/sessions/{session_id}/runs/current", response_model=s.RunStateOut, summary="Run state"
+)
+async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStateOut:
+    """Whether a run is in progress here, and how resume would pick up an interrupted one."""
+    state = server_state(request)
+    session = state.session(session_id)
+    entry = state.runs.get(session_id)
+    info = None if entry is not None else session.resumable()
+    resumable: dict[str, JSONValue] | None = None
+    if info is not None:
+        resumable = {
+            "kind": info.kind,
+            "description": info.description,
+            "missing": [c.to_json() for c in info.missing],
+        }
+    return s.RunStateOut(
+        session_id=session_id,
+        running=entry is not None,
+        run_id=entry.run_id if entry is not None else None,
+        resumable=resumable,
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/runs/current/steer", response_model=s.OkOut, summary="Steer"
+)
+async def steer_run(
+    request: Request, session_id: str, body: s.SteerIn, who: Writer
+) -> s.OkOut:
+    """Add a message to the run in progress before its next model call; 409 if none."""
+    state = server_state(request)
+    session = state.session(session_id)
+    state.check_driver(session, body.client_id)
+    if session_id not in state.runs:
+        raise NothingToDoError(f"no run is in progress on session {session_id}")
+    session.steer(body.message)
+    return s.OkOut()
+
+
+@router.delete(
+    "/sessions/{session_id}/runs/current", response_model=s.OkOut, summary="Cancel the run"
+)
+async def cancel_run(request: Request, session_id: str, who: Writer) -> s.OkOut:
+    """Interrupt the run in progress; what it recorded stays valid (resume picks it up)."""
+    state = server_state(request)
+    state.session(session_id)
+    entry = state.runs.get(session_id)
+    if entry is None:
+        raise NothingToDoError(f"no run is in progress on session {session_id}")
+    entry.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.shield(entry.task)
+    return s.OkOut()

@@ -1,0 +1,303 @@
+"""``/sessions``: list, create or open, read, history, records, lineage, fork, rename, close."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from plait.client import SessionInfo
+from plait.errors import SessionNotFoundError
+from plait.records import Message
+from plait.render import LineageBox, collect_lineage, lineage_svg
+from plait.server import schemas as s
+from plait.server.sse import record_json
+from plait.server.state import Caller, ServerState, Writer, server_state
+from plait.session import Session
+from plait.store.base import SessionRow
+
+__all__ = ["router", "session_out"]
+
+router = APIRouter(tags=["sessions"])
+
+MAX_RECORDS = 1000
+
+
+def _state(request: Request) -> ServerState:
+    return server_state(request)
+
+
+def session_out(state: ServerState, row: SessionRow) -> s.SessionOut:
+    """The list view of a stored session."""
+    info = SessionInfo.from_row(row)
+    return s.SessionOut(
+        id=info.id,
+        title=info.title,
+        created_at=info.created_at.isoformat(),
+        updated_at=info.updated_at.isoformat(),
+        length=info.length,
+        workspace=info.workspace,
+        parent_session_ids=list(info.parent_session_ids),
+        lineage_operator=info.lineage_operator,
+        status=row.status,
+        running=row.id in state.runs,
+    )
+
+
+def _detail(state: ServerState, session: Session) -> s.SessionDetail:
+    snap = session.snapshot()
+    if snap is None:
+        raise SessionNotFoundError(session.id)
+    row = state.client._lookup(session.id)
+    live = state.live.snapshot_fields(session)
+    base = session_out(state, row)
+    clients: Any = live["live_clients"]
+    controller = live["live_controller_id"]
+    return s.SessionDetail(
+        **base.model_dump(),
+        version=snap.version,
+        system_prompt=snap.system_prompt,
+        tool_format=snap.tool_format,
+        actor_chain=dict(snap.actor_chain) if snap.actor_chain is not None else None,
+        scratchpad=dict(snap.scratchpad) if snap.scratchpad is not None else None,
+        scratchpad_version=snap.scratchpad_version,
+        parent_id=snap.parent_id,
+        child_ids=list(snap.child_ids),
+        branched_at_event_index=snap.branched_at_event_index,
+        metadata=dict(snap.metadata),
+        end_seq=row.layout.end_seq,
+        live_clients=[s.LiveClientOut(**c) for c in clients],
+        live_controller_id=controller if isinstance(controller, str) else None,
+    )
+
+
+def message_out(message: Message) -> s.MessageOut:
+    """A message as the API returns it."""
+    return s.MessageOut(
+        role=message.role,
+        text=message.text,
+        tool_calls=[c.to_json() for c in message.tool_calls],
+        tool_call_id=message.tool_call_id,
+        tool_name=message.tool_name,
+        ok=message.ok,
+        images=message.images,
+        seq=message.seq,
+    )
+
+
+@router.get("/sessions", response_model=s.SessionListOut, summary="List sessions")
+async def list_sessions(
+    request: Request,
+    who: Caller,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    all_workspaces: bool = False,
+) -> s.SessionListOut:
+    """Stored sessions, most recently active first (this server's workspace unless asked)."""
+    state = _state(request)
+    ws = None if all_workspaces else state.client.workspace
+    rows = state.client.store.recent(ws, limit)
+    return s.SessionListOut(sessions=[session_out(state, r) for r in rows])
+
+
+@router.post(
+    "/sessions",
+    response_model=s.SessionDetail,
+    status_code=201,
+    summary="Create or open a session",
+    responses={200: {"model": s.SessionDetail, "description": "The session already existed."}},
+)
+async def create_session(
+    request: Request, response: Response, body: s.CreateSessionIn, who: Writer
+) -> s.SessionDetail:
+    """Open a session by id, creating it when unknown (seed 003's idempotent ``open``).
+
+    With ``messages`` the session is new and holds them (all or nothing); an id
+    already taken is 409 ``session_exists``. An existing session answers 200.
+    """
+    state = _state(request)
+    client = state.client
+    existed = body.id is not None and client.exists(body.id)
+    if body.messages is not None:
+        made = client.sessions.create(body.messages, session_id=body.id, title=body.title)
+        existed = False
+        session = made
+        if body.workspace_anchor is not None or body.workspace_policy is not None:
+            session = client.open(
+                made.id,
+                workspace_anchor=body.workspace_anchor,
+                workspace_policy=body.workspace_policy,
+            )
+    else:
+        session = client.open(
+            body.id,
+            workspace_anchor=body.workspace_anchor,
+            workspace_policy=body.workspace_policy,
+        )
+        if not session.stored:
+            session.set_settings()
+        if body.title is not None and session.title != body.title.strip():
+            session.rename(body.title)
+    state.hub.poke(session.id)
+    if existed:
+        response.status_code = 200
+    return _detail(state, session)
+
+
+@router.get("/sessions/{session_id}", response_model=s.SessionDetail, summary="Open a session")
+async def get_session(request: Request, session_id: str, who: Caller) -> s.SessionDetail:
+    """One session: its snapshot fields (not the transcript), lineage and live clients."""
+    state = _state(request)
+    return _detail(state, state.session(session_id))
+
+
+@router.patch("/sessions/{session_id}", response_model=s.SessionDetail, summary="Rename")
+async def rename_session(
+    request: Request, session_id: str, body: s.RenameIn, who: Writer
+) -> s.SessionDetail:
+    """Give the session a title (trimmed)."""
+    state = _state(request)
+    session = state.session(session_id)
+    session.rename(body.title)
+    state.hub.poke(session_id)
+    return _detail(state, session)
+
+
+@router.get(
+    "/sessions/{session_id}/history", response_model=s.MessagesOut, summary="History"
+)
+async def get_history(
+    request: Request, session_id: str, who: Caller, full: bool = False
+) -> s.MessagesOut:
+    """What the model works with, or with ``full=true`` every message as written."""
+    state = _state(request)
+    messages = state.session(session_id).history(full=full)
+    return s.MessagesOut(
+        session_id=session_id, full=full, messages=[message_out(m) for m in messages]
+    )
+
+
+@router.get(
+    "/sessions/{session_id}/records", response_model=s.RecordsOut, summary="Records"
+)
+async def get_records(
+    request: Request,
+    session_id: str,
+    who: Caller,
+    after: Annotated[int, Query(ge=-1, le=2**31)] = -1,
+    limit: Annotated[int, Query(ge=1, le=MAX_RECORDS)] = 200,
+) -> s.RecordsOut:
+    """The records in view with a seq greater than ``after``, oldest first (events included)."""
+    state = _state(request)
+    row = state.client._lookup(session_id)
+    lo = max(after + 1, row.layout.view_start)
+    hi = min(row.layout.end_seq, lo + limit)
+    records = state.client.store.read(row, lo, hi) if lo < hi else []
+    return s.RecordsOut(
+        session_id=session_id,
+        records=[s.RecordOut(**record_json(r)) for r in records],
+        end_seq=row.layout.end_seq,
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/messages", response_model=s.RecordsOut, summary="Inject messages"
+)
+async def inject_messages(
+    request: Request, session_id: str, body: s.MessagesIn, who: Writer
+) -> s.RecordsOut:
+    """Append messages (seed 003 ``inject``), all or nothing; a missing role is 422.
+
+    With a live controller attached only it may inject (``client_id``), else 403.
+    """
+    state = _state(request)
+    session = state.session(session_id)
+    state.check_driver(session, body.client_id)
+    added = session.inject_many(body.messages)
+    state.hub.poke(session_id)
+    return s.RecordsOut(
+        session_id=session_id,
+        records=[s.RecordOut(**record_json(r)) for r in added],
+        end_seq=state.client._lookup(session_id).layout.end_seq,
+    )
+
+
+@router.post(
+    "/sessions/{session_id}/fork",
+    response_model=s.SessionDetail,
+    status_code=201,
+    summary="Fork",
+)
+async def fork_session(
+    request: Request, session_id: str, body: s.ForkIn, who: Writer
+) -> s.SessionDetail:
+    """Branch the whole transcript into a new session (copy-on-write: one row)."""
+    state = _state(request)
+    branch = state.session(session_id).fork(dst=body.dst)
+    state.hub.poke(session_id)
+    return _detail(state, branch)
+
+
+@router.post(
+    "/sessions/{session_id}/fork_at",
+    response_model=s.SessionDetail,
+    status_code=201,
+    summary="Fork at a message",
+)
+async def fork_at_session(
+    request: Request, session_id: str, body: s.ForkAtIn, who: Writer
+) -> s.SessionDetail:
+    """Branch keeping the first ``keep_first`` messages (seed 003 ``fork_at``)."""
+    state = _state(request)
+    branch = state.session(session_id).fork_at(body.keep_first, dst=body.dst)
+    state.hub.poke(session_id)
+    return _detail(state, branch)
+
+
+@router.post(
+    "/sessions/{session_id}/close", response_model=s.SessionDetail, summary="Close"
+)
+async def close_session(
+    request: Request, session_id: str, body: s.CloseIn, who: Writer
+) -> s.SessionDetail:
+    """Close the session, recording ``agent_session_closed`` with the status."""
+    state = _state(request)
+    session = state.session(session_id)
+    status: Any = body.status
+    session.close(status)
+    state.hub.poke(session_id)
+    return _detail(state, session)
+
+
+@router.get(
+    "/sessions/{session_id}/lineage", response_model=s.LineageOut, summary="Lineage"
+)
+async def get_lineage(request: Request, session_id: str, who: Caller) -> s.LineageOut:
+    """The session with its ancestors and descendants, and an SVG drawing of them."""
+    state = _state(request)
+    store = state.client.store
+    row = state.client._lookup(session_id)
+
+    def describe(sid: str) -> LineageBox | None:
+        found = row if sid == row.id else store.get(sid)
+        if found is None:
+            return None
+        return LineageBox(
+            found.id, found.title, found.lineage_operator, found.parent_ids, found.layout.length
+        )
+
+    boxes = collect_lineage(row.id, describe, store.children)
+    out: list[s.LineageBoxOut] = []
+    for box in boxes:
+        out.append(
+            s.LineageBoxOut(
+                id=box.id,
+                title=box.title,
+                operator=box.operator,
+                parent_ids=list(box.parent_ids),
+                messages=box.messages,
+                deleted=box.deleted,
+            )
+        )
+    svg = lineage_svg(boxes, mark=row.id)
+    return s.LineageOut(session_id=row.id, boxes=out, svg=svg)
+

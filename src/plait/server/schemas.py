@@ -1,0 +1,421 @@
+"""The request and response bodies of the HTTP API, as pydantic models.
+
+The OpenAPI document is generated from the same code that checks the requests.
+
+Request bodies forbid unknown keys: a misspelt option is a 422, never ignored
+(principle 4, fail loud).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AttachIn",
+    "AuthSessionIn",
+    "AuthSessionOut",
+    "ClientInjectIn",
+    "ClientsOut",
+    "CloseIn",
+    "CreateSessionIn",
+    "ErrorInfo",
+    "ErrorResponse",
+    "ForkAtIn",
+    "ForkIn",
+    "HeartbeatIn",
+    "LineageBoxOut",
+    "LineageOut",
+    "LiveChangeOut",
+    "LiveClientOut",
+    "MessageOut",
+    "MessagesIn",
+    "MessagesOut",
+    "OkOut",
+    "PermissionIn",
+    "PermissionOut",
+    "RecordOut",
+    "RecordsOut",
+    "ReleaseIn",
+    "RenameIn",
+    "ResumeIn",
+    "RunIn",
+    "RunOut",
+    "RunStateOut",
+    "SessionDetail",
+    "SessionListOut",
+    "SessionOut",
+    "SteerIn",
+    "TakeoverIn",
+    "WhoAmIOut",
+]
+
+_NON_BLANK = r"\S"
+ClientId = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
+JsonObject = dict[str, Any]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+class ErrorInfo(_Out):
+    """What went wrong."""
+
+    code: str = Field(description="A stable code clients branch on (e.g. session_not_found).")
+    message: str = Field(description="What went wrong, for people; may change.")
+    details: Any = Field(default=None, description="More, when there is more (e.g. which field).")
+
+
+class ErrorResponse(_Out):
+    """The one shape of every error the service answers."""
+
+    error: ErrorInfo
+
+
+class OkOut(_Out):
+    """A verb that succeeded and has nothing else to say."""
+
+    ok: bool = True
+
+
+# -- sessions ---------------------------------------------------------------------------
+
+
+class SessionOut(_Out):
+    """A stored session as lists show it."""
+
+    id: str
+    title: str | None
+    created_at: str
+    updated_at: str
+    length: int = Field(description="Messages in view (events not counted).")
+    workspace: str
+    parent_session_ids: list[str]
+    lineage_operator: str | None
+    status: str
+    running: bool = Field(description="Whether a run is in progress on it in this server.")
+
+
+class SessionListOut(_Out):
+    """``GET /sessions``."""
+
+    sessions: list[SessionOut]
+
+
+class SessionDetail(SessionOut):
+    """One session: seed 003's snapshot fields (without the transcript) and its live clients."""
+
+    version: int
+    system_prompt: str | None
+    tool_format: str
+    actor_chain: JsonObject | None
+    scratchpad: JsonObject | None
+    scratchpad_version: int
+    parent_id: str | None
+    child_ids: list[str]
+    branched_at_event_index: int | None
+    metadata: JsonObject
+    end_seq: int = Field(description="The seq the next record will have.")
+    live_clients: list[LiveClientOut]
+    live_controller_id: str | None
+
+
+class CreateSessionIn(_In):
+    """``POST /sessions``: open (idempotent) or create a session."""
+
+    id: str | None = Field(default=None, description="Open this id, creating it if unknown.")
+    title: str | None = Field(default=None, min_length=1, max_length=200, pattern=_NON_BLANK)
+    messages: list[JsonObject] | None = Field(
+        default=None, description="Messages to start with (a new id only), all or nothing."
+    )
+    workspace_anchor: str | None = Field(default=None, min_length=1)
+    workspace_policy: JsonObject | None = None
+
+
+class RenameIn(_In):
+    """``PATCH /sessions/{id}``."""
+
+    title: str = Field(min_length=1, max_length=200, pattern=_NON_BLANK)
+
+
+class ForkIn(_In):
+    """``POST /sessions/{id}/fork``."""
+
+    dst: str | None = Field(default=None, description="The new session's id (default: minted).")
+
+
+class ForkAtIn(_In):
+    """``POST /sessions/{id}/fork_at``."""
+
+    keep_first: int = Field(ge=0, description="Messages the branch keeps.")
+    dst: str | None = None
+
+
+class CloseIn(_In):
+    """``POST /sessions/{id}/close``."""
+
+    status: str | JsonObject | None = Field(
+        default=None, description="A reason (``timeout``) or a dict such as {reason: ...}."
+    )
+
+
+class MessageOut(_Out):
+    """A prompt-visible message (seed 001's fields)."""
+
+    role: str
+    text: str
+    tool_calls: list[JsonObject]
+    tool_call_id: str | None
+    tool_name: str | None
+    ok: bool | None
+    images: int
+    seq: int
+
+
+class MessagesOut(_Out):
+    """``GET /sessions/{id}/history``."""
+
+    session_id: str
+    full: bool
+    messages: list[MessageOut]
+
+
+class MessagesIn(_In):
+    """``POST /sessions/{id}/messages``: inject messages (seed 003 ``inject``), all or nothing."""
+
+    messages: list[JsonObject] = Field(min_length=1, max_length=1000)
+    client_id: str | None = Field(
+        default=None, description="The live client writing; must be the controller if there is one."
+    )
+
+
+class RecordOut(_Out):
+    """One record of a transcript."""
+
+    seq: int
+    id: str
+    kind: str
+    created_at: str
+    created_at_us: int
+    payload: JsonObject
+    meta: JsonObject
+    tokens: int | None
+
+
+class RecordsOut(_Out):
+    """``GET /sessions/{id}/records``."""
+
+    session_id: str
+    records: list[RecordOut]
+    end_seq: int = Field(description="The seq the next record will have.")
+
+
+class LineageBoxOut(_Out):
+    """One session in a lineage drawing."""
+
+    id: str
+    title: str | None
+    operator: str | None
+    parent_ids: list[str]
+    messages: int | None
+    deleted: bool
+
+
+class LineageOut(_Out):
+    """``GET /sessions/{id}/lineage``: the sessions around this one, and the drawing."""
+
+    session_id: str
+    boxes: list[LineageBoxOut]
+    svg: str = Field(description="An SVG picture of the lineage; every text in it is escaped.")
+
+
+# -- runs -------------------------------------------------------------------------------
+
+
+class RunIn(_In):
+    """``POST /sessions/{id}/runs``."""
+
+    text: str = Field(min_length=1, max_length=1_000_000, pattern=_NON_BLANK)
+    client_id: str | None = Field(
+        default=None, description="The live client asking; must be the controller if there is one."
+    )
+    max_steps: int = Field(default=20, ge=1, le=100)
+    timeout: float | None = Field(default=None, gt=0, le=86_400)
+    stream: bool = Field(
+        default=False,
+        description="Answer with the run's events as text/event-stream instead of 202 JSON.",
+    )
+
+
+class ResumeIn(_In):
+    """``POST /sessions/{id}/resume``."""
+
+    client_id: str | None = None
+    max_steps: int = Field(default=20, ge=1, le=100)
+    timeout: float | None = Field(default=None, gt=0, le=86_400)
+    stream: bool = False
+
+
+class RunOut(_Out):
+    """A run that was started: follow it on ``GET /sessions/{id}/events``."""
+
+    session_id: str
+    run_id: str
+    running: bool
+    events_url: str
+
+
+class RunStateOut(_Out):
+    """``GET /sessions/{id}/runs/current``."""
+
+    session_id: str
+    running: bool
+    run_id: str | None
+    resumable: JsonObject | None = Field(
+        description="How resume would pick up an interrupted request, or null."
+    )
+
+
+class SteerIn(_In):
+    """``POST /sessions/{id}/runs/current/steer``."""
+
+    message: str = Field(min_length=1, max_length=1_000_000, pattern=_NON_BLANK)
+    client_id: str | None = None
+
+
+# -- live clients -----------------------------------------------------------------------
+
+
+class LiveClientOut(_Out):
+    """A client attached to a session."""
+
+    session_id: str
+    client_id: str
+    mode: str
+    attached_at: str
+    last_seen_at: str
+    metadata: JsonObject
+
+
+class ClientsOut(_Out):
+    """``GET /sessions/{id}/clients``."""
+
+    session_id: str
+    controller_id: str | None
+    clients: list[LiveClientOut]
+
+
+class LiveChangeOut(_Out):
+    """What attach, takeover, release or heartbeat did."""
+
+    ok: bool
+    action: str
+    session_id: str
+    client_id: str
+    mode: str | None
+    controller_id: str | None
+    demoted_id: str | None
+    released_control: bool
+    client: LiveClientOut | None
+    event_seq: int
+
+
+class AttachIn(_In):
+    """``POST /sessions/{id}/clients``."""
+
+    client_id: str = ClientId
+    mode: Literal["observer", "controller"] = "observer"
+    takeover: bool = False
+    metadata: JsonObject | None = None
+
+
+class TakeoverIn(_In):
+    """``POST /sessions/{id}/clients/{client_id}/takeover``."""
+
+    metadata: JsonObject | None = None
+
+
+class HeartbeatIn(_In):
+    """``POST /sessions/{id}/clients/{client_id}/heartbeat``."""
+
+    metadata: JsonObject | None = None
+
+
+class ReleaseIn(_In):
+    """``POST /sessions/{id}/clients/{client_id}/release``."""
+
+    reason: str | None = None
+    metadata: JsonObject | None = None
+
+
+class ClientInjectIn(_In):
+    """``POST /sessions/{id}/clients/{client_id}/inject``: the controller's prompt."""
+
+    content: str = Field(min_length=1, max_length=1_000_000, pattern=_NON_BLANK)
+    metadata: JsonObject | None = None
+
+
+class PermissionIn(_In):
+    """``POST /sessions/{id}/clients/{client_id}/permissions``."""
+
+    request: JsonObject
+    metadata: JsonObject | None = None
+
+
+class PermissionOut(_Out):
+    """A permission request whose routing the controller claimed."""
+
+    ok: bool
+    session_id: str
+    client_id: str
+    request_id: str
+    request: JsonObject
+    event_seq: int
+
+
+# -- auth -------------------------------------------------------------------------------
+
+
+class WhoAmIOut(_Out):
+    """``GET /auth/whoami``: who the credential stands for."""
+
+    principal: str
+    method: str
+    scopes: list[str]
+    expires_at: str | None
+
+
+class AuthSessionIn(_In):
+    """``POST /auth/sessions``: mint a durable bearer session (seed 003)."""
+
+    principal: str = Field(min_length=1, max_length=200, pattern=_NON_BLANK)
+    ttl_seconds: int = Field(gt=0, le=366 * 86_400)
+    attributes: JsonObject | None = None
+    scopes: list[str] | None = Field(
+        default=None, description="Scopes granted; without 'write' the token is read-only."
+    )
+
+
+class AuthSessionOut(_Out):
+    """A durable bearer session; ``id`` is the token, returned only when it is made."""
+
+    id: str | None
+    principal: str
+    created_at: str
+    last_seen_at: str
+    expires_at: str
+    attributes: JsonObject
+    scopes: list[str]
+    handle: str
+
+
+SessionDetail.model_rebuild()

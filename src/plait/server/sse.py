@@ -1,0 +1,317 @@
+"""Server-Sent Events: one channel per session, fanned out to every observer.
+
+A :class:`Hub` keeps a :class:`Channel` per session that someone watches. Two
+things feed a channel:
+
+* the session's run events, through :meth:`plait.Session.subscribe` (text and
+  tool-call deltas, usage, finish, tool start/end, ``iteration_end``, and a
+  ``record`` event for every record a run appends);
+* :meth:`Hub.poke`, which reads the records the store holds past the last one
+  the channel published. Routes that write outside a run (inject, attach,
+  rename, close ...) poke after writing, and every stream pokes on its
+  keep-alive tick, so records written by another process arrive within one
+  tick (decisions D84).
+
+**Event ids.** A ``record`` event's id is the record's ``seq``; any other
+event's id is ``"<seq>.<n>"``: the seq of the last record published before it,
+and a counter. A client that reconnects with ``Last-Event-ID`` (or
+``?after=SEQ``) gets every record after that seq from the store, then the live
+stream: it loses no record. Deltas are not replayed: they only preview a
+record that arrives whole.
+
+Everything here runs on the server's event loop thread, so reading the backlog
+and joining the channel happen with no await in between: no event can fall
+into the gap, and none is sent twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final
+
+from plait.errors import InvalidArgumentError, SessionNotFoundError
+from plait.records import JSONValue, Record, ToolCall
+from plait.session import SessionHost
+from plait.store.base import SessionRow
+
+__all__ = [
+    "DEFAULT_MAX_QUEUE",
+    "Channel",
+    "Hub",
+    "SseEvent",
+    "Subscriber",
+    "event_json",
+    "parse_event_id",
+    "record_json",
+]
+
+DEFAULT_MAX_QUEUE: Final = 10_000
+"""How far an observer may fall behind before its stream ends (it reconnects, losing nothing)."""
+
+
+def record_json(record: Record) -> dict[str, JSONValue]:
+    """Return a record as JSON: ``seq``, ``id``, ``kind``, ``created_at``, ``payload`` ..."""
+    return {
+        "seq": record.seq,
+        "id": record.id,
+        "kind": record.kind,
+        "created_at": record.created_at.isoformat(),
+        "created_at_us": record.created_at_us,
+        "payload": record.payload,
+        "meta": dict(record.meta),
+        "tokens": record.tokens,
+    }
+
+
+def _value(value: object) -> JSONValue:
+    if isinstance(value, ToolCall):
+        return value.to_json()
+    if isinstance(value, Record):
+        return record_json(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _value(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple | list):
+        return [_value(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _value(v) for k, v in value.items()}
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
+
+
+def event_json(event: object) -> dict[str, JSONValue]:
+    """Return a run event as JSON: its ``type`` and its fields."""
+    out: dict[str, JSONValue] = {"type": str(getattr(event, "type", "event"))}
+    if dataclasses.is_dataclass(event) and not isinstance(event, type):
+        for f in dataclasses.fields(event):
+            out[f.name] = _value(getattr(event, f.name))
+    return out
+
+
+def parse_event_id(value: str | None) -> int | None:
+    """Return the record seq an event id stands after (``"12"`` and ``"12.3"`` give 12).
+
+    Raises:
+        InvalidArgumentError: the id is not one this service sent.
+    """
+    if value is None or not value.strip():
+        return None
+    head = value.strip().split(".", 1)[0]
+    try:
+        seq = int(head)
+    except ValueError:
+        raise InvalidArgumentError(f"not an event id of this service: {value!r}") from None
+    if seq < -1:
+        raise InvalidArgumentError(f"not an event id of this service: {value!r}")
+    return seq
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One Server-Sent Event."""
+
+    id: str
+    """The event id (see the module docstring)."""
+    event: str
+    """The event name: ``record``, ``text_delta``, ``run_end`` ..."""
+    data: dict[str, JSONValue]
+    """The JSON payload."""
+
+    def encode(self) -> bytes:
+        """Return the event in the ``text/event-stream`` wire format."""
+        body = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        return f"id: {self.id}\nevent: {self.event}\ndata: {body}\n\n".encode()
+
+
+@dataclass(eq=False)
+class Subscriber:
+    """One observer's queue; ``None`` in it ends the stream."""
+
+    queue: asyncio.Queue[SseEvent | None] = field(default_factory=asyncio.Queue)
+    dropped: bool = False
+    """True when it fell too far behind and was cut off."""
+
+
+@dataclass(eq=False)
+class Channel:
+    """The live events of one session."""
+
+    session_id: str
+    last_seq: int = -1
+    """The seq of the last record published (-1: none yet)."""
+    counter: int = 0
+    """Events published since that record."""
+    subscribers: set[Subscriber] = field(default_factory=set)
+
+
+class Hub:
+    """Every session channel of one server.
+
+    Args:
+        host: the client whose sessions the server serves.
+        max_queue: how far one observer may fall behind before it is cut off.
+    """
+
+    def __init__(self, host: SessionHost, *, max_queue: int = DEFAULT_MAX_QUEUE) -> None:
+        self._host = host
+        self._max = max_queue
+        self._channels: dict[str, Channel] = {}
+        self._hooked: set[str] = set()
+
+    def _row(self, session_id: str) -> SessionRow:
+        return self._host._lookup(session_id)
+
+    def channel(self, session_id: str) -> Channel:
+        """Return the session's channel, subscribing to its run events the first time.
+
+        Raises:
+            SessionNotFoundError: an unknown id.
+        """
+        found = self._channels.get(session_id)
+        if found is not None:
+            return found
+        row = self._row(session_id)
+        channel = Channel(session_id, last_seq=row.layout.end_seq - 1)
+        self._channels[session_id] = channel
+        if session_id not in self._hooked:
+            handle = self._host._handle(row)
+            handle.subscribe(lambda event: self.on_run_event(session_id, event))
+            self._hooked.add(session_id)
+        return channel
+
+    def watch(self, session_id: str) -> None:
+        """Make sure the session's run events reach its channel (call before a run starts)."""
+        self.channel(session_id)
+
+    def on_run_event(self, session_id: str, event: object) -> None:
+        """Publish one run event (a session subscriber; never raises into the run)."""
+        channel = self._channels.get(session_id)
+        if channel is None or not channel.subscribers:
+            if channel is not None and getattr(event, "type", "") == "record":
+                record = getattr(event, "record", None)
+                if isinstance(record, Record):
+                    channel.last_seq = max(channel.last_seq, record.seq)
+                    channel.counter = 0
+            return
+        if getattr(event, "type", "") == "record":
+            record = getattr(event, "record", None)
+            if isinstance(record, Record):
+                if record.seq == channel.last_seq + 1:
+                    self._publish_record(channel, record)
+                elif record.seq > channel.last_seq:
+                    self.poke(session_id)
+            return
+        self.publish(session_id, str(getattr(event, "type", "event")), event_json(event))
+
+    def _send(self, channel: Channel, event: SseEvent) -> None:
+        for sub in tuple(channel.subscribers):
+            if sub.queue.qsize() >= self._max:
+                sub.dropped = True
+                channel.subscribers.discard(sub)
+                sub.queue.put_nowait(None)
+                continue
+            sub.queue.put_nowait(event)
+
+    def _publish_record(self, channel: Channel, record: Record) -> None:
+        channel.last_seq = record.seq
+        channel.counter = 0
+        data: dict[str, JSONValue] = {
+            "session_id": channel.session_id,
+            "seq": record.seq,
+            "record": record_json(record),
+        }
+        self._send(channel, SseEvent(str(record.seq), "record", data))
+
+    def publish(self, session_id: str, name: str, data: dict[str, JSONValue]) -> None:
+        """Publish an event that is not a record (a delta, ``run_start``, ``run_end`` ...)."""
+        channel = self._channels.get(session_id)
+        if channel is None or not channel.subscribers:
+            return
+        channel.counter += 1
+        payload: dict[str, JSONValue] = {"session_id": session_id, **data}
+        self._send(channel, SseEvent(f"{channel.last_seq}.{channel.counter}", name, payload))
+
+    def _read(self, session_id: str, after: int) -> tuple[SessionRow, list[Record]]:
+        row = self._row(session_id)
+        lo = max(after + 1, row.layout.view_start)
+        if lo >= row.layout.end_seq:
+            return row, []
+        return row, self._host.store.read(row, lo, row.layout.end_seq)
+
+    def poke(self, session_id: str) -> None:
+        """Publish the records the store holds past the channel's last one.
+
+        A session deleted meanwhile ends its streams.
+        """
+        channel = self._channels.get(session_id)
+        if channel is None:
+            return
+        if not channel.subscribers:
+            try:
+                channel.last_seq = self._row(session_id).layout.end_seq - 1
+            except SessionNotFoundError:
+                self._channels.pop(session_id, None)
+            return
+        try:
+            _, records = self._read(session_id, channel.last_seq)
+        except SessionNotFoundError:
+            self._end(channel)
+            return
+        for record in records:
+            self._publish_record(channel, record)
+
+    def _end(self, channel: Channel) -> None:
+        for sub in tuple(channel.subscribers):
+            sub.queue.put_nowait(None)
+        channel.subscribers.clear()
+        self._channels.pop(channel.session_id, None)
+
+    def open(self, session_id: str, after: int | None) -> tuple[list[SseEvent], Subscriber]:
+        """Join a session's channel: return the backlog after ``after`` and the live queue.
+
+        Args:
+            session_id: the session.
+            after: replay every record with a greater seq first; None for live only.
+
+        Raises:
+            SessionNotFoundError: an unknown id.
+        """
+        channel = self.channel(session_id)
+        self.poke(session_id)  # bring the channel up to the store before joining it
+        backlog: list[SseEvent] = []
+        if after is not None and after < channel.last_seq:
+            _, records = self._read(session_id, after)
+            for record in records:
+                if record.seq > channel.last_seq:
+                    break
+                data: dict[str, JSONValue] = {
+                    "session_id": session_id,
+                    "seq": record.seq,
+                    "record": record_json(record),
+                }
+                backlog.append(SseEvent(str(record.seq), "record", data))
+        sub = Subscriber()
+        channel.subscribers.add(sub)
+        return backlog, sub
+
+    def close(self, session_id: str, sub: Subscriber) -> None:
+        """Leave a channel."""
+        channel = self._channels.get(session_id)
+        if channel is not None:
+            channel.subscribers.discard(sub)
+
+    def close_all(self) -> None:
+        """End every stream (the server is shutting down)."""
+        for channel in tuple(self._channels.values()):
+            self._end(channel)
+
+    def observers(self, session_ids: Iterable[str] | None = None) -> int:
+        """How many streams are open (on the given sessions, or on all)."""
+        ids = self._channels.keys() if session_ids is None else session_ids
+        return sum(
+            len(self._channels[s].subscribers) for s in ids if s in self._channels
+        )

@@ -1,0 +1,186 @@
+"""What one server holds, and the request dependencies every route uses.
+
+The state: the client, its live clients and bearer sessions, the event hub, the
+runs in progress. The dependencies: the authenticated caller, and the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TypeAlias
+
+from fastapi import Depends, Request, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from plait.auth import Authenticated, DurableSessions, authenticate
+from plait.client import Client
+from plait.errors import NotControllerError
+from plait.live import LiveClients
+from plait.providers import Provider
+from plait.server.errors import ApiError
+from plait.server.sse import Hub
+from plait.session import Session
+from plait.tools import Tool
+
+__all__ = [
+    "WRITE_SCOPE",
+    "Caller",
+    "ProviderSource",
+    "RunEntry",
+    "ServerState",
+    "Writer",
+    "caller",
+    "server_state",
+    "writer",
+]
+
+WRITE_SCOPE = "write"
+"""The scope a durable bearer session needs to change anything (when it names scopes)."""
+
+ProviderSource: TypeAlias = "Provider | str | Callable[[], Provider] | None"
+"""A provider, a model spec, a factory called once per run, or None (the session's own)."""
+
+_log = logging.getLogger("plait.server")
+
+
+@dataclass(eq=False)
+class RunEntry:
+    """A run this server started."""
+
+    run_id: str
+    session_id: str
+    task: asyncio.Task[None]
+    cancel: Callable[[], None]
+
+
+@dataclass(eq=False)
+class ServerState:
+    """Everything one application instance shares between requests."""
+
+    client: Client
+    api_keys: Mapping[str, str]
+    provider: Any
+    tools: tuple[Tool, ...]
+    live: LiveClients
+    bearers: DurableSessions
+    hub: Hub
+    ping_interval: float
+    owns_client: bool
+    runs: dict[str, RunEntry] = field(default_factory=dict)
+
+    def provider_for_run(self) -> Provider | str | None:
+        """The provider a new run uses (a factory is called once per run)."""
+        source = self.provider
+        if source is None or isinstance(source, str):
+            return source
+        if callable(source) and not hasattr(source, "stream"):
+            made: Provider = source()
+            return made
+        chosen: Provider = source
+        return chosen
+
+    def session(self, session_id: str) -> Session:
+        """A handle on a stored session.
+
+        Raises:
+            SessionNotFoundError: unknown, unreadable, or not a session id.
+        """
+        return self.client.sessions.get(session_id)
+
+    def check_driver(self, session: Session, client_id: str | None) -> None:
+        """Refuse a write that drives the conversation from anyone but the controller.
+
+        With a controller attached, only it (named by ``client_id``) may run,
+        steer, resume or inject; with none, any credential that may write may.
+
+        Raises:
+            NotControllerError: someone else asked (HTTP 403).
+        """
+        controller = self.live.controller_id(session)
+        if controller is not None and client_id != controller:
+            raise NotControllerError(session.id, client_id or "(none)", controller)
+
+
+def server_state(request: Request) -> ServerState:
+    """The state of the application serving ``request``."""
+    state: ServerState = request.app.state.plait
+    return state
+
+
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    description="A static API key (PLAIT_API_KEYS, --api-key) or a durable bearer session.",
+)
+
+
+async def caller(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
+) -> Authenticated:
+    """Authenticate the request: static API keys first, then durable bearer sessions.
+
+    Raises:
+        ApiError: 401 ``unauthorized`` for a missing, unknown or expired credential.
+    """
+    state = server_state(request)
+    token = credentials.credentials if credentials is not None else None
+    found = (
+        authenticate(f"Bearer {token}", static_keys=state.api_keys, sessions=state.bearers)
+        if token
+        else None
+    )
+    if found is None:
+        raise ApiError(401, "unauthorized", "a valid bearer credential is required")
+    return found
+
+
+Caller = Annotated[Authenticated, Depends(caller)]
+"""The authenticated caller of a route (every API route takes it)."""
+
+
+async def writer(who: Caller) -> Authenticated:
+    """The caller of a route that changes something: it must be allowed to write.
+
+    A durable bearer session that names scopes needs :data:`WRITE_SCOPE`; a
+    static key and a session without scopes may write.
+
+    Raises:
+        ApiError: 403 ``read_only_credential``.
+    """
+    if who.method == "durable_session" and who.scopes and WRITE_SCOPE not in who.scopes:
+        raise ApiError(
+            403,
+            "read_only_credential",
+            f"this credential may only read (its scopes lack {WRITE_SCOPE!r})",
+        )
+    return who
+
+
+Writer = Annotated[Authenticated, Depends(writer)]
+"""The authenticated caller of a route that writes."""
+
+
+def parse_api_keys(value: str | Iterable[str] | Mapping[str, str] | None) -> dict[str, str]:
+    """Return ``{key: principal}`` from a mapping, keys, or ``PLAIT_API_KEYS`` text.
+
+    Text is comma- or whitespace-separated; an entry ``principal:key`` names
+    its principal, a bare key is principal ``api-key``.
+    """
+    if value is None:
+        return {}
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    entries: Sequence[str] = (
+        value.replace(",", " ").split() if isinstance(value, str) else [str(v) for v in value]
+    )
+    out: dict[str, str] = {}
+    for entry in entries:
+        principal, sep, key = entry.partition(":")
+        if sep and principal and key:
+            out[key] = principal
+        elif entry:
+            out[entry] = "api-key"
+    return out
