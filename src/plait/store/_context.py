@@ -49,6 +49,8 @@ class Counted:
     """Tallies counted now, by position (stored too when the caller persisted them)."""
     counts: dict[int, int] = field(default_factory=dict)
     """Token counts made now, by position."""
+    records: dict[int, Record] = field(default_factory=dict)
+    """The records read to count them, by position (a report reuses them)."""
     partial: bool = False
     """True when no tokenizer was available, so the new records count 0."""
 
@@ -134,6 +136,7 @@ def count_pending(store: Store, row: SessionRow, *, persist: bool) -> Counted:
         tally = tally.advance(record, n, summary_before)
         out.local[record.seq] = tally
         out.counts[record.seq] = n
+        out.records[record.seq] = record
         batch.append((n, tally))
     out.head = tally
     if persist:
@@ -170,7 +173,7 @@ def context_report(
     view = lay.view_start
 
     def record(seq: int) -> Record:
-        found = _one(store, row, seq)
+        found = counted.records.get(seq) or _one(store, row, seq)
         if found.tokens is None:
             n = counted.counts.get(seq)
             if n is None:
@@ -178,7 +181,7 @@ def context_report(
             found = _with_tokens(found, n)
         return found
 
-    reply = _one(store, row, head.reply)
+    reply = counted.records.get(head.reply) or _one(store, row, head.reply)
     if model is None:
         model = _meta_model(reply) or session_model(row)
     info = model_info(model)
@@ -214,7 +217,9 @@ def context_report(
     provider_used: int | None = None
     u = head.usage
     if u >= hist_start and (summary is None or u > summary.seq) and u in at:
-        usage = (reply if reply.seq == u else _one(store, row, u)).meta.get("usage")
+        usage = (
+            reply if reply.seq == u else counted.records.get(u) or _one(store, row, u)
+        ).meta.get("usage")
         if isinstance(usage, Mapping):
             inp, out = usage.get("input_tokens"), usage.get("output_tokens")
             if isinstance(inp, int) and isinstance(out, int) and inp >= 0 and out >= 0:

@@ -842,18 +842,28 @@ class SQLiteStore:
             for seq in range(a, b):
                 tokens, tally = counted[seq - start]
                 params.append((tokens, tally.to_json(), base | seq))
-        try:
-            with self._tx() as db:
-                cur = db.executemany(
-                    "UPDATE records SET tokens = ?, running = ? WHERE key = ? AND running IS NULL",
-                    params,
-                )
-                if cur.rowcount != len(params):
-                    raise _Counted
-        except _Counted:
-            return False
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"count {row.id!r}: {exc}") from exc
+        # Not self._tx(): counting moves no session in the "most recent" order, so the
+        # append fast path may keep trusting what it knows (see append()).
+        with self._lock:
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    cur = db.executemany(
+                        "UPDATE records SET tokens = ?, running = ? "
+                        "WHERE key = ? AND running IS NULL",
+                        params,
+                    )
+                    if cur.rowcount != len(params):
+                        raise _Counted
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except _Counted:
+                return False
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"count {row.id!r}: {exc}") from exc
         return True
 
     # -- collections ------------------------------------------------------------------
