@@ -59,6 +59,7 @@ from plait.errors import (
     SessionNotFoundError,
     StaleSessionError,
     StoreCorruptError,
+    StoreError,
     UnknownOptionError,
 )
 from plait.layout import Layout, branch, find_message, shared_prefix
@@ -1190,12 +1191,23 @@ class Session:
         if self._row is None:
             return None
         row = self._fresh()
+        store = self._host.store
+        persist = self._writer
+        if not persist:
+            # A reader stores the counts too when no other process is writing the session
+            # (counting is a compare-and-set on the counted prefix: D51), so a session only
+            # ever read is counted once as well; a store that refuses is no error.
+            try:
+                persist = not store.locked_elsewhere(self._id)
+            except StoreError:
+                persist = False
         return context_report(
-            self._host.store,
+            store,
             row,
             model=model,
             tool_specs=tool_spec_texts(tools or ()),
-            persist=self._writer,
+            persist=persist,
+            best_effort=not self._writer,
         )
 
     def context(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 import plait.context._tokens as tokens_module
 from plait import Client, Session
 from plait.context import SHARE_NAMES, count_record, count_text
-from plait.errors import InvalidArgumentError, MissingDependencyError
+from plait.errors import InvalidArgumentError, MissingDependencyError, StoreError
 from plait.providers.scripted import ScriptedProvider
 from plait.records import Record, SummaryRecord, newest_summary
 from plait.store import Store
@@ -144,17 +143,39 @@ def test_counted_once_then_only_added(client: Client, monkeypatch: pytest.Monkey
     assert s.context() is not None
 
 
-def test_a_reader_counts_in_memory_and_writes_nothing(client: Client, tmp_path: Path) -> None:
+def test_a_reader_counts_in_memory_while_another_process_writes(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
     s = client.sessions.create([{"role": "user", "content": "hello"}])
     s.inject({"role": "assistant", "content": "hi"})
     writer_view = s.context()
     reader = Client(client.workspace, store=client.store).sessions.open(s.id)
     s.inject({"role": "user", "content": "one more question"})
+    monkeypatch.setattr(client.store, "locked_elsewhere", lambda session_id: True)
     report = reader.context()
     assert report is not None and writer_view is not None
     assert report.used > writer_view.used
-    assert reader.records[-1].tokens is None  # nothing stored by the reader
+    assert reader.records[-1].tokens is None  # nothing stored while another process writes
     assert s.context() == report
+    assert reader.records[-1].tokens is not None  # the writer stored it
+
+
+def test_a_reader_stores_counts_when_nobody_writes_and_a_refusal_is_no_error(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hello"}])
+    s.inject({"role": "assistant", "content": "hi"})
+    reader = Client(client.workspace, store=client.store).sessions.open(s.id)
+
+    def refuse(*args: object) -> bool:
+        raise StoreError("attempt to write a readonly database")
+
+    monkeypatch.setattr(client.store, "set_tallies", refuse)
+    first = reader.context()
+    assert first is not None and reader.records[-1].tokens is None
+    monkeypatch.undo()
+    assert reader.context() == first
+    assert all(r.tokens is not None for r in reader.records)  # counted once, for everyone
 
 
 def test_provider_usage_is_preferred_until_a_compaction(client: Client) -> None:

@@ -32,7 +32,12 @@ from plait.context import (
     encoding_for,
     model_info,
 )
-from plait.errors import InvalidArgumentError, MissingDependencyError, StoreCorruptError
+from plait.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    StoreCorruptError,
+    StoreError,
+)
 from plait.records import AssistantRecord, Record, SummaryRecord, hidden_summaries, newest_summary
 from plait.store.base import SessionRow, Store
 
@@ -77,7 +82,9 @@ def _one(store: Store, row: SessionRow, seq: int) -> Record:
     return found[0]
 
 
-def count_pending(store: Store, row: SessionRow, *, persist: bool) -> Counted:
+def count_pending(
+    store: Store, row: SessionRow, *, persist: bool, best_effort: bool = False
+) -> Counted:
     """Count the records past the counted prefix, and store the counts if ``persist``.
 
     The encoding is the model family's (:func:`plait.context.encoding_for`): the model the
@@ -86,8 +93,10 @@ def count_pending(store: Store, row: SessionRow, *, persist: bool) -> Counted:
     Args:
         store: the session's store.
         row: the session row (its layout says which rows to count).
-        persist: store the counts and tallies (the session's writer does); a reader counts
-            in memory only.
+        persist: store the counts and tallies (the session's writer does; so may a reader
+            when no other process is writing the session); else count in memory only.
+        best_effort: a store that refuses the write (a read-only file) is not an error: the
+            counts made in memory still serve.
 
     Returns:
         The head's tally and what was counted.
@@ -140,8 +149,12 @@ def count_pending(store: Store, row: SessionRow, *, persist: bool) -> Counted:
         batch.append((n, tally))
     out.head = tally
     if persist:
-        # False: another writer counted these rows first; ours are the same counts.
-        store.set_tallies(row, start, batch)
+        # False: another writer counted these rows first; the chain stays consistent.
+        try:
+            store.set_tallies(row, start, batch)
+        except StoreError:
+            if not best_effort:
+                raise
     return out
 
 
@@ -152,6 +165,7 @@ def context_report(
     model: str | None,
     tool_specs: Sequence[str],
     persist: bool,
+    best_effort: bool = False,
 ) -> tuple[ContextReport, ModelInfo] | None:
     """Build the session's context report from stored counts and tallies.
 
@@ -160,12 +174,13 @@ def context_report(
         row: the session row, fresh.
         model: the model the next request goes to; None for the newest reply's model.
         tool_specs: the tool schemas offered, each as compact JSON text.
-        persist: the caller is the session's writer: store what :func:`count_pending` counts.
+        persist: store what :func:`count_pending` counts.
+        best_effort: ignore a store that refuses that write (see :func:`count_pending`).
 
     Returns:
         The report and the model family it was measured for, or None before the first reply.
     """
-    counted = count_pending(store, row, persist=persist)
+    counted = count_pending(store, row, persist=persist, best_effort=best_effort)
     head = counted.head
     if head.reply < 0:
         return None
