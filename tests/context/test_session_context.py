@@ -204,6 +204,12 @@ def test_tool_schemas_and_the_model_choice(client: Client) -> None:
     assert share.items == 2 and share.tokens > 2 * count_text("run a command", "cl100k_base")
     with pytest.raises(InvalidArgumentError):
         s.context(tools=[object()])
+    # A report for another model uses its window; measured_by names the stored counts' counter.
+    s.set_settings(model="gpt-4o")
+    s.inject({"role": "user", "content": "counted with o200k from now on"})
+    other = s.context(model="smollm2")
+    assert other is not None and other.window == 8_192
+    assert other.measured_by.endswith("/o200k_base")
 
 
 def test_partial_when_no_tokenizer_is_available(

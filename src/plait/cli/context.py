@@ -71,9 +71,10 @@ def context_command(settings: Settings, session_id: str, model: str | None, as_j
     table.add_column("tokens", justify="right")
     table.add_column("items", justify="right", style="dim")
     table.add_column("bar")
-    for share in report.shares:
+    measured = sum(share.tokens for share in report.shares)
+    for share in report.shares:  # each bar: the source's part of what the context holds
         table.add_row(
-            share.name, f"{share.tokens:,}", f"({share.items})", _bar(share.tokens, report.window)
+            share.name, f"{share.tokens:,}", f"({share.items})", _bar(share.tokens, measured)
         )
     out = console()
     out.print(table)
@@ -84,4 +85,4 @@ def context_command(settings: Settings, session_id: str, model: str | None, as_j
         f"{report.free:,} free  [{source}]{note}",
         markup=False,
     )
-    out.print(_bar(report.used, report.window))
+    out.print(_bar(report.used, report.window))  # and how full the window is

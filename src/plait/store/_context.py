@@ -187,22 +187,27 @@ def context_report(
     lay = row.layout
     view = lay.view_start
 
+    reply = counted.records.get(head.reply) or _one(store, row, head.reply)
+    # The stored counts were made with the encoding of the session's model (its setting, else
+    # its newest reply's model: count_pending's rule), whatever model this report is for; the
+    # report names that counter, and counts what it adds (tool schemas) with it too.
+    counting = encoding_for(session_model(row) or _meta_model(reply))
+    if model is None:
+        model = _meta_model(reply) or session_model(row)
+    info = model_info(model)
+
     def record(seq: int) -> Record:
         found = counted.records.get(seq) or _one(store, row, seq)
         if found.tokens is None:
             n = counted.counts.get(seq)
             if n is None:
-                n = count_record(found, encoding_for(model))
+                n = count_record(found, counting)
             found = _with_tokens(found, n)
         return found
 
-    reply = counted.records.get(head.reply) or _one(store, row, head.reply)
-    if model is None:
-        model = _meta_model(reply) or session_model(row)
-    info = model_info(model)
-    schema_tokens = count_tool_specs(list(tool_specs), info.encoding)
+    schema_tokens = count_tool_specs(list(tool_specs), counting)
     if head.summary == SUMMARY_UNKNOWN:
-        report = _read_view(store, row, counted, info, schema_tokens, len(tool_specs))
+        report = _read_view(store, row, counted, info, counting, schema_tokens, len(tool_specs))
         return report, info
     summary = record(head.summary) if head.summary >= view else None
     hist_start = view
@@ -244,7 +249,7 @@ def context_report(
         window=info.window,
         used=provider_used if provider_used is not None else measured,
         from_provider=provider_used is not None,
-        measured_by=counter_name(info.encoding),
+        measured_by=counter_name(counting),
         partial=counted.partial,
         shares=shares,
     )
@@ -289,6 +294,7 @@ def _read_view(
     row: SessionRow,
     counted: Counted,
     info: ModelInfo,
+    encoding: str,
     schema_tokens: int,
     schema_count: int,
 ) -> ContextReport:
@@ -322,5 +328,5 @@ def _read_view(
         system_tokens=(system.tokens if system is not None else 0),
         tool_schema_tokens=schema_tokens,
         tool_schema_count=schema_count,
-        measured_by=counter_name(info.encoding),
+        measured_by=counter_name(encoding),
     )
