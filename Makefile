@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak clean
+.PHONY: demo test lint typecheck unit bench soak loadtest clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,12 @@ bench: $(STAMP)
 
 soak: $(STAMP)
 	$(BIN)/python -m tests.durability.soak --trials 1000
+
+# plait serve under load, loopback only: 200 SSE observers and 20 writers for 60 s, against
+# SQLite and PostgreSQL (PostgreSQL when PLAIT_TEST_POSTGRES_URL is set); p50/p99 delivery
+# latency, errors and lost events (target 0 and 0). Shorter: LOADTEST_ARGS='--seconds 10'.
+loadtest: $(STAMP)
+	$(BIN)/python benchmarks/loadtest.py --store both $(LOADTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

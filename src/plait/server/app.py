@@ -96,6 +96,8 @@ def _install_errors(app: FastAPI) -> None:
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        if exc.status_code == 400:  # a body that is not even JSON text: malformed, like any other
+            return _error_json(422, "invalid_request", str(exc.detail))
         code = {
             401: "unauthorized",
             403: "forbidden",

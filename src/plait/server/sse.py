@@ -110,9 +110,9 @@ def parse_event_id(value: str | None) -> int | None:
     return seq
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class SseEvent:
-    """One Server-Sent Event."""
+    """One Server-Sent Event (encoded once, however many observers it goes to)."""
 
     id: str
     """The event id (see the module docstring)."""
@@ -120,11 +120,17 @@ class SseEvent:
     """The event name: ``record``, ``text_delta``, ``run_end`` ..."""
     data: dict[str, JSONValue]
     """The JSON payload."""
+    wire: bytes = field(init=False, repr=False, compare=False)
+    """The event in the ``text/event-stream`` wire format."""
+
+    def __post_init__(self) -> None:
+        body = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
+        wire = f"id: {self.id}\nevent: {self.event}\ndata: {body}\n\n".encode()
+        object.__setattr__(self, "wire", wire)
 
     def encode(self) -> bytes:
         """Return the event in the ``text/event-stream`` wire format."""
-        body = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        return f"id: {self.id}\nevent: {self.event}\ndata: {body}\n\n".encode()
+        return self.wire
 
 
 @dataclass(eq=False)
