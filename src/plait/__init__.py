@@ -23,6 +23,8 @@ from plait.auth import (
     push_actor,
 )
 from plait.client import Client, SessionCollection, SessionInfo, SessionStats
+from plait.compaction import Compaction
+from plait.context import ContextReport, ModelInfo, Share
 from plait.errors import (
     AuthError,
     ClientNotAttachedError,
@@ -163,6 +165,10 @@ __all__ = [
     "current_id",
     "SessionUsage",
     "ResumeInfo",
+    "Compaction",
+    "ContextReport",
+    "ModelInfo",
+    "Share",
     "__version__",
     "export_bundle",
     "import_bundle",

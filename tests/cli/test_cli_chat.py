@@ -107,6 +107,7 @@ def test_chat_turns_and_commands(
         "/name",
         "/ask what is my name?",
         "/history",
+        "/context",
         "/fork",
         "and on a branch?",
         f"/export {export}",
@@ -120,6 +121,7 @@ def test_chat_turns_and_commands(
     assert "Hello, Ada." in out and "title: Refactor titled" in out
     assert "Your name is Ada." in out and "On the branch." in out
     assert "unknown command /bogus" in out and "renamed to 'My chat'" in out
+    assert "User messages" in out and "Assistant messages" in out and "free" in out
     assert export.exists() and "Ada" in export.read_text()
     sessions = api.sessions.list()
     assert len(sessions) == 2
@@ -154,7 +156,7 @@ def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedPro
 def test_chat_ends_on_eof_and_commands_before_anything_is_stored(
     run: Run, api: Client, model: ScriptedProvider
 ) -> None:
-    result = run("chat", input="/fork\n/export\n")
+    result = run("chat", input="/fork\n/export\n/context\n")
     assert result.exit_code == 0, result.output
-    assert result.stdout.count("nothing is stored yet") == 2
+    assert result.stdout.count("nothing is stored yet") == 3
     assert api.sessions.list() == []

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from plait import Client
 from plait.cli import cli
+from plait.providers import ScriptedProvider
 
 
 def _store(tmp_path: Path) -> tuple[str, str]:
@@ -55,3 +57,27 @@ def test_bad_arguments_are_clean_errors(tmp_path: Path) -> None:
     assert bad.exit_code == 2
     unknown = runner.invoke(cli, ["--store", db, "compact", "no-such-session"])
     assert unknown.exit_code == 1 and "Traceback" not in unknown.output
+
+
+def test_the_llm_strategy_summarizes_with_the_named_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, sid = _store(tmp_path)
+    model = ScriptedProvider(["They asked ten questions and got ten answers."])
+    named: list[str | None] = []
+
+    def select(spec: str | None) -> ScriptedProvider:
+        named.append(spec)
+        return model
+
+    monkeypatch.setattr("plait.cli.compaction.select_provider", select)
+    runner = CliRunner()
+    base = ["--store", db, "--workspace", str(tmp_path)]
+    done = runner.invoke(
+        cli, [*base, "compact", sid, "--strategy", "llm", "--model", "openai:gpt-4o", "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["summary"] == "They asked ten questions and got ten answers."
+    assert named == ["openai:gpt-4o"]
+    sent = model.requests[0].messages
+    assert sent[0].role == "system" and "request 0" in " ".join(m.text for m in sent)

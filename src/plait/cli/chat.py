@@ -7,7 +7,7 @@ Ctrl-C during a reply stops the run; the transcript stays valid and
 ``/retry`` (or ``plait run --resume``) picks it up.
 
 Chat commands (``/help`` lists them): ``/resume [ID]``, ``/retry``, ``/fork``,
-``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``,
+``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``, ``/context``,
 ``/compact``, ``/uncompact``, ``/ask QUESTION``, ``/quit``.
 """
 
@@ -34,6 +34,7 @@ from plait.cli._common import (
     pass_settings,
 )
 from plait.cli._render import print_messages
+from plait.cli.context import print_report
 from plait.client import Client
 from plait.errors import NothingToDoError, PlaitError, RunInterruptedError
 from plait.providers import TextDelta
@@ -49,6 +50,7 @@ HELP: Final = """\
 /rename TITLE     give it a title          /name   let the model name it
 /history          the messages the model works with
 /export [PATH]    write the conversation as an HTML page (.md for Markdown)
+/context          where the context window goes, by source
 /compact          fold the older messages into a summary now   /uncompact  undo it
 /ask QUESTION     a side question that adds nothing to the conversation
 /quit             leave (Ctrl-D works too)"""
@@ -383,6 +385,15 @@ class _Chat:
             path = self.session.export(target)
         self.out.print(Text(f"wrote {path}"), soft_wrap=True)
 
+    def _context(self, args: list[str], rest: str) -> None:
+        self._stored()
+        named = self.model.split(":", 1)[1] if self.model and ":" in self.model else None
+        report = self.session.context(model=named)  # None: the newest reply's model
+        if report is None:
+            self.out.print(Text("no reply yet: nothing to measure", style="dim"))
+        else:
+            print_report(self.out, report)
+
     def _compact(self, args: list[str], rest: str) -> None:
         self._stored()
         done = asyncio.run(self.session.compact())
@@ -424,6 +435,7 @@ class _Chat:
         "/name": _name,
         "/history": _history,
         "/export": _export,
+        "/context": _context,
         "/compact": _compact,
         "/uncompact": _uncompact,
         "/ask": _ask,

@@ -2,7 +2,7 @@
 
 Both only append (a summary record, or the event that hides one): nothing stored
 is deleted. The default strategy needs no model (observation masking plus an
-extractive summary); the ``llm`` strategy arrives with the runs layer.
+extractive summary); ``--strategy llm`` has a model (``--model``) write the summary.
 """
 
 from __future__ import annotations
@@ -14,19 +14,28 @@ import click
 from plait.cli._common import CONTEXT_SETTINGS, Settings, echo_json, open_client, pass_settings
 from plait.compaction import STRATEGIES
 from plait.errors import NothingToDoError
+from plait.providers import select_provider
 
 __all__ = ["compact_command", "uncompact_command"]
 
-_MODEL_FREE = tuple(s for s in STRATEGIES if s not in {"llm", "custom"})
+_CHOICES = tuple(s for s in STRATEGIES if s != "custom")
 
 
 @click.command("compact", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.option(
     "--strategy",
-    type=click.Choice(_MODEL_FREE),
+    type=click.Choice(_CHOICES),
     default=None,
-    help="How to write the summary (default: masking plus an extractive summary, no model).",
+    help="How to write the summary (default: masking plus an extractive summary, no model; "
+    "llm: the model named by --model writes it).",
+)
+@click.option(
+    "--model",
+    "-m",
+    metavar="SPEC",
+    default=None,
+    help="The model the llm strategy summarizes with (provider[:model]; default: as for runs).",
 )
 @click.option(
     "--keep-last",
@@ -43,6 +52,7 @@ def compact_command(
     session_id: str,
     strategy: str | None,
     keep_last: int | None,
+    model: str | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -59,7 +69,8 @@ def compact_command(
             plan = session.compact_preview(options)
             result = None if plan is None else plan.to_dict()
         else:
-            done = asyncio.run(session.compact(options))
+            provider = select_provider(model) if strategy == "llm" or model else None
+            done = asyncio.run(session.compact(options, provider=provider))
             result = None if done is None else {
                 "summary": done.summary,
                 "compressed": done.compressed,

@@ -8,6 +8,7 @@ It reads stored counts (counted once) and writes nothing.
 from __future__ import annotations
 
 import click
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -21,7 +22,7 @@ from plait.cli._common import (
 )
 from plait.context import ContextReport
 
-__all__ = ["context_command"]
+__all__ = ["context_command", "print_report", "report_json"]
 
 _BAR = 30
 
@@ -66,6 +67,11 @@ def context_command(settings: Settings, session_id: str, model: str | None, as_j
     if report is None:
         click.echo("no reply yet: nothing to measure")
         return
+    print_report(console(), report)
+
+
+def print_report(out: Console, report: ContextReport) -> None:
+    """Draw a report: a bar per source, the total, and a bar for how full the window is."""
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column("source")
     table.add_column("tokens", justify="right")
@@ -76,7 +82,6 @@ def context_command(settings: Settings, session_id: str, model: str | None, as_j
         table.add_row(
             share.name, f"{share.tokens:,}", f"({share.items})", _bar(share.tokens, measured)
         )
-    out = console()
     out.print(table)
     source = "provider's count" if report.from_provider else report.measured_by
     note = " (partial: part could not be measured yet)" if report.partial else ""
