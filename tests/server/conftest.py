@@ -25,7 +25,8 @@ from plait import Client
 from plait.providers import Finish, ScriptedProvider, TextDelta
 from plait.providers.base import Request as ModelRequest
 from plait.server import create_app
-from plait.store import SQLiteStore
+from plait.store import SQLiteStore, Store
+from tests.conftest import make_store, needs_postgres
 
 KEY = "test-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -66,10 +67,12 @@ class Served:
     providers: list[Any] = field(default_factory=list)
 
 
-def make_served(tmp_path: Path, provider: Callable[[], Any] | None = None) -> Served:
+def make_served(
+    tmp_path: Path, provider: Callable[[], Any] | None = None, store: Store | None = None
+) -> Served:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
-    client = Client(ws, store=SQLiteStore(tmp_path / "plait.db"))
+    client = Client(ws, store=store if store is not None else SQLiteStore(tmp_path / "plait.db"))
     made: list[Any] = []
 
     def factory() -> Any:
@@ -81,9 +84,13 @@ def make_served(tmp_path: Path, provider: Callable[[], Any] | None = None) -> Se
     return Served(app, client, made)
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[Served]:
-    s = make_served(tmp_path)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=needs_postgres)])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """The app on each store that can hold a server's sessions (SQLite, PostgreSQL)."""
+    store: Store | None = None
+    if request.param == "postgres":
+        store = make_store("postgres", tmp_path, request.getfixturevalue("pg_store_schema"))
+    s = make_served(tmp_path, store=store)
     yield s
     s.client.close()
 

@@ -86,6 +86,17 @@ def test_durable_bearer_sessions(api: TestClient, served: Served) -> None:
     assert api.get("/sessions", headers=ro_auth).status_code == 200
     r = api.post("/sessions", json={}, headers=ro_auth)
     assert r.status_code == 403 and error_of(r)["code"] == "read_only_credential"
+    # A read-only credential may still watch: attach an observer, heartbeat, release.
+    sid = new_session(api)["id"]
+    clients = f"/sessions/{sid}/clients"
+    r = api.post(clients, json={"client_id": "viewer"}, headers=ro_auth)
+    assert r.status_code == 200 and r.json()["mode"] == "observer"
+    assert api.post(f"{clients}/viewer/heartbeat", json={}, headers=ro_auth).status_code == 200
+    assert api.post(f"{clients}/viewer/release", json={}, headers=ro_auth).status_code == 200
+    r = api.post(clients, json={"client_id": "boss", "mode": "controller"}, headers=ro_auth)
+    assert r.status_code == 403 and error_of(r)["code"] == "read_only_credential"
+    r = api.post(f"{clients}/boss/takeover", json={}, headers=ro_auth)
+    assert r.status_code == 403 and error_of(r)["code"] == "read_only_credential"
     # Revoked: 401 from then on.
     assert api.delete(
         "/auth/sessions/current", headers={"Authorization": f"Bearer {token}"}

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
+import httpx
 import pytest
 from click.testing import CliRunner
 
@@ -34,3 +40,54 @@ def test_serve_without_the_extra_says_how_to_install_it(
     with pytest.raises(MissingDependencyError) as caught:
         create_app(":memory:")
     assert caught.value.extra == "server"
+
+
+def test_plait_serve_serves(tmp_path: Path) -> None:
+    """The real command, in its own process: the API with the key given, the page, the doc."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    key = "serve-test-key-0123456789"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "plait.cli",
+            "--store",
+            str(tmp_path / "s.db"),
+            "--workspace",
+            str(tmp_path),
+            "serve",
+            "--port",
+            str(port),
+            "--api-key",
+            f"me:{key}",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.05)
+        with httpx.Client(base_url=base, timeout=10) as http:
+            assert http.get("/sessions").status_code == 401
+            me = http.get("/auth/whoami", headers={"Authorization": f"Bearer {key}"}).json()
+            assert me == {
+                "principal": "me",
+                "method": "static_key",
+                "scopes": [],
+                "expires_at": None,
+            }
+            assert http.get("/openapi.json").json()["info"]["title"] == "plait"
+            assert "plait" in http.get("/").text
+    finally:
+        proc.terminate()
+        proc.wait(20)

@@ -74,8 +74,6 @@ def serve_command(
     )
     click.echo(f"plait serving {settings.store} on http://{host}:{port}/", err=True)
     try:
-        uvicorn.run(
-            app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5
-        )
+        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
     finally:
         client.close()

@@ -102,9 +102,7 @@ class ApiError(Exception):
         details: more, as JSON (optional).
     """
 
-    def __init__(
-        self, status: int, code: str, message: str, details: JSONValue = None
-    ) -> None:
+    def __init__(self, status: int, code: str, message: str, details: JSONValue = None) -> None:
         self.status = status
         self.code = code
         self.message = message

@@ -318,6 +318,4 @@ class Hub:
     def observers(self, session_ids: Iterable[str] | None = None) -> int:
         """How many streams are open (on the given sessions, or on all)."""
         ids = self._channels.keys() if session_ids is None else session_ids
-        return sum(
-            len(self._channels[s].subscribers) for s in ids if s in self._channels
-        )
+        return sum(len(self._channels[s].subscribers) for s in ids if s in self._channels)

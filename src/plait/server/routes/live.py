@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from plait.server import schemas as s
-from plait.server.state import Caller, Writer, server_state
+from plait.server.state import Caller, Writer, server_state, writer
 
 __all__ = ["router"]
 
@@ -35,13 +35,17 @@ async def list_clients(request: Request, session_id: str, who: Caller) -> s.Clie
     )
 
 
-@router.post(
-    "/sessions/{session_id}/clients", response_model=s.LiveChangeOut, summary="Attach"
-)
+@router.post("/sessions/{session_id}/clients", response_model=s.LiveChangeOut, summary="Attach")
 async def attach_client(
-    request: Request, session_id: str, body: s.AttachIn, who: Writer
+    request: Request, session_id: str, body: s.AttachIn, who: Caller
 ) -> s.LiveChangeOut:
-    """Attach as observer or controller; a second controller needs ``takeover`` (else 409)."""
+    """Attach as observer or controller; a second controller needs ``takeover`` (else 409).
+
+    Any credential may attach an observer (seed 003: observers attach, heartbeat,
+    release and read); a controller needs a credential that may write.
+    """
+    if body.mode == "controller":
+        await writer(who)
     state = server_state(request)
     session = state.session(session_id)
     change = state.live.attach(

@@ -47,8 +47,6 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
     data: dict[str, JSONValue] = {"run_id": entry_id}
     try:
         result = await run.result()
-    except asyncio.CancelledError:
-        data.update(ok=False, error=error_body("run_interrupted", "the run was cancelled"))
     except Exception as exc:  # the run's own failure: reported to observers, never raised
         status, code = status_and_code(exc)
         if status >= 500 and code == "internal_error":
@@ -227,12 +225,8 @@ async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStat
     )
 
 
-@router.post(
-    "/sessions/{session_id}/runs/current/steer", response_model=s.OkOut, summary="Steer"
-)
-async def steer_run(
-    request: Request, session_id: str, body: s.SteerIn, who: Writer
-) -> s.OkOut:
+@router.post("/sessions/{session_id}/runs/current/steer", response_model=s.OkOut, summary="Steer")
+async def steer_run(request: Request, session_id: str, body: s.SteerIn, who: Writer) -> s.OkOut:
     """Add a message to the run in progress before its next model call; 409 if none."""
     state = server_state(request)
     session = state.session(session_id)

@@ -162,9 +162,7 @@ async def rename_session(
     return _detail(state, session)
 
 
-@router.get(
-    "/sessions/{session_id}/history", response_model=s.MessagesOut, summary="History"
-)
+@router.get("/sessions/{session_id}/history", response_model=s.MessagesOut, summary="History")
 async def get_history(
     request: Request, session_id: str, who: Caller, full: bool = False
 ) -> s.MessagesOut:
@@ -176,9 +174,7 @@ async def get_history(
     )
 
 
-@router.get(
-    "/sessions/{session_id}/records", response_model=s.RecordsOut, summary="Records"
-)
+@router.get("/sessions/{session_id}/records", response_model=s.RecordsOut, summary="Records")
 async def get_records(
     request: Request,
     session_id: str,
@@ -253,9 +249,7 @@ async def fork_at_session(
     return _detail(state, branch)
 
 
-@router.post(
-    "/sessions/{session_id}/close", response_model=s.SessionDetail, summary="Close"
-)
+@router.post("/sessions/{session_id}/close", response_model=s.SessionDetail, summary="Close")
 async def close_session(
     request: Request, session_id: str, body: s.CloseIn, who: Writer
 ) -> s.SessionDetail:
@@ -268,9 +262,7 @@ async def close_session(
     return _detail(state, session)
 
 
-@router.get(
-    "/sessions/{session_id}/lineage", response_model=s.LineageOut, summary="Lineage"
-)
+@router.get("/sessions/{session_id}/lineage", response_model=s.LineageOut, summary="Lineage")
 async def get_lineage(request: Request, session_id: str, who: Caller) -> s.LineageOut:
     """The session with its ancestors and descendants, and an SVG drawing of them."""
     state = _state(request)
@@ -300,4 +292,3 @@ async def get_lineage(request: Request, session_id: str, who: Caller) -> s.Linea
         )
     svg = lineage_svg(boxes, mark=row.id)
     return s.LineageOut(session_id=row.id, boxes=out, svg=svg)
-
