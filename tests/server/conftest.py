@@ -68,7 +68,10 @@ class Served:
 
 
 def make_served(
-    tmp_path: Path, provider: Callable[[], Any] | None = None, store: Store | None = None
+    tmp_path: Path,
+    provider: Callable[[], Any] | None = None,
+    store: Store | None = None,
+    ping_interval: float = 0.2,
 ) -> Served:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
@@ -80,7 +83,9 @@ def make_served(
         made.append(p)
         return p
 
-    app = create_app(client, api_keys={KEY: "tester"}, provider=factory, ping_interval=0.2)
+    app = create_app(
+        client, api_keys={KEY: "tester"}, provider=factory, ping_interval=ping_interval
+    )
     return Served(app, client, made)
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 
-from .conftest import AUTH, REPLY, LiveServer, Served, SseReader
+from plait import Client
+from tests.conftest import make_store, needs_postgres
+
+from .conftest import AUTH, REPLY, LiveServer, Served, SseReader, make_served
 
 
 def test_observers_see_a_run_and_reconnect_without_losing_records(
@@ -64,8 +69,6 @@ def test_records_from_another_writer_reach_observers(live: LiveServer, served: S
         sid = http.post("/sessions", json={}).json()["id"]
         with http.stream("GET", f"/sessions/{sid}/events") as stream:
             reader = SseReader(stream)
-            from plait import Client
-
             with Client(served.client.workspace, store=served.client.store) as other:
                 other.get(sid).inject({"role": "user", "content": "from elsewhere"})
             ev = reader.next()
@@ -84,3 +87,30 @@ def test_event_stream_errors(live: LiveServer) -> None:
         sid = http.post("/sessions", json={}, headers=AUTH).json()["id"]
         r = http.get(f"/sessions/{sid}/events", headers={**AUTH, "Last-Event-ID": "abc"})
         assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_argument"
+
+
+@needs_postgres
+def test_postgres_notifies_wake_observers_at_once(tmp_path: Path, pg_store_schema: str) -> None:
+    """On PostgreSQL another process's write arrives by LISTEN/NOTIFY, not by the tick.
+
+    The keep-alive tick is an hour here, so only the store's change feed can deliver it.
+    """
+    served = make_served(
+        tmp_path, store=make_store("postgres", tmp_path, pg_store_schema), ping_interval=3600
+    )
+    other_store = make_store("postgres", tmp_path, pg_store_schema)
+    try:
+        with (
+            LiveServer(served.app) as live,
+            httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http,
+        ):
+            sid = http.post("/sessions", json={}).json()["id"]
+            with http.stream("GET", f"/sessions/{sid}/events") as stream:
+                reader = SseReader(stream)
+                with Client(served.client.workspace, store=other_store) as other:
+                    other.get(sid).inject({"role": "user", "content": "from another process"})
+                ev = reader.next()
+                assert ev["data"]["record"]["payload"]["content"] == "from another process"
+    finally:
+        other_store.close()
+        served.client.close()

@@ -14,6 +14,7 @@ touched from two threads (decisions D81).
 
 from __future__ import annotations
 
+import asyncio
 import importlib.metadata
 import logging
 import os
@@ -35,6 +36,7 @@ from plait.providers import Provider
 from plait.records import JSONValue
 from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
+from plait.server.feed import StoreFeed
 from plait.server.routes import auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import ServerState, parse_api_keys
@@ -225,9 +227,12 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        feed = StoreFeed(client.store, state.hub, asyncio.get_running_loop())
+        feed.start()
         try:
             yield
         finally:
+            feed.stop()
             for entry in tuple(state.runs.values()):
                 entry.cancel()
             state.hub.close_all()

@@ -270,6 +270,12 @@ class Hub:
         for record in records:
             self._publish_record(channel, record)
 
+    def poke_watched(self, session_id: str) -> None:
+        """:meth:`poke` a session only if someone is watching it (for change feeds)."""
+        channel = self._channels.get(session_id)
+        if channel is not None and channel.subscribers:
+            self.poke(session_id)
+
     def _end(self, channel: Channel) -> None:
         for sub in tuple(channel.subscribers):
             sub.queue.put_nowait(None)
