@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import ClassVar, Literal, Protocol, TypeAlias, cast
+from typing import ClassVar, Literal, Protocol, TypeAlias, TypedDict, cast
 
 from plait.errors import (
     InvalidArgumentError,
@@ -40,6 +40,7 @@ __all__ = [
     "RecordAdded",
     "Run",
     "RunEvent",
+    "RunOptions",
     "RunResult",
     "RunSpec",
     "ToolFinished",
@@ -152,6 +153,28 @@ Question: TypeAlias = Callable[[str], "str | Awaitable[str]"]
 
 EventHook: TypeAlias = Callable[[RunEvent], object]
 """Called with every event of a run, in order."""
+
+
+class RunOptions(TypedDict, total=False):
+    """The keyword arguments every way of running takes (``prompt``, ``stream``, ``resume`` ...)."""
+
+    provider: Provider | str | None
+    """A provider or a spec (``"openai:gpt-4o-mini"``); default: the session's model, else
+    :func:`plait.providers.select_provider`'s choice."""
+    tools: Sequence[Tool] | None
+    """The tools offered (default: shell, read_file, write_file, list_files)."""
+    on_approval: Approval | None
+    """Asked before each tool call; False records a denied result."""
+    on_question: Question | None
+    """Answers the model's questions; when given, the ``ask_user`` tool is offered."""
+    on_event: EventHook | None
+    """Called with every event of the run, in order."""
+    timeout: float | None
+    """Seconds the whole run may take (RunTimeoutError after)."""
+    keep_events: bool
+    """Keep every event in ``RunResult.events``."""
+    max_steps: int
+    """The most model calls the run may make (default 20)."""
 
 
 @dataclass(frozen=True, slots=True)

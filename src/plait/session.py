@@ -22,7 +22,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Unpack
 
 from plait._files import export_target, write_atomically
 from plait._ids import is_session_id, new_id
@@ -32,6 +32,7 @@ from plait._runtypes import (
     Question,
     Run,
     RunEvent,
+    RunOptions,
     RunResult,
     RunSpec,
 )
@@ -1693,15 +1694,15 @@ class Session:
         self,
         text: str | None,
         *,
-        provider: Provider | str | None,
-        tools: Sequence[Tool] | None,
-        on_approval: Approval | None,
-        on_question: Question | None,
-        on_event: EventHook | None,
-        timeout: float | None,
-        keep_events: bool,
-        max_steps: int,
         streamed: bool,
+        provider: Provider | str | None = None,
+        tools: Sequence[Tool] | None = None,
+        on_approval: Approval | None = None,
+        on_question: Question | None = None,
+        on_event: EventHook | None = None,
+        timeout: float | None = None,
+        keep_events: bool = False,
+        max_steps: int = 20,
     ) -> Run:
         """Check everything, mark the session busy, and make the :class:`Run`."""
         if _RUNNER is None:  # pragma: no cover - importing plait imports plait.run
@@ -1770,19 +1771,7 @@ class Session:
             except Exception:  # a subscriber's bug must not break the run it watches
                 _log.exception("subscriber of session %s failed on %s", self._id, event.type)
 
-    async def prompt(
-        self,
-        text: str,
-        *,
-        provider: Provider | str | None = None,
-        tools: Sequence[Tool] | None = None,
-        on_approval: Approval | None = None,
-        on_question: Question | None = None,
-        on_event: EventHook | None = None,
-        timeout: float | None = None,
-        keep_events: bool = False,
-        max_steps: int = 20,
-    ) -> RunResult:
+    async def prompt(self, text: str, **options: Unpack[RunOptions]) -> RunResult:
         """Send ``text`` to the model and run the tool calls it makes until it is done.
 
         Every step is appended as it happens (the request, each reply with its
@@ -1817,64 +1806,18 @@ class Session:
             RunTimeoutError: ``timeout`` passed; ``resume()`` picks the run up.
             ProviderError: the model could not answer (what was recorded stays valid).
         """
-        return await self._start_run(
-            text,
-            provider=provider,
-            tools=tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            on_event=on_event,
-            timeout=timeout,
-            keep_events=keep_events,
-            max_steps=max_steps,
-            streamed=False,
-        )
+        return await self._start_run(text, streamed=False, **options)
 
-    def stream(
-        self,
-        text: str,
-        *,
-        provider: Provider | str | None = None,
-        tools: Sequence[Tool] | None = None,
-        on_approval: Approval | None = None,
-        on_question: Question | None = None,
-        on_event: EventHook | None = None,
-        timeout: float | None = None,
-        keep_events: bool = False,
-        max_steps: int = 20,
-    ) -> Run:
+    def stream(self, text: str, **options: Unpack[RunOptions]) -> Run:
         """Start :meth:`prompt` as a :class:`Run`: ``async for event in session.stream(text)``.
 
         Awaiting the run returns its :class:`RunResult`. Arguments and errors
         are those of :meth:`prompt` (argument errors and SessionBusyError are
         raised here, at once).
         """
-        return self._start_run(
-            text,
-            provider=provider,
-            tools=tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            on_event=on_event,
-            timeout=timeout,
-            keep_events=keep_events,
-            max_steps=max_steps,
-            streamed=True,
-        )
+        return self._start_run(text, streamed=True, **options)
 
-    def run(
-        self,
-        text: str,
-        *,
-        provider: Provider | str | None = None,
-        tools: Sequence[Tool] | None = None,
-        on_approval: Approval | None = None,
-        on_question: Question | None = None,
-        on_event: EventHook | None = None,
-        timeout: float | None = None,
-        keep_events: bool = False,
-        max_steps: int = 20,
-    ) -> RunResult:
+    def run(self, text: str, **options: Unpack[RunOptions]) -> RunResult:
         """:meth:`prompt` for code without an event loop: runs it to the end and returns.
 
         Raises:
@@ -1888,19 +1831,7 @@ class Session:
             pass
         else:
             raise InvalidArgumentError("run() blocks; inside an event loop, await prompt()")
-        return asyncio.run(
-            self.prompt(
-                text,
-                provider=provider,
-                tools=tools,
-                on_approval=on_approval,
-                on_question=on_question,
-                on_event=on_event,
-                timeout=timeout,
-                keep_events=keep_events,
-                max_steps=max_steps,
-            )
-        )
+        return asyncio.run(self.prompt(text, **options))
 
     def steer(self, message: str) -> None:
         """Send a message to the request in progress (seed 001's ``steer``).
@@ -1954,18 +1885,7 @@ class Session:
             return None
         return resume_info(self.records)
 
-    async def resume(
-        self,
-        *,
-        provider: Provider | str | None = None,
-        tools: Sequence[Tool] | None = None,
-        on_approval: Approval | None = None,
-        on_question: Question | None = None,
-        on_event: EventHook | None = None,
-        timeout: float | None = None,
-        keep_events: bool = False,
-        max_steps: int = 20,
-    ) -> RunResult:
+    async def resume(self, **options: Unpack[RunOptions]) -> RunResult:
         """Pick up an interrupted request (seed 001) and run it to the end.
 
         What it does depends on :meth:`resumable`'s kind: ``call_model`` calls
@@ -1978,54 +1898,24 @@ class Session:
             NothingToDoError: nothing was interrupted (the reason says why).
             Everything :meth:`prompt` raises.
         """
-        return await self.resume_stream(
-            provider=provider,
-            tools=tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            on_event=on_event,
-            timeout=timeout,
-            keep_events=keep_events,
-            max_steps=max_steps,
-            _streamed=False,
-        )
+        return await self._resume(streamed=False, **options)
 
-    def resume_stream(
-        self,
-        *,
-        provider: Provider | str | None = None,
-        tools: Sequence[Tool] | None = None,
-        on_approval: Approval | None = None,
-        on_question: Question | None = None,
-        on_event: EventHook | None = None,
-        timeout: float | None = None,
-        keep_events: bool = False,
-        max_steps: int = 20,
-        _streamed: bool = True,
-    ) -> Run:
+    def resume_stream(self, **options: Unpack[RunOptions]) -> Run:
         """:meth:`resume` as a :class:`Run` to iterate.
 
         Raises:
             NothingToDoError: nothing was interrupted (the reason says why).
         """
+        return self._resume(streamed=True, **options)
+
+    def _resume(self, *, streamed: bool, **options: Unpack[RunOptions]) -> Run:
         if self._row is None:
             raise NothingToDoError(f"session {self._id} has nothing stored to resume")
         if self.resumable() is None:
             raise NothingToDoError(
                 f"session {self._id} was not interrupted: its last request has its answer"
             )
-        return self._start_run(
-            None,
-            provider=provider,
-            tools=tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            on_event=on_event,
-            timeout=timeout,
-            keep_events=keep_events,
-            max_steps=max_steps,
-            streamed=_streamed,
-        )
+        return self._start_run(None, streamed=streamed, **options)
 
     async def ask(self, question: str, *, provider: Provider | str | None = None) -> str:
         """A side question about the conversation that adds nothing to it (seed 001).

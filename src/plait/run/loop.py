@@ -26,7 +26,7 @@ import contextlib
 import inspect
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from plait._runtypes import (
     Approval,
@@ -35,6 +35,7 @@ from plait._runtypes import (
     Question,
     RecordAdded,
     Run,
+    RunOptions,
     RunResult,
     RunSpec,
     ToolFinished,
@@ -348,31 +349,9 @@ def _context(session: Session) -> ToolContext:
 register_runner(drive)
 
 
-async def prompt(
-    session: Session,
-    text: str,
-    *,
-    provider: Provider | str | None = None,
-    tools: Sequence[Tool] = BUILTIN_TOOLS,
-    on_approval: Approval | None = None,
-    on_question: Question | None = None,
-    on_event: EventHook | None = None,
-    timeout: float | None = None,
-    keep_events: bool = False,
-    max_steps: int = 20,
-) -> RunResult:
+async def prompt(session: Session, text: str, **options: Unpack[RunOptions]) -> RunResult:
     """The functional form of :meth:`plait.Session.prompt` (same arguments, same errors)."""
-    return await session.prompt(
-        text,
-        provider=provider,
-        tools=tools,
-        on_approval=on_approval,
-        on_question=on_question,
-        on_event=on_event,
-        timeout=timeout,
-        keep_events=keep_events,
-        max_steps=max_steps,
-    )
+    return await session.prompt(text, **options)
 
 
 async def run_session(
