@@ -110,7 +110,8 @@ def _empty_schema(conn: Any, schema: str) -> bool:
     tables = conn.execute(
         "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
     ).fetchone()[0]
-    if tables != 5:  # sessions, records, lineage, scratchpads, plait_schema
+    # sessions, records, lineage, scratchpads, durable_sessions, live_clients, plait_schema
+    if tables != 7:
         return False
     ident = sql.Identifier(schema)
     version = conn.execute(
@@ -121,6 +122,7 @@ def _empty_schema(conn: Any, schema: str) -> bool:
     conn.execute(
         sql.SQL(
             "DELETE FROM {0}.lineage; DELETE FROM {0}.scratchpads; "
+            "DELETE FROM {0}.live_clients; DELETE FROM {0}.durable_sessions; "
             "DELETE FROM {0}.records; DELETE FROM {0}.sessions"
         ).format(ident)
     )

@@ -191,6 +191,15 @@ def test_snapshot_fields(client: Client) -> None:
     fields = live.snapshot_fields(s)
     assert fields["live_controller_id"] == "tui"
     assert [c["client_id"] for c in fields["live_clients"]] == ["portal", "tui"]  # type: ignore[index,union-attr]
+    snap = s.snapshot()
+    assert snap is not None and snap.live_controller_id == "tui"
+    assert [(c.client_id, c.mode) for c in snap.live_clients] == [
+        ("portal", "observer"), ("tui", "controller")
+    ]
+    live.release_client(s, "tui")
+    snap = s.snapshot()
+    assert snap is not None and snap.live_controller_id is None
+    assert [c.client_id for c in snap.live_clients] == ["portal"]
 
 
 def test_two_connections_share_live_state(client: Client, tmp_path: Path) -> None:

@@ -82,7 +82,7 @@ from plait.render import ExportPage, LineageBox, collect_lineage, render_html, r
 from plait.sandbox import Sandbox, backend_named
 from plait.store import Store
 from plait.store._context import context_report, count_pending, tool_spec_texts
-from plait.store.base import ScratchpadEntry, SessionRow
+from plait.store.base import LiveClientRow, ScratchpadEntry, SessionRow
 from plait.tools import BUILTIN_TOOLS, Tool
 from plait.views import (
     ResumeInfo,
@@ -227,6 +227,10 @@ class Snapshot:
     records: tuple[Record, ...]
     """Every record in view, events included."""
     metadata: Mapping[str, JSONValue] = field(default_factory=dict)
+    live_clients: tuple[LiveClientRow, ...] = ()
+    """The live clients attached (seed 003; see :mod:`plait.live`), in the order they attached."""
+    live_controller_id: str | None = None
+    """The attached controller's client id, or None."""
 
 
 class ChunkTable:
@@ -601,6 +605,7 @@ class Session:
             return None
         records = self._host.store.read(row, row.layout.view_start, row.layout.end_seq)
         settings = row.metadata.get(_SETTINGS, {})
+        clients = tuple(self._host.store.live_clients(row.id))
         return Snapshot(
             id=row.id,
             title=row.title,
@@ -621,6 +626,10 @@ class Session:
             version=row.version,
             records=tuple(records),
             metadata=row.metadata,
+            live_clients=clients,
+            live_controller_id=next(
+                (c.client_id for c in clients if c.mode == "controller"), None
+            ),
         )
 
     def ancestry(self) -> Ancestry:
