@@ -45,6 +45,7 @@ __all__ = [
     "RunSpec",
     "ToolFinished",
     "ToolStarted",
+    "check_timeout",
     "current_id",
     "event_json",
 ]
@@ -216,6 +217,14 @@ class RunSpec:
 _END = object()
 
 
+def check_timeout(timeout: object) -> None:
+    """Raise InvalidArgumentError unless ``timeout`` is None or a positive number of seconds."""
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
+    ):
+        raise InvalidArgumentError(f"timeout must be a positive number of seconds: {timeout!r}")
+
+
 class _Driven(Protocol):
     @property
     def id(self) -> str: ...
@@ -240,10 +249,7 @@ class Run:
         hooks: Sequence[EventHook] = (),
         on_done: Callable[[], None] | None = None,
     ) -> None:
-        if timeout is not None and (
-            isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0
-        ):
-            raise InvalidArgumentError(f"timeout must be a positive number of seconds: {timeout!r}")
+        check_timeout(timeout)
         self._session = session
         self._body = body
         self._timeout = None if timeout is None else float(timeout)

@@ -35,6 +35,7 @@ from plait._runtypes import (
     RunOptions,
     RunResult,
     RunSpec,
+    check_timeout,
 )
 from plait._time import from_micros, now_micros
 from plait.compaction import (
@@ -1725,20 +1726,20 @@ class Session:
             raise InvalidArgumentError("tools must be plait Tools (see plait.tools.tool)")
         if len({t.name for t in offered}) != len(offered):
             raise InvalidArgumentError("tool names must be unique")
+        check_timeout(timeout)
         if self.closed:
             raise SessionClosedError(self._id)
         if self.locked:
             raise SessionLockedError(self._id)
         model = self._provider(provider)
+        host = self._host
+        with host._handles_lock:
+            self._check_idle()
         if isinstance(provider, str) and self.settings.get("model") != provider:
             self.set_settings(model=provider)  # seed 001: it continues on the model last named
         spec = RunSpec(model, offered, text, on_approval, on_question, max_steps)
-        host = self._host
         with host._handles_lock:
-            busy = self._id in host._runs or (host.exclusive_runs and bool(host._runs))
-            if busy:
-                other = next(iter(host._runs)) if host._runs else self._id
-                raise SessionBusyError(other)
+            self._check_idle()
             hooks = [h for h in (on_event,) if h is not None]
             hooks.append(lambda event: self._notify(event))
             runner = _RUNNER
@@ -1754,6 +1755,12 @@ class Session:
             host._runs[self._id] = run
             host._current = self  # seed 001: the handle a run uses becomes current again
         return run
+
+    def _check_idle(self) -> None:
+        """Raise SessionBusyError if a run is in progress here (or anywhere on a client)."""
+        runs = self._host._runs
+        if self._id in runs or (self._host.exclusive_runs and runs):
+            raise SessionBusyError(self._id if self._id in runs else next(iter(runs)))
 
     def _run_ended(self) -> None:
         self._host._runs.pop(self._id, None)

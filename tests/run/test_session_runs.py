@@ -151,7 +151,9 @@ def test_bad_arguments_write_nothing(client: Client, tmp_path: Path) -> None:
             asyncio.run(s.prompt("hi", provider=p, **kwargs))  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
         asyncio.run(s.prompt("   ", provider=p))
-    assert s.length == before and not s.running
+    with pytest.raises(InvalidArgumentError):  # a model spec is not remembered either
+        asyncio.run(s.prompt("hi", provider="scripted:remember-me", timeout=-1))
+    assert s.length == before and not s.running and "model" not in s.settings
 
 
 def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> None:
@@ -165,6 +167,9 @@ def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> No
         assert s.running
         with pytest.raises(SessionBusyError):
             s.stream("second", provider=ScriptedProvider(["no"]))
+        with pytest.raises(SessionBusyError):
+            s.stream("second", provider="scripted:other")
+        assert "model" not in s.settings
         with pytest.raises(SessionBusyError):
             await other.prompt("elsewhere", provider=ScriptedProvider(["no"]))
         provider.release.set()
