@@ -1964,14 +1964,16 @@ class Session:
         """Give the session a title by asking the model, unless it already has one (seed 001).
 
         Returns:
-            The title as stored, or ``None`` when there is no exchange yet to name
-            (or the session already has a title, which is left alone).
+            The title as stored: the existing one (left alone, the model is not
+            asked), or the model's; ``None`` when there is no exchange yet to name.
 
         Raises:
             ProviderError: the model could not answer.
         """
-        if self._row is None or self.title is not None:
+        if self._row is None:
             return None
+        if self.title is not None:
+            return self.title
         messages = self.history()
         if not any(m.role == "user" for m in messages) or not any(
             m.role == "assistant" for m in messages

@@ -405,9 +405,9 @@ def test_name_it(client: Client, tmp_path: Path) -> None:
     assert asyncio.run(s.name_it(provider=provider)) == "Parser refactor"
     assert s.title == "Parser refactor"
     assert "refactor the parser" in provider.requests[0].messages[-1].text
-    # An existing title is left alone and the model is not asked.
+    # An existing title is left alone (and returned); the model is not asked.
     again = ScriptedProvider([])
-    assert asyncio.run(s.name_it(provider=again)) is None and again.requests == []
+    assert asyncio.run(s.name_it(provider=again)) == "Parser refactor" and again.requests == []
     # A blank answer falls back to the first request's words.
     t = _session(client, tmp_path)
     asyncio.run(t.prompt("make the build faster please", provider=ScriptedProvider(["ok"])))
