@@ -599,3 +599,41 @@ def test_the_system_prompt_survives_trim_and_reset(client: Client, tmp_path: Pat
     asyncio.run(s.prompt("again", provider=provider))
     assert provider.requests[2].messages[0].text == "Now be verbose."
     assert s.request_messages()[0].text == "Now be verbose."
+
+
+def test_a_failing_summarizer_falls_back_to_the_model_free_compaction(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _long_session(client, tmp_path, pairs=12, words=400)
+    model = Puppet(["fail", "Answered after compacting."])
+    model.name, model.model = "openai", "gpt-4"  # a capable provider: the llm strategy first
+    result = asyncio.run(s.prompt("go on", provider=model))
+    assert result.text == "Answered after compacting."
+    assert len(model.requests) == 2  # the summary request (failed), then the turn
+    summaries = [r for r in s.records if r.kind == "summary"]
+    assert len(summaries) == 1 and "part 0" in summaries[0].text  # extractive
+
+
+def test_a_failure_before_the_tools_run_answers_every_call(
+    client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import plait.run.loop as loop
+    from plait.errors import NoSandboxError
+
+    def no_sandbox(session: Session) -> ToolContext:
+        raise NoSandboxError("no sandbox to take")
+
+    monkeypatch.setattr(loop, "_context", no_sandbox)
+    s = _session(client, tmp_path)
+    reply = Reply(
+        tool_calls=(ToolCall("a", "list_files", {}), ToolCall("b", "list_files", {})),
+        finish_reason="tool_calls",
+    )
+    with pytest.raises(NoSandboxError):
+        asyncio.run(s.prompt("list", provider=ScriptedProvider([reply])))
+    tools = [m for m in s.history() if m.role == "tool"]
+    assert [(m.tool_call_id, m.ok) for m in tools] == [("a", False), ("b", False)]
+    event = s.records[-1]
+    assert event.kind == "event" and event.data["error"] == "NoSandboxError"  # type: ignore[attr-defined]
+    info = s.resumable()
+    assert info is not None and info.kind == "call_model"

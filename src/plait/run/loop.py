@@ -193,12 +193,19 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
     async def compact() -> Compaction | None:
         """Compact now (the LLM strategy with a capable model, else the model-free default)."""
         try:
-            done = await session.compact(provider=summarizer)
+            try:
+                done = await session.compact(provider=summarizer)
+            except ProviderError:
+                if summarizer is None:
+                    raise
+                # The model could not summarize: the model-free default still folds (D90).
+                done = await session.compact()
         except NothingToDoError:
             return None
         if done is not None:
             run.emit(RecordAdded(session.tail(1)[-1]))
         return done
+
     tracer = _tracer()
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
@@ -289,9 +296,11 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
                     }
                 )
                 run.emit(ToolFinished(call, outcome.ok, outcome.content))
-        except asyncio.CancelledError:
+        except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
             interrupted(pending)
-            session.log_event("run_interrupted", {"step": step, "during": "tools"})
+            session.log_event(
+                "run_interrupted", {"step": step, "during": "tools", "error": type(exc).__name__}
+            )
             raise
         run.emit(IterationEnd(step, session.id))
     return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)
