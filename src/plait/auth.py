@@ -58,6 +58,8 @@ __all__ = [
     "DurableSessions",
     "ScopeAttenuationResult",
     "ScopeViolation",
+    "PRINCIPAL_ACTOR_KIND",
+    "act_on",
     "actor_chain",
     "actor_chain_validate_scope_attenuation",
     "authenticate",
@@ -79,6 +81,8 @@ MIN_TOKEN_LENGTH: Final = 32
 MAX_TOKEN_LENGTH: Final = 512
 ACTOR_CHAIN_KEY: Final = "actor_chain"
 """Where a session keeps its chain: ``metadata["actor_chain"]`` (the snapshot shows it)."""
+PRINCIPAL_ACTOR_KIND: Final = "principal"
+"""The ``kind`` of an actor entry :func:`act_on` pushes: a principal, not a child agent."""
 SCOPE_ATTENUATION_EVENT: Final = "identity.scope_attenuation"
 """The name of the denied trust record an alerting validation writes to the transcript."""
 POLICIES: Final = ("non_increasing", "off")
@@ -829,6 +833,58 @@ def push_actor(
             return existing
         raise AuthError(f"session {child.id!r} already has an actor chain")
     _write_chain(child, chain)
+    return chain
+
+
+def act_on(
+    session: Session, principal: str, *, scopes: Iterable[str] | str | None = None
+) -> dict[str, JSONValue]:
+    """Record that ``principal`` is the one acting on a session now (RFC 8693 ``act``).
+
+    The host's entry for a principal that is not a child agent: a service where
+    one principal runs a session another principal created (decisions D101).
+
+    * No chain yet: the principal is bound as the session's root
+      (:func:`bind_principal`, with ``scopes``).
+    * The chain's current actor (its outermost ``act``, else its ``sub``) is
+      the principal: nothing is pushed.
+    * Else ``{"sub": principal, "kind": "principal"}`` becomes the outermost
+      ``act``, with the chain's actors nested inside it. It states no scopes,
+      so it inherits its parent's and never widens them.
+
+    A ``kind: "principal"`` entry already on top (the previous caller) is
+    replaced, not nested: the chain names who acts now, not every caller
+    since the session began (the transcript keeps that).
+
+    Returns:
+        The chain stored (unchanged chains are not written again).
+
+    Raises:
+        InvalidArgumentError: a blank principal or malformed scopes.
+    """
+    if not isinstance(principal, str) or not principal.strip():
+        raise InvalidArgumentError("a principal must be a non-blank string")
+    existing = actor_chain(session)
+    if existing is None:
+        return bind_principal(session, principal, scopes=scopes)
+    base = dict(existing)
+    top = base.get("act")
+    if isinstance(top, Mapping) and top.get("kind") == PRINCIPAL_ACTOR_KIND:
+        base.pop("act")
+        if top.get("act") is not None:
+            base["act"] = top["act"]
+    current = base.get("act")
+    acting = current.get("sub") if isinstance(current, Mapping) else base.get("sub")
+    chain: dict[str, JSONValue] = base
+    if acting != principal:
+        entry: dict[str, JSONValue] = {"sub": principal, "kind": PRINCIPAL_ACTOR_KIND}
+        if "act" in base:
+            entry["act"] = base["act"]
+        chain = {k: v for k, v in base.items() if k != "act"}
+        chain["act"] = entry
+    chain_links(chain)  # refuse a malformed chain before writing it
+    if chain != existing:
+        _write_chain(session, chain)
     return chain
 
 

@@ -391,7 +391,10 @@ def test_live_clients_and_an_observers_write(api: TestClient) -> None:
     ).json()
     assert route["request_id"] == "p1" and route["client_id"] == "tui"
     hb = api.post(f"/sessions/{sid}/clients/portal/heartbeat", json={"metadata": {"tab": 2}}).json()
-    assert hb["action"] == "heartbeat" and hb["client"]["metadata"] == {"tab": 2}
+    assert hb["action"] == "heartbeat" and hb["client"]["metadata"] == {
+        "tab": 2,
+        "principal": "tester",
+    }
     t = api.post(
         f"/sessions/{sid}/clients/mobile/takeover", json={"metadata": {"reason": "handoff"}}
     ).json()

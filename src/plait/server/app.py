@@ -37,9 +37,9 @@ from plait.records import JSONValue
 from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
-from plait.server.routes import auth, events, live, runs, sessions
+from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
-from plait.server.state import ServerState, parse_api_keys
+from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
 from plait.server.web import mount_web
 from plait.store import Store
 from plait.tools import Tool
@@ -177,6 +177,8 @@ def create_app(
     workspace: str | os.PathLike[str] = ".",
     ping_interval: float = 15.0,
     max_queue: int = DEFAULT_MAX_QUEUE,
+    approval_timeout: float = 60.0,
+    approval_default: ApprovalDefault = "allow",
 ) -> FastAPI:
     """Build the HTTP service over a client's sessions.
 
@@ -196,9 +198,15 @@ def create_app(
             stream (each also picks up records written by other processes).
         max_queue: events an observer may fall behind before it is cut off
             (it reconnects with ``Last-Event-ID`` and loses nothing).
+        approval_timeout: seconds a run's tool call waits for the live
+            controller's answer (``POST /sessions/{id}/approvals/{call_id}``)
+            before it is denied.
+        approval_default: what a tool call gets when no controller is
+            attached: ``allow`` (the default: tools run unasked, as before
+            approvals) or ``deny``.
 
     Raises:
-        InvalidArgumentError: a bad interval or queue size.
+        InvalidArgumentError: a bad interval, queue size, timeout or default.
     """
     if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
         raise InvalidArgumentError("ping_interval must be a number of seconds")
@@ -206,6 +214,16 @@ def create_app(
         raise InvalidArgumentError("ping_interval must be positive")
     if not isinstance(max_queue, int) or max_queue < 1:
         raise InvalidArgumentError("max_queue must be a positive int")
+    if (
+        isinstance(approval_timeout, bool)
+        or not isinstance(approval_timeout, int | float)
+        or approval_timeout <= 0
+    ):
+        raise InvalidArgumentError("approval_timeout must be a positive number of seconds")
+    if approval_default not in APPROVAL_DEFAULTS:
+        raise InvalidArgumentError(
+            f"approval_default must be 'allow' or 'deny', not {approval_default!r}"
+        )
     if isinstance(client_or_store, Client):
         client, owns = client_or_store, False
     else:
@@ -223,6 +241,8 @@ def create_app(
         hub=Hub(client, max_queue=max_queue),
         ping_interval=float(ping_interval),
         owns_client=owns,
+        approval_timeout=float(approval_timeout),
+        approval_default=approval_default,
     )
 
     @asynccontextmanager
@@ -254,7 +274,7 @@ def create_app(
     )
     app.state.plait = state
     _install_errors(app)
-    for module in (sessions, runs, events, live, auth):
+    for module in (sessions, runs, approvals, events, live, auth):
         app.include_router(module.router)
     mount_web(app)
     app.openapi = _openapi(app)  # type: ignore[method-assign]

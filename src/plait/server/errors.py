@@ -44,6 +44,8 @@ from plait.records import JSONValue
 __all__ = [
     "CODES",
     "ApiError",
+    "ApprovalNotFoundError",
+    "ClientNotOwnedError",
     "error_body",
     "status_and_code",
 ]
@@ -85,6 +87,8 @@ CODES: Final[dict[str, int]] = {
     "unauthorized": 401,
     "forbidden": 403,
     "read_only_credential": 403,
+    "client_not_owned": 403,
+    "approval_not_found": 404,
     "not_found": 404,
     "method_not_allowed": 405,
     "internal_error": 500,
@@ -108,6 +112,46 @@ class ApiError(Exception):
         self.message = message
         self.details = details
         super().__init__(message)
+
+
+class ClientNotOwnedError(ApiError):
+    """A principal spoke for a live client another principal attached (403 ``client_not_owned``).
+
+    Attributes:
+        session_id: the session.
+        client_id: the client.
+        owner: the principal that attached it (None: attached outside the service).
+    """
+
+    def __init__(self, session_id: str, client_id: str, owner: str | None) -> None:
+        self.session_id = session_id
+        self.client_id = client_id
+        self.owner = owner
+        who = "another principal" if owner else "a process outside this service"
+        super().__init__(
+            403,
+            "client_not_owned",
+            f"live client {client_id!r} of session {session_id!r} was attached by {who}; "
+            "only the principal that attached it may speak for it",
+        )
+
+
+class ApprovalNotFoundError(ApiError):
+    """No tool call of a run here waits for an answer under that id (404 ``approval_not_found``).
+
+    Attributes:
+        session_id: the session.
+        call_id: the tool call's id.
+    """
+
+    def __init__(self, session_id: str, call_id: str) -> None:
+        self.session_id = session_id
+        self.call_id = call_id
+        super().__init__(
+            404,
+            "approval_not_found",
+            f"no tool call {call_id!r} of session {session_id!r} is waiting for an approval",
+        )
 
 
 def status_and_code(exc: BaseException) -> tuple[int, str]:

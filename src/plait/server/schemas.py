@@ -13,6 +13,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
+    "ApprovalIn",
+    "ApprovalOut",
+    "ApprovalsOut",
     "AttachIn",
     "AuthSessionIn",
     "AuthSessionOut",
@@ -33,6 +36,7 @@ __all__ = [
     "MessagesIn",
     "MessagesOut",
     "OkOut",
+    "PendingApprovalOut",
     "PermissionIn",
     "PermissionOut",
     "RecordOut",
@@ -148,7 +152,11 @@ class RenameIn(_In):
 
 
 class ForkIn(_In):
-    """``POST /sessions/{id}/fork``."""
+    """``POST /sessions/{id}/fork``.
+
+    The branch is bound to the caller's principal; an agent principal's branch
+    instead pushes the agent onto the parent's actor chain (scopes checked).
+    """
 
     dst: str | None = Field(default=None, description="The new session's id (default: minted).")
 
@@ -380,6 +388,53 @@ class PermissionOut(_Out):
     request_id: str
     request: JsonObject
     event_seq: int
+
+
+# -- approvals --------------------------------------------------------------------------
+
+
+class PendingApprovalOut(_Out):
+    """A tool call of a run waiting for the controller's answer."""
+
+    call_id: str
+    run_id: str
+    tool: str
+    arguments: JsonObject
+    controller_id: str = Field(description="The controller the request was routed to.")
+    request_id: str = Field(description="The request_id of its permission route event.")
+    requested_at: str
+    timeout: float = Field(description="Seconds it waits before it is denied.")
+
+
+class ApprovalsOut(_Out):
+    """``GET /sessions/{id}/approvals``."""
+
+    session_id: str
+    approvals: list[PendingApprovalOut]
+
+
+class ApprovalIn(_In):
+    """``POST /sessions/{id}/approvals/{call_id}``: the controller's answer."""
+
+    client_id: str = Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^\S(.*\S)?$",
+        description="The live controller answering (attached by this credential's principal).",
+    )
+    approve: bool = Field(description="True runs the tool call; false gives the model a denial.")
+
+
+class ApprovalOut(_Out):
+    """An answered approval."""
+
+    ok: bool = True
+    session_id: str
+    call_id: str
+    run_id: str
+    tool: str
+    approve: bool
+    client_id: str
 
 
 # -- auth -------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeAlias
+from datetime import datetime
+from typing import Annotated, Any, Final, Literal, TypeAlias
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -18,16 +19,21 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from plait.auth import Authenticated, DurableSessions, authenticate
 from plait.client import Client
 from plait.errors import NotControllerError
-from plait.live import LiveClients
+from plait.live import LiveClient, LiveClients
 from plait.providers import Provider
-from plait.server.errors import ApiError
+from plait.records import JSONValue
+from plait.server.errors import ApiError, ClientNotOwnedError
 from plait.server.sse import Hub
 from plait.session import Session
 from plait.tools import Tool
 
 __all__ = [
+    "APPROVAL_DEFAULTS",
+    "OWNER_KEY",
     "WRITE_SCOPE",
+    "ApprovalDefault",
     "Caller",
+    "PendingApproval",
     "ProviderSource",
     "RunEntry",
     "ServerState",
@@ -39,6 +45,13 @@ __all__ = [
 
 WRITE_SCOPE = "write"
 """The scope a durable bearer session needs to change anything (when it names scopes)."""
+
+OWNER_KEY: Final = "principal"
+"""The key of a live client's metadata that names the principal that attached it (D102)."""
+
+ApprovalDefault: TypeAlias = Literal["allow", "deny"]
+"""What a tool call gets when no controller is attached to answer it."""
+APPROVAL_DEFAULTS: Final = ("allow", "deny")
 
 ProviderSource: TypeAlias = "Provider | str | Callable[[], Provider] | None"
 """A provider, a model spec, a factory called once per run, or None (the session's own)."""
@@ -57,6 +70,38 @@ class RunEntry:
 
 
 @dataclass(eq=False)
+class PendingApproval:
+    """A tool call of a run waiting for the controller's answer (D104)."""
+
+    session_id: str
+    call_id: str
+    run_id: str
+    tool: str
+    arguments: dict[str, JSONValue]
+    controller_id: str
+    """The controller the request was routed to (any later controller may answer)."""
+    request_id: str
+    """The ``request_id`` of the ``live_session_permission_route`` event."""
+    requested_at: datetime
+    timeout: float
+    future: asyncio.Future[tuple[bool, str, str | None]]
+    """Resolved with ``(approve, reason, client_id)``."""
+
+    def to_json(self) -> dict[str, JSONValue]:
+        """The request as the ``approval_requested`` event and ``GET .../approvals`` show it."""
+        return {
+            "call_id": self.call_id,
+            "run_id": self.run_id,
+            "tool": self.tool,
+            "arguments": dict(self.arguments),
+            "controller_id": self.controller_id,
+            "request_id": self.request_id,
+            "requested_at": self.requested_at.isoformat(),
+            "timeout": self.timeout,
+        }
+
+
+@dataclass(eq=False)
 class ServerState:
     """Everything one application instance shares between requests."""
 
@@ -69,7 +114,13 @@ class ServerState:
     hub: Hub
     ping_interval: float
     owns_client: bool
+    approval_timeout: float = 60.0
+    """Seconds a tool call waits for the controller's answer before it is denied."""
+    approval_default: ApprovalDefault = "allow"
+    """What a tool call gets when no controller is attached (``allow``: as before D104)."""
     runs: dict[str, RunEntry] = field(default_factory=dict)
+    approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
+    """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
 
     def provider_for_run(self) -> Provider | str | None:
         """The provider a new run uses (a factory is called once per run)."""
@@ -90,18 +141,54 @@ class ServerState:
         """
         return self.client.sessions.get(session_id)
 
-    def check_driver(self, session: Session, client_id: str | None) -> None:
+    def check_driver(
+        self, session: Session, client_id: str | None, who: Authenticated | None = None
+    ) -> None:
         """Refuse a write that drives the conversation from anyone but the controller.
 
-        With a controller attached, only it (named by ``client_id``) may run,
-        steer, resume or inject; with none, any credential that may write may.
+        With a controller attached, only it (named by ``client_id``, and spoken
+        for by the principal that attached it) may run, steer, resume or inject;
+        with none, any credential that may write may.
 
         Raises:
             NotControllerError: someone else asked (HTTP 403).
+            ClientNotOwnedError: ``client_id`` belongs to another principal (HTTP 403).
         """
+        if client_id is not None and who is not None:
+            self.check_owner(session, client_id, who)
         controller = self.live.controller_id(session)
         if controller is not None and client_id != controller:
             raise NotControllerError(session.id, client_id or "(none)", controller)
+
+    def live_client(self, session: Session, client_id: str) -> LiveClient | None:
+        """The attached client with this id, or None."""
+        return next((c for c in self.live.live_clients(session) if c.client_id == client_id), None)
+
+    def check_owner(self, session: Session, client_id: str, who: Authenticated) -> None:
+        """Refuse to let a principal speak for a live client another principal attached.
+
+        A client id that is not attached passes (the verb itself answers: an
+        attach creates it, a heartbeat is 404). A client attached without an
+        owner (by a process using ``plait.live`` directly) belongs to no HTTP caller.
+
+        Raises:
+            ClientNotOwnedError: the client is attached, and not by ``who`` (HTTP 403).
+        """
+        found = self.live_client(session, client_id)
+        if found is None:
+            return
+        owner = found.metadata.get(OWNER_KEY)
+        if owner != who.principal:
+            raise ClientNotOwnedError(
+                session.id, client_id, owner if isinstance(owner, str) else None
+            )
+
+    @staticmethod
+    def owned_metadata(metadata: Mapping[str, Any] | None, who: Authenticated) -> dict[str, Any]:
+        """A client's metadata with its owner (``principal``) set to the caller's principal."""
+        out = dict(metadata or {})
+        out[OWNER_KEY] = who.principal
+        return out
 
 
 def server_state(request: Request) -> ServerState:

@@ -1,7 +1,9 @@
 """``/sessions/{id}/clients``: live clients (seed 003).
 
 Attach, takeover, heartbeat, release, and the controller's prompt injection and
-permission routing.
+permission routing. A client id belongs to the principal that attached it
+(``metadata["principal"]``, set by the server): any other principal that names
+it is 403 ``client_not_owned`` (decisions D102).
 """
 
 from __future__ import annotations
@@ -48,8 +50,13 @@ async def attach_client(
         await writer(who)
     state = server_state(request)
     session = state.session(session_id)
+    state.check_owner(session, body.client_id, who)
     change = state.live.attach(
-        session, body.client_id, mode=body.mode, takeover=body.takeover, metadata=body.metadata
+        session,
+        body.client_id,
+        mode=body.mode,
+        takeover=body.takeover,
+        metadata=state.owned_metadata(body.metadata, who),
     )
     state.hub.poke(session_id)
     return _change(change)
@@ -66,7 +73,10 @@ async def takeover_client(
     """Attach ``client_id`` as the controller, demoting the old one to observer."""
     state = server_state(request)
     session = state.session(session_id)
-    change = state.live.takeover(session, client_id, metadata=body.metadata)
+    state.check_owner(session, client_id, who)
+    change = state.live.takeover(
+        session, client_id, metadata=state.owned_metadata(body.metadata, who)
+    )
     state.hub.poke(session_id)
     return _change(change)
 
@@ -82,9 +92,10 @@ async def heartbeat_client(
     """Refresh the client's last-seen marker (and its metadata, if given); 404 if not attached."""
     state = server_state(request)
     session = state.session(session_id)
+    state.check_owner(session, client_id, who)
     opts: dict[str, Any] = {}
     if body.metadata is not None:
-        opts["metadata"] = body.metadata
+        opts["metadata"] = state.owned_metadata(body.metadata, who)
     change = state.live.heartbeat(session, client_id, opts)
     state.hub.poke(session_id)
     return _change(change)
@@ -101,6 +112,7 @@ async def release_client(
     """Detach the client (seed 003 ``detach``); a controller lets go of control."""
     state = server_state(request)
     session = state.session(session_id)
+    state.check_owner(session, client_id, who)
     opts: dict[str, Any] = {}
     if body.reason is not None:
         opts["reason"] = body.reason
@@ -122,6 +134,7 @@ async def inject_prompt(
     """Append a user prompt from the active controller; anyone else gets 403 ``not_controller``."""
     state = server_state(request)
     session = state.session(session_id)
+    state.check_owner(session, client_id, who)
     state.live.client_inject_prompt(session, client_id, body.content, metadata=body.metadata)
     state.hub.poke(session_id)
     return s.OkOut()
@@ -138,6 +151,7 @@ async def route_permission(
     """Record that the active controller owns routing for a permission request (else 403)."""
     state = server_state(request)
     session = state.session(session_id)
+    state.check_owner(session, client_id, who)
     route = state.live.route_permission(session, client_id, body.request, metadata=body.metadata)
     state.hub.poke(session_id)
     return s.PermissionOut(**route.to_dict())

@@ -15,7 +15,9 @@ from plait._runtypes import Run
 from plait.errors import NothingToDoError
 from plait.records import JSONValue
 from plait.server import schemas as s
+from plait.server.approvals import approver
 from plait.server.errors import error_body, status_and_code
+from plait.server.identity import enter_run
 from plait.server.sse import SseEvent, Subscriber
 from plait.server.state import Caller, RunEntry, ServerState, Writer, server_state
 from plait.session import Session
@@ -136,31 +138,35 @@ async def start_run(
     ``GET /sessions/{id}/events``. With ``stream: true`` the answer is the
     run's own event stream, ending with its ``run_end``. The provider is the
     server's; only the live controller may run when one is attached (403).
+    The run acts for the caller's principal (the session's actor chain), and
+    its tool calls wait for the controller's approval when one is attached.
     """
     state = server_state(request)
     session = state.session(session_id)
-    state.check_driver(session, body.client_id)
+    state.check_driver(session, body.client_id, who)
     state.hub.watch(session_id)
     sub = state.hub.open(session_id, None)[1] if body.stream else None
+    run_id = new_id()
     try:
-        run = session.stream(
-            body.text,
-            provider=state.provider_for_run(),
-            tools=state.tools,
-            timeout=body.timeout,
-            max_steps=body.max_steps,
-        )
+        with enter_run(session, who):  # the run's task copies this context
+            run = session.stream(
+                body.text,
+                provider=state.provider_for_run(),
+                tools=state.tools,
+                on_approval=approver(state, session, run_id),
+                timeout=body.timeout,
+                max_steps=body.max_steps,
+            )
     except BaseException:
         if sub is not None:
             state.hub.close(session_id, sub)
         raise
-    return _answer(state, session, run, sub)
+    return _answer(state, session, run, run_id, sub)
 
 
 def _answer(
-    state: ServerState, session: Session, run: Run, sub: Subscriber | None
+    state: ServerState, session: Session, run: Run, run_id: str, sub: Subscriber | None
 ) -> JSONResponse | StreamingResponse:
-    run_id = new_id()
     _launch(state, session, run, run_id)
     if sub is None:
         return JSONResponse(_run_out(session.id, run_id).model_dump(), status_code=202)
@@ -184,21 +190,24 @@ async def resume_run(
     """Pick up an interrupted request (seed 001 ``resume``); 409 ``nothing_to_do`` if none."""
     state = server_state(request)
     session = state.session(session_id)
-    state.check_driver(session, body.client_id)
+    state.check_driver(session, body.client_id, who)
     state.hub.watch(session_id)
     sub = state.hub.open(session_id, None)[1] if body.stream else None
+    run_id = new_id()
     try:
-        run = session.resume_stream(
-            provider=state.provider_for_run(),
-            tools=state.tools,
-            timeout=body.timeout,
-            max_steps=body.max_steps,
-        )
+        with enter_run(session, who):
+            run = session.resume_stream(
+                provider=state.provider_for_run(),
+                tools=state.tools,
+                on_approval=approver(state, session, run_id),
+                timeout=body.timeout,
+                max_steps=body.max_steps,
+            )
     except BaseException:
         if sub is not None:
             state.hub.close(session_id, sub)
         raise
-    return _answer(state, session, run, sub)
+    return _answer(state, session, run, run_id, sub)
 
 
 @router.get(
@@ -230,7 +239,7 @@ async def steer_run(request: Request, session_id: str, body: s.SteerIn, who: Wri
     """Add a message to the run in progress before its next model call; 409 if none."""
     state = server_state(request)
     session = state.session(session_id)
-    state.check_driver(session, body.client_id)
+    state.check_driver(session, body.client_id, who)
     if session_id not in state.runs:
         raise NothingToDoError(f"no run is in progress on session {session_id}")
     session.steer(body.message)

@@ -11,6 +11,7 @@ from plait.errors import SessionNotFoundError
 from plait.records import Message
 from plait.render import LineageBox, collect_lineage, lineage_svg
 from plait.server import schemas as s
+from plait.server.identity import bind_child, bind_creator, check_child
 from plait.server.sse import record_json
 from plait.server.state import Caller, ServerState, Writer, server_state
 from plait.session import Session
@@ -137,6 +138,7 @@ async def create_session(
             session.set_settings()
         if body.title is not None and session.title != body.title.strip():
             session.rename(body.title)
+    bind_creator(session, who)
     state.hub.poke(session.id)
     if existed:
         response.status_code = 200
@@ -207,7 +209,7 @@ async def inject_messages(
     """
     state = _state(request)
     session = state.session(session_id)
-    state.check_driver(session, body.client_id)
+    state.check_driver(session, body.client_id, who)
     added = session.inject_many(body.messages)
     state.hub.poke(session_id)
     return s.RecordsOut(
@@ -226,9 +228,17 @@ async def inject_messages(
 async def fork_session(
     request: Request, session_id: str, body: s.ForkIn, who: Writer
 ) -> s.SessionDetail:
-    """Branch the whole transcript into a new session (copy-on-write: one row)."""
+    """Branch the whole transcript into a new session (copy-on-write: one row).
+
+    The branch is bound to the caller's principal; an agent principal's branch
+    pushes the agent onto the parent's actor chain, and one that claims scopes
+    the parent does not hold is refused (403 ``scope_violation``, nothing made).
+    """
     state = _state(request)
-    branch = state.session(session_id).fork(dst=body.dst)
+    parent = state.session(session_id)
+    check_child(parent, who)
+    branch = parent.fork(dst=body.dst)
+    bind_child(parent, branch, who)
     state.hub.poke(session_id)
     return _detail(state, branch)
 
@@ -242,9 +252,15 @@ async def fork_session(
 async def fork_at_session(
     request: Request, session_id: str, body: s.ForkAtIn, who: Writer
 ) -> s.SessionDetail:
-    """Branch keeping the first ``keep_first`` messages (seed 003 ``fork_at``)."""
+    """Branch keeping the first ``keep_first`` messages (seed 003 ``fork_at``).
+
+    Its actor chain is made as for ``fork``.
+    """
     state = _state(request)
-    branch = state.session(session_id).fork_at(body.keep_first, dst=body.dst)
+    parent = state.session(session_id)
+    check_child(parent, who)
+    branch = parent.fork_at(body.keep_first, dst=body.dst)
+    bind_child(parent, branch, who)
     state.hub.poke(session_id)
     return _detail(state, branch)
 

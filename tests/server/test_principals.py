@@ -1,0 +1,484 @@
+"""Principals over HTTP (issue 7; seed 003): actor chains bound at session entry, live client
+ids owned by the principal that attached them, and tool-call approvals routed to the controller.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+import plait
+from plait import Client
+from plait.auth import actor_chain, current_session
+from plait.providers import ScriptedProvider
+from plait.providers.base import Reply
+from plait.records import ToolCall
+from plait.server import create_app
+from plait.store import SQLiteStore, Store
+from plait.tools import tool
+from tests.conftest import make_store, needs_postgres
+
+from .conftest import AUTH, KEY, LiveServer, SseReader, wait_idle
+
+
+@tool
+def probe() -> str:
+    """Report who the run acts for."""
+    entered = current_session()
+    return json.dumps(
+        {
+            "current_id": plait.current_id(),
+            "entered": entered.id if entered is not None else None,
+            "chain": actor_chain(),
+        }
+    )
+
+
+@tool
+def echo(text: str) -> str:
+    """Say the text back."""
+    return f"echo: {text}"
+
+
+def calling(name: str, arguments: dict[str, Any], call_id: str = "call-1") -> ScriptedProvider:
+    """A model that calls one tool, then says it is done."""
+    return ScriptedProvider(
+        [
+            Reply(tool_calls=(ToolCall(call_id, name, arguments),), finish_reason="tool_calls"),
+            "done",
+        ]
+    )
+
+
+class App:
+    """An app with tools, a scripted tool-calling model per run, and bearer tokens."""
+
+    def __init__(self, store: Store, ws: Path, **options: Any) -> None:
+        self.client = Client(ws, store=store)
+        self.providers: list[ScriptedProvider] = []
+        self.script: tuple[str, dict[str, Any]] = ("probe", {})
+
+        def factory() -> ScriptedProvider:
+            self.providers.append(calling(*self.script))
+            return self.providers[-1]
+
+        self.app = create_app(
+            self.client,
+            api_keys={KEY: "tester"},
+            provider=factory,
+            tools=[probe, echo],
+            ping_interval=0.2,
+            **options,
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=needs_postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
+    if request.param == "postgres":
+        return make_store("postgres", tmp_path, request.getfixturevalue("pg_store_schema"))
+    return SQLiteStore(tmp_path / "plait.db")
+
+
+def _app(store: Store, tmp_path: Path, **options: Any) -> App:
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    return App(store, ws, **options)
+
+
+@pytest.fixture
+def served(store: Store, tmp_path: Path) -> Iterator[App]:
+    app = _app(store, tmp_path, approval_timeout=30)
+    yield app
+    app.close()
+
+
+@pytest.fixture
+def api(served: App) -> Iterator[TestClient]:
+    with TestClient(served.app, headers=AUTH, raise_server_exceptions=False) as c:
+        yield c
+
+
+def token(api: TestClient, principal: str, **body: Any) -> dict[str, str]:
+    """Mint a durable bearer session with the static key; return its Authorization header."""
+    r = api.post("/auth/sessions", json={"principal": principal, "ttl_seconds": 3600, **body})
+    assert r.status_code == 201, r.text
+    return {"Authorization": f"Bearer {r.json()['id']}"}
+
+
+def code(r: httpx.Response) -> str:
+    value: str = r.json()["error"]["code"]
+    return value
+
+
+def tool_results(api: TestClient, sid: str) -> list[dict[str, Any]]:
+    msgs = api.get(f"/sessions/{sid}/history").json()["messages"]
+    return [m for m in msgs if m["role"] == "tool"]
+
+
+def events(api: TestClient, sid: str, name: str) -> list[dict[str, Any]]:
+    recs = api.get(f"/sessions/{sid}/records", params={"limit": 1000}).json()["records"]
+    return [r["payload"] for r in recs if r["kind"] == "event" and r["payload"]["name"] == name]
+
+
+def run(api: TestClient, sid: str, headers: dict[str, str] | None = None, **body: Any) -> str:
+    r = api.post(f"/sessions/{sid}/runs", json={"text": "go", **body}, headers=headers)
+    assert r.status_code == 202, r.text
+    run_id: str = r.json()["run_id"]
+    return run_id
+
+
+def pending(api: TestClient, sid: str) -> list[dict[str, Any]]:
+    """Wait (bounded) until a tool call of the session waits for an approval."""
+    for _ in range(1000):
+        found: list[dict[str, Any]] = api.get(f"/sessions/{sid}/approvals").json()["approvals"]
+        if found:
+            return found
+        time.sleep(0.01)
+    raise AssertionError("no approval was requested")
+
+
+# -- 1. the principal is bound at session entry -----------------------------------------
+
+
+def test_the_creator_is_bound_and_a_run_acts_for_its_caller(api: TestClient) -> None:
+    alice = token(api, "alice", scopes=["read", "write"])
+    bob = token(api, "bob", scopes=["write"])
+    made = api.post("/sessions", json={"title": "alice's"}, headers=alice)
+    assert made.status_code == 201
+    sid = made.json()["id"]
+    assert made.json()["actor_chain"] == {"sub": "alice", "scopes": ["read", "write"]}
+    # A static key's principal is the key's (here "tester"), with no scopes stated.
+    assert api.post("/sessions", json={}).json()["actor_chain"] == {"sub": "tester"}
+    # Opening it again, as anyone, does not rebind it.
+    again = api.post("/sessions", json={"id": sid}, headers=bob)
+    assert again.status_code == 200 and again.json()["actor_chain"]["sub"] == "alice"
+    # alice's run: inside the run (its tool), the session is entered and the chain is hers.
+    run(api, sid, headers=alice)
+    wait_idle(api, sid)
+    seen = json.loads(tool_results(api, sid)[-1]["text"])
+    assert seen == {
+        "current_id": sid,
+        "entered": sid,
+        "chain": {"sub": "alice", "scopes": ["read", "write"]},
+    }
+    # bob runs alice's session: the chain records him as the acting principal.
+    run(api, sid, headers=bob)
+    wait_idle(api, sid)
+    acting = {
+        "sub": "alice",
+        "scopes": ["read", "write"],
+        "act": {"sub": "bob", "kind": "principal"},
+    }
+    assert json.loads(tool_results(api, sid)[-1]["text"])["chain"] == acting
+    assert api.get(f"/sessions/{sid}").json()["actor_chain"] == acting
+    # tester (a static key) next: it replaces bob on top; it is not nested under him.
+    run(api, sid)
+    wait_idle(api, sid)
+    chain = api.get(f"/sessions/{sid}").json()["actor_chain"]
+    assert chain["act"] == {"sub": "tester", "kind": "principal"}
+    # alice again: she is the subject, so nobody else is acting.
+    run(api, sid, headers=alice)
+    wait_idle(api, sid)
+    assert api.get(f"/sessions/{sid}").json()["actor_chain"] == {
+        "sub": "alice",
+        "scopes": ["read", "write"],
+    }
+    # No controller attached: the server's default (allow) let every tool call run.
+    assert all(m["ok"] for m in tool_results(api, sid))
+
+
+def test_a_session_bound_elsewhere_keeps_its_principal(api: TestClient, served: App) -> None:
+    made = served.client.sessions.create([{"role": "user", "content": "hi"}])
+    # Created outside the service, never bound: the first caller to enter binds it.
+    assert api.get(f"/sessions/{made.id}").json()["actor_chain"] is None
+    run(api, made.id, headers=token(api, "carol"))
+    wait_idle(api, made.id)
+    assert api.get(f"/sessions/{made.id}").json()["actor_chain"] == {"sub": "carol"}
+
+
+def test_an_agent_fork_pushes_its_actor_and_may_not_widen(api: TestClient, served: App) -> None:
+    alice = token(api, "alice", scopes=["read", "write"])
+    agent = token(api, "agent-7", scopes=["read", "write"], attributes={"agent": True})
+    narrow = token(api, "agent-8", scopes=["write"], attributes={"agent": True})
+    wide = token(api, "agent-x", scopes=["read", "write", "admin"], attributes={"agent": True})
+    bob = token(api, "bob")
+    sid = api.post(
+        "/sessions", json={"messages": [{"role": "user", "content": "hi"}]}, headers=alice
+    )
+    sid = sid.json()["id"]
+    child = api.post(f"/sessions/{sid}/fork", json={}, headers=agent)
+    assert child.status_code == 201
+    root = {"sub": "alice", "scopes": ["read", "write"]}
+    assert child.json()["actor_chain"] == {
+        **root,
+        "act": {"sub": "agent-7", "scopes": ["read", "write"]},
+    }
+    # A child's child: the new actor is outermost, the earlier one nested inside it.
+    grand = api.post(
+        f"/sessions/{child.json()['id']}/fork_at", json={"keep_first": 1}, headers=narrow
+    )
+    assert grand.status_code == 201
+    assert grand.json()["actor_chain"] == {
+        **root,
+        "act": {
+            "sub": "agent-8",
+            "scopes": ["write"],
+            "act": {"sub": "agent-7", "scopes": ["read", "write"]},
+        },
+    }
+    # An agent claiming a scope its parent does not hold: 403, and no session is made.
+    dst = "0190f4a0-0000-7000-8000-00000000beef"
+    r = api.post(f"/sessions/{sid}/fork", json={"dst": dst}, headers=wide)
+    assert r.status_code == 403 and code(r) == "scope_violation"
+    assert api.get(f"/sessions/{dst}").status_code == 404
+    r = api.post(f"/sessions/{sid}/fork_at", json={"keep_first": 1, "dst": dst}, headers=wide)
+    assert r.status_code == 403 and code(r) == "scope_violation"
+    # Not an agent: a branch is a new session of its creator (forks do not inherit chains).
+    branch = api.post(f"/sessions/{sid}/fork", json={}, headers=bob).json()
+    assert branch["actor_chain"] == {"sub": "bob"}
+    # A parent bound to a static key states no scopes: the agent's are not a widening.
+    keyed = api.post("/sessions", json={"messages": [{"role": "user", "content": "x"}]}).json()
+    pushed = api.post(f"/sessions/{keyed['id']}/fork", json={}, headers=agent).json()
+    assert pushed["actor_chain"] == {
+        "sub": "tester",
+        "act": {"sub": "agent-7", "scopes": ["read", "write"]},
+    }
+    # An agent forking a session nobody is bound to originates the branch.
+    free = served.client.sessions.create([{"role": "user", "content": "x"}])
+    loose = api.post(f"/sessions/{free.id}/fork", json={}, headers=agent).json()
+    assert loose["actor_chain"] == {"sub": "agent-7", "scopes": ["read", "write"]}
+
+
+# -- 2. live client ids belong to the principal that attached them ------------------------
+
+
+def test_a_client_id_speaks_only_for_its_principal(api: TestClient, served: App) -> None:
+    alice = token(api, "alice")
+    bob = token(api, "bob")
+    sid = api.post("/sessions", json={}, headers=alice).json()["id"]
+    clients = f"/sessions/{sid}/clients"
+    r = api.post(clients, json={"client_id": "tui", "mode": "controller"}, headers=alice)
+    assert r.status_code == 200 and r.json()["client"]["metadata"] == {"principal": "alice"}
+    # Whatever metadata the caller sends, the owner is the server's to set.
+    r = api.post(
+        f"{clients}/tui/heartbeat", json={"metadata": {"principal": "bob", "tab": 1}}, headers=alice
+    )
+    assert r.json()["client"]["metadata"] == {"principal": "alice", "tab": 1}
+    refused = [
+        (clients, {"client_id": "tui", "mode": "observer"}),
+        (f"{clients}/tui/heartbeat", {}),
+        (f"{clients}/tui/inject", {"content": "hi"}),
+        (f"{clients}/tui/permissions", {"request": {"id": "p1"}}),
+        (f"{clients}/tui/release", {}),
+        (f"{clients}/tui/takeover", {}),
+        (f"/sessions/{sid}/runs", {"text": "hi", "client_id": "tui"}),
+        (
+            f"/sessions/{sid}/messages",
+            {"messages": [{"role": "user", "content": "x"}], "client_id": "tui"},
+        ),
+    ]
+    for who in (bob, AUTH):  # another durable session, and a static key (principal "tester")
+        for path, body in refused:
+            r = api.post(path, json=body, headers=who)
+            assert r.status_code == 403, (path, r.text)
+            assert code(r) == "client_not_owned", path
+    # Nothing changed: tui is still alice's controller, and alice may still drive.
+    listed = api.get(clients).json()
+    assert listed["controller_id"] == "tui" and len(listed["clients"]) == 1
+    assert api.post(f"{clients}/tui/inject", json={"content": "hi"}, headers=alice).json() == {
+        "ok": True
+    }
+    # Taking over under a client id of one's own is allowed (it demotes alice's controller) ...
+    t = api.post(f"{clients}/bob-tui/takeover", json={}, headers=bob).json()
+    assert t["controller_id"] == "bob-tui" and t["demoted_id"] == "tui"
+    assert t["client"]["metadata"] == {"principal": "bob"}
+    # ... and alice cannot speak for bob's client either.
+    r = api.post(f"{clients}/bob-tui/inject", json={"content": "x"}, headers=alice)
+    assert r.status_code == 403 and code(r) == "client_not_owned"
+    assert api.post(f"{clients}/tui/release", json={}, headers=alice).status_code == 200
+    # A client attached outside the service (plait.live directly) belongs to no HTTP caller.
+    from plait.live import LiveClients
+
+    LiveClients(served.client).attach(sid, "local-tui")
+    r = api.post(f"{clients}/local-tui/heartbeat", json={}, headers=bob)
+    assert r.status_code == 403 and code(r) == "client_not_owned"
+    # An id nobody attached is still the verb's own answer (404), not an ownership error.
+    r = api.post(f"{clients}/ghost/heartbeat", json={}, headers=bob)
+    assert r.status_code == 404 and code(r) == "client_not_attached"
+
+
+# -- 3. approvals reach a running run -----------------------------------------------------
+
+
+def test_the_controller_approves_and_denies_tool_calls(api: TestClient, served: App) -> None:
+    served.script = ("echo", {"text": "hi"})
+    bob = token(api, "bob")
+    sid = api.post("/sessions", json={}).json()["id"]
+    clients = f"/sessions/{sid}/clients"
+    api.post(clients, json={"client_id": "tui", "mode": "controller"})
+    api.post(clients, json={"client_id": "portal"})
+    answer = f"/sessions/{sid}/approvals/call-1"
+    run_id = run(api, sid, client_id="tui")
+    [req] = pending(api, sid)
+    assert req["call_id"] == "call-1" and req["tool"] == "echo" and req["run_id"] == run_id
+    assert req["arguments"] == {"text": "hi"} and req["controller_id"] == "tui"
+    # Only the controller may answer: the observer, no client, someone else's client.
+    r = api.post(answer, json={"client_id": "portal", "approve": True})
+    assert r.status_code == 403 and code(r) == "not_controller"
+    r = api.post(answer, json={"client_id": "tui", "approve": True}, headers=bob)
+    assert r.status_code == 403 and code(r) == "client_not_owned"
+    r = api.post(answer, json={"approve": True})
+    assert r.status_code == 422
+    r = api.post(f"/sessions/{sid}/approvals/nope", json={"client_id": "tui", "approve": True})
+    assert r.status_code == 404 and code(r) == "approval_not_found"
+    r = api.post(answer, json={"client_id": "tui", "approve": True})
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "ok": True,
+        "session_id": sid,
+        "call_id": "call-1",
+        "run_id": run_id,
+        "tool": "echo",
+        "approve": True,
+        "client_id": "tui",
+    }
+    wait_idle(api, sid)
+    [result] = tool_results(api, sid)
+    assert result["ok"] is True and result["text"] == "echo: hi"
+    # Answered: it waits no more.
+    r = api.post(answer, json={"client_id": "tui", "approve": False})
+    assert r.status_code == 404 and code(r) == "approval_not_found"
+    # Denied: the model reads the denial.
+    run(api, sid, client_id="tui")
+    pending(api, sid)
+    assert api.post(answer, json={"client_id": "tui", "approve": False}).status_code == 200
+    wait_idle(api, sid)
+    denied = tool_results(api, sid)[-1]
+    assert denied["ok"] is False and "denied" in denied["text"]
+    request = served.providers[-1].requests[-1]
+    assert "denied" in json.dumps([m.text for m in request.messages])
+    # Both recorded: the route (the controller owns it) and the decision.
+    routes = events(api, sid, "live_session_permission_route")
+    assert [r["data"]["client_id"] for r in routes] == ["tui", "tui"]
+    assert routes[0]["data"]["request"] == {
+        "id": "call-1",
+        "tool": "echo",
+        "arguments": {"text": "hi"},
+        "run_id": run_id,
+    }
+    decisions = [e["data"] for e in events(api, sid, "live_session_permission_decision")]
+    assert [(d["approve"], d["reason"], d["client_id"]) for d in decisions] == [
+        (True, "controller", "tui"),
+        (False, "controller", "tui"),
+    ]
+    assert decisions[0]["request_id"] == routes[0]["data"]["request_id"] == "call-1"
+
+
+def test_no_answer_in_time_denies(store: Store, tmp_path: Path) -> None:
+    served = _app(store, tmp_path, approval_timeout=0.3)
+    served.script = ("echo", {"text": "hi"})
+    with TestClient(served.app, headers=AUTH) as api:
+        sid = api.post("/sessions", json={}).json()["id"]
+        api.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
+        run(api, sid, client_id="tui")
+        wait_idle(api, sid)
+        [result] = tool_results(api, sid)
+        assert result["ok"] is False and "denied" in result["text"]
+        [decision] = events(api, sid, "live_session_permission_decision")
+        assert decision["data"]["reason"] == "timeout" and decision["data"]["client_id"] is None
+        assert api.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
+    served.close()
+
+
+def test_with_no_controller_the_server_default_answers(store: Store, tmp_path: Path) -> None:
+    served = _app(store, tmp_path, approval_default="deny")
+    served.script = ("echo", {"text": "hi"})
+    with TestClient(served.app, headers=AUTH) as api:
+        sid = api.post("/sessions", json={}).json()["id"]
+        run(api, sid)
+        wait_idle(api, sid)
+        [result] = tool_results(api, sid)
+        assert result["ok"] is False and "denied" in result["text"]
+        assert events(api, sid, "live_session_permission_route") == []
+    served.close()
+    from plait.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError):
+        create_app(tmp_path / "x.db", workspace=tmp_path, api_keys={KEY: "t"}, approval_timeout=0)
+    with pytest.raises(InvalidArgumentError):
+        create_app(
+            tmp_path / "x.db",
+            workspace=tmp_path,
+            api_keys={KEY: "t"},
+            approval_default="ask",  # type: ignore[arg-type]
+        )
+
+
+def test_the_request_and_its_answer_go_out_on_the_event_stream(served: App) -> None:
+    served.script = ("echo", {"text": "over the wire"})
+    with (
+        LiveServer(served.app) as live,
+        httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http,
+    ):
+        sid = http.post("/sessions", json={}).json()["id"]
+        http.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
+        with http.stream("GET", f"/sessions/{sid}/events") as stream:
+            sse = SseReader(stream)
+            run_id = http.post(
+                f"/sessions/{sid}/runs", json={"text": "go", "client_id": "tui"}
+            ).json()["run_id"]
+            seen = sse.until(lambda e: e["event"] == "approval_requested")
+            asked = seen[-1]["data"]
+            assert asked["session_id"] == sid and asked["run_id"] == run_id
+            assert asked["call_id"] == "call-1" and asked["tool"] == "echo"
+            assert asked["arguments"] == {"text": "over the wire"}
+            # The route's record went out first: a reconnecting controller replays it.
+            routes = [
+                e
+                for e in seen
+                if e["event"] == "record"
+                and e["data"]["record"]["payload"].get("name") == "live_session_permission_route"
+            ]
+            assert len(routes) == 1
+            r = http.post(
+                f"/sessions/{sid}/approvals/call-1", json={"client_id": "tui", "approve": True}
+            )
+            assert r.status_code == 200
+            rest = sse.until(lambda e: e["event"] == "run_end")
+        resolved = [e["data"] for e in rest if e["event"] == "approval_resolved"]
+        assert resolved and resolved[0]["approve"] is True and resolved[0]["reason"] == "controller"
+        ends = [e["data"] for e in rest if e["event"] == "tool_end"]
+        assert ends[0]["ok"] is True and ends[0]["content"] == "echo: over the wire"
+        assert rest[-1]["data"]["ok"] is True
+
+
+def test_act_on_records_who_acts_without_nesting_callers(tmp_path: Path) -> None:
+    from plait.auth import act_on, bind_principal, push_actor
+
+    with Client(tmp_path, store=tmp_path / "a.db") as client:
+        s = client.sessions.create([{"role": "user", "content": "hi"}])
+        assert act_on(s, "alice", scopes=["write"]) == {"sub": "alice", "scopes": ["write"]}
+        assert act_on(s, "bob")["act"] == {"sub": "bob", "kind": "principal"}
+        assert act_on(s, "carol")["act"] == {"sub": "carol", "kind": "principal"}
+        assert act_on(s, "alice") == {"sub": "alice", "scopes": ["write"]}
+        # On a child agent's session the agent is the current actor; a caller goes on top.
+        child = s.fork()
+        push_actor(child, "agent", parent=s)
+        assert act_on(child, "agent") == actor_chain(child)
+        on_top = act_on(child, "bob")
+        assert on_top["act"] == {"sub": "bob", "kind": "principal", "act": {"sub": "agent"}}
+        assert act_on(child, "agent")["act"] == {"sub": "agent"}
+        other = client.sessions.create([{"role": "user", "content": "x"}])
+        bind_principal(other, "dan")
+        with pytest.raises(plait.errors.InvalidArgumentError):
+            act_on(other, " ")
