@@ -400,6 +400,21 @@ def test_no_answer_in_time_denies(store: Store, tmp_path: Path) -> None:
     served.close()
 
 
+def test_a_cancelled_run_stops_waiting(api: TestClient, served: App) -> None:
+    served.script = ("echo", {"text": "hi"})
+    sid = api.post("/sessions", json={}).json()["id"]
+    api.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
+    run(api, sid, client_id="tui")
+    pending(api, sid)
+    assert api.delete(f"/sessions/{sid}/runs/current").json() == {"ok": True}
+    wait_idle(api, sid)
+    assert api.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
+    [decision] = events(api, sid, "live_session_permission_decision")
+    assert decision["data"]["approve"] is False and decision["data"]["reason"] == "cancelled"
+    [result] = tool_results(api, sid)  # the call never ran: the loop records the interruption
+    assert result["ok"] is False and result["text"].startswith("interrupted")
+
+
 def test_with_no_controller_the_server_default_answers(store: Store, tmp_path: Path) -> None:
     served = _app(store, tmp_path, approval_default="deny")
     served.script = ("echo", {"text": "hi"})

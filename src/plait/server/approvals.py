@@ -14,7 +14,8 @@ Before each tool call it reads the session's controller:
 
 Every outcome appends ``live_session_permission_decision`` (``{request_id,
 call_id, run_id, tool, approve, reason, client_id}``; ``reason`` is
-``controller`` or ``timeout``) and publishes
+``controller``, ``timeout``, or ``cancelled`` when the run stopped while
+waiting) and publishes
 ``approval_resolved``. A denied call gives the model the denied tool result.
 """
 
@@ -112,6 +113,10 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
                 answer, reason, by = await asyncio.wait_for(future, state.approval_timeout)
             except TimeoutError:
                 answer, reason, by = False, "timeout", None
+        except asyncio.CancelledError:  # the run was cancelled (or passed its own timeout)
+            state.approvals.pop(key, None)
+            _decide(state, session, pending, False, "cancelled", None)
+            raise
         finally:
             state.approvals.pop(key, None)
         _decide(state, session, pending, answer, reason, by)
