@@ -854,7 +854,8 @@ def act_on(
 
     A ``kind: "principal"`` entry already on top (the previous caller) is
     replaced, not nested: the chain names who acts now, not every caller
-    since the session began (the transcript keeps that).
+    since the session began (a host that wants that history records it; the
+    HTTP service writes an ``identity.actor_chain`` event).
 
     Returns:
         The chain stored (unchanged chains are not written again).

@@ -186,6 +186,11 @@ def test_the_creator_is_bound_and_a_run_acts_for_its_caller(api: TestClient) -> 
     wait_idle(api, sid)
     chain = api.get(f"/sessions/{sid}").json()["actor_chain"]
     assert chain["act"] == {"sub": "tester", "kind": "principal"}
+    # Each change of who acts is in the transcript; alice's own runs changed nothing.
+    changes = [e["data"] for e in events(api, sid, "identity.actor_chain")]
+    assert [c["principal"] for c in changes] == ["bob", "tester"]
+    assert changes[0]["previous"] == {"sub": "alice", "scopes": ["read", "write"]}
+    assert changes[1]["actor_chain"] == chain
     # alice again: she is the subject, so nobody else is acting.
     run(api, sid, headers=alice)
     wait_idle(api, sid)

@@ -8,8 +8,9 @@ service is that host (decisions D100-D103):
   caller's principal (:func:`bind_creator`);
 * a run started through the API runs inside :func:`plait.auth.entered`, after
   :func:`plait.auth.act_on` has recorded the caller as the acting principal
-  (:func:`enter_run`), so ``plait.current_id()`` and ``plait.auth.actor_chain()``
-  name the session and the caller inside the run and its tools;
+  (:func:`enter_run`; a change is also an ``identity.actor_chain`` event), so
+  ``plait.current_id()`` and ``plait.auth.actor_chain()`` name the session and
+  the caller inside the run and its tools;
 * a fork made by an *agent principal* (a durable bearer session whose
   attributes say ``"agent": true``) pushes the agent as an actor on the
   parent's chain, scope attenuation checked before anything is written
@@ -35,6 +36,7 @@ from plait.records import JSONValue
 from plait.session import Session
 
 __all__ = [
+    "ACTOR_CHAIN_EVENT",
     "AGENT_ATTRIBUTE",
     "bind_child",
     "bind_creator",
@@ -43,6 +45,8 @@ __all__ = [
     "is_agent",
 ]
 
+ACTOR_CHAIN_EVENT: Final = "identity.actor_chain"
+"""The transcript event written when a run's entry changes the session's chain (who acts)."""
 AGENT_ATTRIBUTE: Final = "agent"
 """A durable bearer session with ``attributes["agent"] is True`` is an agent principal."""
 
@@ -119,7 +123,16 @@ def enter_run(session: Session, who: Authenticated) -> AbstractContextManager[Se
     """Record the caller as the acting principal and enter the session for a run.
 
     A run made inside the returned context copies it into its task, so its
-    tools and callbacks see ``plait.current_id()`` and ``actor_chain()``.
+    tools and callbacks see ``plait.current_id()`` and ``actor_chain()``. When
+    that changes a bound chain (another principal acts now), an
+    ``identity.actor_chain`` event ``{principal, actor_chain, previous}``
+    records it: the chain names who acts now, the transcript keeps who did.
     """
-    act_on(session, who.principal, scopes=_scopes(who))
+    before = actor_chain(session)
+    after = act_on(session, who.principal, scopes=_scopes(who))
+    if before is not None and after != before:  # a first binding is the chain itself
+        session.log_event(
+            ACTOR_CHAIN_EVENT,
+            {"principal": who.principal, "actor_chain": after, "previous": before},
+        )
     return entered(session)
