@@ -53,7 +53,10 @@ _log = logging.getLogger("plait.server")
 
 _ERRORS: Final = {
     "401": "No valid bearer credential (`unauthorized`).",
-    "403": "The credential or the live client may not do this (`not_controller`, ...).",
+    "403": (
+        "The credential or the live client may not do this (`not_controller`, "
+        "`client_not_owned`, `read_only_credential`, `scope_violation`, ...)."
+    ),
     "404": "No such session or client (`session_not_found`, `client_not_attached`, ...).",
     "409": "The session's state forbids it now (`session_busy`, `session_closed`, ...).",
     "422": "The request is malformed (`invalid_request`, `invalid_argument`, ...).",
@@ -158,8 +161,11 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
                 if "runs" in op.get("tags", ()):
                     extra.update(_RUN_ERRORS)
                 for status, description in extra.items():
+                    own = answers.get(status, {}).get("description")  # a route's own words
+                    if own == "Validation Error":  # FastAPI's, not the route's
+                        own = None
                     answers[status] = {
-                        "description": description,
+                        "description": own or description,
                         "content": {"application/json": {"schema": ref}},
                     }
         app.openapi_schema = doc

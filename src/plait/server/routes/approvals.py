@@ -33,6 +33,17 @@ async def list_approvals(request: Request, session_id: str, who: Caller) -> s.Ap
     "/sessions/{session_id}/approvals/{call_id}",
     response_model=s.ApprovalOut,
     summary="Answer an approval (controller only)",
+    responses={
+        403: {
+            "description": "Not the live controller (`not_controller`), another principal's "
+            "client (`client_not_owned`), or a read-only credential (`read_only_credential`)."
+        },
+        404: {
+            "description": "No such session (`session_not_found`), or no tool call waiting "
+            "under that id (`approval_not_found`: never asked, answered, or timed out)."
+        },
+        409: {"description": "Answered a moment ago by another request (`nothing_to_do`)."},
+    },
 )
 async def answer_approval(
     request: Request, session_id: str, call_id: str, body: s.ApprovalIn, who: Writer
