@@ -14,7 +14,8 @@ Two things a service in front of plait needs to know about its callers:
 * **Actor chains** (RFC 8693 ``{sub, act}``) per agent session: the host binds
   the originating principal when a session is entered (:func:`bind_principal`,
   :func:`entered`), child agent sessions push their own actor
-  (:func:`push_actor`), and :func:`actor_chain` and the session's snapshot
+  (:func:`push_actor`), another principal acting on the session is its
+  current ``act`` (:func:`act_on`), and :func:`actor_chain` and the session's snapshot
   (``actor_chain``, ``metadata["actor_chain"]``) expose it.
   :func:`actor_chain_validate_scope_attenuation` checks that scopes never grow
   from parent to child (decisions D64-D66).

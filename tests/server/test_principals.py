@@ -502,3 +502,17 @@ def test_act_on_records_who_acts_without_nesting_callers(tmp_path: Path) -> None
         bind_principal(other, "dan")
         with pytest.raises(plait.errors.InvalidArgumentError):
             act_on(other, " ")
+
+
+def test_the_document_describes_the_approval_routes(api: TestClient) -> None:
+    doc = api.get("/openapi.json").json()
+    answer = doc["paths"]["/sessions/{session_id}/approvals/{call_id}"]["post"]
+    assert "approval_not_found" in answer["responses"]["404"]["description"]
+    assert "client_not_owned" in answer["responses"]["403"]["description"]
+    assert answer["responses"]["409"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ErrorResponse"
+    }
+    assert answer["requestBody"]["content"]["application/json"]["schema"] == {
+        "$ref": "#/components/schemas/ApprovalIn"
+    }
+    assert "get" in doc["paths"]["/sessions/{session_id}/approvals"]
