@@ -21,8 +21,37 @@ from plait.server import create_app
 def test_serve_help() -> None:
     result = CliRunner().invoke(cli, ["serve", "-h"])
     assert result.exit_code == 0
-    for option in ("--host", "--port", "--api-key", "--model", "--builtin-tools"):
+    for option in ("--host", "--port", "--api-key", "--model", "--builtin-tools",
+                   "--approval-default", "--approval-timeout"):
         assert option in result.output
+
+
+def test_serve_passes_the_approval_policy_to_the_app(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    import plait.server
+
+    made: dict[str, object] = {}
+
+    def fake_app(client: object, **kwargs: object) -> str:
+        made.update(kwargs)
+        return "app"
+
+    monkeypatch.setattr(plait.server, "create_app", fake_app)
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: made.update(app=app, port=kw["port"]))
+    result = CliRunner().invoke(
+        cli,
+        ["--store", str(tmp_path / "s.db"), "--workspace", str(tmp_path), "serve",
+         "--api-key", "k-0123456789abcdef", "--port", "9", "--approval-default", "deny",
+         "--approval-timeout", "2.5"],
+    )
+    assert result.exit_code == 0, result.output
+    assert made["approval_default"] == "deny" and made["approval_timeout"] == 2.5
+    assert made["app"] == "app" and made["port"] == 9
+    bad = CliRunner().invoke(cli, ["serve", "--approval-timeout", "0"])
+    assert bad.exit_code == 2
 
 
 def test_serve_without_the_extra_says_how_to_install_it(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from typing import Literal
 
 import click
 
@@ -39,6 +40,21 @@ __all__ = ["serve_command"]
     is_flag=True,
     help="Offer runs the built-in tools (shell, files) on this machine. Off by default.",
 )
+@click.option(
+    "--approval-default",
+    type=click.Choice(["allow", "deny"]),
+    default="allow",
+    show_default=True,
+    help="What a run's tool call gets when no live controller is attached to approve it.",
+)
+@click.option(
+    "--approval-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=60.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a tool call waits for the controller's answer before it is denied.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_settings
 def serve_command(
@@ -48,6 +64,8 @@ def serve_command(
     api_keys: tuple[str, ...],
     model: str | None,
     builtin_tools: bool,
+    approval_default: Literal["allow", "deny"],
+    approval_timeout: float,
     log_level: str,
 ) -> None:
     """Serve the sessions over HTTP: the API, SSE event streams and a web page."""
@@ -71,6 +89,8 @@ def serve_command(
         api_keys=keys,
         provider=model,
         tools=BUILTIN_TOOLS if builtin_tools else (),
+        approval_default=approval_default,
+        approval_timeout=approval_timeout,
     )
     click.echo(f"plait serving {settings.store} on http://{host}:{port}/", err=True)
     try:
