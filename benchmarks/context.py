@@ -8,7 +8,9 @@ Measures, in file SQLite stores:
 * tokens counted per second on write: the writer counting and storing records it appended
   (bulk: a 100k-record transcript counted at once; incremental: 8 records per model call, the
   shape of an agent step);
-* ``compact()`` on a 10k-record transcript (the extractive strategy, no model).
+* ``compact()`` on a 10k-record transcript (the extractive strategy, no model);
+* what a run reads before each model call on a compacted branch of the 1k and 100k
+  transcripts: ``request_messages()`` (target: flat, D92) and ``resumable()``.
 
 Prints a table and a PASS/FAIL line, writes ``benchmarks/results/context.json``. Always
 exits 0; the machine may be shared, so every figure is a median of several rounds.
@@ -131,6 +133,21 @@ def main() -> None:
                 secs = timed(lambda s=s: [s.context() for _ in range(calls)], 1)[0]
                 per_call[label].append(secs / calls * 1e6)
         ctx = {label: statistics.median(v) for label, v in per_call.items()}
+        # What a run reads before each model call, on a compacted branch of each transcript:
+        # request_messages() (from the newest summary's kept part, D92) and resumable() (the tail).
+        request_us: dict[str, float] = {}
+        resumable_us: dict[str, float] = {}
+        for label, s in sessions.items():
+            branch = s.fork()
+            asyncio.run(branch.compact(keep_last=20))
+            branch.context()
+            reps = max(5, calls // 10)
+            request_us[label] = statistics.median(
+                timed(lambda b=branch, k=reps: [b.request_messages() for _ in range(k)], rounds)
+            ) / reps * 1e6
+            resumable_us[label] = statistics.median(
+                timed(lambda b=branch, k=reps: [b.resumable() for _ in range(k)], rounds)
+            ) / reps * 1e6
         # Incremental counting: append one agent step (8 records), then a model call asks.
         s = sessions["1k"]
         steps = 100 if args.quick else 400
@@ -160,8 +177,12 @@ def main() -> None:
         client.close()
     big_label = list(sizes)[1]
     growth = ctx[big_label] / ctx["1k"]
+    request_growth = request_us[big_label] / request_us["1k"]
     results.update(
         {
+            "request_messages_compacted_us": request_us,
+            "request_growth": request_growth,
+            "resumable_us": resumable_us,
             "context_us": ctx,
             "context_growth": growth,
             "bulk_fill_seconds": fill,
@@ -193,11 +214,23 @@ def main() -> None:
         f"inject {results['incremental_inject_us_per_record']:.1f} µs/record)",
     )
     table.add_row("compact() at 10k records", f"{results['compact_10k_ms']:,.0f} ms")
+    for label in sizes:
+        table.add_row(
+            f"request_messages(), compacted, {label} records", f"{request_us[label]:,.0f} µs"
+        )
+    for label in sizes:
+        table.add_row(f"resumable() at {label} records", f"{resumable_us[label]:,.0f} µs")
     console.print(table)
     passed = growth <= 2.0
     console.print(
         f"[{'green' if passed else 'red'}]{'PASS' if passed else 'FAIL'}[/] "
         f"context() flat in transcript length: {big_label}/1k = {growth:.2f}x (target <= 2x)"
+    )
+    request_ok = request_growth <= 2.0
+    console.print(
+        f"[{'green' if request_ok else 'red'}]{'PASS' if request_ok else 'FAIL'}[/] "
+        f"a compacted session's next request flat in transcript length: {big_label}/1k = "
+        f"{request_growth:.2f}x (target <= 2x)"
     )
     RESULTS.mkdir(exist_ok=True)
     name = "context-quick.json" if args.quick else "context.json"

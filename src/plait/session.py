@@ -48,7 +48,7 @@ from plait.compaction import (
 )
 from plait.compaction import compact as write_compaction
 from plait.compaction import plan as plan_compaction
-from plait.context import ContextReport, ModelInfo
+from plait.context import SUMMARY_UNKNOWN, ContextReport, ModelInfo, Tally
 from plait.errors import (
     InvalidArgumentError,
     NoSandboxError,
@@ -1871,20 +1871,48 @@ class Session:
         every system prompt, the newest one before the view is kept (the agent's
         instructions are configuration, not conversation: D91). A reply that was
         cut off is left out (D73).
+
+        Its cost follows what the request carries, not the transcript: the stored
+        tallies say where the newest summary and system prompt are, so a compacted
+        session reads the summary and what it kept (D92).
         """
         if self._row is None:
             return []
         row = self._fresh()
         store = self._host.store
-        records = store.read(row, row.layout.view_start, row.layout.end_seq)
+        lay = row.layout
+        head = self._head_tally(row)
+        lo = lay.view_start
+        if head is not None and head.summary >= lay.view_start:
+            found = store.read(row, head.summary, head.summary + 1)
+            if found and isinstance(found[0], SummaryRecord):
+                lo = max(lo, found[0].folds_to)
+        records = store.read(row, lo, lay.end_seq)
         hidden: str | None = None
-        if row.layout.view_start > 0 and not any(r.kind == "system" for r in records):
-            key = (row.id, row.layout.view_start)
-            cache = self._host._hidden_system
-            if key not in cache:  # read once per view start: the prefix never changes
-                cache[key] = system_prompt(store.read(row, 0, row.layout.view_start))
-            hidden = cache[key]
+        if not any(r.kind == "system" for r in records):
+            if head is not None:
+                if head.system >= 0:
+                    found = store.read(row, head.system, head.system + 1)
+                    hidden = system_prompt(found)
+            elif lay.view_start > 0:
+                key = (row.id, lay.view_start)
+                cache = self._host._hidden_system
+                if key not in cache:  # read once per view start: the prefix never changes
+                    cache[key] = system_prompt(store.read(row, 0, lay.view_start))
+                hidden = cache[key]
         return model_messages(records, hidden)
+
+    def _head_tally(self, row: SessionRow) -> Tally | None:
+        """The running tally at the head, when it can be had for a few rows, else None."""
+        store = self._host.store
+        try:
+            if row.layout.end_seq - store.counted_end(row) > _COUNT_ON_READ:
+                return None  # a long uncounted tail (an import): reading the view is cheaper
+            counted = count_pending(store, row, persist=self._writer, best_effort=True)
+        except StoreError:
+            return None
+        head = counted.head
+        return None if head.summary == SUMMARY_UNKNOWN else head
 
     @property
     def running(self) -> bool:
@@ -1895,11 +1923,18 @@ class Session:
         """Say whether the last request was interrupted and how :meth:`resume` would pick it up.
 
         Reads without writing and without calling the model (a plain call, as
-        every read is: principle 3). ``None`` when nothing was interrupted.
+        every read is: principle 3). ``None`` when nothing was interrupted. It
+        reads the transcript's tail back to the last turn, not the whole of it.
         """
         if self._row is None:
             return None
-        return resume_info(self.records)
+        n = 32
+        while True:
+            tail = self.tail(n)
+            # The last user or assistant record decides; tool results and events after it count.
+            if len(tail) < n or any(r.kind in ("user", "assistant") for r in tail):
+                return resume_info(tail)
+            n *= 8
 
     async def resume(self, **options: Unpack[RunOptions]) -> RunResult:
         """Pick up an interrupted request (seed 001) and run it to the end.
@@ -2022,6 +2057,9 @@ class Session:
 
 
 _log = logging.getLogger("plait")
+
+_COUNT_ON_READ: Final = 256
+"""At most this many uncounted records are counted to find where a request starts (D92)."""
 
 _AUTO_TITLE_MAX: Final = 80  # a title the model gives is cut here (rename() allows MAX_TITLE)
 
