@@ -1,5 +1,6 @@
-"""The web page in a real browser: the session list, a transcript, the lineage picture, and a
-live run's text appearing as the model writes it.
+"""The web page in a real browser: the session list, a transcript, the lineage picture, a
+live run's text appearing as the model writes it, and the page as the live controller
+answering a run's tool-call approvals.
 
 Drives Debian's chromium (``/usr/bin/chromium``) with the ``playwright`` Python package
 against a real uvicorn on a loopback port; never downloads a browser. Without either
@@ -17,6 +18,14 @@ from typing import Any
 
 import httpx
 import pytest
+
+from plait import Client
+from plait.providers import ScriptedProvider
+from plait.providers.base import Reply
+from plait.records import ToolCall
+from plait.server import create_app
+from plait.store import SQLiteStore
+from plait.tools import tool
 
 from .conftest import AUTH, KEY, GatedProvider, LiveServer, make_served
 
@@ -122,3 +131,108 @@ def test_the_page_lists_shows_draws_and_follows_a_live_run(
     assert problems == []
     assert all(u.startswith(live.url) for u in requests), requests
     served.client.close()
+
+
+@tool
+def echo(text: str) -> str:
+    """Say the text back."""
+    return f"echo: {text}"
+
+
+def test_the_page_controls_a_run_and_answers_its_approvals(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    client = Client(ws, store=SQLiteStore(tmp_path / "plait.db"))
+    runs: list[int] = []
+    markup = "<img src=x> & <b>bold</b>"
+
+    def calling() -> ScriptedProvider:
+        """Each run's model calls echo once (call-1, call-2, ...), then says it is done."""
+        runs.append(1)
+        call = ToolCall(f"call-{len(runs)}", "echo", {"text": markup})
+        return ScriptedProvider([Reply(tool_calls=(call,), finish_reason="tool_calls"), "all done"])
+
+    app = create_app(
+        client,
+        api_keys={KEY: "tester"},
+        provider=calling,
+        tools=[echo],
+        ping_interval=0.2,
+        approval_timeout=60,
+    )
+    sid = client.sessions.create(title="Tools session").id
+    page = browser_page
+    problems: list[str] = []
+    requests: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    page.on("request", lambda r: requests.append(r.url))
+    with LiveServer(app) as live, httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+        page.goto(live.url + "/", wait_until="load")
+        page.fill("#api-key", KEY)
+        page.click("#connect")
+        page.click("a.session-link:text('Tools session')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        assert page.get_attribute("#control", "data-mode") == "observer"
+
+        # Attach as the controller: the page's own client id, now the session's controller.
+        page.click("#take-control")
+        page.wait_for_selector("#control[data-mode='controller']")
+        me = page.get_attribute("#control", "data-client-id")
+        assert me and me.startswith("web-")
+        assert http.get(f"/sessions/{sid}/clients").json()["controller_id"] == me
+        assert me in page.inner_text("#control-state")
+
+        # A run started through the API (by the controller) calls a tool: the page shows
+        # the request, its tool and arguments as text, and Approve runs it.
+        r = http.post(f"/sessions/{sid}/runs", json={"text": "go", "client_id": me})
+        assert r.status_code == 202, r.text
+        request = page.locator("#approvals li[data-call-id='call-1']")
+        request.locator("button.approve").wait_for()
+        assert request.locator(".tool-name").inner_text() == "echo"
+        assert markup in request.locator("pre.arguments").inner_text()
+        assert page.locator("#approvals img, #approvals b").count() == 0
+        [waiting] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]
+        assert waiting["call_id"] == "call-1"
+        request.locator("button.approve").click()
+        page.wait_for_selector("#approvals li[data-call-id='call-1'][data-outcome='approved']")
+        assert request.locator("button").count() == 0
+        result = page.locator("#transcript li.tool", has_text=f"echo: {markup}")
+        result.wait_for()
+        page.locator("#transcript li.assistant", has_text="all done").wait_for()
+        assert page.locator("#transcript img, #transcript b").count() == 0
+
+        # The page's own Run goes out as the controller's; Deny gives the model the denial.
+        page.fill("#prompt", "again")
+        page.click("#send")
+        request = page.locator("#approvals li[data-call-id='call-2']")
+        request.locator("button.deny").click()
+        page.wait_for_selector("#approvals li[data-call-id='call-2'][data-outcome='denied']")
+        page.locator("#transcript li.tool", has_text="denied").wait_for()
+        assert page.locator("#transcript li.tool").count() == 2
+        assert http.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
+        payloads = [
+            rec["payload"]
+            for rec in http.get(f"/sessions/{sid}/records", params={"limit": 1000}).json()[
+                "records"
+            ]
+            if rec["kind"] == "event"
+        ]
+        decisions = [
+            (p["data"]["approve"], p["data"]["client_id"])
+            for p in payloads
+            if p["name"] == "live_session_permission_decision"
+        ]
+        assert decisions == [(True, me), (False, me)]
+
+        # Release: the page lets go, and the session has no controller.
+        page.click("#release-control")
+        page.wait_for_selector("#control[data-mode='observer']")
+        page.locator("#transcript li.event", has_text="detach").wait_for()
+        assert http.get(f"/sessions/{sid}/clients").json()["controller_id"] is None
+        page.goto("about:blank")  # closes the page's event stream before the server stops
+    assert problems == []
+    assert all(u.startswith(live.url) for u in requests), requests
+    client.close()

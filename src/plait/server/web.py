@@ -1,7 +1,9 @@
 """The web page ``plait serve`` shows: sessions, a transcript, the lineage, a live view.
 
 It lists the sessions, shows a transcript, draws the lineage as a picture, and
-follows a running session live.
+follows a running session live. In the live view it can attach as the session's
+controller (a random client id kept in the tab) and answer a run's tool-call
+approvals with Approve / Deny (decisions D108).
 
 One static page and its script and style, served from the package (no CDN, nothing
 fetched from elsewhere) under a strict Content-Security-Policy: the script is

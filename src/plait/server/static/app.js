@@ -2,7 +2,20 @@
 // Every text from the server goes into the page with textContent, never as markup.
 "use strict";
 
-const state = { key: sessionStorage.getItem("plait.key") || "", follow: null };
+const state = {
+  key: sessionStorage.getItem("plait.key") || "",
+  follow: null,
+  client: sessionStorage.getItem("plait.client") || newClientId(),
+  controlled: null,  // the session this page controls, or null
+};
+sessionStorage.setItem("plait.client", state.client);
+
+// A live client id for this tab: random, kept in sessionStorage (crypto.randomUUID needs a
+// secure context; getRandomValues does not).
+function newClientId() {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return "web-" + Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
 
 function $(id) { return document.getElementById(id); }
 
@@ -24,7 +37,9 @@ async function api(path, options = {}) {
       const body = await response.json();
       message = body.error.code + ": " + body.error.message;
     } catch (e) { /* not JSON */ }
-    throw new Error(message);
+    const error = new Error(message);
+    error.status = response.status;
+    throw error;
   }
   return response.json();
 }
@@ -38,6 +53,7 @@ function text(tag, value, cls) {
 
 async function showList() {
   stopFollowing();
+  releaseControl();
   $("session-view").hidden = true;
   const data = await api("/sessions?limit=100");
   const body = $("sessions").querySelector("tbody");
@@ -88,6 +104,7 @@ async function showLineage(id) {
 
 async function showSession(id) {
   stopFollowing();
+  if (state.controlled !== id) releaseControl();
   $("list-view").hidden = true;
   const detail = await api("/sessions/" + encodeURIComponent(id));
   $("session-title").textContent = detail.title || "(untitled)";
@@ -104,7 +121,135 @@ async function showSession(id) {
     if (page.records.length === 0 || after >= page.end_seq - 1) break;
   }
   await showLineage(id);
+  const clients = await api("/sessions/" + encodeURIComponent(id) + "/clients");
+  setControlling(id, clients.controller_id === state.client);
+  if (state.controlled === id) await loadApprovals(id);
   follow(id, after);
+}
+
+// -- control: attach as the live controller, answer tool-call approvals ----------------
+
+function sessionPath(id) { return "/sessions/" + encodeURIComponent(id); }
+
+function setControlling(id, controlling) {
+  state.controlled = controlling ? id : null;
+  const box = $("control");
+  box.dataset.mode = controlling ? "controller" : "observer";
+  box.dataset.clientId = state.client;
+  $("control-state").textContent = controlling
+    ? "controlling as " + state.client
+    : "not controlling";
+  $("take-control").hidden = controlling;
+  $("release-control").hidden = !controlling;
+  $("take-over").hidden = true;
+  if (!controlling) $("approvals").replaceChildren();
+}
+
+async function takeControl(takeover) {
+  const id = $("session-view").dataset.id;
+  showError("");
+  try {
+    await api(sessionPath(id) + "/clients", {
+      method: "POST",
+      body: JSON.stringify({ client_id: state.client, mode: "controller", takeover: takeover }),
+    });
+  } catch (e) {
+    if (e.status === 409) $("take-over").hidden = false;  // another controller holds it
+    showError(e.message);
+    return;
+  }
+  setControlling(id, true);
+  await loadApprovals(id).catch((e) => showError(e.message));
+}
+
+// Let go of control (leaving the session, or the Release button); best effort.
+function releaseControl(keepalive) {
+  const id = state.controlled;
+  if (id === null) return;
+  setControlling(id, false);
+  fetch(sessionPath(id) + "/clients/" + encodeURIComponent(state.client) + "/release", {
+    method: "POST",
+    headers: { "Authorization": "Bearer " + state.key, "Content-Type": "application/json" },
+    body: JSON.stringify({ reason: "web_page_release" }),
+    keepalive: !!keepalive,
+  }).catch(() => {});
+}
+
+// What waits already (an approval_requested sent before we attached, or while disconnected).
+async function loadApprovals(id) {
+  const data = await api(sessionPath(id) + "/approvals");
+  for (const a of data.approvals) showApproval(id, a);
+}
+
+function findApproval(runId, callId) {
+  for (const item of $("approvals").children) {
+    if (item.dataset.runId === runId && item.dataset.callId === callId) return item;
+  }
+  return null;
+}
+
+function showApproval(id, request) {
+  if (state.controlled !== id) return;
+  if (findApproval(request.run_id, request.call_id)) return;
+  const item = document.createElement("li");
+  item.dataset.runId = request.run_id;
+  item.dataset.callId = request.call_id;
+  const approve = text("button", "Approve", "approve");
+  const deny = text("button", "Deny", "deny");
+  const buttons = document.createElement("div");
+  buttons.className = "answer";
+  for (const [button, yes] of [[approve, true], [deny, false]]) {
+    button.type = "button";
+    button.addEventListener("click", () => answerApproval(id, item, yes));
+    buttons.append(button);
+  }
+  item.append(
+    text("span", "tool call wants approval: ", "label"),
+    text("span", request.tool, "tool-name"),
+    text("pre", JSON.stringify(request.arguments, null, 2), "arguments"),
+    buttons,
+    text("span", "", "outcome"),
+  );
+  $("approvals").append(item);
+}
+
+async function answerApproval(id, item, approve) {
+  for (const b of item.querySelectorAll("button")) b.disabled = true;
+  try {
+    await api(sessionPath(id) + "/approvals/" + encodeURIComponent(item.dataset.callId), {
+      method: "POST", body: JSON.stringify({ client_id: state.client, approve: approve }),
+    });
+  } catch (e) {
+    showError(e.message);
+    if (e.status === 404) markResolved(item, null, "no longer waiting");
+    else for (const b of item.querySelectorAll("button")) b.disabled = false;
+  }
+}
+
+function markResolved(item, approve, why) {
+  if (approve !== null) item.dataset.outcome = approve ? "approved" : "denied";
+  else item.dataset.outcome = "gone";
+  const answer = item.querySelector(".answer");
+  if (answer) answer.remove();
+  item.querySelector(".outcome").textContent = why;
+}
+
+function resolveApproval(data) {
+  const item = findApproval(data.run_id, data.call_id);
+  if (!item) return;
+  let why = data.approve ? "approved" : "denied";
+  if (data.reason !== "controller") why += " (" + data.reason + ")";
+  else if (data.client_id && data.client_id !== state.client) why += " by " + data.client_id;
+  markResolved(item, data.approve, why);
+}
+
+// Lost control: another client took over, or this one was released elsewhere.
+function watchControl(id, record) {
+  const p = record.payload || {};
+  if (record.kind !== "event" || p.name !== "live_session_client" || state.controlled !== id) return;
+  const d = p.data || {};
+  const released = d.action === "detach" && d.client_id === state.client;
+  if (released || d.demoted_id === state.client) setControlling(id, false);
 }
 
 function stopFollowing() {
@@ -115,11 +260,16 @@ function stopFollowing() {
 function handleEvent(id, name, data) {
   if (name === "record") {
     addRecord(data.record);
+    watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {
     $("live-text").textContent += data.text;
   } else if (name === "run_start") {
     $("live-state").textContent = "running";
+  } else if (name === "approval_requested") {
+    showApproval(id, data);
+  } else if (name === "approval_resolved") {
+    resolveApproval(data);
   } else if (name === "run_end") {
     $("live-state").textContent = data.ok ? "done" : "failed: " + data.error.error.code;
     showLineage(id).catch(() => {});
@@ -138,6 +288,7 @@ async function follow(id, after) {
       });
       if (!response.ok) throw new Error("events: " + response.status);
       $("live").dataset.connected = "yes";
+      if (state.controlled === id) loadApprovals(id).catch(() => {});
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
       let buffer = "";
@@ -192,13 +343,19 @@ function init() {
     event.preventDefault();
     const id = $("session-view").dataset.id;
     const prompt = $("prompt").value;
+    const body = { text: prompt };
+    if (state.controlled === id) body.client_id = state.client;  // the controller drives
     try {
       await api("/sessions/" + encodeURIComponent(id) + "/runs", {
-        method: "POST", body: JSON.stringify({ text: prompt }),
+        method: "POST", body: JSON.stringify(body),
       });
       $("prompt").value = "";
     } catch (e) { showError(e.message); }
   });
+  $("take-control").addEventListener("click", () => takeControl(false));
+  $("take-over").addEventListener("click", () => takeControl(true));
+  $("release-control").addEventListener("click", () => releaseControl());
+  window.addEventListener("pagehide", () => releaseControl(true));
   window.addEventListener("hashchange", route);
   route();
 }
