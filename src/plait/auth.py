@@ -49,7 +49,7 @@ from plait.errors import (
 )
 from plait.records import JSONValue, dumps
 from plait.session import Session, SessionHost
-from plait.store.base import BearerRow, SessionRow, Store
+from plait.store.base import BearerRow, Store
 
 __all__ = [
     "ACTOR_CHAIN_KEY",
@@ -684,17 +684,11 @@ def actor_chain_validate_scope_attenuation(
 
 
 def _write_chain(session: Session, chain: Mapping[str, JSONValue]) -> None:
-    """Store the chain in the session's metadata (one compare-and-set write)."""
-    value = dict(chain)
+    """Store the chain in the session's metadata (one compare-and-set write).
 
-    def build(row: SessionRow) -> tuple[tuple[()], SessionRow, None]:
-        meta = dict(row.metadata)
-        meta[ACTOR_CHAIN_KEY] = value
-        return (), replace(row, metadata=meta), None
-
-    # Session has no public metadata setter for keys outside its settings; the actor
-    # chain is a top-level metadata key because seed 003's snapshot shows it there.
-    session._mutate(build, allow_closed=True)
+    A top-level metadata key, because seed 003's snapshot shows the chain there.
+    """
+    session.set_metadata(ACTOR_CHAIN_KEY, dict(chain))
 
 
 def actor_chain(
@@ -727,7 +721,7 @@ def actor_chain(
             if host is None:
                 raise InvalidArgumentError("actor_chain(id) needs host= to look the id up in")
             try:
-                target = host._handle(host._lookup(sid))
+                target = host.get(sid)
             except SessionNotFoundError:
                 return None
     if target is None or not target.stored:
@@ -815,7 +809,7 @@ def push_actor(
         parents = child.parent_session_ids
         if not parents:
             raise AuthError(f"session {child.id!r} has no parent to take an actor chain from")
-        parent = child.host._handle(child.host._lookup(parents[0]))
+        parent = child.host.get(parents[0])
     base = actor_chain(parent)
     if base is None:
         raise AuthError(f"session {parent.id!r} has no principal bound (bind_principal first)")

@@ -250,7 +250,7 @@ class LiveClients:
     def _session(self, session: Session | str) -> Session:
         if isinstance(session, Session):
             return session
-        return self._host._handle(self._host._lookup(session))
+        return self._host.get(session)
 
     def _now(self) -> int:
         moment = self._clock()

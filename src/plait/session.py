@@ -325,6 +325,14 @@ class SessionHost:
         )
         return self._handle(self.store.create(row, records))
 
+    def get(self, session_id: str) -> Session:
+        """Return the handle on a stored session (one handle per id), without making it current.
+
+        Raises:
+            SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
+        """
+        return self._handle(self._lookup(session_id))
+
     def _make_current(self, handle: Session) -> Session:
         self._current = handle
         return handle
@@ -1299,6 +1307,33 @@ class Session:
         if choice is not None and not isinstance(choice, bool):
             raise InvalidArgumentError(f"self-compaction is True, False or None, not {choice!r}")
         self.set_settings(self_compaction=choice)
+
+    def set_metadata(self, key: str, value: JSONValue) -> None:
+        """Store one top-level metadata value (None removes it), in one compare-and-set write.
+
+        For keys the library and its layers own beside the settings (the actor
+        chain, provenance ...). Unlike :meth:`set_settings`, a branch does not
+        inherit them.
+
+        Raises:
+            InvalidArgumentError: a blank key, ``settings`` (use :meth:`set_settings`), or a
+                value that is not JSON.
+            SessionNotFoundError: the session was never stored.
+        """
+        if not isinstance(key, str) or not key.strip() or key == _SETTINGS:
+            raise InvalidArgumentError(f"not a metadata key one may set: {key!r}")
+        dumps({key: value})
+        self._require_row()
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+            meta = dict(row.metadata)
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+            return (), replace(row, metadata=meta), None
+
+        self._mutate(build, allow_closed=True)
 
     def set_settings(self, **settings: JSONValue) -> None:
         """Store session settings that branches inherit (``workspace_anchor``, ...).

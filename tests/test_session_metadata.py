@@ -1,0 +1,41 @@
+"""``Session.set_metadata`` and ``SessionHost.get``: the public ways the service layers use."""
+
+from __future__ import annotations
+
+import pytest
+
+from plait import Client, InvalidArgumentError, SessionNotFoundError
+from plait.session import SessionHost
+
+
+def test_set_metadata_sets_replaces_and_removes(client: Client) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    version = s.version
+    s.set_metadata("provenance", {"from": "test"})
+    assert s.metadata["provenance"] == {"from": "test"} and s.version > version
+    s.set_metadata("provenance", ["replaced"])
+    assert client.sessions.get(s.id).metadata["provenance"] == ["replaced"]
+    assert "provenance" not in s.fork().metadata  # unlike settings, not inherited
+    s.set_metadata("provenance", None)
+    assert "provenance" not in s.metadata
+
+
+def test_set_metadata_refuses_bad_input_and_writes_nothing(client: Client) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    version = s.version
+    for key in ("", "  ", "settings"):
+        with pytest.raises(InvalidArgumentError):
+            s.set_metadata(key, 1)
+    with pytest.raises(InvalidArgumentError):
+        s.set_metadata("bad", {"x": object()})  # type: ignore[dict-item]
+    assert s.version == version
+    with pytest.raises(SessionNotFoundError):
+        client.session.set_metadata("k", 1)  # never stored
+
+
+def test_a_host_hands_out_one_handle_per_id(client: Client) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    host: SessionHost = client
+    assert host.get(s.id) is s
+    with pytest.raises(SessionNotFoundError):
+        host.get("0190c0de-0000-7000-8000-000000000000")
