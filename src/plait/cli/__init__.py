@@ -27,6 +27,7 @@ from plait.cli.export import export_command, stats_command
 from plait.cli.interop import import_command
 from plait.cli.serve import serve_command
 from plait.cli.sessions import sessions_group
+from plait.cli.token import token_group
 
 __all__ = ["cli", "main"]
 
@@ -70,6 +71,7 @@ cli.add_command(serve_command)
 cli.add_command(context_command)
 cli.add_command(chat_command)
 cli.add_command(run_command)
+cli.add_command(token_group)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
