@@ -19,6 +19,7 @@ import logging
 import os
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -275,6 +276,7 @@ class SessionHost:
         self._runs: dict[str, Run] = {}
         self._subscribers: dict[str, list[EventHook]] = {}
         self._hidden_system: dict[tuple[str, int], str | None] = {}
+        self._usage: OrderedDict[tuple[int, int], tuple[int, SessionUsage]] = OrderedDict()
         self.exclusive_runs: bool = False
         """True: one run at a time on this host (a :class:`plait.Client`, seed 001)."""
 
@@ -2063,10 +2065,25 @@ class Session:
 
     @property
     def usage(self) -> SessionUsage:
-        """Tokens the session's replies cost, added up from their ``meta["usage"]``."""
+        """Tokens the session's replies cost, added up from their ``meta["usage"]`` (in view).
+
+        The sum is kept per session and view, so a later call reads only the records
+        written since the last one.
+        """
         if self._row is None:
             return SessionUsage()
-        return SessionUsage.from_records(self.records)
+        row = self._fresh()
+        lay = row.layout
+        key = (row.pk, lay.view_start)  # pk, not id: a deleted id may be reused
+        cache = self._host._usage
+        start, base = cache.pop(key, (lay.view_start, SessionUsage()))
+        if start > lay.end_seq:  # cannot happen for one id; start over rather than trust it
+            start, base = lay.view_start, SessionUsage()
+        total = base + SessionUsage.from_records(self._host.store.read(row, start, lay.end_seq))
+        cache[key] = (lay.end_seq, total)
+        while len(cache) > _USAGE_CACHE:
+            cache.popitem(last=False)  # least recently used
+        return total
 
     def subscribe(self, callback: EventHook) -> Callable[[], None]:
         """Call ``callback`` with every event of every run on this session (seed 003).
@@ -2092,6 +2109,8 @@ class Session:
 
 
 _log = logging.getLogger("plait")
+
+_USAGE_CACHE: Final = 1024  # sessions whose usage sum a host keeps (least recently used go)
 
 _COUNT_ON_READ: Final = 256
 """At most this many uncounted records are counted to find where a request starts (D92)."""
@@ -2140,6 +2159,14 @@ class SessionUsage:
     def total_tokens(self) -> int:
         """``input_tokens + output_tokens``."""
         return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: SessionUsage) -> SessionUsage:
+        return SessionUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.replies + other.replies,
+        )
 
     @classmethod
     def from_records(cls, records: Iterable[Record]) -> SessionUsage:

@@ -637,3 +637,34 @@ def test_a_failure_before_the_tools_run_answers_every_call(
     assert event.kind == "event" and event.data["error"] == "NoSandboxError"  # type: ignore[attr-defined]
     info = s.resumable()
     assert info is not None and info.kind == "call_model"
+
+
+def test_usage_is_added_up_incrementally_and_follows_the_view(
+    client: Client, tmp_path: Path
+) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider([Reply(f"r{i}", usage=Usage(10 * i, i, 1)) for i in range(1, 7)])
+    for i in range(1, 4):
+        asyncio.run(s.prompt(f"q{i}", provider=provider))
+        assert s.usage.input_tokens == sum(10 * k for k in range(1, i + 1))
+    read: list[tuple[int, int]] = []
+    real = s.store.read
+
+    def spy(row: object, lo: int, hi: int) -> list[object]:
+        read.append((lo, hi))
+        return real(row, lo, hi)  # type: ignore[arg-type]
+
+    s.store.read = spy  # type: ignore[method-assign]
+    try:
+        asyncio.run(s.prompt("q4", provider=provider))
+        read.clear()
+        usage = s.usage
+    finally:
+        del s.store.read
+    assert (usage.input_tokens, usage.output_tokens, usage.replies) == (100, 10, 4)
+    assert read and all(hi - lo == 2 for lo, hi in read)  # only the new request and reply
+    s.trim(2)  # the view moves: only the last reply is in view
+    assert (s.usage.input_tokens, s.usage.replies) == (40, 1)
+    fork = s.fork()
+    asyncio.run(fork.prompt("q5", provider=provider))
+    assert fork.usage.input_tokens == 90 and s.usage.input_tokens == 40
