@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,24 @@ def test_chat_ends_on_eof_and_commands_before_anything_is_stored(
     assert result.exit_code == 0, result.output
     assert result.stdout.count("nothing is stored yet") == 3
     assert api.sessions.list() == []
+
+
+def test_a_failing_model_does_not_end_the_chat(
+    run: Run, api: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from plait.errors import ProviderError
+    from plait.providers import Request, StreamEvent
+
+    class Down:
+        name, model = "down", "down-1"
+
+        async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
+            raise ProviderError("down", "503 service unavailable")
+            yield  # an async generator
+
+    monkeypatch.setattr(session_module, "select_provider", lambda spec: Down())
+    result = run("chat", input="hello?\n/history\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "error: down: 503 service unavailable" in result.stdout
+    assert "/retry picks the request up" in result.stdout
+    assert "user: hello?" in result.stdout  # the request was kept; /history still ran

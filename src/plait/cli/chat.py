@@ -297,11 +297,17 @@ class _Chat:
         self.out.print(Text(f"session {session.id} {label}", style="dim"), soft_wrap=True)
 
     def prompt(self, text: str) -> None:
+        """Run one turn; a failure (the model, the sandbox) is printed and the chat goes on."""
         self.out.print(Text("assistant:", style="bold cyan"))
-        _run_turn(
-            self.out,
-            lambda: self.session.stream(text, provider=self.model, on_approval=self.approve)
-        )
+        try:
+            _run_turn(
+                self.out,
+                lambda: self.session.stream(text, provider=self.model, on_approval=self.approve),
+            )
+        except (PlaitError, OSError) as exc:
+            self.out.print(Text(f"error: {exc}", style="red"), soft_wrap=True)
+            if self.session.stored and self.session.resumable() is not None:
+                self.out.print(Text("/retry picks the request up", style="dim"))
 
     def command(self, line: str) -> bool:
         """Do one slash command; False means leave."""
