@@ -5,6 +5,10 @@ ids owned by the principal that attached them, and tool-call approvals routed to
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -516,3 +520,179 @@ def test_the_document_describes_the_approval_routes(api: TestClient) -> None:
         "$ref": "#/components/schemas/ApprovalIn"
     }
     assert "get" in doc["paths"]["/sessions/{session_id}/approvals"]
+
+
+# -- 4. an answer reaches the run through any server on the store (D109) -------------------
+
+
+def _twin_store(request: pytest.FixtureRequest, store: Store, tmp_path: Path) -> Store:
+    """A second store on the same database (another server's own client)."""
+    if isinstance(store, SQLiteStore):
+        return SQLiteStore(tmp_path / "plait.db")
+    return make_store("postgres", tmp_path, request.getfixturevalue("pg_store_schema"))
+
+
+@pytest.fixture
+def twins(
+    request: pytest.FixtureRequest, store: Store, tmp_path: Path
+) -> Iterator[tuple[TestClient, TestClient, App]]:
+    """Two servers on one store: A runs the runs, B (returned third) is the other process."""
+    a = _app(store, tmp_path, approval_timeout=30)
+    b = _app(_twin_store(request, store, tmp_path), tmp_path, approval_timeout=30)
+    a.script = b.script = ("echo", {"text": "hi"})
+    with (
+        TestClient(a.app, headers=AUTH, raise_server_exceptions=False) as api_a,
+        TestClient(b.app, headers=AUTH, raise_server_exceptions=False) as api_b,
+    ):
+        yield api_a, api_b, b
+    a.close()
+    b.close()
+
+
+def _started(api_a: TestClient, api_b: TestClient) -> tuple[str, str]:
+    """A session whose controller is ``tui``, and the run A started, waiting (seen on B)."""
+    sid = api_a.post("/sessions", json={}).json()["id"]
+    api_a.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
+    run_id = run(api_a, sid, client_id="tui")
+    [req] = pending(api_b, sid)  # B lists what A's run waits for: it reads the transcript
+    assert req["call_id"] == "call-1" and req["run_id"] == run_id and req["tool"] == "echo"
+    assert req["arguments"] == {"text": "hi"} and req["controller_id"] == "tui"
+    return sid, run_id
+
+
+def test_an_answer_sent_to_another_server_reaches_the_run(
+    twins: tuple[TestClient, TestClient, App],
+) -> None:
+    api_a, api_b, _ = twins
+    sid, run_id = _started(api_a, api_b)
+    answer = f"/sessions/{sid}/approvals/call-1"
+    # B checks as A does: the controller only, spoken for by its principal.
+    api_a.post(f"/sessions/{sid}/clients", json={"client_id": "portal"})
+    r = api_b.post(answer, json={"client_id": "portal", "approve": True})
+    assert r.status_code == 403 and code(r) == "not_controller"
+    r = api_b.post(f"/sessions/{sid}/approvals/nope", json={"client_id": "tui", "approve": True})
+    assert r.status_code == 404 and code(r) == "approval_not_found"
+    r = api_b.post(answer, json={"client_id": "tui", "approve": True})
+    assert r.status_code == 200, r.text
+    assert r.json()["run_id"] == run_id and r.json()["approve"] is True
+    wait_idle(api_a, sid)
+    [result] = tool_results(api_a, sid)
+    assert result["ok"] is True and result["text"] == "echo: hi"
+    [decision] = events(api_a, sid, "live_session_permission_decision")
+    assert decision["data"]["reason"] == "controller" and decision["data"]["client_id"] == "tui"
+    assert decision["data"]["approve"] is True and decision["data"]["run_id"] == run_id
+    for api in (api_a, api_b):
+        assert api.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
+    r = api_b.post(answer, json={"client_id": "tui", "approve": False})
+    assert r.status_code == 404 and code(r) == "approval_not_found"
+    # A denial through B: the model reads it.
+    run(api_a, sid, client_id="tui")
+    pending(api_b, sid)
+    assert api_b.post(answer, json={"client_id": "tui", "approve": False}).status_code == 200
+    wait_idle(api_a, sid)
+    denied = tool_results(api_a, sid)[-1]
+    assert denied["ok"] is False and "denied" in denied["text"]
+    decisions = events(api_a, sid, "live_session_permission_decision")
+    assert [d["data"]["approve"] for d in decisions] == [True, False]
+
+
+def test_two_answers_on_two_servers_record_one(
+    twins: tuple[TestClient, TestClient, App], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api_a, api_b, b = twins
+    sid, _ = _started(api_a, api_b)
+    answer = f"/sessions/{sid}/approvals/call-1"
+    # B read the call as waiting just before A's answer was recorded: its append finds
+    # the decision on the head it checks, and is refused.
+    from plait.server.routes import approvals as route
+
+    state_b = b.app.state.plait
+    seen = route.waiting_calls(state_b, state_b.session(sid))
+    assert "call-1" in seen
+    r = api_a.post(answer, json={"client_id": "tui", "approve": True})
+    assert r.status_code == 200, r.text
+    monkeypatch.setattr(route, "waiting_calls", lambda state, session: dict(seen))
+    r = api_b.post(answer, json={"client_id": "tui", "approve": False})
+    assert r.status_code == 409 and code(r) == "nothing_to_do"
+    monkeypatch.undo()
+    wait_idle(api_a, sid)
+    [decision] = events(api_a, sid, "live_session_permission_decision")
+    assert decision["data"]["approve"] is True
+    assert tool_results(api_a, sid)[-1]["ok"] is True
+    # Both at once: one is recorded, the other refused (409 if it saw the call waiting,
+    # 404 if it came after), and the run goes on with the recorded one.
+    run(api_a, sid, client_id="tui")
+    pending(api_b, sid)
+    barrier = threading.Barrier(2)
+    codes: dict[str, int] = {}
+
+    def send(name: str, api: TestClient, approve: bool) -> None:
+        barrier.wait(timeout=10)
+        codes[name] = api.post(answer, json={"client_id": "tui", "approve": approve}).status_code
+
+    threads = [
+        threading.Thread(target=send, args=("a", api_a, True)),
+        threading.Thread(target=send, args=("b", api_b, False)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert sorted(codes.values())[0] == 200 and sorted(codes.values())[1] in (404, 409), codes
+    wait_idle(api_a, sid)
+    decisions = events(api_a, sid, "live_session_permission_decision")
+    assert len(decisions) == 2
+    winner = decisions[-1]["data"]["approve"]
+    assert winner is (codes["a"] == 200)
+    assert tool_results(api_a, sid)[-1]["ok"] is winner
+
+
+def test_an_answer_sent_to_a_server_in_another_process_reaches_the_run(tmp_path: Path) -> None:
+    """The real case: B is ``plait serve`` in its own process (its own writer lock)."""
+    a = _app(SQLiteStore(tmp_path / "plait.db"), tmp_path, approval_timeout=30)
+    a.script = ("echo", {"text": "hi"})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "plait.cli", "--store", str(tmp_path / "plait.db")),
+            *("--workspace", str(tmp_path / "ws"), "serve", "--port", str(port)),
+            *("--api-key", f"tester:{KEY}", "--log-level", "warning"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        for _ in range(300):
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                    break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+                time.sleep(0.05)
+        with (
+            TestClient(a.app, headers=AUTH) as api_a,
+            httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH, timeout=30) as api_b,
+        ):
+            sid = api_a.post("/sessions", json={}).json()["id"]
+            api_a.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
+            run_id = run(api_a, sid, client_id="tui")
+            [req] = pending(api_b, sid)  # type: ignore[arg-type]
+            assert req["run_id"] == run_id
+            r = api_b.post(
+                f"/sessions/{sid}/approvals/call-1", json={"client_id": "tui", "approve": True}
+            )
+            assert r.status_code == 200, r.text
+            wait_idle(api_a, sid)
+            [result] = tool_results(api_a, sid)
+            assert result["ok"] is True and result["text"] == "echo: hi"
+            [decision] = events(api_a, sid, "live_session_permission_decision")
+            assert decision["data"]["reason"] == "controller"
+            # A wrote after the answer: it holds the writer lock again, and goes on writing.
+            api_a.post(f"/sessions/{sid}/clients/tui/release", json={})
+            assert api_a.get(f"/sessions/{sid}/clients").json()["controller_id"] is None
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        a.close()

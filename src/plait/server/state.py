@@ -85,7 +85,9 @@ class PendingApproval:
     requested_at: datetime
     timeout: float
     future: asyncio.Future[tuple[bool, str, str | None]]
-    """Resolved with ``(approve, reason, client_id)``."""
+    """Resolved with ``(approve, reason, client_id)`` once the decision is recorded."""
+    route_seq: int = -1
+    """The transcript position of the route event (a decision counts only after it)."""
 
     def to_json(self) -> dict[str, JSONValue]:
         """The request as the ``approval_requested`` event and ``GET .../approvals`` show it."""

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Request
 
 from plait.errors import NotControllerError, NothingToDoError
 from plait.server import schemas as s
-from plait.server.approvals import resolve
+from plait.server.approvals import WaitingCall, record_decision, waiting_calls
 from plait.server.errors import ApprovalNotFoundError
 from plait.server.state import Caller, Writer, server_state
 
@@ -19,13 +19,19 @@ router = APIRouter(tags=["approvals"])
     "/sessions/{session_id}/approvals", response_model=s.ApprovalsOut, summary="Pending approvals"
 )
 async def list_approvals(request: Request, session_id: str, who: Caller) -> s.ApprovalsOut:
-    """The tool calls of this server's runs on the session that wait for the controller."""
+    """The tool calls of the session's runs that wait for the controller.
+
+    Read from the transcript, so every server process on the store lists them (D109).
+    """
     state = server_state(request)
-    state.session(session_id)
-    pending = [p for (sid, _), p in state.approvals.items() if sid == session_id]
+    session = state.session(session_id)
+    pending = waiting_calls(state, session)
+    for (sid, call_id), p in state.approvals.items():  # this process's own, in case
+        if sid == session_id and call_id not in pending and not p.future.done():
+            pending[call_id] = WaitingCall.of(p)
     return s.ApprovalsOut(
         session_id=session_id,
-        approvals=[s.PendingApprovalOut(**p.to_json()) for p in pending],
+        approvals=[s.PendingApprovalOut(**p.to_json()) for p in pending.values()],
     )
 
 
@@ -42,7 +48,10 @@ async def list_approvals(request: Request, session_id: str, who: Caller) -> s.Ap
             "description": "No such session (`session_not_found`), or no tool call waiting "
             "under that id (`approval_not_found`: never asked, answered, or timed out)."
         },
-        409: {"description": "Answered a moment ago by another request (`nothing_to_do`)."},
+        409: {
+            "description": "Answered a moment ago by another request (`nothing_to_do`), or "
+            "another process kept the session's writer lock (`session_locked`)."
+        },
     },
 )
 async def answer_approval(
@@ -54,24 +63,39 @@ async def answer_approval(
     for by the principal that attached it: an observer or no client is 403
     ``not_controller``, another principal's client 403 ``client_not_owned``.
     No such call waiting (never asked, answered, or timed out) is 404
-    ``approval_not_found``.
+    ``approval_not_found``. Any server process on the store may answer: the
+    decision is appended to the transcript, where the run's process finds it
+    (D109); of two answers one is recorded, the other is 409 ``nothing_to_do``.
     """
     state = server_state(request)
     session = state.session(session_id)
-    pending = state.approvals.get((session_id, call_id))
-    if pending is None:
+    local = state.approvals.get((session_id, call_id))
+    call = waiting_calls(state, session).get(call_id)
+    if call is None and local is not None and not local.future.done():
+        call = WaitingCall.of(local)
+    if call is None:
         raise ApprovalNotFoundError(session_id, call_id)
     state.check_owner(session, body.client_id, who)
     controller = state.live.controller_id(session)
     if controller != body.client_id:
         raise NotControllerError(session_id, body.client_id, controller)
-    if not resolve(pending, body.approve, body.client_id):
+    held = session._writer
+    try:
+        _, mine = await record_decision(
+            state, session, call, body.approve, "controller", body.client_id
+        )
+    finally:
+        if local is None and not held:  # the run is elsewhere: let its process write again
+            session.release()
+    if not mine:
         raise NothingToDoError(f"tool call {call_id!r} was answered already")
+    if local is not None and not local.future.done():
+        local.future.set_result((body.approve, "controller", body.client_id))
     return s.ApprovalOut(
         session_id=session_id,
         call_id=call_id,
-        run_id=pending.run_id,
-        tool=pending.tool,
+        run_id=call.run_id,
+        tool=call.tool,
         approve=body.approve,
         client_id=body.client_id,
     )
