@@ -131,3 +131,30 @@ def test_clients_of_one_process_share_the_lock(tmp_path: Path) -> None:
     assert _probe(tmp_path, path) == "True"
     two.close()
     assert _probe(tmp_path, path) == "False"
+
+
+def test_release_idle_lets_go_of_every_lock_but_a_running_session(tmp_path: Path) -> None:
+    import asyncio
+    import gc
+
+    from plait.providers import ScriptedProvider
+
+    path = tmp_path / "idle.db"
+    with Client(tmp_path, store=path) as client:
+        client.open("shared").inject({"role": "user", "content": "x"})
+        gc.collect()  # the handle that took the lock is gone; the lock is still held
+        assert _probe(tmp_path, path) == "True"
+        assert client.release_idle() == 1
+        assert _probe(tmp_path, path) == "False"
+        assert client.release_idle() == 0
+        s = client.sessions.get("shared")
+
+        async def during_a_run() -> None:
+            run = s.stream("hi", provider=ScriptedProvider(["hello"]))
+            await asyncio.sleep(0)  # the run has written its request
+            assert client.release_idle() == 0  # a running session keeps its lock
+            await run
+            assert client.release_idle() == 1
+
+        asyncio.run(during_a_run())
+        assert _probe(tmp_path, path) == "False"

@@ -276,6 +276,7 @@ class SessionHost:
         self._runs: dict[str, Run] = {}
         self._subscribers: dict[str, list[EventHook]] = {}
         self._hidden_system: dict[tuple[str, int], str | None] = {}
+        self._locked: set[str] = set()  # ids whose writer lock a handle of this host took
         self._usage: OrderedDict[tuple[int, int], tuple[int, SessionUsage]] = OrderedDict()
         self.exclusive_runs: bool = False
         """True: one run at a time on this host (a :class:`plait.Client`, seed 001)."""
@@ -334,6 +335,26 @@ class SessionHost:
             SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
         """
         return self._handle(self._lookup(session_id))
+
+    def release_idle(self) -> int:
+        """Give up the writer locks of this host's sessions that have no run in progress.
+
+        A server calls it after each write it serves, so a session is locked by a
+        process only while that process runs it (D94).
+
+        Returns:
+            How many locks were given up.
+        """
+        with self._handles_lock:
+            ids = [i for i in self._locked if i not in self._runs]
+            handles = [self._handles.get(i) for i in ids]
+        for session_id, handle in zip(ids, handles, strict=True):
+            if handle is not None:
+                handle.release()
+            else:  # the handle that took it is gone; the lock is still this host's
+                self._locked.discard(session_id)
+                self.store.unlock(session_id)
+        return len(ids)
 
     def _make_current(self, handle: Session) -> Session:
         self._current = handle
@@ -535,6 +556,7 @@ class Session:
             if not self._host.store.lock(self._id):
                 raise SessionLockedError(self._id)
             self._writer = True
+            self._host._locked.add(self._id)
 
     def release(self) -> None:
         """Give up this process's writer lock, so another process may write the session.
@@ -544,6 +566,7 @@ class Session:
         """
         if self._writer:
             self._writer = False
+            self._host._locked.discard(self._id)
             self._host.store.unlock(self._id)
 
     def refresh(self) -> Session:

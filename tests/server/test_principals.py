@@ -4,6 +4,7 @@ ids owned by the principal that attached them, and tool-call approvals routed to
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -647,10 +648,9 @@ def test_two_answers_on_two_servers_record_one(
     assert tool_results(api_a, sid)[-1]["ok"] is winner
 
 
-def test_an_answer_sent_to_a_server_in_another_process_reaches_the_run(tmp_path: Path) -> None:
-    """The real case: B is ``plait serve`` in its own process (its own writer lock)."""
-    a = _app(SQLiteStore(tmp_path / "plait.db"), tmp_path, approval_timeout=30)
-    a.script = ("echo", {"text": "hi"})
+@contextlib.contextmanager
+def _serve_elsewhere(tmp_path: Path) -> Iterator[httpx.Client]:
+    """``plait serve`` on the test's SQLite file, in its own process (its own writer locks)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -671,10 +671,19 @@ def test_an_answer_sent_to_a_server_in_another_process_reaches_the_run(tmp_path:
             except OSError:
                 assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
                 time.sleep(0.05)
-        with (
-            TestClient(a.app, headers=AUTH) as api_a,
-            httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH, timeout=30) as api_b,
-        ):
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=AUTH, timeout=30) as b:
+            yield b
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_an_answer_sent_to_a_server_in_another_process_reaches_the_run(tmp_path: Path) -> None:
+    """The real case: B is ``plait serve`` in its own process (its own writer lock)."""
+    a = _app(SQLiteStore(tmp_path / "plait.db"), tmp_path, approval_timeout=30)
+    a.script = ("echo", {"text": "hi"})
+    try:
+        with _serve_elsewhere(tmp_path) as api_b, TestClient(a.app, headers=AUTH) as api_a:
             sid = api_a.post("/sessions", json={}).json()["id"]
             api_a.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
             run_id = run(api_a, sid, client_id="tui")
@@ -693,6 +702,33 @@ def test_an_answer_sent_to_a_server_in_another_process_reaches_the_run(tmp_path:
             api_a.post(f"/sessions/{sid}/clients/tui/release", json={})
             assert api_a.get(f"/sessions/{sid}/clients").json()["controller_id"] is None
     finally:
-        proc.terminate()
-        proc.wait(20)
+        a.close()
+
+
+def test_servers_in_two_processes_take_turns_writing_one_session(tmp_path: Path) -> None:
+    """D94: a server holds a session's writer lock only while it runs it, not after a write."""
+    a = _app(SQLiteStore(tmp_path / "plait.db"), tmp_path, approval_timeout=30)
+    try:
+        with _serve_elsewhere(tmp_path) as api_b, TestClient(a.app, headers=AUTH) as api_a:
+            sid = api_a.post("/sessions", json={}).json()["id"]
+            clients_url = f"/sessions/{sid}/clients"
+            ok = api_a.post(clients_url, json={"client_id": "tui", "mode": "controller"})
+            assert ok.status_code == 200, ok.text
+            r = api_b.post(clients_url, json={"client_id": "web", "mode": "observer"})
+            assert r.status_code == 200, r.text  # A let go after its write
+            r = api_a.post(f"/sessions/{sid}/clients/tui/heartbeat", json={})
+            assert r.status_code == 200, r.text  # and so did B
+            clients = api_b.get(f"/sessions/{sid}/clients").json()
+            assert clients["controller_id"] == "tui"
+            assert sorted(c["client_id"] for c in clients["clients"]) == ["tui", "web"]
+            # A run holds the lock while it runs; once it ended, B writes again.
+            run(api_a, sid, client_id="tui")
+            pending(api_a, sid)  # its tool call waits for the controller
+            answer = {"client_id": "tui", "approve": True}
+            assert api_a.post(f"/sessions/{sid}/approvals/call-1", json=answer).status_code == 200
+            wait_idle(api_a, sid)
+            assert tool_results(api_a, sid)[-1]["ok"] is True
+            r = api_b.post(f"/sessions/{sid}/clients/web/heartbeat", json={})
+            assert r.status_code == 200, r.text
+    finally:
         a.close()

@@ -18,14 +18,14 @@ import asyncio
 import importlib.metadata
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from plait.auth import DurableSessions
@@ -279,6 +279,18 @@ def create_app(
         responses={},
     )
     app.state.plait = state
+
+    @app.middleware("http")
+    async def let_go(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        # A write leaves no lock behind: only a run in progress holds its session (D94).
+        try:
+            return await call_next(request)
+        finally:
+            if request.method not in ("GET", "HEAD", "OPTIONS"):
+                state.client.release_idle()
+
     _install_errors(app)
     for module in (sessions, runs, approvals, events, live, auth):
         app.include_router(module.router)

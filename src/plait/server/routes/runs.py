@@ -62,6 +62,7 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
         entry = state.runs.get(session_id)
         if entry is not None and entry.run_id == entry_id:
             del state.runs[session_id]
+        state.client.release_idle()  # the run is over: its session's lock goes (D94)
     state.hub.poke(session_id)  # every record is out before run_end
     state.hub.publish(session_id, "run_end", data)
 
