@@ -39,3 +39,21 @@ def test_a_host_hands_out_one_handle_per_id(client: Client) -> None:
     assert host.get(s.id) is s
     with pytest.raises(SessionNotFoundError):
         host.get("0190c0de-0000-7000-8000-000000000000")
+
+
+def test_log_event_compare_and_set_and_the_lock_verbs(client: Client) -> None:
+    from plait.errors import StaleSessionError
+
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    s.refresh()
+    head = s.version
+    first = s.log_event("decided", {"n": 1}, expect_version=head)
+    assert first.name == "decided"
+    with pytest.raises(StaleSessionError):
+        s.log_event("decided", {"n": 2}, expect_version=head)  # the head moved
+    assert [r.name for r in s.records if r.kind == "event"] == ["decided"]  # type: ignore[attr-defined]
+    assert s.holds_lock  # the write took it
+    s.release()
+    assert not s.holds_lock
+    s.acquire()
+    assert s.holds_lock and not s.locked

@@ -265,7 +265,7 @@ class LiveClients:
             raise SessionClosedError(session.id)
         # Take the writer lock now (the event's write would take it a moment later): so no
         # other process can take it between the live change and its event.
-        session._ensure_writer()
+        session.acquire()
 
     def _forget(self, session_id: str) -> None:
         with self._mutex:

@@ -558,6 +558,19 @@ class Session:
             self._writer = True
             self._host._locked.add(self._id)
 
+    def acquire(self) -> None:
+        """Take the session's writer lock for this process now (a write takes it on demand).
+
+        Raises:
+            SessionLockedError: another process holds it.
+        """
+        self._ensure_writer()
+
+    @property
+    def holds_lock(self) -> bool:
+        """Whether this handle holds the session's writer lock (see :attr:`locked`)."""
+        return self._writer
+
     def release(self) -> None:
         """Give up this process's writer lock, so another process may write the session.
 
@@ -828,16 +841,29 @@ class Session:
         _, records = self._mutate(self._build_messages(batch), expect_version=expect_version)
         return list(records)
 
-    def log_event(self, name: str, data: Mapping[str, JSONValue] | None = None) -> EventRecord:
+    def log_event(
+        self,
+        name: str,
+        data: Mapping[str, JSONValue] | None = None,
+        *,
+        expect_version: int | None = None,
+    ) -> EventRecord:
         """Append an event: something that happened that the model never sees.
+
+        Args:
+            name: what happened.
+            data: a JSON object about it.
+            expect_version: write only if the head is still this version (read
+                :attr:`version` after :meth:`refresh`): a compare-and-set.
 
         Raises:
             InvalidArgumentError: a blank name or data that is not a JSON object.
+            StaleSessionError: ``expect_version`` is not the head.
         """
         if not isinstance(name, str) or not name.strip():
             raise InvalidArgumentError("an event needs a non-blank name")
         payload = _json_object(data or {}, "event data")
-        record = self._event(name, payload)
+        record = self._event(name, payload, expect_version=expect_version)
         assert isinstance(record, EventRecord)
         return record
 
@@ -848,6 +874,7 @@ class Session:
         change: Callable[[SessionRow], SessionRow] | None = None,
         *,
         allow_closed: bool = False,
+        expect_version: int | None = None,
     ) -> Record:
         def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow | None, None]:
             event = EventRecord(seq=row.layout.end_seq, name=name, data=dict(data))
@@ -855,7 +882,7 @@ class Session:
                 return [event], None, None
             return [event], self._append(change(row), [event]), None
 
-        return self._mutate(build, allow_closed=allow_closed)[1][0]
+        return self._mutate(build, allow_closed=allow_closed, expect_version=expect_version)[1][0]
 
     def rename(self, title: str) -> str:
         """Set the title; returns it as stored (trimmed).

@@ -201,11 +201,8 @@ def _append_decision(
         if existing is not None:
             return existing, False
 
-        def build(row: SessionRow) -> tuple[Sequence[Record], None, None]:
-            return [EventRecord(seq=row.layout.end_seq, name=DECISION_EVENT, data=data)], None, None
-
         try:
-            session._mutate(build, expect_version=version)
+            session.log_event(DECISION_EVENT, data, expect_version=version)
         except StaleSessionError:  # someone wrote between the check and the append: check again
             continue
         return data, True
@@ -266,7 +263,7 @@ async def _take_back(session: Session) -> None:
     deadline = loop.time() + LOCK_WAIT_SECONDS
     while True:
         try:
-            session._ensure_writer()
+            session.acquire()
             return
         except SessionLockedError:
             if loop.time() >= deadline:

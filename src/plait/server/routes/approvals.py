@@ -79,7 +79,7 @@ async def answer_approval(
     controller = state.live.controller_id(session)
     if controller != body.client_id:
         raise NotControllerError(session_id, body.client_id, controller)
-    held = session._writer
+    held = session.holds_lock
     try:
         _, mine = await record_decision(
             state, session, call, body.approve, "controller", body.client_id
