@@ -357,7 +357,7 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
         waiting = WaitingCall.of(pending)
         state.approvals[key] = pending
         state.hub.poke(session.id)  # the route's record goes out before the request
-        state.hub.publish(session.id, "approval_requested", pending.to_json())
+        state.hub.publish(session.id, "approval_requested", waiting.to_json())
         session.release()  # another server process may now append the answer (D109)
         try:
             answer = await wait(pending, waiting)

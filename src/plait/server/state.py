@@ -89,19 +89,6 @@ class PendingApproval:
     route_seq: int = -1
     """The transcript position of the route event (a decision counts only after it)."""
 
-    def to_json(self) -> dict[str, JSONValue]:
-        """The request as the ``approval_requested`` event and ``GET .../approvals`` show it."""
-        return {
-            "call_id": self.call_id,
-            "run_id": self.run_id,
-            "tool": self.tool,
-            "arguments": dict(self.arguments),
-            "controller_id": self.controller_id,
-            "request_id": self.request_id,
-            "requested_at": self.requested_at.isoformat(),
-            "timeout": self.timeout,
-        }
-
 
 @dataclass(eq=False)
 class ServerState:
