@@ -1,7 +1,7 @@
 """Counting a session's new records once, and its context report from stored tallies.
 
-The session layer calls these; they live beside the stores because they speak only the
-:class:`~plait.store.base.Store` protocol and the pure :mod:`plait.context`.
+They speak only the :class:`~plait.store.base.Store` protocol and the pure
+:mod:`plait.context`; the session's context part calls them.
 
 * :func:`count_pending` counts the records no tally covers yet (the tail the append fast
   path left uncounted), in one tokenizer batch, and, for the session's writer, stores their
