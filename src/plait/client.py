@@ -75,7 +75,7 @@ class SessionStats:
     Tokens come from the assistant records' ``meta["usage"]``:
     ``{"input_tokens", "output_tokens", "cached_tokens"}``, where
     ``cached_tokens`` is the part of ``input_tokens`` the provider served from
-    its cache (see docs/decisions.md). Everything counts what is in the
+    its cache (decision D29). Everything counts what is in the
     session's view, inherited records included.
     """
 
