@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
+
+from plait.context import Tally
 
 from plait.errors import (
     SessionClosedError,
@@ -29,12 +31,72 @@ if TYPE_CHECKING:
     from plait.session.host import SessionHost
     from plait.session.session import Session
 
-__all__ = ["Build", "Head"]
+__all__ = ["Build", "Head", "Memo", "appended"]
 
 _RETRIES: Final = 64  # each lost race means another writer progressed: lock-free, not a spin
 
 Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow | None, ScratchpadEntry | None]]
 """Given the head, return (records to append, the new row or None if only appending, pad)."""
+
+
+@dataclass(slots=True)
+class Memo:
+    """What a writer's head knows of its transcript without asking the store again.
+
+    Valid for one epoch of the row: the same ``pk`` and ``row_version`` (a change of
+    the row itself, such as a trim, a reset or a rewind, starts a new epoch; an
+    append does not). Records are immutable, so a position read or written in the
+    epoch stays what it was.
+    """
+
+    pk: int
+    """The row's store key."""
+    row_version: int
+    """The row version the memo belongs to."""
+    counted_end: int = 0
+    """Positions before this are counted, and their counts stored."""
+    tally: Tally | None = None
+    """The tally at ``counted_end - 1`` (None when nothing is counted)."""
+    tallies: dict[int, Tally] = field(default_factory=dict)
+    """Tallies this head counted, by position (within the window)."""
+    window_lo: int = 0
+    """``window`` holds the records at positions ``[window_lo, window_lo + len(window))``."""
+    window: list[Record] = field(default_factory=list)
+    """A contiguous run of records up to the head, as read or appended by this head."""
+    extra: dict[int, Record] = field(default_factory=dict)
+    """A few records read by position outside the window (system prompt, summary)."""
+
+    def valid_for(self, row: SessionRow) -> bool:
+        """Whether the memo describes ``row``'s epoch."""
+        return self.pk == row.pk and self.row_version == row.row_version
+
+    @property
+    def window_end(self) -> int:
+        """One past the window's last position."""
+        return self.window_lo + len(self.window)
+
+    def record(self, seq: int) -> Record | None:
+        """The record at ``seq`` if the memo holds it."""
+        if self.window_lo <= seq < self.window_end:
+            return self.window[seq - self.window_lo]
+        return self.extra.get(seq)
+
+    def records(self, lo: int, hi: int) -> list[Record] | None:
+        """The records at ``[lo, hi)`` if the window holds them all, else None."""
+        if self.window_lo <= lo and hi <= self.window_end:
+            return self.window[lo - self.window_lo : hi - self.window_lo]
+        return None
+
+    def extend(self, records: Sequence[Record]) -> None:
+        """Records appended at the head: kept when they continue the window."""
+        if records and records[0].seq == self.window_end:
+            self.window.extend(records)
+
+    def seed(self, lo: int, records: Sequence[Record]) -> None:
+        """Records read at ``[lo, ...)`` up to the head become the window."""
+        self.window_lo, self.window = lo, list(records)
+        # The tally just before the window is what a report subtracts: keep it too.
+        self.tallies = {p: t for p, t in self.tallies.items() if p >= lo - 1}
 
 
 class Head:
@@ -46,7 +108,7 @@ class Head:
         row: the stored row, or None for a session not stored yet.
     """
 
-    __slots__ = ("_owner", "host", "id", "row", "sandbox", "writer")
+    __slots__ = ("_memo", "_owner", "host", "id", "row", "sandbox", "trusted", "writer")
 
     def __init__(
         self, owner: Session, host: SessionHost, session_id: str, row: SessionRow | None
@@ -56,7 +118,10 @@ class Head:
         self.id = session_id
         self.row = row
         self.writer = False
+        self.trusted = False
+        """True while ``row`` is what is stored: read or written under the writer lock since."""
         self.sandbox: Sandbox | None = None
+        self._memo: Memo | None = None
 
     def owner(self) -> Session | None:
         """The handle this head belongs to (None once it is gone)."""
@@ -66,6 +131,7 @@ class Head:
         """Take ``row`` if it is newer than the one held (another reader saw it first)."""
         if self.row is None or self.row.version < row.version:
             self.row = row
+            self.trusted = self.writer
 
     @property
     def store(self) -> Store:
@@ -83,8 +149,10 @@ class Head:
         if self.row is not None:
             row = self.store.get(self.id)
             if row is None:
+                self.trusted = False
                 raise SessionNotFoundError(self.id, "deleted")
             self.row = row
+            self.trusted = self.writer
 
     def require(self) -> SessionRow:
         """The row this head holds; SessionNotFoundError for a session never stored."""
@@ -93,9 +161,26 @@ class Head:
         return self.row
 
     def fresh(self) -> SessionRow:
-        """The stored row, read now (one point lookup)."""
+        """The stored row: read now (one point lookup), or the one held during a run.
+
+        While a run of this host drives the session and this head has held the writer
+        lock since it last read or wrote the row, no other process can have written
+        it, so the row held is what is stored and is not read again.
+        """
+        if self.trusted and self.writer and self.row is not None:
+            if self.host.runs.running(self.id):
+                return self.row
         self.refresh()
         return self.require()
+
+    def memo(self, row: SessionRow) -> Memo | None:
+        """The writer's memo for ``row``'s epoch (a new one when the epoch changed)."""
+        if not self.writer:
+            return None
+        memo = self._memo
+        if memo is None or not memo.valid_for(row):
+            memo = self._memo = Memo(row.pk, row.row_version)
+        return memo
 
     def settings(self, row: SessionRow | None = None) -> dict[str, JSONValue]:
         """The settings in ``row`` (default: read now); empty for a session not stored."""
@@ -114,12 +199,15 @@ class Head:
             if not self.store.lock(self.id):
                 raise SessionLockedError(self.id)
             self.writer = True
+            self.trusted = False  # another process may have written while it was not held
+            self._memo = None
             self.host._locked.add(self.id)
 
     def release(self) -> None:
         """Give up this process's writer lock (a no-op if this head does not hold it)."""
         if self.writer:
-            self.writer = False
+            self.writer = self.trusted = False
+            self._memo = None
             self.host._locked.discard(self.id)
             self.store.unlock(self.id)
 
@@ -158,9 +246,11 @@ class Head:
             try:
                 if updated is None and pad is None:
                     self.row = self.store.append(row, records)
+                    self._appended(records)
                 else:
                     target = updated if updated is not None else appended(row, records)
                     self.row = self.store.write(row, target, records, pad)
+                self.trusted = True
                 return self.row, records
             except StaleSessionError as exc:
                 if expect_version is not None:
@@ -200,7 +290,14 @@ class Head:
         except StaleSessionError:
             self.refresh()
             return None
+        self._appended((record,))
+        self.trusted = True
         return record
+
+    def _appended(self, records: Sequence[Record]) -> None:
+        memo = self._memo
+        if memo is not None and self.row is not None and memo.valid_for(self.row):
+            memo.extend(records)
 
     def messages(self, messages: Sequence[Mapping[str, JSONValue]]) -> Build:
         """A build that appends ``messages`` (each checked before anything is written)."""

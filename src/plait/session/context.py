@@ -74,6 +74,7 @@ def measure(
         tool_specs=tool_spec_texts(tools or ()),
         persist=persist,
         best_effort=not head.writer,
+        memo=head.memo(row),
     )
 
 
@@ -111,7 +112,8 @@ async def compact(
     head.require()
     head.ensure_writer()
     row = head.fresh()
-    count_pending(head.store, row, persist=True)  # the plan's token figures are the stored counts
+    # The plan's token figures are the stored counts.
+    count_pending(head.store, row, persist=True, memo=head.memo(row))
     found = plan_compaction(view(head, head.fresh()), parsed)
     if found is None:
         return None
@@ -163,18 +165,28 @@ def request_messages(head: Head) -> list[Message]:
     row = head.fresh()
     store = head.store
     lay = row.layout
+    memo = head.memo(row)
     tally = _head_tally(head, row)
     lo = lay.view_start
     if tally is not None and tally.summary >= lay.view_start:
-        found = store.read(row, tally.summary, tally.summary + 1)
-        if found and isinstance(found[0], SummaryRecord):
-            lo = max(lo, found[0].folds_to)
-    records = store.read(row, lo, lay.end_seq)
+        found = _at(head, row, tally.summary)
+        if isinstance(found, SummaryRecord):
+            lo = max(lo, found.folds_to)
+    held = memo.records(lo, lay.end_seq) if memo is not None else None
+    if held is not None:
+        records = held
+        if memo is not None and lo > memo.window_lo:
+            memo.seed(lo, records)  # what a compaction folded is no longer sent: let it go
+    else:
+        records = store.read(row, lo, lay.end_seq)
+        if memo is not None:
+            memo.seed(lo, records)
     hidden: str | None = None
     if not any(r.kind == "system" for r in records):
         if tally is not None:
             if tally.system >= 0:
-                hidden = system_prompt(store.read(row, tally.system, tally.system + 1))
+                found = _at(head, row, tally.system)
+                hidden = system_prompt([found] if found is not None else [])
         elif lay.view_start > 0:
             key = (row.id, lay.view_start)
             cache = head.host.runs.hidden_system
@@ -187,11 +199,29 @@ def request_messages(head: Head) -> list[Message]:
 def _head_tally(head: Head, row: SessionRow) -> Tally | None:
     """The running tally at the head, when it can be had for a few rows, else None."""
     store = head.store
+    memo = head.memo(row)
     try:
-        if row.layout.end_seq - store.counted_end(row) > _COUNT_ON_READ:
+        counted_end = memo.counted_end if memo is not None and memo.tally is not None else None
+        if counted_end is None:
+            counted_end = store.counted_end(row)
+        if row.layout.end_seq - counted_end > _COUNT_ON_READ:
             return None  # a long uncounted tail (an import): reading the view is cheaper
-        counted = count_pending(store, row, persist=head.writer, best_effort=True)
+        counted = count_pending(store, row, persist=head.writer, best_effort=True, memo=memo)
     except StoreError:
         return None
     tally = counted.head
     return None if tally.summary == SUMMARY_UNKNOWN else tally
+
+
+def _at(head: Head, row: SessionRow, seq: int) -> Record | None:
+    """The record at ``seq`` (from the writer's memo when it holds it), or None."""
+    memo = head.memo(row)
+    held = memo.record(seq) if memo is not None else None
+    if held is not None:
+        return held
+    found = head.store.read(row, seq, seq + 1)
+    if not found:
+        return None
+    if memo is not None:
+        memo.extra[seq] = found[0]
+    return found[0]
