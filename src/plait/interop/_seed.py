@@ -51,13 +51,13 @@ from typing import TYPE_CHECKING, Any, Final
 from plait._ids import is_session_id
 from plait._time import from_micros, now_micros
 from plait.errors import (
-    ImportFormatError,
     InvalidArgumentError,
     InvalidMessageError,
     SessionExistsError,
     UnknownOptionError,
 )
 from plait.interop._detect import FORMATS, PARSERS, detect
+from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, ProgressCallback, Source
 from plait.records import JSONValue, dumps, record_from_message
 
@@ -199,15 +199,6 @@ def _options(given: dict[str, Any], options: Mapping[str, Any] | None) -> _Optio
             raise InvalidArgumentError(f"source_provenance: {exc}") from exc
         values["source_provenance"] = dict(prov)
     return _Options(**values)
-
-
-def _read(path: str | os.PathLike[str]) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ImportFormatError(
-            os.fspath(path), None, f"cannot read the file: {exc.strerror or exc}"
-        ) from exc
 
 
 def _pair(
@@ -438,7 +429,7 @@ def seed_from_jsonl(
     )
     if opts.rename_session is not None and client.exists(opts.rename_session):
         raise SessionExistsError(opts.rename_session)
-    data = _read(path)
+    data = read_source(path)
     src = Source(data, path=os.fspath(path), strict=opts.validate, progress=progress)
     fmt = detect(src) if opts.format == "auto" else opts.format
     parsed = PARSERS[fmt](src)
