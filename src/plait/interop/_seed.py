@@ -34,8 +34,13 @@ result must answer a call made earlier in the transcript (and only once).
 * ``provider_responses_only`` sources: the assistant replies are imported.
 
 Things a format records that the model never saw (progress lines, UI events,
-sidechains, abandoned branches, thinking) are left out in both modes: that is
-not partial, and ``source["skipped"]`` counts them.
+sidechains, abandoned branches) are left out of the messages in both modes:
+that is not partial. ``source["skipped"]`` counts them by record type, and the
+records themselves are kept verbatim in ``metadata["seeded_from_jsonl"]["unmapped"]``
+(``{line, kind, record}``, up to :data:`UNMAPPED_MAX_BYTES` of JSON; any beyond
+are counted in ``source["unmapped_not_kept"]``), so a later, better importer can
+map them. ``docs/importers.md`` lists, per agent and record type, what is kept,
+mapped or skipped.
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ if TYPE_CHECKING:
 __all__ = ["SEED_SOURCE_SCHEMA", "SeedResult", "seed_from_jsonl"]
 
 SEED_SOURCE_SCHEMA: Final = "plait.session_seed_source.v1"
+UNMAPPED_MAX_BYTES: Final = 16 << 20
+"""How much of the unmapped source records a session keeps verbatim (as JSON text)."""
 """The ``schema`` of the ``source`` dict a seeded session records."""
 
 _DEFAULTS: Final[dict[str, Any]] = {
@@ -326,6 +333,18 @@ def _renumber(items: list[tuple[int, Item]]) -> list[dict[str, JSONValue]]:
     return out
 
 
+def _unmapped(src: Source) -> tuple[list[JSONValue], int]:
+    """The unmapped records to keep on the session, and how many did not fit the limit."""
+    kept: list[JSONValue] = []
+    size = 0
+    for n, entry in enumerate(src.unmapped):
+        size += len(dumps(entry))
+        if size > UNMAPPED_MAX_BYTES:
+            return kept, len(src.unmapped) - n
+        kept.append(entry)
+    return kept, 0
+
+
 def _same(a: str, b: str) -> bool:
     return a.strip().casefold() == b.strip().casefold()
 
@@ -514,10 +533,15 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
         "details": parsed.details,
         "skipped": dict(sorted(src.skipped.items())),
         "problems": list(src.problems),
+        "unmapped": len(src.unmapped),
         "imported_at": from_micros(now_micros()).isoformat(),
     }
+    unmapped, over = _unmapped(src)
+    if over:
+        source["unmapped_not_kept"] = over
     seeded: dict[str, JSONValue] = {
         "source": source,
+        "unmapped": unmapped,
         "source_format": parsed.source_format,
         "provider": provider,
         "model": model,
