@@ -41,6 +41,8 @@ def _unsupported(src: Source, what: str) -> ImportFormatError:
 def _line_format(value: dict[str, Any]) -> str | None:
     if "plait" in value and "role" not in value:
         return "plait"
+    if _codex.looks_like_legacy(value) or "record_type" in value:
+        return "codex"
     if _codex.looks_like(value):
         return "codex"
     if _gemini.looks_like_header(value):
