@@ -41,7 +41,12 @@ SAMPLES: dict[str, list[str]] = {
     ],
     "openai": [
         "openai-chat/openhands-sdk_nonfncall-messages_deepseek-chat.json",
-        "swe-agent/swe-agent_function_calling_simple.traj.json",
+        "openai-chat/openhands-sdk_litellm-completion-log.json",
+    ],
+    "swe-agent": ["swe-agent/swe-agent_function_calling_simple.traj.json"],
+    "openhands": [
+        "openhands/openhands-v0_wrong_initial_state.json",
+        "openhands/openhands-sdk-v1_openagentsafety-qr-code_gpt-4o.json",
     ],
     "gemini-cli": ["gemini-cli/synthetic_agentsessions_jsonl-v0.40.jsonl"],
     "plait": [],  # written below from a session, so the fuzz needs no fixture for it

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from plait.errors import ImportFormatError
-from plait.interop import _claude_code, _codex, _gemini, _openai, _plait_jsonl
+from plait.interop import _claude_code, _codex, _gemini, _openai, _openhands, _plait_jsonl
 from plait.interop._source import Parsed, Source
 
 __all__ = ["FORMATS", "PARSERS", "detect"]
@@ -24,6 +24,8 @@ PARSERS: Final[dict[str, Callable[[Source], Parsed]]] = {
     "claude-code": _claude_code.parse,
     "codex": _codex.parse,
     "gemini-cli": _gemini.parse,
+    "openhands": _openhands.parse,
+    "swe-agent": _openai.parse_swe_agent,
 }
 FORMATS: Final = tuple(PARSERS)
 """The formats ``seed_from_jsonl`` reads (besides ``auto``)."""
@@ -57,14 +59,9 @@ def _line_format(value: dict[str, Any]) -> str | None:
 
 
 def _document_format(src: Source, value: object) -> str | None:
+    if _openhands.events_of(value) is not None:
+        return "openhands"
     if isinstance(value, list):
-        first = value[0] if value else None
-        if (
-            isinstance(first, dict)
-            and "source" in first
-            and ("action" in first or "observation" in first)
-        ):
-            raise _unsupported(src, "an OpenHands event stream")
         if not value or _openai.looks_like(value):
             return "openai"
         return None
@@ -72,6 +69,8 @@ def _document_format(src: Source, value: object) -> str | None:
         return None
     if _gemini.looks_like(value):
         return "gemini-cli"
+    if _openai.looks_like_swe_agent(value):
+        return "swe-agent"
     if _openai.looks_like(value):
         return "openai"
     if "trajectory" in value:

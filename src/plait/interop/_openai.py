@@ -305,6 +305,47 @@ def parse_lines(src: Source) -> Parsed:
     return out
 
 
+_SWE_AGENT_KEYS: Final = frozenset({"trajectory", "info", "environment", "replay_config"})
+
+
+def looks_like_swe_agent(value: object) -> bool:
+    """Whether a decoded document is a SWE-agent ``.traj`` (a ``history`` of chat messages)."""
+    if not isinstance(value, dict):
+        return False
+    history = as_list(value.get("history"))
+    if history is None:
+        return False
+    if _SWE_AGENT_KEYS & value.keys():
+        return True
+    return any(isinstance(m, dict) and ("agent" in m or "message_type" in m) for m in history[:5])
+
+
+def parse_swe_agent(src: Source) -> Parsed:
+    """Read a SWE-agent trajectory: its ``history`` is the chat the model saw.
+
+    The other top-level sections (``trajectory`` steps, ``info`` with the
+    submission and model stats, ``environment``, ``replay_config``) are not
+    messages; they are kept verbatim as unmapped records.
+
+    Raises:
+        ImportFormatError: not JSON, no ``history``, or a message that does not fit.
+    """
+    value, _ = src.document()
+    if not isinstance(value, dict) or not isinstance(value.get("history"), list):
+        src.fail(1, "expected a SWE-agent trajectory: an object with a 'history' array")
+    out = parse_document(src)
+    out.format = "swe-agent"
+    out.agent = "swe-agent"
+    for key, section in value.items():
+        if key != "history":
+            src.keep(None, f"{key[:40]} section", section)
+    info = as_dict(value.get("info"))
+    status = as_str(info.get("exit_status")) if info else None
+    if status:
+        out.details["exit_status"] = status
+    return out
+
+
 def parse(src: Source) -> Parsed:
     """Read an OpenAI chat transcript, as a JSON document or as JSONL.
 
