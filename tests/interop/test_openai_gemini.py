@@ -175,7 +175,10 @@ def test_gemini_jsonl_recording(mem: Client, transcripts: Path) -> None:
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[0].text == "Say hello and list files."
     assert "README.md" in messages[2].text
-    assert result.source is not None and result.source["skipped"] == {"$set line": 1}
+    assert result.source is not None and result.source["skipped"] == {
+        "$set line": 1,
+        "header line": 1,
+    }
 
 
 def test_unknown_json_is_refused(mem: Client, tmp_path: Path) -> None:

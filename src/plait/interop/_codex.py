@@ -36,7 +36,7 @@ from plait.interop._parts import arguments, origin, parts_text, tool_output_text
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
-__all__ = ["looks_like", "parse"]
+__all__ = ["ItemBuilder", "RESPONSE_ITEM_TYPES", "looks_like", "looks_like_legacy", "parse"]
 
 _LINE_TYPES: Final = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
@@ -60,6 +60,14 @@ _OUTPUTS: Final = frozenset(
         "tool_search_output",
     }
 )
+
+
+RESPONSE_ITEM_TYPES: Final = frozenset(
+    {"message", "reasoning", "compaction", *_CALLS, *_OUTPUTS}
+    | {"web_search_call", "file_search_call", "computer_call", "computer_call_output"}
+    | {"image_generation_call", "code_interpreter_call", "mcp_call", "mcp_list_tools"}
+)
+"""Item ``type`` values of the Responses API (a line of bare items is one of these)."""
 
 
 def looks_like(value: object) -> bool:
@@ -93,7 +101,9 @@ def _exit_ok(text: str) -> bool | None:
     return int(match.group(1)) == 0 if match else None
 
 
-class _Builder:
+class ItemBuilder:
+    """Turns Responses API items (what Codex and openai-agents record) into plait messages."""
+
     def __init__(self, src: Source, out: Parsed) -> None:
         self.src = src
         self.out = out
@@ -102,7 +112,7 @@ class _Builder:
         self.redacted = 0
         self.meta_seen = False
 
-    def _assistant_meta(self, line: int, time: str | None) -> dict[str, JSONValue]:
+    def _assistant_meta(self, line: int | None, time: str | None) -> dict[str, JSONValue]:
         meta: dict[str, JSONValue] = {"source": origin(line, time=time)}
         if self.thinking:
             meta["thinking"] = self.thinking
@@ -141,7 +151,7 @@ class _Builder:
                 )
             )
 
-    def item(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def item(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         src = self.src
         itype = payload.get("type")
         if itype == "message":
@@ -165,7 +175,7 @@ class _Builder:
         else:
             src.keep(line, f"{str(itype)[:40]} item", payload)
 
-    def _message(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def _message(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         src = self.src
         role = payload.get("role")
         text, images = parts_text(payload.get("content"), src, line)
@@ -187,7 +197,9 @@ class _Builder:
             msg["images"] = images
         self.out.items.append(Item(msg, line))
 
-    def _call(self, line: int, time: str | None, itype: str, payload: dict[str, Any]) -> None:
+    def _call(
+        self, line: int | None, time: str | None, itype: str, payload: dict[str, Any]
+    ) -> None:
         src = self.src
         call_id = as_str(payload.get("call_id")) or as_str(payload.get("id"))
         name = as_str(payload.get("name"))
@@ -221,7 +233,9 @@ class _Builder:
         }
         items.append(Item(msg, line))
 
-    def _output(self, line: int, time: str | None, itype: str, payload: dict[str, Any]) -> None:
+    def _output(
+        self, line: int | None, time: str | None, itype: str, payload: dict[str, Any]
+    ) -> None:
         src = self.src
         call_id = as_str(payload.get("call_id"))
         if not call_id:
@@ -252,7 +266,7 @@ class _Builder:
             msg["images"] = images
         self.out.items.append(Item(msg, line))
 
-    def prompt_event(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def prompt_event(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         """A prompt recorded only as an ``event_msg`` ``user_message``."""
         msg: dict[str, JSONValue] = {
             "role": "user",
@@ -264,7 +278,7 @@ class _Builder:
             msg["images"] = len(images)
         self.out.items.append(Item(msg, line))
 
-    def compacted(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def compacted(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         text = as_str(payload.get("message")) or ""
         history = as_list(payload.get("replacement_history"))
         if not text.strip() and history:
@@ -312,7 +326,7 @@ def parse(src: Source) -> Parsed:
             ``type`` or an object ``payload``, or an item that does not fit (strict mode).
     """
     out = Parsed("codex", "message_events", agent="codex")
-    builder = _Builder(src, out)
+    builder = ItemBuilder(src, out)
     rows = list(src.objects())
     if rows and looks_like_legacy(rows[0][1]):
         return _parse_legacy(src, out, builder, rows)
@@ -366,7 +380,7 @@ def parse(src: Source) -> Parsed:
 
 
 def _parse_legacy(
-    src: Source, out: Parsed, builder: _Builder, rows: list[tuple[int, dict[str, Any]]]
+    src: Source, out: Parsed, builder: ItemBuilder, rows: list[tuple[int, dict[str, Any]]]
 ) -> Parsed:
     line, head = rows[0]
     out.details["layout"] = "before session_meta"

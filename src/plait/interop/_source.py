@@ -307,7 +307,7 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-_ARRAY_KEYS: Final = ("messages", "history", "events")
+_ARRAY_KEYS: Final = ("messages", "history", "events", "items", "input")
 
 
 def _skip_ws(text: str, pos: int) -> int:
