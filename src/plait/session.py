@@ -674,9 +674,7 @@ class Session:
             records=tuple(records),
             metadata=row.metadata,
             live_clients=clients,
-            live_controller_id=next(
-                (c.client_id for c in clients if c.mode == "controller"), None
-            ),
+            live_controller_id=next((c.client_id for c in clients if c.mode == "controller"), None),
         )
 
     def ancestry(self) -> Ancestry:

@@ -125,7 +125,10 @@ def detect(src: Source) -> str:
     if not body:
         raise ImportFormatError(src.path, None, "the file is empty")
     unknown = ImportFormatError(
-        src.path, None, f"not a transcript format plait knows ({_SUPPORTED})"
+        src.path,
+        None,
+        f"not a transcript format plait knows ({_SUPPORTED}); if it is one of them, "
+        f"name it: format= (plait import --format) one of {', '.join(FORMATS)}",
     )
     if body[:1] == b"[":
         value, _ = src.document()

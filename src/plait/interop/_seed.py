@@ -345,6 +345,15 @@ def _unmapped(src: Source) -> tuple[list[JSONValue], int]:
     return kept, 0
 
 
+def _is_turn(message: Mapping[str, JSONValue]) -> bool:
+    """A user message that starts a turn: not context an agent injected (an attachment)."""
+    if message.get("role") != "user":
+        return False
+    meta = message.get("meta")
+    source = meta.get("source") if isinstance(meta, Mapping) else None
+    return not (isinstance(source, Mapping) and "attachment" in source)
+
+
 def _same(a: str, b: str) -> bool:
     return a.strip().casefold() == b.strip().casefold()
 
@@ -560,7 +569,7 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
     return SeedResult(
         ok=True,
         session_id=session.id,
-        turns_loaded=sum(1 for m in messages if m.get("role") == "user"),
+        turns_loaded=sum(1 for m in messages if _is_turn(m)),
         messages_loaded=len(messages),
         source_records=src.records,
         source_format=parsed.source_format,
