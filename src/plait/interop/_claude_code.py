@@ -51,7 +51,7 @@ from plait.records import JSONValue
 __all__ = ["looks_like", "parse"]
 
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
-_TREE_TYPES: Final = frozenset({"user", "assistant", "attachment"})
+_SYSTEM_PROMPT: Final = "plait_system_prompt"  # the subtype plait's exporter writes
 RECORD_TYPES: Final = frozenset(
     {
         "user",
@@ -131,7 +131,9 @@ def _select(
     src: Source, messages: list[tuple[int, dict[str, Any]]], everything: list[dict[str, Any]]
 ) -> list[tuple[int, dict[str, Any]]]:
     """The records on the active branch (see the module docstring), in file order."""
-    if not messages or any("parentUuid" not in r for _, r in messages if r["type"] != "attachment"):
+    if not messages or any(
+        "parentUuid" not in r for _, r in messages if r["type"] in _MESSAGE_TYPES
+    ):
         return messages
     by_uuid: dict[str, dict[str, Any]] = {}
     for record in everything:
@@ -264,6 +266,16 @@ class _Builder:
         """Place the attachments held back while calls were waiting for their results."""
         self.out.items.extend(self.deferred)
         self.deferred = []
+
+    def system(self, line: int, record: dict[str, Any]) -> None:
+        """A system prompt written by plait's Claude Code exporter."""
+        self.flush()
+        text = as_str(record.get("content"))
+        if text is None:
+            self.src.bad(line, "a plait_system_prompt record needs a string 'content'")
+            return
+        meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
+        self.out.items.append(Item({"role": "system", "content": text, "meta": meta}, line))
 
     def attachment(self, line: int, record: dict[str, Any]) -> None:
         attachment = record["attachment"]
@@ -515,6 +527,8 @@ def parse(src: Source) -> Parsed:
             version = as_str(record.get("version"))
             if version:
                 out.details["version"] = version
+        elif rtype == "system" and record.get("subtype") == _SYSTEM_PROMPT:
+            messages.append((line, record))  # plait's export of a system message
         elif rtype == "summary":
             text = _clean_title(record.get("summary"))
             if text:
@@ -546,6 +560,8 @@ def parse(src: Source) -> Parsed:
     for line, record in selected:
         if record["type"] == "attachment":
             builder.attachment(line, record)
+        elif record["type"] == "system":
+            builder.system(line, record)
         elif record["type"] == "assistant":
             builder.assistant(line, record, record["message"])
         else:

@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from plait.interop._parts import arguments, origin, parts_text
 from plait.interop._source import Item, Parsed, Source, SourceFormat, as_dict, as_list, as_str
+from plait.providers.base import SUMMARY_PREFIX
 from plait.records import JSONValue
 
 __all__ = ["looks_like", "parse"]
@@ -87,6 +88,9 @@ class _Builder:
             return
         text, images = parts_text(raw.get("content"), src, line)
         meta: dict[str, JSONValue] = {"source": origin(line)}
+        if role == "user" and text.startswith(SUMMARY_PREFIX):
+            # How plait sends a summary (the API has no summary role): read it back as one.
+            role, text = "summary", text[len(SUMMARY_PREFIX) :]
         msg: dict[str, JSONValue] = {"role": role, "content": text}
         if images:
             msg["images"] = images
