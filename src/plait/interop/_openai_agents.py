@@ -32,7 +32,8 @@ def is_item(value: object) -> bool:
     """Whether a decoded value is a Responses API item (not a chat message or a rollout line)."""
     return (
         isinstance(value, dict)
-        and value.get("type") in RESPONSE_ITEM_TYPES
+        and isinstance(value.get("type"), str)
+        and value["type"] in RESPONSE_ITEM_TYPES
         and "payload" not in value
     )
 

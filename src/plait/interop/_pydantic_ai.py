@@ -43,7 +43,8 @@ _RETRY: Final = "Fix the errors and try again."
 def _is_message(value: object) -> bool:
     return (
         isinstance(value, dict)
-        and value.get("kind") in _KINDS
+        and isinstance(value.get("kind"), str)
+        and value["kind"] in _KINDS
         and isinstance(value.get("parts"), list)
     )
 
@@ -121,7 +122,7 @@ class _Builder:
         for item in as_list(content) or ():
             if isinstance(item, str):
                 texts.append(item)
-            elif isinstance(item, dict) and item.get("kind") in _IMAGES:
+            elif isinstance(item, dict) and str(item.get("kind")) in _IMAGES:
                 images += 1
             else:
                 self.src.keep(line, "user-prompt item", item)
