@@ -21,9 +21,8 @@ The transcript is valid after every step, and after every way a step can end:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final, Protocol, Unpack
 
@@ -50,6 +49,7 @@ from plait.run.events import (
 )
 from plait.run.handle import Run
 from plait.run.target import RunTarget
+from plait.run.telemetry import RunTelemetry
 from plait.tools import Tool, ToolContext, ToolOutcome
 
 __all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
@@ -108,43 +108,24 @@ async def _answer(callback: Callable[..., Any] | None, *args: object) -> Any:
     return result
 
 
-def _tracer() -> Any:
-    """OpenTelemetry's tracer for plait, or None when ``opentelemetry-api`` is absent."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace.get_tracer("plait")
-
-
-@contextlib.contextmanager
-def _span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
-    """A span following the GenAI semantic conventions, or nothing without OpenTelemetry."""
-    if tracer is None:
-        yield None
-        return
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    chat = attributes.get("gen_ai.operation.name") == "chat"
-    kind = SpanKind.CLIENT if chat else SpanKind.INTERNAL
-    with tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=True, set_status_on_exception=True
-    ) as span:
-        try:
-            yield span
-        except asyncio.CancelledError:
-            span.set_status(Status(StatusCode.ERROR, "cancelled"))
-            raise
-
-
 async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     """Run ``spec`` on ``session`` to the end, reporting every step through ``run``.
+
+    The run is one trace (:mod:`plait.run.telemetry`) when OpenTelemetry is installed.
 
     Raises:
         NothingToDoError: a resume found nothing to pick up.
         ProviderError: the model failed (the cut-off reply is recorded first).
         asyncio.CancelledError: the run was cancelled (the transcript is left valid).
     """
+    telemetry = RunTelemetry(spec.provider, session.id)
+    with telemetry.agent():
+        return await _steps(session, spec, run, telemetry)
+
+
+async def _steps(
+    session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry
+) -> RunResult:
     appended: list[Record] = []
 
     def add(message: dict[str, JSONValue]) -> Record:
@@ -204,7 +185,6 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
         return done
 
     settings = spec.settings
-    tracer = _tracer()
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, spec.max_steps + 1):
@@ -215,20 +195,10 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
         request = settings.request(session.request_messages(), specs)
         tee = _Tee(provider, run)
         started = now_micros()
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider.name,
-            "gen_ai.request.model": provider.model,
-            "gen_ai.conversation.id": session.id,
-        }
         try:
-            with _span(tracer, f"chat {provider.model}", attributes) as span:
+            with telemetry.chat(request) as chat:
                 reply = await complete(tee, request)
-                if span is not None:
-                    span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
-                    if reply.usage is not None:
-                        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
-                        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+                chat.done(reply)
         except asyncio.CancelledError:
             _cut_off(add, tee, provider, "interrupted", started)
             raise
@@ -275,14 +245,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
                 call = pending[0]
                 run.emit(ToolStarted(call))
                 tool_started = now_micros()
-                attributes = {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": call.name,
-                    "gen_ai.tool.call.id": call.id,
-                    "gen_ai.tool.type": "function",
-                    "gen_ai.conversation.id": session.id,
-                }
-                with _span(tracer, f"execute_tool {call.name}", attributes):
+                with telemetry.tool(call.id, call.name):
                     if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
                         outcome = ToolOutcome(True, self_compaction_result(await compact()))
                     else:
