@@ -23,7 +23,7 @@ The hierarchy::
     ├── RunInterruptedError                    a run was cancelled; the transcript stays valid
     ├── NoSandboxError (RuntimeError)          "no sandbox to take": no target, no handle
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
-    ├── SandboxUnavailableError (RuntimeError) the backend cannot confine tools here (says how to fix)
+    ├── SandboxUnavailableError (RuntimeError) a backend cannot confine tools here (says why)
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     ├── ToolError                              raised in a tool: a failure the model reads
     ├── ProviderError                          a model provider could not answer

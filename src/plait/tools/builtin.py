@@ -26,9 +26,8 @@ async def shell(ctx: ToolContext, command: str, timeout: int = 60) -> ToolOutcom
     if done.timed_out:
         return ToolOutcome(False, f"timed out after {timeout} s (killed)\n{text}")
     if done.output_limited:
-        return ToolOutcome(
-            False, f"{text}\n[output passed {len(done.output)} bytes: the command was stopped]"
-        )
+        stopped = f"output passed {len(done.output)} bytes: the command was stopped"
+        return ToolOutcome(False, f"{stopped}\n{text}")
     return ToolOutcome(done.exit_code == 0, f"exit code {done.exit_code}\n{text}")
 
 
