@@ -20,6 +20,7 @@ from plait.sandbox.base import (
     open_sandbox_at,
     register_backend,
 )
+from plait.sandbox.checkpoint import CheckpointStore, FileChange, FolderObjects, Objects
 from plait.sandbox.isolated import IsolatedBackend
 from plait.sandbox.local import LocalBackend
 from plait.sandbox.policy import Limits, SandboxPolicy, tool_environment
@@ -27,11 +28,15 @@ from plait.sandbox.process import CommandResult
 
 __all__ = [
     "Backend",
+    "CheckpointStore",
     "CommandResult",
+    "FileChange",
+    "FolderObjects",
     "IsolatedBackend",
     "Limits",
     "LocalBackend",
     "Mount",
+    "Objects",
     "Sandbox",
     "SandboxPolicy",
     "backend_named",
