@@ -99,3 +99,10 @@ def test_a_session_targeting_isolated_runs_its_tools_confined(tmp_path: Path) ->
     assert "TOPSECRET" not in result.text and "No such file" in result.text
     assert (box / "here.txt").read_text() == "made\n"
     assert not (tmp_path / "there.txt").exists()
+
+
+@pytest.mark.parametrize("folder", ["/", "/usr", "/etc"])
+def test_a_system_folder_cannot_be_the_isolated_workspace(folder: str) -> None:
+    open_isolated().release()  # skips, saying why, where the backend cannot run
+    with pytest.raises(InvalidArgumentError, match="system folders"):
+        backend_named("isolated").open(folder)

@@ -202,11 +202,18 @@ class IsolatedBackend:
             SandboxUnavailableError: bubblewrap or prlimit is missing, the kernel
                 refuses the namespaces, or (as root) no ``pids`` cgroup can bound
                 the processes.
-            InvalidArgumentError: ``spec`` is not an existing folder.
+            InvalidArgumentError: ``spec`` is not an existing folder, or is ``/`` or
+                a system folder (binding it read-write would undo the confinement).
         """
         policy = policy or SandboxPolicy()
         self._check(policy)
         root, managed = workspace_folder(self.name, spec)
+        system = [Path("/") / name for name in _SYSTEM]
+        if any(root == folder or folder.is_relative_to(root) for folder in system):
+            raise InvalidArgumentError(
+                f"isolated sandbox: {str(root)!r} holds system folders; "
+                "a workspace cannot be one of them or a folder above them"
+            )
         return Sandbox(self, root, managed=managed, policy=policy)
 
     def close(self, sandbox: Sandbox) -> None:
@@ -268,6 +275,7 @@ class IsolatedBackend:
         mounts: Sequence[Mount],
         read_only: bool,
         stdin: bytes | None = None,
+        output_limit: int | None = None,
     ) -> CommandResult:
         bwrap, prlimit = self._programs()
         policy = sandbox.policy
@@ -294,7 +302,7 @@ class IsolatedBackend:
                 cwd=sandbox.root,
                 env=tool_environment(policy, home="/tmp"),
                 timeout=timeout,
-                output_limit=policy.limits.output_bytes,
+                output_limit=output_limit or policy.limits.output_bytes,
                 stdin=stdin,
                 kill=kill,
             )
@@ -344,6 +352,8 @@ class IsolatedBackend:
             mounts=mounts,
             read_only=read_only,
             stdin=json.dumps(inner).encode("utf-8"),
+            # A reply carries up to max_chars characters, each at most 12 bytes as JSON.
+            output_limit=12 * int(request.get("max_chars", 0)) + (64 << 10),
         )
         text = done.output.decode("utf-8", "replace")
         try:

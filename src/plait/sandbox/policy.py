@@ -50,8 +50,9 @@ class Limits:
         InvalidArgumentError: a limit that is not a positive int.
     """
 
-    memory_bytes: int = 2 * _GIB
-    """Address space of each process (``RLIMIT_AS``)."""
+    memory_bytes: int = 4 * _GIB
+    """Address space of each process (``RLIMIT_AS``; runtimes that reserve more, e.g. a JVM
+    sized by the machine's memory, need a larger value)."""
     processes: int = 256
     """Processes and threads alive at once in the call (a fork bomb stops here)."""
     output_bytes: int = 4 * _MIB

@@ -9,6 +9,7 @@ from plait.tools.base import ToolContext, ToolError, ToolOutcome, tool
 __all__ = ["BUILTIN_TOOLS", "list_files", "read_file", "shell", "write_file"]
 
 _MAX_TIMEOUT = 600
+_MAX_CHARS = 10_000_000
 
 
 @tool
@@ -41,8 +42,8 @@ async def _file_op(ctx: ToolContext, path: str, request: dict[str, Any]) -> dict
 @tool
 async def read_file(ctx: ToolContext, path: str, max_chars: int = 100_000) -> str:
     """Read a text file of the workspace (paths are relative to it)."""
-    if max_chars < 1:
-        raise ToolError("max_chars must be at least 1")
+    if not 1 <= max_chars <= _MAX_CHARS:
+        raise ToolError(f"max_chars must be between 1 and {_MAX_CHARS:,}")
     where = ctx.locate(path)
     reply = await _file_op(
         ctx, path, {"op": "read", "path": str(where.real), "at": where.at, "max_chars": max_chars}
