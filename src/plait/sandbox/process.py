@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,6 +108,20 @@ def kill_tree(pid: int, pipe: str | None = None) -> None:
     for p in stopped:
         with contextlib.suppress(OSError):
             os.kill(p, signal.SIGKILL)
+    # SIGKILL takes effect asynchronously: wait (briefly) until each one is gone or a
+    # zombie, so nothing of the command still runs when the call returns.
+    for _ in range(400):
+        if not any(_running(p) for p in stopped):
+            break
+        time.sleep(0.005)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
 async def run_argv(
