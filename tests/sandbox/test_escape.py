@@ -7,6 +7,7 @@ workspace, the processes still running, what the command could reach.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -265,3 +266,28 @@ def test_file_tools_run_confined_and_list_the_mounts(
     assert not call(write_file, ctx, path="lib/l.txt", content="x").ok
     assert (lib / "l.txt").read_text() == "library"
     shutil.rmtree(workspace / "a")
+
+
+@pytest.mark.parametrize("backend", ["local", "isolated"])
+def test_a_cancelled_call_takes_its_processes_with_it(backend: str, tmp_path: Path) -> None:
+    handle = open_isolated(tmp_path) if backend == "isolated" else backend_named("local").open(
+        str(tmp_path)
+    )
+    ctx = ToolContext(tmp_path, sandbox=handle)
+    marker = "318.25" if backend == "local" else "318.5"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(
+            shell.call(ctx, {"command": f"setsid sleep {marker} & sleep {marker}", "timeout": 600})
+        )
+        while len(leftovers(marker)) < 2:  # both sleeps are running
+            await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    try:
+        asyncio.run(asyncio.wait_for(main(), 120))
+    finally:
+        handle.release()
+    assert leftovers(marker) == []

@@ -87,15 +87,20 @@ class FolderObjects:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         """The folder holding ``objects/``."""
+        self._objects = os.path.join(self.folder, "objects")
 
     def _path(self, digest: str) -> Path:
-        if len(digest) != 64 or not set(digest) <= _DIGEST_CHARS:
+        return Path(self._name(digest))
+
+    def _name(self, digest: str) -> str:
+        # Plain strings: this runs once per file of every checkpoint.
+        if len(digest) != 64 or not _DIGEST_CHARS.issuperset(digest):
             raise InvalidArgumentError(f"{digest!r} is not a checkpoint digest")
-        return self.folder / "objects" / digest[:2] / digest[2:]
+        return os.path.join(self._objects, digest[:2], digest[2:])
 
     def has(self, digest: str) -> bool:
         """Whether the object is stored."""
-        return self._path(digest).exists()
+        return os.path.exists(self._name(digest))
 
     def _publish(self, digest: str, write: Any) -> int:
         target = self._path(digest)
