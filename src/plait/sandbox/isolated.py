@@ -124,6 +124,30 @@ class _Cgroup:
                 threading.Event().wait(0.005)
 
 
+_ROOT_WITHOUT_CGROUP = (
+    "plait runs as root, for whom the kernel does not enforce RLIMIT_NPROC, and no "
+    "writable pids cgroup is available to bound a call's processes: run plait as "
+    "an ordinary user, or give it a cgroup with the pids controller"
+)
+
+
+def _call_cgroup(processes: int) -> _Cgroup | None:
+    """The call's pids cgroup when plait runs as root (None otherwise: the rlimit holds).
+
+    Raises:
+        SandboxUnavailableError: as root, no pids cgroup can be made for the call.
+    """
+    if os.geteuid() != 0:
+        return None
+    parent = _pids_parent()
+    if parent is None:
+        raise SandboxUnavailableError(_ROOT_WITHOUT_CGROUP)
+    try:
+        return _Cgroup(parent, processes)
+    except OSError as exc:
+        raise SandboxUnavailableError(f"{_ROOT_WITHOUT_CGROUP} ({exc})") from exc
+
+
 def _system_binds() -> list[str]:
     args: list[str] = []
     for name in _SYSTEM:
@@ -241,12 +265,9 @@ class IsolatedBackend:
             if policy.network in self._probed:
                 return
         bwrap, prlimit = self._programs()
-        if os.geteuid() == 0 and _pids_parent() is None:
-            raise SandboxUnavailableError(
-                "plait runs as root, for whom the kernel does not enforce RLIMIT_NPROC, and no "
-                "writable pids cgroup is available to bound a call's processes: run plait as "
-                "an ordinary user, or give it a cgroup with the pids controller"
-            )
+        cgroup = _call_cgroup(policy.limits.processes)  # as root: can one be made at all?
+        if cgroup is not None:
+            cgroup.remove()
         probe = bwrap_argv(bwrap, Path("/tmp"), policy=policy, read_only=True, prlimit=prlimit)
         probe.append("/bin/true")
         try:
@@ -282,9 +303,8 @@ class IsolatedBackend:
         argv = bwrap_argv(
             bwrap, sandbox.root, policy=policy, mounts=mounts, read_only=read_only, prlimit=prlimit
         ) + list(program)
+        cgroup = _call_cgroup(policy.limits.processes)
         made = _mount_points(sandbox.root, mounts)
-        parent = _pids_parent() if os.geteuid() == 0 else None
-        cgroup = _Cgroup(parent, policy.limits.processes) if parent is not None else None
         if cgroup is not None:
             # The wrapper joins the cgroup before bubblewrap starts, so every process
             # the call makes is counted from the first.
