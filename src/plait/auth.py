@@ -1,4 +1,4 @@
-"""Durable bearer sessions and actor chains (issue 7; seed 003).
+"""Durable bearer sessions and actor chains (seed 003).
 
 Two things a service in front of plait needs to know about its callers:
 

@@ -469,4 +469,3 @@ class Client(SessionHost):
 
     def __repr__(self) -> str:
         return f"Client(workspace={self.workspace!r}, store={self.store.location!r})"
-

@@ -362,7 +362,7 @@ class _Chat:
         self.out.print(Text("assistant:", style="bold cyan"))
         _run_turn(
             self.out,
-            lambda: self.session.resume_stream(provider=self.model, on_approval=self.approve)
+            lambda: self.session.resume_stream(provider=self.model, on_approval=self.approve),
         )
 
     def _fork(self, args: list[str], rest: str) -> None:

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final
 
 from plait.context import Tally
-
 from plait.errors import (
     SessionClosedError,
     SessionLockedError,
@@ -167,9 +166,10 @@ class Head:
         lock since it last read or wrote the row, no other process can have written
         it, so the row held is what is stored and is not read again.
         """
-        if self.trusted and self.writer and self.row is not None:
-            if self.host.runs.running(self.id):
-                return self.row
+        trusted = self.trusted and self.writer and self.row is not None
+        if trusted and self.host.runs.running(self.id):
+            assert self.row is not None
+            return self.row
         self.refresh()
         return self.require()
 
