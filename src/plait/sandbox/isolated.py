@@ -23,6 +23,7 @@ plait never runs the tools unconfined instead.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -363,7 +364,7 @@ class IsolatedBackend:
         """
         inner = dict(request)
         inner["path"] = os.path.normpath(os.path.join(sandbox.root, str(request.get("at", "."))))
-        source = Path(_fileops.__file__).read_text("utf-8")
+        source = _fileops_source()
         python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
         done = await self._confined(
             sandbox,
@@ -384,6 +385,11 @@ class IsolatedBackend:
             reason = "timed out" if done.timed_out else text.strip()[-500:] or "no reply"
             return {"ok": False, "error": f"the sandbox could not do it: {reason}"}
         return reply
+
+
+@functools.cache
+def _fileops_source() -> str:
+    return Path(_fileops.__file__).read_text("utf-8")
 
 
 def _mount_points(workspace: Path, mounts: Sequence[Mount]) -> list[Path]:
