@@ -291,3 +291,22 @@ def test_a_cancelled_call_takes_its_processes_with_it(backend: str, tmp_path: Pa
     finally:
         handle.release()
     assert leftovers(marker) == []
+
+
+def test_a_nested_namespace_cannot_remount_a_read_only_root(
+    isolated: Sandbox, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "keep.txt").write_text("original")
+    ctx = _ctx(isolated, Root(lib, "lib", read_only=True))
+    for attempt in (
+        "mount -o remount,rw,bind lib",
+        "unshare -rm sh -c 'mount -o remount,rw,bind lib; echo changed > lib/keep.txt'",
+        "unshare -rm sh -c 'umount lib; echo changed > lib/keep.txt'",
+        "unshare -rm sh -c 'mount -o remount,rw,bind /usr; touch /usr/plait-escape'",
+    ):
+        call(shell, ctx, command=attempt)
+    assert (lib / "keep.txt").read_text() == "original"
+    assert sorted(p.name for p in lib.iterdir()) == ["keep.txt"]
+    assert not Path("/usr/plait-escape").exists()
