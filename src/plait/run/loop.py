@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Final, Protocol, Unpack
 
 from plait._time import now_micros
@@ -202,6 +203,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
             run.emit(RecordAdded(session.tail(1)[-1]))
         return done
 
+    settings = spec.settings
     tracer = _tracer()
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
@@ -210,7 +212,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
             add({"role": "user", "content": message, "meta": {"steered": True}})
         if session.compaction_due(model=provider.model, tools=specs):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = Request(session.request_messages(), tools=specs)
+        request = settings.request(session.request_messages(), specs)
         tee = _Tee(provider, run)
         started = now_micros()
         attributes: dict[str, Any] = {
@@ -239,6 +241,10 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
             "finish_reason": reply.finish_reason,
             "timing": {"start_us": started, "end_us": now_micros()},
         }
+        if reply.model is not None and reply.model != provider.model:
+            meta["response_model"] = reply.model
+        if reply.response_id is not None:
+            meta["response_id"] = reply.response_id
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():
@@ -259,6 +265,9 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
                 continue  # a message came in while the model answered: it reads it
             finish = reply.finish_reason
             return RunResult(reply_text, tuple(appended), step, usage, finish)
+        if settings.tool_choice not in (None, "auto", "none"):
+            # A forced tool call was made: later calls may answer, or the run would loop.
+            settings = replace(settings, tool_choice=None)
         pending = list(reply.tool_calls)
         try:
             ctx = session.tool_context()

@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from plait.errors import InvalidArgumentError
+from plait.providers import ModelSettings
 from plait.records import JSONValue
 from plait.sandbox import Sandbox
-from plait.session import binding, settings
+from plait.session import binding, runs, settings
 from plait.session._values import RootResult
 from plait.tools import ToolContext
 
@@ -91,6 +92,24 @@ class WorkspaceVerbs:
     def set_settings(self, **settings_: JSONValue) -> None:
         """Store session settings that branches inherit; a value of None removes the key."""
         settings.set_settings(self._head, **settings_)
+
+    @property
+    def model_settings(self) -> ModelSettings:
+        """The model settings the session keeps (a run's settings are laid over them)."""
+        return runs.stored_model_settings(self.settings)
+
+    def set_model_settings(
+        self, model_settings: ModelSettings | Mapping[str, JSONValue] | None
+    ) -> None:
+        """Replace the model settings the session keeps (None: keep none).
+
+        Raises:
+            UnknownOptionError: a key that is not a setting.
+            InvalidArgumentError: a bad value.
+        """
+        found = ModelSettings.from_json(model_settings) if model_settings is not None else None
+        value = found.to_json() if found is not None else {}
+        settings.set_settings(self._head, **{runs.MODEL_SETTINGS: value or None})
 
     @property
     def metadata(self) -> dict[str, JSONValue]:
