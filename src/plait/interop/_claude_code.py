@@ -1,31 +1,47 @@
 """Claude Code session JSONL (``~/.claude/projects/<project>/<session>.jsonl``).
 
 Each line is a record with a ``type``. ``user`` and ``assistant`` records carry
-an Anthropic Messages API ``message``; everything else (``progress``,
-``file-history-snapshot``, ``queue-operation``, ``attachment``, hook ``system``
-records ...) is bookkeeping the model never saw and is skipped (counted in the
-source's ``skipped``). The file is classified ``message_events``.
+an Anthropic Messages API ``message``; ``attachment`` records carry context
+Claude Code adds to the next request. The file is classified
+``message_events``. ``docs/importers.md`` lists every record type and
+attachment type and what becomes of it.
 
 How the conversation is rebuilt:
 
 * **Branches.** Records form a tree through ``parentUuid``; a rewind leaves an
   abandoned branch in the file. The conversation is the path from the newest
-  message back to the root, following ``logicalParentUuid`` across a
+  record back to the root, following ``logicalParentUuid`` across a
   ``compact_boundary``. Lines of an API message on that path that hang off it
   (Claude Code chains a parallel call's line, and its result, off the line
-  before) are kept, and so are the results answering its calls. A file
-  whose records are not linked (no ``parentUuid``, duplicate or missing uuids)
-  is read in file order.
+  before) are kept, so are the results answering its calls and the
+  attachments hanging off a kept record. A file whose records are not linked
+  (no ``parentUuid``, duplicate or missing uuids) is read in file order.
+* **One message per API response.** Claude Code writes one line per content
+  block; from 2.1.x the lines of one response with parallel ``tool_use``
+  blocks are interleaved with their ``tool_result`` lines. Every line with the
+  ``message.id`` of the response being built joins its assistant message
+  (text, thinking and calls), however many results came between; a prompt
+  ends the response.
 * **Sidechains.** Records with ``isSidechain: true`` are a sub-agent's turns
   stored inline; the main conversation sees only the ``Task`` result, so they
-  are skipped. A file holding nothing but sidechain records (a
-  ``subagents/agent-*.jsonl`` file) is the sub-agent's own conversation and is
-  imported whole.
-* **Split messages.** Claude Code writes one line per content block; lines in
-  a row with the same ``message.id`` are joined into one assistant message.
+  are kept verbatim as unmapped records. A file holding nothing but sidechain
+  records (a ``subagents/agent-*.jsonl`` file) is the sub-agent's own
+  conversation and is imported whole.
 * **Tool results** come back inside user records (``tool_result`` blocks) and
   become ``tool`` messages paired by ``tool_use_id``; ``is_error`` sets
-  ``ok: false``. Any text in the same record follows as a user message.
+  ``ok: false``. ``tool_reference`` parts (ToolSearch's answer, which the API
+  expands into tool definitions) become ``tool_reference: <name>`` lines and
+  ``meta["tool_references"]``. Any text in the same record follows as a user
+  message.
+* **Attachments** the model sees (hook additional context, skill, agent and
+  deferred-tool listings, MCP instructions, queued prompts, edited-file
+  snippets, nested memory, task reminders with items ...) become user
+  messages (``meta["source"]["attachment"]`` names the type), placed after
+  the results of the response they follow, as Claude Code sends them. Those
+  whose wording Claude Code generates from flags the file does not spell out
+  (``plan_mode``, ``auto_mode``, an empty ``task_reminder``), and bookkeeping
+  (``hook_success``, ``hook_system_message``, ``command_permissions`` ...), are
+  kept verbatim as unmapped records.
 * **Compaction.** A user record with ``isCompactSummary: true`` becomes a
   ``summary`` message folding everything before it, so ``history()`` starts
   there and ``history(full=True)`` still shows what it folded.
@@ -36,6 +52,10 @@ How the conversation is rebuilt:
 * **Images** are counted (plait records keep the count, not the bytes).
 * **Titles.** ``summary`` lines (the session-list title Claude Code generates,
   not a compaction), ``custom-title`` and ``ai-title`` give the session a title.
+* Every other record (``progress``, ``file-history-snapshot``,
+  ``queue-operation``, ``system``, ``permission-mode``, ``last-prompt`` ...)
+  is kept verbatim as an unmapped record; a ``system`` record with subtype
+  ``plait_system_prompt`` (what plait's exporter writes) is a system message.
 """
 
 from __future__ import annotations

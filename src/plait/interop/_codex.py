@@ -2,28 +2,42 @@
 
 Each line is ``{"timestamp", "type", "payload"}``. The conversation is the
 ``response_item`` lines: the Responses API items the model saw and wrote, so
-the file is classified ``message_events``. ``event_msg`` lines repeat them for
-the UI (and carry token counts) and are skipped; ``turn_context`` gives the
-model; the first ``session_meta`` gives the session id, the provider and the
-base instructions.
+the file is classified ``message_events``. The first ``session_meta`` gives
+the session id, the provider, the base instructions (a system message) and,
+for a sub-agent thread, its ``source`` and ``parent_thread_id``;
+``turn_context`` gives the model. ``docs/importers.md`` has the full table.
 
 * ``message`` items: ``user`` stays user (Codex's ``<environment_context>``
   and AGENTS.md messages included: the model saw them), ``developer`` and
   ``system`` become system messages, ``assistant`` an assistant message.
 * ``function_call``, ``custom_tool_call`` (freeform input, kept as
   ``{"input": ...}``), ``local_shell_call`` (its ``action``) and
-  ``tool_search_call`` join the assistant message they follow; their
-  ``*_output`` items become ``tool`` messages paired by ``call_id``. An output
-  whose JSON ``metadata.exit_code`` (or leading ``Exit code: N``) is not 0 is
-  ``ok: false``. The output text is kept as the model saw it.
+  ``tool_search_call`` join the assistant message they follow (calls written
+  in a row before their outputs are one response's parallel calls); their
+  ``*_output`` items become ``tool`` messages paired by ``call_id``. The
+  output text is kept as the model saw it, and its success is read from every
+  shape Codex writes: ``success`` on a structured output, JSON
+  ``metadata.exit_code``, a leading ``Exit code: N``, or unified exec's
+  ``Process exited with code N`` header line (``Process running with session
+  ID N`` says nothing yet, and stays a success).
 * ``reasoning`` items are not replayed: their summary text goes to the next
   assistant message's ``meta["thinking"]``; encrypted content is counted in
   ``meta["redacted_thinking"]``.
 * ``compacted`` lines become a ``summary`` message folding everything before
   it: the ``message``, or else the text of its ``replacement_history``.
+* ``event_msg`` lines are the UI's copy of the turn; they are kept verbatim as
+  unmapped records, except a ``user_message`` whose text no ``user``
+  ``response_item`` carries: that prompt is what the model was sent, and it
+  becomes a user message where the event is.
 * Hosted tools without an output item (``web_search_call``,
-  ``image_generation_call``), ``ghost_snapshot``, inter-agent ``agent_message``
-  items and later ``session_meta`` lines (other threads) are skipped and counted.
+  ``image_generation_call``), ``ghost_snapshot``, inter-agent items, later
+  ``session_meta`` lines (other threads) and ``turn_context`` lines are kept
+  verbatim as unmapped records.
+
+Rollouts from before ``session_meta`` start with a bare header ``{id,
+timestamp, instructions, git}`` and hold the items bare, one per line, with
+``{"record_type": "state"}`` lines between turns (kept verbatim); the items
+are read by the same rules.
 """
 
 from __future__ import annotations
@@ -133,10 +147,13 @@ class ItemBuilder:
             value = as_str(payload.get(key))
             if value:
                 out.details[key] = value
-        for key in ("forked_from_id", "parent_thread_id"):
+        for key in ("forked_from_id", "parent_thread_id", "thread_source"):
             value = as_str(payload.get(key))
             if value:
                 out.details[key] = value
+        source = payload.get("source")
+        if isinstance(source, str | dict):
+            out.details["source"] = source  # "cli", "exec", or {"subagent": "review"}
         base = as_dict(payload.get("base_instructions"))
         instructions = as_str(base.get("text")) if base else as_str(payload.get("instructions"))
         if instructions:
