@@ -20,7 +20,8 @@ Request parts:
 
 Response parts: ``text`` and ``tool-call`` (``args`` as an object or a JSON
 string) make one assistant message per response; ``thinking`` goes to
-``meta["thinking"]``; ``model_name`` and ``provider_name`` are recorded.
+``meta["thinking"]``; ``model_name`` and ``provider_name`` are recorded, and
+``usage`` is kept in ``meta["source"]["usage"]``.
 Built-in tool parts and files are kept verbatim as unmapped records.
 """
 
@@ -198,12 +199,13 @@ class _Builder:
             model=model,
             id=as_str(raw.get("provider_response_id")),
         )
+        usage = as_dict(raw.get("usage"))
+        if usage:
+            # Not meta["usage"]: plait's context report reads that as its own provider's count.
+            where["usage"] = usage
         meta: dict[str, JSONValue] = {"source": where}
         if thinking:
             meta["thinking"] = thinking
-        usage = as_dict(raw.get("usage"))
-        if usage:
-            meta["usage"] = usage
         msg: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts), "meta": meta}
         if calls:
             msg["tool_calls"] = calls
