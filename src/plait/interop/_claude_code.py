@@ -22,10 +22,15 @@ How the conversation is rebuilt:
   ``message.id`` of the response being built joins its assistant message
   (text, thinking and calls), however many results came between; a prompt
   ends the response.
-* **Sidechains.** Records with ``isSidechain: true`` are a sub-agent's turns
-  stored inline; the main conversation sees only the ``Task`` result, so they
-  are kept verbatim as unmapped records. A file holding nothing but sidechain
-  records (a ``subagents/agent-*.jsonl`` file) is the sub-agent's own
+* **Sub-agents.** The main model sees only a ``Task`` call's result, so a
+  sub-agent's conversation is placed there, in that ``tool`` message's
+  ``meta["subagent"]`` (``messages`` as plait message dicts): records with
+  ``isSidechain: true`` stored inline (1.x) are matched to the call whose
+  ``prompt`` their first prompt is, and a 2.x sub-agent file
+  ``<session>/subagents/agent-<id>.jsonl`` beside the session is read for the
+  result whose ``toolUseResult.agentId`` names it. Inline records no call
+  matches are kept verbatim. A file holding nothing but sidechain records (a
+  ``subagents/agent-*.jsonl`` file imported on its own) is the sub-agent's own
   conversation and is imported whole.
 * **Tool results** come back inside user records (``tool_result`` blocks) and
   become ``tool`` messages paired by ``tool_use_id``; ``is_error`` sets
@@ -62,9 +67,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
 from plait.interop._parts import origin
+from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
@@ -72,6 +79,7 @@ __all__ = ["looks_like", "parse"]
 
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
 _SYSTEM_PROMPT: Final = "plait_system_prompt"  # the subtype plait's exporter writes
+_MAX_DEPTH: Final = 3  # sub-agents of sub-agents, but never a loop of files
 RECORD_TYPES: Final = frozenset(
     {
         "user",
@@ -485,6 +493,10 @@ class _Builder:
         meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
         if references:
             meta["tool_references"] = references
+        used = as_dict(record.get("toolUseResult"))
+        agent_id = as_str(used.get("agentId")) if used else None
+        if agent_id:
+            meta["subagent"] = {"agent_id": agent_id}
         msg: dict[str, JSONValue] = {
             "role": "tool",
             "content": "\n".join(texts),
@@ -509,7 +521,118 @@ def _clean_title(value: object) -> str | None:
     return " ".join(value.split())[:200] or None
 
 
-def parse(src: Source) -> Parsed:
+def _conversation(src: Source, out: Parsed, records: list[tuple[int, dict[str, Any]]]) -> None:
+    """Build the messages of ``records`` (already selected, in file order) into ``out``."""
+    builder = _Builder(src, out)
+    for line, record in records:
+        if record["type"] == "attachment":
+            builder.attachment(line, record)
+        elif record["type"] == "system":
+            builder.system(line, record)
+        elif record["type"] == "assistant":
+            builder.assistant(line, record, record["message"])
+        else:
+            builder.user(line, record, record["message"])
+    builder.flush()
+
+
+def _prompt_of(record: dict[str, Any]) -> str:
+    content = record["message"]["content"] if record["type"] == "user" else None
+    if isinstance(content, str):
+        return content.strip()
+    texts = [
+        b.get("text") for b in content or () if isinstance(b, dict) and b.get("type") == "text"
+    ]
+    return "\n".join(t for t in texts if isinstance(t, str)).strip()
+
+
+def _subagent_calls(out: Parsed) -> dict[str, Item]:
+    """The result of every call that started a sub-agent (a ``prompt`` argument), by call id."""
+    prompts: dict[str, str] = {}
+    for item in out.items:
+        for call in item.message.get("tool_calls") or ():
+            if isinstance(call, dict):
+                args = call.get("arguments")
+                prompt = args.get("prompt") if isinstance(args, dict) else None
+                if isinstance(prompt, str):
+                    prompts[str(call["id"])] = prompt.strip()
+    return {
+        prompts[str(item.message.get("tool_call_id"))]: item
+        for item in out.items
+        if item.message.get("role") == "tool" and str(item.message.get("tool_call_id")) in prompts
+    }
+
+
+def _place_inline(src: Source, out: Parsed, records: list[tuple[int, dict[str, Any]]]) -> None:
+    """Put each inline sub-agent conversation on the result of the call that started it.
+
+    A sub-agent's records hang off a root whose prompt is the ``Task`` call's
+    ``prompt``. The conversation is stored in that result's ``meta["subagent"]``
+    (the main model saw only the result); one no call matches is kept verbatim.
+    """
+    if not records:
+        return
+    parents = {_uuid(r): r.get("parentUuid") for _, r in records}
+    groups: dict[str | None, list[tuple[int, dict[str, Any]]]] = {}
+    for line, record in records:
+        root = _uuid(record)
+        seen: set[str | None] = set()
+        while parents.get(root) in parents and root not in seen:
+            seen.add(root)
+            root = parents[root]
+        groups.setdefault(root, []).append((line, record))
+    results = _subagent_calls(out)
+    for group in groups.values():
+        first = next((r for _, r in group if r["type"] == "user"), None)
+        target = results.pop(_prompt_of(first), None) if first is not None else None
+        if target is None:
+            for line, record in group:
+                src.keep(line, "sidechain record", record)
+            continue
+        sub = Parsed("claude-code", "message_events")
+        _conversation(src, sub, group)
+        meta = target.message["meta"]
+        assert isinstance(meta, dict)
+        meta["subagent"] = {
+            "inline": True,
+            "records": len(group),
+            "messages": [item.message for item in sub.items],
+        }
+
+
+def _place_files(src: Source, out: Parsed, depth: int) -> None:
+    """Put each sub-agent's own file (``<session>/subagents/agent-<id>.jsonl``) on its result.
+
+    Claude Code 2.x writes a sub-agent's conversation to its own file and names it
+    in the ``Task`` result's ``toolUseResult.agentId``. When the file is beside the
+    session, it is read (leniently: a cut-off sub-agent file does not fail the
+    import) and its messages are stored in the result's ``meta["subagent"]``.
+    """
+    if src.path is None:
+        return
+    folder = Path(src.path).with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return
+    for item in out.items:
+        meta = item.message.get("meta")
+        sub = meta.get("subagent") if isinstance(meta, dict) else None
+        agent_id = sub.get("agent_id") if isinstance(sub, dict) else None
+        if not isinstance(sub, dict) or not isinstance(agent_id, str) or "messages" in sub:
+            continue
+        path = folder / f"agent-{agent_id}.jsonl"
+        if not path.is_file():
+            continue
+        nested = Source(read_source(path), path=str(path), strict=False)
+        parsed = parse(nested, depth=depth + 1)
+        sub["file"] = f"subagents/{path.name}"
+        sub["records"] = nested.records
+        sub["messages"] = [i.message for i in parsed.items]
+        if nested.problems:
+            sub["problems"] = list(nested.problems)
+        src.skip("sub-agent file read")
+
+
+def parse(src: Source, *, depth: int = 0) -> Parsed:
     """Read a Claude Code session file.
 
     Raises:
@@ -564,10 +687,9 @@ def parse(src: Source) -> Parsed:
         else:
             src.keep(line, f"{rtype[:40]} record", record)
     main = [(n, r) for n, r in messages if r.get("isSidechain") is not True]
+    sidechain: list[tuple[int, dict[str, Any]]] = []
     if any(r["type"] != "attachment" for _, r in main):
-        for n, r in messages:
-            if r.get("isSidechain") is True:
-                src.keep(n, "sidechain record", r)
+        sidechain = [(n, r) for n, r in messages if r.get("isSidechain") is True]
     else:
         main = messages
         if messages:
@@ -576,17 +698,10 @@ def parse(src: Source) -> Parsed:
             if agent_id:
                 out.details["agent_id"] = agent_id
     selected = _select(src, main, everything)
-    builder = _Builder(src, out)
-    for line, record in selected:
-        if record["type"] == "attachment":
-            builder.attachment(line, record)
-        elif record["type"] == "system":
-            builder.system(line, record)
-        elif record["type"] == "assistant":
-            builder.assistant(line, record, record["message"])
-        else:
-            builder.user(line, record, record["message"])
-    builder.flush()
+    _conversation(src, out, selected)
+    _place_inline(src, out, sidechain)
+    if depth < _MAX_DEPTH:
+        _place_files(src, out, depth)
     uuids = {_uuid(r) for _, r in selected}
     leaf_titles = [t for leaf, t in summaries if leaf in uuids]
     out.title = (
