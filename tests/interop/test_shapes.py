@@ -156,3 +156,41 @@ def test_lenient_import_lists_what_it_did_not_import_by_record_type(tmp_path: Pa
         if line.startswith("  ") and line.strip()[:1].isdigit()
     }
     assert counts["unreadable"] == 6
+
+
+DATA = Path(__file__).parent / "data"  # written by the libraries themselves (data/generate.py)
+
+
+def test_a_pydantic_ai_dump_written_by_pydantic_ai(mem: Client) -> None:
+    source, records = _import(mem, DATA / "pydantic-ai_2.68_function-model.json")
+    assert source["format"] == "pydantic-ai"
+    assert _kinds(records) == [
+        "system",  # the request's instructions
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    # What pydantic-ai sends for each return (ToolReturnPart.model_response_str()).
+    tools = [r for r in records if r.kind == "tool"]
+    assert [r.text for r in tools] == [
+        '{"temp_c":21,"sky":"clear"}',
+        '{"error":[{"type":"string_type","loc":["expression"],"msg":"Input should be a valid '
+        'string","input":4}]}',
+        "4",
+    ]
+    assert [r.ok for r in tools] == [True, False, True]  # the second was retried
+    assert records[6].meta["thinking"] == ["must be a string"]
+
+
+def test_openai_agents_items_written_by_openai_agents(mem: Client) -> None:
+    source, records = _import(mem, DATA / "openai-agents_0.24_scripted-model.json")
+    assert source["format"] == "openai-agents"
+    assert _kinds(records) == ["user", "assistant", "tool", "tool", "assistant"]
+    assert [c.id for c in records[1].tool_calls] == ["call_a", "call_b"]
+    assert [r.text for r in records[2:4]] == ["Sunny, 22C", "Rain, 18C"]
+    assert records[-1].text == "Tokyo is sunny; Osaka has rain."

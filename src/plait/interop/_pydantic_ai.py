@@ -12,7 +12,9 @@ Request parts:
 * ``user-prompt``: a user message (text items joined; ``image-url``,
   ``binary`` images counted; other files kept verbatim).
 * ``tool-return``: a ``tool`` message for ``tool_call_id`` (non-string content as
-  the JSON the model was sent).
+  the compact JSON the model was sent). pydantic-ai 2.x marks a failed or
+  retried return with ``outcome``: it is ``ok: false`` and its text is the
+  ``{"error": ...}`` object pydantic-ai sends.
 * ``retry-prompt``: with a ``tool_name``, a failed (``ok: false``) ``tool``
   message; without one, a user message. Its text is what pydantic-ai sends:
   the feedback (or the validation errors as JSON) then "Fix the errors and try
@@ -39,6 +41,12 @@ __all__ = ["looks_like", "parse"]
 _KINDS: Final = frozenset({"request", "response"})
 _IMAGES: Final = frozenset({"image-url", "binary"})
 _RETRY: Final = "Fix the errors and try again."
+_ERROR_OUTCOMES: Final = ("failed", "retried")  # pydantic-ai 2.x tool-return outcomes
+
+
+def _compact(value: object) -> str:
+    """JSON the way pydantic serialises a tool's return: no spaces, UTF-8 kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _is_message(value: object) -> bool:
@@ -136,8 +144,25 @@ class _Builder:
     ) -> None:
         content = part.get("content")
         call_id, name = as_str(part.get("tool_call_id")), as_str(part.get("tool_name"))
+        outcome = part.get("outcome")
         if returned:
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+            # As pydantic-ai sends it: a string as is, other values as compact JSON, and a
+            # failed or retried return (pydantic-ai 2.x) wrapped as {"error": ...}.
+            text = (
+                ""
+                if content is None
+                else content
+                if isinstance(content, str)
+                else _compact(content)
+            )
+            if outcome in _ERROR_OUTCOMES:
+                failed = (
+                    content
+                    if outcome == "retried" and not isinstance(content, str | None)
+                    else text
+                )
+                text = _compact({"error": failed})
+                returned = False
         else:
             if isinstance(content, str):
                 text = content if name else f"Validation feedback:\n{content}"
@@ -145,7 +170,7 @@ class _Builder:
                 errors = as_list(content) or []
                 text = f"{len(errors)} validation errors: {json.dumps(content, indent=2)}"
             text = f"{text}\n\n{_RETRY}"
-        if not name and not returned:
+        if not name and part.get("part_kind") == "retry-prompt":
             self.add({"role": "user", "content": text, "meta": {"source": where}}, line)
             return
         if not call_id:
