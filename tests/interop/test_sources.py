@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -98,9 +101,47 @@ def test_a_file_over_the_limit_is_refused_unread(mem: Client, tmp_path: Path) ->
     assert mem.sessions.list() == []
 
 
+@pytest.mark.slow
 def test_plait_import_refuses_dev_zero_and_a_fifo(tmp_path: Path, fifo: Path) -> None:
     for source, what in (("/dev/zero", "character device"), (str(fifo), "FIFO")):
         done = _plait(tmp_path, "import", source)
         assert done.returncode == 1, done.stderr
         assert f"cannot import a {what}" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_plait_import_of_a_fifo_in_a_terminal_returns_to_the_prompt(
+    tmp_path: Path, fifo: Path
+) -> None:
+    # In a real terminal (tmux), the command must come back with its error, not sit on
+    # the pipe waiting for a writer.
+    sock = f"plait-import-{os.getpid()}"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    plait = Path(sys.executable).with_name("plait")
+    command = (
+        f"{plait} --store {tmp_path / 'x.db'} --workspace {ws} import {fifo}; "
+        f"echo done=$?; {plait} --store {tmp_path / 'x.db'} --workspace {ws} import /dev/zero; "
+        "echo done=$?"
+    )
+    tmux = ["tmux", "-L", sock]
+    subprocess.run(
+        [*tmux, "new-session", "-d", "-x", "200", "-y", "50", "bash", "--norc"], check=True
+    )
+    try:
+        subprocess.run([*tmux, "send-keys", command, "Enter"], check=True)
+        screen = ""
+        for _ in range(600):  # waits for the two commands to end; not a measure of speed
+            screen = subprocess.run(
+                [*tmux, "capture-pane", "-p"], capture_output=True, text=True, check=True
+            ).stdout
+            if len(re.findall(r"^done=\d+$", screen, re.MULTILINE)) >= 2:
+                break
+            time.sleep(0.1)
+        assert "cannot import a FIFO (named pipe)" in screen
+        assert "cannot import a character device" in screen
+        assert re.findall(r"^done=\d+$", screen, re.MULTILINE) == ["done=1", "done=1"]
+    finally:
+        subprocess.run([*tmux, "kill-server"], check=False)
