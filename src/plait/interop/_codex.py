@@ -13,7 +13,8 @@ for a sub-agent thread, its ``source`` and ``parent_thread_id``;
 * ``function_call``, ``custom_tool_call`` (freeform input, kept as
   ``{"input": ...}``), ``local_shell_call`` (its ``action``) and
   ``tool_search_call`` join the assistant message they follow (calls written
-  in a row before their outputs are one response's parallel calls); their
+  in a row before their outputs are one response's parallel calls; a
+  ``reasoning`` item starts a new response, even one whose text was removed); their
   ``*_output`` items become ``tool`` messages paired by ``call_id``. The
   output text is kept as the model saw it, and its success is read from every
   shape Codex writes: ``success`` on a structured output, JSON
@@ -125,6 +126,7 @@ class ItemBuilder:
         self.thinking: list[str] = []
         self.redacted = 0
         self.meta_seen = False
+        self.boundary = False  # a reasoning item began a new model response
 
     def _assistant_meta(self, line: int | None, time: str | None) -> dict[str, JSONValue]:
         meta: dict[str, JSONValue] = {"source": origin(line, time=time)}
@@ -184,6 +186,7 @@ class ItemBuilder:
                     self.thinking.append(text)
             if payload.get("encrypted_content"):
                 self.redacted += 1
+            self.boundary = True  # a response's output starts with its reasoning
             src.skip("reasoning item")
         elif isinstance(itype, str) and itype in _CALLS:
             self._call(line, time, itype, payload)
@@ -197,6 +200,7 @@ class ItemBuilder:
         role = payload.get("role")
         text, images = parts_text(payload.get("content"), src, line)
         if role == "assistant":
+            self.boundary = False
             msg: dict[str, JSONValue] = {
                 "role": "assistant",
                 "content": text,
@@ -238,7 +242,9 @@ class ItemBuilder:
         call: dict[str, JSONValue] = {"id": call_id, "name": name, "arguments": args}
         items = self.out.items
         last = items[-1].message if items else None
-        if last is not None and last.get("role") == "assistant" and not self.thinking:
+        joins = last is not None and last.get("role") == "assistant" and not self.boundary
+        self.boundary = False
+        if joins and last is not None:
             last.setdefault("tool_calls", [])
             last["tool_calls"].append(call)
             return
