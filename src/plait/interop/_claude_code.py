@@ -70,6 +70,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Final
 
+from plait.errors import ImportFormatError
 from plait.interop._parts import origin
 from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
@@ -420,11 +421,7 @@ class _Builder:
     def user(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
         src = self.src
         content = _blocks(message)
-        if _is_result_only(record) is None:
-            # A prompt (not only results) ends the API response being built.
-            self.open_id = self.open_msg = None
-            self.pending = set()
-            self.flush()
+        prompt = _is_result_only(record) is None
         texts: list[str] = []
         images = 0
         for block in _content_blocks(src, line, content):
@@ -444,6 +441,12 @@ class _Builder:
                 images += 1
             else:
                 src.keep(line, f"content block {str(btype)[:40]}", block)
+        if prompt:
+            # A prompt (not only results) ends the API response being built; its results,
+            # if the record has any, came first.
+            self.open_id = self.open_msg = None
+            self.pending = set()
+            self.flush()
         text = "\n".join(texts)
         if not text and not images:
             if not isinstance(content, list) or not any(
@@ -622,7 +625,12 @@ def _place_files(src: Source, out: Parsed, depth: int) -> None:
         path = folder / f"agent-{agent_id}.jsonl"
         if not path.is_file():
             continue
-        nested = Source(read_source(path), path=str(path), strict=False)
+        try:
+            data = read_source(path)
+        except ImportFormatError as exc:
+            sub["problems"] = [exc.reason]  # the main conversation does not depend on it
+            continue
+        nested = Source(data, path=str(path), strict=False)
         parsed = parse(nested, depth=depth + 1)
         sub["file"] = f"subagents/{path.name}"
         sub["records"] = nested.records
