@@ -72,9 +72,9 @@ if TYPE_CHECKING:
 __all__ = ["SEED_SOURCE_SCHEMA", "SeedResult", "seed_from_jsonl"]
 
 SEED_SOURCE_SCHEMA: Final = "plait.session_seed_source.v1"
+"""The ``schema`` of the ``source`` dict a seeded session records."""
 UNMAPPED_MAX_BYTES: Final = 16 << 20
 """How much of the unmapped source records a session keeps verbatim (as JSON text)."""
-"""The ``schema`` of the ``source`` dict a seeded session records."""
 
 _DEFAULTS: Final[dict[str, Any]] = {
     "format": "auto",
