@@ -33,7 +33,14 @@ from plait.interop._source import Item, Parsed, Source, SourceFormat, as_dict, a
 from plait.providers.base import SUMMARY_PREFIX
 from plait.records import JSONValue
 
-__all__ = ["looks_like", "parse"]
+__all__ = [
+    "looks_like",
+    "looks_like_swe_agent",
+    "parse",
+    "parse_document",
+    "parse_lines",
+    "parse_swe_agent",
+]
 
 _REQUEST_KEYS: Final = frozenset({"model", "tools", "kwargs", "response", "temperature"})
 _ROLES: Final = {

@@ -72,8 +72,10 @@ def is_v0_event(value: object) -> bool:
 
 def is_v1_event(value: object) -> bool:
     """Whether a decoded value is a V1 (software-agent-sdk) event."""
-    kind = value.get("kind") if isinstance(value, dict) else None
-    return isinstance(kind, str) and kind.endswith("Event") and "source" in value  # type: ignore[operator]
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("kind")
+    return isinstance(kind, str) and kind.endswith("Event") and "source" in value
 
 
 def events_of(value: object) -> list[Any] | None:
