@@ -37,6 +37,7 @@ class Expected:
     last_reply: str | None = None
     max_calls: int = 0  # the most calls one API response made
     texts: list[str] = field(default_factory=list)  # texts that must each be in some message
+    responses: int = 0  # API responses that said something (Codex)
 
 
 def _files(agent: str) -> list[Any]:
@@ -334,6 +335,7 @@ def _codex_reference(path: Path) -> tuple[Expected, bool]:
     base = head.get("base_instructions")
     if (isinstance(base, dict) and base.get("text")) or head.get("instructions"):
         exp.roles["system"] += 1
+    responses: list[list[str]] = []
     said = {
         _codex_text(i.get("content")).strip()
         for i in items
@@ -348,6 +350,23 @@ def _codex_reference(path: Path) -> tuple[Expected, bool]:
                 exp.roles["user"] += 1
         if r.get("type") == "compacted":
             exp.roles["summary"] += 1
+    # API responses: a run of reasoning, assistant messages and calls with no input
+    # between, a new one at each reasoning item; one with no message or call (cut off
+    # after its reasoning) says nothing.
+    run: list[str] | None = None
+    for i in items:
+        t = i.get("type")
+        side = t in ("reasoning", *_CODEX_CALLS) or (
+            t == "message" and i.get("role") == "assistant"
+        )
+        if not side:
+            run = None
+        elif t == "reasoning" or run is None:
+            run = []
+            responses.append(run)
+        if side and t != "reasoning" and run is not None:
+            run.append(t)
+    exp.responses = sum(1 for r in responses if r)
     for i in items:
         t = i.get("type")
         if t == "message":
@@ -376,14 +395,13 @@ def test_codex_file(mem: Client, path: Path) -> None:
     assert result.ok, result.error
     records = _records(mem, result.session_id or "")
     got = Counter(r.kind for r in records)
-    # Calls join the assistant message of their response, so only the other roles, the
-    # calls, the results and the failures are derived independently here.
     for role in ("system", "user", "tool", "summary"):
         assert got[role] == expected.roles[role], role
     assert sum(len(getattr(r, "tool_calls", ())) for r in records) == expected.calls
     assert sum(1 for r in records if r.kind == "tool" and not r.ok) == expected.failed
     texts = [r.text for r in records if r.kind == "assistant" and r.text]
-    assert len(texts) == expected.roles["assistant"]
+    assert len(texts) == expected.roles["assistant"]  # each message item has its text
+    assert got["assistant"] == expected.responses  # one assistant message per API response
     if expected.first_prompt is not None:
         assert expected.first_prompt in [r.text for r in records if r.kind == "user"]
     del odd
