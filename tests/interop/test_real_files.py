@@ -336,6 +336,7 @@ def _codex_reference(path: Path) -> tuple[Expected, bool]:
     if (isinstance(base, dict) and base.get("text")) or head.get("instructions"):
         exp.roles["system"] += 1
     responses: list[list[str]] = []
+    orphans = 0
     said = {
         _codex_text(i.get("content")).strip()
         for i in items
@@ -382,16 +383,18 @@ def _codex_reference(path: Path) -> tuple[Expected, bool]:
             exp.calls += 1
         elif t in _CODEX_OUTPUTS and i.get("call_id") not in calls:
             exp.roles["user"] += 1  # an orphan result is kept (leniently) as a user message
+            orphans += 1
         elif t in _CODEX_OUTPUTS:
             exp.roles["tool"] += 1
             exp.failed += _codex_failed(i.get("output"))
-    return exp, not all("payload" in r for r in rows) and not legacy
+    unreadable = len(rows) != sum(1 for line in path.read_bytes().splitlines() if line.strip())
+    return exp, bool(orphans) or unreadable
 
 
 @pytest.mark.parametrize("path", _files("codex"))
 def test_codex_file(mem: Client, path: Path) -> None:
-    expected, odd = _codex_reference(path)
-    result = seed_from_jsonl(mem, path, validate=False)
+    expected, lenient = _codex_reference(path)
+    result = seed_from_jsonl(mem, path, validate=not lenient)
     assert result.ok, result.error
     records = _records(mem, result.session_id or "")
     got = Counter(r.kind for r in records)
@@ -404,7 +407,6 @@ def test_codex_file(mem: Client, path: Path) -> None:
     assert got["assistant"] == expected.responses  # one assistant message per API response
     if expected.first_prompt is not None:
         assert expected.first_prompt in [r.text for r in records if r.kind == "user"]
-    del odd
 
 
 def test_codex_unified_exec_failures_are_read_from_the_process_line(mem: Client) -> None:
