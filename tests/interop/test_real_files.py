@@ -217,6 +217,8 @@ def _cc_reference(path: Path) -> tuple[Expected, bool]:
         msg = r["message"]
         content = msg["content"]
         blocks = content if isinstance(content, list) else []
+        if r["type"] == "assistant" and r.get("isApiErrorMessage") is True:
+            continue  # Claude Code's notice of a failed request; the model never wrote it
         if r["type"] == "assistant":
             mid = msg.get("id")
             n = sum(1 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use")

@@ -50,6 +50,9 @@ How the conversation is rebuilt:
 * **Compaction.** A user record with ``isCompactSummary: true`` becomes a
   ``summary`` message folding everything before it, so ``history()`` starts
   there and ``history(full=True)`` still shows what it folded.
+* **API errors.** An assistant record with ``isApiErrorMessage: true`` is
+  Claude Code's notice of a failed request (``model: "<synthetic>"``); no
+  model wrote it and it is not sent back, so it is kept verbatim, not a message.
 * **Thinking.** ``thinking`` blocks are not replayed (their signatures are tied to
   the original request); their text is kept in the message's
   ``meta["thinking"]``. ``redacted_thinking`` blocks are counted in
@@ -325,6 +328,11 @@ class _Builder:
 
     def assistant(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
         src = self.src
+        if record.get("isApiErrorMessage") is True:
+            # Claude Code's own notice of a failed request ("Login expired ..."), written as
+            # a <synthetic> assistant line: no model wrote it, and it is not sent back.
+            src.keep(line, "api error message", record)
+            return
         content = _blocks(message)
         texts: list[str] = []
         thinking: list[str] = []
