@@ -60,6 +60,7 @@ HANDMADE: dict[str, list[str]] = {
     "gemini-cli": ["gemini-cli/recording.jsonl"],
     "openai-agents": ["openai-agents/items.json", "openai-agents/items.jsonl"],
     "pydantic-ai": ["pydantic-ai/messages.json"],
+    "openhands": ["openhands/v1-events.json"],
 }
 # Samples the libraries wrote (tests/interop/data/generate.py).
 LIBRARY_MADE: dict[str, list[str]] = {

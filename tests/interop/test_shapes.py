@@ -194,3 +194,17 @@ def test_openai_agents_items_written_by_openai_agents(mem: Client) -> None:
     assert [c.id for c in records[1].tool_calls] == ["call_a", "call_b"]
     assert [r.text for r in records[2:4]] == ["Sunny, 22C", "Rain, 18C"]
     assert records[-1].text == "Tokyo is sunny; Osaka has rain."
+
+
+def test_openhands_v1_kinds_the_real_file_lacks(mem: Client, tmp_path: Path) -> None:
+    source, records = _import(mem, _write(tmp_path, "openhands/v1-events.json"))
+    assert source["format"] == "openhands"
+    assert _kinds(records) == ["system", "user", "assistant", "tool", "summary"]
+    assert records[0].text == "You are OpenHands agent."
+    assert records[1].text == "run the tests\n<EXTRA_INFO>use pytest -q</EXTRA_INFO>"
+    assert records[1].meta["source"]["activated_skills"] == ["testing"]
+    assert records[2].text == "Running them."
+    assert records[2].tool_calls[0].arguments == {"command": "pytest -q"}
+    assert records[3].ok is False and records[3].text == "Command timed out"
+    assert records[4].text == "The tests were run once and timed out."
+    assert source["skipped"] == {"ConversationStateUpdateEvent": 1}

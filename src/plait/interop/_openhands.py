@@ -30,7 +30,9 @@ discriminator, as a JSON array or under ``history`` / ``events`` (the
 benchmarks harness writes ``{instance_id, history, num_events}``).
 
 * ``SystemPromptEvent``: a system message (``system_prompt.text``).
-* ``MessageEvent``: its ``llm_message`` (role and content parts).
+* ``MessageEvent``: its ``llm_message`` (role and content parts), with the
+  ``extended_content`` (activated skills' knowledge) the SDK appends to it when
+  it sends it.
 * ``ActionEvent``: one assistant message per ``llm_response_id`` (parallel
   calls share it): ``thought`` text, ``reasoning_content`` in
   ``meta["thinking"]``, and each ``tool_call`` (``id``, ``name``, ``arguments``).
@@ -294,6 +296,12 @@ def _parse_v1(src: Source, out: Parsed, events: list[Any], lines: Mapping[int, i
                 src.bad(line, "a MessageEvent needs an 'llm_message' with a role")
                 continue
             text, images = parts_text(message.get("content"), src, line)
+            # Skill knowledge the SDK appends to the message when it sends it.
+            extended, more = parts_text(event.get("extended_content"), src, line)
+            text, images = "\n".join(t for t in (text, extended) if t), images + more
+            skills = as_list(event.get("activated_skills"))
+            if skills:
+                where["activated_skills"] = skills
             msg: dict[str, JSONValue] = {"role": role, "content": text, "meta": {"source": where}}
             if images and role != "system":
                 msg["images"] = images
