@@ -208,3 +208,17 @@ def test_openhands_v1_kinds_the_real_file_lacks(mem: Client, tmp_path: Path) -> 
     assert records[3].ok is False and records[3].text == "Command timed out"
     assert records[4].text == "The tests were run once and timed out."
     assert source["skipped"] == {"ConversationStateUpdateEvent": 1}
+
+
+def test_lenient_import_keeps_the_text_of_lines_it_could_not_read(
+    mem: Client, tmp_path: Path
+) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n42\n{"role": "assistant", "conte')
+    result = seed_from_jsonl(mem, path, validate=False)
+    assert result.ok and result.partial
+    unmapped = mem.sessions.get(result.session_id or "").metadata["seeded_from_jsonl"]["unmapped"]
+    assert unmapped == [
+        {"line": 2, "kind": "unreadable", "record": 42},
+        {"line": 3, "kind": "unreadable", "record": '{"role": "assistant", "conte'},
+    ]
