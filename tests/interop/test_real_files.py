@@ -537,7 +537,9 @@ def _openhands_reference(path: Path) -> Expected:
                 exp.failed += bool(o.get("error")) or code not in (None, 0, -1)
             continue
         tcm = e.get("tool_call_metadata")
-        if e.get("action") == "message" and not tcm:
+        if e.get("action") == "system" and not tcm:
+            exp.roles["system"] += 1
+        elif e.get("action") == "message" and not tcm:
             exp.roles["user" if e["source"] == "user" else "assistant"] += 1
             if e["source"] == "user":
                 exp.first_prompt = exp.first_prompt or e["args"]["content"]

@@ -8,6 +8,8 @@ or an ``observation`` with ``source`` (``user``, ``agent``, ``environment``),
 ``args`` / ``extras`` and, for tool calls, ``tool_call_metadata`` holding the
 model's whole ``model_response``.
 
+* a ``system`` action (newer streams start with one): the system prompt, a
+  system message (``args.content``).
 * ``message`` actions: from the user a user message, from the agent an
   assistant message (``args.content``; ``image_urls`` counted).
 * actions with ``tool_call_metadata`` (``run``, ``read``, ``edit``, ``finish``,
@@ -218,7 +220,11 @@ def _parse_v0(src: Source, out: Parsed, events: list[Any], lines: Mapping[int, i
         extras = as_dict(event.get("extras")) or {}
         tcm = as_dict(event.get("tool_call_metadata"))
         where = origin(line, id=event.get("id"), time=as_str(event.get("timestamp")))
-        if action == "message" and tcm is None:
+        if action == "system" and tcm is None:
+            # The system prompt (newer V0 streams start with it; its tools stay in args).
+            text = as_str(args.get("content")) or ""
+            b.add({"role": "system", "content": text, "meta": {"source": where}}, line)
+        elif action == "message" and tcm is None:
             text = as_str(args.get("content")) or as_str(event.get("message")) or ""
             msg: dict[str, JSONValue] = {
                 "role": "user" if source == "user" else "assistant",
