@@ -222,3 +222,23 @@ def test_lenient_import_keeps_the_text_of_lines_it_could_not_read(
         {"line": 2, "kind": "unreadable", "record": 42},
         {"line": 3, "kind": "unreadable", "record": '{"role": "assistant", "conte'},
     ]
+
+
+def test_gemini_jsonl_set_of_messages_replaces_the_list(mem: Client, tmp_path: Path) -> None:
+    # A rewind (or a compression) rewrites the whole list with {"$set": {"messages": [...]}};
+    # what was written before it is no longer the conversation.
+    rows = [
+        {"sessionId": "g-2", "projectHash": "cd" * 32, "startTime": "t", "lastUpdated": "t"},
+        {"id": "u1", "type": "user", "content": [{"text": "first try"}]},
+        {"id": "m1", "type": "gemini", "content": "an answer that was rewound"},
+        {"$set": {"messages": [{"id": "u1", "type": "user", "content": [{"text": "again"}]}]}},
+        {"id": "m2", "type": "gemini", "content": "the answer kept"},
+    ]
+    path = tmp_path / "rewound.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source, records = _import(mem, path)
+    assert source["format"] == "gemini-cli"
+    assert [(r.kind, r.text) for r in records] == [
+        ("user", "again"),
+        ("assistant", "the answer kept"),
+    ]
