@@ -398,6 +398,7 @@ def test_codex_file(mem: Client, path: Path) -> None:
     expected, lenient = _codex_reference(path)
     result = seed_from_jsonl(mem, path, validate=not lenient)
     assert result.ok, result.error
+    assert result.source is not None and result.source["format"] == "codex"  # detected
     records = _records(mem, result.session_id or "")
     got = Counter(r.kind for r in records)
     for role in ("system", "user", "tool", "summary"):
