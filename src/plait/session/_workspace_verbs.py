@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from plait.errors import InvalidArgumentError
 from plait.providers import ModelSettings
 from plait.records import JSONValue
-from plait.sandbox import Sandbox
+from plait.sandbox import Sandbox, SandboxPolicy
 from plait.session import binding, runs, settings
 from plait.session._values import RootResult
 from plait.tools import ToolContext
@@ -33,16 +33,33 @@ class WorkspaceVerbs:
 
     # -- the sandbox ------------------------------------------------------------------------
 
-    def to(self, backend: str, spec: str | None = None) -> Self:
+    def to(
+        self,
+        backend: str,
+        spec: str | None = None,
+        *,
+        policy: SandboxPolicy | Mapping[str, JSONValue] | None = None,
+    ) -> Self:
         """Set where this session's tools run; opens nothing; returns the session.
 
         Args:
-            backend: a backend name (``local``).
-            spec: for ``local``, an existing folder (never deleted); without it, a managed
-                temporary folder is made when the sandbox opens and deleted when it closes.
+            backend: ``local`` (a folder, no isolation: trusted use only) or ``isolated``
+                (namespaces: the workspace and roots by mount mode, nothing else).
+            spec: an existing folder (never deleted); without it, a managed temporary
+                folder is made when the sandbox opens and deleted when it closes.
+            policy: what tool calls may do beyond the workspace (network, writable
+                roots, environment passed through, limits); default: nothing.
+
+        Raises:
+            InvalidArgumentError: an unknown backend or a bad policy.
         """
-        binding.retarget(self._head, backend, spec)
+        binding.retarget(self._head, backend, spec, policy)
         return self
+
+    @property
+    def sandbox_policy(self) -> SandboxPolicy:
+        """The policy the sandbox target states (the default policy when none is set)."""
+        return binding.target_policy(self.settings)
 
     @property
     def sandbox_backend(self) -> str | None:
