@@ -587,4 +587,3 @@ class ChunkTable:
 
     def __repr__(self) -> str:
         return f"ChunkTable(session={self._session.id!r})"
-
