@@ -24,6 +24,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from plait._prefix import resolve_session_id
 from plait._runtypes import Run, RunEvent, RunResult, event_json
 from plait.cli._common import (
     CONTEXT_SETTINGS,
@@ -113,7 +114,7 @@ def _run_turn(out: Console, start: Callable[[], Run]) -> None:
 
 def _session_for(client: Client, session_id: str | None, resume_latest: bool) -> Session:
     if session_id is not None:
-        return client.sessions.open(session_id)
+        return client.sessions.open(resolve_session_id(client, session_id))
     if resume_latest:
         latest = client.sessions.latest()
         if latest is not None:
@@ -340,7 +341,7 @@ class _Chat:
             choice = args[0]
             if choice.isdigit() and 1 <= int(choice) <= len(self.listed):
                 choice = self.listed[int(choice) - 1]
-            self.switch(self.client.sessions.open(choice))
+            self.switch(self.client.sessions.open(resolve_session_id(self.client, choice)))
             print_messages(self.out, self.session.history()[-6:], indent="  ")
             return
         self.listed = []

@@ -18,6 +18,7 @@ from plait.cli._common import (
     console,
     echo_json,
     open_client,
+    open_session,
     pass_settings,
 )
 from plait.context import ContextReport
@@ -60,7 +61,7 @@ def report_json(report: ContextReport) -> dict[str, object]:
 def context_command(settings: Settings, session_id: str, model: str | None, as_json: bool) -> None:
     """Show how full a session's context is, with a bar per source."""
     client = open_client(settings)
-    report = client.sessions.get(session_id).context(model=model)
+    report = open_session(client, session_id).context(model=model)
     if as_json:
         echo_json(report_json(report) if report is not None else None)
         return

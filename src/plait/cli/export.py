@@ -8,12 +8,14 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from plait._prefix import resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
     console,
     echo_json,
     open_client,
+    open_session,
     pass_settings,
 )
 from plait.client import SessionStats
@@ -81,7 +83,8 @@ def export_command(
     """
     if redact and bundle_mode is None:
         raise click.UsageError("--redact needs --bundle")
-    session = open_client(settings).sessions.get(session_id)
+    client = open_client(settings)
+    session = open_session(client, session_id)
     if bundle_mode is not None:
         mode = cast(BundleMode, bundle_mode)  # click.Choice(MODES) checked it
         path = write_bundle(session, output, mode=mode, redact=redact)
@@ -123,7 +126,9 @@ def stats_command(
     input. Without IDS, the workspace's most recently active sessions.
     """
     client = open_client(settings)
-    ids = list(session_ids) or [info.id for info in client.sessions.list(limit)]
+    ids = [resolve_session_id(client, i) for i in session_ids] or [
+        info.id for info in client.sessions.list(limit)
+    ]
     rows = client.session_stats(ids)
     if as_json:
         echo_json([_stats_json(s) for s in rows])
