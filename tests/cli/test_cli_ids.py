@@ -23,7 +23,7 @@ def _pair(api: Client) -> tuple[str, str, str]:
 
 
 def test_a_unique_prefix_names_its_session_everywhere(run: Run, api: Client) -> None:
-    a, b, shared = _pair(api)
+    a, _, shared = _pair(api)
     prefix = a[: len(shared) + 1]
     assert json.loads(run("sessions", "show", prefix, "--json").stdout)[1]["content"] == "first?"
     assert run("sessions", "rename", prefix.upper(), "Named").stdout.strip() == "Named"
