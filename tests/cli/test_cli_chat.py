@@ -148,6 +148,15 @@ def test_chat_ends_on_eof_and_commands_before_anything_is_stored(
     assert api.sessions.list() == []
 
 
+def test_a_chat_where_nothing_was_said_leaves_no_session(
+    run: Run, api: Client, model: ScriptedProvider, tmp_path: Path
+) -> None:
+    # --dir stores the session's sandbox folder at once; with nothing said it is not kept.
+    result = run("chat", "--dir", str(tmp_path), input="/quit\n")
+    assert result.exit_code == 0, result.output
+    assert api.sessions.list() == []
+
+
 def test_a_failing_model_does_not_end_the_chat(
     run: Run, api: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

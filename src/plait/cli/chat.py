@@ -152,6 +152,7 @@ def chat_command(
             chat.prompt(line)
     finally:
         chat.session.close_sandbox()
+        chat.forget_if_empty()
         if save_history is not None:
             save_history()
 
@@ -171,6 +172,7 @@ class _Chat:
         self.approve = approver
         self.session = client.session
         self.listed: list[str] = []  # the ids the last bare /resume showed, for /resume N
+        self.made: set[str] = set()  # sessions this chat started (an empty one is not kept)
 
     def greet(self, session: Session, settings: Settings) -> None:
         """The start-up line: model, workspace, where tools run, the store; then the session."""
@@ -187,11 +189,20 @@ class _Chat:
         self.out.print(Text("/help for commands, /quit or Ctrl-D to leave", style="dim"))
         self.switch(session)
 
+    def forget_if_empty(self) -> None:
+        """Delete the current session if this chat made it and nothing was said in it."""
+        session = self.session
+        if session.id in self.made and session.stored and session.length == 0:
+            self.client.sessions.delete(session.id)
+
     def switch(self, session: Session) -> None:
         """Make ``session`` the one the chat talks in; show its last turns if it has any."""
         if session is not self.session:
             self.session.close_sandbox()
+            self.forget_if_empty()
         self.session = session
+        if not session.stored:
+            self.made.add(session.id)  # setting its folder below may store it, empty
         self.approve.session_id = session.id
         if self.directory is not None and session.sandbox_backend is None:
             session.to("local", spec=str(self.directory))
