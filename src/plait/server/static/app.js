@@ -46,6 +46,11 @@ async function api(path, options = {}) {
 }
 
 async function request(path, options = {}) {
+  if (!state.key) {  // signed out while a view was still loading: ask nothing more
+    const error = new Error("signed out");
+    error.status = 401;
+    throw error;
+  }
   const headers = Object.assign({ "Authorization": "Bearer " + state.key }, options.headers || {});
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, Object.assign({}, options, { headers }));
@@ -579,7 +584,7 @@ async function follow(id, after) {
   const control = new AbortController();
   state.follow = control;
   let lastId = String(after);
-  while (!control.signal.aborted) {
+  while (!control.signal.aborted && state.key) {
     try {
       const response = await fetch(sessionPath(id) + "/events", {
         headers: { "Authorization": "Bearer " + state.key, "Last-Event-ID": lastId },
