@@ -27,7 +27,7 @@ pytestmark = [
 DRIVER = textwrap.dedent(
     """
     import sys
-    import plait.session as session_module
+    import plait.session.runs as session_module
     from plait import ToolCall
     from plait.cli import main
     from plait.providers import Reply, ScriptedProvider

@@ -33,12 +33,12 @@ from rich.console import Console
 from rich.text import Text
 
 from plait._prefix import resolve_session_id
-from plait._runtypes import Run, RunEvent, RunResult
 from plait.cli._terminal import safe, safe_text
 from plait.client import Client
 from plait.errors import RunInterruptedError
 from plait.providers import TextDelta
 from plait.records import ToolCall
+from plait.run import Run, RunEvent, RunResult
 from plait.session import Session
 
 __all__ = [

@@ -30,7 +30,6 @@ from rich.console import Console
 from rich.text import Text
 
 from plait._prefix import describe, resolve_session_id
-from plait._runtypes import Run
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
@@ -58,6 +57,7 @@ from plait.cli.context import print_report
 from plait.cli.export import default_export_path
 from plait.client import Client
 from plait.errors import NothingToDoError, PlaitError
+from plait.run import Run
 from plait.session import Session
 from plait.store import default_path
 

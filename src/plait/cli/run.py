@@ -19,7 +19,6 @@ from typing import Any, NoReturn
 import click
 from rich.text import Text
 
-from plait._runtypes import Run, RunResult, event_json
 from plait.cli._common import CONTEXT_SETTINGS, Settings, console, open_client, pass_settings
 from plait.cli._terminal import SafeConsole
 from plait.cli._turns import (
@@ -37,6 +36,7 @@ from plait.cli._turns import (
 from plait.client import Client
 from plait.errors import PlaitError, RunInterruptedError
 from plait.records import JSONValue
+from plait.run import Run, RunResult, event_json
 from plait.session import Session
 
 __all__ = ["run_command"]
