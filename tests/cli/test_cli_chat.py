@@ -176,3 +176,23 @@ def test_a_failing_model_does_not_end_the_chat(
     assert "error: down: 503 service unavailable" in result.stdout
     assert "/retry picks the request up" in result.stdout
     assert "user: hello?" in result.stdout  # the request was kept; /history still ran
+
+
+def test_a_reply_cut_at_the_output_limit_says_retry_continues_it(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    _script(model, Reply("The first half", finish_reason="length"), "and the rest.")
+    result = run("chat", input="write it all\n/retry\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "hit the output limit; /retry continues it" in result.stdout
+    assert "continue_response" in result.stdout and "and the rest." in result.stdout
+
+
+def test_python_dash_m_plait_is_the_command() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "plait", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.startswith("plait, version")
