@@ -95,3 +95,14 @@ def test_stats_errors_and_empty(run: Run, api: Client) -> None:
     result = run("stats")
     assert result.exit_code == 0 and "no sessions" in result.stdout
     assert json.loads(run("stats", "--json").stdout) == []
+
+
+def test_a_bundle_is_named_by_its_id_only_so_its_name_leaks_no_redacted_title(
+    run: Run, api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = conversation(api)
+    s.rename("debug AKIAIOSFODNN7EXAMPLE")
+    result = run("export", s.id, "--bundle", "sanitized")
+    assert result.exit_code == 0, result.output
+    assert Path(result.stdout.strip()) == tmp_path / f"plait-{s.id}.bundle.json"

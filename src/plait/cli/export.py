@@ -2,8 +2,9 @@
 
 An export is written to the working directory unless ``-o`` says where, under a
 name that never collides with another session's: ``plait-<slug of the title>-<id>``
-(or ``plait-<id>`` when untitled), the whole id, since UUIDv7 ids made within a
-minute share their first characters.
+(or ``plait-<id>`` when untitled, and always for a bundle, whose redaction a title
+in its name would bypass), the whole id, since UUIDv7 ids made within a minute
+share their first characters.
 """
 
 from __future__ import annotations
@@ -47,17 +48,20 @@ def _slug(title: str | None) -> str:
     return words[:_SLUG_CHARS].rstrip("-")
 
 
-def default_export_path(session: Session, ext: str) -> Path:
+def default_export_path(session: Session, ext: str, titled: bool = True) -> Path:
     """Where an export of ``session`` goes when no path is given.
 
     Args:
         session: the session exported.
         ext: the extension without its dot (``html``, ``md``, ``bundle.json``).
+        titled: put a slug of the title in the name (not for bundles, whose redaction
+            the title would bypass).
 
     Returns:
-        ``plait-<slug>-<id>.<ext>`` (``plait-<id>.<ext>`` untitled) in the working directory.
+        ``plait-<slug>-<id>.<ext>`` (``plait-<id>.<ext>`` untitled or not ``titled``) in
+        the working directory.
     """
-    slug = _slug(session.title)
+    slug = _slug(session.title) if titled else ""
     stem = f"plait-{slug}-{session.id}" if slug else f"plait-{session.id}"
     return Path.cwd() / f"{stem}.{ext}"
 
@@ -79,7 +83,8 @@ def default_export_path(session: Session, ext: str) -> Path:
     metavar="PATH",
     help=(
         "Where to write, relative to the working directory. "
-        "Default: plait-<title slug>-<id>.html (.md, .bundle.json) in the working directory."
+        "Default: plait-<title slug>-<id>.html (.md; a bundle: plait-<id>.bundle.json) "
+        "in the working directory."
     ),
 )
 @click.option(
@@ -121,7 +126,9 @@ def export_command(
     client = open_client(settings)
     session = open_session(client, session_id)
     ext = "bundle.json" if bundle_mode is not None else "html" if as_html else "md"
-    target = output if output is not None else str(default_export_path(session, ext))
+    # A bundle's name holds no title: a sanitized bundle must not carry a secret it redacted.
+    named = bundle_mode is None
+    target = output if output is not None else str(default_export_path(session, ext, named))
     if bundle_mode is not None:
         mode = cast(BundleMode, bundle_mode)  # click.Choice(MODES) checked it
         path = write_bundle(session, target, mode=mode, redact=redact)
