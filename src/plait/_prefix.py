@@ -146,15 +146,25 @@ def source_agent(metadata: Mapping[str, JSONValue]) -> str:
     return "plait"
 
 
-def describe(client: Client, infos: Iterable[SessionInfo]) -> list[Described]:
+def describe(
+    client: Client, infos: Iterable[SessionInfo], *, short_ids: bool = True
+) -> list[Described]:
     """Describe listed sessions: a unique short id, the first prompt, the source agent.
 
-    The short ids are unique over every session in the store, so each one works
-    wherever an id is taken. Reads one row and a few records per session.
+    Args:
+        client: whose store to read.
+        infos: the sessions, as ``sessions.list()`` gives them.
+        short_ids: cut each id to a prefix unique over every session in the store,
+            so each one works wherever an id is taken (this lists the store's ids);
+            False leaves the ids whole.
+
+    Reads one row and a few records per session.
     """
     infos = list(infos)
-    every = [i.id for i in client.sessions.list(_SCAN, all_workspaces=True)]
-    length = short_id_length(every + [i.id for i in infos])
+    length = 36
+    if short_ids:
+        every = [i.id for i in client.sessions.list(_SCAN, all_workspaces=True)]
+        length = short_id_length(every + [i.id for i in infos])
     store = client.store
     out: list[Described] = []
     for info in infos:

@@ -2,7 +2,7 @@
 
 It runs the agent loop on a stored session (``Session.stream``) and prints it
 as it happens (:mod:`plait.cli._turns`). On a terminal the input line is
-edited with readline (arrow keys, history kept across chats beside the store);
+edited with readline (arrow keys; history kept across chats in ``$PLAIT_HOME``);
 the first line names the model, the workspace, where tools run and the store;
 continuing a session (``-c``, ``ID``, ``/resume``) shows its last turns.
 

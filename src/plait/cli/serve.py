@@ -2,7 +2,8 @@
 
 Every API route needs a bearer credential: the keys given with ``--api-key`` or
 in ``$PLAIT_API_KEYS``, else one key minted at start and printed (never a server
-without a credential), and the durable bearer sessions kept in the store.
+without a credential), and the durable bearer sessions kept in the store. With a
+minted key it also prints an address that signs the web page in once (D133).
 """
 
 from __future__ import annotations
@@ -93,14 +94,14 @@ def serve_command(
         approval_timeout=approval_timeout,
     )
     click.echo(f"plait serving {settings.store} on http://{host}:{port}/", err=True)
-    click.echo(sign_in_line(host, port, minted), err=True)
+    click.echo(_sign_in_line(host, port, minted), err=True)
     try:
         serve_app(app, host=host, port=port, log_level=log_level)
     finally:
         client.close()
 
 
-def sign_in_line(host: str, port: int, key: str | None) -> str:
+def _sign_in_line(host: str, port: int, key: str | None) -> str:
     """What to open in a browser: with the minted key, a URL that signs the page in once.
 
     The key rides in the URL's fragment, which a browser never sends to a server (so no

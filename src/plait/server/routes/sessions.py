@@ -61,7 +61,9 @@ def _detail(state: ServerState, session: Session) -> s.SessionDetail:
         raise SessionNotFoundError(session.id)
     row = state.client.lookup(session.id)
     live = state.live.snapshot_fields(session)
-    base = session_out(state, row, describe(state.client, [SessionInfo.from_row(row)])[0])
+    # One session: its first prompt and source, not a short id (that would scan the store).
+    described = describe(state.client, [SessionInfo.from_row(row)], short_ids=False)[0]
+    base = session_out(state, row, described)
     clients: Any = live["live_clients"]
     controller = live["live_controller_id"]
     return s.SessionDetail(
