@@ -181,6 +181,16 @@ def test_continuing_shows_the_last_turns(tmp_path: Path) -> None:
         screen = pane.wait_for("you> ")
         assert "About plait" in screen and "the last 2 messages" in screen
         assert "user: what is plait?" in screen and "assistant: A session layer." in screen
+        # The picker: the recent sessions by title (or first prompt); a number opens one.
+        pane.type("/resume")
+        pane.keys("Enter")
+        screen = pane.wait_for("pick a number or an id")
+        assert "1. " in screen and "About plait" in screen.split("/resume", 1)[1]
+        pane.type("1")
+        pane.keys("Enter")
+        pane.wait_for("the last 2 messages", count=2)
+        pane.keys("C-c")  # at the input line: the chat stays
+        pane.wait_for("Ctrl-C drops the line")
         pane.keys("C-d")
         end = time.monotonic() + 30
         while pane.alive() and time.monotonic() < end:
