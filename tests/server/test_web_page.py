@@ -144,7 +144,7 @@ def test_a_session_seen_and_worked_on_from_the_page(
         assert download.value.suggested_filename == f"plait-{root.id}.html"
 
         # Fork at a message: a branch holding messages #0..#2.
-        page.locator("#transcript li[data-n='2'] .fork-here").click(force=True)
+        page.locator("#transcript li[data-n='2'] .fork-here").click()
         page.locator("#session-facts", has_text="3 messages").wait_for()
         forked_id = page.get_attribute("#session-view", "data-id")
         assert forked_id not in (root.id, branch.id)
