@@ -10,9 +10,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from plait.errors import InvalidArgumentError
+from plait.providers import ModelSettings
 from plait.records import JSONValue
-from plait.sandbox import Sandbox
-from plait.session import binding, settings
+from plait.sandbox import Sandbox, SandboxPolicy
+from plait.session import binding, runs, settings
 from plait.session._values import RootResult
 from plait.tools import ToolContext
 
@@ -32,16 +33,33 @@ class WorkspaceVerbs:
 
     # -- the sandbox ------------------------------------------------------------------------
 
-    def to(self, backend: str, spec: str | None = None) -> Self:
+    def to(
+        self,
+        backend: str,
+        spec: str | None = None,
+        *,
+        policy: SandboxPolicy | Mapping[str, JSONValue] | None = None,
+    ) -> Self:
         """Set where this session's tools run; opens nothing; returns the session.
 
         Args:
-            backend: a backend name (``local``).
-            spec: for ``local``, an existing folder (never deleted); without it, a managed
-                temporary folder is made when the sandbox opens and deleted when it closes.
+            backend: ``local`` (a folder, no isolation: trusted use only) or ``isolated``
+                (namespaces: the workspace and roots by mount mode, nothing else).
+            spec: an existing folder (never deleted); without it, a managed temporary
+                folder is made when the sandbox opens and deleted when it closes.
+            policy: what tool calls may do beyond the workspace (network, writable
+                roots, environment passed through, limits); default: nothing.
+
+        Raises:
+            InvalidArgumentError: an unknown backend or a bad policy.
         """
-        binding.retarget(self._head, backend, spec)
+        binding.retarget(self._head, backend, spec, policy)
         return self
+
+    @property
+    def sandbox_policy(self) -> SandboxPolicy:
+        """The policy the sandbox target states (the default policy when none is set)."""
+        return binding.target_policy(self.settings)
 
     @property
     def sandbox_backend(self) -> str | None:
@@ -91,6 +109,24 @@ class WorkspaceVerbs:
     def set_settings(self, **settings_: JSONValue) -> None:
         """Store session settings that branches inherit; a value of None removes the key."""
         settings.set_settings(self._head, **settings_)
+
+    @property
+    def model_settings(self) -> ModelSettings:
+        """The model settings the session keeps (a run's settings are laid over them)."""
+        return runs.stored_model_settings(self.settings)
+
+    def set_model_settings(
+        self, model_settings: ModelSettings | Mapping[str, JSONValue] | None
+    ) -> None:
+        """Replace the model settings the session keeps (None: keep none).
+
+        Raises:
+            UnknownOptionError: a key that is not a setting.
+            InvalidArgumentError: a bad value.
+        """
+        found = ModelSettings.from_json(model_settings) if model_settings is not None else None
+        value = found.to_json() if found is not None else {}
+        settings.set_settings(self._head, **{runs.MODEL_SETTINGS: value or None})
 
     @property
     def metadata(self) -> dict[str, JSONValue]:
