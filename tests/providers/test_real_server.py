@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -137,3 +138,24 @@ def test_a_server_killed_mid_reply_is_a_provider_error() -> None:
 
         with pytest.raises(ProviderError):
             asyncio.run(asyncio.wait_for(main(), timeout=60))
+
+
+def test_plait_run_dash_o_max_tokens_stops_at_the_limit(server: str, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "OPENAI_BASE_URL": server,
+        "PLAIT_HOME": str(tmp_path),
+        "PLAIT_MODEL": "openai:smollm2",
+    }
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "plait", "run", "--json", "--no-tools",
+         "-o", "max_tokens", "20", "Write a long story about a lighthouse keeper."],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=120,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    result = lines[-1]
+    assert result["type"] == "result" and result["finish_reason"] == "length"
+    assert 0 < result["usage"]["output_tokens"] <= 20

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final, TextIO
+from typing import Any, Final, TextIO
 
 import click
 from rich.console import Console
@@ -35,11 +35,12 @@ from rich.text import Text
 from plait._prefix import resolve_session_id
 from plait.cli._terminal import safe, safe_text
 from plait.client import Client
-from plait.errors import RunInterruptedError
-from plait.providers import TextDelta
-from plait.records import ToolCall
+from plait.errors import PlaitError, RunInterruptedError
+from plait.providers import ModelSettings, TextDelta
+from plait.records import JSONValue, ToolCall
 from plait.run import Run, RunEvent, RunResult
 from plait.session import Session
+from plait.tools import BUILTIN_TOOLS, Tool
 
 __all__ = [
     "Approver",
@@ -268,3 +269,73 @@ system_option = click.option(
     "--system", "-s", metavar="TEXT", help="A system prompt for a new session."
 )
 """``--system/-s TEXT``."""
+
+
+def _setting_value(raw: str) -> JSONValue:
+    """``-o`` values are JSON when they parse as JSON (20, 0.5, ["a"]), else text."""
+    try:
+        value: JSONValue = json.loads(raw)
+    except ValueError:
+        return raw
+    return value
+
+
+def model_settings_from(pairs: tuple[tuple[str, str], ...]) -> dict[str, JSONValue] | None:
+    """The ``-o KEY VALUE`` pairs as a model-settings object, checked; None when none given.
+
+    Raises:
+        click.BadParameter: a key that is not a setting, or a bad value.
+    """
+    if not pairs:
+        return None
+    found: dict[str, JSONValue] = {}
+    for key, raw in pairs:
+        found[key] = _setting_value(raw)
+    try:
+        return ModelSettings.from_json(found).to_json()
+    except PlaitError as exc:
+        raise click.BadParameter(str(exc), param_hint="-o") from None
+
+
+def tools_from(no_tools: bool, names: str | None) -> list[Tool] | None:
+    """The tools ``--no-tools`` / ``--tools a,b`` offer; None for the built-in four.
+
+    Raises:
+        click.BadParameter: a name that is not a built-in tool.
+    """
+    if no_tools:
+        return []
+    if names is None:
+        return None
+    by_name = {t.name: t for t in BUILTIN_TOOLS}
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    unknown = [n for n in wanted if n not in by_name]
+    if unknown:
+        raise click.BadParameter(
+            f"no tool named {', '.join(unknown)}; the tools are {', '.join(by_name)}",
+            param_hint="--tools",
+        )
+    return [by_name[n] for n in wanted]
+
+
+def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``-o KEY VALUE`` (model settings), ``--no-tools`` and ``--tools a,b``."""
+    func = click.option(
+        "--tools", "tool_names", metavar="NAMES",
+        help="Offer only these built-in tools (comma-separated: shell,read_file,...).",
+    )(func)
+    func = click.option("--no-tools", is_flag=True, help="Offer the model no tools.")(func)
+    return click.option(
+        "-o", "--option", "settings_pairs", type=(str, str), multiple=True,
+        metavar="KEY VALUE",
+        help="A model setting: max_tokens, temperature, top_p, tool_choice, stop, seed "
+        "(kept by the session, like the model).",
+    )(func)
+
+
+def backend_line(session: Session) -> str:
+    """Where a session's tools run, and whether that isolates them."""
+    backend = session.sandbox_backend or "local"
+    if backend == "local":
+        return "local backend, which does not isolate"
+    return f"{backend} backend"

@@ -42,24 +42,30 @@ from plait.cli._render import print_messages
 from plait.cli._terminal import SafeConsole, safe_text
 from plait.cli._turns import (
     Approver,
+    backend_line,
     cut_off_notice,
     describe_model,
     dir_option,
     is_terminal,
     model_option,
+    model_settings_from,
+    run_options,
     run_turn,
     session_for,
     setup,
     system_option,
+    tools_from,
     yes_option,
 )
 from plait.cli.context import print_report
 from plait.cli.export import default_export_path
 from plait.client import Client
 from plait.errors import NothingToDoError, PlaitError
+from plait.records import JSONValue
 from plait.run import Run
 from plait.session import Session
 from plait.store import default_path
+from plait.tools import Tool
 
 __all__ = ["chat_command"]
 
@@ -107,6 +113,7 @@ def _readline(history: Path) -> Callable[[], None]:
 @dir_option
 @yes_option
 @system_option
+@run_options
 @pass_settings
 def chat_command(
     settings: Settings,
@@ -116,18 +123,24 @@ def chat_command(
     directory: Path | None,
     yes: bool,
     system: str | None,
+    settings_pairs: tuple[tuple[str, str], ...],
+    no_tools: bool,
+    tool_names: str | None,
 ) -> None:
     """Talk with an agent in the terminal; every turn is stored as it happens.
 
     Starts a new session, or continues ID (a unique prefix works, or `latest`)
     or, with -c, the latest. Lines that begin with / are commands: /help lists
-    them.
+    them. `-o KEY VALUE`, `--no-tools` and `--tools` are as for `plait run`.
     """
+    tools = tools_from(no_tools, tool_names)
+    model_settings = model_settings_from(settings_pairs)
     client = open_client(settings)
     out = console()
     interactive = is_terminal(sys.stdin)
     save_history = _readline(default_path().parent / "chat_history") if interactive else None
     chat = _Chat(client, out, model, directory, Approver(yes, SafeConsole(stderr=True)))
+    chat.tools, chat.model_settings = tools, model_settings
     session = session_for(client, session_id, resume_latest)
     setup(session, None, system)  # the folder is set by switch(), after the system prompt
     chat.greet(session, settings)
@@ -170,6 +183,8 @@ class _Chat:
     ) -> None:
         self.client, self.out, self.model, self.directory = client, out, model, directory
         self.approve = approver
+        self.tools: list[Tool] | None = None  # None: the built-in tools
+        self.model_settings: dict[str, JSONValue] | None = None  # given once, then kept
         self.session = client.session
         self.listed: list[str] = []  # the ids the last bare /resume showed, for /resume N
         self.made: set[str] = set()  # sessions this chat started (an empty one is not kept)
@@ -180,7 +195,8 @@ class _Chat:
         self.out.print(
             safe_text(
                 f"plait chat · model {describe_model(self.model, session)} · "
-                f"workspace {self.client.workspace} · tools run in {where} (local backend) · "
+                f"workspace {self.client.workspace} · tools run in {where} "
+                f"({backend_line(session)}) · "
                 f"store {settings.store}",
                 "dim",
             ),
@@ -231,7 +247,13 @@ class _Chat:
     def prompt(self, text: str) -> None:
         """Send ``text`` as the next user message and run the turn."""
         self._turn(
-            lambda: self.session.stream(text, provider=self.model, on_approval=self.approve)
+            lambda: self.session.stream(
+                text,
+                provider=self.model,
+                on_approval=self.approve,
+                tools=self.tools,
+                model_settings=self.model_settings,
+            )
         )
 
     def command(self, line: str) -> bool:
@@ -299,7 +321,9 @@ class _Chat:
             raise NothingToDoError("nothing was interrupted")
         self.out.print(safe_text(f"{info.kind}: {info.description}", "dim"), soft_wrap=True)
         self._turn(
-            lambda: self.session.resume_stream(provider=self.model, on_approval=self.approve)
+            lambda: self.session.resume_stream(
+                provider=self.model, on_approval=self.approve, tools=self.tools
+            )
         )
 
     def _fork(self, args: list[str], rest: str) -> None:

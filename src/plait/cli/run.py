@@ -27,10 +27,13 @@ from plait.cli._turns import (
     dir_option,
     is_terminal,
     model_option,
+    model_settings_from,
+    run_options,
     run_turn,
     session_for,
     setup,
     system_option,
+    tools_from,
     yes_option,
 )
 from plait.client import Client
@@ -70,6 +73,7 @@ def _prompt_text(text: str | None, resume_run: bool) -> str | None:
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds allowed.")
 @click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
+@run_options
 @pass_settings
 def run_command(
     settings: Settings,
@@ -84,10 +88,15 @@ def run_command(
     timeout: float | None,
     max_steps: int,
     as_json: bool,
+    settings_pairs: tuple[tuple[str, str], ...],
+    no_tools: bool,
+    tool_names: str | None,
 ) -> None:
     """Send TEXT to a session's model and run its tool calls until it is done.
 
-    TEXT `-`, or no TEXT, reads the prompt from standard input. Tool calls are
+    TEXT `-`, or no TEXT, reads the prompt from standard input. `-o KEY VALUE`
+    sets a model setting (`-o max_tokens 200 -o temperature 0`); `--no-tools` and
+    `--tools read_file,list_files` choose what is offered. Tool calls are
     asked about on a terminal; without one (and without --yes) each is denied
     and the model is told so. With --json every event is printed as one JSON
     object per line (text and tool-call deltas, records, tool starts and ends
@@ -95,6 +104,8 @@ def run_command(
     or an `error` line (exit code 1).
     """
     prompt = _prompt_text(text, resume_run)
+    tools = tools_from(no_tools, tool_names)  # bad options refuse before anything is made
+    model_settings = model_settings_from(settings_pairs)
     err = SafeConsole(stderr=True, highlight=False)
     try:
         client = open_client(settings)
@@ -114,6 +125,8 @@ def run_command(
         "on_approval": approver,
         "timeout": timeout,
         "max_steps": max_steps,
+        "tools": tools,
+        "model_settings": model_settings,
     }
 
     def start() -> Run:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 from rich.table import Table
@@ -176,16 +177,53 @@ def tree(settings: Settings, session_id: str) -> None:
     metavar="N",
     help="Keep only the first N messages (fork_at).",
 )
+@click.option(
+    "--workspace",
+    "workspace",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    metavar="DIR",
+    help="Give the branch its own copy of the files (as they were at N with --at) in DIR.",
+)
 @pass_settings
-def fork(settings: Settings, session_id: str, at: int | None) -> None:
+def fork(settings: Settings, session_id: str, at: int | None, workspace: Path | None) -> None:
     """Branch a session; print the new session's id.
 
     The branch shares the transcript (nothing is copied); with --at N it keeps
-    only the first N messages.
+    only the first N messages. With --workspace DIR its tools work on their own
+    copy of the files, restored from the session's workspace checkpoints.
     """
     session = open_session(open_client(settings), session_id)
-    branch = session.fork() if at is None else session.fork_at(at)
+    if at is None:
+        branch = session.fork(workspace=workspace)
+    else:
+        branch = session.fork_at(at, workspace=workspace)
     click.echo(branch.id)
+
+
+@sessions_group.command("diff-files", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.argument("a", type=click.IntRange(min=0))
+@click.argument("b", type=click.IntRange(min=0))
+@click.option("--json", "as_json", is_flag=True, help="Print the changes as JSON.")
+@pass_settings
+def diff_files(settings: Settings, session_id: str, a: int, b: int, as_json: bool) -> None:
+    """What the conversation changed on disk between message A and message B.
+
+    Messages are counted as `fork --at` counts them; the files come from the
+    workspace checkpoints taken around each tool call that may change files.
+    """
+    session = open_session(open_client(settings), session_id)
+    changes = session.diff_files(a, b)
+    if as_json:
+        rows = [{"path": c.path, "change": c.change, "kind": c.kind} for c in changes]
+        click.echo(json.dumps(rows, ensure_ascii=False))
+        return
+    marks = {"added": "+", "removed": "-", "modified": "~"}
+    for change in changes:
+        click.echo(f"{marks.get(change.change, '?')} {safe(change.path)}")
+    if not changes:
+        click.echo("no change")
 
 
 @sessions_group.command("rename", context_settings=CONTEXT_SETTINGS)
