@@ -1,9 +1,9 @@
 """The request a run sends, read cheaply from the tallies, equals the one read from everything.
 
-``Session.request_messages()`` reads only from the newest summary's kept part (D92) and
-``resumable()`` only the tail back to the last turn; both are checked against the naive
-reading of the whole view after random sequences of writes, compactions, undos, trims,
-resets, forks and cut-off replies.
+``Session.request_messages()`` and ``history()`` read only from the newest summary's kept
+part (D92), and ``resumable()`` only the tail back to the last turn; each is checked against
+the naive reading of the whole view after random sequences of writes, compactions, undos,
+trims, resets, forks and cut-off replies.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 from plait import Client, Session
 from plait.errors import NothingToDoError
 from plait.records import Message
-from plait.views import model_messages, resume_info, system_prompt
+from plait.views import history, model_messages, resume_info, system_prompt
 
 
 def _reference(s: Session) -> list[Message]:
@@ -78,6 +78,7 @@ def test_the_cheap_request_is_the_full_one(seed: int, tmp_path: Path) -> None:
                 s.context()  # count now and then, as runs do: both counted and uncounted tails
             assert s.request_messages() == _reference(s), f"seed {seed}, step {n}"
             assert s.resumable() == resume_info(s.records), f"seed {seed}, step {n}"
+            assert s.history() == history(s.records), f"seed {seed}, step {n}"
 
 
 def test_a_compacted_session_reads_only_what_it_kept(tmp_path: Path) -> None:

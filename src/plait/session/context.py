@@ -26,7 +26,7 @@ from plait.providers import Provider, Request
 from plait.records import COMPACTION_UNDONE, Message, Record, SummaryRecord, newest_summary
 from plait.session.counting import context_report, count_pending, tool_spec_texts
 from plait.store.base import SessionRow
-from plait.views import model_messages, system_prompt
+from plait.views import history, model_messages, system_prompt
 
 if TYPE_CHECKING:
     from plait.session._head import Head
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "compact",
     "compaction_due",
+    "history_messages",
     "measure",
     "preview",
     "request_messages",
@@ -153,6 +154,32 @@ def summarizer(model: Provider) -> Summarize:
     return summarize
 
 
+def _window(head: Head, row: SessionRow) -> tuple[list[Record], Tally | None]:
+    """The records from where the next request starts to the head, and the head's tally.
+
+    The tally says where the newest visible summary is; the window starts at what it
+    kept (or at the view's start when there is none, or no tally to be had cheaply).
+    """
+    store = head.store
+    lay = row.layout
+    memo = head.memo(row)
+    tally = _head_tally(head, row)
+    lo = lay.view_start
+    if tally is not None and tally.summary >= lay.view_start:
+        found = _at(head, row, tally.summary)
+        if isinstance(found, SummaryRecord):
+            lo = max(lo, min(found.folds_to, found.seq))
+    held = memo.records(lo, lay.end_seq) if memo is not None else None
+    if held is not None:
+        if memo is not None and lo > memo.window_lo:
+            memo.seed(lo, held)  # what a compaction folded is no longer sent: let it go
+        return held, tally
+    records = store.read(row, lo, lay.end_seq)
+    if memo is not None:
+        memo.seed(lo, records)
+    return records, tally
+
+
 def request_messages(head: Head) -> list[Message]:
     """The messages the next model call sends: the system prompt, then the history.
 
@@ -163,24 +190,8 @@ def request_messages(head: Head) -> list[Message]:
     if head.row is None:
         return []
     row = head.fresh()
-    store = head.store
     lay = row.layout
-    memo = head.memo(row)
-    tally = _head_tally(head, row)
-    lo = lay.view_start
-    if tally is not None and tally.summary >= lay.view_start:
-        found = _at(head, row, tally.summary)
-        if isinstance(found, SummaryRecord):
-            lo = max(lo, found.folds_to)
-    held = memo.records(lo, lay.end_seq) if memo is not None else None
-    if held is not None:
-        records = held
-        if memo is not None and lo > memo.window_lo:
-            memo.seed(lo, records)  # what a compaction folded is no longer sent: let it go
-    else:
-        records = store.read(row, lo, lay.end_seq)
-        if memo is not None:
-            memo.seed(lo, records)
+    records, tally = _window(head, row)
     hidden: str | None = None
     if not any(r.kind == "system" for r in records):
         if tally is not None:
@@ -191,9 +202,22 @@ def request_messages(head: Head) -> list[Message]:
             key = (row.id, lay.view_start)
             cache = head.host.runs.hidden_system
             if key not in cache:  # read once per view start: the prefix never changes
-                cache[key] = system_prompt(store.read(row, 0, lay.view_start))
+                cache[key] = system_prompt(head.store.read(row, 0, lay.view_start))
             hidden = cache[key]
     return model_messages(records, hidden)
+
+
+def history_messages(head: Head) -> list[Message]:
+    """``history()``: the newest summary, then what it kept, read from the summary on.
+
+    Like a request, it reads what it returns, not the transcript before the summary.
+    """
+    row = head.fresh()
+    records, tally = _window(head, row)
+    summary_in_view = tally is not None and tally.summary >= row.layout.view_start
+    if summary_in_view and newest_summary(records) is None:
+        records = view(head, row)  # the window missed the summary: read the whole view
+    return history(records)
 
 
 def _head_tally(head: Head, row: SessionRow) -> Tally | None:

@@ -41,7 +41,7 @@ from plait.session._values import (
 from plait.session._workspace_verbs import WorkspaceVerbs
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
-from plait.views import full_history, history
+from plait.views import full_history
 
 if TYPE_CHECKING:
     from plait.session.host import SessionHost
@@ -262,8 +262,9 @@ class Session(RunVerbs, WorkspaceVerbs):
         Raises:
             SessionNotFoundError: the session was never stored.
         """
-        records = self.records
-        return full_history(records) if full else history(records)
+        if full:
+            return full_history(self.records)
+        return context.history_messages(self._head)
 
     def snapshot(self) -> Snapshot | None:
         """Return a read-only snapshot, or None for a session not stored (seed 003)."""
