@@ -48,21 +48,17 @@ import contextlib
 import hashlib
 import re
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from plait._time import now_micros
-from plait.context import Tally
 from plait.errors import (
-    ControllerConflictError,
     InvalidArgumentError,
     InvalidMessageError,
     MissingDependencyError,
-    SchemaOutdatedError,
-    SchemaTooNewError,
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
@@ -70,18 +66,22 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import segments
-from plait.records import JSONValue, Record, decode_record, dumps, encode_payload
-from plait.store._rows import (
-    BEARER_COLUMNS,
-    LIVE_COLUMNS,
-    SEQ_BITS,
-    SEQ_MAX,
-    bearer_row_from_columns,
-    live_row_from_columns,
-    row_from_columns,
-    scratchpad_entry_from_columns,
+from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
+from plait.store._sql import (
+    DDL,
+    Connection,
+    Counted,
+    Dialect,
+    Migration,
+    SQLStore,
+    apply_migrations,
+    check_schema,
+    migrations,
+    schema_table,
+    too_new,
 )
-from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
+from plait.store.base import ScratchpadEntry, SessionRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -89,137 +89,23 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
-Migration = tuple[int, str, tuple[str, ...]]
-
-# Numbered, ordered, applied each in one transaction under an advisory lock. Never edit a
-# shipped one: add the next number. JSON columns are TEXT, not JSONB: JSONB rejects the
-# \u0000 escape that any user string may carry, and TEXT keeps plait's codec byte for byte
-# (its fast path reads '{"content":"..."}' as written).
-MIGRATIONS: Final[tuple[Migration, ...]] = (
-    (
-        1,
-        "initial schema",
-        (
-            """
-            CREATE TABLE sessions (
-                -- Owner key of the session's own rows. An identity never hands out a value
-                -- twice, so no stray row can ever join another session's transcript; capped
-                -- so that pk << 32 | seq fits a BIGINT.
-                pk BIGINT GENERATED ALWAYS AS IDENTITY (MAXVALUE 2147483647) PRIMARY KEY,
-                -- Public id. A deleted row becomes '/' || pk (no session id contains '/';
-                -- PostgreSQL text cannot hold the NUL SQLite uses), so the id can be reused
-                -- while other branches still read the tombstone's rows.
-                id TEXT NOT NULL CONSTRAINT sessions_id_key UNIQUE,
-                workspace TEXT NOT NULL,
-                title TEXT,
-                created_at BIGINT NOT NULL,          -- microseconds since the epoch, UTC
-                updated_at BIGINT NOT NULL,          -- orders "most recently active first"
-                version BIGINT NOT NULL,             -- row version, for compare-and-set
-                bases TEXT NOT NULL,                 -- JSON [[owner pk, hi], ...]
-                end_seq BIGINT NOT NULL,             -- head when the row was last written;
-                end_msgs BIGINT NOT NULL,            -- appends do not write it (newest own
-                                                     -- record is the head)
-                view_start BIGINT NOT NULL,          -- trim/reset hide positions before this
-                view_msgs BIGINT NOT NULL,           -- messages before view_start
-                parent_ids TEXT NOT NULL,            -- JSON list, in parent order
-                lineage_operator TEXT,
-                branched_at BIGINT,
-                status TEXT NOT NULL,
-                scratchpad TEXT,
-                scratchpad_version BIGINT NOT NULL,
-                metadata TEXT NOT NULL,
-                deleted BOOLEAN NOT NULL DEFAULT false  -- tombstone while branches share rows
-            )
-            """,
-            # "Most recently active first" for one workspace, or for all of them (an append
-            # also reads the first entry of the second to know whether it is ahead).
-            "CREATE INDEX sessions_recent ON sessions (workspace, updated_at DESC, pk DESC) "
-            "WHERE NOT deleted",
-            "CREATE INDEX sessions_recent_all ON sessions (updated_at DESC, pk DESC) "
-            "WHERE NOT deleted",
-            """
-            CREATE TABLE records (
-                key BIGINT PRIMARY KEY,              -- owner pk << 32 | seq (see above)
-                mpos BIGINT NOT NULL,                -- messages before this position
-                id TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                payload TEXT NOT NULL,               -- JSON, through plait.records' codec
-                meta TEXT,                           -- JSON, NULL when empty
-                created_at BIGINT NOT NULL,
-                tokens INTEGER                       -- counted once, when written
-            )
-            """,
-            """
-            CREATE TABLE lineage (
-                parent_id TEXT NOT NULL,
-                child_id TEXT NOT NULL,
-                ord INTEGER NOT NULL,                -- the parent's place among the parents
-                PRIMARY KEY (parent_id, child_id)
-            )
-            """,
-            "CREATE INDEX lineage_child ON lineage (child_id)",
-            """
-            CREATE TABLE scratchpads (
-                session_pk BIGINT NOT NULL,
-                version BIGINT NOT NULL,
-                scratchpad TEXT,
-                source TEXT,
-                reason TEXT,
-                metadata TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                PRIMARY KEY (session_pk, version)
-            )
-            """,
-        ),
-    ),
-    (
-        2,
-        "running tallies beside token counts",
-        (
-            # Counted once (decisions D50): the JSON array of plait.context.Tally for the
-            # lineage at positions [0, seq], written with the row's token count by the
-            # session's writer, in one batch before the next model call (never by the
-            # append fast path). NULL until counted; counted rows form a prefix.
-            "ALTER TABLE records ADD COLUMN running TEXT",
-        ),
-    ),
-    (
-        3,
-        "durable bearer sessions and live clients",
-        (
-            # Issue 7. The bearer token itself is never stored: only its SHA-256, so a
-            # dump or backup of this table holds no credential (plait.auth).
-            """
-            CREATE TABLE durable_sessions (
-                token_hash TEXT PRIMARY KEY,         -- hex SHA-256 of the bearer token
-                principal TEXT NOT NULL,
-                scopes TEXT NOT NULL,                -- JSON list of scope strings
-                attributes TEXT NOT NULL,            -- JSON object, caller-owned
-                created_at BIGINT NOT NULL,          -- microseconds since the epoch, UTC
-                last_seen_at BIGINT NOT NULL,        -- moved by touch, never past expires_at
-                expires_at BIGINT NOT NULL           -- absolute; touch never moves it
-            )
-            """,
-            "CREATE INDEX durable_sessions_expiry ON durable_sessions (expires_at)",
-            # Keyed by the session's pk, never reused: a session deleted and re-created
-            # under the same id starts with no clients attached.
-            """
-            CREATE TABLE live_clients (
-                session_pk BIGINT NOT NULL,
-                client_id TEXT NOT NULL,
-                mode TEXT NOT NULL,                  -- 'observer' or 'controller'
-                attached_at BIGINT NOT NULL,
-                last_seen_at BIGINT NOT NULL,        -- attach, takeover or heartbeat
-                metadata TEXT NOT NULL,              -- JSON object
-                PRIMARY KEY (session_pk, client_id)
-            )
-            """,
-            # At most one controller per session, whatever process writes.
-            "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
-            "WHERE mode = 'controller'",
-        ),
-    ),
+_DDL: Final = DDL(
+    # An identity never hands out a value twice; capped so that pk << 32 | seq fits a BIGINT.
+    pk="BIGINT GENERATED ALWAYS AS IDENTITY (MAXVALUE 2147483647) PRIMARY KEY",
+    big="BIGINT",
+    flag="BOOLEAN NOT NULL DEFAULT false",
+    id_unique="CONSTRAINT sessions_id_key UNIQUE",  # create() names it in its error
+    recent="updated_at DESC, pk DESC",
+    live="NOT deleted",
+    rowid="",
 )
+
+MIGRATIONS: Final[tuple[Migration, ...]] = migrations(_DDL)
+"""The schema, numbered and ordered (written once for both SQL stores, in ``_sql.py``).
+
+Applied each in one transaction under an advisory lock.
+"""
+
 
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
@@ -378,10 +264,6 @@ _READ: Final = (
 _row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
 
 
-class _Counted(Exception):
-    """Another writer counted some of these positions first: roll the batch back."""
-
-
 def _record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
     """The records as the parallel arrays ``_UNNEST_RECORDS`` reads."""
     out: dict[str, list[Any]] = {
@@ -520,7 +402,7 @@ _PROCESS_LOCKS: dict[tuple[str, ...], _ProcessLocks] = {}
 _PROCESS_LOCKS_MUTEX = threading.Lock()
 
 
-class PostgresStore:
+class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
     Args:
@@ -544,6 +426,16 @@ class PostgresStore:
         SchemaTooNewError: the schema was written by a newer plait.
         SchemaOutdatedError: the schema is older and ``auto_migrate`` is False.
     """
+
+    dialect = Dialect(
+        param="%s",
+        greatest="GREATEST",
+        least="LEAST",
+        live="NOT deleted",
+        live_s="NOT s.deleted",
+        select_row=_SELECT_ROW,
+        key_share=" FOR KEY SHARE",
+    )
 
     def __init__(
         self,
@@ -687,32 +579,18 @@ class PostgresStore:
                 "(the search_path names none that exists); pass schema="
             )
         current = self._current_version(conn) if found and found[0] else 0
-        newest = self.code_version
-        if current > newest:
-            raise self._too_new(current)
-        if current == newest:
-            return namespace
-        if current > 0 and not auto:
-            raise SchemaOutdatedError(
-                f"{self._location}: schema version {current} is older than {newest}; "
-                "run `plait db migrate` to upgrade it"
-            )
-        self._apply(conn, namespace)
+        if check_schema(self._location, current, self.code_version, auto=auto):
+            self._apply(conn, namespace)
         return namespace
-
-    def _too_new(self, current: int) -> SchemaTooNewError:
-        return SchemaTooNewError(
-            f"{self._location}: schema version {current} is newer than this plait "
-            f"understands ({self.code_version}); upgrade plait to open it"
-        )
 
     def _apply(self, conn: psycopg.Connection[tuple[Any, ...]], namespace: str) -> list[int]:
         """Apply pending migrations, each in one transaction under the migration lock."""
         from psycopg import sql
 
         key = _signed(hashlib.blake2b(namespace.encode(), digest_size=4).digest())
-        applied: list[int] = []
-        for version, name, statements in sorted(self._migrations):
+
+        @contextmanager
+        def transaction() -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
             with conn.transaction():
                 # Transaction-scoped: two processes opening a fresh schema at once take
                 # turns, and the second sees what the first applied.
@@ -726,23 +604,18 @@ class PostgresStore:
                             sql.Identifier(self._schema)
                         )
                     )
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS plait_schema (version INTEGER PRIMARY KEY, "
-                    "name TEXT NOT NULL, applied_at BIGINT NOT NULL)"
-                )
-                current = self._current_version(conn)
-                if current > self.code_version:
-                    raise self._too_new(current)
-                if current >= version:
-                    continue
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO plait_schema (version, name, applied_at) VALUES (%s, %s, %s)",
-                    (version, name, now_micros()),
-                )
-            applied.append(version)
-        return applied
+                conn.execute(schema_table(_DDL))
+                yield conn
+
+        def current(_: object) -> int:
+            version = self._current_version(conn)
+            if version > self.code_version:
+                raise too_new(self._location, version, self.code_version)
+            return version
+
+        return apply_migrations(
+            self._migrations, transaction, current, param="%s", now_us=now_micros
+        )
 
     def migrate(self) -> list[int]:
         """Apply every pending migration, each in its own transaction.
@@ -759,6 +632,79 @@ class PostgresStore:
         """
         with self._conn("migrate") as conn:
             return self._apply(conn, self._namespace)
+
+    # -- the connection hooks of the shared statements (store/_sql.py) -------------------
+
+    def _read(self, what: str) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
+        return self._conn(what)
+
+    _write = _read  # one statement is its own transaction (autocommit): one round trip
+
+    @contextmanager
+    def _transaction(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        with self._conn(what) as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _snapshot(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        with self._conn(what) as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield conn
+            finally:
+                conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _counting(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        from psycopg import errors as pgerrors
+
+        try:
+            with self._conn(what) as conn, conn.transaction():
+                yield conn
+        except StoreError as exc:
+            # Two writers counting the same shared rows at once: one wins, as with Counted.
+            if isinstance(exc.__cause__, pgerrors.DeadlockDetected):
+                raise Counted from None
+            raise
+
+    def _update_tallies(
+        self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
+    ) -> int:
+        return conn.execute(
+            "UPDATE records r SET tokens = u.t, running = u.r "
+            "FROM unnest(%s::bigint[], %s::integer[], %s::text[]) AS u(k, t, r) "
+            "WHERE r.key = u.k AND r.running IS NULL",
+            (keys, tokens, running),
+        ).rowcount
+
+    def _tally_rows(self, conn: Connection, keys: list[int]) -> list[tuple[int, str]]:
+        rows = conn.execute(
+            "SELECT key, running FROM records WHERE key = ANY(%s::bigint[]) "
+            "AND running IS NOT NULL",
+            (keys,),
+        ).fetchall()
+        return [(int(k), str(t)) for k, t in rows]
+
+    def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:
+        rows = conn.execute(
+            "SELECT (SELECT count(*) FROM records WHERE key >= g.lo AND key < g.hi) "
+            "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+            "ORDER BY g.n",
+            ([lo for lo, _ in ranges], [hi for _, hi in ranges]),
+        ).fetchall()
+        return [int(n) for (n,) in rows]
+
+    def _live_locked(self, conn: Connection, session_id: str) -> None:
+        # Transaction-scoped, and not the writer lock's key: the live writes of every
+        # process on one session take turns (the row itself is locked FOR KEY SHARE).
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s::bigint)",
+            (lock_key(self._namespace + "\0live", session_id),),
+        )
+
+    def _notify(self, conn: Connection, session_id: str) -> None:
+        # Delivered at commit, to every process listening through changes().
+        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, session_id))
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -1018,137 +964,7 @@ class PostgresStore:
                 )
         return out
 
-    def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
-        """Return ``(messages before seq, is a message)`` for one position."""
-        parts = segments(row.layout, row.pk, seq, seq + 1)
-        if not parts:
-            raise StoreCorruptError(f"session {row.id!r}: no position {seq}")
-        owner = parts[0][0]
-        with self._conn(f"probe {row.id!r}") as conn:
-            found = conn.execute(
-                "SELECT mpos, kind FROM records WHERE key = %s", ((owner << _SHIFT) | seq,)
-            ).fetchone()
-        if found is None:
-            raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
-        return int(found[0]), found[1] != "event"
-
-    # -- counted once (issue 4) ---------------------------------------------------------
-
-    def counted_end(self, row: SessionRow) -> int:
-        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
-        parts = segments(row.layout, row.pk, 0, row.layout.end_seq)
-        if not parts:
-            self._check_open()
-            return 0
-        with self._conn(f"count {row.id!r}") as conn, conn.transaction():
-            for owner, a, b in reversed(parts):
-                base = owner << _SHIFT
-                found = conn.execute(
-                    "SELECT key FROM records WHERE key >= %s AND key < %s "
-                    "AND running IS NOT NULL ORDER BY key DESC LIMIT 1",
-                    (base | a, base | b),
-                ).fetchone()
-                if found is not None:
-                    return (int(found[0]) & _SEQ_MAX) + 1
-        return 0
-
-    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
-        """Return the stored tallies at these positions (one statement)."""
-        keys: dict[int, int] = {}
-        for seq in dict.fromkeys(positions):
-            parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
-            if parts:
-                keys[(parts[0][0] << _SHIFT) | seq] = seq
-        if not keys:
-            self._check_open()
-            return {}
-        with self._conn(f"read tallies of {row.id!r}") as conn:
-            rows = conn.execute(
-                "SELECT key, running FROM records WHERE key = ANY(%s::bigint[]) "
-                "AND running IS NOT NULL",
-                (list(keys),),
-            ).fetchall()
-        out: dict[int, Tally] = {}
-        for key, text in rows:
-            seq = keys[key]
-            try:
-                out[seq] = Tally.from_json(text)
-            except InvalidArgumentError as exc:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: tally at position {seq}: {exc}"
-                ) from exc
-        return out
-
-    def set_tallies(
-        self, row: SessionRow, start: int, counted: Sequence[tuple[int, Tally]]
-    ) -> bool:
-        """Store counts and tallies from ``start`` on, unless another writer counted first."""
-        import psycopg
-
-        if not counted:
-            self._check_open()
-            return True
-        end = start + len(counted)
-        parts = segments(row.layout, row.pk, start, end) if start >= 0 else []
-        if sum(b - a for _, a, b in parts) != len(counted):
-            raise StoreError(f"session {row.id!r}: positions [{start}, {end}) are not in it")
-        keys: list[int] = []
-        tokens: list[int] = []
-        running: list[str] = []
-        for owner, a, b in parts:
-            base = owner << _SHIFT
-            for seq in range(a, b):
-                n, tally = counted[seq - start]
-                keys.append(base | seq)
-                tokens.append(n)
-                running.append(tally.to_json())
-        try:
-            with self._conn(f"count {row.id!r}") as conn, conn.transaction():
-                cur = conn.execute(
-                    "UPDATE records r SET tokens = u.t, running = u.r "
-                    "FROM unnest(%s::bigint[], %s::integer[], %s::text[]) AS u(k, t, r) "
-                    "WHERE r.key = u.k AND r.running IS NULL",
-                    (keys, tokens, running),
-                )
-                if cur.rowcount != len(keys):
-                    raise _Counted
-        except _Counted:
-            return False
-        except StoreError as exc:
-            # Two writers counting the same shared rows at once: one wins, as with _Counted.
-            if isinstance(exc.__cause__, psycopg.errors.DeadlockDetected):
-                return False
-            raise
-        return True
-
     # -- collections ------------------------------------------------------------------
-
-    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first."""
-        with self._conn("list sessions") as conn:
-            if workspace is None:
-                rows = conn.execute(
-                    _SELECT_ROW + " WHERE NOT s.deleted "
-                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT %s",
-                    (limit,),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    _SELECT_ROW + " WHERE s.workspace = %s AND NOT s.deleted "
-                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT %s",
-                    (workspace, limit),
-                ).fetchall()
-        return [_row_from_db(r) for r in rows]
-
-    def children(self, session_id: str) -> list[str]:
-        """Return the ids of live children, oldest first."""
-        with self._conn(f"children of {session_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
-                "WHERE l.parent_id = %s AND NOT s.deleted ORDER BY s.pk",
-                (session_id,),
-            ).fetchall()
-        return [r[0] for r in rows]
 
     def delete(self, session_id: str) -> None:
         """Delete a session; its rows stay while another session's layout reads them.
@@ -1210,61 +1026,6 @@ class PostgresStore:
         if found is None:
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
-
-    def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
-        """Return every stored scratchpad version of a session, oldest first."""
-        with self._conn(f"scratchpad history of {session_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT p.version, p.scratchpad, p.source, p.reason, p.metadata, p.created_at "
-                "FROM scratchpads p JOIN sessions s ON s.pk = p.session_pk "
-                "WHERE s.id = %s AND NOT s.deleted ORDER BY p.version",
-                (session_id,),
-            ).fetchall()
-        return [scratchpad_entry_from_columns(r) for r in rows]
-
-    def integrity_check(self) -> list[str]:
-        """Check every live session's rows, and find rows no session owns.
-
-        Reads one snapshot (a repeatable-read, read-only transaction).
-
-        Returns:
-            The problems found, one line each (empty when all is well).
-        """
-        problems: list[str] = []
-        with self._conn("check") as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                los: list[int] = []
-                his: list[int] = []
-                where: list[tuple[str, int, int]] = []
-                for r in conn.execute(_SELECT_ROW + " WHERE NOT s.deleted").fetchall():
-                    try:
-                        row = _row_from_db(r)
-                    except StoreCorruptError as exc:
-                        problems.append(str(exc))
-                        continue
-                    for owner, a, b in segments(row.layout, row.pk, 0, row.layout.end_seq):
-                        los.append((owner << _SHIFT) | a)
-                        his.append((owner << _SHIFT) | b)
-                        where.append((row.id, a, b))
-                counts = conn.execute(
-                    "SELECT (SELECT count(*) FROM records WHERE key >= g.lo AND key < g.hi) "
-                    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
-                    "ORDER BY g.n",
-                    (los, his),
-                ).fetchall()
-                for (sid, a, b), (n,) in zip(where, counts, strict=True):
-                    if n != b - a:
-                        problems.append(f"session {sid}: {b - a - n} rows missing at [{a},{b})")
-                # Rows whose owner is gone (a bug, or a hand edit: appends lock their row).
-                for (owner,) in conn.execute(
-                    "SELECT DISTINCT key >> 32 FROM records EXCEPT SELECT pk FROM sessions "
-                    "ORDER BY 1"
-                ):
-                    problems.append(f"rows of owner {owner} belong to no session (unreadable)")
-            finally:
-                conn.execute("ROLLBACK")
-        return problems
 
     # -- writer locks -----------------------------------------------------------------
 
@@ -1363,190 +1124,6 @@ class PostgresStore:
                 return True
             conn.execute("SELECT pg_advisory_unlock_shared(%s::bigint)", (key,))
             return False
-
-    # -- durable bearer sessions (issue 7) ---------------------------------------------
-
-    def bearer_insert(self, row: BearerRow) -> bool:
-        """Store a new durable session; False (nothing written) if its hash is taken."""
-        with self._conn("store a durable session") as conn:
-            found = conn.execute(
-                f"INSERT INTO durable_sessions ({BEARER_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
-                (
-                    row.token_hash,
-                    row.principal,
-                    dumps(list(row.scopes)),
-                    dumps(dict(row.attributes)),
-                    row.created_at_us,
-                    row.last_seen_at_us,
-                    row.expires_at_us,
-                ),
-            ).fetchone()
-        return found is not None
-
-    def bearer_get(self, token_hash: str) -> BearerRow | None:
-        """Return the durable session with this token hash, expired or not, or None."""
-        with self._conn("read a durable session") as conn:
-            r = conn.execute(
-                f"SELECT {BEARER_COLUMNS} FROM durable_sessions WHERE token_hash = %s",
-                (token_hash,),
-            ).fetchone()
-        return bearer_row_from_columns(r) if r is not None else None
-
-    def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
-        """Move ``last_seen_at`` forward if the session is unexpired at ``now_us`` (atomic)."""
-        with self._conn("touch a durable session") as conn:
-            r = conn.execute(
-                "UPDATE durable_sessions SET last_seen_at = GREATEST(last_seen_at, %(now)s) "
-                "WHERE token_hash = %(h)s AND expires_at > %(now)s "
-                f"RETURNING {BEARER_COLUMNS}",
-                {"now": now_us, "h": token_hash},
-            ).fetchone()
-        return bearer_row_from_columns(r) if r is not None else None
-
-    def bearer_expire(self, token_hash: str, now_us: int) -> bool:
-        """Set ``expires_at`` to ``now_us`` if the session is still live then."""
-        with self._conn("expire a durable session") as conn:
-            found = conn.execute(
-                "UPDATE durable_sessions SET expires_at = %(now)s, "
-                "last_seen_at = LEAST(last_seen_at, %(now)s) "
-                "WHERE token_hash = %(h)s AND expires_at > %(now)s RETURNING 1",
-                {"now": now_us, "h": token_hash},
-            ).fetchone()
-        return found is not None
-
-    def bearer_purge(self, expired_before_us: int) -> int:
-        """Delete durable sessions that expired before this time; return how many."""
-        with self._conn("purge durable sessions") as conn:
-            cur = conn.execute(
-                "DELETE FROM durable_sessions WHERE expires_at < %s", (expired_before_us,)
-            )
-            return cur.rowcount
-
-    # -- live clients (issue 7) ---------------------------------------------------------
-
-    def _live_begin(self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> int:
-        """In a transaction: lock the session's live state; return its pk.
-
-        A transaction-scoped advisory lock (not the writer lock's key) makes the
-        live writes of every process on one session take turns; ``FOR KEY SHARE``
-        keeps the session from being deleted meanwhile.
-        """
-        found = conn.execute(
-            "SELECT pk FROM sessions WHERE id = %s AND NOT deleted FOR KEY SHARE", (session_id,)
-        ).fetchone()
-        if found is None:
-            raise SessionNotFoundError(session_id)
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(%s::bigint)",
-            (lock_key(self._namespace + "\0live", session_id),),
-        )
-        return int(found[0])
-
-    def _live_row(
-        self, conn: psycopg.Connection[tuple[Any, ...]], pk: int, client_id: str
-    ) -> LiveClientRow | None:
-        r = conn.execute(
-            f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s ON s.pk = c.session_pk "
-            "WHERE c.session_pk = %s AND c.client_id = %s",
-            (pk, client_id),
-        ).fetchone()
-        return live_row_from_columns(r) if r is not None else None
-
-    def _live_notify(self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> None:
-        # Delivered at commit, to every process listening through changes().
-        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, session_id))
-
-    def live_attach(
-        self, row: LiveClientRow, *, takeover: bool
-    ) -> tuple[LiveClientRow, str | None]:
-        """Attach (or re-attach) a live client; one controller per session, atomically."""
-        what = f"attach {row.client_id!r} to {row.session_id!r}"
-        with self._conn(what) as conn, conn.transaction():
-            pk = self._live_begin(conn, row.session_id)
-            demoted: str | None = None
-            if row.mode == "controller":
-                found = conn.execute(
-                    "SELECT client_id FROM live_clients "
-                    "WHERE session_pk = %s AND mode = 'controller'",
-                    (pk,),
-                ).fetchone()
-                if found is not None and found[0] != row.client_id:
-                    if not takeover:
-                        raise ControllerConflictError(row.session_id, found[0])
-                    demoted = str(found[0])
-                    conn.execute(
-                        "UPDATE live_clients SET mode = 'observer' "
-                        "WHERE session_pk = %s AND client_id = %s",
-                        (pk, demoted),
-                    )
-            conn.execute(
-                "INSERT INTO live_clients (session_pk, client_id, mode, attached_at, "
-                "last_seen_at, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (session_pk, client_id) DO UPDATE SET mode = excluded.mode, "
-                "last_seen_at = excluded.last_seen_at, metadata = excluded.metadata",
-                (
-                    pk,
-                    row.client_id,
-                    row.mode,
-                    row.attached_at_us,
-                    row.last_seen_at_us,
-                    dumps(dict(row.metadata)),
-                ),
-            )
-            stored = self._live_row(conn, pk, row.client_id)
-            self._live_notify(conn, row.session_id)
-        assert stored is not None
-        return stored, demoted
-
-    def live_heartbeat(
-        self,
-        session_id: str,
-        client_id: str,
-        now_us: int,
-        metadata: Mapping[str, JSONValue] | None = None,
-    ) -> LiveClientRow | None:
-        """Move an attached client's ``last_seen_at`` (and replace its metadata if given)."""
-        what = f"heartbeat of {client_id!r} on {session_id!r}"
-        with self._conn(what) as conn, conn.transaction():
-            pk = self._live_begin(conn, session_id)
-            cur = conn.execute(
-                "UPDATE live_clients SET last_seen_at = GREATEST(last_seen_at, %s), "
-                "metadata = COALESCE(%s, metadata) WHERE session_pk = %s AND client_id = %s",
-                (
-                    now_us,
-                    dumps(dict(metadata)) if metadata is not None else None,
-                    pk,
-                    client_id,
-                ),
-            )
-            if cur.rowcount:
-                self._live_notify(conn, session_id)
-            return self._live_row(conn, pk, client_id)
-
-    def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
-        """Detach a client (releasing control if it had it); return its last row or None."""
-        with self._conn(f"release {client_id!r} from {session_id!r}") as conn, conn.transaction():
-            pk = self._live_begin(conn, session_id)
-            found = self._live_row(conn, pk, client_id)
-            if found is not None:
-                conn.execute(
-                    "DELETE FROM live_clients WHERE session_pk = %s AND client_id = %s",
-                    (pk, client_id),
-                )
-                self._live_notify(conn, session_id)
-        return found
-
-    def live_clients(self, session_id: str) -> list[LiveClientRow]:
-        """Return the clients attached to a live session, in the order they attached."""
-        with self._conn(f"live clients of {session_id!r}") as conn:
-            rows = conn.execute(
-                f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s "
-                "ON s.pk = c.session_pk WHERE s.id = %s AND NOT s.deleted "
-                "ORDER BY c.attached_at, c.client_id",
-                (session_id,),
-            ).fetchall()
-        return [live_row_from_columns(r) for r in rows]
 
     # -- notifications ----------------------------------------------------------------
 
