@@ -50,7 +50,6 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
@@ -61,25 +60,29 @@ from plait.errors import (
     MissingDependencyError,
     SessionExistsError,
     SessionNotFoundError,
-    StaleSessionError,
     StoreCorruptError,
     StoreError,
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
 from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
-from plait.store._sql import (
+from plait.store._schema import (
     DDL,
-    Connection,
-    Counted,
-    Dialect,
     Migration,
-    SQLStore,
     apply_migrations,
     check_schema,
     migrations,
     schema_table,
     too_new,
+)
+from plait.store._sql import (
+    Connection,
+    Counted,
+    Dialect,
+    SQLStore,
+    check_start,
+    created_row,
+    written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
 
@@ -530,11 +533,6 @@ class PostgresStore(SQLStore):
         with self._conn("read the schema version") as conn:
             return self._current_version(conn)
 
-    @property
-    def code_version(self) -> int:
-        """The newest schema version this code knows."""
-        return max((m[0] for m in self._migrations), default=0)
-
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
         """Turn driver errors into :class:`StoreError` (chained): none leaks.
@@ -708,14 +706,6 @@ class PostgresStore(SQLStore):
 
     # -- sessions ---------------------------------------------------------------------
 
-    def get(self, session_id: str) -> SessionRow | None:
-        """Return the stored row of a live session, or None."""
-        with self._conn(f"get {session_id!r}") as conn:
-            r = conn.execute(
-                _SELECT_ROW + " WHERE s.id = %s AND NOT s.deleted", (session_id,)
-            ).fetchone()
-        return _row_from_db(r) if r is not None else None
-
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session, its first own records and its lineage edges (one statement).
 
@@ -768,14 +758,7 @@ class PostgresStore(SQLStore):
         if found is None or found[0] is None:
             source = row.parent_ids[0] if row.parent_ids else row.id
             raise SessionNotFoundError(source, "deleted while a branch of it was created")
-        return replace(
-            row,
-            pk=int(found[0]),
-            row_version=1,
-            created_at_us=now,
-            updated_at_us=now,
-            parent_ids=tuple(row.parent_ids),
-        )
+        return created_row(row, int(found[0]), now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
         """Append records at the head: one statement, compare-and-set by primary key.
@@ -798,11 +781,7 @@ class PostgresStore(SQLStore):
             self._check_open()
             return expected
         lay = expected.layout
-        if records[0].seq != lay.end_seq:
-            raise StoreError(
-                f"append {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {lay.end_seq}"
-            )
+        check_start("append", expected, records)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         params: dict[str, Any] = {
@@ -843,15 +822,6 @@ class PostgresStore(SQLStore):
             lay.appended(len(records), messages), max(created, expected.updated_at_us)
         )
 
-    def _stale(
-        self, conn: psycopg.Connection[tuple[Any, ...]], expected: SessionRow
-    ) -> StaleSessionError:
-        r = conn.execute(
-            _SELECT_ROW + " WHERE s.pk = %s AND NOT s.deleted", (expected.pk,)
-        ).fetchone()
-        actual = _row_from_db(r).version if r is not None else None
-        return StaleSessionError(expected.id, expected.version, actual)
-
     def write(
         self,
         expected: SessionRow,
@@ -868,11 +838,7 @@ class PostgresStore(SQLStore):
         from psycopg import errors as pgerrors
 
         new = updated.layout
-        if records and records[0].seq != expected.layout.end_seq:
-            raise StoreError(
-                f"write {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {expected.layout.end_seq}"
-            )
+        check_start("write", expected, records)
         sp = scratchpad
         params: dict[str, Any] = {
             "pk": expected.pk,
@@ -913,18 +879,7 @@ class PostgresStore(SQLStore):
                 if stale.actual is None:
                     raise SessionNotFoundError(expected.id)
                 raise stale
-        return replace(
-            updated,
-            pk=expected.pk,
-            id=expected.id,
-            workspace=expected.workspace,
-            row_version=expected.row_version + 1,
-            created_at_us=expected.created_at_us,
-            updated_at_us=int(found[0]),
-            parent_ids=expected.parent_ids,
-            lineage_operator=expected.lineage_operator,
-            branched_at=expected.branched_at,
-        )
+        return written_row(expected, updated, int(found[0]))
 
     # -- records ----------------------------------------------------------------------
 

@@ -21,7 +21,6 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from time import monotonic
 from typing import Any, Final, Literal
@@ -39,16 +38,21 @@ from plait.layout import Layout, segments
 from plait.records import Record, decode_record, dumps, encode_payload
 from plait.store._flock import FileLocks
 from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
-from plait.store._sql import (
+from plait.store._schema import (
     DDL,
-    Connection,
-    Dialect,
     Migration,
-    SQLStore,
     apply_migrations,
     check_schema,
     migrations,
     schema_table,
+)
+from plait.store._sql import (
+    Connection,
+    Dialect,
+    SQLStore,
+    check_start,
+    created_row,
+    written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
 
@@ -268,11 +272,6 @@ class SQLiteStore(SQLStore):
         with self._lock:
             return self._current_version()
 
-    @property
-    def code_version(self) -> int:
-        """The newest schema version this code knows."""
-        return max((m[0] for m in self._migrations), default=0)
-
     def _current_version(self) -> int:
         row = self._db.execute("SELECT MAX(version) FROM plait_schema").fetchone()
         return int(row[0] or 0)
@@ -368,10 +367,6 @@ class SQLiteStore(SQLStore):
             zip(tokens, running, keys, strict=True),
         ).rowcount
 
-    def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:
-        count = "SELECT COUNT(*) FROM records WHERE key >= ? AND key < ?"
-        return [int(conn.execute(count, r).fetchone()[0]) for r in ranges]
-
     def _engine_problems(self, conn: Connection) -> list[str]:
         return [
             str(line)
@@ -384,15 +379,6 @@ class SQLiteStore(SQLStore):
             raise StoreError(f"{self._path}: the store is closed")
 
     # -- sessions ---------------------------------------------------------------------
-
-    def get(self, session_id: str) -> SessionRow | None:
-        """Return the stored row of a live session, or None."""
-        self._check_open()
-        with self._lock:
-            r = self._db.execute(
-                _SELECT_ROW + " WHERE s.id = ? AND s.deleted = 0", (session_id,)
-            ).fetchone()
-        return _row_from_db(r) if r is not None else None
 
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session, its first own records and its lineage edges (atomic)."""
@@ -457,14 +443,7 @@ class SQLiteStore(SQLStore):
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"create {row.id!r}: {exc}") from exc
-        return replace(
-            row,
-            pk=pk,
-            row_version=1,
-            created_at_us=now,
-            updated_at_us=now,
-            parent_ids=tuple(row.parent_ids),
-        )
+        return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
         """Append records at the head: one INSERT, compare-and-set by primary key.
@@ -486,11 +465,7 @@ class SQLiteStore(SQLStore):
         self._check_open()
         if not records:
             return expected
-        if records[0].seq != lay.end_seq:
-            raise StoreError(
-                f"append {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {lay.end_seq}"
-            )
+        check_start("append", expected, records)
         params = _record_params(expected.pk, records, lay.end_msgs)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
@@ -595,11 +570,6 @@ class SQLiteStore(SQLStore):
             expected.metadata,
         )
 
-    def _stale(self, db: sqlite3.Connection, expected: SessionRow) -> StaleSessionError:
-        r = db.execute(_SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)).fetchone()
-        actual = _row_from_db(r).version if r is not None else None
-        return StaleSessionError(expected.id, expected.version, actual)
-
     def write(
         self,
         expected: SessionRow,
@@ -610,11 +580,7 @@ class SQLiteStore(SQLStore):
         """Compare-and-set the session row and head, then update it and append."""
         self._check_open()
         new = updated.layout
-        if records and records[0].seq != expected.layout.end_seq:
-            raise StoreError(
-                f"write {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {expected.layout.end_seq}"
-            )
+        check_start("write", expected, records)
         try:
             with self._tx() as db:
                 r = db.execute(
@@ -676,18 +642,7 @@ class SQLiteStore(SQLStore):
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"write {expected.id!r}: {exc}") from exc
-        return replace(
-            updated,
-            pk=expected.pk,
-            id=expected.id,
-            workspace=expected.workspace,
-            row_version=expected.row_version + 1,
-            created_at_us=expected.created_at_us,
-            updated_at_us=now,
-            parent_ids=expected.parent_ids,
-            lineage_operator=expected.lineage_operator,
-            branched_at=expected.branched_at,
-        )
+        return written_row(expected, updated, now)
 
     # -- records ----------------------------------------------------------------------
 
