@@ -45,13 +45,10 @@ psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'`
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from plait._time import now_micros
 from plait.errors import (
@@ -65,15 +62,30 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
-from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
+from plait.store._pglocks import AdvisoryLocks, lock_key
+from plait.store._pgopen import (
+    PG_DDL,
+    apply_schema,
+    current_version,
+    location_of,
+    open_schema,
+    parse_target,
+)
+from plait.store._pgsql import (
+    APPEND,
+    APPEND_ONE,
+    CREATE,
+    HEAD,
+    READ,
+    REFERENCED,
+    SELECT_ROW,
+    WRITE,
+    record_arrays,
+)
+from plait.store._rows import SEQ_BITS, SEQ_MAX
 from plait.store._schema import (
-    DDL,
     Migration,
-    apply_migrations,
-    check_schema,
     migrations,
-    schema_table,
-    too_new,
 )
 from plait.store._sql import (
     Connection,
@@ -92,18 +104,7 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
-_DDL: Final = DDL(
-    # An identity never hands out a value twice; capped so that pk << 32 | seq fits a BIGINT.
-    pk="BIGINT GENERATED ALWAYS AS IDENTITY (MAXVALUE 2147483647) PRIMARY KEY",
-    big="BIGINT",
-    flag="BOOLEAN NOT NULL DEFAULT false",
-    id_unique="CONSTRAINT sessions_id_key UNIQUE",  # create() names it in its error
-    recent="updated_at DESC, pk DESC",
-    live="NOT deleted",
-    rowid="",
-)
-
-MIGRATIONS: Final[tuple[Migration, ...]] = migrations(_DDL)
+MIGRATIONS: Final[tuple[Migration, ...]] = migrations(PG_DDL)
 """The schema, numbered and ordered (written once for both SQL stores, in ``_sql.py``).
 
 Applied each in one transaction under an advisory lock.
@@ -112,299 +113,7 @@ Applied each in one transaction under an advisory lock.
 
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
-_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,47}")
-_MIGRATE_LOCK_CLASS: Final = 0x706C6169  # "plai": the first key of the migration lock
 _CHANNEL: Final = "plait_session"
-_LOCK_WAIT_MS: Final = 100
-"""How long taking (or probing) a writer lock waits for its holder to let go.
-
-A process that dies (kill -9 included) loses its locks when the server notices its
-connection closed: a few milliseconds after the process is gone, not at once as with
-a file lock. Waiting this long (only when the lock is held) makes a takeover right
-after the holder's death succeed instead of finding the lock still held.
-"""
-
-# A session row with its head: the newest record the session wrote itself (appends do
-# not write the session row). One statement, so one snapshot.
-_SELECT_ROW: Final = (
-    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
-    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
-    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
-    "h.key, h.mpos, h.kind, h.created_at "
-    "FROM sessions s LEFT JOIN LATERAL (SELECT key, mpos, kind, created_at FROM records "
-    "WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) ORDER BY key DESC LIMIT 1) h ON true"
-)
-
-# Records as parallel arrays: one statement shape for any number of records.
-_UNNEST_RECORDS: Final = (
-    "unnest(%(seq)s::bigint[], %(mpos)s::bigint[], %(rid)s::text[], %(kind)s::text[], "
-    "%(payload)s::text[], %(meta)s::text[], %(created)s::bigint[], %(tokens)s::integer[]) "
-    "AS u(seq, mpos, rid, kind, payload, meta, created_at, tokens)"
-)
-_RECORD_COLUMNS: Final = "(key, mpos, id, kind, payload, meta, created_at, tokens)"
-
-# One record as scalars: the hot path (one record per agent step) skips building and
-# sending arrays, several times cheaper on the client and cheaper on the server.
-_ONE_RECORD: Final = (
-    "(VALUES (%(seq)s::bigint, %(mpos)s::bigint, %(rid)s::text, %(kind)s::text, "
-    "%(payload)s::text, %(meta)s::text, %(created)s::bigint, %(tokens)s::integer)) "
-    "AS u(seq, mpos, rid, kind, payload, meta, created_at, tokens)"
-)
-
-
-def _append_sql(source: str) -> str:
-    """The append statement reading its records from ``source`` (see PostgresStore.append)."""
-    return f"""
-WITH live AS (
-    SELECT pk FROM sessions WHERE pk = %(pk)s AND NOT deleted FOR KEY SHARE
-), ins AS (
-    INSERT INTO records {_RECORD_COLUMNS}
-    SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
-           u.created_at, u.tokens
-    FROM {source}
-    WHERE EXISTS (SELECT FROM live)
-    RETURNING 1
-), top AS (
-    SELECT pk, updated_at FROM sessions WHERE NOT deleted
-    ORDER BY updated_at DESC, pk DESC LIMIT 1
-), moved AS (
-    UPDATE sessions s SET updated_at = GREATEST(s.updated_at, %(now)s, t.updated_at + 1)
-    FROM top t
-    WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
-    RETURNING s.updated_at
-)
-SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved),
-       (SELECT pg_notify(%(channel)s, %(id)s) WHERE EXISTS (SELECT FROM ins))
-"""
-
-
-# The append, in one statement and so one round trip: any number of records, or one.
-_APPEND: Final = _append_sql(_UNNEST_RECORDS)
-_APPEND_ONE: Final = _append_sql(_ONE_RECORD)
-
-# The head of session s: one past its newest own record, or the row's end_seq.
-_HEAD: Final = (
-    "GREATEST(s.end_seq, COALESCE((SELECT (r.key & 4294967295) + 1 FROM records r "
-    "WHERE r.key >= (s.pk << 32) AND r.key < ((s.pk + 1) << 32) ORDER BY r.key DESC LIMIT 1), 0))"
-)
-
-# A row write: the UPDATE's WHERE is the compare-and-set on the row version and the head.
-# A concurrent writer of the same row makes this one wait, then re-check the version.
-_WRITE: Final = f"""
-WITH upd AS (
-    UPDATE sessions s SET version = s.version + 1,
-        updated_at = GREATEST(%(now)s, s.updated_at + 1,
-            (SELECT max(updated_at) FROM sessions WHERE NOT deleted) + 1),
-        title = %(title)s, bases = %(bases)s, end_seq = %(new_end_seq)s,
-        end_msgs = %(new_end_msgs)s, view_start = %(view_start)s, view_msgs = %(view_msgs)s,
-        status = %(status)s, scratchpad = %(scratchpad)s,
-        scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s
-    WHERE s.pk = %(pk)s AND NOT s.deleted AND s.version = %(row_version)s
-      AND {_HEAD} = %(end_seq)s
-    RETURNING s.updated_at
-), ins AS (
-    INSERT INTO records {_RECORD_COLUMNS}
-    SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
-           u.created_at, u.tokens
-    FROM {_UNNEST_RECORDS}
-    WHERE EXISTS (SELECT FROM upd)
-), pad AS (
-    INSERT INTO scratchpads (session_pk, version, scratchpad, source, reason, metadata,
-                             created_at)
-    SELECT %(pk)s, %(sp_version)s, %(sp)s, %(sp_source)s, %(sp_reason)s, %(sp_metadata)s,
-           upd.updated_at
-    FROM upd WHERE %(has_sp)s
-)
-SELECT (SELECT updated_at FROM upd), (SELECT pg_notify(%(channel)s, %(id)s) FROM upd)
-"""
-
-# A new session. The rows of the sessions it shares rows with are locked FOR KEY SHARE
-# and must all still exist (a tombstone counts: its rows are still there); a delete that
-# collects them locks them first (see _collect), so the two never cross. Newest first:
-# the source of a fork is the newest owner of its layout, and a delete locks its target
-# before anything else, so a fork racing the delete of its source waits holding nothing.
-_CREATE: Final = f"""
-WITH b AS (
-    SELECT pk FROM sessions WHERE pk = ANY(%(owners)s::bigint[])
-    ORDER BY pk DESC FOR KEY SHARE
-), new AS (
-    INSERT INTO sessions (id, workspace, title, created_at, updated_at, version, bases,
-        end_seq, end_msgs, view_start, view_msgs, parent_ids, lineage_operator, branched_at,
-        status, scratchpad, scratchpad_version, metadata)
-    SELECT %(id)s, %(workspace)s, %(title)s, %(now)s, %(now)s, 1, %(bases)s, %(end_seq)s,
-        %(end_msgs)s, %(view_start)s, %(view_msgs)s, %(parent_ids)s, %(lineage_operator)s,
-        %(branched_at)s, %(status)s, %(scratchpad)s, %(scratchpad_version)s, %(metadata)s
-    WHERE (SELECT count(*) FROM b) = %(n_owners)s
-    RETURNING pk
-), ins AS (
-    INSERT INTO records {_RECORD_COLUMNS}
-    SELECT (new.pk << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta, u.created_at,
-           u.tokens
-    FROM new, {_UNNEST_RECORDS}
-), lin AS (
-    INSERT INTO lineage (parent_id, child_id, ord)
-    SELECT p.parent, %(id)s, p.ord - 1
-    FROM new, unnest(%(parents)s::text[]) WITH ORDINALITY AS p(parent, ord)
-)
-SELECT (SELECT pk FROM new), (SELECT pg_notify(%(channel)s, %(id)s) FROM new)
-"""
-
-# Owners still read by a live layout. A tombstone read only by other tombstones is
-# garbage: every layout lists all the owners it reads, so live ones are enough.
-_REFERENCED: Final = (
-    "SELECT DISTINCT (e.value->>0)::bigint AS pk FROM sessions l, "
-    "jsonb_array_elements(l.bases::jsonb) e WHERE NOT l.deleted AND l.bases <> '[]'"
-)
-
-_READ: Final = (
-    "SELECT g.n, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
-    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
-    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
-    "ORDER BY g.n, r.key"
-)
-
-
-_row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
-
-
-def _record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
-    """The records as the parallel arrays ``_UNNEST_RECORDS`` reads."""
-    out: dict[str, list[Any]] = {
-        "seq": [],
-        "mpos": [],
-        "rid": [],
-        "kind": [],
-        "payload": [],
-        "meta": [],
-        "created": [],
-        "tokens": [],
-    }
-    for record in records:
-        if record.seq > _SEQ_MAX:
-            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
-        out["seq"].append(record.seq)
-        out["mpos"].append(mpos)
-        out["rid"].append(record.id)
-        out["kind"].append(record.kind)
-        out["payload"].append(encode_payload(record))
-        out["meta"].append(dumps(dict(record.meta)) if record.meta else None)
-        out["created"].append(record.created_at_us)
-        out["tokens"].append(record.tokens)
-        if record.kind != "event":
-            mpos += 1
-    return out
-
-
-def _signed(digest: bytes) -> int:
-    return int.from_bytes(digest, "big", signed=True)
-
-
-def lock_key(namespace: str, session_id: str) -> int:
-    """Return the 64-bit advisory-lock key of a session's writer lock.
-
-    Args:
-        namespace: the schema the store keeps its tables in (locks are per
-            database already; the schema separates stores sharing one).
-        session_id: the session.
-    """
-    text = f"plait\0{namespace}\0{session_id}".encode()
-    return _signed(hashlib.blake2b(text, digest_size=8).digest())
-
-
-def _parse_target(url: str, schema: str | None) -> tuple[str, str | None, dict[str, Any]]:
-    """Split a URL or conninfo into (conninfo, schema, its parameters); validate both.
-
-    A URL may name the schema as ``?schema=name`` (libpq knows no such
-    parameter, so it is taken out here).
-    """
-    from psycopg import conninfo as pgconninfo
-
-    if url.startswith(("postgresql://", "postgres://")):
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise StoreError(f"invalid PostgreSQL URL: {exc}") from None
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        named = [v for k, v in query if k == "schema"]
-        if named:
-            if schema is not None and named[-1] != schema:
-                raise InvalidArgumentError(
-                    f"the URL names schema {named[-1]!r} and schema= names {schema!r}"
-                )
-            schema = named[-1]
-            query = [(k, v) for k, v in query if k != "schema"]
-            # %20, not '+', for spaces: libpq decodes percent escapes only.
-            url = urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
-    if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
-        raise InvalidArgumentError(
-            f"schema {schema!r}: use lower-case letters, digits and '_' (at most 48, "
-            "not starting with a digit)"
-        )
-    try:
-        params = pgconninfo.conninfo_to_dict(url)
-    except Exception as exc:  # psycopg.ProgrammingError; its text names no password
-        raise StoreError(f"invalid PostgreSQL URL: {exc}") from None
-    return url, schema, params
-
-
-def _location(params: dict[str, Any], schema: str | None) -> str:
-    """A URL naming the server, database and schema, never the password."""
-    user = params.get("user")
-    host = str(params.get("host") or "localhost")
-    port = params.get("port")
-    dbname = params.get("dbname") or user or ""
-    netloc = quote(host, safe=":[]") if "/" not in host else quote(host, safe="")
-    if port:
-        netloc += f":{port}"
-    if user:
-        netloc = f"{quote(str(user), safe='')}@{netloc}"
-    text = f"postgresql://{netloc}/{quote(str(dbname), safe='')}"
-    return f"{text}?schema={schema}" if schema else text
-
-
-class _ProcessLocks:
-    """The writer locks this process holds on one database and schema.
-
-    Session-level advisory locks belong to a connection, and the protocol says a
-    writer lock belongs to the process: so every store of this process on the
-    same database and schema shares one connection (never a pooled one) that
-    holds them, and counts which stores hold each. The lock is released when the
-    last of them lets go, and by the server when the connection drops (the
-    process ended, kill -9 included).
-    """
-
-    def __init__(self, key: tuple[str, ...], conninfo: str, kwargs: dict[str, Any]) -> None:
-        self.key = key
-        self.conninfo = conninfo
-        self.kwargs = kwargs
-        self.mutex = threading.Lock()
-        self.conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self.holders: dict[str, int] = {}  # session id -> stores of this process holding it
-        self.stores = 0
-
-    def connection(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """The holding connection, opened on first use (call with ``mutex`` held).
-
-        Its ``lock_timeout`` bounds how long taking or probing a lock waits for a
-        holder that is letting go (see ``_LOCK_WAIT_MS``).
-        """
-        import psycopg
-
-        if self.conn is not None and (self.conn.broken or self.conn.closed):
-            self.holders.clear()  # the server dropped the connection, and the locks with it
-            self.conn = None
-        if self.conn is None:
-            kwargs = dict(self.kwargs)
-            wait = f"-c lock_timeout={_LOCK_WAIT_MS}"
-            kwargs["options"] = f"{kwargs.get('options') or ''} {wait}".strip()
-            self.conn = psycopg.connect(self.conninfo, **kwargs)
-        return self.conn
-
-
-_PROCESS_LOCKS: dict[tuple[str, ...], _ProcessLocks] = {}
-_PROCESS_LOCKS_MUTEX = threading.Lock()
-
-
 class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
@@ -436,7 +145,7 @@ class PostgresStore(SQLStore):
         least="LEAST",
         live="NOT deleted",
         live_s="NOT s.deleted",
-        select_row=_SELECT_ROW,
+        select_row=SELECT_ROW,
         key_share=" FOR KEY SHARE",
     )
 
@@ -457,9 +166,9 @@ class PostgresStore(SQLStore):
             raise MissingDependencyError("the PostgreSQL store", "postgres") from exc
         if pool_size < 1:
             raise InvalidArgumentError(f"pool_size must be at least 1, not {pool_size}")
-        conninfo, schema, params = _parse_target(url, schema)
+        conninfo, schema, params = parse_target(url, schema)
         self._schema = schema
-        self._location = _location(params, schema)
+        self._location = location_of(params, schema)
         self._migrations = tuple(migrations)
         self._channel = _CHANNEL if schema is None else f"{_CHANNEL}.{schema}"
         kwargs: dict[str, Any] = {"autocommit": True}
@@ -474,7 +183,6 @@ class PostgresStore(SQLStore):
         self._conninfo = conninfo
         self._kwargs = kwargs
         self._closed = False
-        self._held: set[str] = set()  # the writer locks this store holds
         self._listen_mutex = threading.Lock()
         self._listen_conn: psycopg.Connection[tuple[Any, ...]] | None = None
         # One direct connection first: an unreachable server fails here at once (a pool
@@ -486,23 +194,21 @@ class PostgresStore(SQLStore):
         # Name what the connection reached (libpq fills in defaults the URL left out).
         info = setup.info
         server = (info.host, str(info.port), info.dbname)
-        self._location = _location(
+        self._location = location_of(
             {"user": info.user, "host": info.host, "port": info.port, "dbname": info.dbname},
             schema,
         )
         try:
             with setup:
-                self._namespace = self._open_schema(setup, auto_migrate)
+                self._namespace = open_schema(
+                    setup, self._schema, self._location, self._migrations, auto=auto_migrate
+                )
         except psycopg.Error as exc:
             raise StoreError(f"{self._location}: cannot open as a plait store: {exc}") from exc
         # Stores of this process on the same server, database and schema share writer locks.
-        key = (*server, self._namespace)
-        with _PROCESS_LOCKS_MUTEX:
-            locks = _PROCESS_LOCKS.get(key)
-            if locks is None:
-                locks = _PROCESS_LOCKS[key] = _ProcessLocks(key, conninfo, kwargs)
-            locks.stores += 1
-        self._locks = locks
+        self._locks = AdvisoryLocks(
+            (*server, self._namespace), self._namespace, conninfo, kwargs, self._guard, self._conn
+        )
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = (
             psycopg_pool.ConnectionPool(
                 conninfo,
@@ -531,7 +237,7 @@ class PostgresStore(SQLStore):
     def schema_version(self) -> int:
         """The schema version of the open database."""
         with self._conn("read the schema version") as conn:
-            return self._current_version(conn)
+            return current_version(conn)
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -560,61 +266,6 @@ class PostgresStore(SQLStore):
         with self._guard(what), self._pool.connection() as conn:
             yield conn
 
-    def _current_version(self, conn: psycopg.Connection[tuple[Any, ...]]) -> int:
-        found = conn.execute("SELECT to_regclass('plait_schema') IS NOT NULL").fetchone()
-        if not found or not found[0]:
-            return 0
-        row = conn.execute("SELECT max(version) FROM plait_schema").fetchone()
-        return int(row[0] or 0) if row else 0
-
-    def _open_schema(self, conn: psycopg.Connection[tuple[Any, ...]], auto: bool) -> str:
-        """Check the schema version; set up a fresh one. Returns the namespace."""
-        found = conn.execute("SELECT current_schema()").fetchone()
-        namespace = self._schema or (found[0] if found else None)
-        if not namespace:
-            raise StoreError(
-                f"{self._location}: no schema to keep plait's tables in "
-                "(the search_path names none that exists); pass schema="
-            )
-        current = self._current_version(conn) if found and found[0] else 0
-        if check_schema(self._location, current, self.code_version, auto=auto):
-            self._apply(conn, namespace)
-        return namespace
-
-    def _apply(self, conn: psycopg.Connection[tuple[Any, ...]], namespace: str) -> list[int]:
-        """Apply pending migrations, each in one transaction under the migration lock."""
-        from psycopg import sql
-
-        key = _signed(hashlib.blake2b(namespace.encode(), digest_size=4).digest())
-
-        @contextmanager
-        def transaction() -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-            with conn.transaction():
-                # Transaction-scoped: two processes opening a fresh schema at once take
-                # turns, and the second sees what the first applied.
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s::integer, %s::integer)",
-                    (_MIGRATE_LOCK_CLASS, key),
-                )
-                if self._schema is not None:
-                    conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self._schema)
-                        )
-                    )
-                conn.execute(schema_table(_DDL))
-                yield conn
-
-        def current(_: object) -> int:
-            version = self._current_version(conn)
-            if version > self.code_version:
-                raise too_new(self._location, version, self.code_version)
-            return version
-
-        return apply_migrations(
-            self._migrations, transaction, current, param="%s", now_us=now_micros
-        )
-
     def migrate(self) -> list[int]:
         """Apply every pending migration, each in its own transaction.
 
@@ -629,7 +280,9 @@ class PostgresStore(SQLStore):
             StoreError: the server refused (a migration failed; it was rolled back).
         """
         with self._conn("migrate") as conn:
-            return self._apply(conn, self._namespace)
+            return apply_schema(
+                conn, self._namespace, self._schema, self._location, self._migrations
+            )
 
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
@@ -744,11 +397,11 @@ class PostgresStore(SQLStore):
             "metadata": dumps(dict(row.metadata)),
             "parents": list(dict.fromkeys(row.parent_ids)),
             "channel": self._channel,
-            **_record_arrays(records, first_mpos),
+            **record_arrays(records, first_mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:
             try:
-                found = conn.execute(_CREATE, params).fetchone()
+                found = conn.execute(CREATE, params).fetchone()
             except pgerrors.UniqueViolation as exc:
                 if exc.diag.constraint_name == "sessions_id_key":
                     raise SessionExistsError(row.id) from None
@@ -802,10 +455,10 @@ class PostgresStore(SQLStore):
             params["meta"] = dumps(dict(record.meta)) if record.meta else None
             params["created"] = record.created_at_us
             params["tokens"] = record.tokens
-            statement = _APPEND_ONE
+            statement = APPEND_ONE
         else:
-            params.update(_record_arrays(records, lay.end_msgs))
-            statement = _APPEND
+            params.update(record_arrays(records, lay.end_msgs))
+            statement = APPEND
         with self._conn(f"append {expected.id!r}") as conn:
             try:
                 found = conn.execute(statement, params).fetchone()
@@ -867,11 +520,11 @@ class PostgresStore(SQLStore):
             "sp_reason": sp.reason if sp is not None else None,
             "sp_metadata": dumps(dict(sp.metadata)) if sp is not None else "{}",
             "channel": self._channel,
-            **_record_arrays(records, expected.layout.end_msgs),
+            **record_arrays(records, expected.layout.end_msgs),
         }
         with self._conn(f"write {expected.id!r}") as conn:
             try:
-                found = conn.execute(_WRITE, params).fetchone()
+                found = conn.execute(WRITE, params).fetchone()
             except pgerrors.UniqueViolation:  # a record collided: another writer appended
                 found = None
             if found is None or found[0] is None:
@@ -896,7 +549,7 @@ class PostgresStore(SQLStore):
         los = [(owner << _SHIFT) | a for owner, a, _ in parts]
         his = [(owner << _SHIFT) | b for owner, _, b in parts]
         with self._conn(f"read {row.id!r}") as conn:
-            rows = conn.execute(_READ, (los, his)).fetchall()
+            rows = conn.execute(READ, (los, his)).fetchall()
         counts = [0] * len(parts)
         for n, key, rid, kind, payload, meta, created, tokens in rows:
             counts[n - 1] += 1
@@ -948,14 +601,14 @@ class PostgresStore(SQLStore):
         """Drop the tombstones no live layout reads any more, with their rows.
 
         Lock the candidates first, then look again: a fork that locked one of them
-        (``FOR KEY SHARE``, see ``_CREATE``) has committed by then and is seen by
+        (``FOR KEY SHARE``, see ``CREATE``) has committed by then and is seen by
         the second look (a fresh snapshot); a fork that comes later waits for this
         transaction and then finds its source gone.
         """
         candidates = [
             int(r[0])
             for r in conn.execute(
-                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({_REFERENCED}) "
+                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({REFERENCED}) "
                 "ORDER BY pk FOR UPDATE"
             ).fetchall()
         ]
@@ -963,7 +616,7 @@ class PostgresStore(SQLStore):
             return
         conn.execute(
             f"WITH garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
-            f"AND deleted AND pk NOT IN ({_REFERENCED})), "
+            f"AND deleted AND pk NOT IN ({REFERENCED})), "
             "gone AS (DELETE FROM records r USING garbage g "
             "WHERE r.key >= (g.pk << 32) AND r.key < ((g.pk + 1) << 32)) "
             "DELETE FROM sessions WHERE pk IN (SELECT pk FROM garbage)",
@@ -974,7 +627,7 @@ class PostgresStore(SQLStore):
         """Return ``<created>.<version>.<head>`` of a live session, or None."""
         with self._conn(f"stamp {session_id!r}") as conn:
             found = conn.execute(
-                f"SELECT s.created_at, s.version, {_HEAD} FROM sessions s "
+                f"SELECT s.created_at, s.version, {HEAD} FROM sessions s "
                 "WHERE s.id = %s AND NOT s.deleted",
                 (session_id,),
             ).fetchone()
@@ -982,7 +635,7 @@ class PostgresStore(SQLStore):
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
 
-    # -- writer locks -----------------------------------------------------------------
+    # -- writer locks (store/_pglocks.py) ----------------------------------------------
 
     def lock(self, session_id: str) -> bool:
         """Take the session's writer lock for this process; False if another process has it.
@@ -998,87 +651,25 @@ class PostgresStore(SQLStore):
         Raises:
             StoreError: the store is closed or the server cannot be reached.
         """
-        from psycopg import errors as pgerrors
-
         self._check_open()
-        locks = self._locks
-        with locks.mutex, self._guard(f"lock {session_id!r}"):
-            conn = locks.connection()
-            if session_id in locks.holders:  # this process holds it
-                if session_id not in self._held:
-                    self._held.add(session_id)
-                    locks.holders[session_id] += 1
-                return True
-            self._held.discard(session_id)  # lost with a dropped connection, if it was held
-            try:
-                conn.execute(
-                    "SELECT pg_advisory_lock(%s::bigint)", (lock_key(self._namespace, session_id),)
-                )
-            except pgerrors.LockNotAvailable:  # held elsewhere for all of _LOCK_WAIT_MS
-                return False
-            locks.holders[session_id] = 1
-            self._held.add(session_id)
-            return True
+        return self._locks.lock(session_id)
 
     def unlock(self, session_id: str) -> None:
         """Release this store's hold on the session's writer lock (a no-op if not held).
 
         The lock itself is released when no store of this process holds it.
         """
-        locks = self._locks
-        with locks.mutex:
-            if session_id not in self._held:
-                return
-            self._held.discard(session_id)
-            left = locks.holders.get(session_id, 0) - 1
-            if left > 0:
-                locks.holders[session_id] = left
-                return
-            locks.holders.pop(session_id, None)
-            conn = locks.conn
-            if conn is None or conn.closed or conn.broken:
-                return
-            with self._guard(f"unlock {session_id!r}"):
-                key = lock_key(self._namespace, session_id)
-                conn.execute("SELECT pg_advisory_unlock(%s::bigint)", (key,))
+        self._locks.unlock(session_id)
 
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the session's writer lock (a snapshot).
 
         False while this process holds it, through this store or another one on
-        the same database and schema. Reads ``pg_locks``; when that shows the lock
-        held, waits up to ``_LOCK_WAIT_MS`` for a shared hold on it, so a holder
-        that just died (its connection not yet dropped by the server) does not
-        count.
+        the same database and schema. A holder that just died (its connection not
+        yet dropped by the server) does not count.
         """
-        from psycopg import errors as pgerrors
-
         self._check_open()
-        locks = self._locks
-        with locks.mutex:
-            if session_id in locks.holders:
-                return False
-        key = lock_key(self._namespace, session_id)
-        with self._conn(f"check the lock on {session_id!r}") as conn:
-            found = conn.execute(
-                "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 "
-                "AND granted)",
-                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
-            ).fetchone()
-        if not (found and found[0]):
-            return False
-        with locks.mutex, self._guard(f"check the lock on {session_id!r}"):
-            if session_id in locks.holders:
-                return False
-            conn = locks.connection()
-            try:
-                conn.execute("SELECT pg_advisory_lock_shared(%s::bigint)", (key,))
-            except pgerrors.LockNotAvailable:
-                return True
-            conn.execute("SELECT pg_advisory_unlock_shared(%s::bigint)", (key,))
-            return False
+        return self._locks.locked_elsewhere(session_id)
 
     # -- notifications ----------------------------------------------------------------
 
@@ -1162,19 +753,7 @@ class PostgresStore(SQLStore):
         # holds is let go whatever happens.
         with contextlib.suppress(psycopg.Error):
             self._pool.close()
-        for session_id in list(self._held):
-            with contextlib.suppress(StoreError):
-                self.unlock(session_id)
-        locks = self._locks
-        with _PROCESS_LOCKS_MUTEX, locks.mutex:
-            locks.stores -= 1
-            if locks.stores == 0:  # the last store of this process on this schema
-                _PROCESS_LOCKS.pop(locks.key, None)
-                if locks.conn is not None:
-                    with contextlib.suppress(psycopg.Error):
-                        locks.conn.close()  # the server drops whatever it still held
-                locks.conn = None
-                locks.holders.clear()
+        self._locks.close(StoreError)
         if self._listen_conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._listen_conn.close()
