@@ -45,7 +45,6 @@ psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'`
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
@@ -62,6 +61,7 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._pgfeed import ChangeFeed
 from plait.store._pglocks import AdvisoryLocks, lock_key
 from plait.store._pgopen import (
     PG_DDL,
@@ -105,7 +105,7 @@ if TYPE_CHECKING:
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
 MIGRATIONS: Final[tuple[Migration, ...]] = migrations(PG_DDL)
-"""The schema, numbered and ordered (written once for both SQL stores, in ``_sql.py``).
+"""The schema, numbered and ordered (written once for both SQL stores, in ``_schema.py``).
 
 Applied each in one transaction under an advisory lock.
 """
@@ -183,8 +183,7 @@ class PostgresStore(SQLStore):
         self._conninfo = conninfo
         self._kwargs = kwargs
         self._closed = False
-        self._listen_mutex = threading.Lock()
-        self._listen_conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
         # One direct connection first: an unreachable server fails here at once (a pool
         # would retry in the background), and it sets up or checks the schema.
         try:
@@ -704,34 +703,7 @@ class PostgresStore(SQLStore):
             StoreError: the store is closed or the server cannot be reached.
         """
         self._check_open()
-        with self._listen_mutex, self._guard("listen"):
-            conn = self._listen_conn
-            if conn is None or conn.broken:
-                import psycopg
-                from psycopg import sql
-
-                conn = psycopg.connect(self._conninfo, **self._kwargs)
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-                self._listen_conn = conn
-        return self._feed(conn, timeout)
-
-    def _feed(
-        self, conn: psycopg.Connection[tuple[Any, ...]], timeout: float | None
-    ) -> Iterator[str]:
-        while True:
-            with self._listen_mutex:
-                if self._closed or conn.closed:
-                    return
-                try:
-                    with self._guard("listen"):
-                        got = [n.payload for n in conn.notifies(timeout=timeout, stop_after=1)]
-                except StoreError:
-                    if self._closed:  # closed from another thread while waiting
-                        return
-                    raise
-            if not got:
-                return
-            yield from got
+        return self._feed.listen(timeout)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -754,9 +726,7 @@ class PostgresStore(SQLStore):
         with contextlib.suppress(psycopg.Error):
             self._pool.close()
         self._locks.close(StoreError)
-        if self._listen_conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._listen_conn.close()
+        self._feed.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._location!r})"

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from time import monotonic
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from plait._time import now_micros
 from plait.errors import (
@@ -35,11 +35,17 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import Layout, segments
-from plait.records import Record, decode_record, dumps, encode_payload
+from plait.records import Record, decode_record, dumps
 from plait.store._flock import FileLocks
+from plait.store._litesql import (
+    APPEND_STATE,
+    INSERT_RECORD,
+    SELECT_ROW,
+    SQLITE_DDL,
+    record_params,
+)
 from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
 from plait.store._schema import (
-    DDL,
     Migration,
     apply_migrations,
     check_schema,
@@ -58,31 +64,8 @@ from plait.store.base import ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
 
-_DDL: Final = DDL(
-    pk="INTEGER PRIMARY KEY AUTOINCREMENT",
-    big="INTEGER",
-    flag="INTEGER NOT NULL DEFAULT 0",
-    id_unique="UNIQUE",
-    # Ascending, so a backward scan yields (updated_at DESC, pk DESC): ties break by age.
-    recent="updated_at",
-    live="deleted = 0",
-    rowid=" WITHOUT ROWID",
-)
-
-MIGRATIONS: Final[tuple[Migration, ...]] = migrations(_DDL)
-"""The schema, numbered and ordered (written once for both SQL stores, in ``_sql.py``)."""
-
-_INSERT_RECORD: Final = (
-    "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-# One read before an append: is the session live, and which session is the most recent?
-_APPEND_STATE: Final = (
-    "SELECT (SELECT 1 FROM sessions WHERE pk = ?1 AND deleted = 0), t.pk, t.updated_at "
-    "FROM (SELECT pk, updated_at FROM sessions WHERE deleted = 0 "
-    "ORDER BY updated_at DESC, pk DESC LIMIT 1) AS t"
-)
+MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
+"""The schema, numbered and ordered (written once for both SQL stores, in ``_schema.py``)."""
 
 _CHECKPOINT_PAGES: Final = 8192
 """WAL pages between automatic checkpoints (SQLite's default is 1000)."""
@@ -94,19 +77,6 @@ _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
-
-# A session row with its head: the newest record the session wrote itself (appends do
-# not write the session row, see SQLiteStore.append). One statement, so one snapshot.
-_SELECT_ROW: Final = (
-    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
-    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
-    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
-    "h.key, h.mpos, h.kind, h.created_at "
-    "FROM sessions s LEFT JOIN records h ON h.key = ("
-    "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
-    "ORDER BY key DESC LIMIT 1)"
-)
-
 
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
@@ -156,29 +126,6 @@ class _Reading:
             raise StoreError(f"{self._what}: {exc}") from exc
 
 
-def _record_params(pk: int, records: Sequence[Record], mpos: int) -> list[tuple[Any, ...]]:
-    params: list[tuple[Any, ...]] = []
-    base = pk << _SHIFT
-    for record in records:
-        if record.seq > _SEQ_MAX:
-            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
-        params.append(
-            (
-                base | record.seq,
-                mpos,
-                record.id,
-                record.kind,
-                encode_payload(record),
-                dumps(dict(record.meta)) if record.meta else None,
-                record.created_at_us,
-                record.tokens,
-            )
-        )
-        if record.kind != "event":
-            mpos += 1
-    return params
-
-
 class SQLiteStore(SQLStore):
     """Sessions in one SQLite file, in WAL mode.
 
@@ -207,7 +154,7 @@ class SQLiteStore(SQLStore):
         least="MIN",
         live="deleted = 0",
         live_s="s.deleted = 0",
-        select_row=_SELECT_ROW,
+        select_row=SELECT_ROW,
         key_share="",
     )
 
@@ -278,7 +225,7 @@ class SQLiteStore(SQLStore):
 
     def _migrate(self, auto: bool) -> None:
         with self._lock:
-            self._db.execute(schema_table(_DDL))
+            self._db.execute(schema_table(SQLITE_DDL))
             if check_schema(self._path, self._current_version(), self.code_version, auto=auto):
                 self.migrate()
 
@@ -432,8 +379,8 @@ class SQLiteStore(SQLStore):
                     if records[0].seq != own_lo or records[-1].seq != layout.end_seq - 1:
                         raise StoreError("records do not fill the session's own segment")
                     db.executemany(
-                        _INSERT_RECORD,
-                        _record_params(pk, records, first_mpos),
+                        INSERT_RECORD,
+                        record_params(pk, records, first_mpos),
                     )
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
@@ -466,7 +413,7 @@ class SQLiteStore(SQLStore):
         if not records:
             return expected
         check_start("append", expected, records)
-        params = _record_params(expected.pk, records, lay.end_msgs)
+        params = record_params(expected.pk, records, lay.end_msgs)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         # The key is the compare-and-set. Whether the session is live and already the most
@@ -483,7 +430,7 @@ class SQLiteStore(SQLStore):
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    state = db.execute(_APPEND_STATE, (expected.pk,)).fetchone()
+                    state = db.execute(APPEND_STATE, (expected.pk,)).fetchone()
                     if state is None or state[0] is None:
                         raise SessionNotFoundError(expected.id)
                     move_to: int | None = None
@@ -491,9 +438,9 @@ class SQLiteStore(SQLStore):
                         move_to = max(now_micros(), created, state[2] + 1)
                     try:
                         if len(params) == 1:
-                            db.execute(_INSERT_RECORD, params[0])
+                            db.execute(INSERT_RECORD, params[0])
                         else:
-                            db.executemany(_INSERT_RECORD, params)
+                            db.executemany(INSERT_RECORD, params)
                     except sqlite3.IntegrityError:
                         raise self._stale(db, expected) from None
                     if move_to is not None:
@@ -541,7 +488,7 @@ class SQLiteStore(SQLStore):
                 raise StoreError(f"{self._path}: the store is closed")
             try:
                 self._db.execute(
-                    _INSERT_RECORD, _record_params(expected.pk, (record,), lay.end_msgs)[0]
+                    INSERT_RECORD, record_params(expected.pk, (record,), lay.end_msgs)[0]
                 )
             except sqlite3.IntegrityError:
                 raise self._stale(self._db, expected) from None
@@ -584,7 +531,7 @@ class SQLiteStore(SQLStore):
         try:
             with self._tx() as db:
                 r = db.execute(
-                    _SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)
+                    SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)
                 ).fetchone()
                 if r is None:
                     raise SessionNotFoundError(expected.id)
@@ -620,8 +567,8 @@ class SQLiteStore(SQLStore):
                 )
                 if records:
                     db.executemany(
-                        _INSERT_RECORD,
-                        _record_params(expected.pk, records, expected.layout.end_msgs),
+                        INSERT_RECORD,
+                        record_params(expected.pk, records, expected.layout.end_msgs),
                     )
                 if scratchpad is not None:
                     db.execute(
