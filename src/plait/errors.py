@@ -250,9 +250,7 @@ class RunInterruptedError(PlaitError):
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        super().__init__(
-            f"the run on session {session_id!r} was interrupted; resume() picks it up"
-        )
+        super().__init__(f"the run on session {session_id!r} was interrupted; resume() picks it up")
 
 
 class NoSandboxError(PlaitError, RuntimeError):

@@ -1,9 +1,8 @@
 """The agent loop: model call, tool calls (with approval), results, until done.
 
-:func:`drive` is the body of every run; the session layer calls it through the
-runner registered at the bottom of this module (``Session.prompt``, ``stream``,
-``resume`` ...). The functions :func:`prompt`, :func:`run_session` and
-:func:`prompt_once` are the functional forms.
+:func:`drive` is the body of every run: the session layer calls it for
+``Session.prompt``, ``stream``, ``resume`` ... with itself as the
+:class:`~plait.run.target.RunTarget`. :func:`prompt` is the functional form.
 
 The transcript is valid after every step, and after every way a step can end:
 
@@ -24,23 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final, Unpack
+from typing import Any, Final, Protocol, Unpack
 
-from plait._runtypes import (
-    Approval,
-    EventHook,
-    IterationEnd,
-    Question,
-    RecordAdded,
-    Run,
-    RunOptions,
-    RunResult,
-    RunSpec,
-    ToolFinished,
-    ToolStarted,
-)
 from plait._time import now_micros
 from plait.compaction import (
     SELF_COMPACTION_TOOL,
@@ -51,11 +36,22 @@ from plait.compaction import (
 from plait.errors import NothingToDoError, ProviderError
 from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
 from plait.records import JSONValue, Record, ToolCall
-from plait.session import Session, SessionHost, register_runner
-from plait.store import MemoryStore
-from plait.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolOutcome
+from plait.run.events import (
+    Approval,
+    IterationEnd,
+    Question,
+    RecordAdded,
+    RunOptions,
+    RunResult,
+    RunSpec,
+    ToolFinished,
+    ToolStarted,
+)
+from plait.run.handle import Run
+from plait.run.target import RunTarget
+from plait.tools import Tool, ToolContext, ToolOutcome
 
-__all__ = ["drive", "prompt", "prompt_once", "run_session"]
+__all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
 
 INTERRUPTED: Final = (
     "interrupted: the run stopped while this tool call was pending; it may or may not "
@@ -140,7 +136,7 @@ def _span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
             raise
 
 
-async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
+async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     """Run ``spec`` on ``session`` to the end, reporting every step through ``run``.
 
     Raises:
@@ -265,7 +261,7 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
             return RunResult(reply_text, tuple(appended), step, usage, finish)
         pending = list(reply.tool_calls)
         try:
-            ctx = _context(session)
+            ctx = session.tool_context()
             while pending:
                 call = pending[0]
                 run.emit(ToolStarted(call))
@@ -349,105 +345,10 @@ async def _call(
     return await by_name[call.name].call(ctx, dict(call.arguments))
 
 
-def _context(session: Session) -> ToolContext:
-    if session.sandbox is None and session.sandbox_backend is None:
-        session.to("local")
-    return ToolContext.from_roots(session.require_sandbox().root, session.list_roots())
+class _Promptable(Protocol):
+    async def prompt(self, text: str, **options: Unpack[RunOptions]) -> RunResult: ...
 
 
-register_runner(drive)
-
-
-async def prompt(session: Session, text: str, **options: Unpack[RunOptions]) -> RunResult:
+async def prompt(session: _Promptable, text: str, **options: Unpack[RunOptions]) -> RunResult:
     """The functional form of :meth:`plait.Session.prompt` (same arguments, same errors)."""
     return await session.prompt(text, **options)
-
-
-async def run_session(
-    agent: Session,
-    user: Session,
-    *,
-    provider: Provider | str | None = None,
-    tools: Sequence[Tool] = BUILTIN_TOOLS,
-    on_approval: Approval | None = None,
-    on_event: EventHook | None = None,
-    max_steps: int = 20,
-) -> tuple[Session, RunResult]:
-    """Seed 000's functional form: run an agent session on a user session.
-
-    The output is a new session whose parents are both (``Session.run``): the
-    agent's transcript (shared, not copied) followed by the user's messages, then
-    the run's steps. It shares the *user* session's open sandbox handle (or takes
-    the user's sandbox target), so the tools work where the user's did. Neither
-    input changes.
-
-    Returns:
-        The output session and what the run did.
-
-    Raises:
-        InvalidArgumentError: the user session's last message is not a user request.
-    """
-    from plait.errors import InvalidArgumentError
-
-    messages = user.history()
-    if not messages or messages[-1].role != "user":
-        raise InvalidArgumentError("the user session must end with a user request to run")
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
-    out = agent._join((user,), dst=None, operator="Session.run")
-    out.close_sandbox()  # the agent's handle, if one was open: the run uses the user's
-    if user.sandbox is not None and not user.sandbox.closed:
-        out.with_sandbox(user.sandbox)
-    elif user.sandbox_backend is not None:
-        target = user.settings.get("sandbox")
-        spec = target.get("spec") if isinstance(target, dict) else None
-        out.to(user.sandbox_backend, spec=spec if isinstance(spec, str) else None)
-    result = await out.resume(
-        provider=provider,
-        tools=tools,
-        on_approval=on_approval,
-        on_event=on_event,
-        max_steps=max_steps,
-    )
-    return out, result
-
-
-async def prompt_once(
-    text: str,
-    *,
-    provider: Provider | str | None = None,
-    system: str | None = None,
-    tools: Sequence[Tool] = BUILTIN_TOOLS,
-    on_approval: Approval | None = None,
-    on_question: Question | None = None,
-    on_event: EventHook | None = None,
-    timeout: float | None = None,
-    max_steps: int = 20,
-) -> RunResult:
-    """Run one request with no stored session: nothing is persisted (seed 003).
-
-    The run happens in a private in-memory store that is thrown away afterwards,
-    with a managed temporary sandbox deleted at the end.
-    """
-    store = MemoryStore()
-    host = SessionHost(store, os.getcwd())
-    messages: list[dict[str, JSONValue]] = (
-        [{"role": "system", "content": system}] if system is not None else []
-    )
-    session = host._create_with(
-        messages, session_id=None, title=None, operator=None, metadata=None
-    ).to("local")
-    try:
-        return await session.prompt(
-            text,
-            provider=provider,
-            tools=tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            on_event=on_event,
-            timeout=timeout,
-            max_steps=max_steps,
-        )
-    finally:
-        session.close_sandbox()
-        store.close()

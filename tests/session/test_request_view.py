@@ -22,7 +22,7 @@ from plait.views import model_messages, resume_info, system_prompt
 
 
 def _reference(s: Session) -> list[Message]:
-    row = s._fresh()
+    row = s.host.lookup(s.id)
     store = s.store
     records = store.read(row, row.layout.view_start, row.layout.end_seq)
     hidden = None
@@ -111,9 +111,9 @@ def test_a_long_uncounted_tail_is_read_rather_than_counted(tmp_path: Path) -> No
         s = client.sessions.create([{"role": "system", "content": "rules"}])
         roles = ("user", "assistant")
         s.inject_many([{"role": roles[n % 2], "content": f"m{n}"} for n in range(300)])
-        before = s.store.counted_end(s._fresh())
+        before = s.store.counted_end(s.host.lookup(s.id))
         assert s.request_messages() == _reference(s)
-        assert s.store.counted_end(s._fresh()) == before  # nothing was counted to find it
+        assert s.store.counted_end(s.host.lookup(s.id)) == before  # nothing was counted to find it
         s.trim(3)
         assert s.request_messages() == _reference(s)
         assert s.request_messages()[0].text == "rules"

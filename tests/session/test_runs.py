@@ -464,7 +464,7 @@ def test_the_session_remembers_a_model_spec(
 ) -> None:
     s = _session(client, tmp_path)
     picked: list[str | None] = []
-    import plait.session as session_module
+    import plait.session.runs as session_module
 
     def fake_select(spec: str | None) -> ScriptedProvider:
         picked.append(spec)
@@ -617,13 +617,12 @@ def test_a_failing_summarizer_falls_back_to_the_model_free_compaction(
 def test_a_failure_before_the_tools_run_answers_every_call(
     client: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import plait.run.loop as loop
     from plait.errors import NoSandboxError
 
     def no_sandbox(session: Session) -> ToolContext:
         raise NoSandboxError("no sandbox to take")
 
-    monkeypatch.setattr(loop, "_context", no_sandbox)
+    monkeypatch.setattr(Session, "tool_context", no_sandbox)
     s = _session(client, tmp_path)
     reply = Reply(
         tool_calls=(ToolCall("a", "list_files", {}), ToolCall("b", "list_files", {})),

@@ -221,7 +221,7 @@ def test_partial_when_no_tokenizer_is_available(
     def missing(*args: object, **kwargs: object) -> list[int]:
         raise MissingDependencyError("token counting", "context")
 
-    monkeypatch.setattr("plait.store._context.count_records", missing)
+    monkeypatch.setattr("plait.session.counting.count_records", missing)
     report = s.context()
     assert report is not None and report.partial
     monkeypatch.undo()

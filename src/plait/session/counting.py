@@ -1,7 +1,7 @@
 """Counting a session's new records once, and its context report from stored tallies.
 
-The session layer calls these; they live beside the stores because they speak only the
-:class:`~plait.store.base.Store` protocol and the pure :mod:`plait.context`.
+They speak only the :class:`~plait.store.base.Store` protocol and the pure
+:mod:`plait.context`; the session's context part calls them.
 
 * :func:`count_pending` counts the records no tally covers yet (the tail the append fast
   path left uncounted), in one tokenizer batch, and, for the session's writer, stores their
@@ -39,6 +39,7 @@ from plait.errors import (
     StoreError,
 )
 from plait.records import AssistantRecord, Record, SummaryRecord, hidden_summaries, newest_summary
+from plait.session._head import Memo
 from plait.store.base import SessionRow, Store
 
 __all__ = ["Counted", "context_report", "count_pending", "session_model", "tool_spec_texts"]
@@ -75,15 +76,26 @@ def _meta_model(record: Record) -> str | None:
     return model if isinstance(model, str) and model else None
 
 
-def _one(store: Store, row: SessionRow, seq: int) -> Record:
+def _one(store: Store, row: SessionRow, seq: int, memo: Memo | None = None) -> Record:
+    if memo is not None:
+        held = memo.record(seq)
+        if held is not None:
+            return held
     found = store.read(row, seq, seq + 1)
     if not found:
         raise StoreCorruptError(f"session {row.id!r}: no record at position {seq}")
+    if memo is not None:
+        memo.extra[seq] = found[0]
     return found[0]
 
 
 def count_pending(
-    store: Store, row: SessionRow, *, persist: bool, best_effort: bool = False
+    store: Store,
+    row: SessionRow,
+    *,
+    persist: bool,
+    best_effort: bool = False,
+    memo: Memo | None = None,
 ) -> Counted:
     """Count the records past the counted prefix, and store the counts if ``persist``.
 
@@ -97,6 +109,9 @@ def count_pending(
             when no other process is writing the session); else count in memory only.
         best_effort: a store that refuses the write (a read-only file) is not an error: the
             counts made in memory still serve.
+        memo: the writer's memo of its transcript: what it counted, read and appended
+            before is taken from it instead of the store, and what is counted now is
+            kept in it.
 
     Returns:
         The head's tally and what was counted.
@@ -104,19 +119,34 @@ def count_pending(
     end = row.layout.end_seq
     if end == 0:
         return Counted(Tally())
-    start = store.counted_end(row)
+    known = memo is not None and memo.tally is not None and memo.counted_end <= end
+    start = memo.counted_end if known and memo is not None else store.counted_end(row)
     if start == end:
-        head = store.tallies(row, [end - 1]).get(end - 1)
+        head = memo.tally if known and memo is not None else None
+        if head is None:
+            head = store.tallies(row, [end - 1]).get(end - 1)
         if head is None:
             raise StoreCorruptError(f"session {row.id!r}: counted position {end - 1} has no tally")
+        if memo is not None:
+            memo.counted_end, memo.tally = end, head
         return Counted(head)
     prev = Tally()
     if start > 0:
-        found = store.tallies(row, [start - 1]).get(start - 1)
+        found = memo.tally if known and memo is not None else None
+        if found is None:
+            found = store.tallies(row, [start - 1]).get(start - 1)
         if found is None:
             raise StoreCorruptError(f"session {row.id!r}: counted position {start - 1} lost")
         prev = found
-    records = store.read(row, start, end)
+    held = memo.records(start, end) if memo is not None else None
+    if held is not None:
+        records = held
+    else:
+        records = store.read(row, start, end)
+        if memo is not None and (memo.window_end != start or not memo.window):
+            memo.seed(start, records)
+        elif memo is not None:
+            memo.extend(records)
     model = session_model(row)
     if model is None:
         for record in reversed(records):
@@ -136,7 +166,9 @@ def count_pending(
     def summary_before(seq: int) -> int | None:
         if seq < 0:
             return -1
-        tally = out.local.get(seq) or store.tallies(row, [seq]).get(seq)
+        tally = out.local.get(seq) or (memo.tallies.get(seq) if memo is not None else None)
+        if tally is None:
+            tally = store.tallies(row, [seq]).get(seq)
         return tally.summary if tally is not None else None
 
     batch: list[tuple[int, Tally]] = []
@@ -148,14 +180,29 @@ def count_pending(
         out.records[record.seq] = record
         batch.append((n, tally))
     out.head = tally
+    stored = False
     if persist:
         # False: another writer counted these rows first; the chain stays consistent.
         try:
             store.set_tallies(row, start, batch)
+            stored = True
         except StoreError:
             if not best_effort:
                 raise
+    if memo is not None and stored:
+        memo.counted_end, memo.tally = end, tally
+        memo.tallies.update(out.local)
+        _fill_tokens(memo, out.counts)
     return out
+
+
+def _fill_tokens(memo: Memo, counts: Mapping[int, int]) -> None:
+    """The window's records counted now carry their counts, as the stored rows do."""
+    lo = memo.window_lo
+    for seq, n in counts.items():
+        i = seq - lo
+        if 0 <= i < len(memo.window) and memo.window[i].tokens is None:
+            memo.window[i] = _with_tokens(memo.window[i], n)
 
 
 def context_report(
@@ -166,6 +213,7 @@ def context_report(
     tool_specs: Sequence[str],
     persist: bool,
     best_effort: bool = False,
+    memo: Memo | None = None,
 ) -> tuple[ContextReport, ModelInfo] | None:
     """Build the session's context report from stored counts and tallies.
 
@@ -176,18 +224,19 @@ def context_report(
         tool_specs: the tool schemas offered, each as compact JSON text.
         persist: store what :func:`count_pending` counts.
         best_effort: ignore a store that refuses that write (see :func:`count_pending`).
+        memo: the writer's memo (see :func:`count_pending`).
 
     Returns:
         The report and the model family it was measured for, or None before the first reply.
     """
-    counted = count_pending(store, row, persist=persist, best_effort=best_effort)
+    counted = count_pending(store, row, persist=persist, best_effort=best_effort, memo=memo)
     head = counted.head
     if head.reply < 0:
         return None
     lay = row.layout
     view = lay.view_start
 
-    reply = counted.records.get(head.reply) or _one(store, row, head.reply)
+    reply = counted.records.get(head.reply) or _one(store, row, head.reply, memo)
     # The stored counts were made with the encoding of the session's model (its setting, else
     # its newest reply's model: count_pending's rule), whatever model this report is for; the
     # report names that counter, and counts what it adds (tool schemas) with it too.
@@ -197,7 +246,7 @@ def context_report(
     info = model_info(model)
 
     def record(seq: int) -> Record:
-        found = counted.records.get(seq) or _one(store, row, seq)
+        found = counted.records.get(seq) or _one(store, row, seq, memo)
         if found.tokens is None:
             n = counted.counts.get(seq)
             if n is None:
@@ -217,6 +266,8 @@ def context_report(
     system = record(head.system) if head.system >= 0 else None
     wanted = [p for p in (hist_start - 1, head.usage) if p >= 0]
     at = {p: counted.local[p] for p in wanted if p in counted.local}
+    if memo is not None:
+        at.update({p: memo.tallies[p] for p in wanted if p not in at and p in memo.tallies})
     missing = [p for p in wanted if p not in at]
     if missing:
         at.update(store.tallies(row, missing))
@@ -238,7 +289,7 @@ def context_report(
     u = head.usage
     if u >= hist_start and (summary is None or u > summary.seq) and u in at:
         usage = (
-            reply if reply.seq == u else counted.records.get(u) or _one(store, row, u)
+            reply if reply.seq == u else counted.records.get(u) or _one(store, row, u, memo)
         ).meta.get("usage")
         if isinstance(usage, Mapping):
             inp, out = usage.get("input_tokens"), usage.get("output_tokens")
