@@ -1,6 +1,6 @@
 """The SQLite store: plait's embedded default (one file, WAL), and the in-memory store.
 
-Tables (see ``MIGRATIONS``, written once for both SQL stores in ``_sql.py``, for the
+Tables (see ``MIGRATIONS``, written once for both SQL stores in ``_schema.py``, for the
 exact schema and why each column is there):
 
 * ``sessions``: one row per session, with its copy-on-write layout.
