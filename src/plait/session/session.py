@@ -17,35 +17,31 @@ the ones that call a model or run a tool are ``async``.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
 from plait.context import ContextReport
-from plait.errors import InvalidArgumentError, NothingToDoError, SessionNotFoundError
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
-from plait.providers import Provider, Request
+from plait.providers import Provider
 from plait.records import EventRecord, JSONValue, Message, Record, SummaryRecord
-from plait.run import EventHook, Run, RunOptions, RunResult
-from plait.sandbox import Sandbox
-from plait.session import binding, branching, context, export, reading, runs, settings, writes
+from plait.session import binding, branching, context, export, reading, writes
 from plait.session._head import Head
+from plait.session._run_verbs import RunVerbs
 from plait.session._values import (
-    RootResult,
     ScratchpadUpdate,
-    SessionUsage,
     Snapshot,
     check_count,
     json_object,
 )
+from plait.session._workspace_verbs import WorkspaceVerbs
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
-from plait.tools import ToolContext
-from plait.views import ResumeInfo, full_history, history
+from plait.views import full_history, history
 
 if TYPE_CHECKING:
     from plait.session.host import SessionHost
@@ -53,7 +49,7 @@ if TYPE_CHECKING:
 __all__ = ["ChunkTable", "Session"]
 
 
-class Session:
+class Session(RunVerbs, WorkspaceVerbs):
     """A handle on one session: its transcript, lineage, title and scratchpad.
 
     Get one from a :class:`plait.Client` (``client.session``,
@@ -400,57 +396,6 @@ class Session:
         """Clear the scratchpad, storing that as a new version (seed 003)."""
         return writes.set_pad(self._head, None, source, reason, metadata)
 
-    # -- the sandbox ------------------------------------------------------------------------
-
-    def to(self, backend: str, spec: str | None = None) -> Session:
-        """Set where this session's tools run; opens nothing; returns the session.
-
-        Args:
-            backend: a backend name (``local``).
-            spec: for ``local``, an existing folder (never deleted); without it, a managed
-                temporary folder is made when the sandbox opens and deleted when it closes.
-        """
-        binding.retarget(self._head, backend, spec)
-        return self
-
-    @property
-    def sandbox_backend(self) -> str | None:
-        """The backend this session targets, or None."""
-        return binding.target_backend(self.settings)
-
-    @property
-    def sandbox(self) -> Sandbox | None:
-        """The sandbox handle this session holds now, or None (handles open on demand)."""
-        return self._head.sandbox
-
-    def require_sandbox(self) -> Sandbox:
-        """Return the current handle, opening one on the target if there is none.
-
-        Raises:
-            NoSandboxError: no target and no handle. SandboxClosedError: a closed handle.
-        """
-        return binding.require(self._head)
-
-    def with_sandbox(self, handle: Sandbox) -> Session:
-        """Bind an open sandbox handle to this session (taking a reference); returns it."""
-        binding.bind(self._head, handle)
-        return self
-
-    def close_sandbox(self) -> None:
-        """Release this session's handle; the sandbox closes when no session holds it."""
-        binding.close(self._head)
-
-    def tool_context(self) -> ToolContext:
-        """Where tools run: the sandbox folder (a managed local one if no target) and roots."""
-        return binding.tool_context(self._head)
-
-    def __enter__(self) -> Session:
-        self.require_sandbox()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close_sandbox()
-
     # -- context and compaction -------------------------------------------------------------
 
     def compact_preview(
@@ -526,85 +471,6 @@ class Session:
         """The messages the next model call sends: the system prompt, then :meth:`history`."""
         return context.request_messages(self._head)
 
-    # -- settings and workspace -------------------------------------------------------------
-
-    @property
-    def settings(self) -> dict[str, JSONValue]:
-        """Session settings (inherited by branches)."""
-        return self._head.settings()
-
-    def set_settings(self, **settings_: JSONValue) -> None:
-        """Store session settings that branches inherit; a value of None removes the key."""
-        settings.set_settings(self._head, **settings_)
-
-    @property
-    def metadata(self) -> dict[str, JSONValue]:
-        """The session's stored metadata: settings, provenance, close status (a copy)."""
-        return dict(self._head.fresh().metadata) if self.stored else {}
-
-    def set_metadata(self, key: str, value: JSONValue) -> None:
-        """Store one top-level metadata value (None removes it); branches do not inherit it.
-
-        Raises:
-            InvalidArgumentError: a blank key, ``settings``, or a value that is not JSON.
-        """
-        settings.set_metadata(self._head, key, value)
-
-    @property
-    def self_compaction_choice(self) -> bool | None:
-        """The session's own choice: True, False, or None to follow the configuration."""
-        return settings.self_compaction(self.settings)[0]
-
-    @property
-    def self_compaction(self) -> bool:
-        """Whether self-compaction is in force: the choice, else ``PLAIT_SELF_COMPACTION``."""
-        return settings.self_compaction(self.settings)[1]
-
-    def use_self_compaction(self, choice: bool | None) -> None:
-        """Choose whether this session may compact itself; None follows the configuration."""
-        if choice is not None and not isinstance(choice, bool):
-            raise InvalidArgumentError(f"self-compaction is True, False or None, not {choice!r}")
-        settings.set_settings(self._head, self_compaction=choice)
-
-    @property
-    def workspace_anchor(self) -> str | None:
-        """The folder tools treat as the workspace root (seed 003), or None."""
-        return settings.workspace_anchor(self.settings)
-
-    def set_workspace_anchor(self, anchor: str | None) -> bool:
-        """Replace the workspace anchor (None clears it); returns True (seed 003)."""
-        if anchor is not None and (not isinstance(anchor, str) or not anchor):
-            raise InvalidArgumentError("workspace_anchor must be a non-empty string or None")
-        settings.set_settings(self._head, workspace_anchor=anchor)
-        return True
-
-    @property
-    def workspace_policy(self) -> dict[str, JSONValue]:
-        """The workspace defaults, with ``default_mount_mode`` filled in (seed 003)."""
-        return settings.workspace_policy(self.settings)
-
-    def set_workspace_policy(self, policy: Mapping[str, JSONValue]) -> bool:
-        """Update the workspace defaults (merged into the current ones); returns True."""
-        settings.set_workspace_policy(self._head, policy)
-        return True
-
-    def add_root(
-        self, root: str, *, mount_mode: str | None = None, mounted_at: str | None = None
-    ) -> RootResult:
-        """Mount another folder into the session's workspace (seed 003's ``add_root``).
-
-        Returns ``ok=False`` with the reason for a missing folder or a name already mounted.
-        """
-        return settings.add_root(self._head, root, mount_mode, mounted_at)
-
-    def remove_root(self, root: str) -> RootResult:
-        """Unmount a root, named by its path or by where it is mounted (seed 003)."""
-        return settings.remove_root(self._head, root)
-
-    def list_roots(self) -> dict[str, JSONValue]:
-        """``{primary, additional}``: the workspace root and the mounted roots (seed 003)."""
-        return settings.list_roots(self._head, self.settings)
-
     # -- branching --------------------------------------------------------------------------
 
     def _spawn(self, row: SessionRow, records: Iterable[Record] = ()) -> Session:
@@ -663,125 +529,6 @@ class Session:
     def export_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
         """Write the conversation as one Markdown document; the same content as :meth:`export`."""
         return export.write_export(self._head, path, "md")
-
-    # -- runs -------------------------------------------------------------------------------
-
-    async def prompt(self, text: str, **options: Unpack[RunOptions]) -> RunResult:
-        """Send ``text`` to the model and run the tool calls it makes until it is done.
-
-        Every step is appended as it happens, so the transcript is valid whenever the
-        run stops. Options are :class:`~plait.run.RunOptions` (``provider``, ``tools``,
-        ``on_approval``, ``on_question``, ``on_event``, ``timeout``, ``keep_events``,
-        ``max_steps``).
-
-        Raises:
-            InvalidArgumentError: bad arguments (nothing is written).
-            SessionBusyError: a run is in progress here (or, on a client, anywhere).
-            RunTimeoutError: ``timeout`` passed; ``resume()`` picks the run up.
-            ProviderError: the model could not answer (what was recorded stays valid).
-        """
-        return await runs.start_run(self._head, self, text, streamed=False, **options)
-
-    def stream(self, text: str, **options: Unpack[RunOptions]) -> Run:
-        """Start :meth:`prompt` as a :class:`Run` to iterate (errors in arguments at once)."""
-        return runs.start_run(self._head, self, text, streamed=True, **options)
-
-    def run(self, text: str, **options: Unpack[RunOptions]) -> RunResult:
-        """:meth:`prompt` for code without an event loop: runs it to the end and returns.
-
-        Raises:
-            InvalidArgumentError: called inside a running event loop (await :meth:`prompt`).
-        """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.prompt(text, **options))
-        raise InvalidArgumentError("run() blocks; inside an event loop, await prompt()")
-
-    def steer(self, message: str) -> None:
-        """Add a user message before the next model call of the run in progress (seed 001).
-
-        Raises:
-            NothingToDoError: no run is in progress on this session.
-        """
-        runs.steer(self._head, message)
-
-    @property
-    def running(self) -> bool:
-        """Whether a run is in progress on this session in this process."""
-        return self.host.runs.running(self.id)
-
-    def resumable(self) -> ResumeInfo | None:
-        """Whether the last request was interrupted, and how :meth:`resume` picks it up.
-
-        It reads the transcript's tail back to the last turn, writing nothing.
-        """
-        return reading.resumable(self._head)
-
-    async def resume(self, **options: Unpack[RunOptions]) -> RunResult:
-        """Pick up an interrupted request (seed 001) and run it to the end.
-
-        Raises:
-            NothingToDoError: nothing was interrupted (the reason says why).
-        """
-        return await self._resume(streamed=False, **options)
-
-    def resume_stream(self, **options: Unpack[RunOptions]) -> Run:
-        """:meth:`resume` as a :class:`Run` to iterate."""
-        return self._resume(streamed=True, **options)
-
-    def _resume(self, *, streamed: bool, **options: Unpack[RunOptions]) -> Run:
-        if not self.stored:
-            raise NothingToDoError(f"session {self.id} has nothing stored to resume")
-        if self.resumable() is None:
-            raise NothingToDoError(
-                f"session {self.id} was not interrupted: its last request has its answer"
-            )
-        return runs.start_run(self._head, self, None, streamed=streamed, **options)
-
-    async def ask(self, question: str, *, provider: Provider | str | None = None) -> str:
-        """A side question about the conversation that adds nothing to it (seed 001)."""
-        return "".join([piece async for piece in self.ask_stream(question, provider=provider)])
-
-    def ask_stream(
-        self, question: str, *, provider: Provider | str | None = None
-    ) -> AsyncIterator[str]:
-        """:meth:`ask` as an async iterator of text pieces (a blank question fails at once)."""
-        if not isinstance(question, str) or not question.strip():
-            raise InvalidArgumentError("a question needs some text")
-        model = runs.provider_for(self._head, provider)
-        request = Request([*self.request_messages(), Message("user", question)])
-        return runs.text_stream(model, request)
-
-    async def name_it(self, *, provider: Provider | str | None = None) -> str | None:
-        """Title the session by asking the model, unless it has a title (then that is returned).
-
-        Returns:
-            The title as stored, or None when there is no exchange yet to name.
-        """
-        return await runs.name_it(self._head, provider)
-
-    @property
-    def usage(self) -> SessionUsage:
-        """Tokens the session's replies cost, from their ``meta["usage"]`` (in view).
-
-        The sum is kept per session and view, so a call reads only what was written since.
-        """
-        return runs.usage(self._head)
-
-    def subscribe(self, callback: EventHook) -> Callable[[], None]:
-        """Call ``callback`` with every event of every run on this session (seed 003).
-
-        Subscribers live in this process, on this client; a fork does not copy them.
-        A failing callback is logged and the run goes on.
-
-        Returns:
-            A function that removes the subscription.
-        """
-        if not callable(callback):
-            raise InvalidArgumentError("a subscriber must be callable")
-        return self.host.runs.subscribe(self.id, callback)
-
 
 class ChunkTable:
     """Seed 000's name for the transcript: ``chunk_table.rows`` is every record in view."""
