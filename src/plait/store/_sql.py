@@ -199,6 +199,10 @@ class SQLStore:
 
     # -- what an engine provides --------------------------------------------------------
 
+    def _check_open(self) -> None:
+        """Raise :class:`StoreError` if the store is closed."""
+        raise NotImplementedError
+
     def _read(self, what: str) -> AbstractContextManager[Connection]:
         """A connection for one read statement."""
         raise NotImplementedError
@@ -329,6 +333,9 @@ class SQLStore:
     def counted_end(self, row: SessionRow) -> int:
         """Return one past the newest counted position (a backward scan of the uncounted tail)."""
         parts = segments(row.layout, row.pk, 0, row.layout.end_seq)
+        if not parts:
+            self._check_open()
+            return 0
         with self._snapshot(f"count {row.id!r}") as conn:
             for owner, a, b in reversed(parts):
                 base = owner << _SHIFT
@@ -344,8 +351,11 @@ class SQLStore:
             parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
             if parts:
                 keys[(parts[0][0] << _SHIFT) | seq] = seq
+        if not keys:
+            self._check_open()
+            return {}
         with self._read(f"read tallies of {row.id!r}") as conn:
-            found = self._tally_rows(conn, list(keys)) if keys else []
+            found = self._tally_rows(conn, list(keys))
         return {keys[key]: _tally(row, keys[key], text) for key, text in found}
 
     def _tally_rows(self, conn: Connection, keys: list[int]) -> list[tuple[int, str]]:
@@ -362,8 +372,8 @@ class SQLStore:
     ) -> bool:
         """Store counts and tallies from ``start`` on, unless another writer counted first."""
         if not counted:
-            with self._read("count"):  # only checks that the store is open
-                return True
+            self._check_open()
+            return True
         end = start + len(counted)
         parts = segments(row.layout, row.pk, start, end) if start >= 0 else []
         if sum(b - a for _, a, b in parts) != len(counted):
