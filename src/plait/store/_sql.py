@@ -15,10 +15,11 @@ module: on SQLite they are a bare ``INSERT`` under a cached check, on
 PostgreSQL one data-modifying statement per call, and neither shape fits the
 other.
 
-An engine gives :class:`SQLStore` its connections through four context
-managers (one read statement, a read snapshot, one write statement, a write
-transaction), and says how to count many key ranges and update many tallies at
-once, which is a loop on SQLite and one array statement on PostgreSQL.
+An engine gives :class:`SQLStore` its connections: two calls that run one read
+statement, and context managers for a read snapshot, one write statement and a
+write transaction; and it says how to count many key ranges and update many
+tallies at once, which is a loop on SQLite and one array statement on
+PostgreSQL.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ __all__ = [
     "SQLStore",
     "check_start",
     "created_row",
+    "describe",
     "written_row",
 ]
 
@@ -170,6 +172,11 @@ def check_start(verb: str, expected: SessionRow, records: Sequence[Record]) -> N
         )
 
 
+def describe(what: str, subject: object = None) -> str:
+    """Name a read in an error: ``what``, then ``subject``'s repr when there is one."""
+    return what if subject is None else f"{what} {subject!r}"
+
+
 class Counted(Exception):
     """Another writer counted some of these positions first: roll the batch back."""
 
@@ -203,8 +210,18 @@ class SQLStore:
         """Raise :class:`StoreError` if the store is closed."""
         raise NotImplementedError
 
-    def _read(self, what: str) -> AbstractContextManager[Connection]:
-        """A connection for one read statement."""
+    def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
+        """Run one read statement; return its first row or None.
+
+        ``what`` (and ``subject``, shown with ``repr``) name the read in an error;
+        the text is built only when there is one, since reads are the commonest call.
+        """
+        raise NotImplementedError
+
+    def _all(
+        self, query: str, params: Sequence[Any], what: str, subject: object = None
+    ) -> list[Any]:
+        """Run one read statement; return all its rows (see :meth:`_one`)."""
         raise NotImplementedError
 
     def _snapshot(self, what: str) -> AbstractContextManager[Connection]:
@@ -253,8 +270,7 @@ class SQLStore:
 
     def get(self, session_id: str) -> SessionRow | None:
         """Return the stored row of a live session, or None."""
-        with self._read(f"get {session_id!r}") as conn:
-            r = conn.execute(self._q.get, (session_id,)).fetchone()
+        r = self._one(self._q.get, (session_id,), "get", session_id)
         return row_from_columns(r) if r is not None else None
 
     def _stale(self, conn: Connection, expected: SessionRow) -> StaleSessionError:
@@ -267,17 +283,15 @@ class SQLStore:
 
     def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
         """Return up to ``limit`` live sessions, most recently written first."""
-        with self._read("list sessions") as conn:
-            if workspace is None:
-                rows = conn.execute(self._q.recent_all, (limit,)).fetchall()
-            else:
-                rows = conn.execute(self._q.recent, (workspace, limit)).fetchall()
+        if workspace is None:
+            rows = self._all(self._q.recent_all, (limit,), "list sessions")
+        else:
+            rows = self._all(self._q.recent, (workspace, limit), "list sessions")
         return [row_from_columns(r) for r in rows]
 
     def children(self, session_id: str) -> list[str]:
         """Return the ids of live children, oldest first."""
-        with self._read(f"children of {session_id!r}") as conn:
-            rows = conn.execute(self._q.children, (session_id,)).fetchall()
+        rows = self._all(self._q.children, (session_id,), "children of", session_id)
         return [r[0] for r in rows]
 
     def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
@@ -285,16 +299,14 @@ class SQLStore:
         parts = segments(row.layout, row.pk, seq, seq + 1)
         if not parts:
             raise StoreCorruptError(f"session {row.id!r}: no position {seq}")
-        with self._read(f"probe {row.id!r}") as conn:
-            found = conn.execute(self._q.probe, ((parts[0][0] << _SHIFT) | seq,)).fetchone()
+        found = self._one(self._q.probe, ((parts[0][0] << _SHIFT) | seq,), "probe", row.id)
         if found is None:
             raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
         return int(found[0]), found[1] != "event"
 
     def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
         """Return every stored scratchpad version of a session, oldest first."""
-        with self._read(f"scratchpad history of {session_id!r}") as conn:
-            rows = conn.execute(self._q.scratchpads, (session_id,)).fetchall()
+        rows = self._all(self._q.scratchpads, (session_id,), "scratchpad history of", session_id)
         return [scratchpad_entry_from_columns(r) for r in rows]
 
     def integrity_check(self) -> list[str]:
@@ -354,15 +366,14 @@ class SQLStore:
         if not keys:
             self._check_open()
             return {}
-        with self._read(f"read tallies of {row.id!r}") as conn:
-            found = self._tally_rows(conn, list(keys))
+        found = self._tally_rows(row.id, list(keys))
         return {keys[key]: _tally(row, keys[key], text) for key, text in found}
 
-    def _tally_rows(self, conn: Connection, keys: list[int]) -> list[tuple[int, str]]:
+    def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
         """The ``(key, running)`` of the counted rows among these keys (a point read each)."""
         out: list[tuple[int, str]] = []
         for key in keys:
-            found = conn.execute(self._q.tally, (key,)).fetchone()
+            found = self._one(self._q.tally, (key,), "read tallies of", session_id)
             if found is not None and found[0] is not None:
                 out.append((key, found[0]))
         return out
@@ -417,8 +428,7 @@ class SQLStore:
 
     def bearer_get(self, token_hash: str) -> BearerRow | None:
         """Return the durable session with this token hash, expired or not, or None."""
-        with self._read("read a durable session") as conn:
-            r = conn.execute(self._q.bearer_get, (token_hash,)).fetchone()
+        r = self._one(self._q.bearer_get, (token_hash,), "read a durable session")
         return bearer_row_from_columns(r) if r is not None else None
 
     def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
@@ -522,8 +532,7 @@ class SQLStore:
 
     def live_clients(self, session_id: str) -> list[LiveClientRow]:
         """Return the clients attached to a live session, in the order they attached."""
-        with self._read(f"live clients of {session_id!r}") as conn:
-            rows = conn.execute(self._q.live_clients, (session_id,)).fetchall()
+        rows = self._all(self._q.live_clients, (session_id,), "live clients of", session_id)
         return [live_row_from_columns(r) for r in rows]
 
 

@@ -94,6 +94,7 @@ from plait.store._sql import (
     SQLStore,
     check_start,
     created_row,
+    describe,
     written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -285,10 +286,18 @@ class PostgresStore(SQLStore):
 
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
-    def _read(self, what: str) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
-        return self._conn(what)
+    def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
+        with self._conn(describe(what, subject)) as conn:
+            return conn.execute(query, params).fetchone()
 
-    _write = _read  # one statement is its own transaction (autocommit): one round trip
+    def _all(
+        self, query: str, params: Sequence[Any], what: str, subject: object = None
+    ) -> list[Any]:
+        with self._conn(describe(what, subject)) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def _write(self, what: str) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
+        return self._conn(what)  # one statement is its own transaction (autocommit)
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
@@ -327,12 +336,14 @@ class PostgresStore(SQLStore):
             (keys, tokens, running),
         ).rowcount
 
-    def _tally_rows(self, conn: Connection, keys: list[int]) -> list[tuple[int, str]]:
-        rows = conn.execute(
+    def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
+        rows = self._all(
             "SELECT key, running FROM records WHERE key = ANY(%s::bigint[]) "
             "AND running IS NOT NULL",
             (keys,),
-        ).fetchall()
+            "read tallies of",
+            session_id,
+        )
         return [(int(k), str(t)) for k, t in rows]
 
     def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:

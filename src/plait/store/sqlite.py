@@ -20,10 +20,10 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from time import monotonic
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from plait._time import now_micros
 from plait.errors import (
@@ -58,6 +58,7 @@ from plait.store._sql import (
     SQLStore,
     check_start,
     created_row,
+    describe,
     written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -69,6 +70,9 @@ MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
 
 _CHECKPOINT_PAGES: Final = 8192
 """WAL pages between automatic checkpoints (SQLite's default is 1000)."""
+
+_KEYS_PER_READ: Final = 500
+"""Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
 
 _TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is still the most recently active."""
@@ -97,33 +101,6 @@ def default_path() -> Path:
 
 
 _row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
-
-
-class _Reading:
-    """The store's connection under its lock, for one read (``SQLStore._read``).
-
-    A class, not a generator: the shared reads run on every context report, and
-    this costs a fraction of ``contextlib.contextmanager``.
-    """
-
-    __slots__ = ("_store", "_what")
-
-    def __init__(self, store: SQLiteStore, what: str) -> None:
-        self._store = store
-        self._what = what
-
-    def __enter__(self) -> sqlite3.Connection:
-        store = self._store
-        store._lock.acquire()
-        if store._closed:
-            store._lock.release()
-            raise StoreError(f"{store._path}: the store is closed")
-        return store._db
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        self._store._lock.release()
-        if isinstance(exc, sqlite3.DatabaseError):
-            raise StoreError(f"{self._what}: {exc}") from exc
 
 
 class SQLiteStore(SQLStore):
@@ -271,28 +248,46 @@ class SQLiteStore(SQLStore):
 
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
-    def _read(self, what: str) -> _Reading:
-        return _Reading(self, what)
+    # Reads are the commonest calls: plain methods under the lock, with the error's
+    # text built only when there is an error.
 
-    @contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
-        self._check_open()
-        try:
-            with self._tx() as db:
-                yield db
-        except UnicodeEncodeError as exc:
-            raise _not_unicode(exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{what}: {exc}") from exc
+    def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._path}: the store is closed")
+            try:
+                return self._db.execute(query, params).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+
+    def _all(
+        self, query: str, params: Sequence[Any], what: str, subject: object = None
+    ) -> list[Any]:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._path}: the store is closed")
+            try:
+                return self._db.execute(query, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+
+    def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        return self._immediate(what, reorders=True)
 
     _transaction = _write  # SQLite has one writer: every write is a whole transaction
 
+    def _counting(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        # Counting moves no session in the "most recent" order, so the append fast
+        # path may keep trusting what it knows (see append()).
+        return self._immediate(what, reorders=False)
+
     @contextmanager
-    def _counting(self, what: str) -> Iterator[sqlite3.Connection]:
-        # Not self._tx(): counting moves no session in the "most recent" order, so the
-        # append fast path may keep trusting what it knows (see append()).
+    def _immediate(self, what: str, *, reorders: bool) -> Iterator[sqlite3.Connection]:
+        """A write transaction with the store's errors (one generator: it is on every write)."""
         self._check_open()
         with self._lock:
+            if reorders:
+                self._known_top = None  # see append(): this write may change the order
             db = self._db
             try:
                 db.execute("BEGIN IMMEDIATE")
@@ -302,6 +297,8 @@ class SQLiteStore(SQLStore):
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
+            except UnicodeEncodeError as exc:
+                raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{what}: {exc}") from exc
 
@@ -313,6 +310,20 @@ class SQLiteStore(SQLStore):
             "UPDATE records SET tokens = ?, running = ? WHERE key = ? AND running IS NULL",
             zip(tokens, running, keys, strict=True),
         ).rowcount
+
+    def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
+        if len(keys) == 1:
+            return super()._tally_rows(session_id, keys)
+        # Several keys in one statement: one read of the WAL, not one per key.
+        out: list[tuple[int, str]] = []
+        for i in range(0, len(keys), _KEYS_PER_READ):
+            chunk = keys[i : i + _KEYS_PER_READ]
+            query = (
+                "SELECT key, running FROM records WHERE running IS NOT NULL "
+                f"AND key IN ({', '.join('?' * len(chunk))})"
+            )
+            out.extend(self._all(query, chunk, "read tallies of", session_id))
+        return out
 
     def _engine_problems(self, conn: Connection) -> list[str]:
         return [
