@@ -224,8 +224,8 @@ class SQLStore:
         """Run one read statement; return all its rows (see :meth:`_one`)."""
         raise NotImplementedError
 
-    def _snapshot(self, what: str) -> AbstractContextManager[Connection]:
-        """A connection whose statements all read one state of the database."""
+    def _snapshot(self, what: str, subject: object = None) -> AbstractContextManager[Connection]:
+        """A connection whose statements all read one state of the database (see :meth:`_one`)."""
         raise NotImplementedError
 
     def _write(self, what: str) -> AbstractContextManager[Connection]:
@@ -348,7 +348,7 @@ class SQLStore:
         if not parts:
             self._check_open()
             return 0
-        with self._snapshot(f"count {row.id!r}") as conn:
+        with self._snapshot("count", row.id) as conn:
             for owner, a, b in reversed(parts):
                 base = owner << _SHIFT
                 found = conn.execute(self._q.counted, (base | a, base | b)).fetchone()

@@ -83,10 +83,7 @@ from plait.store._pgsql import (
     record_arrays,
 )
 from plait.store._rows import SEQ_BITS, SEQ_MAX
-from plait.store._schema import (
-    Migration,
-    migrations,
-)
+from plait.store._schema import Migration, migrations
 from plait.store._sql import (
     Connection,
     Counted,
@@ -305,8 +302,10 @@ class PostgresStore(SQLStore):
             yield conn
 
     @contextmanager
-    def _snapshot(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
-        with self._conn(what) as conn:
+    def _snapshot(
+        self, what: str, subject: object = None
+    ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        with self._conn(describe(what, subject)) as conn:
             conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             try:
                 yield conn

@@ -73,6 +73,7 @@ _CHECKPOINT_PAGES: Final = 8192
 
 _KEYS_PER_READ: Final = 500
 """Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
+_TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n
 
 _TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is still the most recently active."""
@@ -236,7 +237,7 @@ class SQLiteStore(SQLStore):
                 self._db.execute("COMMIT")
 
     @contextmanager
-    def _snapshot(self, what: str = "read") -> Iterator[sqlite3.Connection]:
+    def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
         """A read transaction: several statements see one state of the database."""
         with self._lock:
             self._check_open()
@@ -318,10 +319,12 @@ class SQLiteStore(SQLStore):
         out: list[tuple[int, str]] = []
         for i in range(0, len(keys), _KEYS_PER_READ):
             chunk = keys[i : i + _KEYS_PER_READ]
-            query = (
-                "SELECT key, running FROM records WHERE running IS NOT NULL "
-                f"AND key IN ({', '.join('?' * len(chunk))})"
-            )
+            query = _TALLIES_IN.get(len(chunk))
+            if query is None:
+                query = _TALLIES_IN[len(chunk)] = (
+                    "SELECT key, running FROM records WHERE running IS NOT NULL "
+                    f"AND key IN ({', '.join('?' * len(chunk))})"
+                )
             out.extend(self._all(query, chunk, "read tallies of", session_id))
         return out
 
