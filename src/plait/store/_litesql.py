@@ -12,10 +12,18 @@ from typing import Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
-from plait.store._rows import SEQ_BITS, SEQ_MAX
+from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX
 from plait.store._schema import DDL
 
-__all__ = ["APPEND_STATE", "INSERT_RECORD", "SELECT_ROW", "SQLITE_DDL", "record_params"]
+__all__ = [
+    "APPEND_STATE",
+    "INSERT_RECORD",
+    "INSERT_SESSION",
+    "SELECT_ROW",
+    "SQLITE_DDL",
+    "UPDATE_SESSION",
+    "record_params",
+]
 
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
@@ -30,6 +38,19 @@ SQLITE_DDL: Final = DDL(
     live="deleted = 0",
     rowid=" WITHOUT ROWID",
 )
+
+INSERT_SESSION: Final = (
+    "INSERT INTO sessions (id, workspace, created_at, updated_at, version, parent_ids, "
+    f"lineage_operator, branched_at, {', '.join(ROW_COLUMNS)}) "
+    f"VALUES (?, ?, ?, ?, 1, ?, ?, ?, {', '.join('?' * len(ROW_COLUMNS))})"
+)
+"""A new session row: its identity and lineage, then ``row_values``."""
+
+UPDATE_SESSION: Final = (
+    "UPDATE sessions SET version = ?, updated_at = ?, "
+    f"{', '.join(f'{c} = ?' for c in ROW_COLUMNS)} WHERE pk = ?"
+)
+"""A row write: the version, the time, ``row_values``, then the key."""
 
 INSERT_RECORD: Final = (
     "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "

@@ -100,12 +100,12 @@ WITH upd AS (
     UPDATE sessions s SET version = s.version + 1,
         updated_at = GREATEST(%(now)s, s.updated_at + 1,
             (SELECT max(updated_at) FROM sessions WHERE NOT deleted) + 1),
-        title = %(title)s, bases = %(bases)s, end_seq = %(new_end_seq)s,
-        end_msgs = %(new_end_msgs)s, view_start = %(view_start)s, view_msgs = %(view_msgs)s,
+        title = %(title)s, bases = %(bases)s, end_seq = %(end_seq)s,
+        end_msgs = %(end_msgs)s, view_start = %(view_start)s, view_msgs = %(view_msgs)s,
         status = %(status)s, scratchpad = %(scratchpad)s,
         scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s
     WHERE s.pk = %(pk)s AND NOT s.deleted AND s.version = %(row_version)s
-      AND {HEAD} = %(end_seq)s
+      AND {HEAD} = %(head)s
     RETURNING s.updated_at
 ), ins AS (
     INSERT INTO records {_RECORD_COLUMNS}

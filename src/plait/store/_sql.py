@@ -61,6 +61,7 @@ __all__ = [
     "check_start",
     "created_row",
     "describe",
+    "first_mpos",
     "written_row",
 ]
 
@@ -170,6 +171,20 @@ def check_start(verb: str, expected: SessionRow, records: Sequence[Record]) -> N
             f"{verb} {expected.id!r}: records start at {records[0].seq}, "
             f"the head is at {expected.layout.end_seq}"
         )
+
+
+def first_mpos(row: SessionRow, records: Sequence[Record]) -> int:
+    """Messages before the first of a new session's own records (checked to fill its segment).
+
+    Raises:
+        StoreError: the records are not exactly the positions the row's layout owns.
+    """
+    layout = row.layout
+    if not records:
+        return layout.end_msgs
+    if records[0].seq != layout.own_lo or records[-1].seq != layout.end_seq - 1:
+        raise StoreError("records do not fill the session's own segment")
+    return layout.end_msgs - sum(1 for r in records if r.kind != "event")
 
 
 def describe(what: str, subject: object = None) -> str:

@@ -82,7 +82,7 @@ from plait.store._pgsql import (
     WRITE,
     record_arrays,
 )
-from plait.store._rows import SEQ_BITS, SEQ_MAX
+from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX, row_values, scratchpad_values
 from plait.store._schema import Migration, migrations
 from plait.store._sql import (
     Connection,
@@ -92,6 +92,7 @@ from plait.store._sql import (
     check_start,
     created_row,
     describe,
+    first_mpos,
     written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -112,6 +113,8 @@ Applied each in one transaction under an advisory lock.
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
+_SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
+_NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
@@ -377,36 +380,22 @@ class PostgresStore(SQLStore):
         """
         from psycopg import errors as pgerrors
 
-        layout = row.layout
-        first_mpos = layout.end_msgs
-        if records:
-            first_mpos -= sum(1 for r in records if r.kind != "event")
-            if records[0].seq != layout.own_lo or records[-1].seq != layout.end_seq - 1:
-                raise StoreError("records do not fill the session's own segment")
-        owners = sorted({owner for owner, _ in layout.bases})
+        mpos = first_mpos(row, records)
+        owners = sorted({owner for owner, _ in row.layout.bases})
         now = now_micros()
         params: dict[str, Any] = {
             "owners": owners,
             "n_owners": len(owners),
             "id": row.id,
             "workspace": row.workspace,
-            "title": row.title,
             "now": now,
-            "bases": dumps([list(b) for b in layout.bases]),
-            "end_seq": layout.end_seq,
-            "end_msgs": layout.end_msgs,
-            "view_start": layout.view_start,
-            "view_msgs": layout.view_msgs,
             "parent_ids": dumps(list(row.parent_ids)),
             "lineage_operator": row.lineage_operator,
             "branched_at": row.branched_at,
-            "status": row.status,
-            "scratchpad": dumps(dict(row.scratchpad)) if row.scratchpad is not None else None,
-            "scratchpad_version": row.scratchpad_version,
-            "metadata": dumps(dict(row.metadata)),
+            **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
             "parents": list(dict.fromkeys(row.parent_ids)),
             "channel": self._channel,
-            **record_arrays(records, first_mpos),
+            **record_arrays(records, mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:
             try:
@@ -499,35 +488,17 @@ class PostgresStore(SQLStore):
         """
         from psycopg import errors as pgerrors
 
-        new = updated.layout
         check_start("write", expected, records)
         sp = scratchpad
         params: dict[str, Any] = {
             "pk": expected.pk,
             "id": expected.id,
             "row_version": expected.row_version,
-            "end_seq": expected.layout.end_seq,
+            "head": expected.layout.end_seq,
             "now": now_micros(),
-            "title": updated.title,
-            "bases": dumps([list(b) for b in new.bases]),
-            "new_end_seq": new.end_seq,
-            "new_end_msgs": new.end_msgs,
-            "view_start": new.view_start,
-            "view_msgs": new.view_msgs,
-            "status": updated.status,
-            "scratchpad": (
-                dumps(dict(updated.scratchpad)) if updated.scratchpad is not None else None
-            ),
-            "scratchpad_version": updated.scratchpad_version,
-            "metadata": dumps(dict(updated.metadata)),
+            **dict(zip(ROW_COLUMNS, row_values(updated), strict=True)),
             "has_sp": sp is not None,
-            "sp_version": sp.version if sp is not None else 0,
-            "sp": (
-                dumps(dict(sp.scratchpad)) if sp is not None and sp.scratchpad is not None else None
-            ),
-            "sp_source": sp.source if sp is not None else None,
-            "sp_reason": sp.reason if sp is not None else None,
-            "sp_metadata": dumps(dict(sp.metadata)) if sp is not None else "{}",
+            **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
             "channel": self._channel,
             **record_arrays(records, expected.layout.end_msgs),
         }

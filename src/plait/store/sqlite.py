@@ -40,11 +40,13 @@ from plait.store._flock import FileLocks
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
+    INSERT_SESSION,
     SELECT_ROW,
     SQLITE_DDL,
+    UPDATE_SESSION,
     record_params,
 )
-from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
+from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns, row_values, scratchpad_values
 from plait.store._schema import (
     Migration,
     apply_migrations,
@@ -59,6 +61,7 @@ from plait.store._sql import (
     check_start,
     created_row,
     describe,
+    first_mpos,
     written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -345,7 +348,7 @@ class SQLiteStore(SQLStore):
         """Insert a new session, its first own records and its lineage edges (atomic)."""
         self._check_open()
         now = now_micros()
-        layout = row.layout
+        mpos = first_mpos(row, records)
         try:
             with self._tx() as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (row.id,)).fetchone():
@@ -353,49 +356,30 @@ class SQLiteStore(SQLStore):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                for owner, _ in layout.bases:
+                for owner, _ in row.layout.bases:
                     if not db.execute("SELECT 1 FROM sessions WHERE pk = ?", (owner,)).fetchone():
                         raise SessionNotFoundError(
                             row.parent_ids[0] if row.parent_ids else row.id,
                             "the session it branches from was deleted",
                         )
                 cur = db.execute(
-                    "INSERT INTO sessions (id, workspace, title, created_at, updated_at, "
-                    "version, bases, end_seq, end_msgs, view_start, view_msgs, parent_ids, "
-                    "lineage_operator, branched_at, status, scratchpad, scratchpad_version, "
-                    "metadata) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    INSERT_SESSION,
                     (
                         row.id,
                         row.workspace,
-                        row.title,
                         now,
                         now,
-                        dumps([list(b) for b in layout.bases]),
-                        layout.end_seq,
-                        layout.end_msgs,
-                        layout.view_start,
-                        layout.view_msgs,
                         dumps(list(row.parent_ids)),
                         row.lineage_operator,
                         row.branched_at,
-                        row.status,
-                        dumps(dict(row.scratchpad)) if row.scratchpad is not None else None,
-                        row.scratchpad_version,
-                        dumps(dict(row.metadata)),
+                        *row_values(row),
                     ),
                 )
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
                 if records:
-                    own_lo = layout.own_lo
-                    first_mpos = layout.end_msgs - sum(1 for r in records if r.kind != "event")
-                    if records[0].seq != own_lo or records[-1].seq != layout.end_seq - 1:
-                        raise StoreError("records do not fill the session's own segment")
-                    db.executemany(
-                        INSERT_RECORD,
-                        record_params(pk, records, first_mpos),
-                    )
+                    db.executemany(INSERT_RECORD, record_params(pk, records, mpos))
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
@@ -540,7 +524,6 @@ class SQLiteStore(SQLStore):
     ) -> SessionRow:
         """Compare-and-set the session row and head, then update it and append."""
         self._check_open()
-        new = updated.layout
         check_start("write", expected, records)
         try:
             with self._tx() as db:
@@ -560,24 +543,8 @@ class SQLiteStore(SQLStore):
                 ).fetchone()[0]
                 now = max(now_micros(), current.updated_at_us + 1, (top or 0) + 1)
                 db.execute(
-                    "UPDATE sessions SET version = ?, updated_at = ?, title = ?, bases = ?, "
-                    "end_seq = ?, end_msgs = ?, view_start = ?, view_msgs = ?, status = ?, "
-                    "scratchpad = ?, scratchpad_version = ?, metadata = ? WHERE pk = ?",
-                    (
-                        expected.row_version + 1,
-                        now,
-                        updated.title,
-                        dumps([list(b) for b in new.bases]),
-                        new.end_seq,
-                        new.end_msgs,
-                        new.view_start,
-                        new.view_msgs,
-                        updated.status,
-                        dumps(dict(updated.scratchpad)) if updated.scratchpad is not None else None,
-                        updated.scratchpad_version,
-                        dumps(dict(updated.metadata)),
-                        expected.pk,
-                    ),
+                    UPDATE_SESSION,
+                    (expected.row_version + 1, now, *row_values(updated), expected.pk),
                 )
                 if records:
                     db.executemany(
@@ -587,17 +554,7 @@ class SQLiteStore(SQLStore):
                 if scratchpad is not None:
                     db.execute(
                         "INSERT INTO scratchpads VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            expected.pk,
-                            scratchpad.version,
-                            dumps(dict(scratchpad.scratchpad))
-                            if scratchpad.scratchpad is not None
-                            else None,
-                            scratchpad.source,
-                            scratchpad.reason,
-                            dumps(dict(scratchpad.metadata)),
-                            now,
-                        ),
+                        (expected.pk, *scratchpad_values(scratchpad), now),
                     )
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc) from exc
