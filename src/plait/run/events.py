@@ -9,11 +9,12 @@ and :class:`IterationEnd` after each model call and its tools (seed 003's
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias, TypedDict
 
 from plait.providers.base import Finish, Provider, TextDelta, ToolCallDelta, Usage
+from plait.providers.settings import ModelSettings
 from plait.records import JSONValue, Record, ToolCall
 from plait.tools import Tool
 
@@ -76,10 +77,17 @@ class IterationEnd:
 
 
 RunEvent: TypeAlias = (
-    TextDelta | ToolCallDelta | Usage | Finish | RecordAdded | ToolStarted | ToolFinished
+    TextDelta
+    | ToolCallDelta
+    | Usage
+    | Finish
+    | RecordAdded
+    | ToolStarted
+    | ToolFinished
     | IterationEnd
 )
 """One event of a run: a provider stream event, or one of the run's own."""
+
 
 def event_json(event: RunEvent) -> dict[str, JSONValue]:
     """A run event as a JSON object with its ``type`` (for ``plait run --json`` and servers).
@@ -146,6 +154,9 @@ class RunOptions(TypedDict, total=False):
     """Keep every event in ``RunResult.events``."""
     max_steps: int
     """The most model calls the run may make (default 20)."""
+    model_settings: ModelSettings | Mapping[str, JSONValue] | None
+    """How the model should answer (``max_tokens``, ``temperature``, ``tool_choice`` ...),
+    laid over the session's stored settings and then stored with the session."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,3 +193,5 @@ class RunSpec:
     """Answers the model's questions; when given, the ``ask_user`` tool is offered."""
     max_steps: int = 20
     """The most model calls the run may make."""
+    settings: ModelSettings = field(default_factory=ModelSettings)
+    """How the model should answer, for every model call of the run."""

@@ -21,9 +21,10 @@ The transcript is valid after every step, and after every way a step can end:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Final, Protocol, Unpack
 
 from plait._time import now_micros
@@ -33,7 +34,7 @@ from plait.compaction import (
     Compaction,
     self_compaction_result,
 )
-from plait.errors import NothingToDoError, ProviderError
+from plait.errors import NothingToDoError, PlaitError, ProviderError
 from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
 from plait.records import JSONValue, Record, ToolCall
 from plait.run.events import (
@@ -49,9 +50,12 @@ from plait.run.events import (
 )
 from plait.run.handle import Run
 from plait.run.target import RunTarget
+from plait.run.telemetry import RunTelemetry
 from plait.tools import Tool, ToolContext, ToolOutcome
 
 __all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
+
+_log = logging.getLogger("plait")
 
 INTERRUPTED: Final = (
     "interrupted: the run stopped while this tool call was pending; it may or may not "
@@ -107,43 +111,24 @@ async def _answer(callback: Callable[..., Any] | None, *args: object) -> Any:
     return result
 
 
-def _tracer() -> Any:
-    """OpenTelemetry's tracer for plait, or None when ``opentelemetry-api`` is absent."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace.get_tracer("plait")
-
-
-@contextlib.contextmanager
-def _span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
-    """A span following the GenAI semantic conventions, or nothing without OpenTelemetry."""
-    if tracer is None:
-        yield None
-        return
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    chat = attributes.get("gen_ai.operation.name") == "chat"
-    kind = SpanKind.CLIENT if chat else SpanKind.INTERNAL
-    with tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=True, set_status_on_exception=True
-    ) as span:
-        try:
-            yield span
-        except asyncio.CancelledError:
-            span.set_status(Status(StatusCode.ERROR, "cancelled"))
-            raise
-
-
 async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     """Run ``spec`` on ``session`` to the end, reporting every step through ``run``.
+
+    The run is one trace (:mod:`plait.run.telemetry`) when OpenTelemetry is installed.
 
     Raises:
         NothingToDoError: a resume found nothing to pick up.
         ProviderError: the model failed (the cut-off reply is recorded first).
         asyncio.CancelledError: the run was cancelled (the transcript is left valid).
     """
+    telemetry = RunTelemetry(spec.provider, session.id)
+    with telemetry.agent():
+        return await _steps(session, spec, run, telemetry)
+
+
+async def _steps(
+    session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry
+) -> RunResult:
     appended: list[Record] = []
 
     def add(message: dict[str, JSONValue]) -> Record:
@@ -202,7 +187,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
             run.emit(RecordAdded(session.tail(1)[-1]))
         return done
 
-    tracer = _tracer()
+    settings = spec.settings
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, spec.max_steps + 1):
@@ -210,23 +195,13 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
             add({"role": "user", "content": message, "meta": {"steered": True}})
         if session.compaction_due(model=provider.model, tools=specs):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = Request(session.request_messages(), tools=specs)
+        request = settings.request(session.request_messages(), specs)
         tee = _Tee(provider, run)
         started = now_micros()
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider.name,
-            "gen_ai.request.model": provider.model,
-            "gen_ai.conversation.id": session.id,
-        }
         try:
-            with _span(tracer, f"chat {provider.model}", attributes) as span:
+            with telemetry.chat(request) as chat:
                 reply = await complete(tee, request)
-                if span is not None:
-                    span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
-                    if reply.usage is not None:
-                        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
-                        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+                chat.done(reply)
         except asyncio.CancelledError:
             _cut_off(add, tee, provider, "interrupted", started)
             raise
@@ -239,6 +214,10 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
             "finish_reason": reply.finish_reason,
             "timing": {"start_us": started, "end_us": now_micros()},
         }
+        if reply.model is not None and reply.model != provider.model:
+            meta["response_model"] = reply.model
+        if reply.response_id is not None:
+            meta["response_id"] = reply.response_id
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():
@@ -259,28 +238,34 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
                 continue  # a message came in while the model answered: it reads it
             finish = reply.finish_reason
             return RunResult(reply_text, tuple(appended), step, usage, finish)
+        if settings.tool_choice not in (None, "auto", "none"):
+            # A forced tool call was made: later calls may answer, or the run would loop.
+            settings = replace(settings, tool_choice=None)
         pending = list(reply.tool_calls)
         try:
             ctx = session.tool_context()
             while pending:
                 call = pending[0]
+                found = by_name.get(call.name)
+                changes_files = found is not None and not found.read_only
+                # Taken before the call is announced: a started tool is running its own code.
+                before = await _checkpoint(session, ctx) if changes_files else None
                 run.emit(ToolStarted(call))
                 tool_started = now_micros()
-                attributes = {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": call.name,
-                    "gen_ai.tool.call.id": call.id,
-                    "gen_ai.tool.type": "function",
-                    "gen_ai.conversation.id": session.id,
-                }
-                with _span(tracer, f"execute_tool {call.name}", attributes):
+                with telemetry.tool(call.id, call.name):
                     if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
                         outcome = ToolOutcome(True, self_compaction_result(await compact()))
                     else:
                         outcome = await _call(
                             call, by_name, ctx, spec.on_approval, spec.on_question
                         )
+                    after = await _checkpoint(session, ctx) if changes_files else None
                 pending.pop(0)
+                tool_meta: dict[str, JSONValue] = {
+                    "timing": {"start_us": tool_started, "end_us": now_micros()}
+                }
+                if before is not None and after is not None:
+                    tool_meta["workspace"] = {"before": before, "after": after}
                 add(
                     {
                         "role": "tool",
@@ -288,7 +273,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
                         "tool_name": call.name,
                         "content": outcome.content,
                         "ok": outcome.ok,
-                        "meta": {"timing": {"start_us": tool_started, "end_us": now_micros()}},
+                        "meta": tool_meta,
                     }
                 )
                 run.emit(ToolFinished(call, outcome.ok, outcome.content))
@@ -322,6 +307,19 @@ def _cut_off(
         meta["error"] = error
     if text:
         add({"role": "assistant", "content": text, "meta": meta})
+
+
+async def _checkpoint(session: RunTarget, ctx: ToolContext) -> str | None:
+    """The workspace's checkpoint, taken off the event loop; None if it cannot be taken.
+
+    A checkpoint is a record of the files, not part of the call: a file that cannot be
+    read leaves the call without one rather than failing it.
+    """
+    try:
+        return await asyncio.to_thread(session.workspace_checkpoint, ctx)
+    except (PlaitError, OSError) as exc:
+        _log.warning("session %s: no workspace checkpoint: %s", session.id, exc)
+        return None
 
 
 async def _call(

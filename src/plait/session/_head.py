@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.context import Tally
 from plait.errors import (
@@ -107,7 +107,17 @@ class Head:
         row: the stored row, or None for a session not stored yet.
     """
 
-    __slots__ = ("_memo", "_owner", "host", "id", "row", "sandbox", "trusted", "writer")
+    __slots__ = (
+        "_memo",
+        "_owner",
+        "host",
+        "id",
+        "row",
+        "sandbox",
+        "sandbox_release",
+        "trusted",
+        "writer",
+    )
 
     def __init__(
         self, owner: Session, host: SessionHost, session_id: str, row: SessionRow | None
@@ -120,6 +130,8 @@ class Head:
         self.trusted = False
         """True while ``row`` is what is stored: read or written under the writer lock since."""
         self.sandbox: Sandbox | None = None
+        self.sandbox_release: weakref.finalize[Any, Any] | None = None
+        """Releases ``sandbox`` once: on ``close_sandbox``, or when the handle or process goes."""
         self._memo: Memo | None = None
 
     def owner(self) -> Session | None:

@@ -11,7 +11,8 @@ import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from plait.errors import (
@@ -22,8 +23,8 @@ from plait.errors import (
     SessionClosedError,
     SessionLockedError,
 )
-from plait.providers import Provider, Request, TextDelta, select_provider
-from plait.records import Message
+from plait.providers import ModelSettings, Provider, Request, TextDelta, select_provider
+from plait.records import JSONValue, Message
 from plait.run import (
     Approval,
     EventHook,
@@ -163,6 +164,7 @@ def start_run(
     timeout: float | None = None,
     keep_events: bool = False,
     max_steps: int = 20,
+    model_settings: ModelSettings | Mapping[str, JSONValue] | None = None,
 ) -> Run:
     """Check everything, mark the session busy, and make the :class:`Run` driving ``target``."""
     if text is not None and (not isinstance(text, str) or not text.strip()):
@@ -175,6 +177,7 @@ def start_run(
     if len({t.name for t in offered}) != len(offered):
         raise InvalidArgumentError("tool names must be unique")
     check_timeout(timeout)
+    given = ModelSettings.from_json(model_settings) if model_settings is not None else None
     board = head.host.runs
     row = head.fresh() if head.row is not None else None
     if row is not None and row.status == "closed":
@@ -184,12 +187,21 @@ def start_run(
     model = provider_for(head, provider)
     board.check_idle(head.id)
     settings = head.settings(row) if row is not None else {}
+    stored = stored_model_settings(settings)
+    effective = given.over(stored) if given is not None else stored
+    effective.check_tools(t.name for t in offered)
+    changes: dict[str, JSONValue] = {}
     if isinstance(provider, str) and settings.get("model") != provider:
-        # seed 001: the session continues on the model it was last given by name
+        changes["model"] = provider  # seed 001: it continues on the model it was last given
+    # Kept like the model spec, except a tool choice: it describes one request.
+    kept = replace(effective, tool_choice=stored.tool_choice)
+    if given is not None and kept != stored:
+        changes[MODEL_SETTINGS] = kept.to_json() or None
+    if changes:
         from plait.session.settings import set_settings
 
-        set_settings(head, model=provider)
-    spec = RunSpec(model, offered, text, on_approval, on_question, max_steps)
+        set_settings(head, **changes)
+    spec = RunSpec(model, offered, text, on_approval, on_question, max_steps, effective)
     hooks = [h for h in (on_event,) if h is not None]
     hooks.append(lambda event: board.notify(head.id, event))
 
@@ -209,6 +221,16 @@ def start_run(
     if owner is not None:
         head.host.make_current(owner)  # seed 001: the handle a run uses becomes current again
     return run
+
+
+MODEL_SETTINGS: Final = "model_settings"
+"""The settings key of the model settings a session keeps."""
+
+
+def stored_model_settings(settings: Mapping[str, JSONValue]) -> ModelSettings:
+    """The model settings a session keeps (none set when it keeps none)."""
+    raw = settings.get(MODEL_SETTINGS)
+    return ModelSettings.from_json(raw) if isinstance(raw, Mapping) else ModelSettings()
 
 
 def steer(head: Head, message: str) -> None:

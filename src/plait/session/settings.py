@@ -164,4 +164,9 @@ def list_roots(head: Head, settings: Mapping[str, JSONValue]) -> dict[str, JSONV
         primary = str(head.sandbox.root)
     else:
         primary = head.row.workspace if head.row is not None else head.host.workspace
-    return {"primary": primary, "additional": [dict(r) for r in roots(settings)]}
+    additional: list[JSONValue] = [dict(r) for r in roots(settings)]
+    out: dict[str, JSONValue] = {"primary": primary, "additional": additional}
+    target = settings.get("sandbox")
+    if isinstance(target, Mapping) and isinstance(target.get("policy"), Mapping):
+        out["policy"] = dict(target["policy"])  # what the sandbox lets tools do beyond these
+    return out
