@@ -29,9 +29,8 @@ def test_serve_help() -> None:
 def test_serve_passes_the_approval_policy_to_the_app(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import uvicorn
-
     import plait.server
+    import plait.server.serving
 
     made: dict[str, object] = {}
 
@@ -40,7 +39,9 @@ def test_serve_passes_the_approval_policy_to_the_app(
         return "app"
 
     monkeypatch.setattr(plait.server, "create_app", fake_app)
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: made.update(app=app, port=kw["port"]))
+    monkeypatch.setattr(
+        plait.server.serving, "serve_app", lambda app, **kw: made.update(app=app, port=kw["port"])
+    )
     result = CliRunner().invoke(
         cli,
         ["--store", str(tmp_path / "s.db"), "--workspace", str(tmp_path), "serve",

@@ -2,7 +2,8 @@
 
 Every API route needs a bearer credential: the keys given with ``--api-key`` or
 in ``$PLAIT_API_KEYS``, else one key minted at start and printed (never a server
-without a credential), and the durable bearer sessions kept in the store.
+without a credential), and the durable bearer sessions kept in the store. With a
+minted key it also prints an address that signs the web page in once (D133).
 """
 
 from __future__ import annotations
@@ -72,13 +73,13 @@ def serve_command(
     from plait.server import require_server_extra
 
     require_server_extra()
-    import uvicorn
-
     from plait.client import Client
     from plait.server import create_app
+    from plait.server.serving import serve_app
     from plait.tools import BUILTIN_TOOLS
 
     keys: str | tuple[str, ...] | None = api_keys or None
+    minted: str | None = None
     if keys is None and not os.environ.get("PLAIT_API_KEYS", "").strip():
         minted = secrets.token_urlsafe(32)
         keys = (minted,)
@@ -93,7 +94,21 @@ def serve_command(
         approval_timeout=approval_timeout,
     )
     click.echo(f"plait serving {settings.store} on http://{host}:{port}/", err=True)
+    click.echo(_sign_in_line(host, port, minted), err=True)
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+        serve_app(app, host=host, port=port, log_level=log_level)
     finally:
         client.close()
+
+
+def _sign_in_line(host: str, port: int, key: str | None) -> str:
+    """What to open in a browser: with the minted key, a URL that signs the page in once.
+
+    The key rides in the URL's fragment, which a browser never sends to a server (so no
+    log holds it); the page keeps it and takes it out of the address bar and history.
+    """
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)  # where a local browser goes
+    url = f"http://{shown}:{port}/"
+    if key is None:
+        return f"web page: {url} (sign in with an API key or a `plait token create` token)"
+    return f"web page, signed in: {url}#key={key}"
