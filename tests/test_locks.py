@@ -14,6 +14,9 @@ import pytest
 
 from plait import Client, SessionLockedError
 
+# Every test here starts another process (a holder or a probe).
+pytestmark = pytest.mark.slow
+
 HOLDER = textwrap.dedent(
     """
     import sys, time

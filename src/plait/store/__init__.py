@@ -1,21 +1,35 @@
-"""Stores: where sessions live. One protocol, one conformance suite, several backends."""
+"""Stores: where sessions live. Narrow protocols, one conformance kit, several backends."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from plait.store.base import ScratchpadEntry, SessionRow, Store
+from plait.store.base import (
+    BearerStore,
+    LiveClientStore,
+    ScratchpadEntry,
+    SessionRow,
+    Store,
+    TallyStore,
+    TranscriptStore,
+    WriterLocks,
+)
 from plait.store.postgres import PostgresStore
 from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
 
 __all__ = [
+    "BearerStore",
+    "LiveClientStore",
     "MemoryStore",
     "PostgresStore",
     "SQLiteStore",
     "ScratchpadEntry",
     "SessionRow",
     "Store",
+    "TallyStore",
+    "TranscriptStore",
+    "WriterLocks",
     "default_path",
     "open_store",
 ]

@@ -1,4 +1,4 @@
-"""Decoding a session row, shared by the SQL stores.
+"""Encoding and decoding a session row, shared by the SQL stores.
 
 Both stores select the same columns in the same order (their ``_SELECT_ROW``):
 the ``sessions`` columns, then the session's newest own record (``key``,
@@ -14,22 +14,73 @@ from typing import Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Layout
+from plait.records import dumps
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
 __all__ = [
     "BEARER_COLUMNS",
     "LIVE_COLUMNS",
+    "ROW_COLUMNS",
+    "SCRATCHPAD_COLUMNS",
     "SEQ_BITS",
     "SEQ_MAX",
     "bearer_row_from_columns",
     "live_row_from_columns",
     "row_from_columns",
+    "row_values",
     "scratchpad_entry_from_columns",
+    "scratchpad_values",
 ]
 
 SEQ_BITS: Final = 32
 """A record's key is ``owner_pk << SEQ_BITS | seq``."""
 SEQ_MAX: Final = (1 << SEQ_BITS) - 1
+
+
+ROW_COLUMNS: Final = (
+    "title",
+    "bases",
+    "end_seq",
+    "end_msgs",
+    "view_start",
+    "view_msgs",
+    "status",
+    "scratchpad",
+    "scratchpad_version",
+    "metadata",
+)
+"""The ``sessions`` columns a create or a write sets from a row, in :func:`row_values`' order."""
+
+SCRATCHPAD_COLUMNS: Final = ("version", "scratchpad", "source", "reason", "metadata")
+"""The ``scratchpads`` columns :func:`scratchpad_values` gives, in order."""
+
+
+def row_values(row: SessionRow) -> tuple[Any, ...]:
+    """The :data:`ROW_COLUMNS` of a row, encoded as stored (JSON columns through the codec)."""
+    lay = row.layout
+    return (
+        row.title,
+        dumps([list(b) for b in lay.bases]),
+        lay.end_seq,
+        lay.end_msgs,
+        lay.view_start,
+        lay.view_msgs,
+        row.status,
+        dumps(dict(row.scratchpad)) if row.scratchpad is not None else None,
+        row.scratchpad_version,
+        dumps(dict(row.metadata)),
+    )
+
+
+def scratchpad_values(entry: ScratchpadEntry) -> tuple[Any, ...]:
+    """The :data:`SCRATCHPAD_COLUMNS` of a scratchpad version, encoded as stored."""
+    return (
+        entry.version,
+        dumps(dict(entry.scratchpad)) if entry.scratchpad is not None else None,
+        entry.source,
+        entry.reason,
+        dumps(dict(entry.metadata)),
+    )
 
 
 def row_from_columns(r: Sequence[Any]) -> SessionRow:

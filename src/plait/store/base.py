@@ -1,10 +1,15 @@
-"""The Store protocol and the session row every store keeps.
+"""The store protocols and the rows every store keeps.
 
 A store is deliberately small: it keeps session rows and record rows, and
 performs a handful of atomic operations on them. Everything about *what* to
 write (copy-on-write layouts, views, validation) is decided by the pure core
-and the session layer; a store decides only *how* to keep it. Every store
-passes the one conformance suite in ``tests/store/``.
+and the session layer; a store decides only *how* to keep it.
+
+The protocols are narrow, one concern each: :class:`TranscriptStore` (rows and
+records, what every backend keeps), :class:`WriterLocks`, :class:`TallyStore`,
+:class:`BearerStore` and :class:`LiveClientStore`. :class:`Store` is their
+composition, the one the session layer takes. A backend is done when the
+conformance kit in :mod:`plait.testing` passes against each part it offers.
 """
 
 from __future__ import annotations
@@ -17,7 +22,18 @@ from plait.context import Tally
 from plait.layout import Layout
 from plait.records import JSONValue, Record
 
-__all__ = ["BearerRow", "LiveClientRow", "ScratchpadEntry", "SessionRow", "Store"]
+__all__ = [
+    "BearerRow",
+    "BearerStore",
+    "LiveClientRow",
+    "LiveClientStore",
+    "ScratchpadEntry",
+    "SessionRow",
+    "Store",
+    "TallyStore",
+    "TranscriptStore",
+    "WriterLocks",
+]
 
 
 @dataclass(slots=True)
@@ -105,7 +121,7 @@ class ScratchpadEntry:
 
 @dataclass(frozen=True, slots=True)
 class BearerRow:
-    """One durable bearer session as stored (issue 7): never the token, only its hash."""
+    """One durable bearer session as stored: never the token, only its hash."""
 
     token_hash: str
     """The hex SHA-256 of the bearer token: a database dump holds no credential."""
@@ -125,7 +141,7 @@ class BearerRow:
 
 @dataclass(frozen=True, slots=True)
 class LiveClientRow:
-    """One live client attached to a session (issue 7)."""
+    """One live client attached to a session."""
 
     session_id: str
     """The session it is attached to."""
@@ -142,8 +158,19 @@ class LiveClientRow:
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Where sessions live. Every method is atomic; none leaves a half-written state."""
+class TranscriptStore(Protocol):
+    """Session rows and their records: what every store keeps.
+
+    The transcript is the whole of what a session *is*: its row (identity,
+    copy-on-write layout, lineage, settings) and its records, appended at the
+    head with a compare-and-set on it, read by position through the layout (a
+    fork or merge shares rows with its sources), listed by activity and by
+    parent. A third-party backend implements this and may stop there: the
+    narrow protocols beside it (:class:`WriterLocks`, :class:`TallyStore`,
+    :class:`BearerStore`, :class:`LiveClientStore`) are the service concerns a
+    backend adds when it offers them. Every method is atomic; none leaves a
+    half-written state.
+    """
 
     @property
     def location(self) -> str:
@@ -204,7 +231,72 @@ class Store(Protocol):
         """Return ``(messages before seq, whether seq is a message)`` for one position."""
         ...
 
-    # -- counted once (issue 4) -----------------------------------------------------------
+    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions, most recently written first.
+
+        ``workspace=None`` lists every workspace.
+        """
+        ...
+
+    def children(self, session_id: str) -> list[str]:
+        """Return the ids of live sessions that name ``session_id`` as a parent, oldest first."""
+        ...
+
+    def delete(self, session_id: str) -> None:
+        """Delete a session; rows other branches still share stay until none needs them.
+
+        Raises:
+            SessionNotFoundError: no live session has this id.
+        """
+        ...
+
+    def stamp(self, session_id: str) -> str | None:
+        """Return a value that changes exactly when the session changes (one cheap read)."""
+        ...
+
+    def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
+        """Return every stored scratchpad version of a session, oldest first."""
+        ...
+
+    def integrity_check(self) -> list[str]:
+        """Check that every live session's rows are all there; return the problems found.
+
+        One line per problem (a missing row, rows no session owns, a row that cannot be
+        decoded); empty when all is well. Reads only; a backend with a check of its own
+        (SQLite's ``PRAGMA integrity_check``) adds its findings.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the store's connections and the writer locks it holds. Idempotent."""
+        ...
+
+
+@runtime_checkable
+class WriterLocks(Protocol):
+    """One writer process per session: a lock that dies with the process that holds it."""
+
+    def lock(self, session_id: str) -> bool:
+        """Take the session's writer lock for this process; False if another process has it.
+
+        The lock belongs to the process (every handle and client of this process
+        on the same database shares it), is taken again without harm, and dies
+        with the process, however it ends (kill -9 included): no stale lock.
+        """
+        ...
+
+    def unlock(self, session_id: str) -> None:
+        """Release this store's hold on the session's writer lock (a no-op if not held)."""
+        ...
+
+    def locked_elsewhere(self, session_id: str) -> bool:
+        """Whether another process holds the session's writer lock (a snapshot)."""
+        ...
+
+
+@runtime_checkable
+class TallyStore(Protocol):
+    """Token counts and running tallies stored beside the records they count (counted once)."""
 
     def counted_end(self, row: SessionRow) -> int:
         """Return one past the newest position of the row's layout whose tally is stored.
@@ -239,51 +331,10 @@ class Store(Protocol):
         """
         ...
 
-    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first.
 
-        ``workspace=None`` lists every workspace.
-        """
-        ...
-
-    def children(self, session_id: str) -> list[str]:
-        """Return the ids of live sessions that name ``session_id`` as a parent, oldest first."""
-        ...
-
-    def delete(self, session_id: str) -> None:
-        """Delete a session; rows other branches still share stay until none needs them.
-
-        Raises:
-            SessionNotFoundError: no live session has this id.
-        """
-        ...
-
-    def stamp(self, session_id: str) -> str | None:
-        """Return a value that changes exactly when the session changes (one cheap read)."""
-        ...
-
-    def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
-        """Return every stored scratchpad version of a session, oldest first."""
-        ...
-
-    def lock(self, session_id: str) -> bool:
-        """Take the session's writer lock for this process; False if another process has it.
-
-        The lock belongs to the process (every handle and client of this process
-        on the same database shares it), is taken again without harm, and dies
-        with the process, however it ends (kill -9 included): no stale lock.
-        """
-        ...
-
-    def unlock(self, session_id: str) -> None:
-        """Release this store's hold on the session's writer lock (a no-op if not held)."""
-        ...
-
-    def locked_elsewhere(self, session_id: str) -> bool:
-        """Whether another process holds the session's writer lock (a snapshot)."""
-        ...
-
-    # -- durable bearer sessions (issue 7) ---------------------------------------------
+@runtime_checkable
+class BearerStore(Protocol):
+    """Durable bearer sessions: a principal, scopes and an expiry under a token's hash."""
 
     def bearer_insert(self, row: BearerRow) -> bool:
         """Store a new durable session; False (nothing written) if its hash is taken."""
@@ -311,7 +362,10 @@ class Store(Protocol):
         """Delete durable sessions that expired before this time; return how many."""
         ...
 
-    # -- live clients (issue 7) ---------------------------------------------------------
+
+@runtime_checkable
+class LiveClientStore(Protocol):
+    """The clients attached to a session (observers and at most one controller)."""
 
     def live_attach(
         self, row: LiveClientRow, *, takeover: bool
@@ -357,6 +411,13 @@ class Store(Protocol):
         """Return the clients attached to a live session, in the order they attached."""
         ...
 
-    def close(self) -> None:
-        """Release the store's connections and the writer locks it holds. Idempotent."""
-        ...
+
+@runtime_checkable
+class Store(TranscriptStore, WriterLocks, TallyStore, BearerStore, LiveClientStore, Protocol):
+    """Where sessions live: the transcript with every service concern beside it.
+
+    The composition of the narrow protocols, and what the session layer, the
+    client and the server take: each of plait's stores (SQLite, in-memory,
+    PostgreSQL) is one. ``plait.testing`` checks a backend against each part
+    it implements.
+    """

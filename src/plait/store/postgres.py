@@ -45,43 +45,57 @@ psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'`
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
-import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from plait._time import now_micros
-from plait.context import Tally
 from plait.errors import (
-    ControllerConflictError,
     InvalidArgumentError,
     InvalidMessageError,
     MissingDependencyError,
-    SchemaOutdatedError,
-    SchemaTooNewError,
     SessionExistsError,
     SessionNotFoundError,
-    StaleSessionError,
     StoreCorruptError,
     StoreError,
 )
 from plait.layout import segments
-from plait.records import JSONValue, Record, decode_record, dumps, encode_payload
-from plait.store._rows import (
-    BEARER_COLUMNS,
-    LIVE_COLUMNS,
-    SEQ_BITS,
-    SEQ_MAX,
-    bearer_row_from_columns,
-    live_row_from_columns,
-    row_from_columns,
-    scratchpad_entry_from_columns,
+from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._pgfeed import ChangeFeed
+from plait.store._pglocks import AdvisoryLocks, lock_key
+from plait.store._pgopen import (
+    PG_DDL,
+    apply_schema,
+    current_version,
+    location_of,
+    open_schema,
+    parse_target,
 )
-from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
+from plait.store._pgsql import (
+    APPEND,
+    APPEND_ONE,
+    CREATE,
+    HEAD,
+    READ,
+    REFERENCED,
+    SELECT_ROW,
+    WRITE,
+    record_arrays,
+)
+from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX, row_values, scratchpad_values
+from plait.store._schema import Migration, migrations
+from plait.store._sql import (
+    Connection,
+    Counted,
+    Dialect,
+    SQLStore,
+    check_start,
+    created_row,
+    describe,
+    first_mpos,
+    written_row,
+)
+from plait.store.base import ScratchpadEntry, SessionRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -89,438 +103,19 @@ if TYPE_CHECKING:
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
-Migration = tuple[int, str, tuple[str, ...]]
+MIGRATIONS: Final[tuple[Migration, ...]] = migrations(PG_DDL)
+"""The schema, numbered and ordered (written once for both SQL stores, in ``_schema.py``).
 
-# Numbered, ordered, applied each in one transaction under an advisory lock. Never edit a
-# shipped one: add the next number. JSON columns are TEXT, not JSONB: JSONB rejects the
-# \u0000 escape that any user string may carry, and TEXT keeps plait's codec byte for byte
-# (its fast path reads '{"content":"..."}' as written).
-MIGRATIONS: Final[tuple[Migration, ...]] = (
-    (
-        1,
-        "initial schema",
-        (
-            """
-            CREATE TABLE sessions (
-                -- Owner key of the session's own rows. An identity never hands out a value
-                -- twice, so no stray row can ever join another session's transcript; capped
-                -- so that pk << 32 | seq fits a BIGINT.
-                pk BIGINT GENERATED ALWAYS AS IDENTITY (MAXVALUE 2147483647) PRIMARY KEY,
-                -- Public id. A deleted row becomes '/' || pk (no session id contains '/';
-                -- PostgreSQL text cannot hold the NUL SQLite uses), so the id can be reused
-                -- while other branches still read the tombstone's rows.
-                id TEXT NOT NULL CONSTRAINT sessions_id_key UNIQUE,
-                workspace TEXT NOT NULL,
-                title TEXT,
-                created_at BIGINT NOT NULL,          -- microseconds since the epoch, UTC
-                updated_at BIGINT NOT NULL,          -- orders "most recently active first"
-                version BIGINT NOT NULL,             -- row version, for compare-and-set
-                bases TEXT NOT NULL,                 -- JSON [[owner pk, hi], ...]
-                end_seq BIGINT NOT NULL,             -- head when the row was last written;
-                end_msgs BIGINT NOT NULL,            -- appends do not write it (newest own
-                                                     -- record is the head)
-                view_start BIGINT NOT NULL,          -- trim/reset hide positions before this
-                view_msgs BIGINT NOT NULL,           -- messages before view_start
-                parent_ids TEXT NOT NULL,            -- JSON list, in parent order
-                lineage_operator TEXT,
-                branched_at BIGINT,
-                status TEXT NOT NULL,
-                scratchpad TEXT,
-                scratchpad_version BIGINT NOT NULL,
-                metadata TEXT NOT NULL,
-                deleted BOOLEAN NOT NULL DEFAULT false  -- tombstone while branches share rows
-            )
-            """,
-            # "Most recently active first" for one workspace, or for all of them (an append
-            # also reads the first entry of the second to know whether it is ahead).
-            "CREATE INDEX sessions_recent ON sessions (workspace, updated_at DESC, pk DESC) "
-            "WHERE NOT deleted",
-            "CREATE INDEX sessions_recent_all ON sessions (updated_at DESC, pk DESC) "
-            "WHERE NOT deleted",
-            """
-            CREATE TABLE records (
-                key BIGINT PRIMARY KEY,              -- owner pk << 32 | seq (see above)
-                mpos BIGINT NOT NULL,                -- messages before this position
-                id TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                payload TEXT NOT NULL,               -- JSON, through plait.records' codec
-                meta TEXT,                           -- JSON, NULL when empty
-                created_at BIGINT NOT NULL,
-                tokens INTEGER                       -- counted once, when written
-            )
-            """,
-            """
-            CREATE TABLE lineage (
-                parent_id TEXT NOT NULL,
-                child_id TEXT NOT NULL,
-                ord INTEGER NOT NULL,                -- the parent's place among the parents
-                PRIMARY KEY (parent_id, child_id)
-            )
-            """,
-            "CREATE INDEX lineage_child ON lineage (child_id)",
-            """
-            CREATE TABLE scratchpads (
-                session_pk BIGINT NOT NULL,
-                version BIGINT NOT NULL,
-                scratchpad TEXT,
-                source TEXT,
-                reason TEXT,
-                metadata TEXT NOT NULL,
-                created_at BIGINT NOT NULL,
-                PRIMARY KEY (session_pk, version)
-            )
-            """,
-        ),
-    ),
-    (
-        2,
-        "running tallies beside token counts",
-        (
-            # Counted once (decisions D50): the JSON array of plait.context.Tally for the
-            # lineage at positions [0, seq], written with the row's token count by the
-            # session's writer, in one batch before the next model call (never by the
-            # append fast path). NULL until counted; counted rows form a prefix.
-            "ALTER TABLE records ADD COLUMN running TEXT",
-        ),
-    ),
-    (
-        3,
-        "durable bearer sessions and live clients",
-        (
-            # Issue 7. The bearer token itself is never stored: only its SHA-256, so a
-            # dump or backup of this table holds no credential (plait.auth).
-            """
-            CREATE TABLE durable_sessions (
-                token_hash TEXT PRIMARY KEY,         -- hex SHA-256 of the bearer token
-                principal TEXT NOT NULL,
-                scopes TEXT NOT NULL,                -- JSON list of scope strings
-                attributes TEXT NOT NULL,            -- JSON object, caller-owned
-                created_at BIGINT NOT NULL,          -- microseconds since the epoch, UTC
-                last_seen_at BIGINT NOT NULL,        -- moved by touch, never past expires_at
-                expires_at BIGINT NOT NULL           -- absolute; touch never moves it
-            )
-            """,
-            "CREATE INDEX durable_sessions_expiry ON durable_sessions (expires_at)",
-            # Keyed by the session's pk, never reused: a session deleted and re-created
-            # under the same id starts with no clients attached.
-            """
-            CREATE TABLE live_clients (
-                session_pk BIGINT NOT NULL,
-                client_id TEXT NOT NULL,
-                mode TEXT NOT NULL,                  -- 'observer' or 'controller'
-                attached_at BIGINT NOT NULL,
-                last_seen_at BIGINT NOT NULL,        -- attach, takeover or heartbeat
-                metadata TEXT NOT NULL,              -- JSON object
-                PRIMARY KEY (session_pk, client_id)
-            )
-            """,
-            # At most one controller per session, whatever process writes.
-            "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
-            "WHERE mode = 'controller'",
-        ),
-    ),
-)
+Applied each in one transaction under an advisory lock.
+"""
+
 
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
-_SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,47}")
-_MIGRATE_LOCK_CLASS: Final = 0x706C6169  # "plai": the first key of the migration lock
 _CHANNEL: Final = "plait_session"
-_LOCK_WAIT_MS: Final = 100
-"""How long taking (or probing) a writer lock waits for its holder to let go.
-
-A process that dies (kill -9 included) loses its locks when the server notices its
-connection closed: a few milliseconds after the process is gone, not at once as with
-a file lock. Waiting this long (only when the lock is held) makes a takeover right
-after the holder's death succeed instead of finding the lock still held.
-"""
-
-# A session row with its head: the newest record the session wrote itself (appends do
-# not write the session row). One statement, so one snapshot.
-_SELECT_ROW: Final = (
-    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
-    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
-    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
-    "h.key, h.mpos, h.kind, h.created_at "
-    "FROM sessions s LEFT JOIN LATERAL (SELECT key, mpos, kind, created_at FROM records "
-    "WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) ORDER BY key DESC LIMIT 1) h ON true"
-)
-
-# Records as parallel arrays: one statement shape for any number of records.
-_UNNEST_RECORDS: Final = (
-    "unnest(%(seq)s::bigint[], %(mpos)s::bigint[], %(rid)s::text[], %(kind)s::text[], "
-    "%(payload)s::text[], %(meta)s::text[], %(created)s::bigint[], %(tokens)s::integer[]) "
-    "AS u(seq, mpos, rid, kind, payload, meta, created_at, tokens)"
-)
-_RECORD_COLUMNS: Final = "(key, mpos, id, kind, payload, meta, created_at, tokens)"
-
-# One record as scalars: the hot path (one record per agent step) skips building and
-# sending arrays, several times cheaper on the client and cheaper on the server.
-_ONE_RECORD: Final = (
-    "(VALUES (%(seq)s::bigint, %(mpos)s::bigint, %(rid)s::text, %(kind)s::text, "
-    "%(payload)s::text, %(meta)s::text, %(created)s::bigint, %(tokens)s::integer)) "
-    "AS u(seq, mpos, rid, kind, payload, meta, created_at, tokens)"
-)
-
-
-def _append_sql(source: str) -> str:
-    """The append statement reading its records from ``source`` (see PostgresStore.append)."""
-    return f"""
-WITH live AS (
-    SELECT pk FROM sessions WHERE pk = %(pk)s AND NOT deleted FOR KEY SHARE
-), ins AS (
-    INSERT INTO records {_RECORD_COLUMNS}
-    SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
-           u.created_at, u.tokens
-    FROM {source}
-    WHERE EXISTS (SELECT FROM live)
-    RETURNING 1
-), top AS (
-    SELECT pk, updated_at FROM sessions WHERE NOT deleted
-    ORDER BY updated_at DESC, pk DESC LIMIT 1
-), moved AS (
-    UPDATE sessions s SET updated_at = GREATEST(s.updated_at, %(now)s, t.updated_at + 1)
-    FROM top t
-    WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
-    RETURNING s.updated_at
-)
-SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved),
-       (SELECT pg_notify(%(channel)s, %(id)s) WHERE EXISTS (SELECT FROM ins))
-"""
-
-
-# The append, in one statement and so one round trip: any number of records, or one.
-_APPEND: Final = _append_sql(_UNNEST_RECORDS)
-_APPEND_ONE: Final = _append_sql(_ONE_RECORD)
-
-# The head of session s: one past its newest own record, or the row's end_seq.
-_HEAD: Final = (
-    "GREATEST(s.end_seq, COALESCE((SELECT (r.key & 4294967295) + 1 FROM records r "
-    "WHERE r.key >= (s.pk << 32) AND r.key < ((s.pk + 1) << 32) ORDER BY r.key DESC LIMIT 1), 0))"
-)
-
-# A row write: the UPDATE's WHERE is the compare-and-set on the row version and the head.
-# A concurrent writer of the same row makes this one wait, then re-check the version.
-_WRITE: Final = f"""
-WITH upd AS (
-    UPDATE sessions s SET version = s.version + 1,
-        updated_at = GREATEST(%(now)s, s.updated_at + 1,
-            (SELECT max(updated_at) FROM sessions WHERE NOT deleted) + 1),
-        title = %(title)s, bases = %(bases)s, end_seq = %(new_end_seq)s,
-        end_msgs = %(new_end_msgs)s, view_start = %(view_start)s, view_msgs = %(view_msgs)s,
-        status = %(status)s, scratchpad = %(scratchpad)s,
-        scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s
-    WHERE s.pk = %(pk)s AND NOT s.deleted AND s.version = %(row_version)s
-      AND {_HEAD} = %(end_seq)s
-    RETURNING s.updated_at
-), ins AS (
-    INSERT INTO records {_RECORD_COLUMNS}
-    SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
-           u.created_at, u.tokens
-    FROM {_UNNEST_RECORDS}
-    WHERE EXISTS (SELECT FROM upd)
-), pad AS (
-    INSERT INTO scratchpads (session_pk, version, scratchpad, source, reason, metadata,
-                             created_at)
-    SELECT %(pk)s, %(sp_version)s, %(sp)s, %(sp_source)s, %(sp_reason)s, %(sp_metadata)s,
-           upd.updated_at
-    FROM upd WHERE %(has_sp)s
-)
-SELECT (SELECT updated_at FROM upd), (SELECT pg_notify(%(channel)s, %(id)s) FROM upd)
-"""
-
-# A new session. The rows of the sessions it shares rows with are locked FOR KEY SHARE
-# and must all still exist (a tombstone counts: its rows are still there); a delete that
-# collects them locks them first (see _collect), so the two never cross. Newest first:
-# the source of a fork is the newest owner of its layout, and a delete locks its target
-# before anything else, so a fork racing the delete of its source waits holding nothing.
-_CREATE: Final = f"""
-WITH b AS (
-    SELECT pk FROM sessions WHERE pk = ANY(%(owners)s::bigint[])
-    ORDER BY pk DESC FOR KEY SHARE
-), new AS (
-    INSERT INTO sessions (id, workspace, title, created_at, updated_at, version, bases,
-        end_seq, end_msgs, view_start, view_msgs, parent_ids, lineage_operator, branched_at,
-        status, scratchpad, scratchpad_version, metadata)
-    SELECT %(id)s, %(workspace)s, %(title)s, %(now)s, %(now)s, 1, %(bases)s, %(end_seq)s,
-        %(end_msgs)s, %(view_start)s, %(view_msgs)s, %(parent_ids)s, %(lineage_operator)s,
-        %(branched_at)s, %(status)s, %(scratchpad)s, %(scratchpad_version)s, %(metadata)s
-    WHERE (SELECT count(*) FROM b) = %(n_owners)s
-    RETURNING pk
-), ins AS (
-    INSERT INTO records {_RECORD_COLUMNS}
-    SELECT (new.pk << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta, u.created_at,
-           u.tokens
-    FROM new, {_UNNEST_RECORDS}
-), lin AS (
-    INSERT INTO lineage (parent_id, child_id, ord)
-    SELECT p.parent, %(id)s, p.ord - 1
-    FROM new, unnest(%(parents)s::text[]) WITH ORDINALITY AS p(parent, ord)
-)
-SELECT (SELECT pk FROM new), (SELECT pg_notify(%(channel)s, %(id)s) FROM new)
-"""
-
-# Owners still read by a live layout. A tombstone read only by other tombstones is
-# garbage: every layout lists all the owners it reads, so live ones are enough.
-_REFERENCED: Final = (
-    "SELECT DISTINCT (e.value->>0)::bigint AS pk FROM sessions l, "
-    "jsonb_array_elements(l.bases::jsonb) e WHERE NOT l.deleted AND l.bases <> '[]'"
-)
-
-_READ: Final = (
-    "SELECT g.n, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
-    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
-    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
-    "ORDER BY g.n, r.key"
-)
-
-
-_row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
-
-
-class _Counted(Exception):
-    """Another writer counted some of these positions first: roll the batch back."""
-
-
-def _record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
-    """The records as the parallel arrays ``_UNNEST_RECORDS`` reads."""
-    out: dict[str, list[Any]] = {
-        "seq": [],
-        "mpos": [],
-        "rid": [],
-        "kind": [],
-        "payload": [],
-        "meta": [],
-        "created": [],
-        "tokens": [],
-    }
-    for record in records:
-        if record.seq > _SEQ_MAX:
-            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
-        out["seq"].append(record.seq)
-        out["mpos"].append(mpos)
-        out["rid"].append(record.id)
-        out["kind"].append(record.kind)
-        out["payload"].append(encode_payload(record))
-        out["meta"].append(dumps(dict(record.meta)) if record.meta else None)
-        out["created"].append(record.created_at_us)
-        out["tokens"].append(record.tokens)
-        if record.kind != "event":
-            mpos += 1
-    return out
-
-
-def _signed(digest: bytes) -> int:
-    return int.from_bytes(digest, "big", signed=True)
-
-
-def lock_key(namespace: str, session_id: str) -> int:
-    """Return the 64-bit advisory-lock key of a session's writer lock.
-
-    Args:
-        namespace: the schema the store keeps its tables in (locks are per
-            database already; the schema separates stores sharing one).
-        session_id: the session.
-    """
-    text = f"plait\0{namespace}\0{session_id}".encode()
-    return _signed(hashlib.blake2b(text, digest_size=8).digest())
-
-
-def _parse_target(url: str, schema: str | None) -> tuple[str, str | None, dict[str, Any]]:
-    """Split a URL or conninfo into (conninfo, schema, its parameters); validate both.
-
-    A URL may name the schema as ``?schema=name`` (libpq knows no such
-    parameter, so it is taken out here).
-    """
-    from psycopg import conninfo as pgconninfo
-
-    if url.startswith(("postgresql://", "postgres://")):
-        try:
-            parts = urlsplit(url)
-        except ValueError as exc:
-            raise StoreError(f"invalid PostgreSQL URL: {exc}") from None
-        query = parse_qsl(parts.query, keep_blank_values=True)
-        named = [v for k, v in query if k == "schema"]
-        if named:
-            if schema is not None and named[-1] != schema:
-                raise InvalidArgumentError(
-                    f"the URL names schema {named[-1]!r} and schema= names {schema!r}"
-                )
-            schema = named[-1]
-            query = [(k, v) for k, v in query if k != "schema"]
-            # %20, not '+', for spaces: libpq decodes percent escapes only.
-            url = urlunsplit(parts._replace(query=urlencode(query, quote_via=quote)))
-    if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
-        raise InvalidArgumentError(
-            f"schema {schema!r}: use lower-case letters, digits and '_' (at most 48, "
-            "not starting with a digit)"
-        )
-    try:
-        params = pgconninfo.conninfo_to_dict(url)
-    except Exception as exc:  # psycopg.ProgrammingError; its text names no password
-        raise StoreError(f"invalid PostgreSQL URL: {exc}") from None
-    return url, schema, params
-
-
-def _location(params: dict[str, Any], schema: str | None) -> str:
-    """A URL naming the server, database and schema, never the password."""
-    user = params.get("user")
-    host = str(params.get("host") or "localhost")
-    port = params.get("port")
-    dbname = params.get("dbname") or user or ""
-    netloc = quote(host, safe=":[]") if "/" not in host else quote(host, safe="")
-    if port:
-        netloc += f":{port}"
-    if user:
-        netloc = f"{quote(str(user), safe='')}@{netloc}"
-    text = f"postgresql://{netloc}/{quote(str(dbname), safe='')}"
-    return f"{text}?schema={schema}" if schema else text
-
-
-class _ProcessLocks:
-    """The writer locks this process holds on one database and schema.
-
-    Session-level advisory locks belong to a connection, and the protocol says a
-    writer lock belongs to the process: so every store of this process on the
-    same database and schema shares one connection (never a pooled one) that
-    holds them, and counts which stores hold each. The lock is released when the
-    last of them lets go, and by the server when the connection drops (the
-    process ended, kill -9 included).
-    """
-
-    def __init__(self, key: tuple[str, ...], conninfo: str, kwargs: dict[str, Any]) -> None:
-        self.key = key
-        self.conninfo = conninfo
-        self.kwargs = kwargs
-        self.mutex = threading.Lock()
-        self.conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self.holders: dict[str, int] = {}  # session id -> stores of this process holding it
-        self.stores = 0
-
-    def connection(self) -> psycopg.Connection[tuple[Any, ...]]:
-        """The holding connection, opened on first use (call with ``mutex`` held).
-
-        Its ``lock_timeout`` bounds how long taking or probing a lock waits for a
-        holder that is letting go (see ``_LOCK_WAIT_MS``).
-        """
-        import psycopg
-
-        if self.conn is not None and (self.conn.broken or self.conn.closed):
-            self.holders.clear()  # the server dropped the connection, and the locks with it
-            self.conn = None
-        if self.conn is None:
-            kwargs = dict(self.kwargs)
-            wait = f"-c lock_timeout={_LOCK_WAIT_MS}"
-            kwargs["options"] = f"{kwargs.get('options') or ''} {wait}".strip()
-            self.conn = psycopg.connect(self.conninfo, **kwargs)
-        return self.conn
-
-
-_PROCESS_LOCKS: dict[tuple[str, ...], _ProcessLocks] = {}
-_PROCESS_LOCKS_MUTEX = threading.Lock()
-
-
-class PostgresStore:
+_SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
+_NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
+class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
     Args:
@@ -545,6 +140,16 @@ class PostgresStore:
         SchemaOutdatedError: the schema is older and ``auto_migrate`` is False.
     """
 
+    dialect = Dialect(
+        param="%s",
+        greatest="GREATEST",
+        least="LEAST",
+        live="NOT deleted",
+        live_s="NOT s.deleted",
+        select_row=SELECT_ROW,
+        key_share=" FOR KEY SHARE",
+    )
+
     def __init__(
         self,
         url: str,
@@ -562,9 +167,9 @@ class PostgresStore:
             raise MissingDependencyError("the PostgreSQL store", "postgres") from exc
         if pool_size < 1:
             raise InvalidArgumentError(f"pool_size must be at least 1, not {pool_size}")
-        conninfo, schema, params = _parse_target(url, schema)
+        conninfo, schema, params = parse_target(url, schema)
         self._schema = schema
-        self._location = _location(params, schema)
+        self._location = location_of(params, schema)
         self._migrations = tuple(migrations)
         self._channel = _CHANNEL if schema is None else f"{_CHANNEL}.{schema}"
         kwargs: dict[str, Any] = {"autocommit": True}
@@ -579,9 +184,7 @@ class PostgresStore:
         self._conninfo = conninfo
         self._kwargs = kwargs
         self._closed = False
-        self._held: set[str] = set()  # the writer locks this store holds
-        self._listen_mutex = threading.Lock()
-        self._listen_conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
         # One direct connection first: an unreachable server fails here at once (a pool
         # would retry in the background), and it sets up or checks the schema.
         try:
@@ -591,23 +194,21 @@ class PostgresStore:
         # Name what the connection reached (libpq fills in defaults the URL left out).
         info = setup.info
         server = (info.host, str(info.port), info.dbname)
-        self._location = _location(
+        self._location = location_of(
             {"user": info.user, "host": info.host, "port": info.port, "dbname": info.dbname},
             schema,
         )
         try:
             with setup:
-                self._namespace = self._open_schema(setup, auto_migrate)
+                self._namespace = open_schema(
+                    setup, self._schema, self._location, self._migrations, auto=auto_migrate
+                )
         except psycopg.Error as exc:
             raise StoreError(f"{self._location}: cannot open as a plait store: {exc}") from exc
         # Stores of this process on the same server, database and schema share writer locks.
-        key = (*server, self._namespace)
-        with _PROCESS_LOCKS_MUTEX:
-            locks = _PROCESS_LOCKS.get(key)
-            if locks is None:
-                locks = _PROCESS_LOCKS[key] = _ProcessLocks(key, conninfo, kwargs)
-            locks.stores += 1
-        self._locks = locks
+        self._locks = AdvisoryLocks(
+            (*server, self._namespace), self._namespace, conninfo, kwargs, self._guard, self._conn
+        )
         self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = (
             psycopg_pool.ConnectionPool(
                 conninfo,
@@ -636,12 +237,7 @@ class PostgresStore:
     def schema_version(self) -> int:
         """The schema version of the open database."""
         with self._conn("read the schema version") as conn:
-            return self._current_version(conn)
-
-    @property
-    def code_version(self) -> int:
-        """The newest schema version this code knows."""
-        return max((m[0] for m in self._migrations), default=0)
+            return current_version(conn)
 
     @contextmanager
     def _guard(self, what: str) -> Iterator[None]:
@@ -670,80 +266,6 @@ class PostgresStore:
         with self._guard(what), self._pool.connection() as conn:
             yield conn
 
-    def _current_version(self, conn: psycopg.Connection[tuple[Any, ...]]) -> int:
-        found = conn.execute("SELECT to_regclass('plait_schema') IS NOT NULL").fetchone()
-        if not found or not found[0]:
-            return 0
-        row = conn.execute("SELECT max(version) FROM plait_schema").fetchone()
-        return int(row[0] or 0) if row else 0
-
-    def _open_schema(self, conn: psycopg.Connection[tuple[Any, ...]], auto: bool) -> str:
-        """Check the schema version; set up a fresh one. Returns the namespace."""
-        found = conn.execute("SELECT current_schema()").fetchone()
-        namespace = self._schema or (found[0] if found else None)
-        if not namespace:
-            raise StoreError(
-                f"{self._location}: no schema to keep plait's tables in "
-                "(the search_path names none that exists); pass schema="
-            )
-        current = self._current_version(conn) if found and found[0] else 0
-        newest = self.code_version
-        if current > newest:
-            raise self._too_new(current)
-        if current == newest:
-            return namespace
-        if current > 0 and not auto:
-            raise SchemaOutdatedError(
-                f"{self._location}: schema version {current} is older than {newest}; "
-                "run `plait db migrate` to upgrade it"
-            )
-        self._apply(conn, namespace)
-        return namespace
-
-    def _too_new(self, current: int) -> SchemaTooNewError:
-        return SchemaTooNewError(
-            f"{self._location}: schema version {current} is newer than this plait "
-            f"understands ({self.code_version}); upgrade plait to open it"
-        )
-
-    def _apply(self, conn: psycopg.Connection[tuple[Any, ...]], namespace: str) -> list[int]:
-        """Apply pending migrations, each in one transaction under the migration lock."""
-        from psycopg import sql
-
-        key = _signed(hashlib.blake2b(namespace.encode(), digest_size=4).digest())
-        applied: list[int] = []
-        for version, name, statements in sorted(self._migrations):
-            with conn.transaction():
-                # Transaction-scoped: two processes opening a fresh schema at once take
-                # turns, and the second sees what the first applied.
-                conn.execute(
-                    "SELECT pg_advisory_xact_lock(%s::integer, %s::integer)",
-                    (_MIGRATE_LOCK_CLASS, key),
-                )
-                if self._schema is not None:
-                    conn.execute(
-                        sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
-                            sql.Identifier(self._schema)
-                        )
-                    )
-                conn.execute(
-                    "CREATE TABLE IF NOT EXISTS plait_schema (version INTEGER PRIMARY KEY, "
-                    "name TEXT NOT NULL, applied_at BIGINT NOT NULL)"
-                )
-                current = self._current_version(conn)
-                if current > self.code_version:
-                    raise self._too_new(current)
-                if current >= version:
-                    continue
-                for statement in statements:
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO plait_schema (version, name, applied_at) VALUES (%s, %s, %s)",
-                    (version, name, now_micros()),
-                )
-            applied.append(version)
-        return applied
-
     def migrate(self) -> list[int]:
         """Apply every pending migration, each in its own transaction.
 
@@ -758,17 +280,96 @@ class PostgresStore:
             StoreError: the server refused (a migration failed; it was rolled back).
         """
         with self._conn("migrate") as conn:
-            return self._apply(conn, self._namespace)
+            return apply_schema(
+                conn, self._namespace, self._schema, self._location, self._migrations
+            )
+
+    # -- the connection hooks of the shared statements (store/_sql.py) -------------------
+
+    def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
+        with self._conn(describe(what, subject)) as conn:
+            return conn.execute(query, params).fetchone()
+
+    def _all(
+        self, query: str, params: Sequence[Any], what: str, subject: object = None
+    ) -> list[Any]:
+        with self._conn(describe(what, subject)) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def _write(self, what: str) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
+        return self._conn(what)  # one statement is its own transaction (autocommit)
+
+    @contextmanager
+    def _transaction(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        with self._conn(what) as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _snapshot(
+        self, what: str, subject: object = None
+    ) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        with self._conn(describe(what, subject)) as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                yield conn
+            finally:
+                conn.execute("ROLLBACK")
+
+    @contextmanager
+    def _counting(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        from psycopg import errors as pgerrors
+
+        try:
+            with self._conn(what) as conn, conn.transaction():
+                yield conn
+        except StoreError as exc:
+            # Two writers counting the same shared rows at once: one wins, as with Counted.
+            if isinstance(exc.__cause__, pgerrors.DeadlockDetected):
+                raise Counted from None
+            raise
+
+    def _update_tallies(
+        self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
+    ) -> int:
+        return conn.execute(
+            "UPDATE records r SET tokens = u.t, running = u.r "
+            "FROM unnest(%s::bigint[], %s::integer[], %s::text[]) AS u(k, t, r) "
+            "WHERE r.key = u.k AND r.running IS NULL",
+            (keys, tokens, running),
+        ).rowcount
+
+    def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
+        rows = self._all(
+            "SELECT key, running FROM records WHERE key = ANY(%s::bigint[]) "
+            "AND running IS NOT NULL",
+            (keys,),
+            "read tallies of",
+            session_id,
+        )
+        return [(int(k), str(t)) for k, t in rows]
+
+    def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:
+        rows = conn.execute(
+            "SELECT (SELECT count(*) FROM records WHERE key >= g.lo AND key < g.hi) "
+            "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+            "ORDER BY g.n",
+            ([lo for lo, _ in ranges], [hi for _, hi in ranges]),
+        ).fetchall()
+        return [int(n) for (n,) in rows]
+
+    def _live_locked(self, conn: Connection, session_id: str) -> None:
+        # Transaction-scoped, and not the writer lock's key: the live writes of every
+        # process on one session take turns (the row itself is locked FOR KEY SHARE).
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s::bigint)",
+            (lock_key(self._namespace + "\0live", session_id),),
+        )
+
+    def _notify(self, conn: Connection, session_id: str) -> None:
+        # Delivered at commit, to every process listening through changes().
+        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, session_id))
 
     # -- sessions ---------------------------------------------------------------------
-
-    def get(self, session_id: str) -> SessionRow | None:
-        """Return the stored row of a live session, or None."""
-        with self._conn(f"get {session_id!r}") as conn:
-            r = conn.execute(
-                _SELECT_ROW + " WHERE s.id = %s AND NOT s.deleted", (session_id,)
-            ).fetchone()
-        return _row_from_db(r) if r is not None else None
 
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session, its first own records and its lineage edges (one statement).
@@ -779,40 +380,26 @@ class PostgresStore:
         """
         from psycopg import errors as pgerrors
 
-        layout = row.layout
-        first_mpos = layout.end_msgs
-        if records:
-            first_mpos -= sum(1 for r in records if r.kind != "event")
-            if records[0].seq != layout.own_lo or records[-1].seq != layout.end_seq - 1:
-                raise StoreError("records do not fill the session's own segment")
-        owners = sorted({owner for owner, _ in layout.bases})
+        mpos = first_mpos(row, records)
+        owners = sorted({owner for owner, _ in row.layout.bases})
         now = now_micros()
         params: dict[str, Any] = {
             "owners": owners,
             "n_owners": len(owners),
             "id": row.id,
             "workspace": row.workspace,
-            "title": row.title,
             "now": now,
-            "bases": dumps([list(b) for b in layout.bases]),
-            "end_seq": layout.end_seq,
-            "end_msgs": layout.end_msgs,
-            "view_start": layout.view_start,
-            "view_msgs": layout.view_msgs,
             "parent_ids": dumps(list(row.parent_ids)),
             "lineage_operator": row.lineage_operator,
             "branched_at": row.branched_at,
-            "status": row.status,
-            "scratchpad": dumps(dict(row.scratchpad)) if row.scratchpad is not None else None,
-            "scratchpad_version": row.scratchpad_version,
-            "metadata": dumps(dict(row.metadata)),
+            **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
             "parents": list(dict.fromkeys(row.parent_ids)),
             "channel": self._channel,
-            **_record_arrays(records, first_mpos),
+            **record_arrays(records, mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:
             try:
-                found = conn.execute(_CREATE, params).fetchone()
+                found = conn.execute(CREATE, params).fetchone()
             except pgerrors.UniqueViolation as exc:
                 if exc.diag.constraint_name == "sessions_id_key":
                     raise SessionExistsError(row.id) from None
@@ -822,14 +409,7 @@ class PostgresStore:
         if found is None or found[0] is None:
             source = row.parent_ids[0] if row.parent_ids else row.id
             raise SessionNotFoundError(source, "deleted while a branch of it was created")
-        return replace(
-            row,
-            pk=int(found[0]),
-            row_version=1,
-            created_at_us=now,
-            updated_at_us=now,
-            parent_ids=tuple(row.parent_ids),
-        )
+        return created_row(row, int(found[0]), now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
         """Append records at the head: one statement, compare-and-set by primary key.
@@ -852,11 +432,7 @@ class PostgresStore:
             self._check_open()
             return expected
         lay = expected.layout
-        if records[0].seq != lay.end_seq:
-            raise StoreError(
-                f"append {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {lay.end_seq}"
-            )
+        check_start("append", expected, records)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         params: dict[str, Any] = {
@@ -877,10 +453,10 @@ class PostgresStore:
             params["meta"] = dumps(dict(record.meta)) if record.meta else None
             params["created"] = record.created_at_us
             params["tokens"] = record.tokens
-            statement = _APPEND_ONE
+            statement = APPEND_ONE
         else:
-            params.update(_record_arrays(records, lay.end_msgs))
-            statement = _APPEND
+            params.update(record_arrays(records, lay.end_msgs))
+            statement = APPEND
         with self._conn(f"append {expected.id!r}") as conn:
             try:
                 found = conn.execute(statement, params).fetchone()
@@ -897,15 +473,6 @@ class PostgresStore:
             lay.appended(len(records), messages), max(created, expected.updated_at_us)
         )
 
-    def _stale(
-        self, conn: psycopg.Connection[tuple[Any, ...]], expected: SessionRow
-    ) -> StaleSessionError:
-        r = conn.execute(
-            _SELECT_ROW + " WHERE s.pk = %s AND NOT s.deleted", (expected.pk,)
-        ).fetchone()
-        actual = _row_from_db(r).version if r is not None else None
-        return StaleSessionError(expected.id, expected.version, actual)
-
     def write(
         self,
         expected: SessionRow,
@@ -921,45 +488,23 @@ class PostgresStore:
         """
         from psycopg import errors as pgerrors
 
-        new = updated.layout
-        if records and records[0].seq != expected.layout.end_seq:
-            raise StoreError(
-                f"write {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {expected.layout.end_seq}"
-            )
+        check_start("write", expected, records)
         sp = scratchpad
         params: dict[str, Any] = {
             "pk": expected.pk,
             "id": expected.id,
             "row_version": expected.row_version,
-            "end_seq": expected.layout.end_seq,
+            "head": expected.layout.end_seq,
             "now": now_micros(),
-            "title": updated.title,
-            "bases": dumps([list(b) for b in new.bases]),
-            "new_end_seq": new.end_seq,
-            "new_end_msgs": new.end_msgs,
-            "view_start": new.view_start,
-            "view_msgs": new.view_msgs,
-            "status": updated.status,
-            "scratchpad": (
-                dumps(dict(updated.scratchpad)) if updated.scratchpad is not None else None
-            ),
-            "scratchpad_version": updated.scratchpad_version,
-            "metadata": dumps(dict(updated.metadata)),
+            **dict(zip(ROW_COLUMNS, row_values(updated), strict=True)),
             "has_sp": sp is not None,
-            "sp_version": sp.version if sp is not None else 0,
-            "sp": (
-                dumps(dict(sp.scratchpad)) if sp is not None and sp.scratchpad is not None else None
-            ),
-            "sp_source": sp.source if sp is not None else None,
-            "sp_reason": sp.reason if sp is not None else None,
-            "sp_metadata": dumps(dict(sp.metadata)) if sp is not None else "{}",
+            **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
             "channel": self._channel,
-            **_record_arrays(records, expected.layout.end_msgs),
+            **record_arrays(records, expected.layout.end_msgs),
         }
         with self._conn(f"write {expected.id!r}") as conn:
             try:
-                found = conn.execute(_WRITE, params).fetchone()
+                found = conn.execute(WRITE, params).fetchone()
             except pgerrors.UniqueViolation:  # a record collided: another writer appended
                 found = None
             if found is None or found[0] is None:
@@ -967,18 +512,7 @@ class PostgresStore:
                 if stale.actual is None:
                     raise SessionNotFoundError(expected.id)
                 raise stale
-        return replace(
-            updated,
-            pk=expected.pk,
-            id=expected.id,
-            workspace=expected.workspace,
-            row_version=expected.row_version + 1,
-            created_at_us=expected.created_at_us,
-            updated_at_us=int(found[0]),
-            parent_ids=expected.parent_ids,
-            lineage_operator=expected.lineage_operator,
-            branched_at=expected.branched_at,
-        )
+        return written_row(expected, updated, int(found[0]))
 
     # -- records ----------------------------------------------------------------------
 
@@ -995,7 +529,7 @@ class PostgresStore:
         los = [(owner << _SHIFT) | a for owner, a, _ in parts]
         his = [(owner << _SHIFT) | b for owner, _, b in parts]
         with self._conn(f"read {row.id!r}") as conn:
-            rows = conn.execute(_READ, (los, his)).fetchall()
+            rows = conn.execute(READ, (los, his)).fetchall()
         counts = [0] * len(parts)
         for n, key, rid, kind, payload, meta, created, tokens in rows:
             counts[n - 1] += 1
@@ -1018,137 +552,7 @@ class PostgresStore:
                 )
         return out
 
-    def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
-        """Return ``(messages before seq, is a message)`` for one position."""
-        parts = segments(row.layout, row.pk, seq, seq + 1)
-        if not parts:
-            raise StoreCorruptError(f"session {row.id!r}: no position {seq}")
-        owner = parts[0][0]
-        with self._conn(f"probe {row.id!r}") as conn:
-            found = conn.execute(
-                "SELECT mpos, kind FROM records WHERE key = %s", ((owner << _SHIFT) | seq,)
-            ).fetchone()
-        if found is None:
-            raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
-        return int(found[0]), found[1] != "event"
-
-    # -- counted once (issue 4) ---------------------------------------------------------
-
-    def counted_end(self, row: SessionRow) -> int:
-        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
-        parts = segments(row.layout, row.pk, 0, row.layout.end_seq)
-        if not parts:
-            self._check_open()
-            return 0
-        with self._conn(f"count {row.id!r}") as conn, conn.transaction():
-            for owner, a, b in reversed(parts):
-                base = owner << _SHIFT
-                found = conn.execute(
-                    "SELECT key FROM records WHERE key >= %s AND key < %s "
-                    "AND running IS NOT NULL ORDER BY key DESC LIMIT 1",
-                    (base | a, base | b),
-                ).fetchone()
-                if found is not None:
-                    return (int(found[0]) & _SEQ_MAX) + 1
-        return 0
-
-    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
-        """Return the stored tallies at these positions (one statement)."""
-        keys: dict[int, int] = {}
-        for seq in dict.fromkeys(positions):
-            parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
-            if parts:
-                keys[(parts[0][0] << _SHIFT) | seq] = seq
-        if not keys:
-            self._check_open()
-            return {}
-        with self._conn(f"read tallies of {row.id!r}") as conn:
-            rows = conn.execute(
-                "SELECT key, running FROM records WHERE key = ANY(%s::bigint[]) "
-                "AND running IS NOT NULL",
-                (list(keys),),
-            ).fetchall()
-        out: dict[int, Tally] = {}
-        for key, text in rows:
-            seq = keys[key]
-            try:
-                out[seq] = Tally.from_json(text)
-            except InvalidArgumentError as exc:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: tally at position {seq}: {exc}"
-                ) from exc
-        return out
-
-    def set_tallies(
-        self, row: SessionRow, start: int, counted: Sequence[tuple[int, Tally]]
-    ) -> bool:
-        """Store counts and tallies from ``start`` on, unless another writer counted first."""
-        import psycopg
-
-        if not counted:
-            self._check_open()
-            return True
-        end = start + len(counted)
-        parts = segments(row.layout, row.pk, start, end) if start >= 0 else []
-        if sum(b - a for _, a, b in parts) != len(counted):
-            raise StoreError(f"session {row.id!r}: positions [{start}, {end}) are not in it")
-        keys: list[int] = []
-        tokens: list[int] = []
-        running: list[str] = []
-        for owner, a, b in parts:
-            base = owner << _SHIFT
-            for seq in range(a, b):
-                n, tally = counted[seq - start]
-                keys.append(base | seq)
-                tokens.append(n)
-                running.append(tally.to_json())
-        try:
-            with self._conn(f"count {row.id!r}") as conn, conn.transaction():
-                cur = conn.execute(
-                    "UPDATE records r SET tokens = u.t, running = u.r "
-                    "FROM unnest(%s::bigint[], %s::integer[], %s::text[]) AS u(k, t, r) "
-                    "WHERE r.key = u.k AND r.running IS NULL",
-                    (keys, tokens, running),
-                )
-                if cur.rowcount != len(keys):
-                    raise _Counted
-        except _Counted:
-            return False
-        except StoreError as exc:
-            # Two writers counting the same shared rows at once: one wins, as with _Counted.
-            if isinstance(exc.__cause__, psycopg.errors.DeadlockDetected):
-                return False
-            raise
-        return True
-
     # -- collections ------------------------------------------------------------------
-
-    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first."""
-        with self._conn("list sessions") as conn:
-            if workspace is None:
-                rows = conn.execute(
-                    _SELECT_ROW + " WHERE NOT s.deleted "
-                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT %s",
-                    (limit,),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    _SELECT_ROW + " WHERE s.workspace = %s AND NOT s.deleted "
-                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT %s",
-                    (workspace, limit),
-                ).fetchall()
-        return [_row_from_db(r) for r in rows]
-
-    def children(self, session_id: str) -> list[str]:
-        """Return the ids of live children, oldest first."""
-        with self._conn(f"children of {session_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
-                "WHERE l.parent_id = %s AND NOT s.deleted ORDER BY s.pk",
-                (session_id,),
-            ).fetchall()
-        return [r[0] for r in rows]
 
     def delete(self, session_id: str) -> None:
         """Delete a session; its rows stay while another session's layout reads them.
@@ -1177,14 +581,14 @@ class PostgresStore:
         """Drop the tombstones no live layout reads any more, with their rows.
 
         Lock the candidates first, then look again: a fork that locked one of them
-        (``FOR KEY SHARE``, see ``_CREATE``) has committed by then and is seen by
+        (``FOR KEY SHARE``, see ``CREATE``) has committed by then and is seen by
         the second look (a fresh snapshot); a fork that comes later waits for this
         transaction and then finds its source gone.
         """
         candidates = [
             int(r[0])
             for r in conn.execute(
-                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({_REFERENCED}) "
+                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({REFERENCED}) "
                 "ORDER BY pk FOR UPDATE"
             ).fetchall()
         ]
@@ -1192,7 +596,7 @@ class PostgresStore:
             return
         conn.execute(
             f"WITH garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
-            f"AND deleted AND pk NOT IN ({_REFERENCED})), "
+            f"AND deleted AND pk NOT IN ({REFERENCED})), "
             "gone AS (DELETE FROM records r USING garbage g "
             "WHERE r.key >= (g.pk << 32) AND r.key < ((g.pk + 1) << 32)) "
             "DELETE FROM sessions WHERE pk IN (SELECT pk FROM garbage)",
@@ -1203,7 +607,7 @@ class PostgresStore:
         """Return ``<created>.<version>.<head>`` of a live session, or None."""
         with self._conn(f"stamp {session_id!r}") as conn:
             found = conn.execute(
-                f"SELECT s.created_at, s.version, {_HEAD} FROM sessions s "
+                f"SELECT s.created_at, s.version, {HEAD} FROM sessions s "
                 "WHERE s.id = %s AND NOT s.deleted",
                 (session_id,),
             ).fetchone()
@@ -1211,62 +615,7 @@ class PostgresStore:
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
 
-    def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
-        """Return every stored scratchpad version of a session, oldest first."""
-        with self._conn(f"scratchpad history of {session_id!r}") as conn:
-            rows = conn.execute(
-                "SELECT p.version, p.scratchpad, p.source, p.reason, p.metadata, p.created_at "
-                "FROM scratchpads p JOIN sessions s ON s.pk = p.session_pk "
-                "WHERE s.id = %s AND NOT s.deleted ORDER BY p.version",
-                (session_id,),
-            ).fetchall()
-        return [scratchpad_entry_from_columns(r) for r in rows]
-
-    def integrity_check(self) -> list[str]:
-        """Check every live session's rows, and find rows no session owns.
-
-        Reads one snapshot (a repeatable-read, read-only transaction).
-
-        Returns:
-            The problems found, one line each (empty when all is well).
-        """
-        problems: list[str] = []
-        with self._conn("check") as conn:
-            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            try:
-                los: list[int] = []
-                his: list[int] = []
-                where: list[tuple[str, int, int]] = []
-                for r in conn.execute(_SELECT_ROW + " WHERE NOT s.deleted").fetchall():
-                    try:
-                        row = _row_from_db(r)
-                    except StoreCorruptError as exc:
-                        problems.append(str(exc))
-                        continue
-                    for owner, a, b in segments(row.layout, row.pk, 0, row.layout.end_seq):
-                        los.append((owner << _SHIFT) | a)
-                        his.append((owner << _SHIFT) | b)
-                        where.append((row.id, a, b))
-                counts = conn.execute(
-                    "SELECT (SELECT count(*) FROM records WHERE key >= g.lo AND key < g.hi) "
-                    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
-                    "ORDER BY g.n",
-                    (los, his),
-                ).fetchall()
-                for (sid, a, b), (n,) in zip(where, counts, strict=True):
-                    if n != b - a:
-                        problems.append(f"session {sid}: {b - a - n} rows missing at [{a},{b})")
-                # Rows whose owner is gone (a bug, or a hand edit: appends lock their row).
-                for (owner,) in conn.execute(
-                    "SELECT DISTINCT key >> 32 FROM records EXCEPT SELECT pk FROM sessions "
-                    "ORDER BY 1"
-                ):
-                    problems.append(f"rows of owner {owner} belong to no session (unreadable)")
-            finally:
-                conn.execute("ROLLBACK")
-        return problems
-
-    # -- writer locks -----------------------------------------------------------------
+    # -- writer locks (store/_pglocks.py) ----------------------------------------------
 
     def lock(self, session_id: str) -> bool:
         """Take the session's writer lock for this process; False if another process has it.
@@ -1282,271 +631,25 @@ class PostgresStore:
         Raises:
             StoreError: the store is closed or the server cannot be reached.
         """
-        from psycopg import errors as pgerrors
-
         self._check_open()
-        locks = self._locks
-        with locks.mutex, self._guard(f"lock {session_id!r}"):
-            conn = locks.connection()
-            if session_id in locks.holders:  # this process holds it
-                if session_id not in self._held:
-                    self._held.add(session_id)
-                    locks.holders[session_id] += 1
-                return True
-            self._held.discard(session_id)  # lost with a dropped connection, if it was held
-            try:
-                conn.execute(
-                    "SELECT pg_advisory_lock(%s::bigint)", (lock_key(self._namespace, session_id),)
-                )
-            except pgerrors.LockNotAvailable:  # held elsewhere for all of _LOCK_WAIT_MS
-                return False
-            locks.holders[session_id] = 1
-            self._held.add(session_id)
-            return True
+        return self._locks.lock(session_id)
 
     def unlock(self, session_id: str) -> None:
         """Release this store's hold on the session's writer lock (a no-op if not held).
 
         The lock itself is released when no store of this process holds it.
         """
-        locks = self._locks
-        with locks.mutex:
-            if session_id not in self._held:
-                return
-            self._held.discard(session_id)
-            left = locks.holders.get(session_id, 0) - 1
-            if left > 0:
-                locks.holders[session_id] = left
-                return
-            locks.holders.pop(session_id, None)
-            conn = locks.conn
-            if conn is None or conn.closed or conn.broken:
-                return
-            with self._guard(f"unlock {session_id!r}"):
-                key = lock_key(self._namespace, session_id)
-                conn.execute("SELECT pg_advisory_unlock(%s::bigint)", (key,))
+        self._locks.unlock(session_id)
 
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the session's writer lock (a snapshot).
 
         False while this process holds it, through this store or another one on
-        the same database and schema. Reads ``pg_locks``; when that shows the lock
-        held, waits up to ``_LOCK_WAIT_MS`` for a shared hold on it, so a holder
-        that just died (its connection not yet dropped by the server) does not
-        count.
+        the same database and schema. A holder that just died (its connection not
+        yet dropped by the server) does not count.
         """
-        from psycopg import errors as pgerrors
-
         self._check_open()
-        locks = self._locks
-        with locks.mutex:
-            if session_id in locks.holders:
-                return False
-        key = lock_key(self._namespace, session_id)
-        with self._conn(f"check the lock on {session_id!r}") as conn:
-            found = conn.execute(
-                "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' "
-                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 "
-                "AND granted)",
-                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
-            ).fetchone()
-        if not (found and found[0]):
-            return False
-        with locks.mutex, self._guard(f"check the lock on {session_id!r}"):
-            if session_id in locks.holders:
-                return False
-            conn = locks.connection()
-            try:
-                conn.execute("SELECT pg_advisory_lock_shared(%s::bigint)", (key,))
-            except pgerrors.LockNotAvailable:
-                return True
-            conn.execute("SELECT pg_advisory_unlock_shared(%s::bigint)", (key,))
-            return False
-
-    # -- durable bearer sessions (issue 7) ---------------------------------------------
-
-    def bearer_insert(self, row: BearerRow) -> bool:
-        """Store a new durable session; False (nothing written) if its hash is taken."""
-        with self._conn("store a durable session") as conn:
-            found = conn.execute(
-                f"INSERT INTO durable_sessions ({BEARER_COLUMNS}) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING 1",
-                (
-                    row.token_hash,
-                    row.principal,
-                    dumps(list(row.scopes)),
-                    dumps(dict(row.attributes)),
-                    row.created_at_us,
-                    row.last_seen_at_us,
-                    row.expires_at_us,
-                ),
-            ).fetchone()
-        return found is not None
-
-    def bearer_get(self, token_hash: str) -> BearerRow | None:
-        """Return the durable session with this token hash, expired or not, or None."""
-        with self._conn("read a durable session") as conn:
-            r = conn.execute(
-                f"SELECT {BEARER_COLUMNS} FROM durable_sessions WHERE token_hash = %s",
-                (token_hash,),
-            ).fetchone()
-        return bearer_row_from_columns(r) if r is not None else None
-
-    def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
-        """Move ``last_seen_at`` forward if the session is unexpired at ``now_us`` (atomic)."""
-        with self._conn("touch a durable session") as conn:
-            r = conn.execute(
-                "UPDATE durable_sessions SET last_seen_at = GREATEST(last_seen_at, %(now)s) "
-                "WHERE token_hash = %(h)s AND expires_at > %(now)s "
-                f"RETURNING {BEARER_COLUMNS}",
-                {"now": now_us, "h": token_hash},
-            ).fetchone()
-        return bearer_row_from_columns(r) if r is not None else None
-
-    def bearer_expire(self, token_hash: str, now_us: int) -> bool:
-        """Set ``expires_at`` to ``now_us`` if the session is still live then."""
-        with self._conn("expire a durable session") as conn:
-            found = conn.execute(
-                "UPDATE durable_sessions SET expires_at = %(now)s, "
-                "last_seen_at = LEAST(last_seen_at, %(now)s) "
-                "WHERE token_hash = %(h)s AND expires_at > %(now)s RETURNING 1",
-                {"now": now_us, "h": token_hash},
-            ).fetchone()
-        return found is not None
-
-    def bearer_purge(self, expired_before_us: int) -> int:
-        """Delete durable sessions that expired before this time; return how many."""
-        with self._conn("purge durable sessions") as conn:
-            cur = conn.execute(
-                "DELETE FROM durable_sessions WHERE expires_at < %s", (expired_before_us,)
-            )
-            return cur.rowcount
-
-    # -- live clients (issue 7) ---------------------------------------------------------
-
-    def _live_begin(self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> int:
-        """In a transaction: lock the session's live state; return its pk.
-
-        A transaction-scoped advisory lock (not the writer lock's key) makes the
-        live writes of every process on one session take turns; ``FOR KEY SHARE``
-        keeps the session from being deleted meanwhile.
-        """
-        found = conn.execute(
-            "SELECT pk FROM sessions WHERE id = %s AND NOT deleted FOR KEY SHARE", (session_id,)
-        ).fetchone()
-        if found is None:
-            raise SessionNotFoundError(session_id)
-        conn.execute(
-            "SELECT pg_advisory_xact_lock(%s::bigint)",
-            (lock_key(self._namespace + "\0live", session_id),),
-        )
-        return int(found[0])
-
-    def _live_row(
-        self, conn: psycopg.Connection[tuple[Any, ...]], pk: int, client_id: str
-    ) -> LiveClientRow | None:
-        r = conn.execute(
-            f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s ON s.pk = c.session_pk "
-            "WHERE c.session_pk = %s AND c.client_id = %s",
-            (pk, client_id),
-        ).fetchone()
-        return live_row_from_columns(r) if r is not None else None
-
-    def _live_notify(self, conn: psycopg.Connection[tuple[Any, ...]], session_id: str) -> None:
-        # Delivered at commit, to every process listening through changes().
-        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, session_id))
-
-    def live_attach(
-        self, row: LiveClientRow, *, takeover: bool
-    ) -> tuple[LiveClientRow, str | None]:
-        """Attach (or re-attach) a live client; one controller per session, atomically."""
-        what = f"attach {row.client_id!r} to {row.session_id!r}"
-        with self._conn(what) as conn, conn.transaction():
-            pk = self._live_begin(conn, row.session_id)
-            demoted: str | None = None
-            if row.mode == "controller":
-                found = conn.execute(
-                    "SELECT client_id FROM live_clients "
-                    "WHERE session_pk = %s AND mode = 'controller'",
-                    (pk,),
-                ).fetchone()
-                if found is not None and found[0] != row.client_id:
-                    if not takeover:
-                        raise ControllerConflictError(row.session_id, found[0])
-                    demoted = str(found[0])
-                    conn.execute(
-                        "UPDATE live_clients SET mode = 'observer' "
-                        "WHERE session_pk = %s AND client_id = %s",
-                        (pk, demoted),
-                    )
-            conn.execute(
-                "INSERT INTO live_clients (session_pk, client_id, mode, attached_at, "
-                "last_seen_at, metadata) VALUES (%s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (session_pk, client_id) DO UPDATE SET mode = excluded.mode, "
-                "last_seen_at = excluded.last_seen_at, metadata = excluded.metadata",
-                (
-                    pk,
-                    row.client_id,
-                    row.mode,
-                    row.attached_at_us,
-                    row.last_seen_at_us,
-                    dumps(dict(row.metadata)),
-                ),
-            )
-            stored = self._live_row(conn, pk, row.client_id)
-            self._live_notify(conn, row.session_id)
-        assert stored is not None
-        return stored, demoted
-
-    def live_heartbeat(
-        self,
-        session_id: str,
-        client_id: str,
-        now_us: int,
-        metadata: Mapping[str, JSONValue] | None = None,
-    ) -> LiveClientRow | None:
-        """Move an attached client's ``last_seen_at`` (and replace its metadata if given)."""
-        what = f"heartbeat of {client_id!r} on {session_id!r}"
-        with self._conn(what) as conn, conn.transaction():
-            pk = self._live_begin(conn, session_id)
-            cur = conn.execute(
-                "UPDATE live_clients SET last_seen_at = GREATEST(last_seen_at, %s), "
-                "metadata = COALESCE(%s, metadata) WHERE session_pk = %s AND client_id = %s",
-                (
-                    now_us,
-                    dumps(dict(metadata)) if metadata is not None else None,
-                    pk,
-                    client_id,
-                ),
-            )
-            if cur.rowcount:
-                self._live_notify(conn, session_id)
-            return self._live_row(conn, pk, client_id)
-
-    def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
-        """Detach a client (releasing control if it had it); return its last row or None."""
-        with self._conn(f"release {client_id!r} from {session_id!r}") as conn, conn.transaction():
-            pk = self._live_begin(conn, session_id)
-            found = self._live_row(conn, pk, client_id)
-            if found is not None:
-                conn.execute(
-                    "DELETE FROM live_clients WHERE session_pk = %s AND client_id = %s",
-                    (pk, client_id),
-                )
-                self._live_notify(conn, session_id)
-        return found
-
-    def live_clients(self, session_id: str) -> list[LiveClientRow]:
-        """Return the clients attached to a live session, in the order they attached."""
-        with self._conn(f"live clients of {session_id!r}") as conn:
-            rows = conn.execute(
-                f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s "
-                "ON s.pk = c.session_pk WHERE s.id = %s AND NOT s.deleted "
-                "ORDER BY c.attached_at, c.client_id",
-                (session_id,),
-            ).fetchall()
-        return [live_row_from_columns(r) for r in rows]
+        return self._locks.locked_elsewhere(session_id)
 
     # -- notifications ----------------------------------------------------------------
 
@@ -1581,34 +684,7 @@ class PostgresStore:
             StoreError: the store is closed or the server cannot be reached.
         """
         self._check_open()
-        with self._listen_mutex, self._guard("listen"):
-            conn = self._listen_conn
-            if conn is None or conn.broken:
-                import psycopg
-                from psycopg import sql
-
-                conn = psycopg.connect(self._conninfo, **self._kwargs)
-                conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
-                self._listen_conn = conn
-        return self._feed(conn, timeout)
-
-    def _feed(
-        self, conn: psycopg.Connection[tuple[Any, ...]], timeout: float | None
-    ) -> Iterator[str]:
-        while True:
-            with self._listen_mutex:
-                if self._closed or conn.closed:
-                    return
-                try:
-                    with self._guard("listen"):
-                        got = [n.payload for n in conn.notifies(timeout=timeout, stop_after=1)]
-                except StoreError:
-                    if self._closed:  # closed from another thread while waiting
-                        return
-                    raise
-            if not got:
-                return
-            yield from got
+        return self._feed.listen(timeout)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -1630,22 +706,8 @@ class PostgresStore:
         # holds is let go whatever happens.
         with contextlib.suppress(psycopg.Error):
             self._pool.close()
-        for session_id in list(self._held):
-            with contextlib.suppress(StoreError):
-                self.unlock(session_id)
-        locks = self._locks
-        with _PROCESS_LOCKS_MUTEX, locks.mutex:
-            locks.stores -= 1
-            if locks.stores == 0:  # the last store of this process on this schema
-                _PROCESS_LOCKS.pop(locks.key, None)
-                if locks.conn is not None:
-                    with contextlib.suppress(psycopg.Error):
-                        locks.conn.close()  # the server drops whatever it still held
-                locks.conn = None
-                locks.holders.clear()
-        if self._listen_conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self._listen_conn.close()
+        self._locks.close(StoreError)
+        self._feed.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._location!r})"

@@ -1,6 +1,7 @@
 """The SQLite store: plait's embedded default (one file, WAL), and the in-memory store.
 
-Tables (see ``MIGRATIONS`` for the exact schema and why each column is there):
+Tables (see ``MIGRATIONS``, written once for both SQL stores in ``_schema.py``, for the
+exact schema and why each column is there):
 
 * ``sessions``: one row per session, with its copy-on-write layout.
 * ``records``: one row per record, keyed by ``owner << 32 | seq`` so a session's
@@ -18,21 +19,15 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from time import monotonic
 from typing import Any, Final, Literal
 
 from plait._time import now_micros
-from plait.context import Tally
 from plait.errors import (
-    ControllerConflictError,
-    InvalidArgumentError,
     InvalidMessageError,
-    SchemaOutdatedError,
-    SchemaTooNewError,
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
@@ -40,160 +35,48 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import Layout, segments
-from plait.records import JSONValue, Record, decode_record, dumps, encode_payload
+from plait.records import Record, decode_record, dumps
 from plait.store._flock import FileLocks
-from plait.store._rows import (
-    BEARER_COLUMNS,
-    LIVE_COLUMNS,
-    SEQ_BITS,
-    SEQ_MAX,
-    bearer_row_from_columns,
-    live_row_from_columns,
-    row_from_columns,
-    scratchpad_entry_from_columns,
+from plait.store._litesql import (
+    APPEND_STATE,
+    INSERT_RECORD,
+    INSERT_SESSION,
+    SELECT_ROW,
+    SQLITE_DDL,
+    UPDATE_SESSION,
+    record_params,
 )
-from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
+from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns, row_values, scratchpad_values
+from plait.store._schema import (
+    Migration,
+    apply_migrations,
+    check_schema,
+    migrations,
+    schema_table,
+)
+from plait.store._sql import (
+    Connection,
+    Dialect,
+    SQLStore,
+    check_start,
+    created_row,
+    describe,
+    first_mpos,
+    written_row,
+)
+from plait.store.base import ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
 
-Migration = tuple[int, str, tuple[str, ...]]
-
-# Numbered, ordered, applied each in one transaction. Never edit a shipped one:
-# add the next number.
-MIGRATIONS: Final[tuple[Migration, ...]] = (
-    (
-        1,
-        "initial schema",
-        (
-            """
-            CREATE TABLE sessions (
-                pk INTEGER PRIMARY KEY AUTOINCREMENT,  -- owner key of the session's own rows;
-                                                 -- never reused, so no stray row can ever
-                                                 -- join another session's transcript
-                id TEXT NOT NULL UNIQUE,         -- public id; a deleted row gets NUL||pk so the
-                                                 -- id can be reused while its rows are shared
-                workspace TEXT NOT NULL,
-                title TEXT,
-                created_at INTEGER NOT NULL,     -- microseconds since the epoch, UTC
-                updated_at INTEGER NOT NULL,
-                version INTEGER NOT NULL,        -- head version for compare-and-set
-                bases TEXT NOT NULL,             -- JSON [[owner pk, hi], ...]: inherited segments
-                end_seq INTEGER NOT NULL,        -- next position
-                end_msgs INTEGER NOT NULL,       -- messages before end_seq
-                view_start INTEGER NOT NULL,     -- trim/reset hide positions before this
-                view_msgs INTEGER NOT NULL,      -- messages before view_start
-                parent_ids TEXT NOT NULL,        -- JSON list, in parent order
-                lineage_operator TEXT,
-                branched_at INTEGER,
-                status TEXT NOT NULL,
-                scratchpad TEXT,
-                scratchpad_version INTEGER NOT NULL,
-                metadata TEXT NOT NULL,
-                deleted INTEGER NOT NULL DEFAULT 0  -- tombstone while other branches share rows
-            )
-            """,
-            # "Most recently active first" for one workspace, or for all of them. Ascending,
-            # so a backward scan yields (updated_at DESC, pk DESC): ties break by age.
-            "CREATE INDEX sessions_recent ON sessions (workspace, updated_at) WHERE deleted = 0",
-            "CREATE INDEX sessions_recent_all ON sessions (updated_at) WHERE deleted = 0",
-            """
-            CREATE TABLE records (
-                key INTEGER PRIMARY KEY,         -- owner pk << 32 | seq (see module docstring)
-                mpos INTEGER NOT NULL,           -- messages before this position in the lineage
-                id TEXT NOT NULL,
-                kind TEXT NOT NULL,
-                payload TEXT NOT NULL,           -- JSON, through plait.records' codec
-                meta TEXT,                       -- JSON, NULL when empty
-                created_at INTEGER NOT NULL,
-                tokens INTEGER                   -- counted once, when written
-            )
-            """,
-            """
-            CREATE TABLE lineage (
-                parent_id TEXT NOT NULL,
-                child_id TEXT NOT NULL,
-                ord INTEGER NOT NULL,            -- the parent's place among the child's parents
-                PRIMARY KEY (parent_id, child_id)
-            ) WITHOUT ROWID
-            """,
-            "CREATE INDEX lineage_child ON lineage (child_id)",
-            """
-            CREATE TABLE scratchpads (
-                session_pk INTEGER NOT NULL,
-                version INTEGER NOT NULL,
-                scratchpad TEXT,
-                source TEXT,
-                reason TEXT,
-                metadata TEXT NOT NULL,
-                created_at INTEGER NOT NULL,
-                PRIMARY KEY (session_pk, version)
-            ) WITHOUT ROWID
-            """,
-        ),
-    ),
-    (
-        2,
-        "running tallies beside token counts",
-        (
-            # Counted once (decisions D50): the JSON array of plait.context.Tally for the
-            # lineage at positions [0, seq], written with the row's token count by the
-            # session's writer, in one batch before the next model call (never by the
-            # append fast path). NULL until counted; counted rows form a prefix.
-            "ALTER TABLE records ADD COLUMN running TEXT",
-        ),
-    ),
-    (
-        3,
-        "durable bearer sessions and live clients",
-        (
-            # Issue 7. The bearer token itself is never stored: only its SHA-256, so a
-            # dump or backup of this table holds no credential (plait.auth).
-            """
-            CREATE TABLE durable_sessions (
-                token_hash TEXT PRIMARY KEY,     -- hex SHA-256 of the bearer token
-                principal TEXT NOT NULL,
-                scopes TEXT NOT NULL,            -- JSON list of scope strings
-                attributes TEXT NOT NULL,        -- JSON object, caller-owned
-                created_at INTEGER NOT NULL,     -- microseconds since the epoch, UTC
-                last_seen_at INTEGER NOT NULL,   -- moved by touch, never past expires_at
-                expires_at INTEGER NOT NULL      -- absolute; touch never moves it
-            ) WITHOUT ROWID
-            """,
-            "CREATE INDEX durable_sessions_expiry ON durable_sessions (expires_at)",
-            # Live clients are keyed by the session's pk, which is never reused: a session
-            # deleted and re-created under the same id starts with no clients attached.
-            """
-            CREATE TABLE live_clients (
-                session_pk INTEGER NOT NULL,
-                client_id TEXT NOT NULL,
-                mode TEXT NOT NULL,              -- 'observer' or 'controller'
-                attached_at INTEGER NOT NULL,
-                last_seen_at INTEGER NOT NULL,   -- attach, takeover or heartbeat
-                metadata TEXT NOT NULL,          -- JSON object
-                PRIMARY KEY (session_pk, client_id)
-            ) WITHOUT ROWID
-            """,
-            # At most one controller per session, whatever process writes.
-            "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
-            "WHERE mode = 'controller'",
-        ),
-    ),
-)
-
-_INSERT_RECORD: Final = (
-    "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-)
-
-# One read before an append: is the session live, and which session is the most recent?
-_APPEND_STATE: Final = (
-    "SELECT (SELECT 1 FROM sessions WHERE pk = ?1 AND deleted = 0), t.pk, t.updated_at "
-    "FROM (SELECT pk, updated_at FROM sessions WHERE deleted = 0 "
-    "ORDER BY updated_at DESC, pk DESC LIMIT 1) AS t"
-)
+MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
+"""The schema, numbered and ordered (written once for both SQL stores, in ``_schema.py``)."""
 
 _CHECKPOINT_PAGES: Final = 8192
 """WAL pages between automatic checkpoints (SQLite's default is 1000)."""
+
+_KEYS_PER_READ: Final = 500
+"""Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
+_TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n
 
 _TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is still the most recently active."""
@@ -202,19 +85,6 @@ _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
-
-# A session row with its head: the newest record the session wrote itself (appends do
-# not write the session row, see SQLiteStore.append). One statement, so one snapshot.
-_SELECT_ROW: Final = (
-    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
-    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
-    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
-    "h.key, h.mpos, h.kind, h.created_at "
-    "FROM sessions s LEFT JOIN records h ON h.key = ("
-    "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
-    "ORDER BY key DESC LIMIT 1)"
-)
-
 
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
@@ -237,41 +107,7 @@ def default_path() -> Path:
 _row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
 
 
-class _Counted(Exception):
-    """Another writer counted some of these positions first: roll the batch back."""
-
-
-def _tally(row: SessionRow, seq: int, text: str) -> Tally:
-    try:
-        return Tally.from_json(text)
-    except InvalidArgumentError as exc:
-        raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
-
-
-def _record_params(pk: int, records: Sequence[Record], mpos: int) -> list[tuple[Any, ...]]:
-    params: list[tuple[Any, ...]] = []
-    base = pk << _SHIFT
-    for record in records:
-        if record.seq > _SEQ_MAX:
-            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
-        params.append(
-            (
-                base | record.seq,
-                mpos,
-                record.id,
-                record.kind,
-                encode_payload(record),
-                dumps(dict(record.meta)) if record.meta else None,
-                record.created_at_us,
-                record.tokens,
-            )
-        )
-        if record.kind != "event":
-            mpos += 1
-    return params
-
-
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """Sessions in one SQLite file, in WAL mode.
 
     Args:
@@ -292,6 +128,16 @@ class SQLiteStore:
         SchemaOutdatedError: the file is older and ``auto_migrate`` is False.
         StoreError: the file cannot be opened as a database.
     """
+
+    dialect = Dialect(
+        param="?",
+        greatest="MAX",
+        least="MIN",
+        live="deleted = 0",
+        live_s="s.deleted = 0",
+        select_row=SELECT_ROW,
+        key_share="",
+    )
 
     def __init__(
         self,
@@ -354,36 +200,15 @@ class SQLiteStore:
         with self._lock:
             return self._current_version()
 
-    @property
-    def code_version(self) -> int:
-        """The newest schema version this code knows."""
-        return max((m[0] for m in self._migrations), default=0)
-
     def _current_version(self) -> int:
         row = self._db.execute("SELECT MAX(version) FROM plait_schema").fetchone()
         return int(row[0] or 0)
 
     def _migrate(self, auto: bool) -> None:
         with self._lock:
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS plait_schema ("
-                "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)"
-            )
-            current = self._current_version()
-            newest = self.code_version
-            if current > newest:
-                raise SchemaTooNewError(
-                    f"{self._path}: schema version {current} is newer than this plait "
-                    f"understands ({newest}); upgrade plait to open it"
-                )
-            if current == newest:
-                return
-            if current > 0 and not auto:
-                raise SchemaOutdatedError(
-                    f"{self._path}: schema version {current} is older than {newest}; "
-                    "run `plait db migrate` to upgrade it"
-                )
-            self.migrate()
+            self._db.execute(schema_table(SQLITE_DDL))
+            if check_schema(self._path, self._current_version(), self.code_version, auto=auto):
+                self.migrate()
 
     def migrate(self) -> list[int]:
         """Apply every pending migration, each in its own transaction.
@@ -391,21 +216,14 @@ class SQLiteStore:
         Returns:
             The versions applied (empty when already current).
         """
-        applied: list[int] = []
         with self._lock:
-            for version, name, statements in sorted(self._migrations):
-                with self._tx():
-                    # Another process may have migrated since we looked.
-                    if self._current_version() >= version:
-                        continue
-                    for statement in statements:
-                        self._db.execute(statement)
-                    self._db.execute(
-                        "INSERT INTO plait_schema (version, name, applied_at) VALUES (?, ?, ?)",
-                        (version, name, now_micros()),
-                    )
-                applied.append(version)
-        return applied
+            return apply_migrations(
+                self._migrations,
+                self._tx,
+                lambda _: self._current_version(),  # another process may have migrated
+                param="?",
+                now_us=now_micros,
+            )
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -422,14 +240,103 @@ class SQLiteStore:
                 self._db.execute("COMMIT")
 
     @contextmanager
-    def _snapshot(self) -> Iterator[sqlite3.Connection]:
+    def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
         """A read transaction: several statements see one state of the database."""
         with self._lock:
+            self._check_open()
             self._db.execute("BEGIN")
             try:
                 yield self._db
             finally:
                 self._db.execute("COMMIT")
+
+    # -- the connection hooks of the shared statements (store/_sql.py) -------------------
+
+    # Reads are the commonest calls: plain methods under the lock, with the error's
+    # text built only when there is an error.
+
+    def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._path}: the store is closed")
+            try:
+                return self._db.execute(query, params).fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+
+    def _all(
+        self, query: str, params: Sequence[Any], what: str, subject: object = None
+    ) -> list[Any]:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self._path}: the store is closed")
+            try:
+                return self._db.execute(query, params).fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+
+    def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        return self._immediate(what, reorders=True)
+
+    _transaction = _write  # SQLite has one writer: every write is a whole transaction
+
+    def _counting(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        # Counting moves no session in the "most recent" order, so the append fast
+        # path may keep trusting what it knows (see append()).
+        return self._immediate(what, reorders=False)
+
+    @contextmanager
+    def _immediate(self, what: str, *, reorders: bool) -> Iterator[sqlite3.Connection]:
+        """A write transaction with the store's errors (one generator: it is on every write)."""
+        self._check_open()
+        with self._lock:
+            if reorders:
+                self._known_top = None  # see append(): this write may change the order
+            db = self._db
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            except UnicodeEncodeError as exc:
+                raise _not_unicode(exc) from exc
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{what}: {exc}") from exc
+
+    def _update_tallies(
+        self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
+    ) -> int:
+        # conn is self._db, under the lock: executemany is sqlite3's own.
+        return self._db.executemany(
+            "UPDATE records SET tokens = ?, running = ? WHERE key = ? AND running IS NULL",
+            zip(tokens, running, keys, strict=True),
+        ).rowcount
+
+    def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
+        if len(keys) == 1:
+            return super()._tally_rows(session_id, keys)
+        # Several keys in one statement: one read of the WAL, not one per key.
+        out: list[tuple[int, str]] = []
+        for i in range(0, len(keys), _KEYS_PER_READ):
+            chunk = keys[i : i + _KEYS_PER_READ]
+            query = _TALLIES_IN.get(len(chunk))
+            if query is None:
+                query = _TALLIES_IN[len(chunk)] = (
+                    "SELECT key, running FROM records WHERE running IS NOT NULL "
+                    f"AND key IN ({', '.join('?' * len(chunk))})"
+                )
+            out.extend(self._all(query, chunk, "read tallies of", session_id))
+        return out
+
+    def _engine_problems(self, conn: Connection) -> list[str]:
+        return [
+            str(line)
+            for (line,) in conn.execute("PRAGMA integrity_check").fetchall()
+            if line != "ok"
+        ]
 
     def _check_open(self) -> None:
         if self._closed:
@@ -437,20 +344,11 @@ class SQLiteStore:
 
     # -- sessions ---------------------------------------------------------------------
 
-    def get(self, session_id: str) -> SessionRow | None:
-        """Return the stored row of a live session, or None."""
-        self._check_open()
-        with self._lock:
-            r = self._db.execute(
-                _SELECT_ROW + " WHERE s.id = ? AND s.deleted = 0", (session_id,)
-            ).fetchone()
-        return _row_from_db(r) if r is not None else None
-
     def create(self, row: SessionRow, records: Sequence[Record] = ()) -> SessionRow:
         """Insert a new session, its first own records and its lineage edges (atomic)."""
         self._check_open()
         now = now_micros()
-        layout = row.layout
+        mpos = first_mpos(row, records)
         try:
             with self._tx() as db:
                 if db.execute("SELECT 1 FROM sessions WHERE id = ?", (row.id,)).fetchone():
@@ -458,49 +356,30 @@ class SQLiteStore:
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                for owner, _ in layout.bases:
+                for owner, _ in row.layout.bases:
                     if not db.execute("SELECT 1 FROM sessions WHERE pk = ?", (owner,)).fetchone():
                         raise SessionNotFoundError(
                             row.parent_ids[0] if row.parent_ids else row.id,
                             "the session it branches from was deleted",
                         )
                 cur = db.execute(
-                    "INSERT INTO sessions (id, workspace, title, created_at, updated_at, "
-                    "version, bases, end_seq, end_msgs, view_start, view_msgs, parent_ids, "
-                    "lineage_operator, branched_at, status, scratchpad, scratchpad_version, "
-                    "metadata) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    INSERT_SESSION,
                     (
                         row.id,
                         row.workspace,
-                        row.title,
                         now,
                         now,
-                        dumps([list(b) for b in layout.bases]),
-                        layout.end_seq,
-                        layout.end_msgs,
-                        layout.view_start,
-                        layout.view_msgs,
                         dumps(list(row.parent_ids)),
                         row.lineage_operator,
                         row.branched_at,
-                        row.status,
-                        dumps(dict(row.scratchpad)) if row.scratchpad is not None else None,
-                        row.scratchpad_version,
-                        dumps(dict(row.metadata)),
+                        *row_values(row),
                     ),
                 )
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
                 if records:
-                    own_lo = layout.own_lo
-                    first_mpos = layout.end_msgs - sum(1 for r in records if r.kind != "event")
-                    if records[0].seq != own_lo or records[-1].seq != layout.end_seq - 1:
-                        raise StoreError("records do not fill the session's own segment")
-                    db.executemany(
-                        _INSERT_RECORD,
-                        _record_params(pk, records, first_mpos),
-                    )
+                    db.executemany(INSERT_RECORD, record_params(pk, records, mpos))
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
@@ -509,14 +388,7 @@ class SQLiteStore:
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"create {row.id!r}: {exc}") from exc
-        return replace(
-            row,
-            pk=pk,
-            row_version=1,
-            created_at_us=now,
-            updated_at_us=now,
-            parent_ids=tuple(row.parent_ids),
-        )
+        return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
         """Append records at the head: one INSERT, compare-and-set by primary key.
@@ -538,12 +410,8 @@ class SQLiteStore:
         self._check_open()
         if not records:
             return expected
-        if records[0].seq != lay.end_seq:
-            raise StoreError(
-                f"append {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {lay.end_seq}"
-            )
-        params = _record_params(expected.pk, records, lay.end_msgs)
+        check_start("append", expected, records)
+        params = record_params(expected.pk, records, lay.end_msgs)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         # The key is the compare-and-set. Whether the session is live and already the most
@@ -560,7 +428,7 @@ class SQLiteStore:
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
-                    state = db.execute(_APPEND_STATE, (expected.pk,)).fetchone()
+                    state = db.execute(APPEND_STATE, (expected.pk,)).fetchone()
                     if state is None or state[0] is None:
                         raise SessionNotFoundError(expected.id)
                     move_to: int | None = None
@@ -568,9 +436,9 @@ class SQLiteStore:
                         move_to = max(now_micros(), created, state[2] + 1)
                     try:
                         if len(params) == 1:
-                            db.execute(_INSERT_RECORD, params[0])
+                            db.execute(INSERT_RECORD, params[0])
                         else:
-                            db.executemany(_INSERT_RECORD, params)
+                            db.executemany(INSERT_RECORD, params)
                     except sqlite3.IntegrityError:
                         raise self._stale(db, expected) from None
                     if move_to is not None:
@@ -618,7 +486,7 @@ class SQLiteStore:
                 raise StoreError(f"{self._path}: the store is closed")
             try:
                 self._db.execute(
-                    _INSERT_RECORD, _record_params(expected.pk, (record,), lay.end_msgs)[0]
+                    INSERT_RECORD, record_params(expected.pk, (record,), lay.end_msgs)[0]
                 )
             except sqlite3.IntegrityError:
                 raise self._stale(self._db, expected) from None
@@ -647,11 +515,6 @@ class SQLiteStore:
             expected.metadata,
         )
 
-    def _stale(self, db: sqlite3.Connection, expected: SessionRow) -> StaleSessionError:
-        r = db.execute(_SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)).fetchone()
-        actual = _row_from_db(r).version if r is not None else None
-        return StaleSessionError(expected.id, expected.version, actual)
-
     def write(
         self,
         expected: SessionRow,
@@ -661,16 +524,11 @@ class SQLiteStore:
     ) -> SessionRow:
         """Compare-and-set the session row and head, then update it and append."""
         self._check_open()
-        new = updated.layout
-        if records and records[0].seq != expected.layout.end_seq:
-            raise StoreError(
-                f"write {expected.id!r}: records start at {records[0].seq}, "
-                f"the head is at {expected.layout.end_seq}"
-            )
+        check_start("write", expected, records)
         try:
             with self._tx() as db:
                 r = db.execute(
-                    _SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)
+                    SELECT_ROW + " WHERE s.pk = ? AND s.deleted = 0", (expected.pk,)
                 ).fetchone()
                 if r is None:
                     raise SessionNotFoundError(expected.id)
@@ -685,61 +543,24 @@ class SQLiteStore:
                 ).fetchone()[0]
                 now = max(now_micros(), current.updated_at_us + 1, (top or 0) + 1)
                 db.execute(
-                    "UPDATE sessions SET version = ?, updated_at = ?, title = ?, bases = ?, "
-                    "end_seq = ?, end_msgs = ?, view_start = ?, view_msgs = ?, status = ?, "
-                    "scratchpad = ?, scratchpad_version = ?, metadata = ? WHERE pk = ?",
-                    (
-                        expected.row_version + 1,
-                        now,
-                        updated.title,
-                        dumps([list(b) for b in new.bases]),
-                        new.end_seq,
-                        new.end_msgs,
-                        new.view_start,
-                        new.view_msgs,
-                        updated.status,
-                        dumps(dict(updated.scratchpad)) if updated.scratchpad is not None else None,
-                        updated.scratchpad_version,
-                        dumps(dict(updated.metadata)),
-                        expected.pk,
-                    ),
+                    UPDATE_SESSION,
+                    (expected.row_version + 1, now, *row_values(updated), expected.pk),
                 )
                 if records:
                     db.executemany(
-                        _INSERT_RECORD,
-                        _record_params(expected.pk, records, expected.layout.end_msgs),
+                        INSERT_RECORD,
+                        record_params(expected.pk, records, expected.layout.end_msgs),
                     )
                 if scratchpad is not None:
                     db.execute(
                         "INSERT INTO scratchpads VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            expected.pk,
-                            scratchpad.version,
-                            dumps(dict(scratchpad.scratchpad))
-                            if scratchpad.scratchpad is not None
-                            else None,
-                            scratchpad.source,
-                            scratchpad.reason,
-                            dumps(dict(scratchpad.metadata)),
-                            now,
-                        ),
+                        (expected.pk, *scratchpad_values(scratchpad), now),
                     )
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"write {expected.id!r}: {exc}") from exc
-        return replace(
-            updated,
-            pk=expected.pk,
-            id=expected.id,
-            workspace=expected.workspace,
-            row_version=expected.row_version + 1,
-            created_at_us=expected.created_at_us,
-            updated_at_us=now,
-            parent_ids=expected.parent_ids,
-            lineage_operator=expected.lineage_operator,
-            branched_at=expected.branched_at,
-        )
+        return written_row(expected, updated, now)
 
     # -- records ----------------------------------------------------------------------
 
@@ -777,125 +598,7 @@ class SQLiteStore:
                     )
         return out
 
-    def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
-        """Return ``(messages before seq, is a message)`` for one position."""
-        self._check_open()
-        parts = segments(row.layout, row.pk, seq, seq + 1)
-        if not parts:
-            raise StoreCorruptError(f"session {row.id!r}: no position {seq}")
-        owner = parts[0][0]
-        with self._lock:
-            found = self._db.execute(
-                "SELECT mpos, kind FROM records WHERE key = ?", ((owner << _SHIFT) | seq,)
-            ).fetchone()
-        if found is None:
-            raise StoreCorruptError(f"session {row.id!r}: row at position {seq} is missing")
-        return int(found[0]), found[1] != "event"
-
-    # -- counted once (issue 4) ---------------------------------------------------------
-
-    def counted_end(self, row: SessionRow) -> int:
-        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
-        self._check_open()
-        with self._snapshot() as db:
-            for owner, a, b in reversed(segments(row.layout, row.pk, 0, row.layout.end_seq)):
-                base = owner << _SHIFT
-                found = db.execute(
-                    "SELECT key FROM records WHERE key >= ? AND key < ? AND running IS NOT NULL "
-                    "ORDER BY key DESC LIMIT 1",
-                    (base | a, base | b),
-                ).fetchone()
-                if found is not None:
-                    return (int(found[0]) & _SEQ_MAX) + 1
-        return 0
-
-    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
-        """Return the stored tallies at these positions (one point read each)."""
-        self._check_open()
-        out: dict[int, Tally] = {}
-        with self._snapshot() as db:
-            for seq in dict.fromkeys(positions):
-                parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
-                if not parts:
-                    continue
-                found = db.execute(
-                    "SELECT running FROM records WHERE key = ?", ((parts[0][0] << _SHIFT) | seq,)
-                ).fetchone()
-                if found is not None and found[0] is not None:
-                    out[seq] = _tally(row, seq, found[0])
-        return out
-
-    def set_tallies(
-        self, row: SessionRow, start: int, counted: Sequence[tuple[int, Tally]]
-    ) -> bool:
-        """Store counts and tallies from ``start`` on, unless another writer counted first."""
-        self._check_open()
-        if not counted:
-            return True
-        end = start + len(counted)
-        parts = segments(row.layout, row.pk, start, end) if start >= 0 else []
-        if sum(b - a for _, a, b in parts) != len(counted):
-            raise StoreError(f"session {row.id!r}: positions [{start}, {end}) are not in it")
-        params: list[tuple[Any, ...]] = []
-        for owner, a, b in parts:
-            base = owner << _SHIFT
-            for seq in range(a, b):
-                tokens, tally = counted[seq - start]
-                params.append((tokens, tally.to_json(), base | seq))
-        # Not self._tx(): counting moves no session in the "most recent" order, so the
-        # append fast path may keep trusting what it knows (see append()).
-        with self._lock:
-            db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    cur = db.executemany(
-                        "UPDATE records SET tokens = ?, running = ? "
-                        "WHERE key = ? AND running IS NULL",
-                        params,
-                    )
-                    if cur.rowcount != len(params):
-                        raise _Counted
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
-            except _Counted:
-                return False
-            except sqlite3.DatabaseError as exc:
-                raise StoreError(f"count {row.id!r}: {exc}") from exc
-        return True
-
     # -- collections ------------------------------------------------------------------
-
-    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first."""
-        self._check_open()
-        with self._lock:
-            if workspace is None:
-                rows = self._db.execute(
-                    _SELECT_ROW + " WHERE s.deleted = 0 "
-                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT ?",
-                    (limit,),
-                ).fetchall()
-            else:
-                rows = self._db.execute(
-                    _SELECT_ROW + " WHERE s.workspace = ? AND s.deleted = 0 "
-                    "ORDER BY s.updated_at DESC, s.pk DESC LIMIT ?",
-                    (workspace, limit),
-                ).fetchall()
-        return [_row_from_db(r) for r in rows]
-
-    def children(self, session_id: str) -> list[str]:
-        """Return the ids of live children, oldest first."""
-        self._check_open()
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
-                "WHERE l.parent_id = ? AND s.deleted = 0 ORDER BY s.pk",
-                (session_id,),
-            ).fetchall()
-        return [r[0] for r in rows]
 
     def delete(self, session_id: str) -> None:
         """Delete a session; its rows stay while another session's layout reads them."""
@@ -949,229 +652,6 @@ class SQLiteStore:
             return None
         end = max(found[2], (found[3] & _SEQ_MAX) + 1 if found[3] is not None else 0)
         return f"{found[0]:x}.{found[1]}.{end}"
-
-    def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
-        """Return every stored scratchpad version of a session, oldest first."""
-        self._check_open()
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT p.version, p.scratchpad, p.source, p.reason, p.metadata, p.created_at "
-                "FROM scratchpads p JOIN sessions s ON s.pk = p.session_pk "
-                "WHERE s.id = ? AND s.deleted = 0 ORDER BY p.version",
-                (session_id,),
-            ).fetchall()
-        return [scratchpad_entry_from_columns(r) for r in rows]
-
-    def integrity_check(self) -> list[str]:
-        """Run SQLite's integrity check and plait's own; return the problems found."""
-        problems: list[str] = []
-        with self._lock:
-            for (line,) in self._db.execute("PRAGMA integrity_check"):
-                if line != "ok":
-                    problems.append(str(line))
-            live = self._db.execute(_SELECT_ROW + " WHERE s.deleted = 0").fetchall()
-            for r in live:
-                try:
-                    row = _row_from_db(r)
-                except StoreCorruptError as exc:
-                    problems.append(str(exc))
-                    continue
-                for owner, a, b in segments(row.layout, row.pk, 0, row.layout.end_seq):
-                    base = owner << _SHIFT
-                    n = self._db.execute(
-                        "SELECT COUNT(*) FROM records WHERE key >= ? AND key < ?",
-                        (base | a, base | b),
-                    ).fetchone()[0]
-                    if n != b - a:
-                        problems.append(f"session {row.id}: {b - a - n} rows missing at [{a},{b})")
-            # Rows whose owner is gone: appends that raced a delete from another process.
-            known = {int(r[0]) for r in self._db.execute("SELECT pk FROM sessions")}
-            for (owner,) in self._db.execute("SELECT DISTINCT key >> 32 FROM records"):
-                if int(owner) not in known:
-                    problems.append(f"rows of owner {owner} belong to no session (unreadable)")
-        return problems
-
-    # -- durable bearer sessions (issue 7) ---------------------------------------------
-
-    def bearer_insert(self, row: BearerRow) -> bool:
-        """Store a new durable session; False (nothing written) if its hash is taken."""
-        self._check_open()
-        try:
-            with self._tx() as db:
-                cur = db.execute(
-                    f"INSERT INTO durable_sessions ({BEARER_COLUMNS}) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                    (
-                        row.token_hash,
-                        row.principal,
-                        dumps(list(row.scopes)),
-                        dumps(dict(row.attributes)),
-                        row.created_at_us,
-                        row.last_seen_at_us,
-                        row.expires_at_us,
-                    ),
-                )
-                return cur.rowcount == 1
-        except UnicodeEncodeError as exc:
-            raise _not_unicode(exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"store a durable session: {exc}") from exc
-
-    def bearer_get(self, token_hash: str) -> BearerRow | None:
-        """Return the durable session with this token hash, expired or not, or None."""
-        self._check_open()
-        with self._lock:
-            r = self._db.execute(
-                f"SELECT {BEARER_COLUMNS} FROM durable_sessions WHERE token_hash = ?",
-                (token_hash,),
-            ).fetchone()
-        return bearer_row_from_columns(r) if r is not None else None
-
-    def bearer_touch(self, token_hash: str, now_us: int) -> BearerRow | None:
-        """Move ``last_seen_at`` forward if the session is unexpired at ``now_us``."""
-        self._check_open()
-        with self._tx() as db:
-            r = db.execute(
-                "UPDATE durable_sessions SET last_seen_at = MAX(last_seen_at, ?1) "
-                f"WHERE token_hash = ?2 AND expires_at > ?1 RETURNING {BEARER_COLUMNS}",
-                (now_us, token_hash),
-            ).fetchall()  # all: a RETURNING statement must finish before the commit
-        return bearer_row_from_columns(r[0]) if r else None
-
-    def bearer_expire(self, token_hash: str, now_us: int) -> bool:
-        """Set ``expires_at`` to ``now_us`` if the session is still live then."""
-        self._check_open()
-        with self._tx() as db:
-            cur = db.execute(
-                "UPDATE durable_sessions SET expires_at = ?1, "
-                "last_seen_at = MIN(last_seen_at, ?1) WHERE token_hash = ?2 AND expires_at > ?1",
-                (now_us, token_hash),
-            )
-            return cur.rowcount == 1
-
-    def bearer_purge(self, expired_before_us: int) -> int:
-        """Delete durable sessions that expired before this time; return how many."""
-        self._check_open()
-        with self._tx() as db:
-            cur = db.execute(
-                "DELETE FROM durable_sessions WHERE expires_at < ?", (expired_before_us,)
-            )
-            return cur.rowcount
-
-    # -- live clients (issue 7) ---------------------------------------------------------
-
-    def _live_pk(self, db: sqlite3.Connection, session_id: str) -> int:
-        found = db.execute(
-            "SELECT pk FROM sessions WHERE id = ? AND deleted = 0", (session_id,)
-        ).fetchone()
-        if found is None:
-            raise SessionNotFoundError(session_id)
-        return int(found[0])
-
-    def _live_row(self, db: sqlite3.Connection, pk: int, client_id: str) -> LiveClientRow | None:
-        r = db.execute(
-            f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s ON s.pk = c.session_pk "
-            "WHERE c.session_pk = ? AND c.client_id = ?",
-            (pk, client_id),
-        ).fetchone()
-        return live_row_from_columns(r) if r is not None else None
-
-    def live_attach(
-        self, row: LiveClientRow, *, takeover: bool
-    ) -> tuple[LiveClientRow, str | None]:
-        """Attach (or re-attach) a live client; one controller per session, atomically."""
-        self._check_open()
-        try:
-            with self._tx() as db:
-                pk = self._live_pk(db, row.session_id)
-                demoted: str | None = None
-                if row.mode == "controller":
-                    found = db.execute(
-                        "SELECT client_id FROM live_clients "
-                        "WHERE session_pk = ? AND mode = 'controller'",
-                        (pk,),
-                    ).fetchone()
-                    if found is not None and found[0] != row.client_id:
-                        if not takeover:
-                            raise ControllerConflictError(row.session_id, found[0])
-                        demoted = str(found[0])
-                        db.execute(
-                            "UPDATE live_clients SET mode = 'observer' "
-                            "WHERE session_pk = ? AND client_id = ?",
-                            (pk, demoted),
-                        )
-                db.execute(
-                    "INSERT INTO live_clients (session_pk, client_id, mode, attached_at, "
-                    "last_seen_at, metadata) VALUES (?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (session_pk, client_id) DO UPDATE SET mode = excluded.mode, "
-                    "last_seen_at = excluded.last_seen_at, metadata = excluded.metadata",
-                    (
-                        pk,
-                        row.client_id,
-                        row.mode,
-                        row.attached_at_us,
-                        row.last_seen_at_us,
-                        dumps(dict(row.metadata)),
-                    ),
-                )
-                stored = self._live_row(db, pk, row.client_id)
-        except UnicodeEncodeError as exc:
-            raise _not_unicode(exc) from exc
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"attach {row.client_id!r} to {row.session_id!r}: {exc}") from exc
-        assert stored is not None
-        return stored, demoted
-
-    def live_heartbeat(
-        self,
-        session_id: str,
-        client_id: str,
-        now_us: int,
-        metadata: Mapping[str, JSONValue] | None = None,
-    ) -> LiveClientRow | None:
-        """Move an attached client's ``last_seen_at`` (and replace its metadata if given)."""
-        self._check_open()
-        try:
-            with self._tx() as db:
-                pk = self._live_pk(db, session_id)
-                db.execute(
-                    "UPDATE live_clients SET last_seen_at = MAX(last_seen_at, ?), "
-                    "metadata = COALESCE(?, metadata) WHERE session_pk = ? AND client_id = ?",
-                    (
-                        now_us,
-                        dumps(dict(metadata)) if metadata is not None else None,
-                        pk,
-                        client_id,
-                    ),
-                )
-                return self._live_row(db, pk, client_id)
-        except UnicodeEncodeError as exc:
-            raise _not_unicode(exc) from exc
-
-    def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
-        """Detach a client (releasing control if it had it); return its last row or None."""
-        self._check_open()
-        with self._tx() as db:
-            pk = self._live_pk(db, session_id)
-            found = self._live_row(db, pk, client_id)
-            if found is not None:
-                db.execute(
-                    "DELETE FROM live_clients WHERE session_pk = ? AND client_id = ?",
-                    (pk, client_id),
-                )
-        return found
-
-    def live_clients(self, session_id: str) -> list[LiveClientRow]:
-        """Return the clients attached to a live session, in the order they attached."""
-        self._check_open()
-        with self._lock:
-            rows = self._db.execute(
-                f"SELECT {LIVE_COLUMNS} FROM live_clients c JOIN sessions s "
-                "ON s.pk = c.session_pk WHERE s.id = ? AND s.deleted = 0 "
-                "ORDER BY c.attached_at, c.client_id",
-                (session_id,),
-            ).fetchall()
-        return [live_row_from_columns(r) for r in rows]
 
     # -- writer locks ------------------------------------------------------------------
 

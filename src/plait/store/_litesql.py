@@ -1,0 +1,101 @@
+"""The SQLite store's own statements: its spelling of the schema and its hot paths.
+
+An append is one ``INSERT`` whose key (``owner << 32 | seq``) is the
+compare-and-set; reading a row finds its head as the newest own record (appends
+do not write the session row). See ``SQLiteStore.append``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from plait.errors import StoreError
+from plait.records import Record, dumps, encode_payload
+from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX
+from plait.store._schema import DDL
+
+__all__ = [
+    "APPEND_STATE",
+    "INSERT_RECORD",
+    "INSERT_SESSION",
+    "SELECT_ROW",
+    "SQLITE_DDL",
+    "UPDATE_SESSION",
+    "record_params",
+]
+
+_SHIFT: Final = SEQ_BITS
+_SEQ_MAX: Final = SEQ_MAX
+
+SQLITE_DDL: Final = DDL(
+    pk="INTEGER PRIMARY KEY AUTOINCREMENT",
+    big="INTEGER",
+    flag="INTEGER NOT NULL DEFAULT 0",
+    id_unique="UNIQUE",
+    # Ascending, so a backward scan yields (updated_at DESC, pk DESC): ties break by age.
+    recent="updated_at",
+    live="deleted = 0",
+    rowid=" WITHOUT ROWID",
+)
+
+INSERT_SESSION: Final = (
+    "INSERT INTO sessions (id, workspace, created_at, updated_at, version, parent_ids, "
+    f"lineage_operator, branched_at, {', '.join(ROW_COLUMNS)}) "
+    f"VALUES (?, ?, ?, ?, 1, ?, ?, ?, {', '.join('?' * len(ROW_COLUMNS))})"
+)
+"""A new session row: its identity and lineage, then ``row_values``."""
+
+UPDATE_SESSION: Final = (
+    "UPDATE sessions SET version = ?, updated_at = ?, "
+    f"{', '.join(f'{c} = ?' for c in ROW_COLUMNS)} WHERE pk = ?"
+)
+"""A row write: the version, the time, ``row_values``, then the key."""
+
+INSERT_RECORD: Final = (
+    "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+# One read before an append: is the session live, and which session is the most recent?
+APPEND_STATE: Final = (
+    "SELECT (SELECT 1 FROM sessions WHERE pk = ?1 AND deleted = 0), t.pk, t.updated_at "
+    "FROM (SELECT pk, updated_at FROM sessions WHERE deleted = 0 "
+    "ORDER BY updated_at DESC, pk DESC LIMIT 1) AS t"
+)
+
+# A session row with its head: the newest record the session wrote itself (appends do
+# not write the session row, see SQLiteStore.append). One statement, so one snapshot.
+SELECT_ROW: Final = (
+    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
+    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
+    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
+    "h.key, h.mpos, h.kind, h.created_at "
+    "FROM sessions s LEFT JOIN records h ON h.key = ("
+    "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
+    "ORDER BY key DESC LIMIT 1)"
+)
+
+
+def record_params(pk: int, records: Sequence[Record], mpos: int) -> list[tuple[Any, ...]]:
+    """The ``INSERT_RECORD`` parameters of records appended after ``mpos`` messages."""
+    params: list[tuple[Any, ...]] = []
+    base = pk << _SHIFT
+    for record in records:
+        if record.seq > _SEQ_MAX:
+            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
+        params.append(
+            (
+                base | record.seq,
+                mpos,
+                record.id,
+                record.kind,
+                encode_payload(record),
+                dumps(dict(record.meta)) if record.meta else None,
+                record.created_at_us,
+                record.tokens,
+            )
+        )
+        if record.kind != "event":
+            mpos += 1
+    return params

@@ -1,0 +1,197 @@
+"""The PostgreSQL store's hot statements: one round trip per create, append, write, read.
+
+Each is one statement built from data-modifying CTEs, so it runs in its own
+(autocommit) transaction; records travel as parallel arrays (``unnest``) so a
+statement's shape does not depend on how many there are and the server keeps it
+prepared, and a one-record append sends scalars (see ``PostgresStore.append``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from plait.errors import StoreError
+from plait.records import Record, dumps, encode_payload
+from plait.store._rows import SEQ_MAX
+
+__all__ = [
+    "APPEND",
+    "APPEND_ONE",
+    "CREATE",
+    "HEAD",
+    "READ",
+    "REFERENCED",
+    "SELECT_ROW",
+    "WRITE",
+    "record_arrays",
+]
+
+_SEQ_MAX: Final = SEQ_MAX
+
+# A session row with its head: the newest record the session wrote itself (appends do
+# not write the session row). One statement, so one snapshot.
+SELECT_ROW: Final = (
+    "SELECT s.pk, s.id, s.workspace, s.title, s.created_at, s.updated_at, s.version, s.bases, "
+    "s.end_seq, s.end_msgs, s.view_start, s.view_msgs, s.parent_ids, s.lineage_operator, "
+    "s.branched_at, s.status, s.scratchpad, s.scratchpad_version, s.metadata, "
+    "h.key, h.mpos, h.kind, h.created_at "
+    "FROM sessions s LEFT JOIN LATERAL (SELECT key, mpos, kind, created_at FROM records "
+    "WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) ORDER BY key DESC LIMIT 1) h ON true"
+)
+
+# Records as parallel arrays: one statement shape for any number of records.
+_UNNEST_RECORDS: Final = (
+    "unnest(%(seq)s::bigint[], %(mpos)s::bigint[], %(rid)s::text[], %(kind)s::text[], "
+    "%(payload)s::text[], %(meta)s::text[], %(created)s::bigint[], %(tokens)s::integer[]) "
+    "AS u(seq, mpos, rid, kind, payload, meta, created_at, tokens)"
+)
+_RECORD_COLUMNS: Final = "(key, mpos, id, kind, payload, meta, created_at, tokens)"
+
+# One record as scalars: the hot path (one record per agent step) skips building and
+# sending arrays, several times cheaper on the client and cheaper on the server.
+_ONE_RECORD: Final = (
+    "(VALUES (%(seq)s::bigint, %(mpos)s::bigint, %(rid)s::text, %(kind)s::text, "
+    "%(payload)s::text, %(meta)s::text, %(created)s::bigint, %(tokens)s::integer)) "
+    "AS u(seq, mpos, rid, kind, payload, meta, created_at, tokens)"
+)
+
+
+def _append_sql(source: str) -> str:
+    """The append statement reading its records from ``source`` (see PostgresStore.append)."""
+    return f"""
+WITH live AS (
+    SELECT pk FROM sessions WHERE pk = %(pk)s AND NOT deleted FOR KEY SHARE
+), ins AS (
+    INSERT INTO records {_RECORD_COLUMNS}
+    SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
+           u.created_at, u.tokens
+    FROM {source}
+    WHERE EXISTS (SELECT FROM live)
+    RETURNING 1
+), top AS (
+    SELECT pk, updated_at FROM sessions WHERE NOT deleted
+    ORDER BY updated_at DESC, pk DESC LIMIT 1
+), moved AS (
+    UPDATE sessions s SET updated_at = GREATEST(s.updated_at, %(now)s, t.updated_at + 1)
+    FROM top t
+    WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
+    RETURNING s.updated_at
+)
+SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved),
+       (SELECT pg_notify(%(channel)s, %(id)s) WHERE EXISTS (SELECT FROM ins))
+"""
+
+
+# The append, in one statement and so one round trip: any number of records, or one.
+APPEND: Final = _append_sql(_UNNEST_RECORDS)
+APPEND_ONE: Final = _append_sql(_ONE_RECORD)
+
+# The head of session s: one past its newest own record, or the row's end_seq.
+HEAD: Final = (
+    "GREATEST(s.end_seq, COALESCE((SELECT (r.key & 4294967295) + 1 FROM records r "
+    "WHERE r.key >= (s.pk << 32) AND r.key < ((s.pk + 1) << 32) ORDER BY r.key DESC LIMIT 1), 0))"
+)
+
+# A row write: the UPDATE's WHERE is the compare-and-set on the row version and the head.
+# A concurrent writer of the same row makes this one wait, then re-check the version.
+WRITE: Final = f"""
+WITH upd AS (
+    UPDATE sessions s SET version = s.version + 1,
+        updated_at = GREATEST(%(now)s, s.updated_at + 1,
+            (SELECT max(updated_at) FROM sessions WHERE NOT deleted) + 1),
+        title = %(title)s, bases = %(bases)s, end_seq = %(end_seq)s,
+        end_msgs = %(end_msgs)s, view_start = %(view_start)s, view_msgs = %(view_msgs)s,
+        status = %(status)s, scratchpad = %(scratchpad)s,
+        scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s
+    WHERE s.pk = %(pk)s AND NOT s.deleted AND s.version = %(row_version)s
+      AND {HEAD} = %(head)s
+    RETURNING s.updated_at
+), ins AS (
+    INSERT INTO records {_RECORD_COLUMNS}
+    SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
+           u.created_at, u.tokens
+    FROM {_UNNEST_RECORDS}
+    WHERE EXISTS (SELECT FROM upd)
+), pad AS (
+    INSERT INTO scratchpads (session_pk, version, scratchpad, source, reason, metadata,
+                             created_at)
+    SELECT %(pk)s, %(sp_version)s, %(sp)s, %(sp_source)s, %(sp_reason)s, %(sp_metadata)s,
+           upd.updated_at
+    FROM upd WHERE %(has_sp)s
+)
+SELECT (SELECT updated_at FROM upd), (SELECT pg_notify(%(channel)s, %(id)s) FROM upd)
+"""
+
+# A new session. The rows of the sessions it shares rows with are locked FOR KEY SHARE
+# and must all still exist (a tombstone counts: its rows are still there); a delete that
+# collects them locks them first (see _collect), so the two never cross. Newest first:
+# the source of a fork is the newest owner of its layout, and a delete locks its target
+# before anything else, so a fork racing the delete of its source waits holding nothing.
+CREATE: Final = f"""
+WITH b AS (
+    SELECT pk FROM sessions WHERE pk = ANY(%(owners)s::bigint[])
+    ORDER BY pk DESC FOR KEY SHARE
+), new AS (
+    INSERT INTO sessions (id, workspace, title, created_at, updated_at, version, bases,
+        end_seq, end_msgs, view_start, view_msgs, parent_ids, lineage_operator, branched_at,
+        status, scratchpad, scratchpad_version, metadata)
+    SELECT %(id)s, %(workspace)s, %(title)s, %(now)s, %(now)s, 1, %(bases)s, %(end_seq)s,
+        %(end_msgs)s, %(view_start)s, %(view_msgs)s, %(parent_ids)s, %(lineage_operator)s,
+        %(branched_at)s, %(status)s, %(scratchpad)s, %(scratchpad_version)s, %(metadata)s
+    WHERE (SELECT count(*) FROM b) = %(n_owners)s
+    RETURNING pk
+), ins AS (
+    INSERT INTO records {_RECORD_COLUMNS}
+    SELECT (new.pk << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta, u.created_at,
+           u.tokens
+    FROM new, {_UNNEST_RECORDS}
+), lin AS (
+    INSERT INTO lineage (parent_id, child_id, ord)
+    SELECT p.parent, %(id)s, p.ord - 1
+    FROM new, unnest(%(parents)s::text[]) WITH ORDINALITY AS p(parent, ord)
+)
+SELECT (SELECT pk FROM new), (SELECT pg_notify(%(channel)s, %(id)s) FROM new)
+"""
+
+# Owners still read by a live layout. A tombstone read only by other tombstones is
+# garbage: every layout lists all the owners it reads, so live ones are enough.
+REFERENCED: Final = (
+    "SELECT DISTINCT (e.value->>0)::bigint AS pk FROM sessions l, "
+    "jsonb_array_elements(l.bases::jsonb) e WHERE NOT l.deleted AND l.bases <> '[]'"
+)
+
+READ: Final = (
+    "SELECT g.n, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
+    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
+    "ORDER BY g.n, r.key"
+)
+
+
+def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
+    """The records as the parallel arrays ``_UNNEST_RECORDS`` reads."""
+    out: dict[str, list[Any]] = {
+        "seq": [],
+        "mpos": [],
+        "rid": [],
+        "kind": [],
+        "payload": [],
+        "meta": [],
+        "created": [],
+        "tokens": [],
+    }
+    for record in records:
+        if record.seq > _SEQ_MAX:
+            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
+        out["seq"].append(record.seq)
+        out["mpos"].append(mpos)
+        out["rid"].append(record.id)
+        out["kind"].append(record.kind)
+        out["payload"].append(encode_payload(record))
+        out["meta"].append(dumps(dict(record.meta)) if record.meta else None)
+        out["created"].append(record.created_at_us)
+        out["tokens"].append(record.tokens)
+        if record.kind != "event":
+            mpos += 1
+    return out

@@ -1,0 +1,267 @@
+"""The schema both SQL stores keep, written once, and the migration runner they share.
+
+:func:`migrations` spells the schema for one engine from a :class:`DDL` (its
+column types and table options): the same tables, keys and indexes on SQLite and
+PostgreSQL. The runner applies numbered migrations, each in one transaction,
+refuses a schema newer than the code, and names ``plait db migrate`` for an older
+one when the store does not upgrade by itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+
+from plait.errors import SchemaOutdatedError, SchemaTooNewError
+
+__all__ = [
+    "DDL",
+    "Migration",
+    "apply_migrations",
+    "check_schema",
+    "migrations",
+    "schema_table",
+    "too_new",
+]
+
+Migration = tuple[int, str, tuple[str, ...]]
+"""``(version, name, statements)``: one step of a store's schema, applied in one transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class DDL:
+    """How one SQL engine spells the schema's column types and table options."""
+
+    pk: str
+    """The ``sessions.pk`` column: a key never handed out twice, that fits ``pk << 32``."""
+    big: str
+    """A 64-bit integer column (times in microseconds, positions, versions)."""
+    flag: str
+    """The ``deleted`` column: a boolean, false by default."""
+    id_unique: str
+    """``UNIQUE`` for ``sessions.id``, with the constraint name the engine reports."""
+    recent: str
+    """The columns after ``workspace`` of the "most recently active first" indexes."""
+    live: str
+    """The partial indexes' condition: a live session."""
+    rowid: str
+    """After a table whose primary key is its whole identity (SQLite: no rowid)."""
+
+
+def migrations(ddl: DDL) -> tuple[Migration, ...]:
+    """Return the schema's migrations in one engine's spelling.
+
+    Numbered, ordered, each applied in one transaction. Never edit a shipped
+    one: add the next number. JSON columns are TEXT: plait's codec writes them
+    and reads them back byte for byte (its fast path reads ``{"content":"..."}``
+    as written), and PostgreSQL's JSONB would reject the NUL escape any
+    user string may carry.
+    """
+    d = ddl
+    return (
+        (
+            1,
+            "initial schema",
+            (
+                f"""
+                CREATE TABLE sessions (
+                    -- Owner key of the session's own rows, never handed out twice: no
+                    -- stray row can ever join another session's transcript.
+                    pk {d.pk},
+                    -- Public id. A deleted row gives it up (SQLite: NUL || pk, PostgreSQL:
+                    -- '/' || pk; no session id holds either) so the id can be reused
+                    -- while other branches still read the tombstone's rows.
+                    id TEXT NOT NULL {d.id_unique},
+                    workspace TEXT NOT NULL,
+                    title TEXT,
+                    created_at {d.big} NOT NULL,     -- microseconds since the epoch, UTC
+                    updated_at {d.big} NOT NULL,     -- orders "most recently active first"
+                    version {d.big} NOT NULL,        -- row version, for compare-and-set
+                    bases TEXT NOT NULL,             -- JSON [[owner pk, hi], ...]: inherited
+                    end_seq {d.big} NOT NULL,        -- head when the row was last written;
+                    end_msgs {d.big} NOT NULL,       -- appends do not write it (the newest
+                                                     -- own record is the head)
+                    view_start {d.big} NOT NULL,     -- trim/reset hide positions before this
+                    view_msgs {d.big} NOT NULL,      -- messages before view_start
+                    parent_ids TEXT NOT NULL,        -- JSON list, in parent order
+                    lineage_operator TEXT,
+                    branched_at {d.big},
+                    status TEXT NOT NULL,
+                    scratchpad TEXT,
+                    scratchpad_version {d.big} NOT NULL,
+                    metadata TEXT NOT NULL,
+                    deleted {d.flag}                 -- tombstone while branches share rows
+                )
+                """,
+                # "Most recently active first" for one workspace, or for all of them (an
+                # append also reads the first entry of the second to know if it is ahead).
+                f"CREATE INDEX sessions_recent ON sessions (workspace, {d.recent}) "
+                f"WHERE {d.live}",
+                f"CREATE INDEX sessions_recent_all ON sessions ({d.recent}) WHERE {d.live}",
+                f"""
+                CREATE TABLE records (
+                    -- owner pk << 32 | seq: a session's rows are one contiguous range of
+                    -- the primary key, so an append inserts at the end of that range and
+                    -- reading any slice is one range scan, with no second index.
+                    key {d.big} PRIMARY KEY,
+                    mpos {d.big} NOT NULL,           -- messages before this position
+                    id TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    payload TEXT NOT NULL,           -- JSON, through plait.records' codec
+                    meta TEXT,                       -- JSON, NULL when empty
+                    created_at {d.big} NOT NULL,
+                    tokens INTEGER                   -- counted once, when written
+                )
+                """,
+                f"""
+                CREATE TABLE lineage (
+                    parent_id TEXT NOT NULL,
+                    child_id TEXT NOT NULL,
+                    ord INTEGER NOT NULL,            -- the parent's place among the parents
+                    PRIMARY KEY (parent_id, child_id)
+                ){d.rowid}
+                """,
+                "CREATE INDEX lineage_child ON lineage (child_id)",
+                f"""
+                CREATE TABLE scratchpads (
+                    session_pk {d.big} NOT NULL,
+                    version {d.big} NOT NULL,
+                    scratchpad TEXT,
+                    source TEXT,
+                    reason TEXT,
+                    metadata TEXT NOT NULL,
+                    created_at {d.big} NOT NULL,
+                    PRIMARY KEY (session_pk, version)
+                ){d.rowid}
+                """,
+            ),
+        ),
+        (
+            2,
+            "running tallies beside token counts",
+            (
+                # Counted once: the JSON array of plait.context.Tally for the lineage at
+                # positions [0, seq], written with the row's token count by the session's
+                # writer, in one batch before the next model call (never by the append
+                # fast path). NULL until counted; counted rows form a prefix.
+                "ALTER TABLE records ADD COLUMN running TEXT",
+            ),
+        ),
+        (
+            3,
+            "durable bearer sessions and live clients",
+            (
+                # The bearer token itself is never stored: only its SHA-256, so a dump or
+                # backup of this table holds no credential (plait.auth).
+                f"""
+                CREATE TABLE durable_sessions (
+                    token_hash TEXT PRIMARY KEY,     -- hex SHA-256 of the bearer token
+                    principal TEXT NOT NULL,
+                    scopes TEXT NOT NULL,            -- JSON list of scope strings
+                    attributes TEXT NOT NULL,        -- JSON object, caller-owned
+                    created_at {d.big} NOT NULL,     -- microseconds since the epoch, UTC
+                    last_seen_at {d.big} NOT NULL,   -- moved by touch, never past expires_at
+                    expires_at {d.big} NOT NULL      -- absolute; touch never moves it
+                ){d.rowid}
+                """,
+                "CREATE INDEX durable_sessions_expiry ON durable_sessions (expires_at)",
+                # Keyed by the session's pk, never reused: a session deleted and re-created
+                # under the same id starts with no clients attached.
+                f"""
+                CREATE TABLE live_clients (
+                    session_pk {d.big} NOT NULL,
+                    client_id TEXT NOT NULL,
+                    mode TEXT NOT NULL,              -- 'observer' or 'controller'
+                    attached_at {d.big} NOT NULL,
+                    last_seen_at {d.big} NOT NULL,   -- attach, takeover or heartbeat
+                    metadata TEXT NOT NULL,          -- JSON object
+                    PRIMARY KEY (session_pk, client_id)
+                ){d.rowid}
+                """,
+                # At most one controller per session, whatever process writes.
+                "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
+                "WHERE mode = 'controller'",
+            ),
+        ),
+    )
+
+
+def schema_table(ddl: DDL) -> str:
+    """The ``plait_schema`` table: the migrations applied, created before the first."""
+    return (
+        "CREATE TABLE IF NOT EXISTS plait_schema (version INTEGER PRIMARY KEY, "
+        f"name TEXT NOT NULL, applied_at {ddl.big} NOT NULL)"
+    )
+
+
+# -- the migration runner --------------------------------------------------------------
+
+
+def check_schema(location: str, current: int, newest: int, *, auto: bool) -> bool:
+    """Decide whether to migrate a schema at version ``current`` to ``newest``.
+
+    Returns:
+        True when migrations are pending and may be applied (a fresh schema, or
+        ``auto``); False when the schema is current.
+
+    Raises:
+        SchemaTooNewError: the schema was written by a newer plait.
+        SchemaOutdatedError: the schema is older and ``auto`` is False.
+    """
+    if current > newest:
+        raise too_new(location, current, newest)
+    if current == newest:
+        return False
+    if current > 0 and not auto:
+        raise SchemaOutdatedError(
+            f"{location}: schema version {current} is older than {newest}; "
+            "run `plait db migrate` to upgrade it"
+        )
+    return True
+
+
+def too_new(location: str, current: int, newest: int) -> SchemaTooNewError:
+    """The error for a schema written by a newer plait."""
+    return SchemaTooNewError(
+        f"{location}: schema version {current} is newer than this plait "
+        f"understands ({newest}); upgrade plait to open it"
+    )
+
+
+def apply_migrations(
+    steps: Sequence[Migration],
+    transaction: Callable[[], AbstractContextManager[Any]],
+    current_version: Callable[[Any], int],
+    *,
+    param: str,
+    now_us: Callable[[], int],
+) -> list[int]:
+    """Apply every pending migration, each in its own transaction.
+
+    Args:
+        steps: the migrations, in any order (applied by number).
+        transaction: opens one write transaction; the engine takes whatever lock
+            makes two processes migrating at once take turns.
+        current_version: reads the applied version inside that transaction
+            (creating ``plait_schema`` if needed), so a migration another process
+            applied meanwhile is skipped.
+        param: the engine's placeholder.
+        now_us: the clock for ``applied_at``.
+
+    Returns:
+        The versions applied (empty when already current).
+    """
+    insert = "INSERT INTO plait_schema (version, name, applied_at) VALUES (?, ?, ?)"
+    insert = insert.replace("?", param)
+    applied: list[int] = []
+    for version, name, statements in sorted(steps):
+        with transaction() as conn:
+            if current_version(conn) >= version:
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(insert, (version, name, now_us()))
+        applied.append(version)
+    return applied

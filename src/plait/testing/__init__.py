@@ -1,0 +1,95 @@
+"""The store conformance kit: a backend is done when this passes against it.
+
+``plait.testing`` is the suite every store plait ships passes (SQLite, in-memory,
+PostgreSQL), packaged for a third-party backend to run in its own tests. It talks
+to the store protocols of :mod:`plait.store.base` directly, below the Session
+API, one class of tests per protocol:
+
+* :class:`TranscriptConformance`: rows and records, compare-and-set appends and
+  writes, copy-on-write reads across forks, listing, lineage, probes, stamps,
+  scratchpad history, deletion that keeps shared rows, the integrity check.
+* :class:`TallyConformance`: stored token counts and running tallies.
+* :class:`BearerConformance`: durable bearer sessions.
+* :class:`LiveClientConformance`: live clients and the one controller.
+* :class:`WriterLockConformance`: the writer lock is held, released, shared by
+  the stores of one process, dropped when its holder dies (a subprocess that
+  takes it is killed with SIGKILL), and never blocks a reader.
+
+:class:`StoreConformance` is all five. A test of a protocol the store does not
+implement is skipped and says so, so a backend that offers only a transcript
+runs the whole class and passes what it offers.
+
+The kit opens stores through a :class:`StoreFactory`: a fresh *target* (a
+string: a path, a URL) per test, and an *opener* named by import path, so that
+another process can open the same target (the lock tests need one).
+
+Example: the tests of a third-party backend ``mystore`` (the opener is any
+callable that takes the target string and returns an open store)::
+
+    # tests/test_plait_conformance.py
+    from pathlib import Path
+
+    from plait.testing import StoreConformance, StoreFactory
+
+
+    class MyFactory(StoreFactory):
+        opener = "mystore:MyStore"          # MyStore(target) opens a store
+
+        def new_target(self, tmp_path: Path) -> str:
+            return f"mystore://{tmp_path}/db"
+
+
+    class TestMyStore(StoreConformance):
+        factory = MyFactory()
+
+Run it with ``pytest``; the lock tests start subprocesses and are marked
+``slow`` (``-m "not slow"`` leaves them out). The kit needs pytest:
+``pip install 'plait[test]'``.
+"""
+
+from __future__ import annotations
+
+from plait.errors import MissingDependencyError
+
+try:
+    import pytest
+except ImportError as exc:  # pragma: no cover - depends on what is installed
+    raise MissingDependencyError("plait.testing (the store conformance kit)", "test") from exc
+
+# The suites' asserts are in this package, not in the test module that runs them:
+# rewriting them makes a failure show the values compared, as in any test file.
+pytest.register_assert_rewrite(
+    "plait.testing._transcript", "plait.testing._services", "plait.testing._locks"
+)
+
+from plait.testing._factory import StoreFactory  # noqa: E402
+from plait.testing._locks import WriterLockConformance  # noqa: E402
+from plait.testing._services import (  # noqa: E402
+    BearerConformance,
+    LiveClientConformance,
+    TallyConformance,
+)
+from plait.testing._transcript import TranscriptConformance  # noqa: E402
+
+__all__ = [
+    "BearerConformance",
+    "LiveClientConformance",
+    "StoreConformance",
+    "StoreFactory",
+    "TallyConformance",
+    "TranscriptConformance",
+    "WriterLockConformance",
+]
+
+
+class StoreConformance(
+    TranscriptConformance,
+    TallyConformance,
+    BearerConformance,
+    LiveClientConformance,
+    WriterLockConformance,
+):
+    """Every conformance test: subclass it in a test module and set ``factory``.
+
+    Tests of a protocol the store does not implement skip, saying which.
+    """

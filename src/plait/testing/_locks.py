@@ -1,0 +1,160 @@
+"""Conformance of writer locks: one writer process per session, readers never blocked.
+
+The tests that need another process start a :class:`~plait.testing._factory.Peer`
+on the same target and are marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from plait.store.base import Store, WriterLocks
+from plait.testing._factory import ConformanceBase, Peer
+from plait.testing._transcript import appended, new_row, users
+
+__all__ = ["WriterLockConformance"]
+
+_WHAT = "writer locks"
+
+_DEATH_NOTICED_S = 10.0
+"""How long a dead holder's lock may take to go: a server notices a dropped connection
+(PostgreSQL: a killed process's socket) a little after the process is gone."""
+
+
+def _eventually(check: Callable[[], bool]) -> bool:
+    """Whether ``check`` holds now or within :data:`_DEATH_NOTICED_S` (asked again and again)."""
+    deadline = time.monotonic() + _DEATH_NOTICED_S
+    while not check():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+class WriterLockConformance(ConformanceBase):
+    """The :class:`~plait.store.base.WriterLocks` protocol.
+
+    A lock belongs to the process: every store of the process on the same target
+    shares it, taking it again does nothing, and it dies with the process however
+    that ends (SIGKILL included), so no lock is ever stale.
+    """
+
+    def test_a_lock_is_taken_again_without_harm(self, store: Store) -> None:
+        """Locking twice holds it; this process's own lock is never "elsewhere"."""
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        assert store.lock("s") is True
+        assert store.lock("s") is True
+        assert store.locked_elsewhere("s") is False
+        store.unlock("s")
+        store.unlock("s")  # not held: a no-op
+        assert store.locked_elsewhere("s") is False
+        assert store.lock("s") is True
+
+    @pytest.mark.slow
+    def test_a_held_lock_refuses_another_process(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """While another process holds a session's lock this one cannot take it; per session."""
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        store.create(new_row("t"))
+        peer = peers()
+        assert peer.ask("lock s") == "locked"
+        assert store.locked_elsewhere("s") is True
+        assert store.lock("s") is False
+        assert store.locked_elsewhere("t") is False
+        assert store.lock("t") is True
+        assert peer.ask("lock t") == "refused"
+        assert peer.ask("elsewhere t") == "True"
+
+    @pytest.mark.slow
+    def test_a_released_lock_can_be_taken_by_another_process(
+        self, store: Store, store_target: str, peers: Callable[[], Peer]
+    ) -> None:
+        """``unlock`` and ``close`` let go: another process takes the lock next."""
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        peer = peers()
+        assert store.lock("s") is True
+        assert peer.ask("elsewhere s") == "True"
+        assert peer.ask("lock s") == "refused"
+        store.unlock("s")
+        assert peer.ask("elsewhere s") == "False"
+        assert peer.ask("lock s") == "locked"
+        assert store.locked_elsewhere("s") is True
+        assert peer.ask("unlock s") == "unlocked"
+        assert store.locked_elsewhere("s") is False
+        # Closing a store releases what it held.
+        other = self.factory.open(store_target)
+        assert isinstance(other, WriterLocks) and other.lock("s") is True
+        assert peer.ask("lock s") == "refused"
+        other.close()
+        assert peer.ask("lock s") == "locked"
+
+    @pytest.mark.slow
+    def test_the_stores_of_one_process_share_its_locks(
+        self, store: Store, store_target: str, peers: Callable[[], Peer]
+    ) -> None:
+        """Two stores of one process on one target hold one lock until both let go."""
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        peer = peers()
+        other = self.factory.open(store_target)
+        try:
+            assert isinstance(other, WriterLocks)
+            assert store.lock("s") is True
+            assert other.lock("s") is True  # this process holds it already
+            assert other.locked_elsewhere("s") is False
+            store.unlock("s")
+            assert peer.ask("elsewhere s") == "True"  # still held, through the other store
+            other.unlock("s")
+            assert peer.ask("elsewhere s") == "False"
+        finally:
+            other.close()
+
+    @pytest.mark.slow
+    def test_a_killed_holder_leaves_no_stale_lock(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """A holder killed with SIGKILL loses its lock: the next process takes it at once."""
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        peer = peers()
+        assert peer.ask("lock s") == "locked"
+        assert store.locked_elsewhere("s") is True
+        peer.kill()
+        assert _eventually(lambda: not store.locked_elsewhere("s")), "the dead holder's lock stayed"
+        assert store.lock("s") is True
+
+    @pytest.mark.slow
+    def test_readers_are_never_blocked_by_a_writer(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """While another process holds the lock and appends, every read answers, in order."""
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(appended(new_row("s"), users(0, 1)), users(0, 1))
+        store.create(new_row("c", parent_ids=("s",)))
+        peer = peers()
+        assert peer.ask("lock s") == "locked"
+        total = 1 + 200
+        peer.send("append s 200")
+        seen, reads = 0, 0
+        while True:
+            row = store.get("s")
+            assert row is not None
+            records = store.read(row, 0, row.layout.end_seq)
+            assert len(records) == row.layout.end_seq >= seen, "a reader saw the transcript shrink"
+            assert [r.seq for r in records] == list(range(len(records)))
+            assert store.stamp("s") is not None
+            assert [r.id for r in store.recent("/ws", 5)][:2] in (["s", "c"], ["c", "s"])
+            assert store.children("s") == ["c"]
+            seen, reads = row.layout.end_seq, reads + 1
+            if seen == total:
+                break
+            assert peer.running, "the writer process ended before it finished"
+        assert peer.answer() == str(total)
+        assert reads > 0 and store.locked_elsewhere("s") is True
