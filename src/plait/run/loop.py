@@ -255,11 +255,13 @@ async def _steps(
                 with telemetry.tool(call.id, call.name):
                     if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
                         outcome = ToolOutcome(True, self_compaction_result(await compact()))
+                        ran = True
                     else:
-                        outcome = await _call(
+                        outcome, ran = await _call(
                             call, by_name, ctx, spec.on_approval, spec.on_question
                         )
-                    after = await _checkpoint(session, ctx) if changes_files else None
+                    # A denied or unknown call ran nothing: its result is written at once.
+                    after = await _checkpoint(session, ctx) if changes_files and ran else None
                 pending.pop(0)
                 tool_meta: dict[str, JSONValue] = {
                     "timing": {"start_us": tool_started, "end_us": now_micros()}
@@ -328,19 +330,23 @@ async def _call(
     ctx: ToolContext,
     on_approval: Approval | None,
     on_question: Question | None,
-) -> ToolOutcome:
-    """Run one tool call: asked for approval first; every failure is a failed result."""
+) -> tuple[ToolOutcome, bool]:
+    """Run one tool call, asked for approval first; every failure is a failed result.
+
+    Returns:
+        The outcome, and whether a tool ran (False when denied or unknown).
+    """
     if on_approval is not None and not bool(await _answer(on_approval, call)):
-        return ToolOutcome(False, "the user denied this tool call")
+        return ToolOutcome(False, "the user denied this tool call"), False
     if call.name == ASK_USER.name and on_question is not None and call.name not in by_name:
         question = call.arguments.get("question")
         if not isinstance(question, str) or not question.strip():
-            return ToolOutcome(False, "ask_user needs a non-empty 'question' string")
+            return ToolOutcome(False, "ask_user needs a non-empty 'question' string"), False
         answer = await _answer(on_question, question)
-        return ToolOutcome(True, str(answer))
+        return ToolOutcome(True, str(answer)), True
     if call.name not in by_name:
-        return ToolOutcome(False, f"there is no tool named {call.name!r}")
-    return await by_name[call.name].call(ctx, dict(call.arguments))
+        return ToolOutcome(False, f"there is no tool named {call.name!r}"), False
+    return await by_name[call.name].call(ctx, dict(call.arguments)), True
 
 
 class _Promptable(Protocol):
