@@ -106,3 +106,26 @@ def test_a_bundle_is_named_by_its_id_only_so_its_name_leaks_no_redacted_title(
     result = run("export", s.id, "--bundle", "sanitized")
     assert result.exit_code == 0, result.output
     assert Path(result.stdout.strip()) == tmp_path / f"plait-{s.id}.bundle.json"
+
+
+@pytest.mark.parametrize(("fmt", "reader"), [("openai", "openai"), ("claude-code", "claude-code")])
+def test_export_as_another_agents_format_reads_back(
+    run: Run, api: Client, tmp_path: Path, fmt: str, reader: str
+) -> None:
+    s = api.sessions.create([
+        {"role": "system", "content": "Be terse."},
+        {"role": "user", "content": "What is in notes.md?"},
+        {"role": "assistant", "content": "Let me look.",
+         "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.md"}}]},
+        {"role": "tool", "tool_call_id": "c1", "tool_name": "read_file", "content": "TODO"},
+        {"role": "assistant", "content": "It says TODO."},
+    ])
+    out = tmp_path / f"out.{fmt}"
+    written = run("export", s.id[:13], "--as", fmt, "-o", str(out))
+    assert written.exit_code == 0, written.output
+    assert written.stdout.strip() == str(out)
+    imported = run("import", str(out), "--format", reader)
+    assert imported.exit_code == 0, imported.output
+    back = api.sessions.list(limit=1)[0]
+    again = [(m.role, m.text) for m in api.sessions.get(back.id).history()]
+    assert again == [(m.role, m.text) for m in s.history()]

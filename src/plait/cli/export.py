@@ -9,6 +9,7 @@ share their first characters.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from pathlib import Path
@@ -18,6 +19,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from plait._files import export_target, write_atomically
 from plait._prefix import resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
@@ -29,7 +31,7 @@ from plait.cli._common import (
     pass_settings,
 )
 from plait.client import SessionStats
-from plait.interop import write_bundle
+from plait.interop import to_claude_code_jsonl, to_openai_messages, write_bundle
 from plait.interop.bundle import MODES, BundleMode
 from plait.records import JSONValue
 from plait.session import Session
@@ -99,6 +101,16 @@ def default_export_path(session: Session, ext: str, titled: bool = True) -> Path
     ),
 )
 @click.option(
+    "--as",
+    "as_format",
+    type=click.Choice(["openai", "claude-code"]),
+    default=None,
+    help=(
+        "Write the conversation in another agent's format instead: OpenAI chat messages "
+        "(a JSON array) or a Claude Code session (JSONL); `plait import` reads both back."
+    ),
+)
+@click.option(
     "--redact",
     "redact",
     multiple=True,
@@ -112,6 +124,7 @@ def export_command(
     as_html: bool,
     output: str | None,
     bundle_mode: str | None,
+    as_format: str | None,
     redact: tuple[str, ...],
 ) -> None:
     """Write a session's conversation to a file; print the file's absolute path.
@@ -123,8 +136,19 @@ def export_command(
     """
     if redact and bundle_mode is None:
         raise click.UsageError("--redact needs --bundle")
+    if as_format is not None and bundle_mode is not None:
+        raise click.UsageError("give --as or --bundle, not both")
     client = open_client(settings)
     session = open_session(client, session_id)
+    if as_format is not None:
+        ext = "openai.json" if as_format == "openai" else "claude-code.jsonl"
+        name = output if output is not None else str(default_export_path(session, ext, False))
+        if as_format == "openai":
+            text = json.dumps(to_openai_messages(session), ensure_ascii=False, indent=1) + "\n"
+        else:
+            text = to_claude_code_jsonl(session)
+        click.echo(write_atomically(export_target(name, session.workspace, session.id, ext), text))
+        return
     ext = "bundle.json" if bundle_mode is not None else "html" if as_html else "md"
     # A bundle's name holds no title: a sanitized bundle must not carry a secret it redacted.
     named = bundle_mode is None
