@@ -408,6 +408,32 @@ def _bearer_token(bearer: object) -> str | None:
     return text if text and " " not in text else None
 
 
+def _static_keys(static_keys: object) -> list[tuple[str, str]]:
+    """``(key, principal)`` pairs from a mapping or an iterable of keys, each checked.
+
+    A single string is refused rather than iterated: its characters would each
+    become a one-letter key.
+    """
+    if isinstance(static_keys, str | bytes | bytearray):
+        raise InvalidArgumentError(
+            "static_keys must be a list of keys or a {key: principal} mapping, not one string"
+        )
+    if isinstance(static_keys, Mapping):
+        pairs = list(static_keys.items())
+    elif isinstance(static_keys, Iterable):
+        pairs = [(k, "api-key") for k in static_keys]
+    else:
+        raise InvalidArgumentError(
+            f"static_keys must be a list of keys or a mapping, not {type(static_keys).__name__}"
+        )
+    for key, principal in pairs:
+        if not isinstance(key, str) or not key or not _plausible(key):
+            raise InvalidArgumentError("each static key must be a non-empty string")
+        if not isinstance(principal, str) or not principal:
+            raise InvalidArgumentError("each static key's principal must be a non-empty string")
+    return pairs
+
+
 def authenticate(
     bearer: str | None,
     *,
@@ -431,15 +457,15 @@ def authenticate(
 
     Returns:
         Who the credential stands for, or None (HTTP 401).
+
+    Raises:
+        InvalidArgumentError: ``static_keys`` is one string (not a list of
+            keys), or holds a key or principal that is not a non-empty string.
     """
+    keys = _static_keys(static_keys)
     token = _bearer_token(bearer)
     if token is None or not _plausible(token):
         return None
-    keys: Iterable[tuple[str, str]] = (
-        static_keys.items()
-        if isinstance(static_keys, Mapping)
-        else ((k, "api-key") for k in static_keys)
-    )
     presented = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
     matched: str | None = None
     for key, principal in keys:
