@@ -299,10 +299,13 @@ def create_app(
                 state.client.release_idle()
 
     _install_errors(app)
-    for module in (sessions, runs, approvals, events, live, auth):
-        app.include_router(module.router)
+    routers = [m.router for m in (sessions, runs, approvals, events, live, auth)]
+    for router in routers:
+        app.include_router(router)
     mount_web(app)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
     # Outermost: the credential is checked and the body bounded before anything reads it.
-    app.add_middleware(RequestGuard, fastapi_app=app, state=state, max_body=max_body)
+    app.add_middleware(
+        RequestGuard, fastapi_app=app, routers=routers, state=state, max_body=max_body
+    )
     return app

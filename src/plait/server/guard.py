@@ -9,19 +9,20 @@ application as it came, so FastAPI parses it as usual.
 
 Which routes need a credential is read from the routes themselves (those
 that depend on :func:`plait.server.state.caller`), so a new route is guarded
-by declaring its caller, not by a list kept here.
+by declaring its caller, not by a list kept here. A path no route serves
+needs one too: without it a caller cannot tell which paths exist.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.responses import JSONResponse
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from plait.auth import authenticate
@@ -57,25 +58,47 @@ class RequestGuard:
 
     Args:
         app: the application to guard (the FastAPI app's middleware stack).
-        fastapi_app: the FastAPI app, whose routes say which need a credential.
+        fastapi_app: the FastAPI app; its own routes and ``routers`` say which
+            requests need a credential.
+        routers: the routers the app includes.
         state: the server's state (its keys and bearer sessions).
         max_body: the largest body accepted, in bytes.
     """
 
     def __init__(
-        self, app: ASGIApp, *, fastapi_app: FastAPI, state: ServerState, max_body: int
+        self,
+        app: ASGIApp,
+        *,
+        fastapi_app: FastAPI,
+        routers: Sequence[APIRouter],
+        state: ServerState,
+        max_body: int,
     ) -> None:
         self._app = app
         self._fastapi = fastapi_app
+        self._routers = tuple(routers)
         self._state = state
         self._max_body = max_body
+        self._routes: list[tuple[BaseRoute, bool]] | None = None
+
+    def _table(self) -> list[tuple[BaseRoute, bool]]:
+        """Every route and whether it needs a credential (built on the first request)."""
+        if self._routes is None:
+            routes = [r for router in self._routers for r in router.routes]
+            routes += self._fastapi.router.routes
+            self._routes = [
+                (r, isinstance(r, APIRoute) and _needs_caller(r))
+                for r in routes
+                if isinstance(r, APIRoute | Route | Mount)
+            ]
+        return self._routes
 
     def _guarded(self, scope: Scope) -> bool:
         """Whether the request goes to a route that needs a credential (or to none)."""
-        for route in self._fastapi.router.routes:
+        for route, needs in self._table():
             match, _ = route.matches(scope)
             if match is Match.FULL:
-                return isinstance(route, APIRoute) and _needs_caller(route)
+                return needs
         # No route answers it: a caller without a credential learns nothing about which exist.
         return True
 
