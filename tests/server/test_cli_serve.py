@@ -39,8 +39,11 @@ def test_serve_passes_the_approval_policy_to_the_app(
         made.update(kwargs)
         return "app"
 
+    def fake_run(server: uvicorn.Server) -> None:
+        made.update(app=server.config.app, port=server.config.port)
+
     monkeypatch.setattr(plait.server, "create_app", fake_app)
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: made.update(app=app, port=kw["port"]))
+    monkeypatch.setattr(uvicorn.Server, "run", fake_run)
     result = CliRunner().invoke(
         cli,
         ["--store", str(tmp_path / "s.db"), "--workspace", str(tmp_path), "serve",

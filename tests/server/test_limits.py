@@ -16,8 +16,7 @@ from starlette.testclient import TestClient
 
 from plait import Client
 from plait.auth import DurableSessions
-from plait.server import create_app
-from plait.server.guard import DEFAULT_MAX_BODY
+from plait.server import DEFAULT_MAX_BODY, create_app
 from plait.server.schemas import MAX_CLIENT_METADATA
 
 from .conftest import AUTH, KEY, GatedProvider, LiveServer, wait_idle

@@ -34,10 +34,11 @@ from plait.errors import InvalidArgumentError, PlaitError
 from plait.live import LiveClients
 from plait.providers import Provider
 from plait.records import JSONValue
+from plait.server import DEFAULT_MAX_BODY
 from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
-from plait.server.guard import DEFAULT_MAX_BODY, RequestGuard
+from plait.server.guard import RequestGuard
 from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
@@ -45,7 +46,7 @@ from plait.server.web import mount_web
 from plait.store import Store
 from plait.tools import Tool
 
-__all__ = ["API_KEYS_ENV", "DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["API_KEYS_ENV", "create_app"]
 
 API_KEYS_ENV: Final = "PLAIT_API_KEYS"
 """Static API keys, comma- or space-separated; ``principal:key`` names a key's principal."""

@@ -16,7 +16,7 @@ needs one too: without it a caller cannot tell which paths exist.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Final
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.dependencies.models import Dependant
@@ -29,11 +29,7 @@ from plait.auth import authenticate
 from plait.server.errors import error_body
 from plait.server.state import CALLER_KEY, ServerState, caller
 
-__all__ = ["DEFAULT_MAX_BODY", "RequestGuard"]
-
-DEFAULT_MAX_BODY: Final = 8 * 1024 * 1024
-"""The largest request body a server accepts by default, in bytes (8 MiB)."""
-
+__all__ = ["RequestGuard"]
 
 def _dependants(dependant: Dependant) -> Iterator[Dependant]:
     yield dependant
