@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any, Final, Literal
 
+from plait._checks import check_int
 from plait._runtypes import _CURRENT as _RUN_CURRENT
 from plait._runtypes import current_id as run_current_id
 from plait._time import from_micros, to_micros
@@ -323,6 +324,7 @@ class DurableSessions:
             expires = to_micros(_utc(expires_at, "expires_at"))
         if expires <= created:
             raise InvalidArgumentError("expires_at must be after created_at")
+        check_int(expires, "expires_at in microseconds since the epoch", lo=created)
         attrs = dict(attributes or {})
         try:
             dumps(attrs)
