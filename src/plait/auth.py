@@ -462,9 +462,14 @@ def authenticate(
 
     Raises:
         InvalidArgumentError: ``static_keys`` is one string (not a list of
-            keys), or holds a key or principal that is not a non-empty string.
+            keys), or holds a key or principal that is not a non-empty string;
+            ``sessions`` is not :class:`DurableSessions`.
     """
     keys = _static_keys(static_keys)
+    if sessions is not None and not isinstance(sessions, DurableSessions):
+        raise InvalidArgumentError(
+            f"sessions must be DurableSessions or None, not {type(sessions).__name__}"
+        )
     token = _bearer_token(bearer)
     if token is None or not _plausible(token):
         return None
@@ -761,6 +766,13 @@ def actor_chain(
     return dict(chain) if isinstance(chain, Mapping) else None
 
 
+def _session_arg(value: object, what: str) -> Session:
+    """``value`` if it is a session handle; a plait error instead of an AttributeError later."""
+    if not isinstance(value, Session):
+        raise InvalidArgumentError(f"{what} must be a Session, not {type(value).__name__}")
+    return value
+
+
 def bind_principal(
     session: Session,
     principal: str,
@@ -785,6 +797,7 @@ def bind_principal(
         AuthError: another principal (or other scopes) is bound already.
         InvalidArgumentError: a blank principal or malformed scopes.
     """
+    _session_arg(session, "session")
     if not isinstance(principal, str) or not principal.strip():
         raise InvalidArgumentError("a principal must be a non-blank string")
     chain: dict[str, JSONValue] = {"sub": principal}
@@ -831,6 +844,9 @@ def push_actor(
             has a different chain already.
         ScopeViolationError: ``validate`` and the child claims more than its parent.
     """
+    _session_arg(child, "child")
+    if parent is not None:
+        _session_arg(parent, "parent")
     if not isinstance(actor, str) or not actor.strip():
         raise InvalidArgumentError("an actor name must be a non-blank string")
     if parent is None:
@@ -886,6 +902,7 @@ def act_on(
     Raises:
         InvalidArgumentError: a blank principal or malformed scopes.
     """
+    _session_arg(session, "session")
     if not isinstance(principal, str) or not principal.strip():
         raise InvalidArgumentError("a principal must be a non-blank string")
     existing = actor_chain(session)
