@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/concurrency.py
 	$(BIN)/python benchmarks/stores.py
 	$(BIN)/python benchmarks/context.py
+	$(BIN)/python benchmarks/sandbox.py
 
 soak: $(STAMP)
 	$(BIN)/python -m tests.durability.soak --trials 1000

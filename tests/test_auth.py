@@ -362,13 +362,10 @@ def test_entered_is_the_current_session_and_ids_need_a_host(api: Client) -> None
 
 
 def test_actor_chain_of_the_session_a_run_drives(api: Client) -> None:
-    from plait._runtypes import _CURRENT
+    from plait.run import as_current
 
     s = api.open()
     bind_principal(s, "user_7")
-    token = _CURRENT.set(s.id)  # what a run does for the session it drives
-    try:
+    with as_current(s.id):  # what a run does for the session it drives
         assert actor_chain(host=api) == {"sub": "user_7"}
         assert actor_chain() is None  # without a host an id cannot be opened
-    finally:
-        _CURRENT.reset(token)

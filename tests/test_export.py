@@ -110,7 +110,7 @@ def test_export_takes_no_writer_lock(client: Client, tmp_path: Path) -> None:
     s.release()
     reader = client.sessions.get(s.id)
     reader.export(tmp_path / "x.html")
-    assert not reader._writer
+    assert not reader.holds_lock
 
 
 # -- what the page shows ------------------------------------------------------------------

@@ -12,12 +12,15 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
 from plait import Client, Session
 from plait.store import MemoryStore, SQLiteStore, Store
+
+pytestmark = pytest.mark.slow
 
 _uid = itertools.count()
 

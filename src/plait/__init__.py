@@ -88,6 +88,8 @@ from plait.session import (
     Session,
     SessionUsage,
     Snapshot,
+    prompt_once,
+    run_session,
 )
 from plait.store import MemoryStore, SQLiteStore, Store, open_store
 from plait.views import ResumeInfo
@@ -116,7 +118,9 @@ __all__ = [
     "actor_chain_validate_scope_attenuation",
     "authenticate",
     "bind_principal",
+    "prompt_once",
     "push_actor",
+    "run_session",
     "ChunkTable",
     "Client",
     "EventRecord",

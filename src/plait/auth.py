@@ -1,4 +1,4 @@
-"""Durable bearer sessions and actor chains (issue 7; seed 003).
+"""Durable bearer sessions and actor chains (seed 003).
 
 Two things a service in front of plait needs to know about its callers:
 
@@ -38,8 +38,6 @@ from itertools import pairwise
 from typing import Any, Final, Literal
 
 from plait._checks import check_int
-from plait._runtypes import _CURRENT as _RUN_CURRENT
-from plait._runtypes import current_id as run_current_id
 from plait._time import from_micros, to_micros
 from plait.errors import (
     AuthError,
@@ -49,6 +47,8 @@ from plait.errors import (
     UnknownOptionError,
 )
 from plait.records import JSONValue, dumps
+from plait.run import as_current
+from plait.run import current_id as run_current_id
 from plait.session import Session, SessionHost
 from plait.store.base import BearerRow, Store
 
@@ -951,9 +951,8 @@ def entered(
     token = _current.set(session)
     # Seed 003's current_id() is "the innermost active session": entering one makes
     # plait.current_id() name it too, as a run does for the session it drives.
-    run_token = _RUN_CURRENT.set(session.id)
     try:
-        yield session
+        with as_current(session.id):
+            yield session
     finally:
-        _RUN_CURRENT.reset(run_token)
         _current.reset(token)

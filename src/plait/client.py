@@ -75,7 +75,7 @@ class SessionStats:
     Tokens come from the assistant records' ``meta["usage"]``:
     ``{"input_tokens", "output_tokens", "cached_tokens"}``, where
     ``cached_tokens`` is the part of ``input_tokens`` the provider served from
-    its cache (see docs/decisions.md). Everything counts what is in the
+    its cache (decision D29). Everything counts what is in the
     session's view, inherited records included.
     """
 
@@ -143,7 +143,7 @@ class SessionCollection:
 
     def new(self) -> Session:
         """Start an empty conversation and make it current (stored when first written)."""
-        return self._client._make_current(self._client._pending())
+        return self._client.make_current(self._client.new_session())
 
     def get(self, session_id: str) -> Session:
         """Return a handle on a stored session without making it current.
@@ -151,7 +151,7 @@ class SessionCollection:
         Raises:
             SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
         """
-        return self._client._handle(self._client._lookup(session_id))
+        return self._client.handle(self._client.lookup(session_id))
 
     def open(self, session_id: str) -> Session:
         """Continue a stored conversation and make it current.
@@ -159,17 +159,17 @@ class SessionCollection:
         Raises:
             SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
         """
-        return self._client._make_current(self.get(session_id))
+        return self._client.make_current(self.get(session_id))
 
     def latest(self) -> Session | None:
         """Continue the most recently active session of this workspace, or return None."""
         rows = self._client.store.recent(self._client.workspace, 1)
         if not rows:
             return None
-        return self._client._make_current(self._client._handle(rows[0]))
+        return self._client.make_current(self._client.handle(rows[0]))
 
     def _row_in(self, session_id: str, workspace: str | os.PathLike[str] | None) -> SessionRow:
-        row = self._client._lookup(session_id)
+        row = self._client.lookup(session_id)
         if workspace is not None and row.workspace != _workspace_path(workspace):
             raise SessionNotFoundError(session_id, f"not in workspace {os.fspath(workspace)!r}")
         return row
@@ -234,7 +234,7 @@ class SessionCollection:
             InvalidArgumentError: a bad id, title or metadata.
             SessionExistsError: ``session_id`` is taken.
         """
-        return self._client._create_with(
+        return self._client.create_session(
             messages,
             session_id=session_id,
             title=title,
@@ -251,8 +251,7 @@ class SessionCollection:
             SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
         """
         row = self._row_in(session_id, workspace)
-        handle = self._client._handles.get(row.id)
-        if handle is not None and handle._writer:
+        if self._client.holds_lock(row.id):
             return False
         return self._client.store.locked_elsewhere(row.id)
 
@@ -263,7 +262,7 @@ class SessionCollection:
             SessionNotFoundError: unknown or invalid id.
             SessionLockedError: another process has it open for writing.
         """
-        row = self._client._lookup(session_id)
+        row = self._client.lookup(session_id)
         store = self._client.store
         if not store.lock(row.id):
             raise SessionLockedError(row.id)
@@ -271,12 +270,7 @@ class SessionCollection:
             store.delete(row.id)
         finally:
             store.unlock(row.id)
-        handle = self._client._handles.get(row.id)
-        if handle is not None:
-            handle._writer = False
-        current = self._client._current
-        if current is not None and current.id == row.id:
-            self._client._current = None
+        self._client.forget(row.id)
 
 
 def _workspace_path(workspace: str | os.PathLike[str]) -> str:
@@ -324,9 +318,10 @@ class Client(SessionHost):
     @property
     def session(self) -> Session:
         """The current conversation (a new, empty one until another is opened)."""
-        if self._current is None:
-            self._current = self._pending()
-        return self._current
+        current = self.current
+        if current is None:
+            current = self.make_current(self.new_session())
+        return current
 
     def open(
         self,
@@ -357,7 +352,7 @@ class Client(SessionHost):
             settings["workspace_policy"] = validate_workspace_policy(workspace_policy)
         if session_id is not None:
             try:
-                handle = self._handle(self._lookup(session_id))
+                handle = self.handle(self.lookup(session_id))
             except SessionNotFoundError:
                 if not isinstance(session_id, str) or not is_session_id(session_id):
                     raise InvalidArgumentError(
@@ -367,14 +362,14 @@ class Client(SessionHost):
                 if settings and any(handle.settings.get(k) != v for k, v in settings.items()):
                     handle.set_settings(**settings)
                 return handle
-        handle = self._pending(session_id)
+        handle = self.new_session(session_id)
         handle.set_settings(**settings)
         return handle
 
     def exists(self, session_id: object) -> bool:
         """Whether a stored session has this id; False for anything that is not an id."""
         try:
-            self._lookup(session_id)
+            self.lookup(session_id)
         except SessionNotFoundError:
             return False
         return True
@@ -386,18 +381,18 @@ class Client(SessionHost):
     def snapshot(self, session_id: object) -> Snapshot | None:
         """Return a session's snapshot, or None for an unknown id (seed 003)."""
         try:
-            row = self._lookup(session_id)
+            row = self.lookup(session_id)
         except SessionNotFoundError:
             return None
-        return self._handle(row).snapshot()
+        return self.handle(row).snapshot()
 
     def ancestry(self, session_id: object) -> Ancestry | None:
         """Return a session's ancestry, or None for an unknown id (seed 003)."""
         try:
-            row = self._lookup(session_id)
+            row = self.lookup(session_id)
         except SessionNotFoundError:
             return None
-        return self._handle(row).ancestry()
+        return self.handle(row).ancestry()
 
     def session_stats(self, ids: Iterable[str] | None = None) -> builtins.list[SessionStats]:
         """What each session holds: entries, replies, tokens and cached share (seed 001).
@@ -430,7 +425,7 @@ class Client(SessionHost):
         return [self._stats_of(sid) for sid in wanted]
 
     def _stats_of(self, session_id: str) -> SessionStats:
-        current = self._current
+        current = self.current
         if current is not None and current.id == session_id and not current.stored:
             return SessionStats(session_id, 0, 0, 0, 0, 0, 0.0)
         stamp = self.store.stamp(session_id) if is_session_id(session_id) else None
@@ -438,7 +433,7 @@ class Client(SessionHost):
         if stamp is not None and cached is not None and cached[0] == stamp:
             return cached[1]
         # The stamp was read first: a write after it makes the next call read again.
-        row = self._lookup(session_id)
+        row = self.lookup(session_id)
         records = self.store.read(row, row.layout.view_start, row.layout.end_seq)
         stats = SessionStats.from_records(row.id, records)
         if stamp is not None:
@@ -474,4 +469,3 @@ class Client(SessionHost):
 
     def __repr__(self) -> str:
         return f"Client(workspace={self.workspace!r}, store={self.store.location!r})"
-

@@ -23,6 +23,7 @@ The hierarchy::
     ├── RunInterruptedError                    a run was cancelled; the transcript stays valid
     ├── NoSandboxError (RuntimeError)          "no sandbox to take": no target, no handle
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
+    ├── SandboxUnavailableError (RuntimeError) a backend cannot confine tools here (says why)
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     ├── ToolError                              raised in a tool: a failure the model reads
     ├── ProviderError                          a model provider could not answer
@@ -61,6 +62,7 @@ __all__ = [
     "NoSandboxError",
     "NothingToDoError",
     "SandboxClosedError",
+    "SandboxUnavailableError",
     "PlaitError",
     "ProviderError",
     "ProviderResponseError",
@@ -288,6 +290,14 @@ class SandboxClosedError(PlaitError, RuntimeError):
     """The session is bound to a sandbox handle that was closed.
 
     Call ``to(...)`` again or bind a new sandbox.
+    """
+
+
+class SandboxUnavailableError(PlaitError, RuntimeError):
+    """A backend cannot confine tools on this machine (a missing program, a refusing kernel).
+
+    Raised when the sandbox opens, never later, and never answered by running
+    unconfined instead; the message says what to install or change.
     """
 
 

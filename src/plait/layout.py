@@ -15,10 +15,21 @@ keep them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
-__all__ = ["Layout", "Probe", "Segment", "branch", "find_message", "segments", "shared_prefix"]
+from plait.records import Record, SummaryRecord
+
+__all__ = [
+    "Layout",
+    "Probe",
+    "Segment",
+    "branch",
+    "find_message",
+    "merge_copies",
+    "segments",
+    "shared_prefix",
+]
 
 Segment = tuple[int, int, int]
 """``(owner, lo, hi)``: the rows at positions ``[lo, hi)`` were written by ``owner``."""
@@ -162,3 +173,35 @@ def find_message(layout: Layout, ordinal: int, probe: Probe) -> int:
             return pos
         pos += max(1, ordinal - before)
     raise ValueError(f"message {ordinal} not found before position {layout.end_seq}")
+
+
+def _moved(p: int, shared: int, start: int, pos: int) -> int:
+    """Where position ``p`` of a merged-in branch lands in the merged transcript.
+
+    Positions in the shared prefix stay; the copied tail ``[start, ...)`` moves
+    to ``pos``; a position in between (hidden in that branch) lands at ``pos``.
+    """
+    if p < shared:
+        return p
+    return p - start + pos if p >= start else pos
+
+
+def merge_copies(tail: Sequence[Record], shared: int, start: int, pos: int) -> list[Record]:
+    """The copies a merge appends for one merged-in branch.
+
+    ``tail`` is that branch's records from ``start`` (past the prefix of ``shared``
+    positions it has in common with the merge's first parent, and inside its view);
+    they land at ``pos`` onwards. A summary's folded range moves with them, so it
+    still names the same records in the merged transcript.
+    """
+    offset = pos - start
+    copies: list[Record] = []
+    for record in tail:
+        if isinstance(record, SummaryRecord):
+            record = replace(
+                record,
+                folds_from=_moved(record.folds_from, shared, start, pos),
+                folds_to=_moved(record.folds_to, shared, start, pos),
+            )
+        copies.append(replace(record, seq=record.seq + offset))
+    return copies

@@ -1,4 +1,4 @@
-"""Live clients: observers, the one controller, takeover (issue 7; seed 003).
+"""Live clients: observers, the one controller, takeover (seed 003).
 
 Live attach state belongs to the session, not to a UI. A session has any number
 of **observers** and at most one **controller**. Observers attach, heartbeat,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import plait.session as session_module
+import plait.session.runs as session_module
 from plait import Client, ToolCall
 from plait.providers import Reply, ScriptedProvider, Usage
 

@@ -472,15 +472,20 @@ def test_a_run_leaves_trace_spans_and_replays_offline(mem: Client, tmp_path: Pat
     (box / "todo.txt").write_text("ship it")
     s = mem.sessions.create([{"role": "system", "content": "Be brief."}]).to("local", spec=str(box))
     script = [
-        Reply(tool_calls=(ToolCall("t1", "read_file", {"path": "todo.txt"}),),
-              usage=Usage(11, 3), finish_reason="tool_calls"),
+        Reply(
+            tool_calls=(ToolCall("t1", "read_file", {"path": "todo.txt"}),),
+            usage=Usage(11, 3),
+            finish_reason="tool_calls",
+        ),
         Reply("The todo says: ship it.", usage=Usage(20, 6)),
     ]
     asyncio.run(s.prompt("what is left?", provider=ScriptedProvider(script)))
     bundle = export_bundle(s, mode="replay-only")
     spans = bundle["trace"]
     assert [span["name"] for span in spans] == [
-        "chat scripted", "execute_tool read_file", "chat scripted"
+        "chat scripted",
+        "execute_tool read_file",
+        "chat scripted",
     ]
     assert all(span["end_us"] >= span["start_us"] and span["duration_us"] >= 0 for span in spans)
     assert spans[0]["attributes"]["gen_ai.usage.input_tokens"] == 11

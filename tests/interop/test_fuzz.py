@@ -24,6 +24,7 @@ from plait.errors import PlaitError
 from plait.interop import FORMATS, seed_from_jsonl
 from plait.store import MemoryStore
 
+from ._handmade import FILES
 from .conftest import TRANSCRIPTS
 
 # Small samples of each format (whole files are fuzzed line by line).
@@ -41,10 +42,24 @@ SAMPLES: dict[str, list[str]] = {
     ],
     "openai": [
         "openai-chat/openhands-sdk_nonfncall-messages_deepseek-chat.json",
-        "swe-agent/swe-agent_function_calling_simple.traj.json",
+        "openai-chat/openhands-sdk_litellm-completion-log.json",
+    ],
+    "swe-agent": ["swe-agent/swe-agent_function_calling_simple.traj.json"],
+    "openhands": [
+        "openhands/openhands-v0_wrong_initial_state.json",
+        "openhands/openhands-sdk-v1_openagentsafety-qr-code_gpt-4o.json",
     ],
     "gemini-cli": ["gemini-cli/synthetic_agentsessions_jsonl-v0.40.jsonl"],
+    "openai-agents": [],  # no real file: the hand-written ones below
+    "pydantic-ai": [],
     "plait": [],  # written below from a session, so the fuzz needs no fixture for it
+}
+# Hand-written samples (tests/interop/_handmade.py) per format, fuzzed like the real ones.
+HANDMADE: dict[str, list[str]] = {
+    "codex": ["codex/event-prompts.jsonl", "codex/legacy.jsonl"],
+    "gemini-cli": ["gemini-cli/recording.jsonl"],
+    "openai-agents": ["openai-agents/items.json", "openai-agents/items.jsonl"],
+    "pydantic-ai": ["pydantic-ai/messages.json"],
 }
 
 PLAIT_SAMPLE = "\n".join(
@@ -75,6 +90,8 @@ def _sample_lines(fmt: str) -> list[list[bytes]]:
         if rel.endswith(".json"):
             data = json.dumps(json.loads(data), indent=1).encode()
         out.append(data.splitlines())
+    for rel in HANDMADE.get(fmt, ()):
+        out.append(FILES[rel].encode().splitlines())
     return out
 
 

@@ -172,7 +172,7 @@ def test_a_bad_message_in_a_pretty_printed_document_names_its_line(
 def test_unreadable_file(client: Client, tmp_path: Path) -> None:
     missing = tmp_path / "missing.jsonl"
     _fails_at(client, missing, None, "cannot read the file")
-    _fails_at(client, tmp_path, None, "cannot read the file")
+    _fails_at(client, tmp_path, None, "cannot import a folder")
 
 
 def test_a_title_the_store_refuses_creates_nothing(client: Client, tmp_path: Path) -> None:

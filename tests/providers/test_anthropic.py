@@ -180,7 +180,8 @@ def test_streams_text_tool_use_and_usage(replay_server: ReplayServer) -> None:
     assert events[3] == ToolCallDelta(0, None, None, '{"path": "no')
     assert ToolCallDelta(1, "toolu_02B", "list_files", "") in events
     # D29: input includes the cache reads and writes; cached is the reads
-    assert events[-2:] == [Usage(1230, 42, 1000), Finish("tool_calls")]
+    served = Finish("tool_calls", MODEL, "msg_01XFDUDYJgAACzvnptvVoYEL")
+    assert events[-2:] == [Usage(1230, 42, 1000), served]
 
     seen = replay_server.requests[0]
     assert seen.path == "/v1/messages"
@@ -334,3 +335,22 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'plait\[anthropic\]'"):
         AnthropicProvider(api_key="sk-ant-test")
+
+
+def test_model_settings_go_on_the_wire_and_the_served_model_comes_back(
+    replay_server: ReplayServer,
+) -> None:
+    from plait.providers import ModelSettings
+
+    replay_server.queue(TOOL_STREAM)
+    settings = ModelSettings(
+        max_tokens=64, top_p=0.9, tool_choice="required", stop=("END",), seed=3,
+        extra_headers={"X-Trace": "t1"},
+    )
+    reply = asyncio.run(complete(provider(replay_server), settings.request(CONVERSATION, TOOLS)))
+    seen = replay_server.requests[0]
+    body = seen.body
+    assert (body["max_tokens"], body["top_p"], body["stop_sequences"]) == (64, 0.9, ["END"])
+    assert body["tool_choice"] == {"type": "any"} and "seed" not in body
+    assert seen.headers["x-trace"] == "t1"
+    assert (reply.model, reply.response_id) == (MODEL, "msg_01XFDUDYJgAACzvnptvVoYEL")

@@ -121,7 +121,8 @@ def test_streams_text_tool_calls_and_usage(replay_server: ReplayServer) -> None:
     assert events[:2] == [TextDelta("Let me "), TextDelta("check.")]
     assert events[2] == ToolCallDelta(0, "call_A1", "read_file", "")
     assert events[3] == ToolCallDelta(0, None, None, '{"path": "no')
-    assert events[-2:] == [Usage(120, 31, 64), Finish("tool_calls")]
+    served = Finish("tool_calls", "gpt-4o-mini-2024-07-18", "chatcmpl-9xyz")
+    assert events[-2:] == [Usage(120, 31, 64), served]
 
     seen = replay_server.requests[0]
     assert seen.path == "/v1/chat/completions"
@@ -262,3 +263,26 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
     with pytest.raises(MissingDependencyError, match=r"pip install 'plait\[openai\]'"):
         OpenAIProvider(api_key="sk-test")
+
+
+def test_model_settings_go_on_the_wire_and_the_served_model_comes_back(
+    replay_server: ReplayServer,
+) -> None:
+    from plait.providers import ModelSettings
+
+    replay_server.queue(TOOL_STREAM)
+    settings = ModelSettings(
+        max_tokens=20, top_p=0.5, tool_choice="read_file", stop=("END",), seed=3,
+        extra_headers={"X-Trace": "t1"},
+    )
+    reply = asyncio.run(complete(provider(replay_server), settings.request(CONVERSATION, TOOLS)))
+    seen = replay_server.requests[0]
+    body = seen.body
+    assert (body["max_tokens"], body["top_p"], body["stop"], body["seed"]) == (20, 0.5, ["END"], 3)
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "read_file"}}
+    assert seen.headers["x-trace"] == "t1"
+    assert (reply.model, reply.response_id) == ("gpt-4o-mini-2024-07-18", "chatcmpl-9xyz")
+    replay_server.queue(TOOL_STREAM)
+    asyncio.run(complete(provider(replay_server), ModelSettings(tool_choice="required").request(
+        CONVERSATION, TOOLS)))
+    assert replay_server.requests[1].body["tool_choice"] == "required"

@@ -24,6 +24,8 @@ from plait.providers import ScriptedProvider
 from plait.run import INTERRUPTED
 from plait.tools import tool
 
+pytestmark = pytest.mark.slow
+
 CHILD = textwrap.dedent(
     """
     import asyncio, sys, time

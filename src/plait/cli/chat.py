@@ -24,7 +24,6 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from plait._runtypes import Run, RunEvent, RunResult, event_json
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
@@ -39,6 +38,7 @@ from plait.client import Client
 from plait.errors import NothingToDoError, PlaitError, RunInterruptedError
 from plait.providers import TextDelta
 from plait.records import JSONValue, ToolCall
+from plait.run import Run, RunEvent, RunResult, event_json
 from plait.session import Session
 
 __all__ = ["chat_command", "run_command"]
@@ -362,7 +362,7 @@ class _Chat:
         self.out.print(Text("assistant:", style="bold cyan"))
         _run_turn(
             self.out,
-            lambda: self.session.resume_stream(provider=self.model, on_approval=self.approve)
+            lambda: self.session.resume_stream(provider=self.model, on_approval=self.approve),
         )
 
     def _fork(self, args: list[str], rest: str) -> None:

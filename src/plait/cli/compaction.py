@@ -71,12 +71,16 @@ def compact_command(
         else:
             provider = select_provider(model) if strategy == "llm" or model else None
             done = asyncio.run(session.compact(options, provider=provider))
-            result = None if done is None else {
-                "summary": done.summary,
-                "compressed": done.compressed,
-                "kept": done.kept,
-                "folds": [done.folds_from, done.folds_to],
-            }
+            result = (
+                None
+                if done is None
+                else {
+                    "summary": done.summary,
+                    "compressed": done.compressed,
+                    "kept": done.kept,
+                    "folds": [done.folds_from, done.folds_to],
+                }
+            )
     except NothingToDoError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -63,7 +63,7 @@ def _progress(path: Path) -> Iterator[ProgressCallback | None]:
         yield update
 
 
-def _print(result: SeedResult) -> None:
+def _print(result: SeedResult, *, lenient: bool) -> None:
     out = console()
     source = result.source or {}
     line = Text(f"imported {result.session_id}", style="bold")
@@ -86,6 +86,18 @@ def _print(result: SeedResult) -> None:
     out.print(Text(", ".join(facts), style="dim"), soft_wrap=True)
     for problem in source.get("problems") or ():
         out.print(Text(f"  skipped {problem}", style="yellow"), soft_wrap=True)
+    if lenient or result.partial:
+        skipped = source.get("skipped") or {}
+        if skipped:
+            out.print(
+                Text(
+                    "not imported as messages, by record type "
+                    "(unmapped records are kept verbatim on the session):"
+                ),
+                soft_wrap=True,
+            )
+        for kind, count in sorted(skipped.items(), key=lambda kv: (-kv[1], kv[0])):
+            out.print(Text(f"  {count:>6}  {kind}"), soft_wrap=True)
 
 
 @click.command("import", context_settings=CONTEXT_SETTINGS)
@@ -111,7 +123,10 @@ def _print(result: SeedResult) -> None:
 @click.option(
     "--lenient",
     is_flag=True,
-    help="Skip what cannot be read (a cut-off last line, bad records) instead of failing.",
+    help=(
+        "Skip what cannot be read (a cut-off last line, bad records) instead of failing, "
+        "and list what was not imported as messages, by record type and count."
+    ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_settings
@@ -129,9 +144,11 @@ def import_command(
     """Create a session from a transcript FILE; print what was imported.
 
     Reads plait JSONL, OpenAI chat messages (JSON or JSONL), Claude Code
-    session files, Codex rollouts and Gemini CLI recordings, and plait bundles
-    (`plait export --bundle`). The whole file is checked first: a malformed one
-    imports nothing and names the bad line.
+    session files, Codex rollouts, Gemini CLI recordings, OpenHands event
+    streams, SWE-agent trajectories, openai-agents items, pydantic-ai message
+    dumps, and plait bundles (`plait export --bundle`). The whole file is checked
+    first: a malformed one imports nothing and names the bad line. Only a
+    regular file is read (not a FIFO or a device), up to 512 MiB.
     """
     client = open_client(settings)
     if fmt == "auto" and is_bundle_file(file):
@@ -177,4 +194,4 @@ def import_command(
         return
     if not result.ok:
         raise click.ClickException(f"nothing imported: {result.error}")
-    _print(result)
+    _print(result, lenient=lenient)

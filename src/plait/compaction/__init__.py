@@ -1,4 +1,4 @@
-"""Compaction planning and strategies (issue 4). Pure: no database, network or file access.
+"""Compaction planning and strategies. Pure: no database, network or file access.
 
 A compaction never deletes or rewrites a record (design principle 1). It appends one summary
 record, ``{"role": "summary", "content": ..., "folds": [folds_from, folds_to)}``, and

@@ -1,4 +1,4 @@
-"""Token counting and the context report (issue 4). Pure: no database, network or file access.
+"""Token counting and the context report. Pure: no database, network or file access.
 
 * :func:`encoding_for` picks the encoding for a model family; :func:`count_text`,
   :func:`count_record` and :func:`count_records` count exactly and offline (``toktok-rs`` when

@@ -31,7 +31,9 @@ versioned bundle (``plait.bundle.v1``: ``sanitized``, ``local`` or
 from __future__ import annotations
 
 from plait.interop._detect import FORMATS
+from plait.interop._export import to_claude_code_jsonl, to_openai_messages
 from plait.interop._plait_jsonl import JSONL_VERSION, to_jsonl
+from plait.interop._read import MAX_SOURCE_BYTES
 from plait.interop._seed import SEED_SOURCE_SCHEMA, SeedResult, seed_from_jsonl
 from plait.interop._source import ProgressCallback, SourceFormat
 from plait.interop.bundle import (
@@ -48,6 +50,7 @@ __all__ = [
     "BUNDLE_SCHEMA",
     "FORMATS",
     "JSONL_VERSION",
+    "MAX_SOURCE_BYTES",
     "BundleMode",
     "ProgressCallback",
     "SEED_SOURCE_SCHEMA",
@@ -58,6 +61,8 @@ __all__ = [
     "is_bundle_file",
     "read_bundle",
     "seed_from_jsonl",
+    "to_claude_code_jsonl",
     "to_jsonl",
+    "to_openai_messages",
     "write_bundle",
 ]

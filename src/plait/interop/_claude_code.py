@@ -40,6 +40,7 @@ How the conversation is rebuilt:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
@@ -50,6 +51,7 @@ from plait.records import JSONValue
 __all__ = ["looks_like", "parse"]
 
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
+_SYSTEM_PROMPT: Final = "plait_system_prompt"  # the subtype plait's exporter writes
 RECORD_TYPES: Final = frozenset(
     {
         "user",
@@ -129,7 +131,9 @@ def _select(
     src: Source, messages: list[tuple[int, dict[str, Any]]], everything: list[dict[str, Any]]
 ) -> list[tuple[int, dict[str, Any]]]:
     """The records on the active branch (see the module docstring), in file order."""
-    if not messages or any("parentUuid" not in r for _, r in messages):
+    if not messages or any(
+        "parentUuid" not in r for _, r in messages if r["type"] in _MESSAGE_TYPES
+    ):
         return messages
     by_uuid: dict[str, dict[str, Any]] = {}
     for record in everything:
@@ -174,12 +178,18 @@ def _select(
         if _uuid(record) in kept_uuids:
             kept.append((line, record))
             continue
+        if record["type"] == "attachment" and record.get("parentUuid") in kept_uuids:
+            # Hooks chain their attachments off the record they ran after, off the path.
+            kept_uuids.add(_uuid(record))
+            kept.append((line, record))
+            continue
         ids = _is_result_only(record)
         if ids and all(i in calls and i not in answered for i in ids):
             answered.update(ids)
+            kept_uuids.add(_uuid(record))
             kept.append((line, record))  # the result of a call off the path
         else:
-            src.skip("abandoned branch")
+            src.keep(line, "abandoned branch", record)
     return kept
 
 
@@ -192,12 +202,97 @@ def _message_id(record: dict[str, Any]) -> str | None:
     return as_str(message.get("id")) if message else None
 
 
+def _texts(value: object) -> list[str]:
+    """The non-blank strings of a string or a list of strings."""
+    items = [value] if isinstance(value, str) else as_list(value) or ()
+    return [v for v in items if isinstance(v, str) and v.strip()]
+
+
+def _attachment_text(attachment: dict[str, Any]) -> str | None:
+    """The text an attachment puts in front of the model, when the file records it.
+
+    None for attachments that are bookkeeping (hook runs, permissions, UI
+    messages) and for reminders whose wording Claude Code generates from flags
+    the file does not spell out; those are kept verbatim as unmapped records.
+    """
+    kind = attachment.get("type")
+    texts: list[str] = []
+    if kind in ("hook_additional_context", "skill_listing"):
+        texts = _texts(attachment.get("content"))
+    elif kind in ("deferred_tools_delta", "agent_listing_delta"):
+        texts = _texts(attachment.get("addedLines"))
+    elif kind == "mcp_instructions_delta":
+        texts = _texts(attachment.get("addedBlocks"))
+    elif kind in ("task_reminder", "todo_reminder"):
+        items = as_list(attachment.get("content"))
+        if items:
+            texts = [json.dumps(items, ensure_ascii=False)]
+    elif kind == "queued_command":
+        texts = _texts(attachment.get("prompt"))
+    elif kind == "edited_text_file":
+        snippet = as_str(attachment.get("snippet"))
+        if snippet:
+            texts = [f"{attachment.get('filename', '')}\n{snippet}".lstrip()]
+    elif kind == "nested_memory":
+        memory = as_dict(attachment.get("content"))
+        texts = _texts(memory.get("content")) if memory else []
+    elif kind == "file":
+        content = as_dict(attachment.get("content"))
+        file = as_dict(content.get("file")) if content else None
+        texts = _texts(file.get("content")) if file else []
+    elif kind == "invoked_skills":
+        for skill in as_list(attachment.get("skills")) or ():
+            if isinstance(skill, dict):
+                texts.extend(_texts(skill.get("content")))
+    elif kind in ("total_tokens_reminder", "silent_turn_reminder", "batching_reminder_sent"):
+        texts = _texts(attachment.get("text"))
+    elif kind == "hook_blocking_error":
+        blocking = as_dict(attachment.get("blockingError"))
+        texts = _texts(blocking.get("blockingError")) if blocking else []
+    return "\n".join(texts) if texts else None
+
+
 class _Builder:
     def __init__(self, src: Source, out: Parsed) -> None:
         self.src = src
         self.out = out
         self.names: dict[str, str] = {}  # tool_use id -> tool name
-        self.open_id: str | None = None  # message.id of the assistant message being joined
+        self.open_id: str | None = None  # message.id of the API response being built
+        self.open_msg: dict[str, JSONValue] | None = None  # ... and its assistant message
+        self.pending: set[str] = set()  # calls of that response not answered yet
+        self.deferred: list[Item] = []  # attachments held until the calls are answered
+
+    def flush(self) -> None:
+        """Place the attachments held back while calls were waiting for their results."""
+        self.out.items.extend(self.deferred)
+        self.deferred = []
+
+    def system(self, line: int, record: dict[str, Any]) -> None:
+        """A system prompt written by plait's Claude Code exporter."""
+        self.flush()
+        text = as_str(record.get("content"))
+        if text is None:
+            self.src.bad(line, "a plait_system_prompt record needs a string 'content'")
+            return
+        meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
+        self.out.items.append(Item({"role": "system", "content": text, "meta": meta}, line))
+
+    def attachment(self, line: int, record: dict[str, Any]) -> None:
+        attachment = record["attachment"]
+        kind = str(attachment.get("type"))[:40]
+        text = _attachment_text(attachment)
+        if text is None:
+            self.src.keep(line, f"attachment {kind}", record)
+            return
+        meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
+        meta["source"]["attachment"] = kind
+        item = Item({"role": "user", "content": text, "meta": meta}, line)
+        # Claude Code sends an attachment after the tool results of the turn it joins;
+        # placed before them it would split a call from its result.
+        if self.pending:
+            self.deferred.append(item)
+        else:
+            self.out.items.append(item)
 
     def assistant(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
         src = self.src
@@ -240,20 +335,16 @@ class _Builder:
             elif btype == "image":
                 images += 1
             else:
-                src.skip(f"content block {str(btype)[:40]}")
+                src.keep(line, f"content block {str(btype)[:40]}", block)
         model = as_str(message.get("model"))
         if model and model != "<synthetic>":
             self.out.model = model
         message_id = as_str(message.get("id"))
-        items = self.out.items
-        last = items[-1].message if items else None
-        if (
-            message_id is not None
-            and message_id == self.open_id
-            and last is not None
-            and last.get("role") == "assistant"
-        ):
-            # Another line of the same API message: join it to the one being built.
+        last = self.open_msg
+        if message_id is not None and message_id == self.open_id and last is not None:
+            # Another line of the same API response, maybe after the results of its
+            # earlier calls (parallel calls are written interleaved with their results):
+            # join it to that response's message, which stays before those results.
             if texts:
                 last["content"] = "\n".join(filter(None, [str(last.get("content", "")), *texts]))
             if calls:
@@ -262,12 +353,15 @@ class _Builder:
             if images:
                 last["images"] = int(last.get("images", 0)) + images
             joined = last["meta"]
+            assert isinstance(joined, dict)
             if thinking:
                 joined.setdefault("thinking", [])
                 joined["thinking"].extend(thinking)
             if redacted:
                 joined["redacted_thinking"] = int(joined.get("redacted_thinking", 0)) + redacted
+            self.pending.update(c["id"] for c in calls if isinstance(c, dict))
             return
+        self.flush()
         msg: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts)}
         if calls:
             msg["tool_calls"] = calls
@@ -279,8 +373,10 @@ class _Builder:
         if redacted:
             meta["redacted_thinking"] = redacted
         msg["meta"] = meta
-        items.append(Item(msg, line))
+        self.out.items.append(Item(msg, line))
         self.open_id = message_id
+        self.open_msg = msg
+        self.pending = {c["id"] for c in calls if isinstance(c, dict)}
 
     def _origin(
         self, line: int, record: dict[str, Any], model: str | None = None
@@ -295,8 +391,12 @@ class _Builder:
 
     def user(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
         src = self.src
-        self.open_id = None
         content = _blocks(message)
+        if _is_result_only(record) is None:
+            # A prompt (not only results) ends the API response being built.
+            self.open_id = self.open_msg = None
+            self.pending = set()
+            self.flush()
         texts: list[str] = []
         images = 0
         for block in _content_blocks(src, line, content):
@@ -315,13 +415,13 @@ class _Builder:
             elif btype == "image":
                 images += 1
             else:
-                src.skip(f"content block {str(btype)[:40]}")
+                src.keep(line, f"content block {str(btype)[:40]}", block)
         text = "\n".join(texts)
         if not text and not images:
             if not isinstance(content, list) or not any(
                 isinstance(b, dict) and b.get("type") == "tool_result" for b in content
             ):
-                src.skip("empty message")
+                src.keep(line, "empty message", record)
             return
         meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
         if record.get("isCompactSummary") is True:
@@ -341,6 +441,7 @@ class _Builder:
         content = block.get("content")
         texts: list[str] = []
         images = 0
+        references: list[JSONValue] = []
         for part in [content] if isinstance(content, str) else as_list(content) or ():
             if isinstance(part, str):
                 texts.append(part)
@@ -348,16 +449,28 @@ class _Builder:
                 texts.append(str(part.get("text", "")))
             elif isinstance(part, dict) and part.get("type") == "image":
                 images += 1
+            elif isinstance(part, dict) and part.get("type") == "tool_reference":
+                # ToolSearch answers with references the API expands into tool definitions.
+                name = as_str(part.get("tool_name"))
+                if name:
+                    references.append(name)
+                    texts.append(f"tool_reference: {name}")
+                else:
+                    src.keep(line, "tool result part tool_reference", part)
             else:
-                src.skip("tool result part")
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                src.keep(line, f"tool result part {str(kind)[:40]}", part)
         if content is not None and not isinstance(content, str | list):
             src.bad(line, f"tool_result {call_id!r}: 'content' must be a string or a list")
+        meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
+        if references:
+            meta["tool_references"] = references
         msg: dict[str, JSONValue] = {
             "role": "tool",
             "content": "\n".join(texts),
             "tool_call_id": call_id,
             "ok": block.get("is_error") is not True,
-            "meta": {"source": self._origin(line, record)},
+            "meta": meta,
         }
         name = self.names.get(call_id)
         if name:
@@ -365,6 +478,9 @@ class _Builder:
         if images:
             msg["images"] = images
         self.out.items.append(Item(msg, line))
+        self.pending.discard(call_id)
+        if not self.pending:
+            self.flush()
 
 
 def _clean_title(value: object) -> str | None:
@@ -394,7 +510,12 @@ def parse(src: Source) -> Parsed:
         everything.append(record)
         if out.session_id is None:
             out.session_id = as_str(record.get("sessionId"))
-        if rtype in _MESSAGE_TYPES:
+        if rtype == "attachment":
+            if as_dict(record.get("attachment")) is None:
+                src.bad(line, "an attachment record needs an 'attachment' object")
+                continue
+            messages.append((line, record))
+        elif rtype in _MESSAGE_TYPES:
             message = as_dict(record.get("message"))
             if message is None:
                 src.bad(line, f"a {rtype} record needs a 'message' object")
@@ -406,6 +527,8 @@ def parse(src: Source) -> Parsed:
             version = as_str(record.get("version"))
             if version:
                 out.details["version"] = version
+        elif rtype == "system" and record.get("subtype") == _SYSTEM_PROMPT:
+            messages.append((line, record))  # plait's export of a system message
         elif rtype == "summary":
             text = _clean_title(record.get("summary"))
             if text:
@@ -419,10 +542,12 @@ def parse(src: Source) -> Parsed:
             if text:
                 titles["ai"] = text
         else:
-            src.skip(f"{rtype} record")
+            src.keep(line, f"{rtype[:40]} record", record)
     main = [(n, r) for n, r in messages if r.get("isSidechain") is not True]
-    if main:
-        src.skip("sidechain record", len(messages) - len(main))
+    if any(r["type"] != "attachment" for _, r in main):
+        for n, r in messages:
+            if r.get("isSidechain") is True:
+                src.keep(n, "sidechain record", r)
     else:
         main = messages
         if messages:
@@ -433,11 +558,15 @@ def parse(src: Source) -> Parsed:
     selected = _select(src, main, everything)
     builder = _Builder(src, out)
     for line, record in selected:
-        message = record["message"]
-        if record["type"] == "assistant":
-            builder.assistant(line, record, message)
+        if record["type"] == "attachment":
+            builder.attachment(line, record)
+        elif record["type"] == "system":
+            builder.system(line, record)
+        elif record["type"] == "assistant":
+            builder.assistant(line, record, record["message"])
         else:
-            builder.user(line, record, message)
+            builder.user(line, record, record["message"])
+    builder.flush()
     uuids = {_uuid(r) for _, r in selected}
     leaf_titles = [t for leaf, t in summaries if leaf in uuids]
     out.title = (

@@ -36,12 +36,16 @@ from plait.interop._parts import arguments, origin, parts_text, tool_output_text
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
-__all__ = ["looks_like", "parse"]
+__all__ = ["ItemBuilder", "RESPONSE_ITEM_TYPES", "looks_like", "looks_like_legacy", "parse"]
 
 _LINE_TYPES: Final = frozenset(
     {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 )
 _EXIT: Final = re.compile(r"^\s*Exit code:\s*(-?\d+)")
+# Unified exec writes a header before the output: "Chunk ID: ...\nWall time: ...\n
+# Process exited with code N\n..." (or "Process running with session ID N" while it runs).
+_PROCESS_EXIT: Final = re.compile(r"^Process exited with code (-?\d+)\s*$", re.MULTILINE)
+_HEADER_LINES: Final = 8
 _CALLS: Final = {
     "function_call": "arguments",
     "custom_tool_call": "input",
@@ -56,6 +60,14 @@ _OUTPUTS: Final = frozenset(
         "tool_search_output",
     }
 )
+
+
+RESPONSE_ITEM_TYPES: Final = frozenset(
+    {"message", "reasoning", "compaction", *_CALLS, *_OUTPUTS}
+    | {"web_search_call", "file_search_call", "computer_call", "computer_call_output"}
+    | {"image_generation_call", "code_interpreter_call", "mcp_call", "mcp_list_tools"}
+)
+"""Item ``type`` values of the Responses API (a line of bare items is one of these)."""
 
 
 def looks_like(value: object) -> bool:
@@ -82,10 +94,16 @@ def _exit_ok(text: str) -> bool | None:
             return code == 0
         return None
     match = _EXIT.match(text)
+    if match:
+        return int(match.group(1)) == 0
+    head = "\n".join(text.split("\n", _HEADER_LINES)[:_HEADER_LINES])
+    match = _PROCESS_EXIT.search(head)
     return int(match.group(1)) == 0 if match else None
 
 
-class _Builder:
+class ItemBuilder:
+    """Turns Responses API items (what Codex and openai-agents record) into plait messages."""
+
     def __init__(self, src: Source, out: Parsed) -> None:
         self.src = src
         self.out = out
@@ -94,7 +112,7 @@ class _Builder:
         self.redacted = 0
         self.meta_seen = False
 
-    def _assistant_meta(self, line: int, time: str | None) -> dict[str, JSONValue]:
+    def _assistant_meta(self, line: int | None, time: str | None) -> dict[str, JSONValue]:
         meta: dict[str, JSONValue] = {"source": origin(line, time=time)}
         if self.thinking:
             meta["thinking"] = self.thinking
@@ -106,8 +124,7 @@ class _Builder:
 
     def session_meta(self, line: int, payload: dict[str, Any]) -> None:
         if self.meta_seen:
-            self.src.skip("session_meta of another thread")
-            return
+            return  # a later session_meta describes another thread; kept verbatim
         self.meta_seen = True
         out = self.out
         out.session_id = as_str(payload.get("id")) or as_str(payload.get("session_id"))
@@ -134,7 +151,7 @@ class _Builder:
                 )
             )
 
-    def item(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def item(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         src = self.src
         itype = payload.get("type")
         if itype == "message":
@@ -156,9 +173,9 @@ class _Builder:
         elif isinstance(itype, str) and itype in _OUTPUTS:
             self._output(line, time, itype, payload)
         else:
-            src.skip(f"{str(itype)[:40]} item")
+            src.keep(line, f"{str(itype)[:40]} item", payload)
 
-    def _message(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def _message(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         src = self.src
         role = payload.get("role")
         text, images = parts_text(payload.get("content"), src, line)
@@ -180,7 +197,9 @@ class _Builder:
             msg["images"] = images
         self.out.items.append(Item(msg, line))
 
-    def _call(self, line: int, time: str | None, itype: str, payload: dict[str, Any]) -> None:
+    def _call(
+        self, line: int | None, time: str | None, itype: str, payload: dict[str, Any]
+    ) -> None:
         src = self.src
         call_id = as_str(payload.get("call_id")) or as_str(payload.get("id"))
         name = as_str(payload.get("name"))
@@ -214,7 +233,9 @@ class _Builder:
         }
         items.append(Item(msg, line))
 
-    def _output(self, line: int, time: str | None, itype: str, payload: dict[str, Any]) -> None:
+    def _output(
+        self, line: int | None, time: str | None, itype: str, payload: dict[str, Any]
+    ) -> None:
         src = self.src
         call_id = as_str(payload.get("call_id"))
         if not call_id:
@@ -245,7 +266,19 @@ class _Builder:
             msg["images"] = images
         self.out.items.append(Item(msg, line))
 
-    def compacted(self, line: int, time: str | None, payload: dict[str, Any]) -> None:
+    def prompt_event(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
+        """A prompt recorded only as an ``event_msg`` ``user_message``."""
+        msg: dict[str, JSONValue] = {
+            "role": "user",
+            "content": str(payload.get("message")),
+            "meta": {"source": origin(line, time=time, kind="event_msg")},
+        }
+        images = as_list(payload.get("images"))
+        if images:
+            msg["images"] = len(images)
+        self.out.items.append(Item(msg, line))
+
+    def compacted(self, line: int | None, time: str | None, payload: dict[str, Any]) -> None:
         text = as_str(payload.get("message")) or ""
         history = as_list(payload.get("replacement_history"))
         if not text.strip() and history:
@@ -265,16 +298,52 @@ class _Builder:
         self.out.items.append(Item({"role": "summary", "content": text, "meta": meta}, line))
 
 
+def looks_like_legacy(value: object) -> bool:
+    """Whether a decoded first line is the header of a rollout from before ``session_meta``.
+
+    Those files start ``{"id", "timestamp", "instructions", "git"}`` and hold the
+    Responses API items bare, one per line, with ``{"record_type": "state"}`` lines.
+    """
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("id"), str)
+        and isinstance(value.get("timestamp"), str)
+        and not {"type", "role", "payload", "plait", "messages"} & value.keys()
+        and bool({"instructions", "git"} & value.keys())
+    )
+
+
+def _prompt_text(payload: dict[str, Any]) -> str:
+    message = payload.get("message")
+    return message.strip() if isinstance(message, str) else ""
+
+
 def parse(src: Source) -> Parsed:
-    """Read a Codex rollout file.
+    """Read a Codex rollout file (current, or from before ``session_meta``).
 
     Raises:
         ImportFormatError: a line that is not a JSON object, without a string
             ``type`` or an object ``payload``, or an item that does not fit (strict mode).
     """
     out = Parsed("codex", "message_events", agent="codex")
-    builder = _Builder(src, out)
-    for line, record in src.objects():
+    builder = ItemBuilder(src, out)
+    rows = list(src.objects())
+    if rows and looks_like_legacy(rows[0][1]):
+        return _parse_legacy(src, out, builder, rows)
+    # Prompts Codex recorded only as an event (no user response_item says them) are what
+    # the model was sent all the same: they are placed where the event is.
+    said = {
+        text.strip()
+        for _, record in rows
+        if record.get("type") == "response_item"
+        and isinstance(record.get("payload"), dict)
+        and record["payload"].get("type") == "message"
+        and record["payload"].get("role") == "user"
+        for text in [
+            parts_text(record["payload"].get("content"), Source(b"", strict=False), None)[0]
+        ]
+    }
+    for line, record in rows:
         ltype = record.get("type")
         payload = record.get("payload")
         if not isinstance(ltype, str) or not isinstance(payload, dict):
@@ -285,16 +354,43 @@ def parse(src: Source) -> Parsed:
             builder.item(line, time, payload)
         elif ltype == "session_meta":
             builder.session_meta(line, payload)
+            src.keep(line, "session_meta line", record)
         elif ltype == "turn_context":
             model = as_str(payload.get("model"))
             if model:
                 out.model = model
+            src.keep(line, "turn_context line", record)
         elif ltype == "compacted":
             builder.compacted(line, time, payload)
-        elif ltype == "event_msg" and payload.get("type") == "thread_name_updated":
-            name = as_str(payload.get("thread_name"))
-            if name and name.strip():
-                out.title = " ".join(name.split())[:200]
+        elif ltype == "event_msg" and payload.get("type") == "user_message":
+            text = _prompt_text(payload)
+            if text and text not in said:
+                builder.prompt_event(line, time, payload)
+            else:
+                src.keep(line, "event_msg user_message", record)
+        elif ltype == "event_msg":
+            if payload.get("type") == "thread_name_updated":
+                name = as_str(payload.get("thread_name"))
+                if name and name.strip():
+                    out.title = " ".join(name.split())[:200]
+            src.keep(line, f"event_msg {str(payload.get('type'))[:40]}", record)
         else:
-            src.skip(f"{ltype} line")
+            src.keep(line, f"{ltype[:40]} line", record)
+    return out
+
+
+def _parse_legacy(
+    src: Source, out: Parsed, builder: ItemBuilder, rows: list[tuple[int, dict[str, Any]]]
+) -> Parsed:
+    line, head = rows[0]
+    out.details["layout"] = "before session_meta"
+    builder.session_meta(line, head)
+    src.keep(line, "header line", head)
+    for line, record in rows[1:]:
+        if "record_type" in record:
+            src.keep(line, f"record_type {str(record['record_type'])[:40]}", record)
+        elif isinstance(record.get("type"), str):
+            builder.item(line, as_str(record.get("timestamp")), record)
+        else:
+            src.bad(line, "a rollout line needs a string 'type'")
     return out

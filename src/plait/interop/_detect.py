@@ -1,10 +1,12 @@
 """Which importer reads a file: ``format="auto"``.
 
 JSONL files are told apart by their first line that is a JSON object (a file
-cut off or damaged at the top is still recognised); JSON documents by their
-shape. Formats plait recognises but cannot import yet (OpenHands event
-streams, SWE-agent trajectories without a ``history``) get an
-:class:`~plait.errors.ImportFormatError` that says so.
+cut off or damaged at the top is still recognised), except that chat-message
+lines followed by bare Responses API items are openai-agents items; JSON
+documents by their shape. Shapes plait recognises but cannot import (a
+SWE-agent trajectory without a ``history``, an unknown agent event stream) get
+an :class:`~plait.errors.ImportFormatError` that says so, and a file in no
+known shape one that lists the ``--format`` values there are.
 """
 
 from __future__ import annotations
@@ -13,7 +15,16 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from plait.errors import ImportFormatError
-from plait.interop import _claude_code, _codex, _gemini, _openai, _plait_jsonl
+from plait.interop import (
+    _claude_code,
+    _codex,
+    _gemini,
+    _openai,
+    _openai_agents,
+    _openhands,
+    _plait_jsonl,
+    _pydantic_ai,
+)
 from plait.interop._source import Parsed, Source
 
 __all__ = ["FORMATS", "PARSERS", "detect"]
@@ -24,12 +35,19 @@ PARSERS: Final[dict[str, Callable[[Source], Parsed]]] = {
     "claude-code": _claude_code.parse,
     "codex": _codex.parse,
     "gemini-cli": _gemini.parse,
+    "openhands": _openhands.parse,
+    "swe-agent": _openai.parse_swe_agent,
+    "openai-agents": _openai_agents.parse,
+    "pydantic-ai": _pydantic_ai.parse,
 }
 FORMATS: Final = tuple(PARSERS)
 """The formats ``seed_from_jsonl`` reads (besides ``auto``)."""
 
 _SCAN_LINES: Final = 50
-_SUPPORTED: Final = "plait JSONL, OpenAI chat messages, Claude Code, Codex, Gemini CLI"
+_SUPPORTED: Final = (
+    "plait JSONL, OpenAI chat messages, Claude Code, Codex, Gemini CLI, OpenHands, SWE-agent, "
+    "openai-agents items, pydantic-ai messages"
+)
 
 
 def _unsupported(src: Source, what: str) -> ImportFormatError:
@@ -41,8 +59,14 @@ def _unsupported(src: Source, what: str) -> ImportFormatError:
 def _line_format(value: dict[str, Any]) -> str | None:
     if "plait" in value and "role" not in value:
         return "plait"
+    if _codex.looks_like_legacy(value) or "record_type" in value:
+        return "codex"
     if _codex.looks_like(value):
         return "codex"
+    if _pydantic_ai.looks_like(value):
+        return "pydantic-ai"
+    if _openai_agents.is_item(value):
+        return "openai-agents"
     if _gemini.looks_like_header(value):
         return "gemini-cli"
     if _claude_code.looks_like(value):
@@ -55,14 +79,13 @@ def _line_format(value: dict[str, Any]) -> str | None:
 
 
 def _document_format(src: Source, value: object) -> str | None:
+    if _openhands.events_of(value) is not None:
+        return "openhands"
+    if _pydantic_ai.looks_like(value):
+        return "pydantic-ai"
+    if _openai_agents.looks_like(value):
+        return "openai-agents"
     if isinstance(value, list):
-        first = value[0] if value else None
-        if (
-            isinstance(first, dict)
-            and "source" in first
-            and ("action" in first or "observation" in first)
-        ):
-            raise _unsupported(src, "an OpenHands event stream")
         if not value or _openai.looks_like(value):
             return "openai"
         return None
@@ -70,6 +93,8 @@ def _document_format(src: Source, value: object) -> str | None:
         return None
     if _gemini.looks_like(value):
         return "gemini-cli"
+    if _openai.looks_like_swe_agent(value):
+        return "swe-agent"
     if _openai.looks_like(value):
         return "openai"
     if "trajectory" in value:
@@ -77,6 +102,16 @@ def _document_format(src: Source, value: object) -> str | None:
     if isinstance(value.get("events"), list):
         raise _unsupported(src, "an agent event stream")
     return None
+
+
+def _decoded(src: Source, lines: list[bytes]) -> list[Any]:
+    out = []
+    for raw in lines:
+        try:
+            out.append(src.decode(raw))
+        except (ValueError, RecursionError, UnicodeError):
+            continue
+    return out
 
 
 def detect(src: Source) -> str:
@@ -90,7 +125,10 @@ def detect(src: Source) -> str:
     if not body:
         raise ImportFormatError(src.path, None, "the file is empty")
     unknown = ImportFormatError(
-        src.path, None, f"not a transcript format plait knows ({_SUPPORTED})"
+        src.path,
+        None,
+        f"not a transcript format plait knows ({_SUPPORTED}); if it is one of them, "
+        f"name it: format= (plait import --format) one of {', '.join(FORMATS)}",
     )
     if body[:1] == b"[":
         value, _ = src.document()
@@ -119,6 +157,13 @@ def detect(src: Source) -> str:
         if not isinstance(value, dict):
             continue
         found = _line_format(value) or _document_format(src, value)
+        # A chat message line: openai-agents sessions mix them with bare items.
+        if (
+            found == "plait"
+            and "role" in value
+            and any(_openai_agents.is_item(v) for v in _decoded(src, lines[number + 1 :]))
+        ):
+            return "openai-agents"
         if found is not None:
             return found
     raise doc_error or unknown

@@ -2,7 +2,11 @@
 
 Two layouts: one JSON document ``{sessionId, startTime, messages: [...]}``,
 and the newer JSONL with a header line, one message per line and
-``{"$set": {...}}`` patch lines (skipped). Classified ``message_events``.
+``{"$set": {...}}`` patch lines. The JSONL file is appended to: a message
+written again with the same ``id`` is its newer state (it replaces the earlier
+one in place), and a ``$set`` of ``messages`` replaces the whole list (a
+rewind or a compression); ``$set`` lines and the header are kept verbatim as
+unmapped records. Classified ``message_events``.
 
 ``user`` messages become user messages; ``gemini`` messages become assistant
 messages whose ``toolCalls`` (each with its ``args`` and its ``result``, as
@@ -10,7 +14,7 @@ messages whose ``toolCalls`` (each with its ``args`` and its ``result``, as
 per call; a call whose ``status`` is ``error`` or ``cancelled`` is ``ok:
 false``. ``thoughts`` go to ``meta["thinking"]``. ``info``, ``error`` and
 ``warning`` messages are the CLI talking to the user, not the model, and are
-skipped.
+kept verbatim as unmapped records.
 """
 
 from __future__ import annotations
@@ -79,7 +83,7 @@ class _Builder:
             return
         mtype = raw.get("type")
         if isinstance(mtype, str) and mtype in _UI_TYPES:
-            src.skip(f"{mtype} message")
+            src.keep(line, f"{mtype} message", raw)
             return
         if mtype not in ("user", "gemini"):
             src.bad(line, f"unknown message type {mtype!r}")
@@ -170,13 +174,28 @@ def parse(src: Source) -> Parsed:
     except (ValueError, RecursionError, UnicodeError):
         first = None
     if looks_like_header(first) and src.data.strip().count(b"\n") > 0:
+        # The JSONL recording appends: a message written again (same id) is its newer
+        # state, and {"$set": {"messages": [...]}} replaces the whole list (a rewind or
+        # a compression); other $set keys update the session's own fields.
+        messages: dict[object, tuple[int | None, Any]] = {}
         for line, value in src.objects():
-            if "$set" in value:
-                src.skip("$set line")
-            elif looks_like_header(value) and not out.items and out.session_id is None:
+            patch = value.get("$set")
+            if isinstance(patch, dict):
+                replaced = as_list(patch.get("messages"))
+                if replaced is not None:
+                    messages = {}
+                    for k, raw in enumerate(replaced):
+                        key = raw.get("id") if isinstance(raw, dict) else None
+                        messages[key if isinstance(key, str) else (line, k)] = (line, raw)
+                src.keep(line, "$set line", value)
+            elif looks_like_header(value) and not messages and out.session_id is None:
                 _start(out, value)
+                src.keep(line, "header line", value)
             else:
-                builder.message(value, line)
+                key = value.get("id")
+                messages[key if isinstance(key, str) else (line, 0)] = (line, value)
+        for at, raw in messages.values():
+            builder.message(raw, at)
         return out
     value, lines = src.document()
     if not isinstance(value, dict) or not isinstance(value.get("messages"), list):

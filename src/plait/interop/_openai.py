@@ -30,6 +30,7 @@ from typing import Any, Final
 
 from plait.interop._parts import arguments, origin, parts_text
 from plait.interop._source import Item, Parsed, Source, SourceFormat, as_dict, as_list, as_str
+from plait.providers.base import SUMMARY_PREFIX
 from plait.records import JSONValue
 
 __all__ = ["looks_like", "parse"]
@@ -87,6 +88,9 @@ class _Builder:
             return
         text, images = parts_text(raw.get("content"), src, line)
         meta: dict[str, JSONValue] = {"source": origin(line)}
+        if role == "user" and text.startswith(SUMMARY_PREFIX):
+            # How plait sends a summary (the API has no summary role): read it back as one.
+            role, text = "summary", text[len(SUMMARY_PREFIX) :]
         msg: dict[str, JSONValue] = {"role": role, "content": text}
         if images:
             msg["images"] = images
@@ -302,6 +306,47 @@ def parse_lines(src: Source) -> Parsed:
         else:
             builder.message(row, number)
     _set_model(out, builder.response_model)
+    return out
+
+
+_SWE_AGENT_KEYS: Final = frozenset({"trajectory", "info", "environment", "replay_config"})
+
+
+def looks_like_swe_agent(value: object) -> bool:
+    """Whether a decoded document is a SWE-agent ``.traj`` (a ``history`` of chat messages)."""
+    if not isinstance(value, dict):
+        return False
+    history = as_list(value.get("history"))
+    if history is None:
+        return False
+    if _SWE_AGENT_KEYS & value.keys():
+        return True
+    return any(isinstance(m, dict) and ("agent" in m or "message_type" in m) for m in history[:5])
+
+
+def parse_swe_agent(src: Source) -> Parsed:
+    """Read a SWE-agent trajectory: its ``history`` is the chat the model saw.
+
+    The other top-level sections (``trajectory`` steps, ``info`` with the
+    submission and model stats, ``environment``, ``replay_config``) are not
+    messages; they are kept verbatim as unmapped records.
+
+    Raises:
+        ImportFormatError: not JSON, no ``history``, or a message that does not fit.
+    """
+    value, _ = src.document()
+    if not isinstance(value, dict) or not isinstance(value.get("history"), list):
+        src.fail(1, "expected a SWE-agent trajectory: an object with a 'history' array")
+    out = parse_document(src)
+    out.format = "swe-agent"
+    out.agent = "swe-agent"
+    for key, section in value.items():
+        if key != "history":
+            src.keep(None, f"{key[:40]} section", section)
+    info = as_dict(value.get("info"))
+    status = as_str(info.get("exit_status")) if info else None
+    if status:
+        out.details["exit_status"] = status
     return out
 
 

@@ -34,8 +34,13 @@ result must answer a call made earlier in the transcript (and only once).
 * ``provider_responses_only`` sources: the assistant replies are imported.
 
 Things a format records that the model never saw (progress lines, UI events,
-sidechains, abandoned branches, thinking) are left out in both modes: that is
-not partial, and ``source["skipped"]`` counts them.
+sidechains, abandoned branches) are left out of the messages in both modes:
+that is not partial. ``source["skipped"]`` counts them by record type, and the
+records themselves are kept verbatim in ``metadata["seeded_from_jsonl"]["unmapped"]``
+(``{line, kind, record}``, up to :data:`UNMAPPED_MAX_BYTES` of JSON; any beyond
+are counted in ``source["unmapped_not_kept"]``), so a later, better importer can
+map them. ``docs/importers.md`` lists, per agent and record type, what is kept,
+mapped or skipped.
 """
 
 from __future__ import annotations
@@ -51,13 +56,13 @@ from typing import TYPE_CHECKING, Any, Final
 from plait._ids import is_session_id
 from plait._time import from_micros, now_micros
 from plait.errors import (
-    ImportFormatError,
     InvalidArgumentError,
     InvalidMessageError,
     SessionExistsError,
     UnknownOptionError,
 )
 from plait.interop._detect import FORMATS, PARSERS, detect
+from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, ProgressCallback, Source
 from plait.records import JSONValue, dumps, record_from_message
 
@@ -67,6 +72,8 @@ if TYPE_CHECKING:
 __all__ = ["SEED_SOURCE_SCHEMA", "SeedResult", "seed_from_jsonl"]
 
 SEED_SOURCE_SCHEMA: Final = "plait.session_seed_source.v1"
+UNMAPPED_MAX_BYTES: Final = 16 << 20
+"""How much of the unmapped source records a session keeps verbatim (as JSON text)."""
 """The ``schema`` of the ``source`` dict a seeded session records."""
 
 _DEFAULTS: Final[dict[str, Any]] = {
@@ -201,15 +208,6 @@ def _options(given: dict[str, Any], options: Mapping[str, Any] | None) -> _Optio
     return _Options(**values)
 
 
-def _read(path: str | os.PathLike[str]) -> bytes:
-    try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ImportFormatError(
-            os.fspath(path), None, f"cannot read the file: {exc.strerror or exc}"
-        ) from exc
-
-
 def _pair(
     src: Source, items: list[tuple[int, Item]], *, fill_names: bool
 ) -> list[tuple[int, Item]]:
@@ -335,6 +333,27 @@ def _renumber(items: list[tuple[int, Item]]) -> list[dict[str, JSONValue]]:
     return out
 
 
+def _unmapped(src: Source) -> tuple[list[JSONValue], int]:
+    """The unmapped records to keep on the session, and how many did not fit the limit."""
+    kept: list[JSONValue] = []
+    size = 0
+    for n, entry in enumerate(src.unmapped):
+        size += len(dumps(entry))
+        if size > UNMAPPED_MAX_BYTES:
+            return kept, len(src.unmapped) - n
+        kept.append(entry)
+    return kept, 0
+
+
+def _is_turn(message: Mapping[str, JSONValue]) -> bool:
+    """A user message that starts a turn: not context an agent injected (an attachment)."""
+    if message.get("role") != "user":
+        return False
+    meta = message.get("meta")
+    source = meta.get("source") if isinstance(meta, Mapping) else None
+    return not (isinstance(source, Mapping) and "attachment" in source)
+
+
 def _same(a: str, b: str) -> bool:
     return a.strip().casefold() == b.strip().casefold()
 
@@ -438,7 +457,7 @@ def seed_from_jsonl(
     )
     if opts.rename_session is not None and client.exists(opts.rename_session):
         raise SessionExistsError(opts.rename_session)
-    data = _read(path)
+    data = read_source(path)
     src = Source(data, path=os.fspath(path), strict=opts.validate, progress=progress)
     fmt = detect(src) if opts.format == "auto" else opts.format
     parsed = PARSERS[fmt](src)
@@ -523,10 +542,15 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
         "details": parsed.details,
         "skipped": dict(sorted(src.skipped.items())),
         "problems": list(src.problems),
+        "unmapped": len(src.unmapped),
         "imported_at": from_micros(now_micros()).isoformat(),
     }
+    unmapped, over = _unmapped(src)
+    if over:
+        source["unmapped_not_kept"] = over
     seeded: dict[str, JSONValue] = {
         "source": source,
+        "unmapped": unmapped,
         "source_format": parsed.source_format,
         "provider": provider,
         "model": model,
@@ -545,7 +569,7 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
     return SeedResult(
         ok=True,
         session_id=session.id,
-        turns_loaded=sum(1 for m in messages if m.get("role") == "user"),
+        turns_loaded=sum(1 for m in messages if _is_turn(m)),
         messages_loaded=len(messages),
         source_records=src.records,
         source_format=parsed.source_format,

@@ -137,6 +137,8 @@ class Source:
         """What was left out and why (``sidechain``, ``thinking``, ``unreadable line`` ...)."""
         self.problems: list[str] = []
         """The first few problems lenient mode skipped, with their lines."""
+        self.unmapped: list[dict[str, JSONValue]] = []
+        """Records the importer read but did not map, verbatim: ``{line, kind, record}``."""
         self._document: tuple[Any, Mapping[int, int]] | None = None
 
     # -- problems -----------------------------------------------------------------------
@@ -166,6 +168,11 @@ class Source:
         """Count something deliberately left out (not a problem; the import stays whole)."""
         if n:
             self.skipped[kind] += n
+
+    def keep(self, line: int | None, kind: str, record: JSONValue) -> None:
+        """Count a record left unmapped and keep it verbatim for a later, better importer."""
+        self.skipped[kind] += 1
+        self.unmapped.append({"line": line, "kind": kind, "record": record})
 
     # -- decoding -----------------------------------------------------------------------
 
@@ -300,7 +307,7 @@ def _kind(value: object) -> str:
     return type(value).__name__
 
 
-_ARRAY_KEYS: Final = ("messages", "history")
+_ARRAY_KEYS: Final = ("messages", "history", "events", "items", "input")
 
 
 def _skip_ws(text: str, pos: int) -> int:

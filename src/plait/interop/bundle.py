@@ -76,7 +76,6 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, Literal, TypeAlias, get_args
 
 from plait._files import export_target, write_atomically
@@ -90,6 +89,7 @@ from plait.errors import (
     SessionNotFoundError,
     shown,
 )
+from plait.interop._read import read_head, read_source
 from plait.records import (
     AssistantRecord,
     EventRecord,
@@ -662,8 +662,8 @@ def read_bundle(path: str | os.PathLike[str]) -> dict[str, JSONValue]:
     """
     name = os.fspath(path)
     try:
-        text = Path(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = read_source(path).decode("utf-8")
+    except UnicodeDecodeError as exc:
         raise ImportFormatError(str(name), None, f"cannot read: {exc}") from exc
     try:
         data = json.loads(text)
@@ -682,11 +682,10 @@ def is_bundle_file(path: str | os.PathLike[str]) -> bool:
     Only the first 64 KiB are read (:func:`write_bundle` puts ``schema`` first);
     an unreadable file is not a bundle (the importer will say why).
     """
-    try:
-        with open(path, "rb") as f:
-            head = f.read(_HEAD_BYTES).decode("utf-8", "replace")
-    except OSError:
+    raw = read_head(path, _HEAD_BYTES)
+    if raw is None:
         return False
+    head = raw.decode("utf-8", "replace")
     return head.lstrip("\ufeff \t\r\n").startswith("{") and bool(_BUNDLE_HEAD.search(head))
 
 

@@ -37,14 +37,17 @@ from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
 from plait.providers.select import parse_model_spec, select_provider
+from plait.providers.settings import TOOL_CHOICES, ModelSettings
 
 __all__ = [
     "FINISH_REASONS",
     "SUMMARY_PREFIX",
+    "TOOL_CHOICES",
     "AnthropicProvider",
     "Finish",
     "FinishReason",
     "LocalProvider",
+    "ModelSettings",
     "OpenAIProvider",
     "Provider",
     "ProviderError",

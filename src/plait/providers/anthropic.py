@@ -194,11 +194,25 @@ class AnthropicProvider:
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
                 for t in request.tools
             ]
+        if request.stop:
+            body["stop_sequences"] = list(request.stop)
+        if request.tool_choice is not None and request.tools:
+            choice = request.tool_choice
+            body["tool_choice"] = (
+                {"type": {"auto": "auto", "none": "none", "required": "any"}[choice]}
+                if choice in ("auto", "none", "required")
+                else {"type": "tool", "name": choice}
+            )
+        if request.headers:
+            body["extra_headers"] = dict(request.headers)
+        # The Messages API takes no seed: a request's seed is not sent.
         extra: dict[str, Any] = {}
         if request.temperature is not None:
             # In the JSON body rather than as a keyword: recent SDKs dropped the
             # ``temperature`` parameter from ``messages.create``, the API still takes it.
             extra["temperature"] = request.temperature
+        if request.top_p is not None:
+            extra["top_p"] = request.top_p  # in the body too, for the same reason
         extra.update(request.extra)
         if extra:
             body["extra_body"] = extra
@@ -217,6 +231,8 @@ class AnthropicProvider:
         counts = {"input": 0, "cache_read": 0, "cache_write": 0, "output": 0}
         stop: str | None = None
         finished = False
+        served: str | None = None
+        response_id: str | None = None
         try:
             events = await create(**self._body(request))
             async with events:
@@ -224,6 +240,8 @@ class AnthropicProvider:
                     kind = event.type
                     if kind == "message_start":
                         _take_usage(counts, event.message.usage)
+                        served = getattr(event.message, "model", None) or None
+                        response_id = getattr(event.message, "id", None) or None
                     elif kind == "content_block_start":
                         block = event.content_block
                         if block.type == "tool_use":
@@ -262,7 +280,7 @@ class AnthropicProvider:
             counts["cache_read"],
         )
         if finished:
-            yield Finish(_FINISH.get(stop or "end_turn", "stop"))
+            yield Finish(_FINISH.get(stop or "end_turn", "stop"), served, response_id)
         # No message_stop: the stream was cut off; no Finish, so complete() says so.
 
     def __repr__(self) -> str:

@@ -125,6 +125,16 @@ class Request:
     """Sampling temperature; ``None`` is the API's default."""
     extra: Mapping[str, JSONValue] = field(default_factory=dict)
     """Provider-specific request fields, sent as they are (in the JSON body)."""
+    top_p: float | None = None
+    """Nucleus sampling; ``None`` is the API's default."""
+    tool_choice: str | None = None
+    """``auto``, ``none``, ``required`` or one tool's name; ``None`` is the API's default."""
+    stop: tuple[str, ...] = ()
+    """Sequences that end the reply."""
+    seed: int | None = None
+    """A sampling seed (providers without one ignore it)."""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra HTTP headers for this request."""
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_tokens <= 0:
@@ -138,6 +148,7 @@ class Request:
             raise InvalidArgumentError(f"tool names must be unique, got {names}")
         object.__setattr__(self, "tools", tools)
         object.__setattr__(self, "messages", tuple(self.messages))
+        object.__setattr__(self, "stop", tuple(self.stop))
         for message in self.messages:
             if not isinstance(message, Message):
                 raise InvalidArgumentError(f"messages must be plait Messages, got {message!r}")
@@ -216,6 +227,10 @@ class Finish:
     type: ClassVar[Literal["finish"]] = "finish"
     reason: FinishReason
     """Why it ended."""
+    model: str | None = None
+    """The model that served the reply, as the API named it (when it did)."""
+    response_id: str | None = None
+    """The API's id of the response (when it gave one)."""
 
 
 StreamEvent: TypeAlias = TextDelta | ToolCallDelta | Usage | Finish
@@ -262,6 +277,10 @@ class Reply:
     """Its token counts, when the provider reported them."""
     finish_reason: FinishReason = "stop"
     """Why it ended."""
+    model: str | None = None
+    """The model that served it, as the API named it (when it did)."""
+    response_id: str | None = None
+    """The API's id of the response (when it gave one)."""
 
 
 @dataclass(slots=True)
@@ -337,7 +356,9 @@ async def complete(provider: Provider, request: Request) -> Reply:
     if finish is None:
         raise ProviderResponseError(provider.name, "the stream ended without a finish (cut off)")
     tool_calls = tuple(_finish_call(provider.name, i, calls[i]) for i in sorted(calls))
-    return Reply("".join(text), tool_calls, usage, finish.reason)
+    return Reply(
+        "".join(text), tool_calls, usage, finish.reason, finish.model, finish.response_id
+    )
 
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"

@@ -47,7 +47,7 @@ import json
 import os
 import threading
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -377,7 +377,13 @@ class LocalProvider:
         reserved = _RESERVED_EXTRA & set(extra)
         if reserved:
             raise InvalidArgumentError(f"local: extra may not set {', '.join(sorted(reserved))}")
-        choice = extra.pop("tool_choice", "auto")
+        choice = extra.pop("tool_choice", request.tool_choice or "auto")
+        if isinstance(choice, str) and choice not in ("auto", "required", "none"):
+            # One tool by name: only that tool is offered, and a call is required.
+            tools_named = [t for t in request.tools if t.name == choice]
+            if tools_named:
+                request = replace(request, tools=tuple(tools_named))
+                choice = "required"
         if choice not in ("auto", "required", "none"):
             raise InvalidArgumentError(
                 f"local: tool_choice must be 'auto', 'required' or 'none', got {choice!r}"
@@ -395,11 +401,15 @@ class LocalProvider:
             "messages": messages,
             "max_tokens": request.max_tokens or self._max_tokens,
             "temperature": temperature,
-            "seed": self._seed,
+            "seed": self._seed if request.seed is None else request.seed,
             **extra,
             "stream": True,
             "stream_options": {"include_usage": True},
         }
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.stop:
+            body["stop"] = list(request.stop)
         if tools:
             body["json_schema"] = tool_schema(tools, required=choice == "required")
         return body, tools

@@ -39,6 +39,7 @@ from plait.providers.base import (
     arguments_json,
     summary_text,
 )
+from plait.providers.settings import TOOL_CHOICES
 from plait.records import JSONValue, Message
 
 if TYPE_CHECKING:
@@ -190,8 +191,23 @@ class OpenAIProvider:
             body[self._max_tokens_field] = request.max_tokens
         if request.temperature is not None:
             body["temperature"] = request.temperature
+        if request.top_p is not None:
+            body["top_p"] = request.top_p
+        if request.tool_choice is not None and request.tools:
+            choice = request.tool_choice
+            body["tool_choice"] = (
+                choice
+                if choice in TOOL_CHOICES
+                else {"type": "function", "function": {"name": choice}}
+            )
+        if request.stop:
+            body["stop"] = list(request.stop)
+        if request.seed is not None:
+            body["seed"] = request.seed
         if request.extra:
             body["extra_body"] = dict(request.extra)
+        if request.headers:
+            body["extra_headers"] = dict(request.headers)
         return body
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
@@ -205,11 +221,15 @@ class OpenAIProvider:
         finish: str | None = None
         saw_tools = False
         usage: Usage | None = None
+        served: str | None = None
+        response_id: str | None = None
         try:
             chunks = await create(**self._body(request))
             async with chunks:
                 async for chunk in chunks:
                     chunk_: ChatCompletionChunk = chunk
+                    served = served or chunk_.model or None
+                    response_id = response_id or chunk_.id or None
                     if chunk_.usage is not None:
                         details = getattr(chunk_.usage, "prompt_tokens_details", None)
                         usage = Usage(
@@ -248,7 +268,7 @@ class OpenAIProvider:
             reason = _FINISH.get(finish, "stop")
             if reason == "stop" and saw_tools:
                 reason = "tool_calls"
-            yield Finish(reason)
+            yield Finish(reason, served, response_id)
         # No finish_reason: the stream was cut off; no Finish, so complete() says so.
 
     def __repr__(self) -> str:

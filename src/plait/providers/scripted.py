@@ -49,7 +49,7 @@ def _reply_events(reply: Reply) -> list[StreamEvent]:
         events.append(ToolCallDelta(index, arguments_delta=raw[half:]))
     if reply.usage is not None:
         events.append(reply.usage)
-    events.append(Finish(reply.finish_reason))
+    events.append(Finish(reply.finish_reason, reply.model, reply.response_id))
     return events
 
 

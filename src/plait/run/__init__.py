@@ -1,28 +1,36 @@
-"""The agent loop on a session: model call, tool calls (with approval), results, until done.
+"""The agent loop: model call, tool calls (with approval), results, until done.
 
-Importing this package registers the loop with the session layer, which is what
-makes ``Session.prompt``, ``stream``, ``run`` and ``resume`` work (``import
-plait`` does it). Every step is appended to the transcript as it happens, so the
-transcript is valid whenever a run stops; see :mod:`plait.run.loop`.
+The loop sits below the session layer and drives any :class:`RunTarget` (a
+:class:`plait.Session` is one): ``Session.prompt``, ``stream``, ``run`` and
+``resume`` call :func:`drive` directly. Every step is appended to the transcript
+as it happens, so the transcript is valid whenever a run stops; see
+:mod:`plait.run.loop`.
+
+The functional forms that make sessions (``run_session``, ``prompt_once``)
+live with the session layer: ``plait.run_session``, ``plait.prompt_once``.
 """
 
-from plait._runtypes import (
+from __future__ import annotations
+
+from typing import Any
+
+from plait.run.events import (
     Approval,
     EventHook,
     IterationEnd,
     Question,
     RecordAdded,
-    Run,
     RunEvent,
     RunOptions,
     RunResult,
     RunSpec,
     ToolFinished,
     ToolStarted,
-    current_id,
     event_json,
 )
-from plait.run.loop import ASK_USER, CONTINUE, INTERRUPTED, drive, prompt, prompt_once, run_session
+from plait.run.handle import Run, as_current, check_timeout, current_id
+from plait.run.loop import ASK_USER, CONTINUE, INTERRUPTED, drive, prompt
+from plait.run.target import RunTarget
 
 __all__ = [
     "ASK_USER",
@@ -38,12 +46,28 @@ __all__ = [
     "RunOptions",
     "RunResult",
     "RunSpec",
+    "RunTarget",
     "ToolFinished",
     "ToolStarted",
+    "as_current",
+    "check_timeout",
     "current_id",
     "drive",
     "event_json",
     "prompt",
-    "prompt_once",
-    "run_session",
 ]
+
+_MOVED = frozenset({"run_session", "prompt_once"})
+
+
+def __getattr__(name: str) -> Any:
+    """``plait.run.run_session`` and ``prompt_once`` still resolve (they moved up a layer).
+
+    They make sessions, so they belong to the session layer above the loop; the
+    names resolve here on first use so code written against them keeps working.
+    """
+    if name in _MOVED:
+        from plait.session import functional
+
+        return getattr(functional, name)
+    raise AttributeError(f"module 'plait.run' has no attribute {name!r}")

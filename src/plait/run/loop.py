@@ -1,9 +1,8 @@
 """The agent loop: model call, tool calls (with approval), results, until done.
 
-:func:`drive` is the body of every run; the session layer calls it through the
-runner registered at the bottom of this module (``Session.prompt``, ``stream``,
-``resume`` ...). The functions :func:`prompt`, :func:`run_session` and
-:func:`prompt_once` are the functional forms.
+:func:`drive` is the body of every run: the session layer calls it for
+``Session.prompt``, ``stream``, ``resume`` ... with itself as the
+:class:`~plait.run.target.RunTarget`. :func:`prompt` is the functional form.
 
 The transcript is valid after every step, and after every way a step can end:
 
@@ -22,25 +21,11 @@ The transcript is valid after every step, and after every way a step can end:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
-import os
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final, Unpack
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+from typing import Any, Final, Protocol, Unpack
 
-from plait._runtypes import (
-    Approval,
-    EventHook,
-    IterationEnd,
-    Question,
-    RecordAdded,
-    Run,
-    RunOptions,
-    RunResult,
-    RunSpec,
-    ToolFinished,
-    ToolStarted,
-)
 from plait._time import now_micros
 from plait.compaction import (
     SELF_COMPACTION_TOOL,
@@ -51,11 +36,23 @@ from plait.compaction import (
 from plait.errors import NothingToDoError, ProviderError
 from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
 from plait.records import JSONValue, Record, ToolCall
-from plait.session import Session, SessionHost, register_runner
-from plait.store import MemoryStore
-from plait.tools import BUILTIN_TOOLS, Tool, ToolContext, ToolOutcome
+from plait.run.events import (
+    Approval,
+    IterationEnd,
+    Question,
+    RecordAdded,
+    RunOptions,
+    RunResult,
+    RunSpec,
+    ToolFinished,
+    ToolStarted,
+)
+from plait.run.handle import Run
+from plait.run.target import RunTarget
+from plait.run.telemetry import RunTelemetry
+from plait.tools import Tool, ToolContext, ToolOutcome
 
-__all__ = ["drive", "prompt", "prompt_once", "run_session"]
+__all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
 
 INTERRUPTED: Final = (
     "interrupted: the run stopped while this tool call was pending; it may or may not "
@@ -111,43 +108,24 @@ async def _answer(callback: Callable[..., Any] | None, *args: object) -> Any:
     return result
 
 
-def _tracer() -> Any:
-    """OpenTelemetry's tracer for plait, or None when ``opentelemetry-api`` is absent."""
-    try:
-        from opentelemetry import trace
-    except ImportError:
-        return None
-    return trace.get_tracer("plait")
-
-
-@contextlib.contextmanager
-def _span(tracer: Any, name: str, attributes: dict[str, Any]) -> Iterator[Any]:
-    """A span following the GenAI semantic conventions, or nothing without OpenTelemetry."""
-    if tracer is None:
-        yield None
-        return
-    from opentelemetry.trace import SpanKind, Status, StatusCode
-
-    chat = attributes.get("gen_ai.operation.name") == "chat"
-    kind = SpanKind.CLIENT if chat else SpanKind.INTERNAL
-    with tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes, record_exception=True, set_status_on_exception=True
-    ) as span:
-        try:
-            yield span
-        except asyncio.CancelledError:
-            span.set_status(Status(StatusCode.ERROR, "cancelled"))
-            raise
-
-
-async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
+async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     """Run ``spec`` on ``session`` to the end, reporting every step through ``run``.
+
+    The run is one trace (:mod:`plait.run.telemetry`) when OpenTelemetry is installed.
 
     Raises:
         NothingToDoError: a resume found nothing to pick up.
         ProviderError: the model failed (the cut-off reply is recorded first).
         asyncio.CancelledError: the run was cancelled (the transcript is left valid).
     """
+    telemetry = RunTelemetry(spec.provider, session.id)
+    with telemetry.agent():
+        return await _steps(session, spec, run, telemetry)
+
+
+async def _steps(
+    session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry
+) -> RunResult:
     appended: list[Record] = []
 
     def add(message: dict[str, JSONValue]) -> Record:
@@ -206,7 +184,7 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
             run.emit(RecordAdded(session.tail(1)[-1]))
         return done
 
-    tracer = _tracer()
+    settings = spec.settings
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, spec.max_steps + 1):
@@ -214,23 +192,13 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
             add({"role": "user", "content": message, "meta": {"steered": True}})
         if session.compaction_due(model=provider.model, tools=specs):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = Request(session.request_messages(), tools=specs)
+        request = settings.request(session.request_messages(), specs)
         tee = _Tee(provider, run)
         started = now_micros()
-        attributes: dict[str, Any] = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider.name,
-            "gen_ai.request.model": provider.model,
-            "gen_ai.conversation.id": session.id,
-        }
         try:
-            with _span(tracer, f"chat {provider.model}", attributes) as span:
+            with telemetry.chat(request) as chat:
                 reply = await complete(tee, request)
-                if span is not None:
-                    span.set_attribute("gen_ai.response.finish_reasons", [reply.finish_reason])
-                    if reply.usage is not None:
-                        span.set_attribute("gen_ai.usage.input_tokens", reply.usage.input_tokens)
-                        span.set_attribute("gen_ai.usage.output_tokens", reply.usage.output_tokens)
+                chat.done(reply)
         except asyncio.CancelledError:
             _cut_off(add, tee, provider, "interrupted", started)
             raise
@@ -243,6 +211,10 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
             "finish_reason": reply.finish_reason,
             "timing": {"start_us": started, "end_us": now_micros()},
         }
+        if reply.model is not None and reply.model != provider.model:
+            meta["response_model"] = reply.model
+        if reply.response_id is not None:
+            meta["response_id"] = reply.response_id
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():
@@ -263,21 +235,17 @@ async def drive(session: Session, spec: RunSpec, run: Run) -> RunResult:
                 continue  # a message came in while the model answered: it reads it
             finish = reply.finish_reason
             return RunResult(reply_text, tuple(appended), step, usage, finish)
+        if settings.tool_choice not in (None, "auto", "none"):
+            # A forced tool call was made: later calls may answer, or the run would loop.
+            settings = replace(settings, tool_choice=None)
         pending = list(reply.tool_calls)
         try:
-            ctx = _context(session)
+            ctx = session.tool_context()
             while pending:
                 call = pending[0]
                 run.emit(ToolStarted(call))
                 tool_started = now_micros()
-                attributes = {
-                    "gen_ai.operation.name": "execute_tool",
-                    "gen_ai.tool.name": call.name,
-                    "gen_ai.tool.call.id": call.id,
-                    "gen_ai.tool.type": "function",
-                    "gen_ai.conversation.id": session.id,
-                }
-                with _span(tracer, f"execute_tool {call.name}", attributes):
+                with telemetry.tool(call.id, call.name):
                     if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
                         outcome = ToolOutcome(True, self_compaction_result(await compact()))
                     else:
@@ -349,105 +317,10 @@ async def _call(
     return await by_name[call.name].call(ctx, dict(call.arguments))
 
 
-def _context(session: Session) -> ToolContext:
-    if session.sandbox is None and session.sandbox_backend is None:
-        session.to("local")
-    return ToolContext.from_roots(session.require_sandbox().root, session.list_roots())
+class _Promptable(Protocol):
+    async def prompt(self, text: str, **options: Unpack[RunOptions]) -> RunResult: ...
 
 
-register_runner(drive)
-
-
-async def prompt(session: Session, text: str, **options: Unpack[RunOptions]) -> RunResult:
+async def prompt(session: _Promptable, text: str, **options: Unpack[RunOptions]) -> RunResult:
     """The functional form of :meth:`plait.Session.prompt` (same arguments, same errors)."""
     return await session.prompt(text, **options)
-
-
-async def run_session(
-    agent: Session,
-    user: Session,
-    *,
-    provider: Provider | str | None = None,
-    tools: Sequence[Tool] = BUILTIN_TOOLS,
-    on_approval: Approval | None = None,
-    on_event: EventHook | None = None,
-    max_steps: int = 20,
-) -> tuple[Session, RunResult]:
-    """Seed 000's functional form: run an agent session on a user session.
-
-    The output is a new session whose parents are both (``Session.run``): the
-    agent's transcript (shared, not copied) followed by the user's messages, then
-    the run's steps. It shares the *user* session's open sandbox handle (or takes
-    the user's sandbox target), so the tools work where the user's did. Neither
-    input changes.
-
-    Returns:
-        The output session and what the run did.
-
-    Raises:
-        InvalidArgumentError: the user session's last message is not a user request.
-    """
-    from plait.errors import InvalidArgumentError
-
-    messages = user.history()
-    if not messages or messages[-1].role != "user":
-        raise InvalidArgumentError("the user session must end with a user request to run")
-    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
-        raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
-    out = agent._join((user,), dst=None, operator="Session.run")
-    out.close_sandbox()  # the agent's handle, if one was open: the run uses the user's
-    if user.sandbox is not None and not user.sandbox.closed:
-        out.with_sandbox(user.sandbox)
-    elif user.sandbox_backend is not None:
-        target = user.settings.get("sandbox")
-        spec = target.get("spec") if isinstance(target, dict) else None
-        out.to(user.sandbox_backend, spec=spec if isinstance(spec, str) else None)
-    result = await out.resume(
-        provider=provider,
-        tools=tools,
-        on_approval=on_approval,
-        on_event=on_event,
-        max_steps=max_steps,
-    )
-    return out, result
-
-
-async def prompt_once(
-    text: str,
-    *,
-    provider: Provider | str | None = None,
-    system: str | None = None,
-    tools: Sequence[Tool] = BUILTIN_TOOLS,
-    on_approval: Approval | None = None,
-    on_question: Question | None = None,
-    on_event: EventHook | None = None,
-    timeout: float | None = None,
-    max_steps: int = 20,
-) -> RunResult:
-    """Run one request with no stored session: nothing is persisted (seed 003).
-
-    The run happens in a private in-memory store that is thrown away afterwards,
-    with a managed temporary sandbox deleted at the end.
-    """
-    store = MemoryStore()
-    host = SessionHost(store, os.getcwd())
-    messages: list[dict[str, JSONValue]] = (
-        [{"role": "system", "content": system}] if system is not None else []
-    )
-    session = host._create_with(
-        messages, session_id=None, title=None, operator=None, metadata=None
-    ).to("local")
-    try:
-        return await session.prompt(
-            text,
-            provider=provider,
-            tools=tools,
-            on_approval=on_approval,
-            on_question=on_question,
-            on_event=on_event,
-            timeout=timeout,
-            max_steps=max_steps,
-        )
-    finally:
-        session.close_sandbox()
-        store.close()

@@ -9,7 +9,7 @@ The pieces: ``app.py`` builds the application (auth, the error shape, the
 OpenAPI document), ``routes/`` holds the endpoints grouped by noun
 (``sessions``, ``runs``, ``live``, ``events``, ``auth``), ``sse.py`` fans a
 session's events out to its observers, ``web.py`` and ``static/`` are the web
-page. See docs/decisions.md D80-D89.
+page. Why it is built this way: decisions D80-D89 in docs/decisions/.
 """
 
 from __future__ import annotations

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
 
-from plait._runtypes import Approval
 from plait.errors import NotControllerError, PlaitError, SessionLockedError, StaleSessionError
 from plait.live import PERMISSION_ROUTE_EVENT
 from plait.records import EventRecord, JSONValue, Record, ToolCall
+from plait.run import Approval
 from plait.server.state import PendingApproval, ServerState
 from plait.session import Session
 from plait.store.base import SessionRow
@@ -150,7 +150,7 @@ def _events(records: Sequence[Record]) -> list[EventRecord]:
 
 
 def _read_after(state: ServerState, session_id: str, after: int) -> list[Record]:
-    row: SessionRow = state.client._lookup(session_id)
+    row: SessionRow = state.client.lookup(session_id)
     lo = max(after + 1, row.layout.view_start)
     if lo >= row.layout.end_seq:
         return []

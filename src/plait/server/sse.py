@@ -169,7 +169,7 @@ class Hub:
         self._hooked: set[str] = set()
 
     def _row(self, session_id: str) -> SessionRow:
-        return self._host._lookup(session_id)
+        return self._host.lookup(session_id)
 
     def channel(self, session_id: str) -> Channel:
         """Return the session's channel, subscribing to its run events the first time.
@@ -184,7 +184,7 @@ class Hub:
         channel = Channel(session_id, last_seq=row.layout.end_seq - 1)
         self._channels[session_id] = channel
         if session_id not in self._hooked:
-            handle = self._host._handle(row)
+            handle = self._host.handle(row)
             handle.subscribe(lambda event: self.on_run_event(session_id, event))
             self._hooked.add(session_id)
         return channel

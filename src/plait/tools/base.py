@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import posixpath
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -12,9 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
-from plait.errors import InvalidArgumentError, ToolError
+from plait.errors import (
+    InvalidArgumentError,
+    SandboxClosedError,
+    SandboxUnavailableError,
+    ToolError,
+)
+from plait.sandbox import CommandResult, Mount, Sandbox, SandboxPolicy, open_sandbox_at
+from plait.sandbox.local import apply_file_op, run_here
 
-__all__ = ["Tool", "ToolContext", "ToolError", "ToolOutcome", "tool"]
+__all__ = ["Resolved", "Root", "Tool", "ToolContext", "ToolError", "ToolOutcome", "tool"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +45,38 @@ class Root:
 
 
 @dataclass(frozen=True, slots=True)
+class Resolved:
+    """Where a tool's path lands: the real path, the path inside the workspace, its mode."""
+
+    real: Path
+    """The real path on this machine, symlinks followed."""
+    at: str
+    """The normalised path relative to the workspace (what the sandbox opens)."""
+    read_only: bool
+    """Whether the root it lands on is read-only."""
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    norm = posixpath.normpath(path) if path else "."
+    return () if norm == "." else tuple(norm.split("/"))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path == folder or folder in path.parents
+
+
+def _real(path: Path, shown: str) -> Path:
+    try:
+        return path.resolve()
+    except RuntimeError as exc:  # Path.resolve's symlink loop (an OSError on newer Pythons)
+        raise ToolError(f"{shown!r}: a symlink loop") from exc
+    except OSError as exc:
+        raise ToolError(f"{shown!r}: {exc.strerror or exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Where a tool runs: the sandbox folder and the roots mounted beside it."""
+    """Where a tool runs: the sandbox folder, the roots mounted beside it, the sandbox itself."""
 
     root: Path
     """The sandbox's folder (paths are relative to it)."""
@@ -48,44 +86,93 @@ class ToolContext:
     """Whether the primary root is read-only."""
     max_output: int = 30_000
     """Characters of output kept; longer output is cut and says so."""
+    sandbox: Sandbox | None = None
+    """The handle tools run through; None: the open handle on :attr:`root`, else this machine."""
 
     @classmethod
     def from_roots(
-        cls, root: Path, listed: Mapping[str, Any] | None = None, *, read_only: bool = False
+        cls,
+        root: Path | Sandbox,
+        listed: Mapping[str, Any] | None = None,
+        *,
+        read_only: bool = False,
     ) -> ToolContext:
-        """Build a context from ``Session.list_roots()``'s ``additional`` entries."""
+        """Build a context from a sandbox (or its folder) and ``Session.list_roots()``."""
         extra = []
         for r in (listed or {}).get("additional", []):
             extra.append(
                 Root(Path(r["path"]), str(r["mounted_at"]), r.get("mount_mode") == "read_only")
             )
+        if isinstance(root, Sandbox):
+            return cls(root=root.root, roots=tuple(extra), read_only=read_only, sandbox=root)
         return cls(root=root, roots=tuple(extra), read_only=read_only)
 
-    def resolve(self, path: str, *, write: bool = False) -> Path:
-        """Map a tool's path to a real path inside the sandbox or a mounted root.
+    def locate(self, path: str, *, write: bool = False) -> Resolved:
+        """Map a tool's path to where it lands: normalised first, then its root picked.
+
+        ``..`` is folded before the root is chosen, so ``x/../data/f`` is on the
+        root mounted at ``data`` exactly as ``data/f`` is; symlinks are then
+        followed and must stay inside that root; a write must not land on a
+        read-only root, whichever name reaches it.
 
         Raises:
-            ToolError: the path leaves the sandbox, or ``write`` on a read-only root.
+            ToolError: the path leaves the sandbox, loops, or ``write`` lands on a read-only root.
         """
         if not isinstance(path, str) or "\0" in path:
             raise ToolError(f"not a usable path: {path!r}")
         if os.path.isabs(path):
             raise ToolError(f"{path!r}: use a path relative to the workspace")
-        first = Path(path).parts[0] if Path(path).parts else ""
-        base, read_only = self.root, self.read_only
-        rest = path
-        for r in self.roots:
-            if first == r.mounted_at:
-                base, read_only = r.path, r.read_only
-                rest = str(Path(*Path(path).parts[1:])) if len(Path(path).parts) > 1 else "."
-                break
-        real_base = base.resolve()
-        target = (real_base / rest).resolve()  # follows symlinks: a link out is caught
-        if target != real_base and real_base not in target.parents:
+        parts = _parts(path)
+        if parts[:1] == ("..",):
             raise ToolError(f"{path!r} is outside the sandbox")
-        if write and read_only:
-            raise ToolError(f"{path!r} is on a read-only root")
-        return target
+        base, read_only, rest = self.root, self.read_only, parts
+        best = 0
+        for r in self.roots:
+            at = _parts(r.mounted_at)
+            if at and at[:1] != ("..",) and parts[: len(at)] == at and len(at) > best:
+                base, read_only, rest, best = r.path, r.read_only, parts[len(at) :], len(at)
+        real_base = _real(base, path)
+        target = _real(real_base.joinpath(*rest), path)
+        if not _inside(target, real_base):
+            raise ToolError(f"{path!r} is outside the sandbox")
+        if write:
+            locked = [_real(r.path, r.mounted_at) for r in self.roots if r.read_only]
+            if read_only or any(_inside(target, folder) for folder in locked):
+                raise ToolError(f"{path!r} is on a read-only root")
+        return Resolved(target, "/".join(parts) or ".", read_only)
+
+    def resolve(self, path: str, *, write: bool = False) -> Path:
+        """The real path :meth:`locate` maps ``path`` to.
+
+        Raises:
+            ToolError: as :meth:`locate`.
+        """
+        return self.locate(path, write=write).real
+
+    def mounts(self) -> tuple[Mount, ...]:
+        """The mounted roots as the sandbox binds them for one call."""
+        return tuple(
+            Mount(r.path, "/".join(_parts(r.mounted_at)), r.read_only) for r in self.roots
+        )
+
+    def _handle(self) -> Sandbox | None:
+        return self.sandbox if self.sandbox is not None else open_sandbox_at(self.root)
+
+    async def run(self, command: str, *, timeout: float) -> CommandResult:
+        """Run a shell command through the sandbox (or, without one, here, unconfined)."""
+        handle = self._handle()
+        if handle is None:
+            return await run_here(self.root, SandboxPolicy(), command, timeout=timeout)
+        return await handle.run(
+            command, timeout=timeout, mounts=self.mounts(), read_only=self.read_only
+        )
+
+    async def file_op(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """Do one file operation through the sandbox (or, without one, here)."""
+        handle = self._handle()
+        if handle is None:
+            return await apply_file_op(request)
+        return await handle.file_op(request, mounts=self.mounts(), read_only=self.read_only)
 
     def clip(self, text: str) -> str:
         """Cut ``text`` to :attr:`max_output`, saying how much was cut."""
@@ -154,7 +241,12 @@ class Tool:
         }
 
     async def call(self, ctx: ToolContext, arguments: Mapping[str, Any]) -> ToolOutcome:
-        """Run the tool. Bad arguments and :class:`ToolError` give a failed outcome."""
+        """Run the tool; any failure of its own is a failed outcome the model reads.
+
+        Bad arguments, a :class:`ToolError` and any other exception the tool
+        raises come back as ``ok=False``. Only what is not the tool's own ends
+        the run: a cancellation, and a sandbox that is closed or unavailable.
+        """
         props: Mapping[str, Any] = self.parameters.get("properties", {})
         required = set(self.parameters.get("required", ()))
         if not isinstance(arguments, Mapping):
@@ -178,8 +270,10 @@ class Tool:
                 result = await result
         except ToolError as exc:
             return ToolOutcome(False, str(exc))
-        except (OSError, ValueError) as exc:
-            return ToolOutcome(False, f"{self.name}: {exc}")
+        except (SandboxClosedError, SandboxUnavailableError):
+            raise
+        except Exception as exc:  # the tool's own failure, whatever it is, is the model's to read
+            return ToolOutcome(False, f"{self.name}: {type(exc).__name__}: {exc}")
         if isinstance(result, ToolOutcome):
             return ToolOutcome(result.ok, ctx.clip(result.content))
         return ToolOutcome(True, ctx.clip(result if isinstance(result, str) else str(result)))

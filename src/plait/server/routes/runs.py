@@ -12,9 +12,9 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from plait._ids import new_id
-from plait._runtypes import Run
 from plait.errors import NothingToDoError
 from plait.records import JSONValue
+from plait.run import Run
 from plait.server import schemas as s
 from plait.server.approvals import approver
 from plait.server.errors import error_body, status_and_code

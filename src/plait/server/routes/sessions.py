@@ -49,7 +49,7 @@ def _detail(state: ServerState, session: Session) -> s.SessionDetail:
     snap = session.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id)
-    row = state.client._lookup(session.id)
+    row = state.client.lookup(session.id)
     live = state.live.snapshot_fields(session)
     base = session_out(state, row)
     clients: Any = live["live_clients"]
@@ -186,7 +186,7 @@ async def get_records(
 ) -> s.RecordsOut:
     """The records in view with a seq greater than ``after``, oldest first (events included)."""
     state = _state(request)
-    row = state.client._lookup(session_id)
+    row = state.client.lookup(session_id)
     lo = max(after + 1, row.layout.view_start)
     hi = min(row.layout.end_seq, lo + limit)
     records = state.client.store.read(row, lo, hi) if lo < hi else []
@@ -215,7 +215,7 @@ async def inject_messages(
     return s.RecordsOut(
         session_id=session_id,
         records=[s.RecordOut(**record_json(r)) for r in added],
-        end_seq=state.client._lookup(session_id).layout.end_seq,
+        end_seq=state.client.lookup(session_id).layout.end_seq,
     )
 
 
@@ -287,7 +287,7 @@ async def get_lineage(request: Request, session_id: str, who: Caller) -> s.Linea
     """The session with its ancestors and descendants, and an SVG drawing of them."""
     state = _state(request)
     store = state.client.store
-    row = state.client._lookup(session_id)
+    row = state.client.lookup(session_id)
 
     def describe(sid: str) -> LineageBox | None:
         found = row if sid == row.id else store.get(sid)

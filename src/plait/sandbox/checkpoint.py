@@ -1,0 +1,547 @@
+"""Workspace checkpoints: a folder's files recorded content-addressed, restored byte for byte.
+
+The format (one version, ``v: 1``) is git's idea in JSON:
+
+* a **blob** is a file's bytes, named by their SHA-256;
+* a **tree** is one folder: canonical JSON ``{"v": 1, "entries": [[name, kind, mode, ref],
+  ...]}`` sorted by name, where ``kind`` is ``f`` (a file, ``ref`` its blob), ``l`` (a
+  symlink, ``ref`` its target, never followed) or ``d`` (a folder, ``ref`` its tree), and
+  ``mode`` the permission bits; it too is named by its SHA-256;
+* a **checkpoint id** is the digest of the workspace's root tree.
+
+Both kinds of object live in one :class:`Objects` space (a folder here; a store's blob
+table can hold the same ``digest -> bytes`` pairs), so an unchanged file costs nothing, a
+one-file change costs that file plus the trees on its path, and a checkpoint of an
+unchanged tree writes nothing at all: its id, 64 characters, is the whole cost.
+
+FIFOs, devices and sockets are not recorded. A stat cache (size, times, inode) spares
+re-reading files that did not change; a file changed too recently for its timestamps to
+tell is read again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from plait.errors import InvalidArgumentError
+
+__all__ = ["CheckpointStore", "FileChange", "FolderObjects", "Objects"]
+
+_VERSION = 1
+_CHUNK = 1 << 20
+# A file whose mtime is this close to the scan that hashed it may change again within the
+# same timestamp tick, so its cached digest is not trusted (git's "racy" entries).
+_RACY_NS = 50_000_000
+_DIGEST_CHARS = frozenset("0123456789abcdef")
+
+
+class Objects(Protocol):
+    """Where checkpoint objects live: ``digest -> bytes``, written once, never changed."""
+
+    def has(self, digest: str) -> bool:
+        """Whether the object is stored."""
+        ...
+
+    def put(self, digest: str, data: bytes) -> None:
+        """Store ``data`` under ``digest`` (its SHA-256) if it is not there yet."""
+        ...
+
+    def put_file(self, digest: str, source: Path) -> int:
+        """Store the file ``source`` (already hashed to ``digest``); returns bytes written."""
+        ...
+
+    def get(self, digest: str) -> bytes:
+        """The object's bytes.
+
+        Raises:
+            InvalidArgumentError: no object has that digest.
+        """
+        ...
+
+    def open(self, digest: str) -> Any:
+        """A binary file object reading the object (for large blobs)."""
+        ...
+
+    def digests(self) -> Iterator[str]:
+        """Every stored digest."""
+        ...
+
+    def delete(self, digest: str) -> None:
+        """Remove one object (pruning)."""
+        ...
+
+
+class FolderObjects:
+    """:class:`Objects` in a folder: ``objects/ab/cdef...``, each written by an atomic rename."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        """The folder holding ``objects/``."""
+        self._objects = os.path.join(self.folder, "objects")
+
+    def _path(self, digest: str) -> Path:
+        return Path(self._name(digest))
+
+    def _name(self, digest: str) -> str:
+        # Plain strings: this runs once per file of every checkpoint.
+        if len(digest) != 64 or not _DIGEST_CHARS.issuperset(digest):
+            raise InvalidArgumentError(f"{digest!r} is not a checkpoint digest")
+        return os.path.join(self._objects, digest[:2], digest[2:])
+
+    def has(self, digest: str) -> bool:
+        """Whether the object is stored."""
+        return os.path.exists(self._name(digest))
+
+    def _publish(self, digest: str, write: Any) -> int:
+        target = self._path(digest)
+        if target.exists():
+            return 0
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                size = int(write(out))
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return size
+
+    def put(self, digest: str, data: bytes) -> None:
+        """Store ``data`` under ``digest`` if it is not there yet."""
+        self._publish(digest, lambda out: out.write(data))
+
+    def put_file(self, digest: str, source: Path) -> int:
+        """Copy ``source`` in under ``digest``; returns the bytes written (0 if present)."""
+
+        def copy(out: Any) -> int:
+            with open(source, "rb") as src:
+                return _copy(src, out)
+
+        return self._publish(digest, copy)
+
+    def get(self, digest: str) -> bytes:
+        """The object's bytes.
+
+        Raises:
+            InvalidArgumentError: no object has that digest.
+        """
+        try:
+            return self._path(digest).read_bytes()
+        except FileNotFoundError:
+            raise InvalidArgumentError(f"no checkpoint object {digest}") from None
+
+    def open(self, digest: str) -> Any:
+        """A binary file reading the object.
+
+        Raises:
+            InvalidArgumentError: no object has that digest.
+        """
+        try:
+            return open(self._path(digest), "rb")
+        except FileNotFoundError:
+            raise InvalidArgumentError(f"no checkpoint object {digest}") from None
+
+    def digests(self) -> Iterator[str]:
+        """Every stored digest."""
+        root = self.folder / "objects"
+        if not root.is_dir():
+            return
+        for sub in root.iterdir():
+            for entry in sub.iterdir():
+                if not entry.name.startswith("."):
+                    yield sub.name + entry.name
+
+    def delete(self, digest: str) -> None:
+        """Remove one object."""
+        with contextlib.suppress(FileNotFoundError):
+            self._path(digest).unlink()
+
+
+def _copy(src: Any, out: Any) -> int:
+    size = 0
+    while chunk := src.read(_CHUNK):
+        out.write(chunk)
+        size += len(chunk)
+    return size
+
+
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb", buffering=0) as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _encode(entries: list[list[Any]]) -> bytes:
+    return json.dumps(
+        {"v": _VERSION, "entries": entries}, separators=(",", ":"), ensure_ascii=False
+    ).encode("utf-8", "surrogateescape")
+
+
+@dataclass(frozen=True, slots=True)
+class FileChange:
+    """One path that differs between two checkpoints."""
+
+    path: str
+    """The path relative to the workspace (``/``-separated)."""
+    change: Literal["added", "removed", "modified"]
+    """What happened to it from the first checkpoint to the second."""
+    kind: str
+    """``file``, ``symlink`` or ``folder`` (the new kind when it changed kind)."""
+
+
+_KINDS = {"f": "file", "l": "symlink", "d": "folder"}
+
+
+class CheckpointStore:
+    """Checkpoints of workspaces: :meth:`checkpoint`, :meth:`restore`, :meth:`diff`, :meth:`prune`.
+
+    Args:
+        folder: where the objects and the stat cache live (made if missing).
+        objects: another object space (a store's blob table); default: ``folder``'s.
+    """
+
+    def __init__(self, folder: Path | str, objects: Objects | None = None) -> None:
+        self.folder = Path(folder)
+        """The checkpoint folder."""
+        self.objects: Objects = objects or FolderObjects(self.folder)
+        """Where blobs and trees are kept."""
+        self.written = 0
+        """Bytes of new objects written by this instance (what checkpoints cost on disk)."""
+        self._caches: dict[str, dict[str, list[int | str]]] = {}
+        self._own = self.folder.resolve()
+
+    @classmethod
+    def beside(cls, store_file: Path | str) -> CheckpointStore:
+        """The checkpoint store kept beside a store file: ``<file>.checkpoints/``."""
+        path = Path(store_file)
+        return cls(path.with_name(path.name + ".checkpoints"))
+
+    # -- the stat cache -----------------------------------------------------------------
+
+    def _cache_file(self, root: Path) -> Path:
+        key = hashlib.sha256(os.fsencode(root)).hexdigest()[:24]
+        return self.folder / "cache" / f"{key}.json"
+
+    def _cache(self, root: Path) -> dict[str, list[int | str]]:
+        key = str(root)
+        if key not in self._caches:
+            try:
+                loaded = json.loads(self._cache_file(root).read_text("utf-8"))
+                self._caches[key] = loaded if isinstance(loaded, dict) else {}
+            except (OSError, ValueError):
+                self._caches[key] = {}
+        return self._caches[key]
+
+    def _save_cache(self, root: Path, cache: dict[str, list[int | str]]) -> None:
+        target = self._cache_file(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(cache, out, separators=(",", ":"))
+        os.replace(tmp, target)
+
+    # -- checkpoint ---------------------------------------------------------------------
+
+    def checkpoint(self, folder: Path | str) -> str:
+        """Record ``folder``'s files and return the checkpoint id (a 64-character digest).
+
+        The same tree always gives the same id and, the second time, writes nothing.
+
+        Raises:
+            InvalidArgumentError: ``folder`` is not an existing folder.
+        """
+        root = Path(folder)
+        if not root.is_dir() or root.is_symlink():
+            raise InvalidArgumentError(f"{str(folder)!r} is not a folder to checkpoint")
+        root = root.resolve()
+        old = self._cache(root)
+        new: dict[str, list[int | str]] = {}
+        started = time.time_ns()
+        digest = self._tree(root, "", old, new, started)
+        self._caches[str(root)] = new
+        if new != old:
+            self._save_cache(root, new)
+        return digest
+
+    def _tree(
+        self,
+        folder: Path,
+        prefix: str,
+        old: dict[str, list[int | str]],
+        new: dict[str, list[int | str]],
+        started: int,
+    ) -> str:
+        entries: list[list[Any]] = []
+        with os.scandir(folder) as scan:
+            items = sorted(scan, key=lambda e: e.name)
+        for item in items:
+            rel = prefix + item.name
+            try:
+                st = item.stat(follow_symlinks=False)
+            except FileNotFoundError:
+                continue  # removed while we looked: it is not part of this checkpoint
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                entries.append([item.name, "l", 0, os.readlink(item.path)])
+            elif stat.S_ISDIR(st.st_mode):
+                if Path(item.path) == self._own:
+                    continue  # the checkpoints themselves, kept inside the workspace
+                sub = self._tree(Path(item.path), rel + "/", old, new, started)
+                entries.append([item.name, "d", mode, sub])
+            elif stat.S_ISREG(st.st_mode):
+                digest = self._blob(item.path, rel, st, old, new, started)
+                entries.append([item.name, "f", mode, digest])
+        data = _encode(entries)
+        digest = hashlib.sha256(data).hexdigest()
+        if not self.objects.has(digest):
+            self.objects.put(digest, data)
+            self.written += len(data)
+        return digest
+
+    def _blob(
+        self,
+        path: str,
+        rel: str,
+        st: os.stat_result,
+        old: dict[str, list[int | str]],
+        new: dict[str, list[int | str]],
+        started: int,
+    ) -> str:
+        key: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        seen = old.get(rel)
+        if (
+            seen is not None
+            and len(seen) == 6
+            and seen[:4] == key
+            and st.st_mtime_ns + _RACY_NS < int(seen[5])
+        ):
+            digest = str(seen[4])
+            if self.objects.has(digest):
+                new[rel] = list(seen)
+                return digest
+        digest = _hash_file(Path(path))
+        if not self.objects.has(digest):
+            self.written += self.objects.put_file(digest, Path(path))
+        new[rel] = [*key, digest, started]
+        return digest
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _entries(self, digest: str) -> list[list[Any]]:
+        try:
+            tree = json.loads(self.objects.get(digest).decode("utf-8", "surrogateescape"))
+        except ValueError:
+            raise InvalidArgumentError(f"{digest} is not a checkpoint tree") from None
+        if not isinstance(tree, dict) or tree.get("v") != _VERSION:
+            raise InvalidArgumentError(f"{digest} is not a checkpoint tree of version {_VERSION}")
+        entries = tree["entries"]
+        for name, _kind, _mode, _ref in entries:
+            if not name or "/" in name or name in (".", ".."):
+                raise InvalidArgumentError(f"checkpoint tree {digest} names {name!r}")
+        return list(entries)
+
+    def files(self, checkpoint_id: str) -> dict[str, tuple[str, str]]:
+        """Every path of a checkpoint: ``path -> (kind, ref)`` (folders included).
+
+        Raises:
+            InvalidArgumentError: no checkpoint has that id.
+        """
+        out: dict[str, tuple[str, str]] = {}
+
+        def walk(digest: str, prefix: str) -> None:
+            for name, kind, _mode, ref in self._entries(digest):
+                out[prefix + name] = (_KINDS[kind], ref)
+                if kind == "d":
+                    walk(ref, prefix + name + "/")
+
+        walk(checkpoint_id, "")
+        return out
+
+    def diff(self, a: str, b: str) -> tuple[FileChange, ...]:
+        """What changed from checkpoint ``a`` to checkpoint ``b``, path by path, sorted.
+
+        Unchanged folders are skipped by their digest, so the cost is that of the change.
+
+        Raises:
+            InvalidArgumentError: either id is not a checkpoint.
+        """
+        changes: list[FileChange] = []
+
+        def below(digest: str, prefix: str, change: Literal["added", "removed"]) -> None:
+            for name, kind, _mode, ref in self._entries(digest):
+                changes.append(FileChange(prefix + name, change, _KINDS[kind]))
+                if kind == "d":
+                    below(ref, prefix + name + "/", change)
+
+        def walk(left: str, right: str, prefix: str) -> None:
+            if left == right:
+                return
+            old = {e[0]: e for e in self._entries(left)}
+            new = {e[0]: e for e in self._entries(right)}
+            for name in sorted(old.keys() | new.keys()):
+                path = prefix + name
+                was, now = old.get(name), new.get(name)
+                if was is None and now is not None:
+                    changes.append(FileChange(path, "added", _KINDS[now[1]]))
+                    if now[1] == "d":
+                        below(now[3], path + "/", "added")
+                elif now is None and was is not None:
+                    changes.append(FileChange(path, "removed", _KINDS[was[1]]))
+                    if was[1] == "d":
+                        below(was[3], path + "/", "removed")
+                elif was is not None and now is not None and was != now:
+                    if was[1] == now[1] == "d":
+                        if was[2] != now[2]:
+                            changes.append(FileChange(path, "modified", "folder"))
+                        walk(was[3], now[3], path + "/")
+                    elif "d" in (was[1], now[1]):
+                        below_was = was[1] == "d"
+                        changes.append(FileChange(path, "modified", _KINDS[now[1]]))
+                        if below_was:
+                            below(was[3], path + "/", "removed")
+                        else:
+                            below(now[3], path + "/", "added")
+                    else:
+                        changes.append(FileChange(path, "modified", _KINDS[now[1]]))
+
+        walk(a, b, "")
+        return tuple(sorted(changes, key=lambda c: c.path))
+
+    # -- restore ------------------------------------------------------------------------
+
+    def restore(self, folder: Path | str, checkpoint_id: str) -> None:
+        """Make ``folder`` hold exactly the checkpoint's files, byte for byte.
+
+        Paths the checkpoint does not have are removed (a symlink is removed, never
+        followed); files that differ are replaced atomically; an empty or missing
+        folder becomes a copy of the checkpoint. Nothing outside ``folder`` is touched.
+
+        Raises:
+            InvalidArgumentError: ``checkpoint_id`` is not a checkpoint or lacks an
+                object, or ``folder`` exists and is not a folder (nothing is changed).
+        """
+        root = Path(folder)
+        # Every object must be there before anything changes: a restore is whole or nothing.
+        missing = [d for d in self.reachable([checkpoint_id]) if not self.objects.has(d)]
+        if missing:
+            raise InvalidArgumentError(
+                f"checkpoint {checkpoint_id} lacks {len(missing)} objects (pruned?)"
+            )
+        if root.is_symlink() or (root.exists() and not root.is_dir()):
+            raise InvalidArgumentError(f"{str(folder)!r} is not a folder to restore into")
+        root.mkdir(parents=True, exist_ok=True)
+        root = root.resolve()
+        self._restore_tree(root, checkpoint_id, self._cache(root), "")
+
+    def _restore_tree(
+        self, folder: Path, digest: str, cache: dict[str, list[int | str]], prefix: str
+    ) -> None:
+        wanted = {e[0]: e for e in self._entries(digest)}
+        with os.scandir(folder) as scan:
+            present = {item.name: item for item in scan}
+        for name, item in present.items():
+            entry = wanted.get(name)
+            st = item.stat(follow_symlinks=False)
+            keep = entry is not None and (
+                (entry[1] == "d" and stat.S_ISDIR(st.st_mode))
+                or (entry[1] == "f" and stat.S_ISREG(st.st_mode))
+            )
+            if not keep:
+                _remove(Path(item.path), st)
+        for name, (_name, kind, mode, ref) in sorted(wanted.items()):
+            path = folder / name
+            if kind == "d":
+                path.mkdir(exist_ok=True)
+                self._restore_tree(path, ref, cache, prefix + name + "/")
+                os.chmod(path, mode)
+            elif kind == "l":
+                os.symlink(ref, path)
+            else:
+                if not (path.exists() and self._same(path, ref, cache, prefix + name)):
+                    self._write_blob(path, ref)
+                os.chmod(path, mode)
+
+    def _same(self, path: Path, digest: str, cache: dict[str, list[int | str]], rel: str) -> bool:
+        st = path.stat()
+        seen = cache.get(rel)
+        key: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        if (
+            seen is not None
+            and len(seen) == 6
+            and seen[:4] == key
+            and st.st_mtime_ns + _RACY_NS < int(seen[5])
+        ):
+            return seen[4] == digest
+        return _hash_file(path) == digest
+
+    def _write_blob(self, path: Path, digest: str) -> None:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plait-restore-")
+        try:
+            with os.fdopen(fd, "wb") as out, self.objects.open(digest) as src:
+                _copy(src, out)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    # -- pruning ------------------------------------------------------------------------
+
+    def reachable(self, checkpoint_ids: Iterable[str]) -> set[str]:
+        """Every object the given checkpoints need.
+
+        Raises:
+            InvalidArgumentError: a tree of theirs is missing or malformed.
+        """
+        seen: set[str] = set()
+
+        def walk(digest: str) -> None:
+            if digest in seen:
+                return
+            seen.add(digest)
+            for _name, kind, _mode, ref in self._entries(digest):
+                if kind == "d":
+                    walk(ref)
+                elif kind == "f":
+                    seen.add(ref)
+
+        for checkpoint_id in checkpoint_ids:
+            walk(checkpoint_id)
+        return seen
+
+    def prune(self, keep: Iterable[str]) -> int:
+        """Delete every object no checkpoint in ``keep`` needs; returns how many went.
+
+        The caller passes the ids still referenced (by the sessions that exist).
+        """
+        needed = self.reachable(keep)
+        gone = 0
+        for digest in list(self.objects.digests()):
+            if digest not in needed:
+                self.objects.delete(digest)
+                gone += 1
+        return gone
+
+
+def _remove(path: Path, st: os.stat_result) -> None:
+    """Remove a path inside the restored folder; a symlink is unlinked, never followed."""
+    if stat.S_ISDIR(st.st_mode):
+        for child in os.scandir(path):
+            _remove(Path(child.path), child.stat(follow_symlinks=False))
+        path.rmdir()
+    else:
+        path.unlink()

@@ -1,0 +1,39 @@
+"""The session layer: the :class:`Session` handle and the parts behind it.
+
+``Session`` is a thin facade (identity, reads, transcript writes); each other
+concern has its own module working through the session's
+:class:`~plait.session._head.Head`: ``writes`` (title, view, close, scratchpad),
+``branching``, ``settings`` (settings, metadata, workspace and roots),
+``binding`` (the sandbox), ``context`` and ``counting`` (the context report,
+requests, compaction), ``runs`` (starting runs, the run board, usage),
+``reading`` (snapshot, ancestry, resume state) and ``export``.
+:class:`SessionHost` keeps one handle per id over a store.
+"""
+
+from plait.session._values import (
+    MAX_TITLE,
+    RootResult,
+    ScratchpadUpdate,
+    SessionUsage,
+    Snapshot,
+    validate_workspace_policy,
+)
+from plait.session.functional import prompt_once, run_session
+from plait.session.host import SessionHost
+from plait.session.runs import RunBoard
+from plait.session.session import ChunkTable, Session
+
+__all__ = [
+    "MAX_TITLE",
+    "ChunkTable",
+    "RootResult",
+    "RunBoard",
+    "ScratchpadUpdate",
+    "Session",
+    "SessionHost",
+    "SessionUsage",
+    "Snapshot",
+    "prompt_once",
+    "run_session",
+    "validate_workspace_policy",
+]

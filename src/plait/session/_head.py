@@ -1,0 +1,360 @@
+"""The head of one session: its id, the row a handle last read, and compare-and-set writes.
+
+Every part of the session layer (branching, settings, sandbox binding, context,
+runs, export) works through a :class:`Head`, never through a whole
+:class:`~plait.session.Session`: the head is the one place that reads the row,
+takes the writer lock and writes with compare-and-set.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from plait.context import Tally
+from plait.errors import (
+    SessionClosedError,
+    SessionLockedError,
+    SessionNotFoundError,
+    StaleSessionError,
+)
+from plait.records import EventRecord, JSONValue, Record, record_from_message
+from plait.sandbox import Sandbox
+from plait.session._values import SETTINGS, check_count
+from plait.store import Store
+from plait.store.base import ScratchpadEntry, SessionRow
+
+if TYPE_CHECKING:
+    from plait.session.host import SessionHost
+    from plait.session.session import Session
+
+__all__ = ["Build", "Head", "Memo", "appended"]
+
+_RETRIES: Final = 64  # each lost race means another writer progressed: lock-free, not a spin
+
+Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow | None, ScratchpadEntry | None]]
+"""Given the head, return (records to append, the new row or None if only appending, pad)."""
+
+
+@dataclass(slots=True)
+class Memo:
+    """What a writer's head knows of its transcript without asking the store again.
+
+    Valid for one epoch of the row: the same ``pk`` and ``row_version`` (a change of
+    the row itself, such as a trim, a reset or a rewind, starts a new epoch; an
+    append does not). Records are immutable, so a position read or written in the
+    epoch stays what it was.
+    """
+
+    pk: int
+    """The row's store key."""
+    row_version: int
+    """The row version the memo belongs to."""
+    counted_end: int = 0
+    """Positions before this are counted, and their counts stored."""
+    tally: Tally | None = None
+    """The tally at ``counted_end - 1`` (None when nothing is counted)."""
+    tallies: dict[int, Tally] = field(default_factory=dict)
+    """Tallies this head counted, by position (within the window)."""
+    window_lo: int = 0
+    """``window`` holds the records at positions ``[window_lo, window_lo + len(window))``."""
+    window: list[Record] = field(default_factory=list)
+    """A contiguous run of records up to the head, as read or appended by this head."""
+    extra: dict[int, Record] = field(default_factory=dict)
+    """A few records read by position outside the window (system prompt, summary)."""
+
+    def valid_for(self, row: SessionRow) -> bool:
+        """Whether the memo describes ``row``'s epoch."""
+        return self.pk == row.pk and self.row_version == row.row_version
+
+    @property
+    def window_end(self) -> int:
+        """One past the window's last position."""
+        return self.window_lo + len(self.window)
+
+    def record(self, seq: int) -> Record | None:
+        """The record at ``seq`` if the memo holds it."""
+        if self.window_lo <= seq < self.window_end:
+            return self.window[seq - self.window_lo]
+        return self.extra.get(seq)
+
+    def records(self, lo: int, hi: int) -> list[Record] | None:
+        """The records at ``[lo, hi)`` if the window holds them all, else None."""
+        if self.window_lo <= lo and hi <= self.window_end:
+            return self.window[lo - self.window_lo : hi - self.window_lo]
+        return None
+
+    def extend(self, records: Sequence[Record]) -> None:
+        """Records appended at the head: kept when they continue the window."""
+        if records and records[0].seq == self.window_end:
+            self.window.extend(records)
+
+    def seed(self, lo: int, records: Sequence[Record]) -> None:
+        """Records read at ``[lo, ...)`` up to the head become the window."""
+        self.window_lo, self.window = lo, list(records)
+        # The tally just before the window is what a report subtracts: keep it too.
+        self.tallies = {p: t for p, t in self.tallies.items() if p >= lo - 1}
+
+
+class Head:
+    """One session's id, its last-read row, its writer-lock state and its sandbox handle.
+
+    Args:
+        host: the host (client) the handle belongs to.
+        session_id: the session's id.
+        row: the stored row, or None for a session not stored yet.
+    """
+
+    __slots__ = (
+        "_memo",
+        "_owner",
+        "host",
+        "id",
+        "row",
+        "sandbox",
+        "sandbox_release",
+        "trusted",
+        "writer",
+    )
+
+    def __init__(
+        self, owner: Session, host: SessionHost, session_id: str, row: SessionRow | None
+    ) -> None:
+        self._owner = weakref.ref(owner)
+        self.host = host
+        self.id = session_id
+        self.row = row
+        self.writer = False
+        self.trusted = False
+        """True while ``row`` is what is stored: read or written under the writer lock since."""
+        self.sandbox: Sandbox | None = None
+        self.sandbox_release: weakref.finalize[Any, Any] | None = None
+        """Releases ``sandbox`` once: on ``close_sandbox``, or when the handle or process goes."""
+        self._memo: Memo | None = None
+
+    def owner(self) -> Session | None:
+        """The handle this head belongs to (None once it is gone)."""
+        return self._owner()
+
+    def adopt(self, row: SessionRow) -> None:
+        """Take ``row`` if it is newer than the one held (another reader saw it first)."""
+        if self.row is None or self.row.version < row.version:
+            self.row = row
+            self.trusted = self.writer
+
+    @property
+    def store(self) -> Store:
+        """The store the session lives in."""
+        return self.host.store
+
+    # -- reading the row ----------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Re-read the stored row (nothing for a session not stored yet).
+
+        Raises:
+            SessionNotFoundError: the session was deleted.
+        """
+        if self.row is not None:
+            row = self.store.get(self.id)
+            if row is None:
+                self.trusted = False
+                raise SessionNotFoundError(self.id, "deleted")
+            self.row = row
+            self.trusted = self.writer
+
+    def require(self) -> SessionRow:
+        """The row this head holds; SessionNotFoundError for a session never stored."""
+        if self.row is None:
+            raise SessionNotFoundError(self.id, "not stored yet: nothing was written to it")
+        return self.row
+
+    def fresh(self) -> SessionRow:
+        """The stored row: read now (one point lookup), or the one held during a run.
+
+        While a run of this host drives the session and this head has held the writer
+        lock since it last read or wrote the row, no other process can have written
+        it, so the row held is what is stored and is not read again.
+        """
+        trusted = self.trusted and self.writer and self.row is not None
+        if trusted and self.host.runs.running(self.id):
+            assert self.row is not None
+            return self.row
+        self.refresh()
+        return self.require()
+
+    def memo(self, row: SessionRow) -> Memo | None:
+        """The writer's memo for ``row``'s epoch (a new one when the epoch changed)."""
+        if not self.writer:
+            return None
+        memo = self._memo
+        if memo is None or not memo.valid_for(row):
+            memo = self._memo = Memo(row.pk, row.row_version)
+        return memo
+
+    def settings(self, row: SessionRow | None = None) -> dict[str, JSONValue]:
+        """The settings in ``row`` (default: read now); empty for a session not stored."""
+        if row is None:
+            if self.row is None:
+                return {}
+            row = self.fresh()
+        found = row.metadata.get(SETTINGS, {})
+        return dict(found) if isinstance(found, Mapping) else {}
+
+    # -- the writer lock ------------------------------------------------------------------
+
+    def ensure_writer(self) -> None:
+        """Take the session's writer lock for this process, or raise SessionLockedError."""
+        if not self.writer:
+            if not self.store.lock(self.id):
+                raise SessionLockedError(self.id)
+            self.writer = True
+            self.trusted = False  # another process may have written while it was not held
+            self._memo = None
+            self.host._locked.add(self.id)
+
+    def release(self) -> None:
+        """Give up this process's writer lock (a no-op if this head does not hold it)."""
+        if self.writer:
+            self.writer = self.trusted = False
+            self._memo = None
+            self.host._locked.discard(self.id)
+            self.store.unlock(self.id)
+
+    def locked_elsewhere(self) -> bool:
+        """Whether another process has the session open for writing."""
+        if self.row is None or self.writer:
+            return False
+        return self.store.locked_elsewhere(self.id)
+
+    # -- writing --------------------------------------------------------------------------
+
+    def mutate(
+        self, build: Build, *, expect_version: int | None = None, allow_closed: bool = False
+    ) -> tuple[SessionRow, Sequence[Record]]:
+        """Apply ``build`` to the head and store the result with compare-and-set.
+
+        Without ``expect_version`` a lost race is retried on the new head (the
+        verbs that use this do not depend on what they read); with it, a stale
+        head raises :class:`StaleSessionError` and nothing is written.
+        """
+        if expect_version is not None:
+            check_count(expect_version, "expect_version")
+            seen = self.row.version if self.row is not None else 0
+            if expect_version != seen:
+                raise StaleSessionError(self.id, expect_version, seen)
+        if self.row is not None:
+            self.ensure_writer()
+        last: StaleSessionError | None = None
+        for _ in range(_RETRIES):
+            row = self.row
+            if row is None:
+                return self._create(build)
+            if row.status == "closed" and not allow_closed:
+                raise SessionClosedError(self.id)
+            records, updated, pad = build(row)
+            try:
+                if updated is None and pad is None:
+                    self.row = self.store.append(row, records)
+                    self._appended(records)
+                else:
+                    target = updated if updated is not None else appended(row, records)
+                    self.row = self.store.write(row, target, records, pad)
+                self.trusted = True
+                return self.row, records
+            except StaleSessionError as exc:
+                if expect_version is not None:
+                    raise
+                last = exc
+                self.refresh()
+        assert last is not None
+        raise last
+
+    def _create(self, build: Build) -> tuple[SessionRow, Sequence[Record]]:
+        blank = SessionRow(id=self.id, workspace=self.host.workspace)
+        records, updated, pad = build(blank)
+        if updated is None:
+            updated = appended(blank, records)
+        stored = self.store.create(updated, records)
+        self.row = stored
+        self.host._adopt_head(self)
+        self.ensure_writer()
+        if pad is not None:
+            stored = self.row = self.store.write(stored, replace(stored), (), pad)
+        return stored, records
+
+    def append_one(self, message: Mapping[str, JSONValue]) -> Record | None:
+        """The agent-step fast path: one message appended with one INSERT, or None.
+
+        None when the fast path does not apply (not stored, closed, not the writer)
+        or another writer moved the head first (the row is re-read): the caller then
+        takes the general path through :meth:`mutate`.
+        """
+        row = self.row
+        if row is None or row.status != "open" or not self.writer:
+            return None
+        lay = row.layout
+        record = record_from_message(message, seq=lay.end_seq, default_folds_from=lay.view_start)
+        try:
+            self.row = self.store.append(row, (record,))
+        except StaleSessionError:
+            self.refresh()
+            return None
+        self._appended((record,))
+        self.trusted = True
+        return record
+
+    def _appended(self, records: Sequence[Record]) -> None:
+        memo = self._memo
+        if memo is not None and self.row is not None and memo.valid_for(self.row):
+            memo.extend(records)
+
+    def messages(self, messages: Sequence[Mapping[str, JSONValue]]) -> Build:
+        """A build that appends ``messages`` (each checked before anything is written)."""
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], None, None]:
+            start = row.layout.end_seq
+            records = [
+                record_from_message(m, seq=start + i, default_folds_from=row.layout.view_start)
+                for i, m in enumerate(messages)
+            ]
+            return records, None, None
+
+        return build
+
+    def event(
+        self,
+        name: str,
+        data: Mapping[str, JSONValue],
+        change: Callable[[SessionRow], SessionRow] | None = None,
+        *,
+        allow_closed: bool = False,
+        expect_version: int | None = None,
+    ) -> Record:
+        """Append an event, changing the row with ``change`` in the same write."""
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow | None, None]:
+            record = EventRecord(seq=row.layout.end_seq, name=name, data=dict(data))
+            if change is None:
+                return [record], None, None
+            return [record], appended(change(row), [record]), None
+
+        return self.mutate(build, allow_closed=allow_closed, expect_version=expect_version)[1][0]
+
+    def change_row(
+        self, change: Callable[[SessionRow], SessionRow], *, allow_closed: bool = True
+    ) -> SessionRow:
+        """Change the session row alone (no record), with compare-and-set; the new row."""
+
+        def build(row: SessionRow) -> tuple[Sequence[Record], SessionRow, None]:
+            return (), change(row), None
+
+        return self.mutate(build, allow_closed=allow_closed)[0]
+
+
+def appended(row: SessionRow, records: Sequence[Record]) -> SessionRow:
+    """``row`` with its layout's head moved past ``records``."""
+    messages = sum(1 for r in records if r.kind != "event")
+    return replace(row, layout=row.layout.appended(len(records), messages))

@@ -1,0 +1,227 @@
+"""Context and compaction: the context report, the next request, compacting and undoing it.
+
+Counted once: each record's tokens are counted once and stored with running
+tallies (:mod:`plait.session.counting`), so a report and a request read a few
+rows whatever the transcript's length. Compaction only appends a summary record
+(or a ``compaction_undone`` event), so it stays a view that can be undone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from plait.compaction import (
+    LLM_INSTRUCTIONS,
+    Compaction,
+    CompactionPlan,
+    Summarize,
+    parse_options,
+)
+from plait.compaction import compact as write_compaction
+from plait.compaction import plan as plan_compaction
+from plait.context import SUMMARY_UNKNOWN, ContextReport, ModelInfo, Tally
+from plait.errors import InvalidArgumentError, NothingToDoError, StoreError
+from plait.providers import Provider, Request
+from plait.records import COMPACTION_UNDONE, Message, Record, SummaryRecord, newest_summary
+from plait.session.counting import context_report, count_pending, tool_spec_texts
+from plait.store.base import SessionRow
+from plait.views import model_messages, system_prompt
+
+if TYPE_CHECKING:
+    from plait.session._head import Head
+
+__all__ = [
+    "compact",
+    "compaction_due",
+    "measure",
+    "preview",
+    "request_messages",
+    "summarizer",
+    "uncompact",
+]
+
+_COUNT_ON_READ: Final = 256
+"""At most this many uncounted records are counted to find where a request starts (D92)."""
+
+
+def view(head: Head, row: SessionRow) -> list[Record]:
+    """Every record in the row's view."""
+    return head.store.read(row, row.layout.view_start, row.layout.end_seq)
+
+
+def measure(
+    head: Head, model: str | None, tools: Iterable[object] | None
+) -> tuple[ContextReport, ModelInfo] | None:
+    """The context report for the next request, and the model family it was measured for."""
+    if head.row is None:
+        return None
+    row = head.fresh()
+    store = head.store
+    persist = head.writer
+    if not persist:
+        # A reader stores the counts too when no other process is writing the session
+        # (counting is a compare-and-set on the counted prefix: D51), so a session only
+        # ever read is counted once as well; a store that refuses is no error.
+        try:
+            persist = not store.locked_elsewhere(head.id)
+        except StoreError:
+            persist = False
+    return context_report(
+        store,
+        row,
+        model=model,
+        tool_specs=tool_spec_texts(tools or ()),
+        persist=persist,
+        best_effort=not head.writer,
+        memo=head.memo(row),
+    )
+
+
+def compaction_due(head: Head, model: str | None, tools: Iterable[object] | None) -> bool:
+    """Whether the context is at least the model's ``compact_percent`` full."""
+    found = measure(head, model, tools)
+    if found is None:
+        return False
+    report, info = found
+    return report.fraction * 100 >= info.compact_percent
+
+
+def preview(head: Head, options: Mapping[str, Any]) -> CompactionPlan | None:
+    """What :func:`compact` would fold now, writing nothing (a dry run)."""
+    parsed = parse_options(dict(options))
+    return plan_compaction(view(head, head.fresh()), parsed)
+
+
+async def compact(
+    head: Head,
+    options: Mapping[str, Any],
+    *,
+    summarize: Summarize | None,
+    provider: Provider | None,
+    summary_provider: Provider | None,
+    strategy: str | None,
+) -> Compaction | None:
+    """Fold the older part of the conversation into one appended summary record."""
+    more = dict(options)
+    if strategy is not None:
+        if "compact_strategy" in more:
+            raise InvalidArgumentError("give strategy or compact_strategy, not both")
+        more["compact_strategy"] = strategy
+    parsed = parse_options(more)
+    head.require()
+    head.ensure_writer()
+    row = head.fresh()
+    # The plan's token figures are the stored counts.
+    count_pending(head.store, row, persist=True, memo=head.memo(row))
+    found = plan_compaction(view(head, head.fresh()), parsed)
+    if found is None:
+        return None
+    model = summary_provider or provider
+    if summarize is None and model is not None:
+        summarize = summarizer(model)
+    done = await write_compaction(found, parsed, summarize=summarize)
+    head.mutate(head.messages([done.message()]))
+    return done
+
+
+def uncompact(head: Head) -> SummaryRecord:
+    """Hide the newest summary with a ``compaction_undone`` event; returns that summary."""
+    summary = newest_summary(view(head, head.fresh()))
+    if summary is None:
+        raise NothingToDoError("there is no compaction to undo")
+    head.event(COMPACTION_UNDONE, {"summary_seq": summary.seq})
+    return summary
+
+
+def summarizer(model: Provider) -> Summarize:
+    """The ``llm`` strategy's model call: the messages, then a request for the summary."""
+
+    async def summarize(messages: list[Message]) -> str:
+        from plait.providers import complete
+
+        request = Request(
+            messages=[
+                Message("system", LLM_INSTRUCTIONS),
+                *messages,
+                Message("user", "Write the summary of the conversation above now."),
+            ]
+        )
+        reply = await complete(model, request)
+        return reply.text
+
+    return summarize
+
+
+def request_messages(head: Head) -> list[Message]:
+    """The messages the next model call sends: the system prompt, then the history.
+
+    The stored tallies say where the newest summary and system prompt are, so a
+    compacted session reads the summary and what it kept (D92); a system prompt a
+    trim or reset hid is kept (D91); a cut-off reply is left out (D73).
+    """
+    if head.row is None:
+        return []
+    row = head.fresh()
+    store = head.store
+    lay = row.layout
+    memo = head.memo(row)
+    tally = _head_tally(head, row)
+    lo = lay.view_start
+    if tally is not None and tally.summary >= lay.view_start:
+        found = _at(head, row, tally.summary)
+        if isinstance(found, SummaryRecord):
+            lo = max(lo, found.folds_to)
+    held = memo.records(lo, lay.end_seq) if memo is not None else None
+    if held is not None:
+        records = held
+        if memo is not None and lo > memo.window_lo:
+            memo.seed(lo, records)  # what a compaction folded is no longer sent: let it go
+    else:
+        records = store.read(row, lo, lay.end_seq)
+        if memo is not None:
+            memo.seed(lo, records)
+    hidden: str | None = None
+    if not any(r.kind == "system" for r in records):
+        if tally is not None:
+            if tally.system >= 0:
+                found = _at(head, row, tally.system)
+                hidden = system_prompt([found] if found is not None else [])
+        elif lay.view_start > 0:
+            key = (row.id, lay.view_start)
+            cache = head.host.runs.hidden_system
+            if key not in cache:  # read once per view start: the prefix never changes
+                cache[key] = system_prompt(store.read(row, 0, lay.view_start))
+            hidden = cache[key]
+    return model_messages(records, hidden)
+
+
+def _head_tally(head: Head, row: SessionRow) -> Tally | None:
+    """The running tally at the head, when it can be had for a few rows, else None."""
+    store = head.store
+    memo = head.memo(row)
+    try:
+        counted_end = memo.counted_end if memo is not None and memo.tally is not None else None
+        if counted_end is None:
+            counted_end = store.counted_end(row)
+        if row.layout.end_seq - counted_end > _COUNT_ON_READ:
+            return None  # a long uncounted tail (an import): reading the view is cheaper
+        counted = count_pending(store, row, persist=head.writer, best_effort=True, memo=memo)
+    except StoreError:
+        return None
+    tally = counted.head
+    return None if tally.summary == SUMMARY_UNKNOWN else tally
+
+
+def _at(head: Head, row: SessionRow, seq: int) -> Record | None:
+    """The record at ``seq`` (from the writer's memo when it holds it), or None."""
+    memo = head.memo(row)
+    held = memo.record(seq) if memo is not None else None
+    if held is not None:
+        return held
+    found = head.store.read(row, seq, seq + 1)
+    if not found:
+        return None
+    if memo is not None:
+        memo.extra[seq] = found[0]
+    return found[0]

@@ -1,0 +1,383 @@
+"""Counting a session's new records once, and its context report from stored tallies.
+
+They speak only the :class:`~plait.store.base.Store` protocol and the pure
+:mod:`plait.context`; the session's context part calls them.
+
+* :func:`count_pending` counts the records no tally covers yet (the tail the append fast
+  path left uncounted), in one tokenizer batch, and, for the session's writer, stores their
+  counts and tallies in one ``UPDATE`` (:meth:`Store.set_tallies`). A reader counts the same
+  tail in memory and writes nothing.
+* :func:`context_report` reads a handful of rows (the tallies at the head and before the
+  history view, the newest summary, system prompt and reply) and so costs the same for a
+  transcript of ten records or of a hundred thousand (decisions D50..D52).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from plait.context import (
+    SUMMARY_UNKNOWN,
+    ContextReport,
+    ModelInfo,
+    Share,
+    Tally,
+    build_report,
+    count_record,
+    count_records,
+    count_tool_specs,
+    counter_name,
+    encoding_for,
+    model_info,
+)
+from plait.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    StoreCorruptError,
+    StoreError,
+)
+from plait.records import AssistantRecord, Record, SummaryRecord, hidden_summaries, newest_summary
+from plait.session._head import Memo
+from plait.store.base import SessionRow, Store
+
+__all__ = ["Counted", "context_report", "count_pending", "session_model", "tool_spec_texts"]
+
+
+@dataclass(slots=True)
+class Counted:
+    """The lineage's tally at the head, and what was counted in memory to get it."""
+
+    head: Tally
+    """The tally at the newest position (an empty tally for an empty transcript)."""
+    local: dict[int, Tally] = field(default_factory=dict)
+    """Tallies counted now, by position (stored too when the caller persisted them)."""
+    counts: dict[int, int] = field(default_factory=dict)
+    """Token counts made now, by position."""
+    records: dict[int, Record] = field(default_factory=dict)
+    """The records read to count them, by position (a report reuses them)."""
+    partial: bool = False
+    """True when no tokenizer was available, so the new records count 0."""
+
+
+def session_model(row: SessionRow) -> str | None:
+    """The model a session's settings name (``settings["model"]``), or None."""
+    settings = row.metadata.get("settings")
+    if isinstance(settings, Mapping):
+        model = settings.get("model")
+        if isinstance(model, str) and model:
+            return model
+    return None
+
+
+def _meta_model(record: Record) -> str | None:
+    model = record.meta.get("model")
+    return model if isinstance(model, str) and model else None
+
+
+def _one(store: Store, row: SessionRow, seq: int, memo: Memo | None = None) -> Record:
+    if memo is not None:
+        held = memo.record(seq)
+        if held is not None:
+            return held
+    found = store.read(row, seq, seq + 1)
+    if not found:
+        raise StoreCorruptError(f"session {row.id!r}: no record at position {seq}")
+    if memo is not None:
+        memo.extra[seq] = found[0]
+    return found[0]
+
+
+def count_pending(
+    store: Store,
+    row: SessionRow,
+    *,
+    persist: bool,
+    best_effort: bool = False,
+    memo: Memo | None = None,
+) -> Counted:
+    """Count the records past the counted prefix, and store the counts if ``persist``.
+
+    The encoding is the model family's (:func:`plait.context.encoding_for`): the model the
+    session's settings name, else the newest reply's model in the batch or before it.
+
+    Args:
+        store: the session's store.
+        row: the session row (its layout says which rows to count).
+        persist: store the counts and tallies (the session's writer does; so may a reader
+            when no other process is writing the session); else count in memory only.
+        best_effort: a store that refuses the write (a read-only file) is not an error: the
+            counts made in memory still serve.
+        memo: the writer's memo of its transcript: what it counted, read and appended
+            before is taken from it instead of the store, and what is counted now is
+            kept in it.
+
+    Returns:
+        The head's tally and what was counted.
+    """
+    end = row.layout.end_seq
+    if end == 0:
+        return Counted(Tally())
+    known = memo is not None and memo.tally is not None and memo.counted_end <= end
+    start = memo.counted_end if known and memo is not None else store.counted_end(row)
+    if start == end:
+        head = memo.tally if known and memo is not None else None
+        if head is None:
+            head = store.tallies(row, [end - 1]).get(end - 1)
+        if head is None:
+            raise StoreCorruptError(f"session {row.id!r}: counted position {end - 1} has no tally")
+        if memo is not None:
+            memo.counted_end, memo.tally = end, head
+        return Counted(head)
+    prev = Tally()
+    if start > 0:
+        found = memo.tally if known and memo is not None else None
+        if found is None:
+            found = store.tallies(row, [start - 1]).get(start - 1)
+        if found is None:
+            raise StoreCorruptError(f"session {row.id!r}: counted position {start - 1} lost")
+        prev = found
+    held = memo.records(start, end) if memo is not None else None
+    if held is not None:
+        records = held
+    else:
+        records = store.read(row, start, end)
+        if memo is not None and (memo.window_end != start or not memo.window):
+            memo.seed(start, records)
+        elif memo is not None:
+            memo.extend(records)
+    model = session_model(row)
+    if model is None:
+        for record in reversed(records):
+            if isinstance(record, AssistantRecord) and _meta_model(record):
+                model = _meta_model(record)
+                break
+    if model is None and prev.reply >= 0:
+        model = _meta_model(_one(store, row, prev.reply))
+    partial = False
+    try:
+        counts = count_records(records, encoding_for(model))
+    except MissingDependencyError:
+        counts = [r.tokens or 0 for r in records]
+        partial, persist = True, False
+    out = Counted(prev, partial=partial)
+
+    def summary_before(seq: int) -> int | None:
+        if seq < 0:
+            return -1
+        tally = out.local.get(seq) or (memo.tallies.get(seq) if memo is not None else None)
+        if tally is None:
+            tally = store.tallies(row, [seq]).get(seq)
+        return tally.summary if tally is not None else None
+
+    batch: list[tuple[int, Tally]] = []
+    tally = prev
+    for record, n in zip(records, counts, strict=True):
+        tally = tally.advance(record, n, summary_before)
+        out.local[record.seq] = tally
+        out.counts[record.seq] = n
+        out.records[record.seq] = record
+        batch.append((n, tally))
+    out.head = tally
+    stored = False
+    if persist:
+        # False: another writer counted these rows first; the chain stays consistent.
+        try:
+            store.set_tallies(row, start, batch)
+            stored = True
+        except StoreError:
+            if not best_effort:
+                raise
+    if memo is not None and stored:
+        memo.counted_end, memo.tally = end, tally
+        memo.tallies.update(out.local)
+        _fill_tokens(memo, out.counts)
+    return out
+
+
+def _fill_tokens(memo: Memo, counts: Mapping[int, int]) -> None:
+    """The window's records counted now carry their counts, as the stored rows do."""
+    lo = memo.window_lo
+    for seq, n in counts.items():
+        i = seq - lo
+        if 0 <= i < len(memo.window) and memo.window[i].tokens is None:
+            memo.window[i] = _with_tokens(memo.window[i], n)
+
+
+def context_report(
+    store: Store,
+    row: SessionRow,
+    *,
+    model: str | None,
+    tool_specs: Sequence[str],
+    persist: bool,
+    best_effort: bool = False,
+    memo: Memo | None = None,
+) -> tuple[ContextReport, ModelInfo] | None:
+    """Build the session's context report from stored counts and tallies.
+
+    Args:
+        store: the session's store.
+        row: the session row, fresh.
+        model: the model the next request goes to; None for the newest reply's model.
+        tool_specs: the tool schemas offered, each as compact JSON text.
+        persist: store what :func:`count_pending` counts.
+        best_effort: ignore a store that refuses that write (see :func:`count_pending`).
+        memo: the writer's memo (see :func:`count_pending`).
+
+    Returns:
+        The report and the model family it was measured for, or None before the first reply.
+    """
+    counted = count_pending(store, row, persist=persist, best_effort=best_effort, memo=memo)
+    head = counted.head
+    if head.reply < 0:
+        return None
+    lay = row.layout
+    view = lay.view_start
+
+    reply = counted.records.get(head.reply) or _one(store, row, head.reply, memo)
+    # The stored counts were made with the encoding of the session's model (its setting, else
+    # its newest reply's model: count_pending's rule), whatever model this report is for; the
+    # report names that counter, and counts what it adds (tool schemas) with it too.
+    counting = encoding_for(session_model(row) or _meta_model(reply))
+    if model is None:
+        model = _meta_model(reply) or session_model(row)
+    info = model_info(model)
+
+    def record(seq: int) -> Record:
+        found = counted.records.get(seq) or _one(store, row, seq, memo)
+        if found.tokens is None:
+            n = counted.counts.get(seq)
+            if n is None:
+                n = count_record(found, counting)
+            found = _with_tokens(found, n)
+        return found
+
+    schema_tokens = count_tool_specs(list(tool_specs), counting)
+    if head.summary == SUMMARY_UNKNOWN:
+        report = _read_view(store, row, counted, info, counting, schema_tokens, len(tool_specs))
+        return report, info
+    summary = record(head.summary) if head.summary >= view else None
+    hist_start = view
+    if isinstance(summary, SummaryRecord):
+        hist_start = max(view, summary.folds_to)
+    # The newest system prompt, even one a trim or reset hid: requests keep it (D91).
+    system = record(head.system) if head.system >= 0 else None
+    wanted = [p for p in (hist_start - 1, head.usage) if p >= 0]
+    at = {p: counted.local[p] for p in wanted if p in counted.local}
+    if memo is not None:
+        at.update({p: memo.tallies[p] for p in wanted if p not in at and p in memo.tallies})
+    missing = [p for p in wanted if p not in at]
+    if missing:
+        at.update(store.tallies(row, missing))
+    base = at.get(hist_start - 1, Tally()) if hist_start > 0 else Tally()
+    tokens = [h - b for h, b in zip(head.tokens, base.tokens, strict=True)]
+    items = [h - b for h, b in zip(head.items, base.items, strict=True)]
+    values = {
+        "System prompt": (system.tokens or 0, 1) if system is not None else (0, 0),
+        "Environment notes": (0, 0),
+        "Tool schemas": (schema_tokens, len(tool_specs)),
+        "User messages": (tokens[0], items[0]),
+        "Assistant messages": (tokens[1], items[1]),
+        "Tool output": (tokens[2], items[2]),
+        "Compaction summary": (summary.tokens or 0, 1) if summary is not None else (0, 0),
+    }
+    shares = tuple(Share(name, t, n) for name, (t, n) in values.items() if t or n)
+    measured = sum(t for t, _ in values.values())
+    provider_used: int | None = None
+    u = head.usage
+    if u >= hist_start and (summary is None or u > summary.seq) and u in at:
+        usage = (
+            reply if reply.seq == u else counted.records.get(u) or _one(store, row, u, memo)
+        ).meta.get("usage")
+        if isinstance(usage, Mapping):
+            inp, out = usage.get("input_tokens"), usage.get("output_tokens")
+            if isinstance(inp, int) and isinstance(out, int) and inp >= 0 and out >= 0:
+                after = sum(head.tokens) - sum(at[u].tokens)
+                provider_used = inp + out + after
+    report = ContextReport(
+        window=info.window,
+        used=provider_used if provider_used is not None else measured,
+        from_provider=provider_used is not None,
+        measured_by=counter_name(counting),
+        partial=counted.partial,
+        shares=shares,
+    )
+    return report, info
+
+
+def tool_spec_texts(tools: Iterable[object]) -> list[str]:
+    """Return each tool's schema as the compact JSON text the context report counts.
+
+    A tool is a mapping (``{"name", "description", "parameters"}``), an object with
+    ``to_dict()`` (a provider's ``ToolSpec``) or with ``spec()`` (a ``plait.tools.Tool``).
+
+    Raises:
+        InvalidArgumentError: something that is none of these.
+    """
+    texts: list[str] = []
+    for tool in tools:
+        spec: object
+        if isinstance(tool, Mapping):
+            spec = dict(tool)
+        elif callable(getattr(tool, "to_dict", None)):
+            spec = tool.to_dict()  # type: ignore[attr-defined]
+        elif callable(getattr(tool, "spec", None)):
+            spec = tool.spec()  # type: ignore[attr-defined]
+        else:
+            raise InvalidArgumentError(f"not a tool or tool spec: {tool!r}")
+        try:
+            texts.append(json.dumps(spec, ensure_ascii=False, separators=(",", ":")))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"tool spec is not JSON: {exc}") from exc
+    return texts
+
+
+def _with_tokens(record: Record, tokens: int) -> Record:
+    from dataclasses import replace
+
+    return replace(record, tokens=tokens)
+
+
+def _read_view(
+    store: Store,
+    row: SessionRow,
+    counted: Counted,
+    info: ModelInfo,
+    encoding: str,
+    schema_tokens: int,
+    schema_count: int,
+) -> ContextReport:
+    """The fallback when a tally cannot say which summary is visible: read the view.
+
+    Still counted once: stored counts are added, only records counted now are filled in.
+    """
+    records = [
+        _with_tokens(r, counted.counts[r.seq])
+        if r.tokens is None and r.seq in counted.counts
+        else r
+        for r in store.read(row, row.layout.view_start, row.layout.end_seq)
+    ]
+    summary = newest_summary(records)
+    hidden = hidden_summaries(records)
+    system = next((r for r in reversed(records) if r.kind == "system"), None)
+    if system is None and counted.head.system >= 0:  # hidden by a trim or reset (D91)
+        system = _one(store, row, counted.head.system)
+        if system.tokens is None:
+            system = _with_tokens(system, counted.counts.get(system.seq, 0))
+    start = summary.folds_to if summary is not None else 0
+    view: list[Record] = [summary] if summary is not None else []
+    view += [
+        r
+        for r in records
+        if r.seq >= start and r.kind not in ("event", "system", "summary") and r.seq not in hidden
+    ]
+    return build_report(
+        view,
+        window=info.window,
+        system_tokens=(system.tokens if system is not None else 0),
+        tool_schema_tokens=schema_tokens,
+        tool_schema_count=schema_count,
+        measured_by=counter_name(encoding),
+    )

@@ -1,0 +1,205 @@
+"""SessionHost: a store plus the one live handle per session id, and its run board."""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from plait._ids import is_session_id, new_id
+from plait.errors import InvalidArgumentError, SessionNotFoundError, StoreCorruptError
+from plait.layout import Layout
+from plait.records import JSONValue, record_from_message
+from plait.session._values import clean_title, json_object
+from plait.session.runs import RunBoard
+from plait.store import Store
+from plait.store.base import SessionRow
+
+if TYPE_CHECKING:
+    from plait.session._head import Head
+    from plait.session.session import Session
+
+__all__ = ["SessionHost", "ephemeral_host"]
+
+
+class SessionHost:
+    """Owns a store and the live handles on its sessions (one handle per id).
+
+    :class:`plait.Client` is the host users make; a bare host serves the
+    seed-000 constructors (``Session.from_user_message``) with an in-memory
+    store when no client is given.
+
+    Args:
+        store: the store to keep sessions in.
+        workspace: the absolute workspace path new sessions belong to.
+    """
+
+    def __init__(self, store: Store, workspace: str) -> None:
+        self.store: Store = store
+        self.workspace: str = workspace
+        self.runs: RunBoard = RunBoard()
+        """The runs in progress on this host's sessions, their subscribers and caches."""
+        self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self._current: Session | None = None
+        self._handles_lock = threading.Lock()
+        self._locked: set[str] = set()  # ids whose writer lock a handle of this host took
+
+    @property
+    def exclusive_runs(self) -> bool:
+        """True: one run at a time on this host (a :class:`plait.Client`, seed 001)."""
+        return self.runs.exclusive
+
+    @exclusive_runs.setter
+    def exclusive_runs(self, value: bool) -> None:
+        self.runs.exclusive = bool(value)
+
+    # -- handles ----------------------------------------------------------------------------
+
+    def handle(self, row: SessionRow) -> Session:
+        """Return the one live handle for a stored row, creating it if needed."""
+        from plait.session.session import Session
+
+        with self._handles_lock:
+            handle = self._handles.get(row.id)
+            if handle is None:
+                handle = Session(self, row.id, row)
+                self._handles[row.id] = handle
+            else:
+                handle.head.adopt(row)
+            return handle
+
+    def new_session(self, session_id: str | None = None) -> Session:
+        """Return a handle on a new session, stored only when first written."""
+        from plait.session.session import Session
+
+        return Session(self, session_id or new_id(), None)
+
+    def _adopt_head(self, head: Head) -> None:
+        """A pending handle was stored: it becomes the live handle for its id."""
+        handle = head.owner()
+        if handle is not None:
+            with self._handles_lock:
+                self._handles[head.id] = handle
+
+    def lookup(self, session_id: object) -> SessionRow:
+        """Return the stored row of a live session (one point read).
+
+        Raises:
+            SessionNotFoundError: unknown, unreadable, or not a valid session id.
+        """
+        if not is_session_id(session_id):
+            raise SessionNotFoundError(session_id, "not a valid session id")
+        assert isinstance(session_id, str)
+        try:
+            row = self.store.get(session_id)
+        except StoreCorruptError as exc:
+            raise SessionNotFoundError(session_id, f"cannot be read: {exc}") from exc
+        if row is None:
+            raise SessionNotFoundError(session_id)
+        return row
+
+    def get(self, session_id: str) -> Session:
+        """Return the handle on a stored session (one handle per id), without making it current.
+
+        Raises:
+            SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
+        """
+        return self.handle(self.lookup(session_id))
+
+    def create_session(
+        self,
+        messages: Iterable[Mapping[str, JSONValue]],
+        *,
+        session_id: str | None = None,
+        title: str | None = None,
+        operator: str | None = None,
+        metadata: Mapping[str, JSONValue] | None = None,
+    ) -> Session:
+        """Create a stored session holding ``messages``, all or nothing (one transaction).
+
+        Raises:
+            InvalidMessageError: a message is malformed (nothing is stored).
+            InvalidArgumentError: a bad id, title or metadata.
+            SessionExistsError: ``session_id`` is taken.
+        """
+        if session_id is not None and not is_session_id(session_id):
+            raise InvalidArgumentError(f"{session_id!r} is not a valid session id")
+        if isinstance(messages, Mapping | str | bytes):
+            raise InvalidArgumentError("messages must be a list of message dicts")
+        records = [record_from_message(m, seq=i) for i, m in enumerate(messages)]
+        meta = json_object(metadata or {}, "metadata")
+        title_ = clean_title(title) if title is not None else None
+        msgs = sum(1 for r in records if r.kind != "event")
+        row = SessionRow(
+            id=session_id or new_id(),
+            workspace=self.workspace,
+            layout=Layout((), len(records), msgs, 0, 0),
+            title=title_,
+            lineage_operator=operator,
+            metadata=meta,
+        )
+        return self.handle(self.store.create(row, records))
+
+    # -- the current session ----------------------------------------------------------------
+
+    @property
+    def current(self) -> Session | None:
+        """The host's current session (seed 001: the one a client continues), or None."""
+        return self._current
+
+    def make_current(self, handle: Session) -> Session:
+        """Make ``handle`` the current session; returns it."""
+        self._current = handle
+        return handle
+
+    # -- writer locks -----------------------------------------------------------------------
+
+    def holds_lock(self, session_id: str) -> bool:
+        """Whether a handle of this host holds the session's writer lock."""
+        return session_id in self._locked
+
+    def release_idle(self) -> int:
+        """Give up the writer locks of this host's sessions that have no run in progress.
+
+        A server calls it after each write it serves, so a session is locked by a
+        process only while that process runs it (D94).
+
+        Returns:
+            How many locks were given up.
+        """
+        with self._handles_lock:
+            ids = [i for i in self._locked if not self.runs.running(i)]
+            handles = [self._handles.get(i) for i in ids]
+        for session_id, handle in zip(ids, handles, strict=True):
+            if handle is not None:
+                handle.release()
+            else:  # the handle that took it is gone; the lock is still this host's
+                self._locked.discard(session_id)
+                self.store.unlock(session_id)
+        return len(ids)
+
+    def forget(self, session_id: str) -> None:
+        """The session was deleted: its handle holds no lock and it is no longer current."""
+        with self._handles_lock:
+            handle = self._handles.get(session_id)
+        if handle is not None:
+            handle.head.writer = False
+        self._locked.discard(session_id)
+        if self._current is not None and self._current.id == session_id:
+            self._current = None
+
+
+_default_lock = threading.Lock()
+_default_host: SessionHost | None = None
+
+
+def ephemeral_host() -> SessionHost:
+    """The process-wide in-memory host behind ``Session.from_*`` without a client."""
+    global _default_host
+    with _default_lock:
+        if _default_host is None:
+            from plait.store import MemoryStore
+
+            _default_host = SessionHost(MemoryStore(), "")
+        return _default_host

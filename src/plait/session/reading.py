@@ -1,0 +1,86 @@
+"""Reads that gather more than the row: the snapshot, the ancestry, the resume state."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from plait._time import from_micros
+from plait.errors import SessionNotFoundError
+from plait.lineage import Ancestry, root_of
+from plait.session._values import Snapshot
+from plait.views import ResumeInfo, resume_info, system_prompt
+
+if TYPE_CHECKING:
+    from plait.session._head import Head
+
+__all__ = ["ancestry", "resumable", "snapshot"]
+
+
+def snapshot(head: Head) -> Snapshot | None:
+    """A read-only picture of the session, or None for one not stored (or gone)."""
+    if head.row is None:
+        return None
+    try:
+        row = head.fresh()
+    except SessionNotFoundError:
+        return None
+    store = head.store
+    records = store.read(row, row.layout.view_start, row.layout.end_seq)
+    clients = tuple(store.live_clients(row.id))
+    return Snapshot(
+        id=row.id,
+        title=row.title,
+        length=row.layout.length,
+        created_at=from_micros(row.created_at_us),
+        updated_at=from_micros(row.updated_at_us),
+        status=row.status,
+        system_prompt=system_prompt(records),
+        tool_format=str(head.settings(row).get("tool_format", "native")),
+        actor_chain=row.metadata.get("actor_chain"),
+        scratchpad=row.scratchpad,
+        scratchpad_version=row.scratchpad_version,
+        parent_id=row.parent_ids[0] if row.parent_ids else None,
+        parent_session_ids=row.parent_ids,
+        child_ids=tuple(store.children(row.id)),
+        lineage_operator=row.lineage_operator,
+        branched_at_event_index=row.branched_at,
+        version=row.version,
+        records=tuple(records),
+        metadata=row.metadata,
+        live_clients=clients,
+        live_controller_id=next((c.client_id for c in clients if c.mode == "controller"), None),
+    )
+
+
+def ancestry(head: Head) -> Ancestry:
+    """``Ancestry(parent_id, child_ids, root_id)``; a parent that was deleted ends the walk."""
+    row = head.fresh()
+    store = head.store
+
+    def parent_of(sid: str) -> str | None:
+        found = row if sid == row.id else store.get(sid)
+        if found is None or not found.parent_ids:
+            return None
+        parent = found.parent_ids[0]
+        return parent if store.get(parent) is not None else None
+
+    return Ancestry(
+        parent_id=row.parent_ids[0] if row.parent_ids else None,
+        child_ids=tuple(store.children(row.id)),
+        root_id=root_of(row.id, parent_of),
+    )
+
+
+def resumable(head: Head) -> ResumeInfo | None:
+    """How an interrupted request would be picked up, or None; reads the tail only."""
+    if head.row is None:
+        return None
+    n = 32
+    while True:
+        row = head.fresh()
+        lay = row.layout
+        tail = head.store.read(row, max(lay.view_start, lay.end_seq - n), lay.end_seq)
+        # The last user or assistant record decides; tool results and events after it count.
+        if len(tail) < n or any(r.kind in ("user", "assistant") for r in tail):
+            return resume_info(tail)
+        n *= 8

@@ -1,0 +1,301 @@
+"""Runs on a session: starting one, the board of runs in progress, subscribers, usage.
+
+The loop itself is :func:`plait.run.drive`, one layer below; this part checks a
+request, marks the session busy on its host's :class:`RunBoard`, and makes the
+:class:`~plait.run.Run` whose body is the loop driving the session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Final
+
+from plait.errors import (
+    InvalidArgumentError,
+    NothingToDoError,
+    PlaitError,
+    SessionBusyError,
+    SessionClosedError,
+    SessionLockedError,
+)
+from plait.providers import ModelSettings, Provider, Request, TextDelta, select_provider
+from plait.records import JSONValue, Message
+from plait.run import (
+    Approval,
+    EventHook,
+    Question,
+    Run,
+    RunEvent,
+    RunSpec,
+    RunTarget,
+    check_timeout,
+    drive,
+)
+from plait.session._values import SessionUsage
+from plait.tools import BUILTIN_TOOLS, Tool
+
+if TYPE_CHECKING:
+    from plait.session._head import Head
+
+__all__ = [
+    "RunBoard",
+    "name_it",
+    "name_prompt",
+    "provider_for",
+    "start_run",
+    "steer",
+    "text_stream",
+    "title_from",
+    "usage",
+]
+
+_log = logging.getLogger("plait")
+
+_USAGE_CACHE: Final = 1024  # sessions whose usage sum a host keeps (least recently used go)
+_AUTO_TITLE_MAX: Final = 80  # a title the model gives is cut here (rename() allows MAX_TITLE)
+
+NAME_IT_PROMPT: Final = (
+    "Give the conversation below a short title: at most six words, no quotes, no "
+    "trailing punctuation. Answer with the title only."
+)
+"""The system prompt ``name_it`` asks the model with."""
+
+
+class RunBoard:
+    """A host's runs in progress (one per session), their subscribers and read caches."""
+
+    def __init__(self) -> None:
+        self.exclusive = False
+        """True: one run at a time on the whole host (a client, seed 001)."""
+        self._runs: dict[str, Run] = {}
+        self._subscribers: dict[str, list[EventHook]] = {}
+        self._lock = threading.Lock()
+        self.usage: OrderedDict[tuple[int, int], tuple[int, SessionUsage]] = OrderedDict()
+        """Per (session pk, view start): the position summed to and the usage so far."""
+        self.hidden_system: dict[tuple[str, int], str | None] = {}
+        """Per (session id, view start): the system prompt a trim or reset hid."""
+
+    def running(self, session_id: str) -> bool:
+        """Whether a run is in progress on the session."""
+        return session_id in self._runs
+
+    def get(self, session_id: str) -> Run | None:
+        """The run in progress on the session, or None."""
+        return self._runs.get(session_id)
+
+    def check_idle(self, session_id: str) -> None:
+        """Raise SessionBusyError if a run is in progress here (or anywhere, when exclusive)."""
+        with self._lock:
+            self._check(session_id)
+
+    def _check(self, session_id: str) -> None:
+        runs = self._runs
+        if session_id in runs or (self.exclusive and runs):
+            raise SessionBusyError(session_id if session_id in runs else next(iter(runs)))
+
+    def claim(self, session_id: str, make: Callable[[], Run]) -> Run:
+        """Check the session is idle and register the run ``make`` builds, atomically."""
+        with self._lock:
+            self._check(session_id)
+            run = self._runs[session_id] = make()
+        return run
+
+    def ended(self, session_id: str) -> None:
+        """The session's run ended."""
+        self._runs.pop(session_id, None)
+
+    def subscribe(self, session_id: str, callback: EventHook) -> Callable[[], None]:
+        """Add a subscriber to the session's runs; returns the function that removes it."""
+        subscribers = self._subscribers.setdefault(session_id, [])
+        subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                subscribers.remove(callback)
+
+        return unsubscribe
+
+    def notify(self, session_id: str, event: RunEvent) -> None:
+        """Pass a run's event to the session's subscribers (a failing one is skipped)."""
+        for callback in tuple(self._subscribers.get(session_id, ())):
+            try:
+                callback(event)
+            except Exception:  # a subscriber's bug must not break the run it watches
+                _log.exception("subscriber of session %s failed on %s", session_id, event.type)
+
+    def remember_usage(self, key: tuple[int, int], end: int, total: SessionUsage) -> None:
+        """Keep a usage sum (least recently used sums go past the cap)."""
+        self.usage[key] = (end, total)
+        while len(self.usage) > _USAGE_CACHE:
+            self.usage.popitem(last=False)
+
+
+def provider_for(head: Head, provider: Provider | str | None) -> Provider:
+    """Explicit provider or spec > the session's stored ``model`` setting > the default."""
+    if provider is not None and not isinstance(provider, str):
+        return provider
+    if provider is not None:
+        return select_provider(provider)
+    stored = head.settings().get("model") if head.row is not None else None
+    if isinstance(stored, str):
+        try:
+            return select_provider(stored)
+        except PlaitError:  # the configuration no longer has it (seed 001): the default
+            _log.info("session %s: model %r is unavailable; the default", head.id, stored)
+    return select_provider(None)
+
+
+def start_run(
+    head: Head,
+    target: RunTarget,
+    text: str | None,
+    *,
+    streamed: bool,
+    provider: Provider | str | None = None,
+    tools: Sequence[Tool] | None = None,
+    on_approval: Approval | None = None,
+    on_question: Question | None = None,
+    on_event: EventHook | None = None,
+    timeout: float | None = None,
+    keep_events: bool = False,
+    max_steps: int = 20,
+    model_settings: ModelSettings | Mapping[str, JSONValue] | None = None,
+) -> Run:
+    """Check everything, mark the session busy, and make the :class:`Run` driving ``target``."""
+    if text is not None and (not isinstance(text, str) or not text.strip()):
+        raise InvalidArgumentError("a prompt needs some text")
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
+        raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
+    offered = tuple(BUILTIN_TOOLS if tools is None else tools)
+    if not all(isinstance(t, Tool) for t in offered):
+        raise InvalidArgumentError("tools must be plait Tools (see plait.tools.tool)")
+    if len({t.name for t in offered}) != len(offered):
+        raise InvalidArgumentError("tool names must be unique")
+    check_timeout(timeout)
+    given = ModelSettings.from_json(model_settings) if model_settings is not None else None
+    board = head.host.runs
+    row = head.fresh() if head.row is not None else None
+    if row is not None and row.status == "closed":
+        raise SessionClosedError(head.id)
+    if head.locked_elsewhere():
+        raise SessionLockedError(head.id)
+    model = provider_for(head, provider)
+    board.check_idle(head.id)
+    settings = head.settings(row) if row is not None else {}
+    stored = stored_model_settings(settings)
+    effective = given.over(stored) if given is not None else stored
+    effective.check_tools(t.name for t in offered)
+    changes: dict[str, JSONValue] = {}
+    if isinstance(provider, str) and settings.get("model") != provider:
+        changes["model"] = provider  # seed 001: it continues on the model it was last given
+    # Kept like the model spec, except a tool choice: it describes one request.
+    kept = replace(effective, tool_choice=stored.tool_choice)
+    if given is not None and kept != stored:
+        changes[MODEL_SETTINGS] = kept.to_json() or None
+    if changes:
+        from plait.session.settings import set_settings
+
+        set_settings(head, **changes)
+    spec = RunSpec(model, offered, text, on_approval, on_question, max_steps, effective)
+    hooks = [h for h in (on_event,) if h is not None]
+    hooks.append(lambda event: board.notify(head.id, event))
+
+    def make() -> Run:
+        return Run(
+            target,
+            lambda r: drive(target, spec, r),
+            timeout=timeout,
+            keep_events=keep_events,
+            streamed=streamed,
+            hooks=hooks,
+            on_done=lambda: board.ended(head.id),
+        )
+
+    run = board.claim(head.id, make)
+    owner = head.owner()
+    if owner is not None:
+        head.host.make_current(owner)  # seed 001: the handle a run uses becomes current again
+    return run
+
+
+MODEL_SETTINGS: Final = "model_settings"
+"""The settings key of the model settings a session keeps."""
+
+
+def stored_model_settings(settings: Mapping[str, JSONValue]) -> ModelSettings:
+    """The model settings a session keeps (none set when it keeps none)."""
+    raw = settings.get(MODEL_SETTINGS)
+    return ModelSettings.from_json(raw) if isinstance(raw, Mapping) else ModelSettings()
+
+
+def steer(head: Head, message: str) -> None:
+    """Send a message to the session's run in progress (NothingToDoError when none)."""
+    run = head.host.runs.get(head.id)
+    if run is None or run.done:
+        raise NothingToDoError(f"no run is in progress on session {head.id}")
+    run.steer(message)
+
+
+def title_from(reply: str, messages: Sequence[Message]) -> str:
+    """A clean title from the model's answer; the first request's words when it gave none."""
+    line = next((ln for ln in reply.strip().splitlines() if ln.strip()), "")
+    line = line.strip().strip("\"'`*#").strip().rstrip(".:;!")
+    if line.lower().startswith("title:"):
+        line = line[6:].strip()
+    if not line:
+        first = next(m.text for m in messages if m.role == "user")
+        line = " ".join(first.split()[:6]) or "Untitled"
+    return line[:_AUTO_TITLE_MAX]
+
+
+def name_prompt(messages: Sequence[Message]) -> Request:
+    """The request ``name_it`` sends: the instruction, then the last turns as text."""
+    transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in messages[-12:] if m.text)
+    return Request([Message("system", NAME_IT_PROMPT), Message("user", transcript)], max_tokens=32)
+
+
+async def text_stream(model: Provider, request: Request) -> AsyncIterator[str]:
+    """The text pieces of one model call (tool calls ignored)."""
+    async for event in model.stream(request):
+        if isinstance(event, TextDelta) and event.text:
+            yield event.text
+
+
+async def name_it(head: Head, provider: Provider | str | None) -> str | None:
+    """Title the session by asking the model, unless it has one; None before an exchange."""
+    from plait.session.writes import rename
+    from plait.views import history
+
+    if head.row is None:
+        return None
+    row = head.fresh()
+    if row.title is not None:
+        return row.title
+    messages = history(head.store.read(row, row.layout.view_start, row.layout.end_seq))
+    roles = {m.role for m in messages}
+    if "user" not in roles or "assistant" not in roles:
+        return None
+    model = provider_for(head, provider)
+    pieces = [p async for p in text_stream(model, name_prompt(messages))]
+    return rename(head, title_from("".join(pieces), messages))
+
+
+def usage(head: Head) -> SessionUsage:
+    """The session's usage in view, summed from where the host's last sum stopped."""
+    if head.row is None:
+        return SessionUsage()
+    row = head.fresh()
+    lay = row.layout
+    key = (row.pk, lay.view_start)  # pk, not id: a deleted id may be reused
+    board = head.host.runs
+    start, base = board.usage.pop(key, (lay.view_start, SessionUsage()))
+    if start > lay.end_seq:  # cannot happen for one id; start over rather than trust it
+        start, base = lay.view_start, SessionUsage()
+    total = base + SessionUsage.from_records(head.store.read(row, start, lay.end_seq))
+    board.remember_usage(key, lay.end_seq, total)
+    return total

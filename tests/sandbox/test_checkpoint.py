@@ -1,0 +1,220 @@
+"""Workspace checkpoints: what they cost, and that a restore gives back every byte."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plait.errors import InvalidArgumentError
+from plait.sandbox import CheckpointStore, FileChange
+
+
+def _snapshot(folder: Path) -> dict[str, object]:
+    """Everything a person could tell apart in a folder: contents, link targets, modes."""
+    seen: dict[str, object] = {}
+    for dirpath, dirnames, filenames in os.walk(folder):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(folder))
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                seen[rel] = ("link", os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                seen[rel] = ("dir", stat.S_IMODE(st.st_mode))
+            else:
+                seen[rel] = ("file", path.read_bytes(), stat.S_IMODE(st.st_mode))
+    return seen
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src" / "pkg").mkdir(parents=True)
+    (ws / "src" / "pkg" / "a.py").write_text("print('a')\n")
+    (ws / "src" / "b.bin").write_bytes(bytes(range(256)) * 64)
+    (ws / "run.sh").write_text("#!/bin/sh\necho hi\n")
+    (ws / "run.sh").chmod(0o755)
+    (ws / "empty").mkdir()
+    os.symlink("src/pkg/a.py", ws / "link")
+    os.symlink("/nowhere/at/all", ws / "dangling")
+    (ws / "caf\u00e9 \u2603.txt").write_text("unicode name")
+    return ws
+
+
+def test_restore_gives_back_every_byte_link_and_mode(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    before = _snapshot(tree)
+    first = store.checkpoint(tree)
+    # A stretch of work: edits, deletions, new files, a file turned into a folder and back.
+    (tree / "src" / "pkg" / "a.py").write_text("changed")
+    (tree / "src" / "b.bin").unlink()
+    (tree / "run.sh").chmod(0o644)
+    (tree / "new").mkdir()
+    (tree / "new" / "n.txt").write_text("new")
+    (tree / "empty").rmdir()
+    (tree / "empty").write_text("now a file")
+    (tree / "link").unlink()
+    os.symlink("run.sh", tree / "link")
+    second = store.checkpoint(tree)
+    assert second != first
+    store.restore(tree, first)
+    assert _snapshot(tree) == before
+    store.restore(tree, second)
+    assert (tree / "empty").read_text() == "now a file" and not (tree / "src" / "b.bin").exists()
+    assert os.readlink(tree / "link") == "run.sh"
+
+
+def test_a_restore_into_a_new_folder_is_a_copy(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(tree)
+    copy = tmp_path / "fork"
+    store.restore(copy, cid)
+    assert _snapshot(copy) == _snapshot(tree)
+    (copy / "run.sh").write_text("the fork's own")
+    assert (tree / "run.sh").read_text() == "#!/bin/sh\necho hi\n"
+
+
+def test_an_unchanged_tree_costs_nothing_and_one_change_costs_that_file(
+    tree: Path, tmp_path: Path
+) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    first = store.checkpoint(tree)
+    after_first = store.written
+    assert after_first >= (tree / "src" / "b.bin").stat().st_size
+    assert store.checkpoint(tree) == first and store.written == after_first
+    (tree / "src" / "pkg" / "a.py").write_text("print('b')\n")
+    store.checkpoint(tree)
+    cost = store.written - after_first
+    # The file's 11 bytes and the three trees on its path (root, src, pkg): no copy of b.bin.
+    assert 11 < cost < 2000
+    # A second instance (a new process) finds the same objects and writes nothing new.
+    again = CheckpointStore(tmp_path / "cp")
+    assert again.checkpoint(tree) == store.checkpoint(tree) and again.written == 0
+
+
+def test_diff_names_what_a_stretch_changed(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    a = store.checkpoint(tree)
+    (tree / "src" / "pkg" / "a.py").write_text("changed")
+    (tree / "src" / "pkg" / "c.py").write_text("new")
+    (tree / "dangling").unlink()
+    (tree / "empty").rmdir()
+    b = store.checkpoint(tree)
+    assert store.diff(a, a) == ()
+    assert store.diff(a, b) == (
+        FileChange("dangling", "removed", "symlink"),
+        FileChange("empty", "removed", "folder"),
+        FileChange("src/pkg/a.py", "modified", "file"),
+        FileChange("src/pkg/c.py", "added", "file"),
+    )
+    assert [c.change for c in store.diff(b, a)] == ["added", "added", "modified", "removed"]
+
+
+def test_restore_never_follows_a_link_out_of_the_folder(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f.txt").write_text("f")
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.txt").write_text("precious")
+    os.symlink(outside, ws / "out")  # made after the checkpoint: removed by the restore
+    store.restore(ws, cid)
+    assert not (ws / "out").exists() and not (ws / "out").is_symlink()
+    assert (outside / "precious.txt").read_text() == "precious"
+
+
+def test_special_files_are_not_recorded_and_bad_ids_change_nothing(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.mkfifo(ws / "pipe")
+    (ws / "f.txt").write_text("f")
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    assert set(store.files(cid)) == {"f.txt"}
+    with pytest.raises(InvalidArgumentError):
+        store.restore(ws, "0" * 64)
+    with pytest.raises(InvalidArgumentError):
+        store.restore(ws, "../../etc/passwd")
+    with pytest.raises(InvalidArgumentError):
+        store.checkpoint(ws / "f.txt")
+    assert (ws / "f.txt").read_text() == "f" and (ws / "pipe").exists()
+
+
+def test_prune_keeps_what_live_checkpoints_need(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore.beside(tmp_path / "plait.db")
+    assert store.folder == tmp_path / "plait.db.checkpoints"
+    old = store.checkpoint(tree)
+    (tree / "src" / "b.bin").write_bytes(b"replaced")
+    new = store.checkpoint(tree)
+    assert store.prune(keep=[new]) > 0
+    fresh = tmp_path / "fresh"
+    store.restore(fresh, new)
+    assert (fresh / "src" / "b.bin").read_bytes() == b"replaced"
+    with pytest.raises(InvalidArgumentError):
+        store.restore(tmp_path / "gone", old)
+
+
+def test_a_restore_missing_an_object_changes_nothing(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(tree)
+    (tree / "src" / "pkg" / "a.py").write_text("later")
+    store.checkpoint(tree)
+    blob = next(ref for kind, ref in store.files(cid).values() if kind == "file")
+    store.objects.delete(blob)
+    before = _snapshot(tree)
+    with pytest.raises(InvalidArgumentError, match="lacks 1 objects"):
+        store.restore(tree, cid)
+    assert _snapshot(tree) == before
+
+
+class TableObjects:
+    """Objects as a store's blob table would hold them: one ``digest -> bytes`` row each."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, bytes] = {}
+
+    def has(self, digest: str) -> bool:
+        return digest in self.rows
+
+    def put(self, digest: str, data: bytes) -> None:
+        self.rows.setdefault(digest, data)
+
+    def put_file(self, digest: str, source: Path) -> int:
+        if digest in self.rows:
+            return 0
+        self.rows[digest] = source.read_bytes()
+        return len(self.rows[digest])
+
+    def get(self, digest: str) -> bytes:
+        if digest not in self.rows:
+            raise InvalidArgumentError(f"no checkpoint object {digest}")
+        return self.rows[digest]
+
+    def open(self, digest: str) -> io.BytesIO:
+        return io.BytesIO(self.get(digest))
+
+    def digests(self) -> Iterator[str]:
+        return iter(list(self.rows))
+
+    def delete(self, digest: str) -> None:
+        self.rows.pop(digest, None)
+
+
+def test_the_objects_can_live_in_a_blob_table(tree: Path, tmp_path: Path) -> None:
+    table = TableObjects()
+    store = CheckpointStore(tmp_path / "cp", objects=table)
+    before = _snapshot(tree)
+    cid = store.checkpoint(tree)
+    assert hashlib.sha256(table.rows[cid]).hexdigest() == cid
+    assert not (tmp_path / "cp" / "objects").exists()  # only the stat cache is a file
+    (tree / "run.sh").write_text("changed")
+    store.restore(tree, cid)
+    assert _snapshot(tree) == before
