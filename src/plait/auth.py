@@ -429,7 +429,7 @@ def _static_keys(static_keys: object) -> list[tuple[str, str]]:
             f"static_keys must be a list of keys or a mapping, not {type(static_keys).__name__}"
         )
     for key, principal in pairs:
-        if not isinstance(key, str) or not key or not _plausible(key):
+        if not isinstance(key, str) or not key:
             raise InvalidArgumentError("each static key must be a non-empty string")
         if not isinstance(principal, str) or not principal:
             raise InvalidArgumentError("each static key's principal must be a non-empty string")

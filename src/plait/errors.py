@@ -86,7 +86,7 @@ __all__ = [
 
 
 _REPR = reprlib.Repr()
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 120, 120, 60
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 210, 120, 60
 
 
 def shown(value: object) -> str:
@@ -94,8 +94,8 @@ def shown(value: object) -> str:
 
     A caller's value may be anything (a list nested a thousand deep, a
     gigabyte string, a huge int): its plain ``repr`` could raise
-    ``RecursionError`` or fill a log. A string shorter than 120 characters
-    (every id) is shown whole.
+    ``RecursionError`` or fill a log. A string of up to 200 characters (any
+    session id) is shown whole.
     """
     try:
         return _REPR.repr(value)
