@@ -49,6 +49,15 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+def _bearer(scope: Scope) -> str | None:
+    """The ``Authorization`` header if it names the Bearer scheme (a bare token is not one)."""
+    value = _header(scope, b"authorization")
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    return value if scheme.lower() == "bearer" and token.strip() else None
+
+
 class RequestGuard:
     """Authenticate before the body is read; refuse a body over ``max_body`` bytes.
 
@@ -105,9 +114,7 @@ class RequestGuard:
             return
         if self._guarded(scope):
             found = authenticate(
-                _header(scope, b"authorization"),
-                static_keys=self._state.api_keys,
-                sessions=self._state.bearers,
+                _bearer(scope), static_keys=self._state.api_keys, sessions=self._state.bearers
             )
             if found is None:
                 why = "a valid bearer credential is required"
