@@ -126,6 +126,7 @@ def test_keys_from_a_file_and_the_environment(
     made = _fake_serve(monkeypatch)
     keys = tmp_path / "keys"
     keys.write_text(f"me:{KEY}\nother-key-0123456789abcdef\n")
+    keys.chmod(0o600)
     monkeypatch.setenv("PLAIT_API_KEYS", "env:env-key-0123456789abcdef")
     result = _invoke(tmp_path, "--api-key-file", str(keys))
     assert result.exit_code == 0, result.output
@@ -133,6 +134,9 @@ def test_keys_from_a_file_and_the_environment(
     assert made["api_keys"] == [
         f"me:{KEY}", "other-key-0123456789abcdef", "env:env-key-0123456789abcdef"
     ]
+    keys.chmod(0o644)
+    result = _invoke(tmp_path, "--api-key-file", str(keys))
+    assert result.exit_code == 0 and "can be read by other users" in result.output
     empty = tmp_path / "empty"
     empty.write_text("\n")
     for bad in (empty, tmp_path / "missing"):
@@ -224,6 +228,7 @@ def test_approvals_default_to_deny_and_the_start_says_so(
 def _key_file(tmp_path: Path) -> Path:
     path = tmp_path / "key"
     path.write_text(KEY)
+    path.chmod(0o600)
     return path
 
 

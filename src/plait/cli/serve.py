@@ -53,6 +53,11 @@ def _read_key_file(path: Path) -> str:
         ) from exc
     if not text.split():
         raise click.BadParameter(f"{path} holds no key", param_hint="--api-key-file")
+    if path.stat().st_mode & 0o077:
+        click.echo(
+            f"warning: {path} can be read by other users; chmod 600 it",
+            err=True,
+        )
     return text
 
 
