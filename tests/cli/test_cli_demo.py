@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +26,13 @@ NO_KEYS = {"OPENAI_API_KEY": None, "ANTHROPIC_API_KEY": None, "PLAIT_MODEL": Non
 def test_scripted_demo_runs_offline_and_its_sessions_are_listed(workspace: Path) -> None:
     runner = CliRunner()
     args = ["--workspace", str(workspace)]  # the default store: $PLAIT_HOME/plait.db
-    started = time.perf_counter()
     result = runner.invoke(cli, [*args, "demo", "--scripted"], env={"COLUMNS": "200"})
-    elapsed = time.perf_counter() - started
     assert result.exit_code == 0, result.output
-    assert elapsed < 5.0
     out = result.stdout
     assert "model:     scripted:demo-script" in out
+    # It says which backend its tools ran in (isolated where bubblewrap is installed).
+    backend = next(line for line in out.splitlines() if line.strip().startswith("backend: "))
+    assert "isolated" in backend or "local, which does not isolate" in backend
     for word in ("created", "prompt", "renamed", "fork", "fork_at", "detach", "merge", "lineage"):
         assert word in out
     # The run streamed: the approved tool call, its result from the sandbox, the answer.

@@ -395,6 +395,70 @@ PYDANTIC_AI_MESSAGES: Final = [
     },
 ]
 
+# OpenHands V1 (software-agent-sdk) events for kinds the real file lacks: the system
+# prompt, a user message with a skill's extended content, an agent error for a call,
+# and a condensation summary.
+OPENHANDS_V1_EVENTS: Final = [
+    {
+        "kind": "SystemPromptEvent",
+        "id": "e0",
+        "timestamp": "2025-10-30T18:05:40",
+        "source": "agent",
+        "system_prompt": {"type": "text", "text": "You are OpenHands agent."},
+        "tools": [{"type": "function", "function": {"name": "execute_bash"}}],
+    },
+    {
+        "kind": "MessageEvent",
+        "id": "e1",
+        "timestamp": "2025-10-30T18:05:45",
+        "source": "user",
+        "llm_message": {"role": "user", "content": [{"type": "text", "text": "run the tests"}]},
+        "activated_skills": ["testing"],
+        "extended_content": [{"type": "text", "text": "<EXTRA_INFO>use pytest -q</EXTRA_INFO>"}],
+    },
+    {
+        "kind": "ActionEvent",
+        "id": "e2",
+        "timestamp": "2025-10-30T18:05:50",
+        "source": "agent",
+        "thought": [{"type": "text", "text": "Running them."}],
+        "action": {"kind": "ExecuteBashAction", "command": "pytest -q"},
+        "tool_name": "execute_bash",
+        "tool_call_id": "call_1",
+        "tool_call": {
+            "id": "call_1",
+            "name": "execute_bash",
+            "arguments": '{"command": "pytest -q"}',
+            "origin": "completion",
+        },
+        "llm_response_id": "chatcmpl-1",
+    },
+    {
+        "kind": "AgentErrorEvent",
+        "id": "e3",
+        "timestamp": "2025-10-30T18:05:51",
+        "source": "agent",
+        "tool_name": "execute_bash",
+        "tool_call_id": "call_1",
+        "error": "Command timed out",
+    },
+    {
+        "kind": "CondensationSummaryEvent",
+        "id": "e4",
+        "timestamp": "2025-10-30T18:06:00",
+        "source": "environment",
+        "summary": "The tests were run once and timed out.",
+    },
+    {
+        "kind": "ConversationStateUpdateEvent",
+        "id": "e5",
+        "timestamp": "2025-10-30T18:06:01",
+        "source": "environment",
+        "key": "execution_status",
+        "value": "finished",
+    },
+]
+
 FILES: Final = {
     "codex/event-prompts.jsonl": CODEX_EVENT_PROMPTS,
     "codex/legacy.jsonl": CODEX_LEGACY,
@@ -402,5 +466,6 @@ FILES: Final = {
     "openai-agents/items.json": json.dumps(OPENAI_AGENTS_ITEMS, indent=1),
     "openai-agents/items.jsonl": jsonl(OPENAI_AGENTS_ITEMS),
     "pydantic-ai/messages.json": json.dumps(PYDANTIC_AI_MESSAGES, indent=1),
+    "openhands/v1-events.json": json.dumps(OPENHANDS_V1_EVENTS, indent=1),
 }
 """Every hand-written file, by a path that names its format."""

@@ -17,7 +17,7 @@ from plait.errors import (
     InvalidArgumentError,
     SessionNotFoundError,
 )
-from plait.interop import BUNDLE_SCHEMA, read_bundle
+from plait.interop import BUNDLE_SCHEMA, read_bundle, seed_from_jsonl
 
 # Fake credentials of every kind the sanitizer knows, built in pieces so no scanner
 # mistakes this file for a leak. Each maps to the kind its replacement must name.
@@ -502,3 +502,31 @@ def test_a_run_leaves_trace_spans_and_replays_offline(mem: Client, tmp_path: Pat
     assert next(m for m in again.history() if m.role == "tool").text == "ship it"
     # Without runs there are no spans.
     assert export_bundle(mem.sessions.create([{"role": "user", "content": "hi"}]))["trace"] == []
+
+
+def test_replay_only_drops_the_unmapped_records_an_import_kept(mem: Client, tmp_path: Path) -> None:
+    # An import keeps the records it did not map verbatim (here a Claude Code progress line
+    # holding hook output); a replay-only bundle must not carry their text.
+    lines = [
+        {"type": "progress", "uuid": "p1", "data": {"output": "HOOK-MARKER secret plan"}},
+        {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "hi"}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "message": {
+                "id": "m1",
+                "role": "assistant",
+                "content": [{"type": "text", "text": "yo"}],
+            },
+        },
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = seed_from_jsonl(mem, path)
+    assert result.ok
+    session = mem.sessions.get(result.session_id or "")
+    assert "HOOK-MARKER" in _dump(export_bundle(session, mode="local"))
+    bundle = export_bundle(session, mode="replay-only")
+    assert "HOOK-MARKER" not in _dump(bundle)
+    seeded = bundle["session"]["metadata"]["seeded_from_jsonl"]
+    assert seeded["unmapped"] is None and seeded["unmapped_chars"] > 0

@@ -66,7 +66,22 @@ def test_inline_sidechain_turns_are_left_out(mem: Client, transcripts: Path) -> 
     path = transcripts / CC / "ccviewer_task-subagents-inline-sidechain_v1.0.108.jsonl"
     result, messages = seed(mem, path)
     assert result.source is not None
-    assert result.source["skipped"]["sidechain record"] == 22
+    assert "sidechain record" not in result.source["skipped"]  # placed, not left over
+    # Each sub-agent's 22 inline records are its own conversation, stored on the result of
+    # the Task call that started it (matched by the prompt): 7 and 15 records.
+    records = mem.sessions.get(result.session_id or "").records
+    placed = [(r.seq, r.meta["subagent"]) for r in records if "subagent" in r.meta]
+    assert [sub["records"] for _, sub in placed] == [7, 15]
+    for seq, sub in placed:
+        call = next(
+            c
+            for r in records[:seq]
+            for c in getattr(r, "tool_calls", ())
+            if c.id == records[seq].tool_call_id
+        )
+        assert call.name == "Task"
+        assert sub["messages"][0] == {**sub["messages"][0], "role": "user"}
+        assert sub["messages"][0]["content"].strip() == call.arguments["prompt"].strip()
     assert roles(messages) == {"user": 2, "assistant": 10, "tool": 13}
     tasks = [c for m in messages for c in m.tool_calls if c.name == "Task"]
     assert len(tasks) == 3
@@ -276,3 +291,27 @@ def test_images_redacted_thinking_and_list_results(mem: Client, tmp_path: Path) 
     assert result.source is not None
     assert result.source["skipped"]["content block server_tool_use"] == 1
     assert result.model == "claude-opus-4-6"
+
+
+def test_a_sub_agent_file_beside_the_session_is_placed_on_its_task_result(
+    mem: Client, transcripts: Path, tmp_path: Path
+) -> None:
+    # Claude Code 2.x keeps a sub-agent's turns in <session>/subagents/agent-<id>.jsonl
+    # and names <id> in the Task result. Lay the pair out that way (copies, at test time).
+    main = transcripts / CC / "ccl_main-with-subagent_v2.1.17.jsonl"
+    sub = transcripts / CC / "ccl_main-with-subagent_v2.1.17.subagent-a2271d1.jsonl"
+    session = tmp_path / "29ccd257.jsonl"
+    session.write_bytes(main.read_bytes())
+    (tmp_path / "29ccd257" / "subagents").mkdir(parents=True)
+    (tmp_path / "29ccd257" / "subagents" / "agent-a2271d1.jsonl").write_bytes(sub.read_bytes())
+    result, messages = seed(mem, session)
+    records = mem.sessions.get(result.session_id or "").records
+    task = next(r for r in records if r.kind == "tool" and "subagent" in r.meta)
+    placed = task.meta["subagent"]
+    assert placed["agent_id"] == "a2271d1"
+    assert placed["file"] == "subagents/agent-a2271d1.jsonl"
+    assert placed["records"] == 59
+    roles = [m["role"] for m in placed["messages"]]
+    assert roles.count("assistant") == 10 and roles.count("tool") == 24  # as imported alone
+    assert placed["messages"][0]["content"].startswith("Give me a comprehensive overview")
+    assert len(messages) == 4  # the main conversation is unchanged: the model saw the result

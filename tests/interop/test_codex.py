@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,17 @@ def test_schema_drift_file(mem: Client, transcripts: Path) -> None:
     assert messages[0].images == 1  # an input_image part
     orphan = [m for m in messages if m.text.startswith("[result of tool call")]
     assert len(orphan) == 1 and orphan[0].role == "user"
+
+
+def test_a_review_sub_agent_thread_says_what_it_is(mem: Client, transcripts: Path) -> None:
+    path = transcripts / "codex" / "entire-gitsync_review-subagent_v0.139.0.jsonl"
+    result, messages = seed(mem, path)
+    assert result.source is not None
+    details = result.source["details"]
+    assert details["source"] == {"subagent": "review"}
+    assert details["thread_source"] == "subagent"
+    assert details["originator"] == "codex_exec"
+    assert isinstance(details["parent_thread_id"], str)
+    failed = [m for m in messages if m.role == "tool" and m.ok is False]
+    assert len(failed) == 1 and "Process exited with code 1" in failed[0].text
+    assert json.loads(messages[-1].text)["findings"] is not None  # the JSON final answer

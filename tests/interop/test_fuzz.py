@@ -60,6 +60,12 @@ HANDMADE: dict[str, list[str]] = {
     "gemini-cli": ["gemini-cli/recording.jsonl"],
     "openai-agents": ["openai-agents/items.json", "openai-agents/items.jsonl"],
     "pydantic-ai": ["pydantic-ai/messages.json"],
+    "openhands": ["openhands/v1-events.json"],
+}
+# Samples the libraries wrote (tests/interop/data/generate.py).
+LIBRARY_MADE: dict[str, list[str]] = {
+    "openai-agents": ["openai-agents_0.24_scripted-model.json"],
+    "pydantic-ai": ["pydantic-ai_2.68_function-model.json"],
 }
 
 PLAIT_SAMPLE = "\n".join(
@@ -92,6 +98,8 @@ def _sample_lines(fmt: str) -> list[list[bytes]]:
         out.append(data.splitlines())
     for rel in HANDMADE.get(fmt, ()):
         out.append(FILES[rel].encode().splitlines())
+    for name in LIBRARY_MADE.get(fmt, ()):
+        out.append((Path(__file__).parent / "data" / name).read_bytes().splitlines())
     return out
 
 

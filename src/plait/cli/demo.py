@@ -4,7 +4,8 @@ What it does, with no API key and no configuration (decision D48):
 
 1. creates a session with a system prompt in the store the other commands read
    (the default SQLite file unless ``--store`` or ``$PLAIT_STORE`` names another);
-2. gives it a local sandbox (a managed temporary folder, deleted at the end) holding
+2. gives it a sandbox (a managed temporary folder, deleted at the end; the isolated
+   backend where bubblewrap is installed, else the local one, and says which) holding
    one file, ``notes.txt``;
 3. runs one request through :func:`plait.run.prompt` with the built-in tools on the
    model :func:`~plait.providers.select_provider` picks: the embedded SmolLM2 unless
@@ -32,6 +33,7 @@ from rich.text import Text
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, console, open_client, pass_settings
 from plait.cli._render import print_messages, print_tree, tree_lines
+from plait.errors import SandboxUnavailableError
 from plait.providers import (
     LocalProvider,
     Provider,
@@ -199,10 +201,17 @@ def demo_command(settings: Settings, scripted: bool, model: str | None) -> None:
 
     session = client.session
     session.inject({"role": "system", "content": SYSTEM_PROMPT})
-    sandbox = session.to("local").require_sandbox()
+    try:
+        sandbox = session.to("isolated").require_sandbox()
+        backend = "isolated (its own namespaces: no network, only this folder writable)"
+    except SandboxUnavailableError as exc:
+        # Said, never silent: the demo's tools then run unconfined in a temporary folder.
+        sandbox = session.to("local").require_sandbox()
+        backend = f"local, which does not isolate ({exc})"
     (sandbox.root / "notes.txt").write_text(NOTES, encoding="utf-8")
     _step(out, 1, "created a session with a system prompt", session)
     out.print(Text(f"   sandbox: {sandbox.root} (temporary, holds notes.txt)", style="dim"))
+    out.print(Text(f"   backend: {backend}", style="dim"), soft_wrap=True)
 
     _step(out, 2, f"prompt: {QUESTION!r}")
     started = time.perf_counter()

@@ -1,34 +1,58 @@
 """Claude Code session JSONL (``~/.claude/projects/<project>/<session>.jsonl``).
 
 Each line is a record with a ``type``. ``user`` and ``assistant`` records carry
-an Anthropic Messages API ``message``; everything else (``progress``,
-``file-history-snapshot``, ``queue-operation``, ``attachment``, hook ``system``
-records ...) is bookkeeping the model never saw and is skipped (counted in the
-source's ``skipped``). The file is classified ``message_events``.
+an Anthropic Messages API ``message``; ``attachment`` records carry context
+Claude Code adds to the next request. The file is classified
+``message_events``. ``docs/importers.md`` lists every record type and
+attachment type and what becomes of it.
 
 How the conversation is rebuilt:
 
 * **Branches.** Records form a tree through ``parentUuid``; a rewind leaves an
   abandoned branch in the file. The conversation is the path from the newest
-  message back to the root, following ``logicalParentUuid`` across a
+  record back to the root, following ``logicalParentUuid`` across a
   ``compact_boundary``. Lines of an API message on that path that hang off it
   (Claude Code chains a parallel call's line, and its result, off the line
-  before) are kept, and so are the results answering its calls. A file
-  whose records are not linked (no ``parentUuid``, duplicate or missing uuids)
-  is read in file order.
-* **Sidechains.** Records with ``isSidechain: true`` are a sub-agent's turns
-  stored inline; the main conversation sees only the ``Task`` result, so they
-  are skipped. A file holding nothing but sidechain records (a
-  ``subagents/agent-*.jsonl`` file) is the sub-agent's own conversation and is
-  imported whole.
-* **Split messages.** Claude Code writes one line per content block; lines in
-  a row with the same ``message.id`` are joined into one assistant message.
+  before) are kept, so are the results answering its calls and the
+  attachments hanging off a kept record. A file whose records are not linked
+  (no ``parentUuid``, duplicate or missing uuids) is read in file order.
+* **One message per API response.** Claude Code writes one line per content
+  block; from 2.1.x the lines of one response with parallel ``tool_use``
+  blocks are interleaved with their ``tool_result`` lines. Every line with the
+  ``message.id`` of the response being built joins its assistant message
+  (text, thinking and calls), however many results came between; a prompt
+  ends the response.
+* **Sub-agents.** The main model sees only a ``Task`` call's result, so a
+  sub-agent's conversation is placed there, in that ``tool`` message's
+  ``meta["subagent"]`` (``messages`` as plait message dicts): records with
+  ``isSidechain: true`` stored inline (1.x) are matched to the call whose
+  ``prompt`` their first prompt is, and a 2.x sub-agent file
+  ``<session>/subagents/agent-<id>.jsonl`` beside the session is read for the
+  result whose ``toolUseResult.agentId`` names it. Inline records no call
+  matches are kept verbatim. A file holding nothing but sidechain records (a
+  ``subagents/agent-*.jsonl`` file imported on its own) is the sub-agent's own
+  conversation and is imported whole.
 * **Tool results** come back inside user records (``tool_result`` blocks) and
   become ``tool`` messages paired by ``tool_use_id``; ``is_error`` sets
-  ``ok: false``. Any text in the same record follows as a user message.
+  ``ok: false``. ``tool_reference`` parts (ToolSearch's answer, which the API
+  expands into tool definitions) become ``tool_reference: <name>`` lines and
+  ``meta["tool_references"]``. Any text in the same record follows as a user
+  message.
+* **Attachments** the model sees (hook additional context, skill, agent and
+  deferred-tool listings, MCP instructions, queued prompts, edited-file
+  snippets, nested memory, task reminders with items ...) become user
+  messages (``meta["source"]["attachment"]`` names the type), placed after
+  the results of the response they follow, as Claude Code sends them. Those
+  whose wording Claude Code generates from flags the file does not spell out
+  (``plan_mode``, ``auto_mode``, an empty ``task_reminder``), and bookkeeping
+  (``hook_success``, ``hook_system_message``, ``command_permissions`` ...), are
+  kept verbatim as unmapped records.
 * **Compaction.** A user record with ``isCompactSummary: true`` becomes a
   ``summary`` message folding everything before it, so ``history()`` starts
   there and ``history(full=True)`` still shows what it folded.
+* **API errors.** An assistant record with ``isApiErrorMessage: true`` is
+  Claude Code's notice of a failed request (``model: "<synthetic>"``); no
+  model wrote it and it is not sent back, so it is kept verbatim, not a message.
 * **Thinking.** ``thinking`` blocks are not replayed (their signatures are tied to
   the original request); their text is kept in the message's
   ``meta["thinking"]``. ``redacted_thinking`` blocks are counted in
@@ -36,15 +60,22 @@ How the conversation is rebuilt:
 * **Images** are counted (plait records keep the count, not the bytes).
 * **Titles.** ``summary`` lines (the session-list title Claude Code generates,
   not a compaction), ``custom-title`` and ``ai-title`` give the session a title.
+* Every other record (``progress``, ``file-history-snapshot``,
+  ``queue-operation``, ``system``, ``permission-mode``, ``last-prompt`` ...)
+  is kept verbatim as an unmapped record; a ``system`` record with subtype
+  ``plait_system_prompt`` (what plait's exporter writes) is a system message.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any, Final
 
+from plait.errors import ImportFormatError
 from plait.interop._parts import origin
+from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
@@ -52,6 +83,7 @@ __all__ = ["looks_like", "parse"]
 
 _MESSAGE_TYPES: Final = frozenset({"user", "assistant"})
 _SYSTEM_PROMPT: Final = "plait_system_prompt"  # the subtype plait's exporter writes
+_MAX_DEPTH: Final = 3  # sub-agents of sub-agents, but never a loop of files
 RECORD_TYPES: Final = frozenset(
     {
         "user",
@@ -296,6 +328,11 @@ class _Builder:
 
     def assistant(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
         src = self.src
+        if record.get("isApiErrorMessage") is True:
+            # Claude Code's own notice of a failed request ("Login expired ..."), written as
+            # a <synthetic> assistant line: no model wrote it, and it is not sent back.
+            src.keep(line, "api error message", record)
+            return
         content = _blocks(message)
         texts: list[str] = []
         thinking: list[str] = []
@@ -392,11 +429,7 @@ class _Builder:
     def user(self, line: int, record: dict[str, Any], message: dict[str, Any]) -> None:
         src = self.src
         content = _blocks(message)
-        if _is_result_only(record) is None:
-            # A prompt (not only results) ends the API response being built.
-            self.open_id = self.open_msg = None
-            self.pending = set()
-            self.flush()
+        prompt = _is_result_only(record) is None
         texts: list[str] = []
         images = 0
         for block in _content_blocks(src, line, content):
@@ -416,6 +449,12 @@ class _Builder:
                 images += 1
             else:
                 src.keep(line, f"content block {str(btype)[:40]}", block)
+        if prompt:
+            # A prompt (not only results) ends the API response being built; its results,
+            # if the record has any, came first.
+            self.open_id = self.open_msg = None
+            self.pending = set()
+            self.flush()
         text = "\n".join(texts)
         if not text and not images:
             if not isinstance(content, list) or not any(
@@ -465,6 +504,10 @@ class _Builder:
         meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
         if references:
             meta["tool_references"] = references
+        used = as_dict(record.get("toolUseResult"))
+        agent_id = as_str(used.get("agentId")) if used else None
+        if agent_id:
+            meta["subagent"] = {"agent_id": agent_id}
         msg: dict[str, JSONValue] = {
             "role": "tool",
             "content": "\n".join(texts),
@@ -489,7 +532,123 @@ def _clean_title(value: object) -> str | None:
     return " ".join(value.split())[:200] or None
 
 
-def parse(src: Source) -> Parsed:
+def _conversation(src: Source, out: Parsed, records: list[tuple[int, dict[str, Any]]]) -> None:
+    """Build the messages of ``records`` (already selected, in file order) into ``out``."""
+    builder = _Builder(src, out)
+    for line, record in records:
+        if record["type"] == "attachment":
+            builder.attachment(line, record)
+        elif record["type"] == "system":
+            builder.system(line, record)
+        elif record["type"] == "assistant":
+            builder.assistant(line, record, record["message"])
+        else:
+            builder.user(line, record, record["message"])
+    builder.flush()
+
+
+def _prompt_of(record: dict[str, Any]) -> str:
+    content = record["message"]["content"] if record["type"] == "user" else None
+    if isinstance(content, str):
+        return content.strip()
+    texts = [
+        b.get("text") for b in content or () if isinstance(b, dict) and b.get("type") == "text"
+    ]
+    return "\n".join(t for t in texts if isinstance(t, str)).strip()
+
+
+def _subagent_calls(out: Parsed) -> dict[str, Item]:
+    """The result of every call that started a sub-agent (a ``prompt`` argument), by call id."""
+    prompts: dict[str, str] = {}
+    for item in out.items:
+        for call in item.message.get("tool_calls") or ():
+            if isinstance(call, dict):
+                args = call.get("arguments")
+                prompt = args.get("prompt") if isinstance(args, dict) else None
+                if isinstance(prompt, str):
+                    prompts[str(call["id"])] = prompt.strip()
+    return {
+        prompts[str(item.message.get("tool_call_id"))]: item
+        for item in out.items
+        if item.message.get("role") == "tool" and str(item.message.get("tool_call_id")) in prompts
+    }
+
+
+def _place_inline(src: Source, out: Parsed, records: list[tuple[int, dict[str, Any]]]) -> None:
+    """Put each inline sub-agent conversation on the result of the call that started it.
+
+    A sub-agent's records hang off a root whose prompt is the ``Task`` call's
+    ``prompt``. The conversation is stored in that result's ``meta["subagent"]``
+    (the main model saw only the result); one no call matches is kept verbatim.
+    """
+    if not records:
+        return
+    parents = {_uuid(r): r.get("parentUuid") for _, r in records}
+    groups: dict[str | None, list[tuple[int, dict[str, Any]]]] = {}
+    for line, record in records:
+        root = _uuid(record)
+        seen: set[str | None] = set()
+        while parents.get(root) in parents and root not in seen:
+            seen.add(root)
+            root = parents[root]
+        groups.setdefault(root, []).append((line, record))
+    results = _subagent_calls(out)
+    for group in groups.values():
+        first = next((r for _, r in group if r["type"] == "user"), None)
+        target = results.pop(_prompt_of(first), None) if first is not None else None
+        if target is None:
+            for line, record in group:
+                src.keep(line, "sidechain record", record)
+            continue
+        sub = Parsed("claude-code", "message_events")
+        _conversation(src, sub, group)
+        meta = target.message["meta"]
+        assert isinstance(meta, dict)
+        meta["subagent"] = {
+            "inline": True,
+            "records": len(group),
+            "messages": [item.message for item in sub.items],
+        }
+
+
+def _place_files(src: Source, out: Parsed, depth: int) -> None:
+    """Put each sub-agent's own file (``<session>/subagents/agent-<id>.jsonl``) on its result.
+
+    Claude Code 2.x writes a sub-agent's conversation to its own file and names it
+    in the ``Task`` result's ``toolUseResult.agentId``. When the file is beside the
+    session, it is read (leniently: a cut-off sub-agent file does not fail the
+    import) and its messages are stored in the result's ``meta["subagent"]``.
+    """
+    if src.path is None:
+        return
+    folder = Path(src.path).with_suffix("") / "subagents"
+    if not folder.is_dir():
+        return
+    for item in out.items:
+        meta = item.message.get("meta")
+        sub = meta.get("subagent") if isinstance(meta, dict) else None
+        agent_id = sub.get("agent_id") if isinstance(sub, dict) else None
+        if not isinstance(sub, dict) or not isinstance(agent_id, str) or "messages" in sub:
+            continue
+        path = folder / f"agent-{agent_id}.jsonl"
+        if not path.is_file():
+            continue
+        try:
+            data = read_source(path)
+        except ImportFormatError as exc:
+            sub["problems"] = [exc.reason]  # the main conversation does not depend on it
+            continue
+        nested = Source(data, path=str(path), strict=False)
+        parsed = parse(nested, depth=depth + 1)
+        sub["file"] = f"subagents/{path.name}"
+        sub["records"] = nested.records
+        sub["messages"] = [i.message for i in parsed.items]
+        if nested.problems:
+            sub["problems"] = list(nested.problems)
+        src.skip("sub-agent file read")
+
+
+def parse(src: Source, *, depth: int = 0) -> Parsed:
     """Read a Claude Code session file.
 
     Raises:
@@ -544,10 +703,9 @@ def parse(src: Source) -> Parsed:
         else:
             src.keep(line, f"{rtype[:40]} record", record)
     main = [(n, r) for n, r in messages if r.get("isSidechain") is not True]
+    sidechain: list[tuple[int, dict[str, Any]]] = []
     if any(r["type"] != "attachment" for _, r in main):
-        for n, r in messages:
-            if r.get("isSidechain") is True:
-                src.keep(n, "sidechain record", r)
+        sidechain = [(n, r) for n, r in messages if r.get("isSidechain") is True]
     else:
         main = messages
         if messages:
@@ -556,17 +714,10 @@ def parse(src: Source) -> Parsed:
             if agent_id:
                 out.details["agent_id"] = agent_id
     selected = _select(src, main, everything)
-    builder = _Builder(src, out)
-    for line, record in selected:
-        if record["type"] == "attachment":
-            builder.attachment(line, record)
-        elif record["type"] == "system":
-            builder.system(line, record)
-        elif record["type"] == "assistant":
-            builder.assistant(line, record, record["message"])
-        else:
-            builder.user(line, record, record["message"])
-    builder.flush()
+    _conversation(src, out, selected)
+    _place_inline(src, out, sidechain)
+    if depth < _MAX_DEPTH:
+        _place_files(src, out, depth)
     uuids = {_uuid(r) for _, r in selected}
     leaf_titles = [t for leaf, t in summaries if leaf in uuids]
     out.title = (

@@ -2,28 +2,43 @@
 
 Each line is ``{"timestamp", "type", "payload"}``. The conversation is the
 ``response_item`` lines: the Responses API items the model saw and wrote, so
-the file is classified ``message_events``. ``event_msg`` lines repeat them for
-the UI (and carry token counts) and are skipped; ``turn_context`` gives the
-model; the first ``session_meta`` gives the session id, the provider and the
-base instructions.
+the file is classified ``message_events``. The first ``session_meta`` gives
+the session id, the provider, the base instructions (a system message) and,
+for a sub-agent thread, its ``source`` and ``parent_thread_id``;
+``turn_context`` gives the model. ``docs/importers.md`` has the full table.
 
 * ``message`` items: ``user`` stays user (Codex's ``<environment_context>``
   and AGENTS.md messages included: the model saw them), ``developer`` and
   ``system`` become system messages, ``assistant`` an assistant message.
 * ``function_call``, ``custom_tool_call`` (freeform input, kept as
   ``{"input": ...}``), ``local_shell_call`` (its ``action``) and
-  ``tool_search_call`` join the assistant message they follow; their
-  ``*_output`` items become ``tool`` messages paired by ``call_id``. An output
-  whose JSON ``metadata.exit_code`` (or leading ``Exit code: N``) is not 0 is
-  ``ok: false``. The output text is kept as the model saw it.
+  ``tool_search_call`` join the assistant message they follow (calls written
+  in a row before their outputs are one response's parallel calls; a
+  ``reasoning`` item starts a new response, even one whose text was removed); their
+  ``*_output`` items become ``tool`` messages paired by ``call_id``. The
+  output text is kept as the model saw it, and its success is read from every
+  shape Codex writes: ``success`` on a structured output, JSON
+  ``metadata.exit_code``, a leading ``Exit code: N``, or unified exec's
+  ``Process exited with code N`` header line (``Process running with session
+  ID N`` says nothing yet, and stays a success).
 * ``reasoning`` items are not replayed: their summary text goes to the next
   assistant message's ``meta["thinking"]``; encrypted content is counted in
   ``meta["redacted_thinking"]``.
 * ``compacted`` lines become a ``summary`` message folding everything before
   it: the ``message``, or else the text of its ``replacement_history``.
+* ``event_msg`` lines are the UI's copy of the turn; they are kept verbatim as
+  unmapped records, except a ``user_message`` whose text no ``user``
+  ``response_item`` carries: that prompt is what the model was sent, and it
+  becomes a user message where the event is.
 * Hosted tools without an output item (``web_search_call``,
-  ``image_generation_call``), ``ghost_snapshot``, inter-agent ``agent_message``
-  items and later ``session_meta`` lines (other threads) are skipped and counted.
+  ``image_generation_call``), ``ghost_snapshot``, inter-agent items, later
+  ``session_meta`` lines (other threads) and ``turn_context`` lines are kept
+  verbatim as unmapped records.
+
+Rollouts from before ``session_meta`` start with a bare header ``{id,
+timestamp, instructions, git}`` and hold the items bare, one per line, with
+``{"record_type": "state"}`` lines between turns (kept verbatim); the items
+are read by the same rules.
 """
 
 from __future__ import annotations
@@ -111,6 +126,7 @@ class ItemBuilder:
         self.thinking: list[str] = []
         self.redacted = 0
         self.meta_seen = False
+        self.boundary = False  # a reasoning item began a new model response
 
     def _assistant_meta(self, line: int | None, time: str | None) -> dict[str, JSONValue]:
         meta: dict[str, JSONValue] = {"source": origin(line, time=time)}
@@ -133,10 +149,13 @@ class ItemBuilder:
             value = as_str(payload.get(key))
             if value:
                 out.details[key] = value
-        for key in ("forked_from_id", "parent_thread_id"):
+        for key in ("forked_from_id", "parent_thread_id", "thread_source"):
             value = as_str(payload.get(key))
             if value:
                 out.details[key] = value
+        source = payload.get("source")
+        if isinstance(source, str | dict):
+            out.details["source"] = source  # "cli", "exec", or {"subagent": "review"}
         base = as_dict(payload.get("base_instructions"))
         instructions = as_str(base.get("text")) if base else as_str(payload.get("instructions"))
         if instructions:
@@ -167,6 +186,7 @@ class ItemBuilder:
                     self.thinking.append(text)
             if payload.get("encrypted_content"):
                 self.redacted += 1
+            self.boundary = True  # a response's output starts with its reasoning
             src.skip("reasoning item")
         elif isinstance(itype, str) and itype in _CALLS:
             self._call(line, time, itype, payload)
@@ -180,6 +200,7 @@ class ItemBuilder:
         role = payload.get("role")
         text, images = parts_text(payload.get("content"), src, line)
         if role == "assistant":
+            self.boundary = False
             msg: dict[str, JSONValue] = {
                 "role": "assistant",
                 "content": text,
@@ -221,7 +242,9 @@ class ItemBuilder:
         call: dict[str, JSONValue] = {"id": call_id, "name": name, "arguments": args}
         items = self.out.items
         last = items[-1].message if items else None
-        if last is not None and last.get("role") == "assistant" and not self.thinking:
+        joins = last is not None and last.get("role") == "assistant" and not self.boundary
+        self.boundary = False
+        if joins and last is not None:
             last.setdefault("tool_calls", [])
             last["tool_calls"].append(call)
             return

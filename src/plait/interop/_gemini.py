@@ -201,6 +201,9 @@ def parse(src: Source) -> Parsed:
     if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
         src.fail(1, "expected an object with a 'messages' array")
     _start(out, value)
+    rest = {k: v for k, v in value.items() if k != "messages"}
+    if rest:
+        src.keep(None, "document fields", rest)  # sessionId, projectHash, times, summary ...
     src.records = len(value["messages"])
     for raw in value["messages"]:
         builder.message(raw, lines.get(id(raw)))

@@ -20,7 +20,9 @@ calls; ``role: "tool"`` answers one by ``tool_call_id`` (SWE-agent's
 pair is given ids ``legacy_call_<n>``. Text parts are joined, image parts
 counted. ``name`` on a non-tool message, ``reasoning_content`` and
 ``thinking`` go to ``meta``; other keys (``annotations``, SWE-agent's
-``thought`` / ``action``, ...) are not prompt-visible and are ignored.
+``thought`` / ``action``, ...) are not prompt-visible and are kept verbatim in
+``meta["source"]["fields"]``. The fields of a request log beside its messages
+(``tools``, ``kwargs``, ``cost`` ...) are kept verbatim as an unmapped record.
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from plait.interop._source import Item, Parsed, Source, SourceFormat, as_dict, a
 from plait.providers.base import SUMMARY_PREFIX
 from plait.records import JSONValue
 
-__all__ = ["looks_like", "parse"]
+__all__ = [
+    "looks_like",
+    "looks_like_swe_agent",
+    "parse",
+    "parse_document",
+    "parse_lines",
+    "parse_swe_agent",
+]
 
 _REQUEST_KEYS: Final = frozenset({"model", "tools", "kwargs", "response", "temperature"})
 _ROLES: Final = {
@@ -111,6 +120,10 @@ class _Builder:
             calls = self._calls(raw, line)
             if calls:
                 msg["tool_calls"] = calls
+        extra = {k: v for k, v in raw.items() if k not in _MAPPED_KEYS}
+        if extra:
+            # SWE-agent's thought / action / agent, annotations, a recorder's own fields.
+            meta["source"]["fields"] = extra
         msg["meta"] = meta
         self.out.items.append(Item(msg, line))
 
@@ -214,8 +227,12 @@ def _classify(value: Mapping[str, Any]) -> SourceFormat:
     return "message_events"
 
 
-def parse_document(src: Source) -> Parsed:
+def parse_document(src: Source, *, keep_rest: bool = True) -> Parsed:
     """Read a JSON document (array or object).
+
+    The fields of an object beside its message array (a request log's ``tools``,
+    ``kwargs``, ``response``, ``cost`` ...) are kept verbatim unless ``keep_rest``
+    is false (a caller that keeps them its own way).
 
     Raises:
         ImportFormatError: not JSON, or not a chat transcript (names the line).
@@ -271,6 +288,11 @@ def parse_document(src: Source) -> Parsed:
     if response is not None and _is_response(response):
         builder.response(response, None)
     _set_model(out, _model_of(request) or builder.response_model)
+    wraps = isinstance(value, dict) and any(isinstance(value.get(k), list) for k in _ARRAYS)
+    if keep_rest and wraps:
+        rest = {k: v for k, v in value.items() if k not in _ARRAYS}
+        if rest:
+            src.keep(None, "document fields", rest)  # tools, kwargs, the response, cost ...
     return out
 
 
@@ -309,6 +331,11 @@ def parse_lines(src: Source) -> Parsed:
     return out
 
 
+_ARRAYS: Final = ("messages", "history")
+_MAPPED_KEYS: Final = frozenset(
+    {"role", "content", "tool_calls", "tool_call_id", "tool_call_ids", "name", "tool_name"}
+    | {"function_call", "refusal", "reasoning_content", "thinking", "reasoning", "ok"}
+)
 _SWE_AGENT_KEYS: Final = frozenset({"trajectory", "info", "environment", "replay_config"})
 
 
@@ -337,7 +364,7 @@ def parse_swe_agent(src: Source) -> Parsed:
     value, _ = src.document()
     if not isinstance(value, dict) or not isinstance(value.get("history"), list):
         src.fail(1, "expected a SWE-agent trajectory: an object with a 'history' array")
-    out = parse_document(src)
+    out = parse_document(src, keep_rest=False)
     out.format = "swe-agent"
     out.agent = "swe-agent"
     for key, section in value.items():

@@ -23,7 +23,7 @@ from typing import Any, Final
 from plait.interop._codex import RESPONSE_ITEM_TYPES, ItemBuilder
 from plait.interop._source import Parsed, Source, as_list
 
-__all__ = ["looks_like", "parse"]
+__all__ = ["is_item", "looks_like", "parse"]
 
 _CONTAINERS: Final = ("items", "input")
 
@@ -50,8 +50,8 @@ def _items_of(value: object) -> list[Any] | None:
 
 def looks_like(value: object) -> bool:
     """Whether a decoded document is a list of Responses API items (one at least typed)."""
-    items = _items_of(value)
-    return bool(items) and any(is_item(v) for v in items[:50])  # type: ignore[index]
+    items = _items_of(value) or []
+    return any(is_item(v) for v in items[:50])
 
 
 def _read(src: Source, out: Parsed, rows: list[tuple[int | None, Any]]) -> None:

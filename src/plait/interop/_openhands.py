@@ -8,6 +8,8 @@ or an ``observation`` with ``source`` (``user``, ``agent``, ``environment``),
 ``args`` / ``extras`` and, for tool calls, ``tool_call_metadata`` holding the
 model's whole ``model_response``.
 
+* a ``system`` action (newer streams start with one): the system prompt, a
+  system message (``args.content``).
 * ``message`` actions: from the user a user message, from the agent an
   assistant message (``args.content``; ``image_urls`` counted).
 * actions with ``tool_call_metadata`` (``run``, ``read``, ``edit``, ``finish``,
@@ -30,7 +32,9 @@ discriminator, as a JSON array or under ``history`` / ``events`` (the
 benchmarks harness writes ``{instance_id, history, num_events}``).
 
 * ``SystemPromptEvent``: a system message (``system_prompt.text``).
-* ``MessageEvent``: its ``llm_message`` (role and content parts).
+* ``MessageEvent``: its ``llm_message`` (role and content parts), with the
+  ``extended_content`` (activated skills' knowledge) the SDK appends to it when
+  it sends it.
 * ``ActionEvent``: one assistant message per ``llm_response_id`` (parallel
   calls share it): ``thought`` text, ``reasoning_content`` in
   ``meta["thinking"]``, and each ``tool_call`` (``id``, ``name``, ``arguments``).
@@ -72,8 +76,10 @@ def is_v0_event(value: object) -> bool:
 
 def is_v1_event(value: object) -> bool:
     """Whether a decoded value is a V1 (software-agent-sdk) event."""
-    kind = value.get("kind") if isinstance(value, dict) else None
-    return isinstance(kind, str) and kind.endswith("Event") and "source" in value  # type: ignore[operator]
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("kind")
+    return isinstance(kind, str) and kind.endswith("Event") and "source" in value
 
 
 def events_of(value: object) -> list[Any] | None:
@@ -214,7 +220,11 @@ def _parse_v0(src: Source, out: Parsed, events: list[Any], lines: Mapping[int, i
         extras = as_dict(event.get("extras")) or {}
         tcm = as_dict(event.get("tool_call_metadata"))
         where = origin(line, id=event.get("id"), time=as_str(event.get("timestamp")))
-        if action == "message" and tcm is None:
+        if action == "system" and tcm is None:
+            # The system prompt (newer V0 streams start with it; its tools stay in args).
+            text = as_str(args.get("content")) or ""
+            b.add({"role": "system", "content": text, "meta": {"source": where}}, line)
+        elif action == "message" and tcm is None:
             text = as_str(args.get("content")) or as_str(event.get("message")) or ""
             msg: dict[str, JSONValue] = {
                 "role": "user" if source == "user" else "assistant",
@@ -292,6 +302,12 @@ def _parse_v1(src: Source, out: Parsed, events: list[Any], lines: Mapping[int, i
                 src.bad(line, "a MessageEvent needs an 'llm_message' with a role")
                 continue
             text, images = parts_text(message.get("content"), src, line)
+            # Skill knowledge the SDK appends to the message when it sends it.
+            extended, more = parts_text(event.get("extended_content"), src, line)
+            text, images = "\n".join(t for t in (text, extended) if t), images + more
+            skills = as_list(event.get("activated_skills"))
+            if skills:
+                where["activated_skills"] = skills
             msg: dict[str, JSONValue] = {"role": role, "content": text, "meta": {"source": where}}
             if images and role != "system":
                 msg["images"] = images

@@ -12,7 +12,9 @@ Request parts:
 * ``user-prompt``: a user message (text items joined; ``image-url``,
   ``binary`` images counted; other files kept verbatim).
 * ``tool-return``: a ``tool`` message for ``tool_call_id`` (non-string content as
-  the JSON the model was sent).
+  the compact JSON the model was sent). pydantic-ai 2.x marks a failed or
+  retried return with ``outcome``: it is ``ok: false`` and its text is the
+  ``{"error": ...}`` object pydantic-ai sends.
 * ``retry-prompt``: with a ``tool_name``, a failed (``ok: false``) ``tool``
   message; without one, a user message. Its text is what pydantic-ai sends:
   the feedback (or the validation errors as JSON) then "Fix the errors and try
@@ -20,7 +22,8 @@ Request parts:
 
 Response parts: ``text`` and ``tool-call`` (``args`` as an object or a JSON
 string) make one assistant message per response; ``thinking`` goes to
-``meta["thinking"]``; ``model_name`` and ``provider_name`` are recorded.
+``meta["thinking"]``; ``model_name`` and ``provider_name`` are recorded, and
+``usage`` is kept in ``meta["source"]["usage"]``.
 Built-in tool parts and files are kept verbatim as unmapped records.
 """
 
@@ -38,6 +41,12 @@ __all__ = ["looks_like", "parse"]
 _KINDS: Final = frozenset({"request", "response"})
 _IMAGES: Final = frozenset({"image-url", "binary"})
 _RETRY: Final = "Fix the errors and try again."
+_ERROR_OUTCOMES: Final = ("failed", "retried")  # pydantic-ai 2.x tool-return outcomes
+
+
+def _compact(value: object) -> str:
+    """JSON the way pydantic serialises a tool's return: no spaces, UTF-8 kept."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _is_message(value: object) -> bool:
@@ -135,8 +144,25 @@ class _Builder:
     ) -> None:
         content = part.get("content")
         call_id, name = as_str(part.get("tool_call_id")), as_str(part.get("tool_name"))
+        outcome = part.get("outcome")
         if returned:
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+            # As pydantic-ai sends it: a string as is, other values as compact JSON, and a
+            # failed or retried return (pydantic-ai 2.x) wrapped as {"error": ...}.
+            text = (
+                ""
+                if content is None
+                else content
+                if isinstance(content, str)
+                else _compact(content)
+            )
+            if outcome in _ERROR_OUTCOMES:
+                failed = (
+                    content
+                    if outcome == "retried" and not isinstance(content, str | None)
+                    else text
+                )
+                text = _compact({"error": failed})
+                returned = False
         else:
             if isinstance(content, str):
                 text = content if name else f"Validation feedback:\n{content}"
@@ -144,7 +170,7 @@ class _Builder:
                 errors = as_list(content) or []
                 text = f"{len(errors)} validation errors: {json.dumps(content, indent=2)}"
             text = f"{text}\n\n{_RETRY}"
-        if not name and not returned:
+        if not name and part.get("part_kind") == "retry-prompt":
             self.add({"role": "user", "content": text, "meta": {"source": where}}, line)
             return
         if not call_id:
@@ -198,12 +224,13 @@ class _Builder:
             model=model,
             id=as_str(raw.get("provider_response_id")),
         )
+        usage = as_dict(raw.get("usage"))
+        if usage:
+            # Not meta["usage"]: plait's context report reads that as its own provider's count.
+            where["usage"] = usage
         meta: dict[str, JSONValue] = {"source": where}
         if thinking:
             meta["thinking"] = thinking
-        usage = as_dict(raw.get("usage"))
-        if usage:
-            meta["usage"] = usage
         msg: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts), "meta": meta}
         if calls:
             msg["tool_calls"] = calls

@@ -72,9 +72,9 @@ if TYPE_CHECKING:
 __all__ = ["SEED_SOURCE_SCHEMA", "SeedResult", "seed_from_jsonl"]
 
 SEED_SOURCE_SCHEMA: Final = "plait.session_seed_source.v1"
+"""The ``schema`` of the ``source`` dict a seeded session records."""
 UNMAPPED_MAX_BYTES: Final = 16 << 20
 """How much of the unmapped source records a session keeps verbatim (as JSON text)."""
-"""The ``schema`` of the ``source`` dict a seeded session records."""
 
 _DEFAULTS: Final[dict[str, Any]] = {
     "format": "auto",
@@ -389,8 +389,11 @@ def seed_from_jsonl(
     """Create a new stored session from a transcript file (seed 003's ``seed_from_jsonl``).
 
     Reads plait JSONL, OpenAI chat messages (JSON or JSONL), Claude Code
-    session files, Codex rollouts and Gemini CLI recordings; the module
-    docstrings of ``plait.interop`` say how each maps to plait messages. The
+    session files, Codex rollouts, Gemini CLI recordings, OpenHands event
+    streams, SWE-agent trajectories, openai-agents items and pydantic-ai
+    message dumps; the module docstrings of ``plait.interop`` and
+    ``docs/importers.md`` say how each maps to plait messages. Only a regular
+    file of at most ``MAX_SOURCE_BYTES`` is read. The
     session is created in one transaction with lineage operator
     ``Session.import``, and records where it came from in
     ``metadata["seeded_from_jsonl"]``.
@@ -400,8 +403,9 @@ def seed_from_jsonl(
         path: the transcript file.
         options: the same options as a mapping; an unknown key raises
             :class:`~plait.errors.UnknownOptionError`.
-        format: ``auto`` (detect), or one of ``plait``, ``openai``,
-            ``claude-code``, ``codex``, ``gemini-cli``.
+        format: ``auto`` (detect), or one of :data:`~plait.interop.FORMATS`
+            (``plait``, ``openai``, ``claude-code``, ``codex``, ``gemini-cli``,
+            ``openhands``, ``swe-agent``, ``openai-agents``, ``pydantic-ai``).
         truncate_to_last: keep only the last N messages (then drop a leading tool
             result whose call was cut).
         drop_tool_calls: leave out tool calls and tool results, keeping user and
@@ -433,8 +437,8 @@ def seed_from_jsonl(
         UnknownOptionError: an unknown key in ``options``.
         InvalidArgumentError: an option of the wrong type or range.
         SessionExistsError: ``rename_session`` is taken.
-        ImportFormatError: the file cannot be read, or does not fit its format
-            (the error names the line).
+        ImportFormatError: the file cannot be read, is not a regular file, is
+            too big, or does not fit its format (the error names the line).
     """
     opts = _options(
         {

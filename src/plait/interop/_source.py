@@ -151,8 +151,18 @@ class Source:
         """
         raise ImportFormatError(self.path, line, reason)
 
-    def bad(self, line: int | None, reason: str, *, kind: str = "unreadable") -> None:
+    def bad(
+        self,
+        line: int | None,
+        reason: str,
+        *,
+        kind: str = "unreadable",
+        record: JSONValue | None = None,
+    ) -> None:
         """A problem: raise it in strict mode; otherwise count it and mark the import partial.
+
+        ``record`` (a line's text, a value that is not a record) is kept verbatim
+        with the unmapped records, so what was skipped is not lost.
 
         Raises:
             ImportFormatError: in strict mode.
@@ -161,6 +171,8 @@ class Source:
             self.fail(line, reason)
         self.partial = True
         self.skipped[kind] += 1
+        if record is not None:
+            self.unmapped.append({"line": line, "kind": kind, "record": record})
         if len(self.problems) < 20:
             self.problems.append(f"line {line}: {reason}" if line is not None else reason)
 
@@ -232,15 +244,15 @@ class Source:
             try:
                 value = self.decode(raw)
             except UnicodeDecodeError:
-                self.bad(number, "not UTF-8 text")
+                self.bad(number, "not UTF-8 text", record=_text_of(raw))
                 continue
             except RecursionError:
-                self.bad(number, "JSON nested too deeply")
+                self.bad(number, "JSON nested too deeply", record=_text_of(raw))
                 continue
             except ValueError as exc:
                 last = start >= total
                 what = "the last line is cut off or not JSON" if last else "not JSON"
-                self.bad(number, f"{what}: {exc}")
+                self.bad(number, f"{what}: {exc}", record=_text_of(raw))
                 continue
             yield number, value
         if self.progress is not None:
@@ -256,7 +268,7 @@ class Source:
             if isinstance(value, dict):
                 yield number, value
             else:
-                self.bad(number, f"expected a JSON object, got {_kind(value)}")
+                self.bad(number, f"expected a JSON object, got {_kind(value)}", record=value)
 
     def document(self) -> tuple[Any, Mapping[int, int]]:
         """Decode the whole file as one JSON value.
@@ -291,6 +303,11 @@ class Source:
             self.progress(len(self.data), len(self.data))
         self._document = (value, lines)
         return self._document
+
+
+def _text_of(raw: bytes) -> str:
+    """A line that is not JSON, as text that can be stored (bad bytes replaced)."""
+    return raw.decode("utf-8", "replace")
 
 
 def _kind(value: object) -> str:

@@ -57,7 +57,9 @@ The modes:
     by its length: ``content`` becomes ``null`` beside ``content_chars``, tool
     ``arguments`` and ``result`` become ``null`` beside ``arguments_chars`` /
     ``result_chars``, event ``data`` becomes ``null``, titles become ``null``,
-    and ``meta`` keeps only ``usage``. Tool names, ids, ``ok`` flags, usage and
+    the source records an import kept unmapped
+    (``metadata.seeded_from_jsonl.unmapped``) become ``null`` beside
+    ``unmapped_chars``, and ``meta`` keeps only ``usage``. Tool names, ids, ``ok`` flags, usage and
     the order of everything stay. The model's own replies are kept **only** in
     ``replay.responses`` (a scripted provider cannot replay without them), and
     they are sanitized as above. Such a bundle cannot be imported: there is no
@@ -436,6 +438,10 @@ def _usage_only(obj: dict[str, JSONValue]) -> None:
 def _strip_payloads(bundle: dict[str, Any]) -> None:
     """replay-only: remove what the user, the system or a tool supplied; keep structure."""
     bundle["session"]["title"] = None
+    seeded = bundle["session"]["metadata"].get("seeded_from_jsonl")
+    if isinstance(seeded, dict) and isinstance(seeded.get("unmapped"), list):
+        # An import keeps the source's unmapped records verbatim: prompt and tool text too.
+        _drop(seeded, "unmapped")
     for node in bundle["lineage"]:
         node["title"] = None
     for entry in bundle["transcript"]:

@@ -77,10 +77,17 @@ class IterationEnd:
 
 
 RunEvent: TypeAlias = (
-    TextDelta | ToolCallDelta | Usage | Finish | RecordAdded | ToolStarted | ToolFinished
+    TextDelta
+    | ToolCallDelta
+    | Usage
+    | Finish
+    | RecordAdded
+    | ToolStarted
+    | ToolFinished
     | IterationEnd
 )
 """One event of a run: a provider stream event, or one of the run's own."""
+
 
 def event_json(event: RunEvent) -> dict[str, JSONValue]:
     """A run event as a JSON object with its ``type`` (for ``plait run --json`` and servers).

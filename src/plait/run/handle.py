@@ -215,4 +215,3 @@ class Run:
                 break
             yield cast(RunEvent, event)
         await self._outcome(task)  # the run's error, if it failed
-

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final, Protocol, Unpack
@@ -33,7 +34,7 @@ from plait.compaction import (
     Compaction,
     self_compaction_result,
 )
-from plait.errors import NothingToDoError, ProviderError
+from plait.errors import NothingToDoError, PlaitError, ProviderError
 from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
 from plait.records import JSONValue, Record, ToolCall
 from plait.run.events import (
@@ -53,6 +54,8 @@ from plait.run.telemetry import RunTelemetry
 from plait.tools import Tool, ToolContext, ToolOutcome
 
 __all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
+
+_log = logging.getLogger("plait")
 
 INTERRUPTED: Final = (
     "interrupted: the run stopped while this tool call was pending; it may or may not "
@@ -243,6 +246,10 @@ async def _steps(
             ctx = session.tool_context()
             while pending:
                 call = pending[0]
+                found = by_name.get(call.name)
+                changes_files = found is not None and not found.read_only
+                # Taken before the call is announced: a started tool is running its own code.
+                before = await _checkpoint(session, ctx) if changes_files else None
                 run.emit(ToolStarted(call))
                 tool_started = now_micros()
                 with telemetry.tool(call.id, call.name):
@@ -252,7 +259,13 @@ async def _steps(
                         outcome = await _call(
                             call, by_name, ctx, spec.on_approval, spec.on_question
                         )
+                    after = await _checkpoint(session, ctx) if changes_files else None
                 pending.pop(0)
+                tool_meta: dict[str, JSONValue] = {
+                    "timing": {"start_us": tool_started, "end_us": now_micros()}
+                }
+                if before is not None and after is not None:
+                    tool_meta["workspace"] = {"before": before, "after": after}
                 add(
                     {
                         "role": "tool",
@@ -260,7 +273,7 @@ async def _steps(
                         "tool_name": call.name,
                         "content": outcome.content,
                         "ok": outcome.ok,
-                        "meta": {"timing": {"start_us": tool_started, "end_us": now_micros()}},
+                        "meta": tool_meta,
                     }
                 )
                 run.emit(ToolFinished(call, outcome.ok, outcome.content))
@@ -294,6 +307,19 @@ def _cut_off(
         meta["error"] = error
     if text:
         add({"role": "assistant", "content": text, "meta": meta})
+
+
+async def _checkpoint(session: RunTarget, ctx: ToolContext) -> str | None:
+    """The workspace's checkpoint, taken off the event loop; None if it cannot be taken.
+
+    A checkpoint is a record of the files, not part of the call: a file that cannot be
+    read leaves the call without one rather than failing it.
+    """
+    try:
+        return await asyncio.to_thread(session.workspace_checkpoint, ctx)
+    except (PlaitError, OSError) as exc:
+        _log.warning("session %s: no workspace checkpoint: %s", session.id, exc)
+        return None
 
 
 async def _call(

@@ -66,3 +66,7 @@ class RunTarget(Protocol):
     def tool_context(self) -> ToolContext:
         """Where tools run: the sandbox folder and the mounted roots."""
         ...
+
+    def workspace_checkpoint(self, context: ToolContext) -> str | None:
+        """Checkpoint the files of ``context``'s workspace now (None: none kept)."""
+        ...

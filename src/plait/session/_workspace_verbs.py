@@ -6,15 +6,17 @@ short delegation to :mod:`plait.session.settings` or :mod:`plait.session.binding
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plait.errors import InvalidArgumentError
 from plait.providers import ModelSettings
 from plait.records import JSONValue
-from plait.sandbox import Sandbox, SandboxPolicy
-from plait.session import binding, runs, settings
-from plait.session._values import RootResult
+from plait.sandbox import FileChange, Sandbox, SandboxPolicy
+from plait.session import binding, checkpoints, runs, settings
+from plait.session._values import RootResult, check_count
 from plait.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -55,6 +57,54 @@ class WorkspaceVerbs:
         """
         binding.retarget(self._head, backend, spec, policy)
         return self
+
+    def workspace_checkpoint(self, context: ToolContext | None = None) -> str | None:
+        """Checkpoint the workspace's files now; returns the id (None: checkpoints are off).
+
+        Args:
+            context: the tool context whose workspace to record (default: the session's).
+        """
+        folder = (context or self.tool_context()).root
+        return checkpoints.take(self._head, folder)
+
+    def restore_workspace(self, at: int, folder: str | os.PathLike[str] | None = None) -> str:
+        """Bring the files back as they were after the first ``at`` messages; returns the folder.
+
+        Args:
+            at: how many messages, counted as :meth:`fork_at` counts them.
+            folder: where to put them (made if missing; what it held is replaced);
+                default: the session's own workspace.
+
+        Raises:
+            InvalidArgumentError: ``at`` is negative or past the transcript.
+            NothingToDoError: no tool call of the session recorded its workspace.
+        """
+        row = self._head.fresh()
+        check_count(at, "at")
+        if at > row.layout.length:
+            raise InvalidArgumentError(f"at={at} but the session has {row.layout.length} messages")
+        target = Path(folder) if folder is not None else self.tool_context().root
+        records = self._head.store.read(row, row.layout.view_start, row.layout.end_seq)
+        checkpoints.restore(self._head, records, at, target)
+        return str(target)
+
+    def diff_files(self, a: int, b: int) -> tuple[FileChange, ...]:
+        """What changed on disk between message ``a`` and message ``b`` (counted as for fork_at).
+
+        Raises:
+            NothingToDoError: no tool call of the session recorded its workspace.
+        """
+        check_count(a, "a")
+        check_count(b, "b")
+        row = self._head.fresh()
+        records = self._head.store.read(row, row.layout.view_start, row.layout.end_seq)
+        return checkpoints.diff_files(self._head, records, a, b)
+
+    def use_workspace_checkpoints(self, on: bool) -> None:
+        """Turn workspace checkpoints around file-changing tool calls on (default) or off."""
+        if not isinstance(on, bool):
+            raise InvalidArgumentError(f"checkpoints are on (True) or off (False), not {on!r}")
+        settings.set_settings(self._head, workspace_checkpoints=None if on else False)
 
     @property
     def sandbox_policy(self) -> SandboxPolicy:

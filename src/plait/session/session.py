@@ -29,7 +29,7 @@ from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.providers import Provider
 from plait.records import EventRecord, JSONValue, Message, Record, SummaryRecord
-from plait.session import binding, branching, context, export, reading, writes
+from plait.session import binding, branching, checkpoints, context, export, reading, writes
 from plait.session._head import Head
 from plait.session._run_verbs import RunVerbs
 from plait.session._values import (
@@ -478,17 +478,56 @@ class Session(RunVerbs, WorkspaceVerbs):
         binding.share(self._head, branch.head)
         return branch
 
-    def fork(self, dst: str | None = None) -> Session:
+    def fork(
+        self, dst: str | None = None, *, workspace: str | os.PathLike[str] | None = None
+    ) -> Session:
         """Branch from the current state: one new row sharing this transcript, no records.
+
+        Args:
+            dst: the branch's id (default: a new UUIDv7).
+            workspace: a folder for the branch's own copy of the files as they are now
+                (the branch's tools then work there; the parent's files are untouched).
 
         Raises:
             SessionNotFoundError: never stored. SessionExistsError: ``dst`` is taken.
         """
-        return self._spawn(branching.fork_row(self._head, dst))
+        if workspace is None:
+            return self._spawn(branching.fork_row(self._head, dst))
+        checkpoint = self.workspace_checkpoint()
+        branch = self._spawn(branching.fork_row(self._head, dst))
+        return self._own_workspace(branch, workspace, checkpoint)
 
-    def fork_at(self, keep_first: int, dst: str | None = None) -> Session:
-        """Branch keeping only the first ``keep_first`` messages in view (seed 003)."""
-        return self._spawn(branching.fork_at_row(self._head, keep_first, dst))
+    def fork_at(
+        self,
+        keep_first: int,
+        dst: str | None = None,
+        *,
+        workspace: str | os.PathLike[str] | None = None,
+    ) -> Session:
+        """Branch keeping only the first ``keep_first`` messages in view (seed 003).
+
+        Args:
+            keep_first: how many messages the branch keeps.
+            dst: the branch's id.
+            workspace: a folder for the branch's own copy of the files as they were
+                after those messages (from the workspace checkpoints).
+        """
+        branch = self._spawn(branching.fork_at_row(self._head, keep_first, dst))
+        if workspace is not None:
+            self.restore_workspace(keep_first, workspace)
+            self._own_workspace(branch, workspace, None)
+        return branch
+
+    def _own_workspace(
+        self, branch: Session, folder: str | os.PathLike[str], checkpoint: str | None
+    ) -> Session:
+        """Point ``branch`` at ``folder`` (same backend and policy), filled if ``checkpoint``."""
+        target = os.path.abspath(os.fspath(folder))
+        if checkpoint is not None:
+            checkpoints.checkpoints_of(self.store).restore(target, checkpoint)
+        os.makedirs(target, exist_ok=True)
+        backend = self.sandbox_backend or "local"
+        return branch.to(backend, spec=target, policy=self.sandbox_policy)
 
     def detach(self, dst: str | None = None) -> Session:
         """Share this transcript in a new lineage root (``metadata["detached_from"]``)."""
@@ -548,4 +587,3 @@ class ChunkTable:
 
     def __repr__(self) -> str:
         return f"ChunkTable(session={self._session.id!r})"
-

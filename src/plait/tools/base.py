@@ -231,6 +231,8 @@ class Tool:
     func: ToolFunc = field(repr=False)
     wants_context: bool = False
     """Whether ``func`` takes the :class:`ToolContext` as its first argument."""
+    read_only: bool = False
+    """Whether the tool changes no file (then no workspace checkpoint is taken around it)."""
 
     def spec(self) -> dict[str, Any]:
         """The tool as providers send it: ``{name, description, parameters}``."""
@@ -279,13 +281,24 @@ class Tool:
         return ToolOutcome(True, ctx.clip(result if isinstance(result, str) else str(result)))
 
 
-def tool(func: ToolFunc | None = None, *, name: str | None = None) -> Any:
+@typing.overload
+def tool(func: ToolFunc, *, name: str | None = None, read_only: bool = False) -> Tool: ...
+
+
+@typing.overload
+def tool(
+    func: None = None, *, name: str | None = None, read_only: bool = False
+) -> Callable[[ToolFunc], Tool]: ...
+
+
+def tool(func: ToolFunc | None = None, *, name: str | None = None, read_only: bool = False) -> Any:
     """Make a :class:`Tool` from a typed function (sync or async).
 
     The parameters' annotations give the JSON schema (str, int, float, bool,
     lists, Literal, optional values); parameters without a default are
     required; the docstring's first paragraph is the description. A first
     parameter annotated :class:`ToolContext` receives the sandbox context.
+    ``read_only=True`` says the tool changes no file.
 
     Raises:
         InvalidArgumentError: a parameter without an annotation or of a type JSON cannot carry.
@@ -313,7 +326,7 @@ def tool(func: ToolFunc | None = None, *, name: str | None = None) -> Any:
             "required": required,
             "additionalProperties": False,
         }
-        return Tool(name or f.__name__, doc.split("\n\n")[0], schema, f, wants_context)
+        return Tool(name or f.__name__, doc.split("\n\n")[0], schema, f, wants_context, read_only)
 
     return build(func) if func is not None else build
 

@@ -39,7 +39,7 @@ async def _file_op(ctx: ToolContext, path: str, request: dict[str, Any]) -> dict
     return reply
 
 
-@tool
+@tool(read_only=True)
 async def read_file(ctx: ToolContext, path: str, max_chars: int = 100_000) -> str:
     """Read a text file of the workspace (paths are relative to it)."""
     if not 1 <= max_chars <= _MAX_CHARS:
@@ -65,7 +65,7 @@ async def write_file(ctx: ToolContext, path: str, content: str) -> str:
     return f"wrote {len(content)} characters to {path}"
 
 
-@tool
+@tool(read_only=True)
 async def list_files(ctx: ToolContext, path: str = ".") -> str:
     """List a folder of the workspace: one entry per line, folders end with '/'."""
     where = ctx.locate(path)

@@ -1,0 +1,141 @@
+"""Workspace checkpoints tied to the transcript: the files as they were at each message.
+
+Before and after each tool call that may change files (any tool not marked
+``read_only``), the session's workspace is checkpointed (:class:`plait.sandbox.CheckpointStore`:
+content-addressed, so an unchanged tree costs its 64-character id), and both ids are kept
+in the tool record's ``meta["workspace"]``. The files at message ``n`` are then the
+``after`` of the newest such record at or before ``n`` or, when the first one comes later,
+its ``before``. The checkpoints live beside a SQLite store's file; for other stores (the
+in-memory one, PostgreSQL) in a folder of their own under ``$PLAIT_HOME`` (D114).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import threading
+import weakref
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from plait.errors import InvalidArgumentError, NothingToDoError
+from plait.records import JSONValue, Record, ToolRecord
+from plait.sandbox import CheckpointStore, FileChange
+from plait.store import Store
+
+if TYPE_CHECKING:
+    from plait.session._head import Head
+
+__all__ = [
+    "checkpoint_at",
+    "checkpoints_of",
+    "diff_files",
+    "meta",
+    "take",
+    "restore",
+]
+
+_lock = threading.Lock()
+_stores: weakref.WeakKeyDictionary[Store, CheckpointStore] = weakref.WeakKeyDictionary()
+
+
+def _home() -> Path:
+    home = os.environ.get("PLAIT_HOME")
+    if home:
+        return Path(home).expanduser()
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data).expanduser() / "plait"
+
+
+def checkpoints_of(store: Store) -> CheckpointStore:
+    """The checkpoint store of ``store`` (one per store, made on first use)."""
+    with _lock:
+        found = _stores.get(store)
+        if found is not None:
+            return found
+        location = store.location
+        if location and location != ":memory:" and os.path.isfile(location):
+            found = CheckpointStore.beside(location)
+        elif location == ":memory:" or not location:
+            folder = tempfile.mkdtemp(prefix="plait-checkpoints-")
+            found = CheckpointStore(folder)
+            # An in-memory store's checkpoints go with it, like its records.
+            weakref.finalize(store, shutil.rmtree, folder, True)
+        else:
+            digest = hashlib.sha256(location.encode()).hexdigest()[:16]
+            found = CheckpointStore(_home() / "checkpoints" / digest)
+        _stores[store] = found
+        return found
+
+
+def take(head: Head, folder: Path) -> str | None:
+    """Checkpoint ``folder`` now; None when the session keeps no checkpoints."""
+    if head.settings().get("workspace_checkpoints") is False:
+        return None
+    return checkpoints_of(head.store).checkpoint(folder)
+
+
+def _ids(record: Record) -> tuple[str | None, str | None]:
+    if not isinstance(record, ToolRecord):
+        return None, None
+    found = record.meta.get("workspace")
+    if not isinstance(found, Mapping):
+        return None, None
+    before, after = found.get("before"), found.get("after")
+    return (before if isinstance(before, str) else None, after if isinstance(after, str) else None)
+
+
+def checkpoint_at(records: Sequence[Record], messages: int) -> str:
+    """The checkpoint of the files as they were after the first ``messages`` messages.
+
+    Args:
+        records: the records in view, in order (events are not messages).
+        messages: how many messages to count, as ``fork_at`` counts them.
+
+    Raises:
+        NothingToDoError: no tool call of the transcript recorded its workspace.
+    """
+    last_after: str | None = None
+    first_later: str | None = None
+    index = 0
+    for record in records:
+        if record.kind == "event":
+            continue
+        before, after = _ids(record)
+        if index < messages:
+            last_after = after or last_after
+        elif first_later is None and before is not None:
+            first_later = before
+        index += 1
+    found = last_after or first_later
+    if found is None:
+        raise NothingToDoError("no tool call of this session recorded its workspace")
+    return found
+
+
+def restore(head: Head, records: Sequence[Record], at: int, folder: Path) -> str:
+    """Make ``folder`` hold the files as they were at message ``at``; returns the checkpoint."""
+    checkpoint = checkpoint_at(records, at)
+    checkpoints_of(head.store).restore(folder, checkpoint)
+    return checkpoint
+
+
+def diff_files(head: Head, records: Sequence[Record], a: int, b: int) -> tuple[FileChange, ...]:
+    """What changed on disk between message ``a`` and message ``b``."""
+    if a < 0 or b < 0:
+        raise InvalidArgumentError("message positions must be >= 0")
+    store = checkpoints_of(head.store)
+    return store.diff(checkpoint_at(records, a), checkpoint_at(records, b))
+
+
+def meta(before: str | None, after: str | None) -> dict[str, JSONValue]:
+    """The ``meta["workspace"]`` of a checkpointed tool call."""
+    out: dict[str, JSONValue] = {}
+    if before is not None:
+        out["before"] = before
+    if after is not None:
+        out["after"] = after
+    return out
