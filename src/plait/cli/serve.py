@@ -3,10 +3,10 @@
 Every API route needs a bearer credential: the keys in ``$PLAIT_API_KEYS`` or in
 the file given with ``--api-key-file`` (``--api-key`` works too, but any user on
 the machine can read a process's command line, so it warns), else one key
-minted at start and shown on the terminal only (never on stderr, which a
-service manager keeps in its log; with no terminal the command refuses to
-start rather than run without a credential), and the durable bearer sessions
-kept in the store.
+minted at start and shown on the terminal only (on standard error only when
+that is the terminal: redirected, it ends up in a service manager's log; with
+no terminal the command refuses to start rather than run without a credential),
+and the durable bearer sessions kept in the store.
 
 Tool calls with no live controller attached to approve them are denied unless
 the operator passes ``--approval-default allow``; the start message says which.
