@@ -20,10 +20,21 @@ from pathlib import Path
 
 from plait.errors import InvalidArgumentError, shown
 
-__all__ = ["check_export_target", "export_target", "write_atomically"]
+__all__ = ["check_export_target", "export_target", "usable_path", "write_atomically"]
 
 
-def _usable(raw: object, given: object) -> str:
+def usable_path(raw: object, given: object = None) -> str:
+    """Return ``raw`` if the file system can name it: a non-empty string, no NUL, encodable.
+
+    Args:
+        raw: the path as text (``os.fspath`` of what the caller gave).
+        given: what the caller gave, for the error (default ``raw``).
+
+    Raises:
+        InvalidArgumentError: not a string, empty, holding a NUL, or holding a
+            lone surrogate the file system cannot encode.
+    """
+    given = raw if given is None else given
     if not isinstance(raw, str) or not raw or "\0" in raw:
         raise InvalidArgumentError(f"not a usable file path: {shown(given)}")
     try:
@@ -114,7 +125,7 @@ def export_target(
             raw = os.fspath(path)
         except TypeError:
             raise InvalidArgumentError(f"not a usable file path: {shown(path)}") from None
-        target = Path(_usable(raw, path)).expanduser()
+        target = Path(usable_path(raw, path)).expanduser()
     target = Path(os.path.abspath(target))
     return check_export_target(target, follow_symlinks=follow_symlinks)
 
