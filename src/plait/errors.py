@@ -14,6 +14,7 @@ The hierarchy::
     │   ├── ImportFormatError                  a transcript to import is malformed (names the line)
     │   └── BundleVersionError                 a session bundle of a schema this plait cannot read
     ├── SessionNotFoundError (LookupError)     unknown, unreadable, or leaves the store
+    │   └── AmbiguousSessionIdError            an id prefix that several sessions share
     ├── SessionExistsError                     a new session's id is already taken
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
@@ -27,6 +28,7 @@ The hierarchy::
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     ├── ToolError                              raised in a tool: a failure the model reads
     ├── ProviderError                          a model provider could not answer
+    │   ├── MissingCredentialsError            no API key: names the variable to set
     │   ├── ProviderResponseError              it answered with something unusable
     │   │   └── ToolArgumentsError             a tool call's arguments are not a JSON object
     │   └── ScriptExhaustedError               the scripted provider ran out of replies
@@ -48,6 +50,7 @@ from __future__ import annotations
 import reprlib
 
 __all__ = [
+    "AmbiguousSessionIdError",
     "AuthError",
     "BundleVersionError",
     "ClientNotAttachedError",
@@ -65,6 +68,7 @@ __all__ = [
     "SandboxUnavailableError",
     "PlaitError",
     "ProviderError",
+    "MissingCredentialsError",
     "ProviderResponseError",
     "SchemaOutdatedError",
     "ScriptExhaustedError",
@@ -186,6 +190,19 @@ class SessionNotFoundError(PlaitError, LookupError):
     def __init__(self, session_id: object, reason: str = "no such session") -> None:
         self.session_id = session_id
         super().__init__(f"session {shown(session_id)}: {reason}")
+
+
+class AmbiguousSessionIdError(SessionNotFoundError):
+    """An id prefix names more than one session, so it names none.
+
+    Attributes:
+        session_id: the prefix asked for (as given).
+        candidates: the ids it matches (most recently active first, possibly cut short).
+    """
+
+    def __init__(self, session_id: str, candidates: tuple[str, ...]) -> None:
+        self.candidates = candidates
+        super().__init__(session_id, f"ambiguous, it matches {', '.join(candidates)}")
 
 
 class SessionExistsError(PlaitError):
@@ -321,6 +338,18 @@ class ProviderError(PlaitError):
         self.provider = provider
         self.status_code = status_code
         super().__init__(f"{provider}: {message}")
+
+
+class MissingCredentialsError(ProviderError):
+    """A provider was chosen but no credential for it was found.
+
+    Attributes:
+        variable: the environment variable to set (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
+    """
+
+    def __init__(self, provider: str, variable: str) -> None:
+        self.variable = variable
+        super().__init__(provider, f"no API key: set {variable} (or pass api_key=)")
 
 
 class ProviderResponseError(ProviderError):

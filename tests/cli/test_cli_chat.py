@@ -68,24 +68,6 @@ def test_run_json_prints_the_result_and_stores_the_exchange(
     assert stored.records[0].text == "Be brief."
 
 
-def test_run_streams_text_and_asks_before_tools(
-    run: Run, api: Client, model: ScriptedProvider, tmp_path: Path
-) -> None:
-    s = conversation(api)
-    _script(
-        model,
-        Reply(tool_calls=(ToolCall("c9", "shell", {"command": "echo hi"}),),
-              finish_reason="tool_calls"),
-        "Not allowed, fine.",
-    )
-    result = run("run", "run echo", "--session", s.id, input="n\n")
-    assert result.exit_code == 0, result.output
-    assert "-> shell" in result.stdout and "failed: the user denied" in result.stdout
-    assert "Not allowed, fine." in result.stdout and f"session {s.id}" in result.stdout
-    tool = [m for m in api.sessions.get(s.id).history() if m.role == "tool"][-1]
-    assert (tool.tool_call_id, tool.ok) == ("c9", False)
-
-
 def test_run_resume_and_usage_errors(run: Run, api: Client, model: ScriptedProvider) -> None:
     s = api.sessions.new()
     s.inject({"role": "user", "content": "unanswered"})
@@ -94,8 +76,10 @@ def test_run_resume_and_usage_errors(run: Run, api: Client, model: ScriptedProvi
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout.splitlines()[-1])["text"] == "Answered now."
     assert_clean_error(run("run", "--resume", "--session", s.id), "not interrupted")
-    bad = run("run")
-    assert bad.exit_code == 2 and "give TEXT" in bad.output
+    bad = run("run")  # no TEXT and nothing on standard input
+    assert bad.exit_code == 2 and "standard input held no prompt" in bad.output
+    both = run("run", "text", "--resume")
+    assert both.exit_code == 2 and "not both" in both.output
 
 
 def test_chat_turns_and_commands(
@@ -148,7 +132,8 @@ def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedPro
     result = run("chat", input="\n".join(lines) + "\n")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert f" 1. {s.id}" in out and "call_model" in out and "Picked up." in out
+    assert f" 1. {s.id[:8]}" in out and "call_model" in out and "Picked up." in out
+    assert "How many files?" in out  # the picker names an untitled session by its first prompt
     assert "nothing was interrupted" in out
     assert "folded" in out and "the last compaction is undone" in out
     assert api.sessions.get(s.id).history()[-1].text == "Picked up."
@@ -160,6 +145,15 @@ def test_chat_ends_on_eof_and_commands_before_anything_is_stored(
     result = run("chat", input="/fork\n/export\n/context\n")
     assert result.exit_code == 0, result.output
     assert result.stdout.count("nothing is stored yet") == 3
+    assert api.sessions.list() == []
+
+
+def test_a_chat_where_nothing_was_said_leaves_no_session(
+    run: Run, api: Client, model: ScriptedProvider, tmp_path: Path
+) -> None:
+    # --dir stores the session's sandbox folder at once; with nothing said it is not kept.
+    result = run("chat", "--dir", str(tmp_path), input="/quit\n")
+    assert result.exit_code == 0, result.output
     assert api.sessions.list() == []
 
 
@@ -182,3 +176,23 @@ def test_a_failing_model_does_not_end_the_chat(
     assert "error: down: 503 service unavailable" in result.stdout
     assert "/retry picks the request up" in result.stdout
     assert "user: hello?" in result.stdout  # the request was kept; /history still ran
+
+
+def test_a_reply_cut_at_the_output_limit_says_retry_continues_it(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    _script(model, Reply("The first half", finish_reason="length"), "and the rest.")
+    result = run("chat", input="write it all\n/retry\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "hit the output limit; /retry continues it" in result.stdout
+    assert "continue_response" in result.stdout and "and the rest." in result.stdout
+
+
+def test_python_dash_m_plait_is_the_command() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "plait", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.startswith("plait, version")

@@ -54,3 +54,27 @@ def test_before_the_first_reply_and_an_unknown_id(tmp_path: Path) -> None:
     assert json.loads(CliRunner().invoke(cli, [*base, "context", sid, "--json"]).output) is None
     missing = CliRunner().invoke(cli, [*base, "context", "0190f0f0-0000-7000-8000-000000000000"])
     assert_clean_error(missing)
+
+
+def test_the_shares_add_up_to_what_the_provider_counted(tmp_path: Path) -> None:
+    db = str(tmp_path / "c.db")
+    with Client(tmp_path, store=db) as client:
+        s = conversation(client)
+        # The provider counted the whole request: template, schemas and all (772 tokens).
+        s.inject({"role": "user", "content": "and now?"})
+        s.inject(
+            {
+                "role": "assistant",
+                "content": "Done.",
+                "meta": {"usage": {"input_tokens": 760, "output_tokens": 12}},
+            }
+        )
+        sid = s.id
+    base = ["--store", db, "--workspace", str(tmp_path)]
+    data = json.loads(CliRunner().invoke(cli, [*base, "context", sid, "--json"]).output)
+    assert data["from_provider"] and data["used"] >= 772
+    names = [share["name"] for share in data["shares"]]
+    assert names[-1] == "Unattributed" and data["shares"][-1]["tokens"] > 0
+    assert sum(share["tokens"] for share in data["shares"]) == data["used"]
+    shown = CliRunner().invoke(cli, [*base, "context", sid]).output
+    assert "Unattributed" in shown and "no source accounts for" in shown

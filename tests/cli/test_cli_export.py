@@ -13,16 +13,29 @@ from plait import Client
 from ._helpers import Run, assert_clean_error, conversation
 
 
-def test_export_writes_html_in_the_workspace_by_default(
-    run: Run, api: Client, workspace: Path
+def test_export_writes_html_in_the_working_directory_under_a_name_that_never_collides(
+    run: Run, api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    s = conversation(api)
-    result = run("export", s.id)
-    assert result.exit_code == 0, result.output
-    path = workspace / f"plait-{s.id[:8]}.html"
-    assert result.stdout == f"{path}\n"
-    page = path.read_text(encoding="utf-8")
-    assert "<!DOCTYPE html>" in page and "How many files?" in page
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    # Made within a second: their ids share the first 8 characters, their exports do not.
+    first, second = conversation(api), conversation(api, "Which files?")
+    second.rename("Fix the Parser, fast!")
+    paths = []
+    for s in (first, second):
+        result = run("export", s.id[:13] if s is first else s.id)
+        assert result.exit_code == 0, result.output
+        paths.append(Path(result.stdout.strip()))
+    assert paths == [
+        here / f"plait-{first.id}.html",
+        here / f"plait-fix-the-parser-fast-{second.id}.html",
+    ]
+    assert "How many files?" in paths[0].read_text(encoding="utf-8")
+    assert "Which files?" in paths[1].read_text(encoding="utf-8")
+    assert "<!DOCTYPE html>" in paths[0].read_text(encoding="utf-8")
+    md = run("export", first.id, "--md").stdout.strip()
+    assert md == str(here / f"plait-{first.id}.md")
 
 
 def test_export_md_and_a_path_relative_to_the_working_directory(
@@ -82,3 +95,14 @@ def test_stats_errors_and_empty(run: Run, api: Client) -> None:
     result = run("stats")
     assert result.exit_code == 0 and "no sessions" in result.stdout
     assert json.loads(run("stats", "--json").stdout) == []
+
+
+def test_a_bundle_is_named_by_its_id_only_so_its_name_leaks_no_redacted_title(
+    run: Run, api: Client, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    s = conversation(api)
+    s.rename("debug AKIAIOSFODNN7EXAMPLE")
+    result = run("export", s.id, "--bundle", "sanitized")
+    assert result.exit_code == 0, result.output
+    assert Path(result.stdout.strip()) == tmp_path / f"plait-{s.id}.bundle.json"

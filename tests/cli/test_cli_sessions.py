@@ -22,12 +22,20 @@ def test_list_shows_sessions_most_recent_first(run: Run, api: Client) -> None:
     result = run("sessions", "list")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert out.index(b.id) < out.index(a.id) < out.index(c.id)
-    header = out.splitlines()[0].split()
-    assert header == ["id", "title", "msgs", "updated", "operator"]
-    assert "Alpha" in out
-    row_b = next(line for line in out.splitlines() if line.startswith(b.id))
-    assert " 6 " in row_b and row_b.rstrip().endswith("root")
+    rows = out.splitlines()[1:]
+    assert out.splitlines()[0].split() == [
+        *("id", "title", "/", "first", "prompt"),
+        *("source", "msgs", "active"),
+    ]
+    # Short ids: made within a second, the three share their first 8 characters.
+    shorts = [row.split()[0] for row in rows]
+    ids = (a.id, b.id, c.id)
+    assert [next(i for i in ids if i.startswith(x)) for x in shorts] == [b.id, a.id, c.id]
+    assert all(len(x) < 36 for x in shorts)
+    assert "Alpha" in rows[1]
+    # An untitled session shows its first prompt instead, and its source agent.
+    assert "second?" in rows[0] and "plait" in rows[0]
+    assert " 6 " in rows[0] and rows[0].rstrip().endswith("just now")
 
 
 def test_list_json_has_the_fields(run: Run, api: Client) -> None:
@@ -47,8 +55,13 @@ def test_list_json_has_the_fields(run: Run, api: Client) -> None:
         "workspace",
         "parent_session_ids",
         "lineage_operator",
+        "short_id",
+        "first_prompt",
+        "source",
     }
     first, second = items
+    assert first["first_prompt"] == "How many files?" and first["source"] == "plait"
+    assert branch.id.startswith(first["short_id"])
     assert first["parent_session_ids"] == [root.id]
     assert first["lineage_operator"] == "Session.fork_at"
     assert first["length"] == 2
@@ -94,7 +107,7 @@ def test_list_is_per_workspace_unless_all(
     assert [i["id"] for i in everything] == [theirs.id, mine.id]
     assert everything[0]["workspace"] == str(other_ws.resolve())
     table = run("sessions", "list", "--all").stdout
-    assert "workspace" in table.splitlines()[0] and theirs.id in table
+    assert "workspace" in table.splitlines()[0] and everything[0]["short_id"] in table
 
 
 def test_list_empty(run: Run) -> None:
@@ -129,22 +142,26 @@ def test_show_prints_the_messages(run: Run, api: Client) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert lines[0].startswith(s.id) and '"Files"' in lines[0]
+    # Numbered as fork --at counts: the system prompt is #0 and is shown.
     assert lines[1:] == [
-        "user: How many files?",
-        "assistant: Checking.",
-        '  -> call ls({"path": "."}) [c1]',
-        "tool ls [c1] (ok): a.txt b.txt",
-        "assistant: Two files.",
+        "#0 system: You are terse.",
+        "#1 user: How many files?",
+        "#2 assistant: Checking.",
+        '     -> call ls({"path": "."}) [c1]',
+        "#3 tool ls [c1] (ok): a.txt b.txt",
+        "#4 assistant: Two files.",
     ]
+    assert "5 messages" in lines[0]
 
 
 def test_show_json_is_the_history(run: Run, api: Client) -> None:
     s = conversation(api)
     messages = json.loads(run("sessions", "show", s.id, "--json").stdout)
-    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
-    assert messages[1]["tool_calls"] == [{"id": "c1", "name": "ls", "arguments": {"path": "."}}]
-    assert messages[2]["tool_call_id"] == "c1" and messages[2]["ok"] is True
-    assert [m["seq"] for m in messages] == [1, 2, 3, 4]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
+    assert messages[2]["tool_calls"] == [{"id": "c1", "name": "ls", "arguments": {"path": "."}}]
+    assert messages[3]["tool_call_id"] == "c1" and messages[3]["ok"] is True
+    assert [m["seq"] for m in messages] == [0, 1, 2, 3, 4]
+    assert [m["n"] for m in messages] == [0, 1, 2, 3, 4]
 
 
 def test_show_full_shows_what_a_summary_folded(run: Run, api: Client) -> None:
@@ -157,7 +174,7 @@ def test_show_full_shows_what_a_summary_folded(run: Run, api: Client) -> None:
     full = run("sessions", "show", s.id, "--full").stdout
     assert "How many files?" in full and "summary: They listed two files." in full
     full_json = json.loads(run("sessions", "show", s.id, "--full", "--json").stdout)
-    assert len(full_json) == 6
+    assert len(full_json) == 7  # the system prompt, five messages, the summary
 
 
 def test_show_tail_shows_last_records_with_events(run: Run, api: Client) -> None:
@@ -166,11 +183,12 @@ def test_show_tail_shows_last_records_with_events(run: Run, api: Client) -> None
     result = run("sessions", "show", s.id, "--tail", "2")
     assert result.exit_code == 0, result.output
     body = result.stdout.splitlines()[1:]
-    assert body == ["#4 assistant: Two files.", '#5 event checkpoint {"n": 1}']
+    assert body == ["#4 assistant: Two files.", '   event checkpoint {"n": 1}']
     records = json.loads(run("sessions", "show", s.id, "--tail", "3", "--json").stdout)
     assert [r["kind"] for r in records] == ["tool", "assistant", "event"]
     assert records[-1]["payload"] == {"name": "checkpoint", "data": {"n": 1}}
-    assert {"seq", "id", "kind", "created_at", "tokens", "meta", "payload"} == set(records[0])
+    assert {"seq", "n", "id", "kind", "created_at", "tokens", "meta", "payload"} == set(records[0])
+    assert [r["n"] for r in records] == [3, 4, None]
 
 
 def test_show_tail_and_full_conflict(run: Run, api: Client) -> None:

@@ -409,7 +409,7 @@ def test_bad_arguments(mem: Client) -> None:
 # -- the CLI -------------------------------------------------------------------------------
 
 
-def test_cli_export_and_import_a_bundle(tmp_path: Path) -> None:
+def test_cli_export_and_import_a_bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     db = tmp_path / "x.db"
@@ -433,10 +433,11 @@ def test_cli_export_and_import_a_bundle(tmp_path: Path) -> None:
     assert result.stdout.startswith("imported from-bundle")
     assert "plait.bundle.v1 (sanitized)" in result.stdout
 
+    monkeypatch.chdir(tmp_path)  # the CLI's default is the working directory, the whole id
     local = run("export", sid, "--bundle", "local")
     assert local.exit_code == 0, local.output
     default_path = Path(local.stdout.strip())
-    assert default_path == ws / f"plait-{sid[:8]}.bundle.json"
+    assert default_path == tmp_path / f"plait-{sid}.bundle.json"
     result = run("import", str(default_path), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)

@@ -29,9 +29,8 @@ def test_serve_help() -> None:
 def test_serve_passes_the_approval_policy_to_the_app(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import uvicorn
-
     import plait.server
+    import plait.server.serving
 
     made: dict[str, object] = {}
 
@@ -39,11 +38,10 @@ def test_serve_passes_the_approval_policy_to_the_app(
         made.update(kwargs)
         return "app"
 
-    def fake_run(server: uvicorn.Server) -> None:
-        made.update(app=server.config.app, port=server.config.port)
-
     monkeypatch.setattr(plait.server, "create_app", fake_app)
-    monkeypatch.setattr(uvicorn.Server, "run", fake_run)
+    monkeypatch.setattr(
+        plait.server.serving, "serve_app", lambda app, **kw: made.update(app=app, port=kw["port"])
+    )
     result = CliRunner().invoke(
         cli,
         ["--store", str(tmp_path / "s.db"), "--workspace", str(tmp_path), "serve",

@@ -83,9 +83,8 @@ def _served(
 
 def _fake_serve(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """Run the command's body without a server: record what it would serve."""
-    import uvicorn
-
     import plait.server
+    import plait.server.serving
 
     made: dict[str, Any] = {}
 
@@ -93,11 +92,11 @@ def _fake_serve(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         made.update(kwargs)
         return "app"
 
-    def fake_run(server: uvicorn.Server) -> None:
-        made["config"] = server.config
+    def fake_serve(app: object, **kwargs: object) -> None:
+        made["serve"] = kwargs
 
     monkeypatch.setattr(plait.server, "create_app", fake_app)
-    monkeypatch.setattr(uvicorn.Server, "run", fake_run)
+    monkeypatch.setattr(plait.server.serving, "serve_app", fake_serve)
     monkeypatch.delenv("PLAIT_API_KEYS", raising=False)
     return made
 
@@ -186,6 +185,7 @@ def test_a_minted_key_is_shown_on_the_terminal_once_and_not_in_the_log(tmp_path:
                 break
             time.sleep(0.05)
         assert key is not None, f"no key on the terminal: {pane()!r}"
+        assert f"web page, signed in: http://127.0.0.1:{port}/#key={key}" in pane()
         for _ in range(600):
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", port)) == 0:
@@ -241,10 +241,17 @@ def test_the_server_passes_its_limits_to_uvicorn(
         "--header-timeout", "2.5", "--idle-timeout", "3", "--max-connections", "40",
     )
     assert result.exit_code == 0, result.output
-    config = made["config"]
-    assert made["max_body"] == 1000 and config.timeout_keep_alive == 3
-    assert config.http.header_timeout == 2.5 and config.http.max_connections == 40
+    limits = made["serve"]
+    assert made["max_body"] == 1000
+    assert limits["header_timeout"] == 2.5 and limits["idle_timeout"] == 3
+    assert limits["max_connections"] == 40
     assert _invoke(tmp_path, "--max-body", "0").exit_code == 2
+    from plait.server.protocol import default_max_connections, serve_config
+
+    config = serve_config("app", header_timeout=2.5, idle_timeout=3, max_connections=40)
+    assert config.timeout_keep_alive == 3 and config.backlog == 20
+    assert config.http.header_timeout == 2.5 and config.http.max_connections == 40
+    assert serve_config("app").http.max_connections == default_max_connections()
 
 
 # -- connections -------------------------------------------------------------------------

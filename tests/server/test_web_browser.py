@@ -194,6 +194,8 @@ def test_the_page_controls_a_run_and_answers_its_approvals(
         assert request.locator(".tool-name").inner_text() == "echo"
         assert markup in request.locator("pre.arguments").inner_text()
         assert page.locator("#approvals img, #approvals b").count() == 0
+        shots = Path(os.environ.get("PLAIT_SCREENSHOTS") or tmp_path)
+        page.screenshot(path=str(shots / "7-approval.png"), full_page=True)
         [waiting] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]
         assert waiting["call_id"] == "call-1"
         request.locator("button.approve").click()

@@ -4,7 +4,7 @@
 renames and deletes sessions; ``plait db ...`` (``db.py``) looks after the
 SQLite file; ``plait demo`` (``demo.py``) is the agent run behind ``make demo``
 (the embedded model, no key); ``plait import`` (``interop.py``) makes a session from a
-transcript file; ``plait chat`` and ``plait run`` (``chat.py``) talk to a model.
+transcript file; ``plait chat`` (``chat.py``) and ``plait run`` (``run.py``) talk to a model.
 Every command takes ``-h``; the root options choose the store
 and the workspace; every :class:`plait.errors.PlaitError` ends the command
 with a one-line message and exit code 1.
@@ -18,13 +18,14 @@ from pathlib import Path
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, PlaitGroup, Settings
-from plait.cli.chat import chat_command, run_command
+from plait.cli.chat import chat_command
 from plait.cli.compaction import compact_command, uncompact_command
 from plait.cli.context import context_command
 from plait.cli.db import db_group
 from plait.cli.demo import demo_command
 from plait.cli.export import export_command, stats_command
 from plait.cli.interop import import_command
+from plait.cli.run import run_command
 from plait.cli.serve import serve_command
 from plait.cli.sessions import sessions_group
 from plait.cli.token import token_group

@@ -18,21 +18,27 @@ from typing import Any, Final
 import click
 from rich.console import Console
 
+from plait._prefix import Described, resolve_session_id
+from plait.cli._terminal import SafeConsole
 from plait.client import Client, SessionInfo
 from plait.errors import PlaitError
 from plait.records import JSONValue, Message, Record
+from plait.session import Session
 from plait.store import default_path
 
 __all__ = [
     "CONTEXT_SETTINGS",
     "PlaitGroup",
     "Settings",
+    "age",
     "console",
+    "described_json",
     "echo_json",
     "info_json",
     "local_time",
     "message_json",
     "open_client",
+    "open_session",
     "pass_settings",
     "record_json",
     "short_operator",
@@ -104,6 +110,16 @@ def open_client(settings: Settings) -> Client:
     return ctx.with_resource(Client(settings.workspace, store=settings.store))
 
 
+def open_session(client: Client, session_id: str) -> Session:
+    """A handle on the session ``session_id`` names: a full id, a unique prefix, or ``latest``.
+
+    Raises:
+        SessionNotFoundError: nothing matches.
+        AmbiguousSessionIdError: several sessions share the prefix (it names them).
+    """
+    return client.sessions.get(resolve_session_id(client, session_id))
+
+
 def store_file(settings: Settings) -> Path:
     """The SQLite file the settings name (for ``plait db``).
 
@@ -144,8 +160,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def console() -> Console:
-    """A rich console on the current stdout (looked up per call, so tests can capture it)."""
-    return Console(highlight=False)
+    """A rich console on the current stdout (looked up per call, so tests can capture it).
+
+    It is a :class:`~plait.cli._terminal.SafeConsole`: stored text it prints can hold no
+    control sequence the terminal would act on.
+    """
+    return SafeConsole(highlight=False)
 
 
 def echo_json(value: JSONValue) -> None:
@@ -171,6 +191,20 @@ def info_json(info: SessionInfo) -> dict[str, JSONValue]:
     }
 
 
+def described_json(described: Described) -> dict[str, JSONValue]:
+    """A listed session as ``sessions list --json`` prints it: :func:`info_json` and more.
+
+    ``short_id`` is a prefix unique in the store, ``first_prompt`` the first user
+    message's text (None if none), ``source`` the agent that wrote the transcript.
+    """
+    return {
+        **info_json(described.info),
+        "short_id": described.short,
+        "first_prompt": described.first_prompt,
+        "source": described.source,
+    }
+
+
 def message_json(message: Message) -> dict[str, JSONValue]:
     """A message as JSON: its ``to_dict()`` form plus its position ``seq``."""
     return {"seq": message.seq, **message.to_dict()}
@@ -192,6 +226,23 @@ def record_json(record: Record) -> dict[str, JSONValue]:
 def local_time(moment: datetime) -> str:
     """A UTC moment in the user's local time, to the minute, for tables."""
     return moment.astimezone().strftime("%Y-%m-%d %H:%M")
+
+
+def age(moment: datetime, now: datetime | None = None) -> str:
+    """How long ago ``moment`` was, briefly: ``just now``, ``5m ago``, ``3h ago``, ``2d ago``.
+
+    Past a month, the local date (``2026-01-31``).
+    """
+    seconds = ((now or datetime.now(moment.tzinfo)) - moment).total_seconds()
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h ago"
+    if seconds < 86400 * 31:
+        return f"{int(seconds // 86400)}d ago"
+    return moment.astimezone().strftime("%Y-%m-%d")
 
 
 def short_operator(operator: str | None) -> str:

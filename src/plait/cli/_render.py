@@ -1,23 +1,40 @@
 """How the CLI draws transcripts and lineage trees in the terminal.
 
 Everything a user typed is printed as :class:`rich.text.Text`, never as rich
-markup, so a message such as ``[bold]`` is shown as written.
+markup, so a message such as ``[bold]`` is shown as written, and through
+:func:`plait.cli._terminal.safe`, so no control sequence in it reaches the
+terminal.
+
+Messages are numbered as every command counts them (D132): ``#n`` is the
+message's position among the messages in view, the system prompt included,
+events not, so ``fork --at N`` keeps ``#0`` .. ``#N-1``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from rich.console import Console
 from rich.text import Text
 
+from plait._prefix import resolve_session_id
+from plait.cli._terminal import safe
 from plait.client import Client
 from plait.lineage import LineageNode, draw_tree
 from plait.records import EventRecord, JSONValue, Message, Record, ToolCall
+from plait.session import Session
 from plait.store.base import SessionRow
 
-__all__ = ["lineage_label", "print_messages", "print_records", "print_tree", "tree_lines"]
+__all__ = [
+    "lineage_label",
+    "numbered_messages",
+    "print_messages",
+    "print_records",
+    "print_tree",
+    "tail_numbers",
+    "tree_lines",
+]
 
 _ROLE_STYLE = {
     "system": "magenta",
@@ -39,10 +56,10 @@ def _call(call: ToolCall) -> str:
 
 def _line(role: str, head: str, body: str) -> Text:
     text = Text()
-    text.append(head, style=_ROLE_STYLE.get(role, ""))
+    text.append(safe(head), style=_ROLE_STYLE.get(role, ""))
     if body:
         text.append(" ")
-        text.append(body)
+        text.append(safe(body))
     return text
 
 
@@ -70,34 +87,94 @@ def _print_lines(out: Console, line: Text, indent: str | Text) -> None:
         out.print(Text.assemble(lead, part), soft_wrap=True)
 
 
-def print_messages(out: Console, messages: Iterable[Message], *, indent: str = "") -> int:
+def numbered_messages(
+    session: Session, *, full: bool = False
+) -> tuple[list[Message], dict[int, int]]:
+    """The messages ``plait sessions show`` prints, with the number of each.
+
+    Args:
+        session: a stored session.
+        full: every message as written (summaries in place), not only what the
+            model works with after a compaction.
+
+    Returns:
+        The system prompt(s) and ``session.history(full)``, in transcript order,
+        and each one's number by its ``seq`` (see the module docstring).
+    """
+    numbers: dict[int, int] = {}
+    systems: list[Message] = []
+    for record in session.records:
+        if record.is_message:
+            numbers[record.seq] = len(numbers)
+        if record.kind == "system":
+            systems.append(Message.from_record(record))
+    shown = sorted([*systems, *session.history(full=full)], key=lambda m: m.seq)
+    return shown, numbers
+
+
+def tail_numbers(records: Sequence[Record], length: int) -> dict[int, int]:
+    """The number of each message among the last ``records`` of a session of ``length``."""
+    numbers: dict[int, int] = {}
+    n = length
+    for record in reversed(records):
+        if record.is_message:
+            n -= 1
+            numbers[record.seq] = n
+    return numbers
+
+
+def _number(numbers: Mapping[int, int] | None, seq: int) -> str:
+    if numbers is None:
+        return ""
+    n = numbers.get(seq)
+    return f"#{n} " if n is not None else "   "
+
+
+def print_messages(
+    out: Console,
+    messages: Iterable[Message],
+    *,
+    indent: str = "",
+    numbers: Mapping[int, int] | None = None,
+) -> int:
     """Print messages as ``role: text`` lines, tool calls on lines of their own.
 
     Args:
         out: where to print.
         messages: the messages, in order.
         indent: put before every line.
+        numbers: each message's number by ``seq``, shown as ``#n`` (none: no numbers).
 
     Returns:
         How many messages were printed.
     """
     count = 0
     for message in messages:
-        for line in _message_lines(message):
-            _print_lines(out, line, indent)
+        lead = Text(indent) + Text(_number(numbers, message.seq), style="dim")
+        for i, line in enumerate(_message_lines(message)):
+            _print_lines(out, line, lead if i == 0 else " " * lead.cell_len)
         count += 1
     return count
 
 
-def print_records(out: Console, records: Iterable[Record]) -> int:
-    """Print records (events included) as ``#seq kind: text`` lines.
+def print_records(
+    out: Console, records: Iterable[Record], numbers: Mapping[int, int] | None = None
+) -> int:
+    """Print records (events included) as ``#n kind: text`` lines.
+
+    Args:
+        out: where to print.
+        records: the records, in order.
+        numbers: each message's number by ``seq`` (events have none); without
+            it, each record's ``seq``.
 
     Returns:
         How many records were printed.
     """
     count = 0
     for record in records:
-        prefix = Text(f"#{record.seq} ", style="dim")
+        mark = _number(numbers, record.seq) if numbers is not None else f"#{record.seq} "
+        prefix = Text(mark, style="dim")
         if isinstance(record, EventRecord):
             lines = [_line("event", f"event {record.name}", _compact(dict(record.data)))]
         else:
@@ -142,7 +219,7 @@ def tree_lines(client: Client, session_id: str) -> list[str]:
     Raises:
         SessionNotFoundError: unknown or invalid id.
     """
-    session = client.sessions.get(session_id)
+    session = client.sessions.get(resolve_session_id(client, session_id))
     root = session.ancestry().root_id
     store = client.store
     return draw_tree(
@@ -157,4 +234,4 @@ def print_tree(out: Console, lines: Iterable[str], mark: str | None = None) -> N
     """Print tree lines, the marked session's line in bold."""
     for line in lines:
         style = "bold" if mark is not None and mark in line and line.endswith(" *") else ""
-        out.print(Text(line, style=style), soft_wrap=True)
+        out.print(Text(safe(line), style=style), soft_wrap=True)

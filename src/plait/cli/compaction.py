@@ -11,7 +11,14 @@ import asyncio
 
 import click
 
-from plait.cli._common import CONTEXT_SETTINGS, Settings, echo_json, open_client, pass_settings
+from plait.cli._common import (
+    CONTEXT_SETTINGS,
+    Settings,
+    echo_json,
+    open_client,
+    open_session,
+    pass_settings,
+)
 from plait.compaction import STRATEGIES
 from plait.errors import NothingToDoError
 from plait.providers import select_provider
@@ -58,7 +65,7 @@ def compact_command(
 ) -> None:
     """Fold the older part of a session into a summary now (nothing is deleted)."""
     client = open_client(settings)
-    session = client.sessions.get(session_id)
+    session = open_session(client, session_id)
     options: dict[str, object] = {}
     if strategy is not None:
         options["compact_strategy"] = strategy
@@ -103,7 +110,7 @@ def uncompact_command(settings: Settings, session_id: str) -> None:
     """Undo a session's newest compaction: what it folded shows again."""
     client = open_client(settings)
     try:
-        summary = client.sessions.get(session_id).uncompact()
+        summary = open_session(client, session_id).uncompact()
     except NothingToDoError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"undid the compaction at position {summary.seq}")

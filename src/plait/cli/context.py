@@ -1,7 +1,9 @@
 """``plait context ID``: how full the model's window is, and by what (seed 001's report).
 
 One bar per source (System prompt, Environment notes, Tool schemas, User messages,
-Assistant messages, Tool output, Compaction summary; only non-empty ones), then the total.
+Assistant messages, Tool output, Compaction summary; only non-empty ones, then
+Unattributed: what the provider counted that no source accounts for), then the total,
+which the shares add up to.
 It reads stored counts (counted once) and writes nothing.
 """
 
@@ -18,9 +20,10 @@ from plait.cli._common import (
     console,
     echo_json,
     open_client,
+    open_session,
     pass_settings,
 )
-from plait.context import ContextReport
+from plait.context import UNATTRIBUTED, ContextReport
 
 __all__ = ["context_command", "print_report", "report_json"]
 
@@ -60,7 +63,7 @@ def report_json(report: ContextReport) -> dict[str, object]:
 def context_command(settings: Settings, session_id: str, model: str | None, as_json: bool) -> None:
     """Show how full a session's context is, with a bar per source."""
     client = open_client(settings)
-    report = client.sessions.get(session_id).context(model=model)
+    report = open_session(client, session_id).context(model=model)
     if as_json:
         echo_json(report_json(report) if report is not None else None)
         return
@@ -91,3 +94,12 @@ def print_report(out: Console, report: ContextReport) -> None:
         markup=False,
     )
     out.print(_bar(report.used, report.window))  # and how full the window is
+    if any(share.name == UNATTRIBUTED for share in report.shares):
+        out.print(
+            Text(
+                f"{UNATTRIBUTED}: what the provider counted that no source accounts for "
+                "(its chat template, tool schemas it was sent, tokenizer differences)",
+                style="dim",
+            ),
+            soft_wrap=True,
+        )

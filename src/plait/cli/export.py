@@ -1,28 +1,70 @@
-"""``plait export`` writes a session as a page or a bundle; ``plait stats`` shows sessions."""
+"""``plait export`` writes a session as a page or a bundle; ``plait stats`` shows sessions.
+
+An export is written to the working directory unless ``-o`` says where, under a
+name that never collides with another session's: ``plait-<slug of the title>-<id>``
+(or ``plait-<id>`` when untitled, and always for a bundle, whose redaction a title
+in its name would bypass), the whole id, since UUIDv7 ids made within a minute
+share their first characters.
+"""
 
 from __future__ import annotations
 
-from typing import cast
+import re
+import unicodedata
+from pathlib import Path
+from typing import Final, cast
 
 import click
 from rich.table import Table
 from rich.text import Text
 
 from plait._checks import MAX_INT
+from plait._prefix import resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
     console,
     echo_json,
     open_client,
+    open_session,
     pass_settings,
 )
 from plait.client import SessionStats
 from plait.interop import write_bundle
 from plait.interop.bundle import MODES, BundleMode
 from plait.records import JSONValue
+from plait.session import Session
 
-__all__ = ["export_command", "stats_command"]
+__all__ = ["default_export_path", "export_command", "stats_command"]
+
+_SLUG_CHARS: Final = 40
+
+
+def _slug(title: str | None) -> str:
+    """``"Fix the parser!"`` -> ``fix-the-parser``: ASCII letters, digits and dashes only."""
+    if not title:
+        return ""
+    ascii_title = unicodedata.normalize("NFKD", title).encode("ascii", "ignore").decode()
+    words = re.sub(r"[^a-z0-9]+", "-", ascii_title.lower()).strip("-")
+    return words[:_SLUG_CHARS].rstrip("-")
+
+
+def default_export_path(session: Session, ext: str, titled: bool = True) -> Path:
+    """Where an export of ``session`` goes when no path is given.
+
+    Args:
+        session: the session exported.
+        ext: the extension without its dot (``html``, ``md``, ``bundle.json``).
+        titled: put a slug of the title in the name (not for bundles, whose redaction
+            the title would bypass).
+
+    Returns:
+        ``plait-<slug>-<id>.<ext>`` (``plait-<id>.<ext>`` untitled or not ``titled``) in
+        the working directory.
+    """
+    slug = _slug(session.title) if titled else ""
+    stem = f"plait-{slug}-{session.id}" if slug else f"plait-{session.id}"
+    return Path.cwd() / f"{stem}.{ext}"
 
 
 @click.command("export", context_settings=CONTEXT_SETTINGS)
@@ -42,8 +84,8 @@ __all__ = ["export_command", "stats_command"]
     metavar="PATH",
     help=(
         "Where to write, relative to the working directory. "
-        "Default: plait-<first 8 characters of the id>.html (.md, .bundle.json) "
-        "in the session's workspace."
+        "Default: plait-<title slug>-<id>.html (.md; a bundle: plait-<id>.bundle.json) "
+        "in the working directory."
     ),
 )
 @click.option(
@@ -82,12 +124,17 @@ def export_command(
     """
     if redact and bundle_mode is None:
         raise click.UsageError("--redact needs --bundle")
-    session = open_client(settings).sessions.get(session_id)
+    client = open_client(settings)
+    session = open_session(client, session_id)
+    ext = "bundle.json" if bundle_mode is not None else "html" if as_html else "md"
+    # A bundle's name holds no title: a sanitized bundle must not carry a secret it redacted.
+    named = bundle_mode is None
+    target = output if output is not None else str(default_export_path(session, ext, named))
     if bundle_mode is not None:
         mode = cast(BundleMode, bundle_mode)  # click.Choice(MODES) checked it
-        path = write_bundle(session, output, mode=mode, redact=redact)
+        path = write_bundle(session, target, mode=mode, redact=redact)
     else:
-        path = session.export(output) if as_html else session.export_markdown(output)
+        path = session.export(target) if as_html else session.export_markdown(target)
     click.echo(path)
 
 
@@ -124,7 +171,9 @@ def stats_command(
     input. Without IDS, the workspace's most recently active sessions.
     """
     client = open_client(settings)
-    ids = list(session_ids) or [info.id for info in client.sessions.list(limit)]
+    ids = [resolve_session_id(client, i) for i in session_ids] or [
+        info.id for info in client.sessions.list(limit)
+    ]
     rows = client.session_stats(ids)
     if as_json:
         echo_json([_stats_json(s) for s in rows])

@@ -10,6 +10,8 @@ and the durable bearer sessions kept in the store.
 
 Tool calls with no live controller attached to approve them are denied unless
 the operator passes ``--approval-default allow``; the start message says which.
+With a minted key it also shows, on the terminal, an address that signs the web page
+in once (D133).
 """
 
 from __future__ import annotations
@@ -159,11 +161,9 @@ def serve_command(
     from plait.server import require_server_extra
 
     require_server_extra()
-    import uvicorn
-
     from plait.client import Client
     from plait.server import create_app
-    from plait.server.protocol import serve_config
+    from plait.server.serving import serve_app
     from plait.tools import BUILTIN_TOOLS
 
     if api_keys:
@@ -176,10 +176,13 @@ def serve_command(
     if api_key_file is not None:
         given.extend(_read_key_file(api_key_file).split())
     given.extend(os.environ.get(_KEYS_ENV, "").replace(",", " ").split())
+    minted: str | None = None
     if not given:
         minted = secrets.token_urlsafe(32)
+        # The sign-in address holds the key too: it goes where the key goes, never to a log.
         shown = _show_on_terminal(
-            f"API key for this server (shown once; pass it as a bearer token): {minted}"
+            f"API key for this server (shown once; pass it as a bearer token): {minted}\n"
+            + _sign_in_line(host, port, minted)
         )
         if not shown:
             raise click.ClickException(
@@ -207,17 +210,30 @@ def serve_command(
         f"runs get {tools}; a tool call with no live controller to approve it is {policy}",
         err=True,
     )
-    config = serve_config(
-        app,
-        host=host,
-        port=port,
-        header_timeout=header_timeout,
-        idle_timeout=idle_timeout,
-        max_connections=max_connections,
-        log_level=log_level,
-        timeout_graceful_shutdown=5,
-    )
+    if minted is None:
+        click.echo(_sign_in_line(host, port, None), err=True)
     try:
-        uvicorn.Server(config).run()
+        serve_app(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            header_timeout=header_timeout,
+            idle_timeout=idle_timeout,
+            max_connections=max_connections,
+        )
     finally:
         client.close()
+
+
+def _sign_in_line(host: str, port: int, key: str | None) -> str:
+    """What to open in a browser: with the minted key, a URL that signs the page in once.
+
+    The key rides in the URL's fragment, which a browser never sends to a server (so no
+    log holds it); the page keeps it and takes it out of the address bar and history.
+    """
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)  # where a local browser goes
+    url = f"http://{shown}:{port}/"
+    if key is None:
+        return f"web page: {url} (sign in with an API key or a `plait token create` token)"
+    return f"web page, signed in: {url}#key={key}"

@@ -9,20 +9,30 @@ from rich.table import Table
 from rich.text import Text
 
 from plait._checks import MAX_INT
+from plait._prefix import describe, resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
+    age,
     console,
+    described_json,
     echo_json,
-    info_json,
-    local_time,
     message_json,
     open_client,
+    open_session,
     pass_settings,
     record_json,
     short_operator,
 )
-from plait.cli._render import print_messages, print_records, print_tree, tree_lines
+from plait.cli._render import (
+    numbered_messages,
+    print_messages,
+    print_records,
+    print_tree,
+    tail_numbers,
+    tree_lines,
+)
+from plait.cli._terminal import safe, safe_text
 from plait.session import Session
 
 __all__ = ["sessions_group"]
@@ -46,37 +56,44 @@ def sessions_group() -> None:
 @click.option("--all", "all_workspaces", is_flag=True, help="List every workspace's sessions.")
 @pass_settings
 def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces: bool) -> None:
-    """List the workspace's sessions, most recently active first."""
+    """List the workspace's sessions, most recently active first.
+
+    Each row: a short id (a prefix unique in the store: every command takes it),
+    the title or else the first prompt, the agent that wrote it, its messages
+    and when it was last active.
+    """
     client = open_client(settings)
     infos = client.sessions.list(limit, all_workspaces=all_workspaces)
+    described = describe(client, infos)
     if as_json:
-        echo_json([info_json(info) for info in infos])
+        echo_json([described_json(d) for d in described])
         return
     out = console()
     if not infos:
         where = "this store" if all_workspaces else client.workspace
-        out.print(Text(f"no sessions in {where}", style="dim"))
+        out.print(safe_text(f"no sessions in {where}", style="dim"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
-    # Ids are never cut (they are what the other commands take); a title that does
-    # not fit is cut to one line with an ellipsis, so each session stays one row.
+    # A title (or first prompt) that does not fit is cut to one line with an
+    # ellipsis, so each session stays one row; the short id is never cut.
     table.add_column("id", no_wrap=True)
-    table.add_column("title")
+    table.add_column("title / first prompt", no_wrap=True, overflow="ellipsis")
+    table.add_column("source", no_wrap=True)
     table.add_column("msgs", justify="right", no_wrap=True)
-    table.add_column("updated", no_wrap=True)
-    table.add_column("operator", no_wrap=True)
+    table.add_column("active", justify="right", no_wrap=True)
     if all_workspaces:
-        table.add_column("workspace")
-    for info in infos:
+        table.add_column("workspace", no_wrap=True, overflow="ellipsis")
+    for d in described:
+        label = safe_text(d.label, style="" if d.info.title else "italic")
         cells = [
-            Text(info.id),
-            Text(info.title or "", no_wrap=True, overflow="ellipsis"),
-            Text(str(info.length)),
-            Text(local_time(info.updated_at)),
-            Text(short_operator(info.lineage_operator)),
+            Text(d.short),
+            label,
+            safe_text(d.source),
+            Text(str(d.info.length)),
+            Text(age(d.info.updated_at)),
         ]
         if all_workspaces:
-            cells.append(Text(info.workspace, no_wrap=True, overflow="ellipsis"))
+            cells.append(safe_text(d.info.workspace))
         table.add_row(*cells)
     out.print(table)
 
@@ -98,25 +115,31 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
 )
 @pass_settings
 def show(settings: Settings, session_id: str, as_json: bool, full: bool, tail: int | None) -> None:
-    """Show a session's messages, or with --tail its last N records."""
+    """Show a session's messages, or with --tail its last N records.
+
+    ID may be a unique prefix of the id, or `latest`. Messages are numbered
+    from 0 as every command counts them: the system prompt is message #0 when
+    there is one, and `plait sessions fork ID --at N` keeps #0 .. #N-1.
+    """
     if full and tail is not None:
         raise click.UsageError("--full and --tail cannot be combined")
     client = open_client(settings)
-    session = client.sessions.get(session_id)
+    session = open_session(client, session_id)
     if tail is not None:
         records = session.tail(tail)
+        numbers = tail_numbers(records, session.length)
         if as_json:
-            echo_json([record_json(r) for r in records])
+            echo_json([{**record_json(r), "n": numbers.get(r.seq)} for r in records])
         else:
             _header(session)
-            print_records(console(), records)
+            print_records(console(), records, numbers)
         return
-    messages = session.history(full=full)
+    messages, numbers = numbered_messages(session, full=full)
     if as_json:
-        echo_json([message_json(m) for m in messages])
+        echo_json([{**message_json(m), "n": numbers.get(m.seq)} for m in messages])
         return
     _header(session)
-    if not print_messages(console(), messages):
+    if not print_messages(console(), messages, numbers=numbers):
         console().print(Text("(no messages)", style="dim"))
 
 
@@ -140,8 +163,9 @@ def tree(settings: Settings, session_id: str) -> None:
     The session asked about is marked with *. A merge (several parents) is
     drawn under its first parent and referenced under the others.
     """
-    lines = tree_lines(open_client(settings), session_id)
-    print_tree(console(), lines, mark=session_id)
+    client = open_client(settings)
+    full_id = resolve_session_id(client, session_id)
+    print_tree(console(), tree_lines(client, full_id), mark=full_id)
 
 
 @sessions_group.command("fork", context_settings=CONTEXT_SETTINGS)
@@ -160,7 +184,7 @@ def fork(settings: Settings, session_id: str, at: int | None) -> None:
     The branch shares the transcript (nothing is copied); with --at N it keeps
     only the first N messages.
     """
-    session = open_client(settings).sessions.get(session_id)
+    session = open_session(open_client(settings), session_id)
     branch = session.fork() if at is None else session.fork_at(at)
     click.echo(branch.id)
 
@@ -171,8 +195,8 @@ def fork(settings: Settings, session_id: str, at: int | None) -> None:
 @pass_settings
 def rename(settings: Settings, session_id: str, title: str) -> None:
     """Set a session's title; print the title as stored (white space trimmed)."""
-    session = open_client(settings).sessions.get(session_id)
-    click.echo(session.rename(title))
+    session = open_session(open_client(settings), session_id)
+    click.echo(safe(session.rename(title)))
 
 
 @sessions_group.command("rm", context_settings=CONTEXT_SETTINGS)
@@ -182,9 +206,9 @@ def rename(settings: Settings, session_id: str, title: str) -> None:
 def remove(settings: Settings, session_id: str, yes: bool) -> None:
     """Delete a session. Branches made from it keep their messages."""
     client = open_client(settings)
-    session = client.sessions.get(session_id)  # an unknown id fails before the prompt
+    session = open_session(client, session_id)  # an unknown id fails before the prompt
     if not yes:
-        title = f" ({session.title!r})" if session.title else ""
+        title = f" ({safe(session.title)!r})" if session.title else ""
         click.confirm(f"Delete session {session.id}{title}?", abort=True, err=True)
     client.sessions.delete(session.id)
     click.echo(f"deleted {session.id}")

@@ -17,7 +17,13 @@ from plait.context._models import (
     ModelInfo,
     model_info,
 )
-from plait.context._report import SHARE_NAMES, ContextReport, Share, build_report
+from plait.context._report import (
+    SHARE_NAMES,
+    UNATTRIBUTED,
+    ContextReport,
+    Share,
+    build_report,
+)
 from plait.context._tally import SUMMARY_UNKNOWN, TALLIED_KINDS, Tally
 from plait.context._tokens import (
     DEFAULT_ENCODING,
@@ -42,6 +48,7 @@ __all__ = [
     "MESSAGE_OVERHEAD",
     "MODEL_FAMILIES",
     "SHARE_NAMES",
+    "UNATTRIBUTED",
     "SUMMARY_UNKNOWN",
     "TALLIED_KINDS",
     "TOOL_CALL_OVERHEAD",

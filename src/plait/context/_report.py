@@ -15,7 +15,7 @@ from typing import Final
 from plait.errors import InvalidArgumentError
 from plait.records import Record
 
-__all__ = ["SHARE_NAMES", "ContextReport", "Share", "build_report"]
+__all__ = ["SHARE_NAMES", "UNATTRIBUTED", "ContextReport", "Share", "build_report"]
 
 SHARE_NAMES: Final = (
     "System prompt",
@@ -27,6 +27,14 @@ SHARE_NAMES: Final = (
     "Compaction summary",
 )
 """The sources of a report, in seed 001's order."""
+
+UNATTRIBUTED: Final = "Unattributed"
+"""The share, after :data:`SHARE_NAMES`, of what ``used`` holds that no source accounts for.
+
+The provider counts the whole request: its chat template's wrapping of every message,
+tool schemas it was sent that the report was not told about, and any difference between
+its tokenizer and ours. Shown as a share of its own, the shares add up to ``used``.
+"""
 
 _SHARE_OF_KIND: Final = {
     "system": "System prompt",
@@ -42,7 +50,7 @@ class Share:
     """One source's part of the context."""
 
     name: str
-    """One of :data:`SHARE_NAMES`."""
+    """One of :data:`SHARE_NAMES`, or :data:`UNATTRIBUTED`."""
     tokens: int
     """Tokens it takes (what could be measured)."""
     items: int
@@ -64,7 +72,24 @@ class ContextReport:
     partial: bool
     """True if a part could not be measured yet, so ``used`` reads low."""
     shares: tuple[Share, ...]
-    """Non-empty sources, in :data:`SHARE_NAMES` order."""
+    """Non-empty sources, in :data:`SHARE_NAMES` order, then :data:`UNATTRIBUTED`.
+
+    Made so they add up to ``used``: when ``used`` (the provider's count) is more
+    than the sources measured, the rest is the :data:`UNATTRIBUTED` share (added
+    here if the builder did not). When the provider counted fewer tokens than our
+    counter did, no share can be negative, and the shares add up to a little more.
+    """
+
+    def __post_init__(self) -> None:
+        # Every builder of a report gets the rest as a share, so no view of it can
+        # show sources that silently fall short of the total.
+        attributed = sum(s.tokens for s in self.shares if s.name != UNATTRIBUTED)
+        rest = self.used - attributed
+        kept = tuple(s for s in self.shares if s.name != UNATTRIBUTED)
+        if rest > 0:
+            kept += (Share(UNATTRIBUTED, rest, 0),)
+        if kept != self.shares:
+            object.__setattr__(self, "shares", kept)
 
     @property
     def free(self) -> int:

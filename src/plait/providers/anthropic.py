@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
-from plait.errors import MissingDependencyError
+from plait.errors import MissingCredentialsError, MissingDependencyError
 from plait.providers.base import (
     Finish,
     FinishReason,
@@ -144,6 +144,7 @@ class AnthropicProvider:
 
     Raises:
         MissingDependencyError: the ``anthropic`` package is not installed.
+        MissingCredentialsError: no key given and ``ANTHROPIC_API_KEY`` is unset.
     """
 
     def __init__(
@@ -158,7 +159,14 @@ class AnthropicProvider:
     ) -> None:
         self._model = model
         if client is None:
+            import os
+
             anthropic = _sdk()
+            if api_key is None and not (
+                os.environ.get("ANTHROPIC_API_KEY") or os.environ.get("ANTHROPIC_AUTH_TOKEN")
+            ):
+                # Without a key the SDK fails only at the first request, with a TypeError.
+                raise MissingCredentialsError("anthropic", "ANTHROPIC_API_KEY")
             client = anthropic.AsyncAnthropic(
                 api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout
             )

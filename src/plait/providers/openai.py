@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from plait.errors import MissingDependencyError
+from plait.errors import MissingCredentialsError, MissingDependencyError
 from plait.providers.base import (
     Finish,
     FinishReason,
@@ -121,7 +121,7 @@ class OpenAIProvider:
 
     Raises:
         MissingDependencyError: the ``openai`` package is not installed.
-        ProviderError: no API key was found (and no ``base_url`` given).
+        MissingCredentialsError: no API key was found (and no ``base_url`` given).
     """
 
     def __init__(
@@ -140,11 +140,14 @@ class OpenAIProvider:
             "max_tokens" if base_url else "max_completion_tokens"
         )
         if client is None:
+            import os
+
             openai = _sdk()
             if api_key is None and base_url is not None:
-                import os
-
                 api_key = os.environ.get("OPENAI_API_KEY") or "not-needed"
+            if api_key is None and not os.environ.get("OPENAI_API_KEY"):
+                # The SDK's own message names no variable; say which one to set.
+                raise MissingCredentialsError("openai", "OPENAI_API_KEY")
             try:
                 client = openai.AsyncOpenAI(
                     api_key=api_key, base_url=base_url, max_retries=max_retries, timeout=timeout

@@ -2,7 +2,7 @@
 
 Every API route requires a bearer credential (static API keys first, then
 durable bearer sessions, :func:`plait.auth.authenticate`); the OpenAPI
-document (``/openapi.json``, ``/docs`` is not served: no CDN), the web page
+document (``/openapi.json``, and its page ``/docs``), the web page
 and its static files carry no data and need none. Every error is one JSON
 shape (:mod:`plait.server.errors`).
 

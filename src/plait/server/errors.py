@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from plait.errors import (
+    AmbiguousSessionIdError,
     AuthError,
     BundleVersionError,
     ClientNotAttachedError,
@@ -53,6 +54,7 @@ __all__ = [
 
 # Most specific first: the first class an error is an instance of decides.
 _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
+    (AmbiguousSessionIdError, 404, "ambiguous_session_id"),
     (SessionNotFoundError, 404, "session_not_found"),
     (ClientNotAttachedError, 404, "client_not_attached"),
     (SessionExistsError, 409, "session_exists"),

@@ -23,6 +23,10 @@ __all__ = [
     "AuthSessionOut",
     "ClientInjectIn",
     "ClientsOut",
+    "CompactIn",
+    "CompactOut",
+    "ContextOut",
+    "ContextReportOut",
     "CloseIn",
     "CreateSessionIn",
     "ErrorInfo",
@@ -53,6 +57,7 @@ __all__ = [
     "SessionDetail",
     "SessionListOut",
     "SessionOut",
+    "ShareOut",
     "SteerIn",
     "TakeoverIn",
     "WhoAmIOut",
@@ -139,6 +144,15 @@ class SessionOut(_Out):
     lineage_operator: str | None
     status: str
     running: bool = Field(description="Whether a run is in progress on it in this server.")
+    short_id: str | None = Field(
+        default=None, description="The shortest prefix of the id that is unique in the store."
+    )
+    first_prompt: str | None = Field(
+        default=None, description="The first user message's text on one line (lists tell by it)."
+    )
+    source: str | None = Field(
+        default=None, description="The agent that wrote the transcript (plait, claude-code ...)."
+    )
 
 
 class SessionListOut(_Out):
@@ -209,6 +223,54 @@ class CloseIn(_In):
     client_id: str | None = Field(
         default=None, description="The live controller, when one is attached (else 403)."
     )
+
+
+class CompactIn(_In):
+    """``POST /sessions/{id}/compact``: the model-free default strategy."""
+
+    dry_run: bool = Field(default=False, description="Say what would be folded; write nothing.")
+    keep_last: int | None = Field(
+        default=None, ge=0, le=100_000, description="Keep the last N messages (default 12)."
+    )
+
+
+class CompactOut(_Out):
+    """What a compaction folded (or, with ``dry_run``, would fold)."""
+
+    session_id: str
+    dry_run: bool
+    compressed: int = Field(description="Messages folded into the summary.")
+    kept: int = Field(description="Messages kept as they are after it.")
+    folds: list[int] = Field(description="The folded positions: [from, to).")
+    summary: str | None = Field(description="The summary written (null for a dry run).")
+
+
+class ShareOut(_Out):
+    """One source's part of the context."""
+
+    name: str
+    tokens: int
+    items: int
+
+
+class ContextReportOut(_Out):
+    """Seed 001's context report; the shares add up to ``used``."""
+
+    window: int
+    used: int
+    free: int
+    fraction: float
+    from_provider: bool
+    measured_by: str
+    partial: bool
+    shares: list[ShareOut]
+
+
+class ContextOut(_Out):
+    """``GET /sessions/{id}/context``."""
+
+    session_id: str
+    report: ContextReportOut | None = Field(description="Null before the first reply.")
 
 
 class MessageOut(_Out):

@@ -1,7 +1,11 @@
-"""The web page ``plait serve`` shows: sessions, a transcript, the lineage, a live view.
+"""The web page ``plait serve`` shows, and its OpenAPI page at ``/docs``.
 
-It lists the sessions, shows a transcript, draws the lineage as a picture, and
-follows a running session live. In the live view it can attach as the session's
+The page lists the sessions (title or first prompt, source agent, size, age;
+searchable), shows a transcript with long tool arguments and outputs folded,
+draws the lineage as boxes, shows the context report as a bar, and follows a
+running session live. Its buttons start a new session, run, stop, fork (here,
+or at any message), compact (after a preview of what would be folded),
+uncompact and export. In the live view it can attach as the session's
 controller (a random client id kept in the tab) and answer a run's tool-call
 approvals with Approve / Deny (decisions D108).
 
@@ -9,10 +13,16 @@ One static page and its script and style, served from the package (no CDN, nothi
 fetched from elsewhere) under a strict Content-Security-Policy: the script is
 the only one the page may run, it may only talk to this server, and it puts
 every text from a transcript into the page as text, never as markup. The page
-asks for an API key and keeps it in the tab's ``sessionStorage``; it follows a
-session by reading ``GET /sessions/{id}/events`` with ``fetch`` (an
-``EventSource`` cannot send an ``Authorization`` header), reconnecting with
-``Last-Event-ID``.
+signs in with an API key (the one ``plait serve`` printed, or a ``plait token
+create`` token), typed in or brought once by the URL ``plait serve`` prints,
+whose fragment (``#key=...``) never reaches a server; it keeps the key in the
+browser's ``localStorage`` until Sign out (D133). It follows a session by reading
+``GET /sessions/{id}/events`` with ``fetch`` (an ``EventSource`` cannot send an
+``Authorization`` header), reconnecting with ``Last-Event-ID``.
+
+``/docs`` is Swagger UI over ``/openapi.json``; its files come from the
+``fastapi-offline`` package (in the ``[server]`` extra), served under
+``/static/swagger`` with the same policy (D131).
 """
 
 from __future__ import annotations
@@ -44,12 +54,42 @@ def _static_dir() -> str:
     return str(resources.files("plait.server") / "static")
 
 
+def _swagger_dir() -> str | None:
+    """Swagger UI's files (``fastapi-offline``'s), or None when that package is missing."""
+    try:
+        import fastapi_offline
+    except ImportError:
+        return None
+    return str(resources.files(fastapi_offline) / "static")
+
+
 def mount_web(app: FastAPI) -> None:
-    """Serve the page at ``/`` and its files under ``/static`` (outside the OpenAPI document)."""
-    index = (resources.files("plait.server") / "static" / "index.html").read_text("utf-8")
+    """Serve the page at ``/``, the API's page at ``/docs`` and their files under ``/static``.
+
+    None of them is in the OpenAPI document, and none needs a credential: they
+    carry no data.
+    """
+    folder = resources.files("plait.server") / "static"
+    index = (folder / "index.html").read_text("utf-8")
+    docs = (folder / "docs.html").read_text("utf-8")
+    swagger = _swagger_dir()
 
     @app.get("/", include_in_schema=False)
     async def page() -> Response:
         return HTMLResponse(index, headers=_HEADERS)
 
+    @app.get("/docs", include_in_schema=False)
+    async def api_page() -> Response:
+        if swagger is None:
+            return HTMLResponse(
+                "<!doctype html><title>plait API</title><p>The API page needs the "
+                "<code>fastapi-offline</code> package: <code>pip install 'plait[server]'"
+                "</code>. The document itself is at <a href='/openapi.json'>/openapi.json</a>.",
+                status_code=404,
+                headers=_HEADERS,
+            )
+        return HTMLResponse(docs, headers=_HEADERS)
+
+    if swagger is not None:  # before /static, which would match these paths first
+        app.mount("/static/swagger", StaticFiles(directory=swagger), name="swagger")
     app.mount("/static", StaticFiles(directory=_static_dir()), name="static")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from plait.errors import NotControllerError, NothingToDoError
 from plait.server import schemas as s
 from plait.server.approvals import WaitingCall, record_decision, waiting_calls
 from plait.server.errors import ApprovalNotFoundError
+from plait.server.prefix import resolve_path_session
 from plait.server.state import Caller, Writer, server_state
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["approvals"])
+# A prefix of a session id, or "latest", names the session (after authentication).
+router = APIRouter(tags=["approvals"], dependencies=[Depends(resolve_path_session)])
 
 
 @router.get(

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
+from plait.server.prefix import resolve_path_session
 from plait.server.routes.runs import stream_events
 from plait.server.sse import parse_event_id
 from plait.server.state import Caller, server_state
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["events"])
+# A prefix of a session id, or "latest", names the session (after authentication).
+router = APIRouter(tags=["events"], dependencies=[Depends(resolve_path_session)])
 
 
 @router.get(

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from plait.server import schemas as s
+from plait.server.prefix import resolve_path_session
 from plait.server.state import Caller, Writer, server_state, writer
 
 __all__ = ["router"]
 
-router = APIRouter(tags=["live clients"])
+# A prefix of a session id, or "latest", names the session (after authentication).
+router = APIRouter(tags=["live clients"], dependencies=[Depends(resolve_path_session)])
 
 
 def _change(change: Any) -> s.LiveChangeOut:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from plait._ids import new_id
@@ -19,13 +19,15 @@ from plait.server import schemas as s
 from plait.server.approvals import approver
 from plait.server.errors import error_body, status_and_code
 from plait.server.identity import enter_run
+from plait.server.prefix import resolve_path_session
 from plait.server.sse import SseEvent, Subscriber
 from plait.server.state import Caller, RunEntry, ServerState, Writer, server_state
 from plait.session import Session
 
 __all__ = ["SSE_RESPONSE", "router", "stream_events"]
 
-router = APIRouter(tags=["runs"])
+# A prefix of a session id, or "latest", names the session (after authentication).
+router = APIRouter(tags=["runs"], dependencies=[Depends(resolve_path_session)])
 _log = logging.getLogger("plait.server")
 
 SSE_RESPONSE: dict[int | str, dict[str, object]] = {

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
+from plait._prefix import Described, describe
 from plait.client import SessionInfo
 from plait.errors import SessionNotFoundError
 from plait.records import Message
 from plait.render import LineageBox, collect_lineage, lineage_svg
 from plait.server import schemas as s
 from plait.server.identity import bind_child, bind_creator, check_child
+from plait.server.prefix import resolve_path_session
+from plait.server.routes import manage
 from plait.server.sse import record_json
 from plait.server.state import Caller, ServerState, Writer, server_state
 from plait.session import Session
@@ -19,17 +22,21 @@ from plait.store.base import SessionRow
 
 __all__ = ["router", "session_out"]
 
-router = APIRouter(tags=["sessions"])
+# A prefix of a session id, or "latest", names the session (after authentication).
+router = APIRouter(tags=["sessions"], dependencies=[Depends(resolve_path_session)])
 
 MAX_RECORDS = 1000
+SVG_NS = "http://www.w3.org/2000/svg"
 
 
 def _state(request: Request) -> ServerState:
     return server_state(request)
 
 
-def session_out(state: ServerState, row: SessionRow) -> s.SessionOut:
-    """The list view of a stored session."""
+def session_out(
+    state: ServerState, row: SessionRow, described: Described | None = None
+) -> s.SessionOut:
+    """The list view of a stored session (with what a list tells it by, when described)."""
     info = SessionInfo.from_row(row)
     return s.SessionOut(
         id=info.id,
@@ -42,6 +49,9 @@ def session_out(state: ServerState, row: SessionRow) -> s.SessionOut:
         lineage_operator=info.lineage_operator,
         status=row.status,
         running=row.id in state.runs,
+        short_id=described.short if described is not None else None,
+        first_prompt=described.first_prompt if described is not None else None,
+        source=described.source if described is not None else None,
     )
 
 
@@ -51,7 +61,9 @@ def _detail(state: ServerState, session: Session) -> s.SessionDetail:
         raise SessionNotFoundError(session.id)
     row = state.client.lookup(session.id)
     live = state.live.snapshot_fields(session)
-    base = session_out(state, row)
+    # One session: its first prompt and source, not a short id (that would scan the store).
+    described = describe(state.client, [SessionInfo.from_row(row)], short_ids=False)[0]
+    base = session_out(state, row, described)
     clients: Any = live["live_clients"]
     controller = live["live_controller_id"]
     return s.SessionDetail(
@@ -97,7 +109,10 @@ async def list_sessions(
     state = _state(request)
     ws = None if all_workspaces else state.client.workspace
     rows = state.client.store.recent(ws, limit)
-    return s.SessionListOut(sessions=[session_out(state, r) for r in rows])
+    described = describe(state.client, [SessionInfo.from_row(r) for r in rows])
+    return s.SessionListOut(
+        sessions=[session_out(state, r, d) for r, d in zip(rows, described, strict=True)]
+    )
 
 
 @router.post(
@@ -311,4 +326,11 @@ async def get_lineage(request: Request, session_id: str, who: Caller) -> s.Linea
             )
         )
     svg = lineage_svg(boxes, mark=row.id)
+    if svg and "xmlns=" not in svg.split(">", 1)[0]:
+        # A standalone SVG document needs its namespace, or a parser makes it unknown
+        # XML whose text is shown run together instead of the drawing.
+        svg = svg.replace("<svg ", f'<svg xmlns="{SVG_NS}" ', 1)
     return s.LineageOut(session_id=row.id, boxes=out, svg=svg)
+
+
+router.include_router(manage.router)

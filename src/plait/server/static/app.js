@@ -1,12 +1,19 @@
-// The plait web page: a session list, a transcript, the lineage picture, a live view.
-// Every text from the server goes into the page with textContent, never as markup.
+// The plait web page: sign-in, the session list, a session (actions, context, lineage,
+// transcript, live view). Every text from the server goes into the page with textContent,
+// never as markup; the lineage SVG is parsed as SVG and stripped of anything active.
 "use strict";
 
+const SVG_NS = "http://www.w3.org/2000/svg";
+const FOLD_CHARS = 600;   // longer tool arguments and outputs are folded ...
+const FOLD_LINES = 12;    // ... and so are those with more lines
+
 const state = {
-  key: sessionStorage.getItem("plait.key") || "",
+  key: localStorage.getItem("plait.key") || "",
   follow: null,
   client: sessionStorage.getItem("plait.client") || newClientId(),
   controlled: null,  // the session this page controls, or null
+  sessions: [],      // the list view's rows, for the search box
+  messages: 0,       // messages in view so far in the open transcript (fork here counts them)
 };
 sessionStorage.setItem("plait.client", state.client);
 
@@ -27,21 +34,45 @@ function showError(text) {
   el.hidden = !text;
 }
 
+function notice(text) {
+  const el = $("notice");
+  el.textContent = text;
+  el.hidden = !text;
+}
+
 async function api(path, options = {}) {
+  const response = await request(path, options);
+  return response.json();
+}
+
+async function request(path, options = {}) {
+  if (!state.key) {  // signed out while a view was still loading: ask nothing more
+    const error = new Error("signed out");
+    error.status = 401;
+    throw error;
+  }
   const headers = Object.assign({ "Authorization": "Bearer " + state.key }, options.headers || {});
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, Object.assign({}, options, { headers }));
   if (!response.ok) {
     let message = response.status + "";
+    let code = "";
     try {
       const body = await response.json();
+      code = body.error.code;
       message = body.error.code + ": " + body.error.message;
     } catch (e) { /* not JSON */ }
     const error = new Error(message);
     error.status = response.status;
+    error.code = code;
+    if (response.status === 401) signedOut("That key was not accepted: sign in again.");
     throw error;
   }
-  return response.json();
+  return response;
+}
+
+function post(path, body) {
+  return api(path, { method: "POST", body: JSON.stringify(body === undefined ? {} : body) });
 }
 
 function text(tag, value, cls) {
@@ -51,32 +82,143 @@ function text(tag, value, cls) {
   return el;
 }
 
+function button(label, cls, onClick) {
+  const el = text("button", label, cls);
+  el.type = "button";
+  el.addEventListener("click", onClick);
+  return el;
+}
+
+function sessionPath(id) { return "/sessions/" + encodeURIComponent(id); }
+
+function go(id) { location.hash = "#/s/" + encodeURIComponent(id); }
+
+// How long ago an ISO time was: "just now", "5m ago", "3h ago", "2d ago", else the date.
+function age(iso) {
+  const then = new Date(iso);
+  const seconds = (Date.now() - then.getTime()) / 1000;
+  if (seconds < 60) return "just now";
+  if (seconds < 3600) return Math.floor(seconds / 60) + "m ago";
+  if (seconds < 86400) return Math.floor(seconds / 3600) + "h ago";
+  if (seconds < 86400 * 31) return Math.floor(seconds / 86400) + "d ago";
+  return then.toISOString().slice(0, 10);
+}
+
+// -- signing in -------------------------------------------------------------------------
+
+// A sign-in address (#key=...) brings the key once: kept, then taken out of the address
+// bar and the history, so it is neither shown nor sent anywhere.
+function takeKeyFromAddress() {
+  const found = /^#key=([^&]+)/.exec(location.hash);
+  if (!found) return;
+  state.key = decodeURIComponent(found[1]);
+  localStorage.setItem("plait.key", state.key);
+  history.replaceState(null, "", location.pathname + location.search + "#/");
+}
+
+function signedOut(why) {
+  state.key = "";
+  localStorage.removeItem("plait.key");
+  stopFollowing();
+  for (const id of ["list-view", "session-view"]) $(id).hidden = true;
+  $("sign-in").hidden = false;
+  $("sign-out").hidden = true;
+  $("who").textContent = "";
+  setStatus("");
+  if (why) showError(why);
+}
+
+async function whoAmI() {
+  const me = await api("/auth/whoami");
+  $("who").textContent = "signed in as " + me.principal;
+  $("sign-out").hidden = false;
+  $("sign-in").hidden = true;
+}
+
+// -- the list ---------------------------------------------------------------------------
+
 async function showList() {
   stopFollowing();
   releaseControl();
   $("session-view").hidden = true;
-  const data = await api("/sessions?limit=100");
-  const body = $("sessions").querySelector("tbody");
-  body.replaceChildren();
-  for (const s of data.sessions) {
-    const row = document.createElement("tr");
-    const cell = document.createElement("td");
-    const link = text("a", s.title || "(untitled)");
-    link.href = "#/s/" + encodeURIComponent(s.id);
-    link.className = "session-link";
-    cell.append(link);
-    row.append(cell, text("td", s.length), text("td", s.updated_at), text("td", s.id, "id"));
-    body.append(row);
-  }
-  $("empty").hidden = data.sessions.length > 0;
+  const data = await api("/sessions?limit=200");
+  state.sessions = data.sessions;
+  drawList();
   $("list-view").hidden = false;
 }
 
-function recordText(record) {
+function matches(s, words) {
+  const hay = [s.title, s.first_prompt, s.source, s.id].join(" ").toLowerCase();
+  return words.every((w) => hay.includes(w));
+}
+
+function drawList() {
+  const words = $("search").value.toLowerCase().split(/\s+/).filter(Boolean);
+  const body = $("sessions").querySelector("tbody");
+  body.replaceChildren();
+  let shown = 0;
+  for (const s of state.sessions) {
+    if (!matches(s, words)) continue;
+    shown += 1;
+    const row = document.createElement("tr");
+    const cell = document.createElement("td");
+    const link = text("a", s.title || s.first_prompt || "(empty)");
+    if (!s.title) link.classList.add("untitled");
+    link.href = "#/s/" + encodeURIComponent(s.id);
+    link.classList.add("session-link");
+    link.title = s.id;
+    cell.append(link);
+    if (s.running) cell.append(text("span", "running", "badge"));
+    row.append(
+      cell,
+      text("td", s.source || ""),
+      text("td", s.length, "num"),
+      text("td", age(s.updated_at)),
+      text("td", s.short_id || s.id, "id"),
+    );
+    body.append(row);
+  }
+  $("empty").hidden = state.sessions.length > 0;
+  $("no-match").hidden = shown > 0 || state.sessions.length === 0;
+}
+
+async function newSession() {
+  const made = await post("/sessions", {});
+  go(made.id);
+}
+
+// -- one session ------------------------------------------------------------------------
+
+// A long text as a folded block: its first line and its size, the whole on a click.
+function folded(value, cls) {
+  const lines = value.split("\n");
+  if (value.length <= FOLD_CHARS && lines.length <= FOLD_LINES) return text("div", value, cls);
+  const box = document.createElement("details");
+  box.className = (cls || "") + " folded";
+  const first = lines[0].length > 120 ? lines[0].slice(0, 120) + "…" : lines[0];
+  box.append(
+    text("summary", first + "  (" + lines.length + " lines, " + value.length + " characters)"),
+    text("pre", value),
+  );
+  return box;
+}
+
+function recordBody(record) {
   const p = record.payload || {};
-  if (record.kind === "event") return p.name + " " + JSON.stringify(p.data || {});
-  let out = p.content || "";
-  for (const call of p.tool_calls || []) out += "\n→ " + call.name + " " + JSON.stringify(call.arguments);
+  const out = document.createElement("div");
+  out.className = "body";
+  if (record.kind === "event") {
+    out.append(text("span", p.name + " " + JSON.stringify(p.data || {})));
+    return out;
+  }
+  if (p.content) out.append(folded(p.content, record.kind === "tool" ? "output" : "content"));
+  for (const call of p.tool_calls || []) {
+    const line = document.createElement("div");
+    line.className = "call";
+    line.append(text("span", "→ " + call.name, "call-name"));
+    line.append(folded(JSON.stringify(call.arguments, null, 2), "arguments"));
+    out.append(line);
+  }
   return out;
 }
 
@@ -86,50 +228,212 @@ function addRecord(record) {
   const item = document.createElement("li");
   item.className = record.kind;
   item.dataset.seq = record.seq;
-  item.append(text("span", record.kind + " #" + record.seq, "kind"), text("span", recordText(record), "body"));
+  const head = document.createElement("div");
+  head.className = "head";
+  if (record.kind === "event") {
+    head.append(text("span", "event", "kind"));
+  } else {
+    const n = state.messages;
+    state.messages += 1;
+    item.dataset.n = n;
+    let label = "#" + n + " " + record.kind;
+    if (record.kind === "tool") {
+      label += " " + (record.payload.tool_name || "") + (record.payload.ok === false ? " (failed)" : "");
+    }
+    head.append(text("span", label, "kind"));
+    head.append(button("Fork here", "fork-here", () => forkAt(n + 1)));
+  }
+  item.append(head, recordBody(record));
   list.append(item);
 }
 
 async function showLineage(id) {
-  const data = await api("/sessions/" + encodeURIComponent(id) + "/lineage");
+  const data = await api(sessionPath(id) + "/lineage");
   const holder = $("lineage");
   holder.replaceChildren();
   if (!data.svg) return;
-  const doc = new DOMParser().parseFromString(data.svg, "image/svg+xml");
-  const svg = doc.documentElement;
-  if (svg.nodeName.toLowerCase() !== "svg") return;
-  for (const bad of svg.querySelectorAll("script, foreignObject")) bad.remove();
-  holder.append(document.importNode(svg, true));
+  let svg = new DOMParser().parseFromString(data.svg, "image/svg+xml").documentElement;
+  if (svg.namespaceURI !== SVG_NS) {  // an SVG without its namespace: let HTML place it
+    svg = new DOMParser().parseFromString(data.svg, "text/html").querySelector("svg");
+  }
+  if (!svg || svg.namespaceURI !== SVG_NS) return;
+  for (const bad of svg.querySelectorAll("script, foreignObject, a")) bad.remove();
+  for (const el of svg.querySelectorAll("*")) {
+    for (const attr of Array.from(el.attributes)) {
+      if (attr.name.startsWith("on") || attr.name.includes("href")) el.removeAttribute(attr.name);
+    }
+  }
+  const drawn = document.importNode(svg, true);
+  // Each box opens its session (its id is the box's second line).
+  for (const box of drawn.querySelectorAll("g")) {
+    const sid = box.querySelector("text.sid");
+    if (!sid || box.classList.contains("deleted")) continue;
+    box.classList.add("link");
+    box.addEventListener("click", () => go(sid.textContent));
+  }
+  holder.append(drawn);
+}
+
+async function showContext(id) {
+  const data = await api(sessionPath(id) + "/context");
+  const bar = $("context-bar");
+  const legend = $("context-legend");
+  bar.replaceChildren();
+  legend.replaceChildren();
+  const r = data.report;
+  $("context").dataset.empty = r ? "no" : "yes";
+  if (!r) {
+    $("context-total").textContent = "No reply yet: nothing to measure.";
+    $("context-fill").value = 0;
+    return;
+  }
+  const whole = r.shares.reduce((sum, s) => sum + s.tokens, 0) || 1;
+  r.shares.forEach((share, i) => {
+    const part = text("span", "", "share share-" + (share.name === "Unattributed" ? "rest" : i));
+    part.style.width = (100 * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
+    part.title = share.name + ": " + share.tokens.toLocaleString() + " tokens";
+    bar.append(part);
+    const item = text("li", "");
+    item.append(
+      text("span", "", "swatch share-" + (share.name === "Unattributed" ? "rest" : i)),
+      text("span", share.name + " " + share.tokens.toLocaleString(), "share-label"),
+    );
+    legend.append(item);
+  });
+  const source = r.from_provider ? "the provider's count" : r.measured_by;
+  $("context-total").textContent = r.used.toLocaleString() + " / " + r.window.toLocaleString() +
+    " tokens (" + Math.round(100 * r.fraction) + "%), " + r.free.toLocaleString() + " free · " +
+    source + (r.partial ? " · partial" : "");
+  $("context-fill").value = Math.min(r.fraction, 1);
 }
 
 async function showSession(id) {
   stopFollowing();
   if (state.controlled !== id) releaseControl();
   $("list-view").hidden = true;
-  const detail = await api("/sessions/" + encodeURIComponent(id));
-  $("session-title").textContent = detail.title || "(untitled)";
-  $("session-facts").textContent = detail.length + " messages · " + detail.status + " · " + detail.id;
+  $("compact-preview").hidden = true;
+  notice("");
+  const detail = await api(sessionPath(id));
+  id = detail.id;  // a prefix or "latest" in the address names this session
+  showFacts(detail);
   $("transcript").replaceChildren();
+  state.messages = 0;
   $("live-text").textContent = "";
-  $("live-state").textContent = detail.running ? "running" : "idle";
+  setRunning(detail.running);
   $("session-view").hidden = false;
   $("session-view").dataset.id = id;
   let after = -1;
   for (;;) {
-    const page = await api("/sessions/" + encodeURIComponent(id) + "/records?after=" + after + "&limit=1000");
+    const page = await api(sessionPath(id) + "/records?after=" + after + "&limit=1000");
     for (const r of page.records) { addRecord(r); after = r.seq; }
     if (page.records.length === 0 || after >= page.end_seq - 1) break;
   }
   await showLineage(id);
-  const clients = await api("/sessions/" + encodeURIComponent(id) + "/clients");
+  await showContext(id).catch((e) => showError(e.message));
+  const clients = await api(sessionPath(id) + "/clients");
   setControlling(id, clients.controller_id === state.client);
   if (state.controlled === id) await loadApprovals(id);
   follow(id, after);
 }
 
-// -- control: attach as the live controller, answer tool-call approvals ----------------
+function showFacts(detail) {
+  $("session-title").textContent = detail.title || detail.first_prompt || "(empty)";
+  $("session-facts").textContent = [
+    detail.length + " messages", detail.source || "plait", detail.status,
+    (detail.lineage_operator || "root").replace("Session.", ""), "active " + age(detail.updated_at),
+    detail.id,
+  ].join(" · ");
+}
 
-function sessionPath(id) { return "/sessions/" + encodeURIComponent(id); }
+function currentId() { return $("session-view").dataset.id; }
+
+function setRunning(running) {
+  $("live-state").textContent = running ? "running" : "idle";
+  $("stop").disabled = !running;
+}
+
+// -- the buttons ------------------------------------------------------------------------
+
+async function act(work) {
+  showError("");
+  try { await work(); } catch (e) { showError(e.message); }
+}
+
+function fork() {
+  return act(async () => go((await post(sessionPath(currentId()) + "/fork", {})).id));
+}
+
+function forkAt(keepFirst) {
+  return act(async () => {
+    const made = await post(sessionPath(currentId()) + "/fork_at", { keep_first: keepFirst });
+    go(made.id);
+  });
+}
+
+function previewCompact() {
+  return act(async () => {
+    let plan;
+    try {
+      plan = await post(sessionPath(currentId()) + "/compact", { dry_run: true });
+    } catch (e) {
+      if (e.code !== "nothing_to_do") throw e;
+      notice("Nothing worth folding yet.");
+      return;
+    }
+    const [from, to] = plan.folds;
+    $("compact-plan").textContent = "Fold " + plan.compressed + " messages (from position " +
+      from + " to " + (to - 1) + ") into a summary, and keep the last " + plan.kept +
+      " as they are? Nothing is deleted: Uncompact shows them again.";
+    $("compact-preview").hidden = false;
+  });
+}
+
+function compact() {
+  return act(async () => {
+    const done = await post(sessionPath(currentId()) + "/compact", {});
+    $("compact-preview").hidden = true;
+    await showSession(currentId());
+    notice("Folded " + done.compressed + " messages into a summary; kept " + done.kept + ".");
+  });
+}
+
+function uncompact() {
+  return act(async () => {
+    try {
+      await post(sessionPath(currentId()) + "/uncompact");
+    } catch (e) {
+      if (e.code !== "nothing_to_do") throw e;
+      notice("Nothing to undo: no compaction in view.");
+      return;
+    }
+    await showSession(currentId());
+    notice("The newest compaction is undone.");
+  });
+}
+
+function exportPage() {
+  return act(async () => {
+    const response = await request(sessionPath(currentId()) + "/export");
+    const found = /filename="([^"]+)"/.exec(response.headers.get("Content-Disposition") || "");
+    const url = URL.createObjectURL(await response.blob());
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = found ? found[1] : "plait-" + currentId() + ".html";
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    notice("Downloaded " + link.download + ".");
+  });
+}
+
+function stopRun() {
+  return act(async () => {
+    await api(sessionPath(currentId()) + "/runs/current", { method: "DELETE" });
+  });
+}
+
+// -- control: attach as the live controller, answer tool-call approvals ----------------
 
 function setControlling(id, controlling) {
   state.controlled = controlling ? id : null;
@@ -146,13 +450,11 @@ function setControlling(id, controlling) {
 }
 
 async function takeControl(takeover) {
-  const id = $("session-view").dataset.id;
+  const id = currentId();
   showError("");
   try {
-    await api(sessionPath(id) + "/clients", {
-      method: "POST",
-      body: JSON.stringify({ client_id: state.client, mode: "controller", takeover: takeover }),
-    });
+    await post(sessionPath(id) + "/clients",
+      { client_id: state.client, mode: "controller", takeover: takeover });
   } catch (e) {
     if (e.status === 409) $("take-over").hidden = false;  // another controller holds it
     showError(e.message);
@@ -194,15 +496,12 @@ function showApproval(id, request) {
   const item = document.createElement("li");
   item.dataset.runId = request.run_id;
   item.dataset.callId = request.call_id;
-  const approve = text("button", "Approve", "approve");
-  const deny = text("button", "Deny", "deny");
   const buttons = document.createElement("div");
   buttons.className = "answer";
-  for (const [button, yes] of [[approve, true], [deny, false]]) {
-    button.type = "button";
-    button.addEventListener("click", () => answerApproval(id, item, yes));
-    buttons.append(button);
-  }
+  buttons.append(
+    button("Approve", "approve", () => answerApproval(id, item, true)),
+    button("Deny", "deny", () => answerApproval(id, item, false)),
+  );
   item.append(
     text("span", "tool call wants approval: ", "label"),
     text("span", request.tool, "tool-name"),
@@ -216,9 +515,8 @@ function showApproval(id, request) {
 async function answerApproval(id, item, approve) {
   for (const b of item.querySelectorAll("button")) b.disabled = true;
   try {
-    await api(sessionPath(id) + "/approvals/" + encodeURIComponent(item.dataset.callId), {
-      method: "POST", body: JSON.stringify({ client_id: state.client, approve: approve }),
-    });
+    await post(sessionPath(id) + "/approvals/" + encodeURIComponent(item.dataset.callId),
+      { client_id: state.client, approve: approve });
   } catch (e) {
     showError(e.message);
     if (e.status === 404) markResolved(item, null, "no longer waiting");
@@ -252,6 +550,8 @@ function watchControl(id, record) {
   if (released || d.demoted_id === state.client) setControlling(id, false);
 }
 
+// -- following a session live -----------------------------------------------------------
+
 function stopFollowing() {
   if (state.follow) state.follow.abort();
   state.follow = null;
@@ -265,28 +565,36 @@ function handleEvent(id, name, data) {
   } else if (name === "text_delta") {
     $("live-text").textContent += data.text;
   } else if (name === "run_start") {
-    $("live-state").textContent = "running";
+    setRunning(true);
   } else if (name === "approval_requested") {
     showApproval(id, data);
   } else if (name === "approval_resolved") {
     resolveApproval(data);
   } else if (name === "run_end") {
+    setRunning(false);
     $("live-state").textContent = data.ok ? "done" : "failed: " + data.error.error.code;
     showLineage(id).catch(() => {});
+    showContext(id).catch(() => {});
+    api(sessionPath(id)).then(showFacts).catch(() => {});
   }
 }
 
 async function follow(id, after) {
+  $("live").dataset.connected = "no";
   const control = new AbortController();
   state.follow = control;
   let lastId = String(after);
-  while (!control.signal.aborted) {
+  while (!control.signal.aborted && state.key) {
     try {
-      const response = await fetch("/sessions/" + encodeURIComponent(id) + "/events", {
+      const response = await fetch(sessionPath(id) + "/events", {
         headers: { "Authorization": "Bearer " + state.key, "Last-Event-ID": lastId },
         signal: control.signal,
       });
       if (!response.ok) throw new Error("events: " + response.status);
+      // What happened while not connected: a run may have started (or ended) meanwhile.
+      const run = await api(sessionPath(id) + "/runs/current");
+      if (run.running) setRunning(true);
+      $("live").dataset.sessionId = id;
       $("live").dataset.connected = "yes";
       if (state.controlled === id) loadApprovals(id).catch(() => {});
       const reader = response.body.getReader();
@@ -318,39 +626,50 @@ async function follow(id, after) {
   }
 }
 
+// -- routing ----------------------------------------------------------------------------
+
 async function route() {
   showError("");
-  if (!state.key) { setStatus("enter an API key"); return; }
+  takeKeyFromAddress();
+  if (!state.key) { signedOut(); return; }
   const hash = location.hash || "#/";
   try {
+    await whoAmI();
     if (hash.startsWith("#/s/")) await showSession(decodeURIComponent(hash.slice(4)));
     else await showList();
     setStatus("connected");
   } catch (e) {
-    showError(e.message);
+    if (e.status !== 401) showError(e.message);
   }
 }
 
 function init() {
-  $("api-key").value = state.key;
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
     state.key = $("api-key").value.trim();
-    sessionStorage.setItem("plait.key", state.key);
+    $("api-key").value = "";
+    localStorage.setItem("plait.key", state.key);
     route();
   });
+  $("sign-out").addEventListener("click", () => { releaseControl(true); signedOut(); });
+  $("search").addEventListener("input", drawList);
+  $("new-session").addEventListener("click", () => act(newSession));
+  $("fork").addEventListener("click", fork);
+  $("compact").addEventListener("click", previewCompact);
+  $("compact-confirm").addEventListener("click", compact);
+  $("compact-cancel").addEventListener("click", () => { $("compact-preview").hidden = true; });
+  $("uncompact").addEventListener("click", uncompact);
+  $("export").addEventListener("click", exportPage);
+  $("stop").addEventListener("click", stopRun);
   $("prompt-form").addEventListener("submit", async (event) => {
     event.preventDefault();
-    const id = $("session-view").dataset.id;
-    const prompt = $("prompt").value;
-    const body = { text: prompt };
+    const id = currentId();
+    const body = { text: $("prompt").value };
     if (state.controlled === id) body.client_id = state.client;  // the controller drives
-    try {
-      await api("/sessions/" + encodeURIComponent(id) + "/runs", {
-        method: "POST", body: JSON.stringify(body),
-      });
+    await act(async () => {
+      await post(sessionPath(id) + "/runs", body);
       $("prompt").value = "";
-    } catch (e) { showError(e.message); }
+    });
   });
   $("take-control").addEventListener("click", () => takeControl(false));
   $("take-over").addEventListener("click", () => takeControl(true));

@@ -1,0 +1,183 @@
+"""How people find a session: a unique prefix of its id, ``latest``, its first prompt.
+
+A session id is a 36-character UUIDv7; people type the first few characters
+they see. :func:`resolve_session_id` turns what they typed into the one id it
+names, through the public client API only, so the CLI and the server resolve
+the same way. :func:`short_id_length` says how many characters a list must show
+for every id it holds to stay a unique prefix. :func:`describe` adds what a
+list needs to tell untitled sessions apart: the first prompt and the agent
+that wrote the transcript.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from plait.client import Client, SessionInfo
+from plait.errors import AmbiguousSessionIdError, SessionNotFoundError
+from plait.records import JSONValue, UserRecord
+
+__all__ = [
+    "LATEST",
+    "MIN_SHORT",
+    "Described",
+    "describe",
+    "resolve_session_id",
+    "short_id",
+    "short_id_length",
+    "source_agent",
+]
+
+LATEST: Final = "latest"
+"""The word that names the workspace's most recently active session."""
+
+MIN_SHORT: Final = 8
+"""The fewest characters a list shows of an id (a UUIDv7's first 8 change every ~65 s)."""
+
+_SCAN: Final = 1_000_000
+"""How many sessions a prefix is matched against (every one a store is likely to hold)."""
+
+_SHOWN: Final = 10
+"""How many candidates an ambiguity error names."""
+
+_PREFIX: Final = re.compile(r"^[0-9a-f-]+$")
+
+
+def resolve_session_id(client: Client, text: str) -> str:
+    """The full id of the session ``text`` names.
+
+    Args:
+        client: whose store to look in. A prefix is matched against every
+            workspace's sessions (an id is unique in the store); ``latest`` is
+            the most recently active session of the client's workspace.
+        text: a full id, a unique prefix of one (any case), or ``latest``.
+
+    Returns:
+        The stored session's full id.
+
+    Raises:
+        SessionNotFoundError: no stored session matches (also for text that
+            could be no id's prefix, or ``latest`` in an empty workspace).
+        AmbiguousSessionIdError: several sessions start with ``text``; its
+            ``candidates`` name them.
+    """
+    if client.exists(text):
+        return text
+    wanted = text.strip().lower()
+    if wanted == LATEST:
+        newest = client.sessions.list(1)
+        if not newest:
+            raise SessionNotFoundError(text, f"no sessions in {client.workspace}")
+        return newest[0].id
+    if not wanted or not _PREFIX.match(wanted):
+        raise SessionNotFoundError(text)
+    found = [
+        info.id
+        for info in client.sessions.list(_SCAN, all_workspaces=True)
+        if info.id.startswith(wanted)
+    ]
+    if not found:
+        raise SessionNotFoundError(text)
+    if len(found) > 1:
+        raise AmbiguousSessionIdError(text, tuple(found[:_SHOWN]))
+    return found[0]
+
+
+def short_id_length(ids: Iterable[str], minimum: int = MIN_SHORT) -> int:
+    """The fewest characters (at least ``minimum``) that keep every id's prefix unique.
+
+    Args:
+        ids: every id the prefixes must tell apart (the store's, not only those shown).
+        minimum: never fewer than this.
+    """
+    unique = set(ids)
+    longest = max((len(i) for i in unique), default=minimum)
+    for n in range(minimum, longest + 1):
+        if len({i[:n] for i in unique}) == len(unique):
+            return n
+    return longest
+
+
+def short_id(session_id: str, length: int) -> str:
+    """``session_id`` cut to ``length`` characters (a dash is never the last one shown)."""
+    cut = session_id[:length]
+    if cut.endswith("-") and len(session_id) > length:
+        cut = session_id[: length + 1]
+    return cut
+
+
+_LOOK: Final = 8
+"""How many records from the start of a session are searched for its first prompt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Described:
+    """A listed session with what a person recognises it by."""
+
+    info: SessionInfo
+    """The session as ``sessions.list()`` gives it."""
+    short: str
+    """Its id cut to a prefix that is unique in the store."""
+    first_prompt: str | None
+    """The first user message's text on one line (None when there is none near the start)."""
+    source: str
+    """The agent that wrote the transcript: ``plait``, or the importer's (``claude-code`` ...)."""
+
+    @property
+    def label(self) -> str:
+        """The title, else the first prompt, else ``(empty)``."""
+        return self.info.title or self.first_prompt or "(empty)"
+
+
+def source_agent(metadata: Mapping[str, JSONValue]) -> str:
+    """The agent a session's transcript came from, read from its metadata."""
+    seeded = metadata.get("seeded_from_jsonl")
+    if isinstance(seeded, dict):
+        for key in ("source_agent", "format"):
+            value = seeded.get(key)
+            if isinstance(value, str) and value and value != "auto":
+                return value
+        return "import"
+    if "imported_bundle" in metadata:
+        return "bundle"
+    return "plait"
+
+
+def describe(
+    client: Client, infos: Iterable[SessionInfo], *, short_ids: bool = True
+) -> list[Described]:
+    """Describe listed sessions: a unique short id, the first prompt, the source agent.
+
+    Args:
+        client: whose store to read.
+        infos: the sessions, as ``sessions.list()`` gives them.
+        short_ids: cut each id to a prefix unique over every session in the store,
+            so each one works wherever an id is taken (this lists the store's ids);
+            False leaves the ids whole.
+
+    Reads one row and a few records per session.
+    """
+    infos = list(infos)
+    length = 36
+    if short_ids:
+        every = [i.id for i in client.sessions.list(_SCAN, all_workspaces=True)]
+        length = short_id_length(every + [i.id for i in infos])
+    store = client.store
+    out: list[Described] = []
+    for info in infos:
+        row = store.get(info.id)
+        first: str | None = None
+        source = "plait"
+        if row is not None:
+            source = source_agent(row.metadata)
+            lo = row.layout.view_start
+            for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
+                if isinstance(record, UserRecord):
+                    text = " ".join(record.content.split())
+                    first = text[:120] or None
+                    break
+        out.append(Described(info, short_id(info.id, length), first, source))
+    return out

@@ -1,0 +1,270 @@
+"""What ``plait chat`` and ``plait run`` share: printing a run, asking before a tool runs.
+
+A run's events are printed as they happen (the reply's text as it streams, each
+tool call and the first line of its result), every stored text through
+:func:`plait.cli._terminal.safe`.
+
+Before a tool runs the user is asked, unless ``--yes`` or the tool was allowed
+for the session ("always"). Without a terminal nobody can answer, so the call
+is denied without asking and recorded as denied: the model reads that and the
+run goes on. Ctrl-C at the question denies the call and stops the run.
+
+The question is asked inside the run's event loop, which ``asyncio.run`` has
+taught to turn Ctrl-C into a cancellation it delivers at the next ``await``; a
+blocking ``input()`` never reaches one, so Ctrl-C would wait for Enter. While
+asking, the default SIGINT handler is put back, so Ctrl-C interrupts the
+question itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final, TextIO
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from plait._prefix import resolve_session_id
+from plait.cli._terminal import safe, safe_text
+from plait.client import Client
+from plait.errors import RunInterruptedError
+from plait.providers import TextDelta
+from plait.records import ToolCall
+from plait.run import Run, RunEvent, RunResult
+from plait.session import Session
+
+__all__ = [
+    "Approver",
+    "Printer",
+    "cut_off_notice",
+    "describe_model",
+    "dir_option",
+    "drive",
+    "is_terminal",
+    "model_option",
+    "run_turn",
+    "session_for",
+    "setup",
+    "system_option",
+    "yes_option",
+]
+
+_ANSWERS: Final = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "": "no",
+                   "a": "always", "always": "always"}
+
+
+def is_terminal(stream: TextIO | None) -> bool:
+    """Whether ``stream`` is an interactive terminal (False for a closed or missing one)."""
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:  # closed
+        return False
+
+
+class Printer:
+    """Prints a run's events: text as it streams, tool calls and their results."""
+
+    def __init__(self, out: Console) -> None:
+        self.out = out
+        self.mid_line = False
+
+    def newline(self) -> None:
+        """End a line of streamed text, if one is open."""
+        if self.mid_line:
+            self.out.print()
+            self.mid_line = False
+
+    def __call__(self, event: RunEvent) -> None:
+        """Print one event (the kinds a person reads; the others are skipped)."""
+        if isinstance(event, TextDelta):
+            self.out.print(safe_text(event.text), end="", soft_wrap=True)
+            self.mid_line = not event.text.endswith("\n")
+        elif event.type == "tool_start":
+            self.newline()
+            args = json.dumps(dict(event.call.arguments), ensure_ascii=False)
+            self.out.print(safe_text(f"-> {event.call.name} {args}", "yellow"), soft_wrap=True)
+        elif event.type == "tool_end":
+            first = event.content.strip().splitlines()[0] if event.content.strip() else ""
+            mark, style = ("ok", "green") if event.ok else ("failed", "red")
+            self.out.print(safe_text(f"   {mark}: {first[:200]}", style), soft_wrap=True)
+        elif event.type == "finish":
+            self.newline()
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Let Ctrl-C raise KeyboardInterrupt at once (see the module docstring)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    except ValueError:  # not the main thread: nothing to put back
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class Approver:
+    """The ``on_approval`` callback of a CLI run: ask, allow always, or deny unasked.
+
+    Args:
+        yes: run every tool call without asking (``--yes``).
+        err: where questions and notices go (stderr, so ``--json`` output stays clean).
+        ask: whether a person can answer (default: stdin and stderr are terminals).
+    """
+
+    def __init__(self, yes: bool, err: Console, *, ask: bool | None = None) -> None:
+        self.yes = yes
+        self.err = err
+        self.ask = ask if ask is not None else is_terminal(sys.stdin) and is_terminal(sys.stderr)
+        self.always: dict[str, set[str]] = {}  # session id -> tool names allowed for it
+        self.session_id = ""
+        self.run: Run | None = None  # the run asking, cancelled by Ctrl-C at the question
+
+    def allowed(self) -> set[str]:
+        """The tools allowed without asking in the current session."""
+        return self.always.setdefault(self.session_id, set())
+
+    def __call__(self, call: ToolCall) -> bool:
+        """Whether ``call`` may run."""
+        if self.yes or call.name in self.allowed():
+            return True
+        args = json.dumps(dict(call.arguments), ensure_ascii=False)
+        if not self.ask:
+            self.err.print(
+                safe_text(
+                    f"denied {call.name} {args}: no terminal to ask at (--yes runs tool calls)",
+                    "yellow",
+                ),
+                soft_wrap=True,
+            )
+            return False
+        question = f"run {safe(call.name)} {safe(args)}? [y]es, [n]o, [a]lways for this session: "
+        while True:
+            try:
+                with _interruptible():
+                    answer = _ANSWERS.get(input_line(question, self.err).strip().lower())
+            except KeyboardInterrupt:
+                self.err.print(Text("\ndenied; the run stops (Ctrl-C)", style="yellow"))
+                if self.run is not None:
+                    self.run.cancel()
+                return False
+            except EOFError:
+                answer = "no"
+            if answer is not None:
+                break
+        if answer == "always":
+            self.allowed().add(call.name)
+            self.err.print(safe_text(f"{call.name} runs unasked in this session now", "dim"))
+        return answer != "no"
+
+
+def input_line(prompt: str, err: Console) -> str:
+    """Read one line from the terminal, the prompt on stderr (readline edits it if loaded)."""
+    err.file.write(prompt)
+    err.file.flush()
+    return input()
+
+
+async def drive(run: Run, printer: Callable[[RunEvent], None]) -> RunResult:
+    """Pass every event of ``run`` to ``printer``; return its result."""
+    async for event in run:
+        printer(event)
+    return await run
+
+
+def run_turn(out: Console, start: Callable[[], Run], approver: Approver) -> RunResult | None:
+    """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid.
+
+    Returns:
+        The run's result, or None when it was interrupted.
+    """
+    printer = Printer(out)
+    try:
+        run = start()
+        approver.run = run
+        return asyncio.run(drive(run, printer))
+    except (KeyboardInterrupt, RunInterruptedError):
+        printer.newline()
+        out.print(Text("interrupted: /retry picks the request up", style="yellow"))
+        return None
+    finally:
+        approver.run = None
+
+
+def cut_off_notice(result: RunResult | None, command: str) -> Text | None:
+    """A notice when the reply stopped at the output limit, naming ``command`` to go on."""
+    if result is None or result.finish_reason != "length":
+        return None
+    return Text(f"the reply hit the output limit; {command} continues it", style="yellow")
+
+
+def session_for(client: Client, session_id: str | None, resume_latest: bool) -> Session:
+    """The session a command works on: ID (a prefix or ``latest``), the latest, or a new one."""
+    if session_id is not None:
+        return client.sessions.open(resolve_session_id(client, session_id))
+    if resume_latest:
+        latest = client.sessions.latest()
+        if latest is not None:
+            return latest
+    return client.session
+
+
+def setup(session: Session, directory: Path | None, system: str | None) -> None:
+    """Point the sandbox at ``directory`` and set a system prompt on a new session."""
+    if system is not None and not session.stored:
+        session.inject({"role": "system", "content": system})
+    if directory is not None:
+        session.to("local", spec=str(directory))
+
+
+def describe_model(
+    spec: str | None, session: Session, env: Mapping[str, str] = os.environ
+) -> str:
+    """Which model a run will use, as the provider choice will make it (nothing is loaded)."""
+    if spec:
+        return spec
+    stored = session.settings.get("model") if session.stored else None
+    if isinstance(stored, str) and stored:
+        return f"{stored} (the session's)"
+    if (env.get("PLAIT_MODEL") or "").strip():
+        return f"{env['PLAIT_MODEL'].strip()} ($PLAIT_MODEL)"
+    if env.get("OPENAI_API_KEY"):
+        return "openai ($OPENAI_API_KEY)"
+    if env.get("ANTHROPIC_API_KEY"):
+        return "anthropic ($ANTHROPIC_API_KEY)"
+    return "local (the embedded model)"
+
+
+model_option = click.option(
+    "--model",
+    "-m",
+    metavar="SPEC",
+    default=None,
+    help="provider[:model], e.g. openai:gpt-4o-mini (default: $PLAIT_MODEL, an API key "
+    "in the environment, else the embedded model).",
+)
+"""``--model/-m SPEC``."""
+dir_option = click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="The folder tools work in (default: a temporary folder, deleted afterwards).",
+)
+"""``--dir DIR``: where tools run."""
+yes_option = click.option("--yes", "-y", is_flag=True, help="Run tool calls without asking.")
+"""``--yes/-y``."""
+system_option = click.option(
+    "--system", "-s", metavar="TEXT", help="A system prompt for a new session."
+)
+"""``--system/-s TEXT``."""

@@ -1,0 +1,198 @@
+"""``plait run``: one request to a session's model, made for scripts.
+
+It never waits for a person who is not there: without a terminal, and without
+``--yes``, a tool call is denied and recorded as denied, and the run goes on.
+The prompt is TEXT, or standard input when TEXT is ``-`` or not given. With
+``--json`` every event is one JSON line and so is the end: a ``result`` line,
+or an ``error`` line (and exit code 1). A run that fails before the model
+answered leaves no session behind when it made a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.text import Text
+
+from plait.cli._common import CONTEXT_SETTINGS, Settings, console, open_client, pass_settings
+from plait.cli._terminal import SafeConsole
+from plait.cli._turns import (
+    Approver,
+    cut_off_notice,
+    dir_option,
+    is_terminal,
+    model_option,
+    run_turn,
+    session_for,
+    setup,
+    system_option,
+    yes_option,
+)
+from plait.client import Client
+from plait.errors import PlaitError, RunInterruptedError
+from plait.records import JSONValue
+from plait.run import Run, RunResult, event_json
+from plait.session import Session
+
+__all__ = ["run_command"]
+
+
+def _prompt_text(text: str | None, resume_run: bool) -> str | None:
+    """TEXT, or standard input for ``-`` or no TEXT (None with ``--resume``)."""
+    if resume_run:
+        if text is not None:
+            raise click.UsageError("give TEXT or --resume, not both")
+        return None
+    if text is not None and text != "-":
+        return text
+    if text is None and is_terminal(sys.stdin):
+        raise click.UsageError("give TEXT, pipe it on standard input, or --resume")
+    read = sys.stdin.read() if sys.stdin is not None else ""
+    if not read.strip():
+        raise click.UsageError("standard input held no prompt")
+    return read.strip("\n")
+
+
+@click.command("run", context_settings=CONTEXT_SETTINGS)
+@click.argument("text", required=False)
+@click.option("--session", "session_id", metavar="ID", help="Continue this stored session.")
+@click.option("--continue", "-c", "resume_latest", is_flag=True, help="Continue the latest one.")
+@click.option("--resume", "resume_run", is_flag=True, help="Pick up an interrupted request.")
+@model_option
+@dir_option
+@yes_option
+@system_option
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds allowed.")
+@click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
+@pass_settings
+def run_command(
+    settings: Settings,
+    text: str | None,
+    session_id: str | None,
+    resume_latest: bool,
+    resume_run: bool,
+    model: str | None,
+    directory: Path | None,
+    yes: bool,
+    system: str | None,
+    timeout: float | None,
+    max_steps: int,
+    as_json: bool,
+) -> None:
+    """Send TEXT to a session's model and run its tool calls until it is done.
+
+    TEXT `-`, or no TEXT, reads the prompt from standard input. Tool calls are
+    asked about on a terminal; without one (and without --yes) each is denied
+    and the model is told so. With --json every event is printed as one JSON
+    object per line (text and tool-call deltas, records, tool starts and ends
+    ...), then a `result` line (session id, text, steps, finish reason, usage)
+    or an `error` line (exit code 1).
+    """
+    prompt = _prompt_text(text, resume_run)
+    err = SafeConsole(stderr=True, highlight=False)
+    try:
+        client = open_client(settings)
+        session = session_for(client, session_id, resume_latest)
+        if system is not None and session.stored:
+            raise click.UsageError("--system sets the prompt of a new session only")
+        was_new = not session.stored
+        setup(session, directory, system)
+    except PlaitError as exc:
+        if as_json:
+            _fail_json(exc, None)
+        raise
+    approver = Approver(yes, err)
+    approver.session_id = session.id
+    options: dict[str, Any] = {
+        "provider": model,
+        "on_approval": approver,
+        "timeout": timeout,
+        "max_steps": max_steps,
+    }
+
+    def start() -> Run:
+        if prompt is None:
+            return session.resume_stream(**options)
+        return session.stream(prompt, **options)
+
+    try:
+        if as_json:
+            try:
+                run = start()
+                approver.run = run
+                result = asyncio.run(_json_lines(run))
+            except (PlaitError, OSError) as exc:
+                _fail_json(exc, _forget_if_unanswered(client, session, was_new))
+            except KeyboardInterrupt as exc:
+                _fail_json(RunInterruptedError(session.id), session.id, exc, status=130)
+            click.echo(json.dumps(_result_json(session, result), ensure_ascii=False))
+            return
+        out = console()
+        try:
+            done = run_turn(out, start, approver)
+        except (PlaitError, OSError):
+            kept = _forget_if_unanswered(client, session, was_new)
+            if kept is None:
+                err.print(Text("no session was kept: the model never answered", style="dim"))
+            raise
+        notice = cut_off_notice(done, f"plait run --resume --session {session.id}")
+        if notice is not None:
+            err.print(notice, soft_wrap=True)
+        out.print(Text(f"session {session.id}", style="dim"))
+        if done is None:
+            raise SystemExit(130)  # interrupted, as a shell reports Ctrl-C
+    finally:
+        session.close_sandbox()
+
+
+def _forget_if_unanswered(client: Client, session: Session, was_new: bool) -> str | None:
+    """Delete the session this run made if the model never answered; its id if it stays."""
+    if not session.stored:
+        return None
+    if was_new and not any(r.kind == "assistant" for r in session.records):
+        session.close_sandbox()
+        client.sessions.delete(session.id)
+        return None
+    return session.id
+
+
+def _fail_json(
+    exc: BaseException,
+    session_id: str | None,
+    cause: BaseException | None = None,
+    *,
+    status: int = 1,
+) -> NoReturn:
+    """Print the error as one JSON line and end the command with ``status``."""
+    line = {
+        "type": "error",
+        "session_id": session_id,
+        "error": {"code": type(exc).__name__, "message": " ".join(str(exc).split())},
+    }
+    click.echo(json.dumps(line, ensure_ascii=False))
+    raise SystemExit(status) from cause or exc
+
+
+async def _json_lines(run: Run) -> RunResult:
+    """Print every event of ``run`` as one JSON object per line; return its result."""
+    async for event in run:
+        click.echo(json.dumps(event_json(event), ensure_ascii=False))
+    return await run
+
+
+def _result_json(session: Session, result: RunResult) -> dict[str, JSONValue]:
+    return {
+        "type": "result",
+        "session_id": session.id,
+        "text": result.text,
+        "steps": result.steps,
+        "finish_reason": result.finish_reason,
+        "usage": dict(result.usage),
+    }
+

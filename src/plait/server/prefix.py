@@ -1,0 +1,44 @@
+"""Ids people can type, on the server: ``/sessions/{session_id}/...`` takes a prefix or ``latest``.
+
+Every router whose paths name a session has :func:`resolve_path_session` as a
+dependency. It runs after the caller is authenticated (it depends on
+:data:`~plait.server.state.Caller`, so nobody learns which ids exist without a
+credential) and before the route reads its path parameters, and replaces the
+``session_id`` path parameter with the full id :func:`plait._prefix.resolve_session_id`
+finds. Routes, the event hub and the run table therefore only ever see full ids.
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from plait._prefix import resolve_session_id
+from plait.errors import AmbiguousSessionIdError
+from plait.server.errors import ApiError
+from plait.server.state import Caller, server_state
+
+__all__ = ["resolve_path_session"]
+
+_FULL = 36
+
+
+async def resolve_path_session(request: Request, who: Caller) -> None:
+    """Put the full session id in place of the prefix (or ``latest``) the path gave.
+
+    A full-length id is left as it is (its route answers for it), so the common
+    case costs nothing.
+
+    Raises:
+        ApiError: 404 ``ambiguous_session_id`` (``details.candidates`` names the
+            matches) when the prefix is shared; 404 ``session_not_found`` when nothing matches.
+    """
+    params = request.path_params
+    given = params.get("session_id")
+    if not isinstance(given, str) or len(given) == _FULL:
+        return
+    try:
+        params["session_id"] = resolve_session_id(server_state(request).client, given)
+    except AmbiguousSessionIdError as exc:
+        raise ApiError(
+            404, "ambiguous_session_id", str(exc), {"candidates": list(exc.candidates)}
+        ) from exc

@@ -1,0 +1,138 @@
+"""``/sessions/{id}/compact``, ``uncompact``, ``context``, ``export``: the web page's other buttons.
+
+Compaction here is the model-free default (masking plus an extractive summary): the
+server spends no model call on a button. ``dry_run`` is the preview the page shows
+before it asks "fold these?". Export answers with the document itself, as an
+attachment named by the whole id (never two sessions' exports under one name).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+
+from plait.errors import NothingToDoError
+from plait.server import schemas as s
+from plait.server.state import Caller, Writer, server_state
+
+__all__ = ["router"]
+
+# Included in the sessions router, whose dependency resolves id prefixes first.
+router = APIRouter(tags=["sessions"])
+
+_TYPES = {"html": "text/html; charset=utf-8", "md": "text/markdown; charset=utf-8"}
+
+
+@router.post("/sessions/{session_id}/compact", response_model=s.CompactOut, summary="Compact")
+async def compact_session(
+    request: Request, session_id: str, body: s.CompactIn, who: Writer
+) -> s.CompactOut:
+    """Fold the older messages into a summary now (nothing is deleted).
+
+    With ``dry_run``, say what would be folded and write nothing. 409 ``nothing_to_do``
+    when nothing is worth folding.
+    """
+    state = server_state(request)
+    session = state.session(session_id)
+    options: dict[str, object] = {}
+    if body.keep_last is not None:
+        options["keep_last"] = body.keep_last
+    if body.dry_run:
+        plan = session.compact_preview(options)
+        if plan is None:
+            raise NothingToDoError("nothing worth folding")
+        return s.CompactOut(
+            session_id=session_id,
+            dry_run=True,
+            compressed=plan.compressed,
+            kept=plan.kept_count,
+            folds=[plan.folds_from, plan.folds_to],
+            summary=None,
+        )
+    done = await session.compact(options)
+    if done is None:
+        raise NothingToDoError("nothing worth folding")
+    state.hub.poke(session_id)
+    return s.CompactOut(
+        session_id=session_id,
+        dry_run=False,
+        compressed=done.compressed,
+        kept=done.kept,
+        folds=[done.folds_from, done.folds_to],
+        summary=done.summary,
+    )
+
+
+@router.post("/sessions/{session_id}/uncompact", response_model=s.OkOut, summary="Uncompact")
+async def uncompact_session(request: Request, session_id: str, who: Writer) -> s.OkOut:
+    """Undo the newest compaction: what it folded shows again (409 when there is none)."""
+    state = server_state(request)
+    state.session(session_id).uncompact()
+    state.hub.poke(session_id)
+    return s.OkOut(ok=True)
+
+
+@router.get("/sessions/{session_id}/context", response_model=s.ContextOut, summary="Context")
+async def session_context(request: Request, session_id: str, who: Caller) -> s.ContextOut:
+    """How full the model's window is, by source; ``report`` is null before the first reply.
+
+    The shares add up to ``used`` (the provider's count, when a reply gave one, can hold
+    what no source accounts for: the ``Unattributed`` share).
+    """
+    report = server_state(request).session(session_id).context()
+    if report is None:
+        return s.ContextOut(session_id=session_id, report=None)
+    return s.ContextOut(
+        session_id=session_id,
+        report=s.ContextReportOut(
+            window=report.window,
+            used=report.used,
+            free=report.free,
+            fraction=report.fraction,
+            from_provider=report.from_provider,
+            measured_by=report.measured_by,
+            partial=report.partial,
+            shares=[s.ShareOut(name=x.name, tokens=x.tokens, items=x.items) for x in report.shares],
+        ),
+    )
+
+
+@router.get(
+    "/sessions/{session_id}/export",
+    summary="Export",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The page (HTML, self-contained, runs no script) or Markdown.",
+            "content": {"text/html": {}, "text/markdown": {}},
+        }
+    },
+)
+async def export_session(
+    request: Request,
+    session_id: str,
+    who: Caller,
+    format: Annotated[Literal["html", "md"], Query()] = "html",
+) -> Response:
+    """The session as the document ``plait export`` writes, as a download."""
+    session = server_state(request).session(session_id)
+    with tempfile.TemporaryDirectory(prefix="plait-export-") as folder:
+        target = Path(folder) / f"page.{format}"
+        if format == "html":
+            session.export(target)
+        else:
+            session.export_markdown(target)
+        body = target.read_bytes()
+    name = f"plait-{session.id}.{format}"
+    return Response(
+        body,
+        media_type=_TYPES[format],
+        headers={
+            "Content-Disposition": f'attachment; filename="{name}"',
+            "X-Content-Type-Options": "nosniff",
+        },
+    )

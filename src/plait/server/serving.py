@@ -1,0 +1,61 @@
+"""Running the application under uvicorn so that it stops at once, streams and all.
+
+uvicorn stops in order: it closes its listening sockets, waits for every open
+response to finish, then runs the application's shutdown. An event stream is a
+response that never finishes by itself, so with a web page open uvicorn waited
+its whole graceful timeout and then cancelled the stream's task mid-write
+(logging a ``CancelledError`` traceback). :class:`StoppingServer` ends every
+event stream first (each observer gets the end of its stream, as when its
+session is deleted; a page reconnects with ``Last-Event-ID`` and loses
+nothing), so there is nothing left to wait for.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Any, Final
+
+import uvicorn
+
+from plait.server.protocol import serve_config
+
+__all__ = ["GRACE_SECONDS", "StoppingServer", "serve_app"]
+
+GRACE_SECONDS: Final = 1
+"""How long a request still being answered (not a stream) may take once stopping begins."""
+
+
+class StoppingServer(uvicorn.Server):
+    """A uvicorn server that calls ``end_streams`` as its shutdown begins.
+
+    Args:
+        config: uvicorn's configuration.
+        end_streams: ends every open event stream (``Hub.close_all``).
+    """
+
+    def __init__(self, config: uvicorn.Config, end_streams: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._end_streams = end_streams
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """End the event streams, then shut down as uvicorn does."""
+        self._end_streams()
+        await super().shutdown(sockets)
+
+
+def serve_app(app: Any, *, host: str, port: int, log_level: str, **limits: Any) -> None:
+    """Serve ``app`` (made by :func:`plait.server.create_app`) until SIGINT or SIGTERM.
+
+    ``limits`` are :func:`plait.server.protocol.serve_config`'s connection limits
+    (``header_timeout``, ``idle_timeout``, ``max_connections``).
+    """
+    config = serve_config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACE_SECONDS,
+        **limits,
+    )
+    StoppingServer(config, app.state.plait.hub.close_all).run()

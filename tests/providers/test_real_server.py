@@ -1,0 +1,139 @@
+"""The OpenAI provider against a real OpenAI-compatible server: llama.cpp's, on 127.0.0.1.
+
+Beside the wire-format replays: the server is llama.cpp's own (from the ``xllamacpp``
+wheel CI installs) serving the embedded SmolLM2 model, so what is checked is what a user
+of a local server meets: streaming, usage, the output limit, a cancelled stream, and a
+server killed in the middle of a reply. Assertions hold for any wording of the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plait.errors import ProviderError
+from plait.providers import (
+    Finish,
+    ModelSettings,
+    OpenAIProvider,
+    Request,
+    TextDelta,
+    Usage,
+    complete,
+)
+from plait.providers.local import default_model_path
+from plait.records import Message
+
+pytest.importorskip("xllamacpp", reason="the [local] extra is not installed")
+pytest.importorskip("openai", reason="the [openai] extra is not installed")
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+QUESTION = [Message("user", "Write a long story about a lighthouse keeper.")]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def _server() -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.providers.llama_server", str(default_model_path()),
+         str(port)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:  # listening is announced; wait until it answers
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield url + "/v1", proc
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    with _server() as (url, _):
+        yield url
+
+
+def _provider(url: str) -> OpenAIProvider:
+    return OpenAIProvider("smollm2", base_url=url, max_retries=0, timeout=60)
+
+
+def test_a_streamed_reply_stops_at_max_tokens(server: str) -> None:
+    request = ModelSettings(max_tokens=20, temperature=0).request(QUESTION, [])
+
+    async def main() -> list[object]:
+        return [e async for e in _provider(server).stream(request)]
+
+    events = asyncio.run(main())
+    texts = [e for e in events if isinstance(e, TextDelta)]
+    assert len(texts) >= 2  # it streamed, piece by piece
+    usage = next(e for e in events if isinstance(e, Usage))
+    assert 0 < usage.output_tokens <= 20 and usage.input_tokens > 0
+    finish = events[-1]
+    assert isinstance(finish, Finish) and finish.reason == "length"
+    assert finish.response_id  # the server's id for the response is kept
+
+
+def test_a_cancelled_stream_leaves_the_server_serving(server: str) -> None:
+    provider = _provider(server)
+
+    async def cancel_after_two() -> None:
+        seen = 0
+        async for event in provider.stream(Request(QUESTION, max_tokens=400)):
+            if isinstance(event, TextDelta):
+                seen += 1
+                if seen == 2:
+                    raise asyncio.CancelledError
+
+    async def main() -> None:
+        task = asyncio.ensure_future(cancel_after_two())
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    reply = asyncio.run(complete(provider, Request([Message("user", "Say hi.")], max_tokens=8)))
+    assert reply.text and reply.usage is not None
+
+
+def test_a_server_killed_mid_reply_is_a_provider_error() -> None:
+    with _server() as (url, proc):
+        provider = _provider(url)
+
+        async def main() -> None:
+            seen = 0
+            async for event in provider.stream(Request(QUESTION, max_tokens=500)):
+                if isinstance(event, TextDelta):
+                    seen += 1
+                    if seen == 3:
+                        proc.kill()
+
+        with pytest.raises(ProviderError):
+            asyncio.run(asyncio.wait_for(main(), timeout=60))

@@ -1,0 +1,97 @@
+"""What the web page needs from the API: typed ids, the drawn lineage, compaction with a
+preview, the context report, export, and lists that tell sessions apart."""
+
+from __future__ import annotations
+
+import xml.dom.minidom
+
+from starlette.testclient import TestClient
+
+from .conftest import Served
+
+
+def _conversation(served: Served, question: str, title: str | None = None) -> str:
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": question}]
+    for i in range(16):
+        messages.append({"role": "assistant" if i % 2 == 0 else "user", "content": f"turn {i}"})
+    return served.client.sessions.create(messages, title=title).id
+
+
+def _shared(a: str, b: str) -> str:
+    n = 0
+    while a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def test_a_prefix_or_latest_names_a_session_in_every_path(api: TestClient, served: Served) -> None:
+    a = _conversation(served, "first?")
+    b = _conversation(served, "second?")
+    shared = _shared(a, b)
+    prefix = a[: len(shared) + 1]
+    assert api.get(f"/sessions/{prefix}").json()["id"] == a
+    assert api.get(f"/sessions/{prefix}/records").json()["session_id"] == a
+    assert api.get("/sessions/latest").json()["id"] == b
+    fork = api.post(f"/sessions/{prefix}/fork", json={})
+    assert fork.status_code == 201 and fork.json()["parent_session_ids"] == [a]
+    ambiguous = api.get(f"/sessions/{shared}")
+    assert ambiguous.status_code == 404
+    error = ambiguous.json()["error"]
+    assert error["code"] == "ambiguous_session_id"
+    assert set(error["details"]["candidates"]) >= {a, b}
+    assert api.get("/sessions/ffff").json()["error"]["code"] == "session_not_found"
+    # Nobody learns which ids exist without a credential.
+    assert api.get(f"/sessions/{shared}", headers={"Authorization": "Bearer no"}).status_code == 401
+
+
+def test_lists_tell_untitled_sessions_apart(api: TestClient, served: Served) -> None:
+    a = _conversation(served, "what is in notes.txt?")
+    _conversation(served, "titled", title="A title")
+    rows = api.get("/sessions").json()["sessions"]
+    row = next(r for r in rows if r["id"] == a)
+    assert row["first_prompt"] == "what is in notes.txt?" and row["source"] == "plait"
+    assert a.startswith(row["short_id"]) and len(row["short_id"]) < 36
+
+
+def test_the_lineage_svg_is_a_drawing_with_its_namespace(api: TestClient, served: Served) -> None:
+    a = _conversation(served, "root")
+    api.post(f"/sessions/{a}/fork", json={})
+    svg = api.get(f"/sessions/{a}/lineage").json()["svg"]
+    root = xml.dom.minidom.parseString(svg).documentElement
+    assert root.tagName == "svg" and root.namespaceURI == "http://www.w3.org/2000/svg"
+    assert len(root.getElementsByTagName("rect")) == 2
+
+
+def test_compact_with_a_preview_then_uncompact(api: TestClient, served: Served) -> None:
+    sid = _conversation(served, "long one")
+    preview = api.post(f"/sessions/{sid}/compact", json={"dry_run": True, "keep_last": 4})
+    assert preview.status_code == 200, preview.text
+    plan = preview.json()
+    assert plan["dry_run"] and plan["compressed"] > 0 and plan["summary"] is None
+    assert len(api.get(f"/sessions/{sid}/history").json()["messages"]) == 17  # nothing written
+    done = api.post(f"/sessions/{sid}/compact", json={"keep_last": 4}).json()
+    assert done["compressed"] == plan["compressed"] and done["summary"]
+    assert api.get(f"/sessions/{sid}/history").json()["messages"][0]["role"] == "summary"
+    assert api.post(f"/sessions/{sid}/uncompact").json() == {"ok": True}
+    again = api.post(f"/sessions/{sid}/uncompact")
+    assert again.status_code == 409 and again.json()["error"]["code"] == "nothing_to_do"
+
+
+def test_context_report_shares_add_up(api: TestClient, served: Served) -> None:
+    sid = _conversation(served, "how full?")
+    report = api.get(f"/sessions/{sid}/context").json()["report"]
+    assert report["window"] > 0 and report["used"] > 0
+    assert sum(share["tokens"] for share in report["shares"]) == report["used"]
+    empty = served.client.sessions.create([{"role": "user", "content": "no reply"}]).id
+    assert api.get(f"/sessions/{empty}/context").json() == {"session_id": empty, "report": None}
+
+
+def test_export_is_a_download_named_by_the_whole_id(api: TestClient, served: Served) -> None:
+    sid = _conversation(served, "export me <b>")
+    page = api.get(f"/sessions/{sid}/export")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    assert f'filename="plait-{sid}.html"' in page.headers["content-disposition"]
+    assert "export me &lt;b&gt;" in page.text
+    md = api.get(f"/sessions/{sid}/export", params={"format": "md"})
+    assert md.headers["content-type"].startswith("text/markdown") and "export me" in md.text
