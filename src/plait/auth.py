@@ -37,6 +37,7 @@ from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any, Final, Literal
 
+from plait._checks import check_int
 from plait._time import from_micros, to_micros
 from plait.errors import (
     AuthError,
@@ -323,6 +324,7 @@ class DurableSessions:
             expires = to_micros(_utc(expires_at, "expires_at"))
         if expires <= created:
             raise InvalidArgumentError("expires_at must be after created_at")
+        check_int(expires, "expires_at in microseconds since the epoch", lo=created)
         attrs = dict(attributes or {})
         try:
             dumps(attrs)
@@ -408,6 +410,32 @@ def _bearer_token(bearer: object) -> str | None:
     return text if text and " " not in text else None
 
 
+def _static_keys(static_keys: object) -> list[tuple[str, str]]:
+    """``(key, principal)`` pairs from a mapping or an iterable of keys, each checked.
+
+    A single string is refused rather than iterated: its characters would each
+    become a one-letter key.
+    """
+    if isinstance(static_keys, str | bytes | bytearray):
+        raise InvalidArgumentError(
+            "static_keys must be a list of keys or a {key: principal} mapping, not one string"
+        )
+    if isinstance(static_keys, Mapping):
+        pairs = list(static_keys.items())
+    elif isinstance(static_keys, Iterable):
+        pairs = [(k, "api-key") for k in static_keys]
+    else:
+        raise InvalidArgumentError(
+            f"static_keys must be a list of keys or a mapping, not {type(static_keys).__name__}"
+        )
+    for key, principal in pairs:
+        if not isinstance(key, str) or not key:
+            raise InvalidArgumentError("each static key must be a non-empty string")
+        if not isinstance(principal, str) or not principal:
+            raise InvalidArgumentError("each static key's principal must be a non-empty string")
+    return pairs
+
+
 def authenticate(
     bearer: str | None,
     *,
@@ -431,15 +459,20 @@ def authenticate(
 
     Returns:
         Who the credential stands for, or None (HTTP 401).
+
+    Raises:
+        InvalidArgumentError: ``static_keys`` is one string (not a list of
+            keys), or holds a key or principal that is not a non-empty string;
+            ``sessions`` is not :class:`DurableSessions`.
     """
+    keys = _static_keys(static_keys)
+    if sessions is not None and not isinstance(sessions, DurableSessions):
+        raise InvalidArgumentError(
+            f"sessions must be DurableSessions or None, not {type(sessions).__name__}"
+        )
     token = _bearer_token(bearer)
     if token is None or not _plausible(token):
         return None
-    keys: Iterable[tuple[str, str]] = (
-        static_keys.items()
-        if isinstance(static_keys, Mapping)
-        else ((k, "api-key") for k in static_keys)
-    )
     presented = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
     matched: str | None = None
     for key, principal in keys:
@@ -733,6 +766,13 @@ def actor_chain(
     return dict(chain) if isinstance(chain, Mapping) else None
 
 
+def _session_arg(value: object, what: str) -> Session:
+    """``value`` if it is a session handle; a plait error instead of an AttributeError later."""
+    if not isinstance(value, Session):
+        raise InvalidArgumentError(f"{what} must be a Session, not {type(value).__name__}")
+    return value
+
+
 def bind_principal(
     session: Session,
     principal: str,
@@ -757,6 +797,7 @@ def bind_principal(
         AuthError: another principal (or other scopes) is bound already.
         InvalidArgumentError: a blank principal or malformed scopes.
     """
+    _session_arg(session, "session")
     if not isinstance(principal, str) or not principal.strip():
         raise InvalidArgumentError("a principal must be a non-blank string")
     chain: dict[str, JSONValue] = {"sub": principal}
@@ -803,6 +844,9 @@ def push_actor(
             has a different chain already.
         ScopeViolationError: ``validate`` and the child claims more than its parent.
     """
+    _session_arg(child, "child")
+    if parent is not None:
+        _session_arg(parent, "parent")
     if not isinstance(actor, str) or not actor.strip():
         raise InvalidArgumentError("an actor name must be a non-blank string")
     if parent is None:
@@ -858,6 +902,7 @@ def act_on(
     Raises:
         InvalidArgumentError: a blank principal or malformed scopes.
     """
+    _session_arg(session, "session")
     if not isinstance(principal, str) or not principal.strip():
         raise InvalidArgumentError("a principal must be a non-blank string")
     existing = actor_chain(session)

@@ -47,6 +47,8 @@ The hierarchy::
 
 from __future__ import annotations
 
+import reprlib
+
 __all__ = [
     "AmbiguousSessionIdError",
     "AuthError",
@@ -85,6 +87,24 @@ __all__ = [
     "ToolError",
     "UnknownOptionError",
 ]
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 210, 120, 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` bounded for an error message: a few levels deep, long parts elided.
+
+    A caller's value may be anything (a list nested a thousand deep, a
+    gigabyte string, a huge int): its plain ``repr`` could raise
+    ``RecursionError`` or fill a log. A string of up to 200 characters (any
+    session id) is shown whole.
+    """
+    try:
+        return _REPR.repr(value)
+    except Exception:  # a hostile __repr__: say what it was, not what it says
+        return f"<{type(value).__name__}>"
 
 
 class PlaitError(Exception):
@@ -150,7 +170,7 @@ class BundleVersionError(InvalidArgumentError):
         self.schema = schema
         self.supported = supported
         super().__init__(
-            f"bundle schema {schema!r} is not one this plait reads ({supported}); "
+            f"bundle schema {shown(schema)} is not one this plait reads ({supported}); "
             "upgrade plait, or export the bundle again with this version"
         )
 
@@ -169,7 +189,7 @@ class SessionNotFoundError(PlaitError, LookupError):
 
     def __init__(self, session_id: object, reason: str = "no such session") -> None:
         self.session_id = session_id
-        super().__init__(f"session {session_id!r}: {reason}")
+        super().__init__(f"session {shown(session_id)}: {reason}")
 
 
 class AmbiguousSessionIdError(SessionNotFoundError):
@@ -190,7 +210,7 @@ class SessionExistsError(PlaitError):
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        super().__init__(f"session {session_id!r} already exists")
+        super().__init__(f"session {shown(session_id)} already exists")
 
 
 class SessionClosedError(PlaitError):
@@ -198,7 +218,9 @@ class SessionClosedError(PlaitError):
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        super().__init__(f"session {session_id!r} is closed; reopen() it or fork() it to continue")
+        super().__init__(
+            f"session {shown(session_id)} is closed; reopen() it or fork() it to continue"
+        )
 
 
 class SessionLockedError(PlaitError):
@@ -211,7 +233,7 @@ class SessionLockedError(PlaitError):
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
         super().__init__(
-            f"session {session_id!r} is open for writing in another process; "
+            f"session {shown(session_id)} is open for writing in another process; "
             "it can be read here but not changed"
         )
 
@@ -237,7 +259,7 @@ class SessionBusyError(PlaitError):
 
     def __init__(self, session_id: str, what: str = "a run") -> None:
         self.session_id = session_id
-        super().__init__(f"session {session_id!r} is busy: {what} is in progress")
+        super().__init__(f"session {shown(session_id)} is busy: {what} is in progress")
 
 
 class RunTimeoutError(PlaitError, TimeoutError):
@@ -255,7 +277,7 @@ class RunTimeoutError(PlaitError, TimeoutError):
         self.session_id = session_id
         self.timeout = timeout
         super().__init__(
-            f"the run on session {session_id!r} passed its timeout of {timeout:g} s; "
+            f"the run on session {shown(session_id)} passed its timeout of {timeout:g} s; "
             "resume() picks it up"
         )
 
@@ -269,7 +291,9 @@ class RunInterruptedError(PlaitError):
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        super().__init__(f"the run on session {session_id!r} was interrupted; resume() picks it up")
+        super().__init__(
+            f"the run on session {shown(session_id)} was interrupted; resume() picks it up"
+        )
 
 
 class NoSandboxError(PlaitError, RuntimeError):
@@ -345,9 +369,9 @@ class ToolArgumentsError(ProviderResponseError):
         self.tool_name = tool_name
         self.call_id = call_id
         self.raw = raw
-        shown = raw if len(raw) <= 200 else raw[:200] + "..."
+        head = raw if len(raw) <= 200 else raw[:200] + "..."
         super().__init__(
-            provider, f"tool call {call_id!r} to {tool_name!r}: arguments {reason}: {shown!r}"
+            provider, f"tool call {call_id!r} to {tool_name!r}: arguments {reason}: {head!r}"
         )
 
 
@@ -395,7 +419,7 @@ class StaleSessionError(StoreError):
         self.expected = expected
         self.actual = actual
         super().__init__(
-            f"session {session_id!r} changed since this handle read it "
+            f"session {shown(session_id)} changed since this handle read it "
             f"(had version {expected}, store has {actual}); refresh() and retry"
         )
 
@@ -444,7 +468,7 @@ class ControllerConflictError(LiveClientError):
         self.session_id = session_id
         self.controller_id = controller_id
         super().__init__(
-            f"session {session_id!r} already has controller {controller_id!r}; "
+            f"session {shown(session_id)} already has controller {shown(controller_id)}; "
             "attach with takeover=True or call takeover() to replace it"
         )
 
@@ -462,9 +486,12 @@ class NotControllerError(LiveClientError):
         self.session_id = session_id
         self.client_id = client_id
         self.controller_id = controller_id
-        now = f"the controller is {controller_id!r}" if controller_id else "it has no controller"
+        now = (
+            f"the controller is {shown(controller_id)}" if controller_id else "it has no controller"
+        )
         super().__init__(
-            f"client {client_id!r} is not the controller of session {session_id!r} ({now})"
+            f"client {shown(client_id)} is not the controller of session "
+            f"{shown(session_id)} ({now})"
         )
 
 
@@ -479,4 +506,6 @@ class ClientNotAttachedError(LiveClientError, LookupError):
     def __init__(self, session_id: str, client_id: str) -> None:
         self.session_id = session_id
         self.client_id = client_id
-        super().__init__(f"client {client_id!r} is not attached to session {session_id!r}")
+        super().__init__(
+            f"client {shown(client_id)} is not attached to session {shown(session_id)}"
+        )

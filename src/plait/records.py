@@ -13,11 +13,13 @@ record has the same ``seq`` in every branch that holds it.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar, Final, Literal, TypeAlias
 
+from plait._checks import check_json
 from plait._ids import new_id
 from plait._time import from_micros, now_micros
 from plait.errors import InvalidMessageError, StoreCorruptError
@@ -56,20 +58,19 @@ MESSAGE_ROLES: Final = ("system", "user", "assistant", "tool", "summary")
 """Roles :func:`record_from_message` accepts; events are written by plait's verbs."""
 
 
-# One encoder, built once: json.dumps with non-default options builds a new encoder per call.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-
-
-def dumps(value: JSONValue) -> str:
+def dumps(value: JSONValue, what: str = "value") -> str:
     """Encode ``value`` as compact JSON, the one way plait writes JSON.
 
+    Every write path (meta, metadata, settings, the scratchpad, event data,
+    tool-call arguments) goes through it, so each gets the same limits:
+    :data:`~plait._checks.MAX_JSON_DEPTH` levels of nesting and
+    :data:`~plait._checks.MAX_JSON_CHARS` characters (:func:`plait._checks.check_json`).
+
     Raises:
-        InvalidMessageError: if ``value`` is not JSON-serializable.
+        InvalidMessageError: if ``value`` is not JSON-serializable, is nested
+            too deep, or is too large.
     """
-    try:
-        return _ENCODE(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidMessageError(f"not JSON-serializable: {exc}") from exc
+    return check_json(value, what)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +309,8 @@ def encode_payload(record: Record) -> str:
         or isinstance(record, SystemRecord)
     ):
         return '{"content":' + _ENCODE_STR(record.content) + "}"
-    return dumps(record.payload)
+    # A tool's output can be long; its size is bounded where it is made, not here.
+    return check_json(record.payload, "the record", max_chars=sys.maxsize)
 
 
 def _checked(record: Record) -> Record:
@@ -442,7 +444,8 @@ def decode_record(
                 **_kind_fields(kind, body),
             )
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, RecursionError) as exc:
+        # RecursionError: JSON nested deeper than the decoder's stack (written by no plait)
         raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc
 
 
@@ -507,13 +510,13 @@ def _tool_call(raw: object, where: str) -> ToolCall:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise InvalidMessageError(
                 f"{where}: tool call {call_id!r} arguments are not JSON: {exc}"
             ) from exc
     if not isinstance(args, Mapping):
         raise InvalidMessageError(f"{where}: tool call {call_id!r} arguments must be an object")
-    dumps(args)
+    dumps(args, f"{where}: tool call arguments")
     return ToolCall(call_id, name, dict(args))
 
 
@@ -567,7 +570,7 @@ def record_from_message(
     if not isinstance(meta, Mapping):
         raise InvalidMessageError(f"{where}: 'meta' must be an object")
     if meta:
-        dumps(meta)
+        dumps(meta, f"{where}: 'meta'")
     text, images = _content_text(message.get("content"), where)
     extra_images = message.get("images", 0)
     if not isinstance(extra_images, int) or isinstance(extra_images, bool) or extra_images < 0:

@@ -80,7 +80,7 @@ class App:
             provider=factory,
             tools=[probe, echo],
             ping_interval=0.2,
-            **options,
+            **{"approval_default": "allow", **options},  # tools run unasked unless a test asks
         )
 
     def close(self) -> None:
@@ -416,7 +416,7 @@ def test_a_cancelled_run_stops_waiting(api: TestClient, served: App) -> None:
     api.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
     run(api, sid, client_id="tui")
     pending(api, sid)
-    assert api.delete(f"/sessions/{sid}/runs/current").json() == {"ok": True}
+    assert api.delete(f"/sessions/{sid}/runs/current?client_id=tui").json() == {"ok": True}
     wait_idle(api, sid)
     assert api.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
     [decision] = events(api, sid, "live_session_permission_decision")

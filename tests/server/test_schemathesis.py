@@ -1,4 +1,5 @@
-"""Schemathesis against the served OpenAPI document, in process: no 5xx, no schema violations.
+"""Schemathesis against the served OpenAPI document, in process: no 5xx, no schema violations,
+and without a valid credential nothing but 401.
 
 Every operation gets generated requests (valid and invalid bodies, odd ids, odd
 query values) with the test key; half the generated session ids are swapped for a
@@ -84,3 +85,32 @@ def test_no_server_errors_and_no_schema_violations(case: Any) -> None:
     if params and "session_id" in params and len(str(params["session_id"])) % 2 == 0:
         params["session_id"] = KNOWN
     case.call_and_validate(headers=AUTH, checks=CHECKS)
+
+
+BAD_CREDENTIALS = (
+    {},
+    {"Authorization": "Bearer not-a-key-0123456789abcdef"},
+    {"Authorization": f"Basic {KEY}"},
+    {"Authorization": "Bearer"},
+)
+
+
+@schema.parametrize()
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+def test_without_a_valid_credential_every_operation_is_401_whatever_the_body(case: Any) -> None:
+    """Valid and invalid bodies, parameters and ids alike: a missing or wrong credential
+    is answered 401 before anything about the request itself (never a 404, 413 or 422)."""
+    params = case.path_parameters
+    if params and "session_id" in params and len(str(params["session_id"])) % 2 == 0:
+        params["session_id"] = KNOWN
+    for headers in BAD_CREDENTIALS:
+        response = case.call(headers=headers)
+        assert response.status_code == 401, (headers, response.status_code, response.text[:200])
+        assert response.json()["error"]["code"] == "unauthorized"
+        challenge = {k.lower(): v for k, v in response.headers.items()}["www-authenticate"]
+        assert challenge in ("Bearer", ["Bearer"])

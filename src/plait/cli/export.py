@@ -19,6 +19,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from plait._checks import MAX_INT
 from plait._files import export_target, write_atomically
 from plait._prefix import resolve_session_id
 from plait.cli._common import (
@@ -179,7 +180,7 @@ def _stats_json(stats: SessionStats) -> dict[str, JSONValue]:
 @click.option(
     "-n",
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INT),
     default=20,
     show_default=True,
     help="Without IDS: the workspace's most recently active sessions, at most this many.",

@@ -1,34 +1,86 @@
 """``plait serve``: the HTTP API, its event streams and the web page (the ``[server]`` extra).
 
-Every API route needs a bearer credential: the keys given with ``--api-key`` or
-in ``$PLAIT_API_KEYS``, else one key minted at start and printed (never a server
-without a credential), and the durable bearer sessions kept in the store. With a
-minted key it also prints an address that signs the web page in once (D133).
+Every API route needs a bearer credential: the keys in ``$PLAIT_API_KEYS`` or in
+the file given with ``--api-key-file`` (``--api-key`` works too, but any user on
+the machine can read a process's command line, so it warns), else one key
+minted at start and shown on the terminal only (on standard error only when
+that is the terminal: redirected, it ends up in a service manager's log; with
+no terminal the command refuses to start rather than run without a credential),
+and the durable bearer sessions kept in the store.
+
+Tool calls with no live controller attached to approve them are denied unless
+the operator passes ``--approval-default allow``; the start message says which.
+With a minted key it also shows, on the terminal, an address that signs the web page
+in once (D133).
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+import sys
+from pathlib import Path
 from typing import Literal
 
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings
+from plait.server import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY
 
 __all__ = ["serve_command"]
+
+_KEYS_ENV = "PLAIT_API_KEYS"
+
+
+def _show_on_terminal(text: str) -> bool:
+    """Write ``text`` to the controlling terminal only; False when there is none."""
+    if sys.stderr.isatty():
+        click.echo(text, err=True)
+        return True
+    try:
+        with open("/dev/tty", "w", encoding="utf-8") as tty:
+            tty.write(text + "\n")
+    except OSError:
+        return False
+    return True
+
+
+def _read_key_file(path: Path) -> str:
+    """The keys in a file (``PLAIT_API_KEYS`` text: one or more, ``principal:key`` allowed)."""
+    try:
+        text = path.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.BadParameter(
+            f"cannot read {path}: {exc}", param_hint="--api-key-file"
+        ) from exc
+    if not text.split():
+        raise click.BadParameter(f"{path} holds no key", param_hint="--api-key-file")
+    if path.stat().st_mode & 0o077:
+        click.echo(
+            f"warning: {path} can be read by other users; chmod 600 it",
+            err=True,
+        )
+    return text
 
 
 @click.command("serve", context_settings=CONTEXT_SETTINGS)
 @click.option("--host", default="127.0.0.1", show_default=True, help="The address to listen on.")
 @click.option("--port", default=8765, show_default=True, type=click.IntRange(0, 65535))
 @click.option(
+    "--api-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="PATH",
+    help="A file holding the static API keys (whitespace-separated; 'principal:key' "
+    "names a key's principal). Also: $PLAIT_API_KEYS. Neither: one key is minted "
+    "and shown on the terminal.",
+)
+@click.option(
     "--api-key",
     "api_keys",
     multiple=True,
     metavar="KEY",
-    help="A static API key (repeat for more; 'principal:key' names its principal). "
-    "Default: $PLAIT_API_KEYS, else one minted now and printed.",
+    help="A static API key (repeat for more). Visible to every user in the process "
+    "list: prefer --api-key-file or $PLAIT_API_KEYS.",
 )
 @click.option(
     "--model",
@@ -44,7 +96,7 @@ __all__ = ["serve_command"]
 @click.option(
     "--approval-default",
     type=click.Choice(["allow", "deny"]),
-    default="allow",
+    default="deny",
     show_default=True,
     help="What a run's tool call gets when no live controller is attached to approve it.",
 )
@@ -56,17 +108,53 @@ __all__ = ["serve_command"]
     metavar="SECONDS",
     help="How long a tool call waits for the controller's answer before it is denied.",
 )
+@click.option(
+    "--max-body",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_BODY,
+    show_default=True,
+    metavar="BYTES",
+    help="The largest request body accepted (larger: 413, unread).",
+)
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_HEADER_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long a connection has to send each request's head before it is closed.",
+)
+@click.option(
+    "--idle-timeout",
+    type=click.IntRange(min=1),
+    default=DEFAULT_IDLE_TIMEOUT,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long an idle keep-alive connection is kept after a response.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Open connections past which new ones are closed at once "
+    "(default: half the process's file-descriptor limit).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_settings
 def serve_command(
     settings: Settings,
     host: str,
     port: int,
+    api_key_file: Path | None,
     api_keys: tuple[str, ...],
     model: str | None,
     builtin_tools: bool,
     approval_default: Literal["allow", "deny"],
     approval_timeout: float,
+    max_body: int,
+    header_timeout: float,
+    idle_timeout: int,
+    max_connections: int | None,
     log_level: str,
 ) -> None:
     """Serve the sessions over HTTP: the API, SSE event streams and a web page."""
@@ -78,25 +166,62 @@ def serve_command(
     from plait.server.serving import serve_app
     from plait.tools import BUILTIN_TOOLS
 
-    keys: str | tuple[str, ...] | None = api_keys or None
+    if api_keys:
+        click.echo(
+            "warning: a key given with --api-key is visible to every user of this machine "
+            "in the process list; use --api-key-file or $PLAIT_API_KEYS",
+            err=True,
+        )
+    given = [*api_keys]
+    if api_key_file is not None:
+        given.extend(_read_key_file(api_key_file).split())
+    given.extend(os.environ.get(_KEYS_ENV, "").replace(",", " ").split())
     minted: str | None = None
-    if keys is None and not os.environ.get("PLAIT_API_KEYS", "").strip():
+    if not given:
         minted = secrets.token_urlsafe(32)
-        keys = (minted,)
-        click.echo(f"API key for this server (pass it as a bearer token): {minted}", err=True)
+        # The sign-in address holds the key too: it goes where the key goes, never to a log.
+        shown = _show_on_terminal(
+            f"API key for this server (shown once; pass it as a bearer token): {minted}\n"
+            + _sign_in_line(host, port, minted)
+        )
+        if not shown:
+            raise click.ClickException(
+                "no API key: set $PLAIT_API_KEYS or pass --api-key-file "
+                "(a minted key is shown only on a terminal, never in a log)"
+            )
+        given.append(minted)
     client = Client(settings.workspace, store=settings.store)
     app = create_app(
         client,
-        api_keys=keys,
+        api_keys=given,
         provider=model,
         tools=BUILTIN_TOOLS if builtin_tools else (),
         approval_default=approval_default,
         approval_timeout=approval_timeout,
+        max_body=max_body,
     )
     click.echo(f"plait serving {settings.store} on http://{host}:{port}/", err=True)
-    click.echo(_sign_in_line(host, port, minted), err=True)
+    if approval_default == "deny":
+        policy = "denied (--approval-default allow runs them unasked)"
+    else:
+        policy = "allowed unasked (--approval-default allow)"
+    tools = "the built-in tools" if builtin_tools else "no tools (--builtin-tools offers them)"
+    click.echo(
+        f"runs get {tools}; a tool call with no live controller to approve it is {policy}",
+        err=True,
+    )
+    if minted is None:
+        click.echo(_sign_in_line(host, port, None), err=True)
     try:
-        serve_app(app, host=host, port=port, log_level=log_level)
+        serve_app(
+            app,
+            host=host,
+            port=port,
+            log_level=log_level,
+            header_timeout=header_timeout,
+            idle_timeout=idle_timeout,
+            max_connections=max_connections,
+        )
     finally:
         client.close()
 

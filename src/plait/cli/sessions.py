@@ -9,6 +9,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from plait._checks import MAX_INT
 from plait._prefix import describe, resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
@@ -48,7 +49,7 @@ def sessions_group() -> None:
 @click.option(
     "-n",
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INT),
     default=20,
     show_default=True,
     help="Show at most this many sessions.",
@@ -108,7 +109,7 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
 )
 @click.option(
     "--tail",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INT),
     default=None,
     metavar="N",
     help="Show the last N records instead (events included).",
@@ -172,7 +173,7 @@ def tree(settings: Settings, session_id: str) -> None:
 @click.argument("session_id", metavar="ID")
 @click.option(
     "--at",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=MAX_INT),
     default=None,
     metavar="N",
     help="Keep only the first N messages (fork_at).",

@@ -8,6 +8,7 @@ rows of tokens that expired.
 from __future__ import annotations
 
 import re
+import sys
 from datetime import timedelta
 from typing import Final
 
@@ -20,6 +21,7 @@ __all__ = ["token_group"]
 
 _DURATION: Final = re.compile(r"^\s*(\d+)\s*([smhdw]?)\s*$")
 _UNIT: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_MAX_TTL: Final = 100 * 366 * 86400
 
 
 def _ttl(value: str) -> timedelta:
@@ -27,7 +29,10 @@ def _ttl(value: str) -> timedelta:
     found = _DURATION.match(value)
     if found is None or int(found.group(1)) == 0:
         raise click.BadParameter(f"{value!r} is not a duration such as 3600, 45m, 12h, 30d, 2w")
-    return timedelta(seconds=int(found.group(1)) * _UNIT[found.group(2)])
+    seconds = int(found.group(1)) * _UNIT[found.group(2)]
+    if seconds > _MAX_TTL:
+        raise click.BadParameter(f"{value!r} is longer than the longest lifetime, 100 years")
+    return timedelta(seconds=seconds)
 
 
 @click.group("token", context_settings=CONTEXT_SETTINGS)
@@ -73,7 +78,12 @@ def create_command(
 @click.argument("token")
 @pass_settings
 def expire_command(settings: Settings, token: str) -> None:
-    """Revoke TOKEN now (exit 1 if it was unknown or already expired)."""
+    """Revoke TOKEN now (exit 1 if it was unknown or already expired).
+
+    TOKEN ``-`` reads it from standard input, out of the process list other users can read.
+    """
+    if token == "-":
+        token = sys.stdin.read().strip()
     client = open_client(settings)
     if not DurableSessions(client.store).expire(token):
         raise click.ClickException("no live token like that: unknown or already expired")

@@ -24,7 +24,7 @@ from bisect import bisect_left
 from typing import Final
 
 from plait._time import from_micros, now_micros
-from plait.errors import SessionNotFoundError
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.interop._source import Item, Parsed, Source, as_str
 from plait.records import JSONValue, SummaryRecord, dumps
 from plait.session import Session
@@ -49,8 +49,11 @@ def to_jsonl(session: Session, *, header: bool = True) -> str:
         The JSONL text, one line per message, ending with a newline.
 
     Raises:
+        InvalidArgumentError: ``session`` is not a Session.
         SessionNotFoundError: the session is not stored.
     """
+    if not isinstance(session, Session):
+        raise InvalidArgumentError(f"to_jsonl takes a Session, not {type(session).__name__}")
     snap = session.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id, "not stored")

@@ -89,6 +89,7 @@ from plait.errors import (
     InvalidArgumentError,
     InvalidMessageError,
     SessionNotFoundError,
+    shown,
 )
 from plait.interop._read import read_head, read_source
 from plait.records import (
@@ -524,11 +525,14 @@ def export_bundle(
         The bundle, a JSON-ready dict.
 
     Raises:
-        InvalidArgumentError: an unknown mode, a bad pattern, or patterns with ``local``.
+        InvalidArgumentError: not a Session, an unknown mode, a bad pattern, or
+            patterns with ``local``.
         SessionNotFoundError: the session is not stored.
     """
-    if mode not in MODES:
-        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if not isinstance(session, Session):
+        raise InvalidArgumentError(f"a bundle is made of a Session, not {type(session).__name__}")
+    if not isinstance(mode, str) or mode not in MODES:
+        raise InvalidArgumentError(f"mode must be one of {', '.join(MODES)}, got {shown(mode)}")
     patterns = _patterns(redact)
     if mode == "local" and patterns:
         raise InvalidArgumentError("a local bundle redacts nothing; drop redact or pick sanitized")

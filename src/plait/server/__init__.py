@@ -15,14 +15,28 @@ page. Why it is built this way: decisions D80-D89 in docs/decisions/.
 from __future__ import annotations
 
 import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import MissingDependencyError
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-__all__ = ["REQUIRED_MODULES", "create_app", "require_server_extra"]
+__all__ = [
+    "DEFAULT_HEADER_TIMEOUT",
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_BODY",
+    "REQUIRED_MODULES",
+    "create_app",
+    "require_server_extra",
+]
+
+DEFAULT_MAX_BODY: Final = 8 * 1024 * 1024
+"""The largest request body a server accepts by default, in bytes (8 MiB)."""
+DEFAULT_HEADER_TIMEOUT: Final = 10.0
+"""Seconds a connection has to send a complete request head."""
+DEFAULT_IDLE_TIMEOUT: Final = 5
+"""Seconds an idle keep-alive connection is kept after a response (uvicorn's own default)."""
 
 REQUIRED_MODULES = ("fastapi", "starlette", "uvicorn")
 """What the ``[server]`` extra brings; each is checked before the service is imported."""

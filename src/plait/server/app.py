@@ -34,9 +34,11 @@ from plait.errors import InvalidArgumentError, PlaitError
 from plait.live import LiveClients
 from plait.providers import Provider
 from plait.records import JSONValue
+from plait.server import DEFAULT_MAX_BODY
 from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
+from plait.server.guard import RequestGuard
 from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
@@ -59,6 +61,7 @@ _ERRORS: Final = {
     ),
     "404": "No such session or client (`session_not_found`, `client_not_attached`, ...).",
     "409": "The session's state forbids it now (`session_busy`, `session_closed`, ...).",
+    "413": "The request body is larger than the server accepts (`payload_too_large`).",
     "422": "The request is malformed (`invalid_request`, `invalid_argument`, ...).",
 }
 _RUN_ERRORS: Final = {
@@ -184,7 +187,8 @@ def create_app(
     ping_interval: float = 15.0,
     max_queue: int = DEFAULT_MAX_QUEUE,
     approval_timeout: float = 60.0,
-    approval_default: ApprovalDefault = "allow",
+    approval_default: ApprovalDefault = "deny",
+    max_body: int = DEFAULT_MAX_BODY,
 ) -> FastAPI:
     """Build the HTTP service over a client's sessions.
 
@@ -208,11 +212,13 @@ def create_app(
             controller's answer (``POST /sessions/{id}/approvals/{call_id}``)
             before it is denied.
         approval_default: what a tool call gets when no controller is
-            attached: ``allow`` (the default: tools run unasked, as before
-            approvals) or ``deny``.
+            attached: ``deny`` (the default: nobody asked, nothing runs) or
+            ``allow`` (tools run unasked).
+        max_body: the largest request body accepted, in bytes (8 MiB by
+            default); a larger one is 413 ``payload_too_large``, unread.
 
     Raises:
-        InvalidArgumentError: a bad interval, queue size, timeout or default.
+        InvalidArgumentError: a bad interval, queue size, timeout, default or body limit.
     """
     if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
         raise InvalidArgumentError("ping_interval must be a number of seconds")
@@ -226,6 +232,8 @@ def create_app(
         or approval_timeout <= 0
     ):
         raise InvalidArgumentError("approval_timeout must be a positive number of seconds")
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise InvalidArgumentError("max_body must be a positive number of bytes")
     if approval_default not in APPROVAL_DEFAULTS:
         raise InvalidArgumentError(
             f"approval_default must be 'allow' or 'deny', not {approval_default!r}"
@@ -292,8 +300,13 @@ def create_app(
                 state.client.release_idle()
 
     _install_errors(app)
-    for module in (sessions, runs, approvals, events, live, auth):
-        app.include_router(module.router)
+    routers = [m.router for m in (sessions, runs, approvals, events, live, auth)]
+    for router in routers:
+        app.include_router(router)
     mount_web(app)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
+    # Outermost: the credential is checked and the body bounded before anything reads it.
+    app.add_middleware(
+        RequestGuard, fastapi_app=app, routers=routers, state=state, max_body=max_body
+    )
     return app

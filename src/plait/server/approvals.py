@@ -3,8 +3,8 @@
 A run started through the API gets an ``on_approval`` from :func:`approver`.
 Before each tool call it reads the session's controller:
 
-* none attached: the server's ``approval_default`` answers (``allow``, the
-  behaviour before approvals existed, unless the operator chose ``deny``);
+* none attached: the server's ``approval_default`` answers (``deny``: with
+  nobody to ask, nothing runs, unless the operator chose ``allow``);
 * one attached: the request is recorded with
   :meth:`plait.live.LiveClients.route_permission` (the
   ``live_session_permission_route`` event: the controller owns it), an

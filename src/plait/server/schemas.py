@@ -8,9 +8,11 @@ Request bodies forbid unknown keys: a misspelt option is a 422, never ignored
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from plait._checks import check_json
 
 __all__ = [
     "ApprovalIn",
@@ -32,6 +34,7 @@ __all__ = [
     "ForkAtIn",
     "ForkIn",
     "HeartbeatIn",
+    "MAX_CLIENT_METADATA",
     "LineageBoxOut",
     "LineageOut",
     "LiveChangeOut",
@@ -63,6 +66,35 @@ __all__ = [
 _NON_BLANK = r"\S"
 ClientId = Field(min_length=1, max_length=200, pattern=r"^\S(.*\S)?$")
 JsonObject = dict[str, Any]
+
+MAX_CLIENT_METADATA: Final = 4096
+"""The longest a live client's metadata may be, as JSON, in characters.
+
+Any credential may attach an observer and heartbeat, and each change is kept in
+the store and the transcript: what a reader may write stays small.
+"""
+_CLIENT_METADATA_DEPTH: Final = 8
+
+
+def _small_metadata(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if value is not None:
+        check_json(
+            value,
+            "a live client's metadata",
+            max_depth=_CLIENT_METADATA_DEPTH,
+            max_chars=MAX_CLIENT_METADATA,
+        )
+    return value
+
+
+ClientMetadata = Annotated[
+    JsonObject | None,
+    AfterValidator(_small_metadata),
+    Field(
+        description=f"Small JSON about the client: at most {MAX_CLIENT_METADATA} characters "
+        f"as JSON, {_CLIENT_METADATA_DEPTH} levels deep (else 422)."
+    ),
+]
 
 
 class _In(BaseModel):
@@ -187,6 +219,9 @@ class CloseIn(_In):
 
     status: str | JsonObject | None = Field(
         default=None, description="A reason (``timeout``) or a dict such as {reason: ...}."
+    )
+    client_id: str | None = Field(
+        default=None, description="The live controller, when one is attached (else 403)."
     )
 
 
@@ -405,40 +440,40 @@ class AttachIn(_In):
     client_id: str = ClientId
     mode: Literal["observer", "controller"] = "observer"
     takeover: bool = False
-    metadata: JsonObject | None = None
+    metadata: ClientMetadata = None
 
 
 class TakeoverIn(_In):
     """``POST /sessions/{id}/clients/{client_id}/takeover``."""
 
-    metadata: JsonObject | None = None
+    metadata: ClientMetadata = None
 
 
 class HeartbeatIn(_In):
     """``POST /sessions/{id}/clients/{client_id}/heartbeat``."""
 
-    metadata: JsonObject | None = None
+    metadata: ClientMetadata = None
 
 
 class ReleaseIn(_In):
     """``POST /sessions/{id}/clients/{client_id}/release``."""
 
-    reason: str | None = None
-    metadata: JsonObject | None = None
+    reason: str | None = Field(default=None, max_length=1000)
+    metadata: ClientMetadata = None
 
 
 class ClientInjectIn(_In):
     """``POST /sessions/{id}/clients/{client_id}/inject``: the controller's prompt."""
 
     content: str = Field(min_length=1, max_length=1_000_000, pattern=_NON_BLANK)
-    metadata: JsonObject | None = None
+    metadata: ClientMetadata = None
 
 
 class PermissionIn(_In):
     """``POST /sessions/{id}/clients/{client_id}/permissions``."""
 
     request: JsonObject
-    metadata: JsonObject | None = None
+    metadata: ClientMetadata = None
 
 
 class PermissionOut(_Out):

@@ -18,6 +18,8 @@ from typing import Any, Final
 
 import uvicorn
 
+from plait.server.protocol import serve_config
+
 __all__ = ["GRACE_SECONDS", "StoppingServer", "serve_app"]
 
 GRACE_SECONDS: Final = 1
@@ -42,9 +44,18 @@ class StoppingServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def serve_app(app: Any, *, host: str, port: int, log_level: str) -> None:
-    """Serve ``app`` (made by :func:`plait.server.create_app`) until SIGINT or SIGTERM."""
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=GRACE_SECONDS
+def serve_app(app: Any, *, host: str, port: int, log_level: str, **limits: Any) -> None:
+    """Serve ``app`` (made by :func:`plait.server.create_app`) until SIGINT or SIGTERM.
+
+    ``limits`` are :func:`plait.server.protocol.serve_config`'s connection limits
+    (``header_timeout``, ``idle_timeout``, ``max_connections``).
+    """
+    config = serve_config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=GRACE_SECONDS,
+        **limits,
     )
     StoppingServer(config, app.state.plait.hub.close_all).run()

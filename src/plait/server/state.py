@@ -29,6 +29,7 @@ from plait.tools import Tool
 
 __all__ = [
     "APPROVAL_DEFAULTS",
+    "CALLER_KEY",
     "OWNER_KEY",
     "WRITE_SCOPE",
     "ApprovalDefault",
@@ -45,6 +46,9 @@ __all__ = [
 
 WRITE_SCOPE = "write"
 """The scope a durable bearer session needs to change anything (when it names scopes)."""
+
+CALLER_KEY: Final = "plait.caller"
+"""Where the request's scope state keeps the caller the guard authenticated."""
 
 OWNER_KEY: Final = "principal"
 """The key of a live client's metadata that names the principal that attached it (D102)."""
@@ -105,8 +109,8 @@ class ServerState:
     owns_client: bool
     approval_timeout: float = 60.0
     """Seconds a tool call waits for the controller's answer before it is denied."""
-    approval_default: ApprovalDefault = "allow"
-    """What a tool call gets when no controller is attached (``allow``: as before D104)."""
+    approval_default: ApprovalDefault = "deny"
+    """What a tool call gets when no controller is attached (``deny``: nobody asked)."""
     runs: dict[str, RunEntry] = field(default_factory=dict)
     approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
     """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
@@ -201,6 +205,9 @@ async def caller(
     Raises:
         ApiError: 401 ``unauthorized`` for a missing, unknown or expired credential.
     """
+    checked = request.scope.get("state", {}).get(CALLER_KEY)
+    if isinstance(checked, Authenticated):  # the guard checked it before the body was read
+        return checked
     state = server_state(request)
     token = credentials.credentials if credentials is not None else None
     found = (

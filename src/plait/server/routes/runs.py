@@ -6,8 +6,9 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from plait._ids import new_id
@@ -252,10 +253,22 @@ async def steer_run(request: Request, session_id: str, body: s.SteerIn, who: Wri
 @router.delete(
     "/sessions/{session_id}/runs/current", response_model=s.OkOut, summary="Cancel the run"
 )
-async def cancel_run(request: Request, session_id: str, who: Writer) -> s.OkOut:
-    """Interrupt the run in progress; what it recorded stays valid (resume picks it up)."""
+async def cancel_run(
+    request: Request,
+    session_id: str,
+    who: Writer,
+    client_id: Annotated[
+        str | None,
+        Query(min_length=1, max_length=200, description="The live controller, when one is."),
+    ] = None,
+) -> s.OkOut:
+    """Interrupt the run in progress; what it recorded stays valid (resume picks it up).
+
+    With a live controller attached only it may cancel (``?client_id=``), else 403.
+    """
     state = server_state(request)
-    state.session(session_id)
+    session = state.session(session_id)
+    state.check_driver(session, client_id, who)
     entry = state.runs.get(session_id)
     if entry is None:
         raise NothingToDoError(f"no run is in progress on session {session_id}")

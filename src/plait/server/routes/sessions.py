@@ -284,9 +284,13 @@ async def fork_at_session(
 async def close_session(
     request: Request, session_id: str, body: s.CloseIn, who: Writer
 ) -> s.SessionDetail:
-    """Close the session, recording ``agent_session_closed`` with the status."""
+    """Close the session, recording ``agent_session_closed`` with the status.
+
+    With a live controller attached only it may close (``client_id``), else 403.
+    """
     state = _state(request)
     session = state.session(session_id)
+    state.check_driver(session, body.client_id, who)
     status: Any = body.status
     session.close(status)
     state.hub.poke(session_id)
