@@ -315,11 +315,6 @@ def test_the_label_checks() -> None:
             check_name(bad_name, "lineage_operator")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs session/_values.py clean_title to return "
-    "plait._checks.clean_title(title, MAX_TITLE)",
-)
 def test_a_title_with_control_characters_is_refused(client: Client) -> None:
     s = client.session
     s.inject({"role": "user", "content": "hi"})
@@ -330,11 +325,6 @@ def test_a_title_with_control_characters_is_refused(client: Client) -> None:
         client.sessions.create([], title="x\x00")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs session/host.py SessionHost.create_session to check the operator with "
-    "plait._checks.check_name(operator, 'lineage_operator')",
-)
 def test_a_lineage_operator_that_is_not_text_is_refused(client: Client) -> None:
     for bad in (b"Session.import", 7, "a\x00b"):
         with pytest.raises(InvalidArgumentError):
@@ -342,20 +332,11 @@ def test_a_lineage_operator_that_is_not_text_is_refused(client: Client) -> None:
     assert client.sessions.list() == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs client.py _check_limit to be plait._checks.check_int(limit, 'limit', lo=1)",
-)
 def test_a_huge_list_limit_is_refused(client: Client) -> None:
     with pytest.raises(InvalidArgumentError):
         client.sessions.list(limit=2**70)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs session/host.py, session/branching.py, session/settings.py and client.py to "
-    "name a bad id with plait.errors.shown, not !r",
-)
 def test_a_deeply_nested_id_is_unknown_not_a_recursion_error(client: Client) -> None:
     with pytest.raises((SessionNotFoundError, InvalidArgumentError)):
         client.open(DEEP)

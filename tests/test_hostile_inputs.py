@@ -99,30 +99,14 @@ LEAKS: dict[str, tuple[tuple[str, ...], str]] = {
     "SessionCollection.open_elsewhere": (("TypeError",), "client.py: the workspace argument"),
     "SessionCollection.stamp": (("TypeError",), "client.py: the workspace argument"),
     "seed_from_jsonl": (("TypeError",), "interop/_seed.py: path must be a str or PathLike"),
-    "Session.fork": (
-        ("TypeError", "UnicodeEncodeError", "ValueError"),
-        "session/branching.py: the workspace argument is a usable path",
-    ),
-    "Session.fork_at": (("TypeError",), "session/branching.py: the workspace argument"),
-    "Session.restore_workspace": (
-        ("TypeError",),
-        "session/_workspace_verbs.py: the folder argument is a usable path",
-    ),
     "open_store": (
         ("UnicodeEncodeError", "ValueError"),
         "store/__init__.py open_store: a path with NUL or a lone surrogate",
     ),
-    "Session.workspace_checkpoint": (
-        ("AttributeError",),
-        "session/_workspace_verbs.py: the sandbox argument's type",
-    ),
 }
 
 # verb -> where it writes before it refuses (a half-done write to make whole).
-WRITES_THEN_RAISES: dict[str, str] = {
-    "Session.fork_at": "fork_at(1, workspace='') stores the branch, then NothingToDoError",
-    "Session.restore_workspace": "stores the sandbox setting, then NothingToDoError",
-}
+WRITES_THEN_RAISES: dict[str, str] = {}
 
 
 class World:

@@ -11,9 +11,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from plait._checks import check_int
 from plait._ids import is_session_id
 from plait._time import from_micros
-from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError
+from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError, shown
 from plait.lineage import Ancestry
 from plait.records import AssistantRecord, JSONValue, Message, Record
 from plait.session import (
@@ -114,9 +115,7 @@ class SessionStats:
 
 
 def _check_limit(limit: object) -> int:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
-        raise InvalidArgumentError(f"limit must be a positive int, got {limit!r}")
-    return limit
+    return check_int(limit, "limit", lo=1)
 
 
 class SessionCollection:
@@ -356,7 +355,7 @@ class Client(SessionHost):
             except SessionNotFoundError:
                 if not isinstance(session_id, str) or not is_session_id(session_id):
                     raise InvalidArgumentError(
-                        f"{session_id!r} is not a valid session id"
+                        f"{shown(session_id)} is not a valid session id"
                     ) from None
             else:
                 if settings and any(handle.settings.get(k) != v for k, v in settings.items()):

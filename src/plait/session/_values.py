@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
+from plait import _checks
+from plait._files import usable_path
 from plait.errors import InvalidArgumentError, UnknownOptionError
 from plait.providers import Usage
 from plait.records import AssistantRecord, JSONValue, Record, dumps
@@ -22,6 +25,7 @@ __all__ = [
     "Snapshot",
     "check_count",
     "clean_title",
+    "folder_path",
     "json_object",
     "validate_workspace_policy",
 ]
@@ -56,16 +60,24 @@ def json_object(value: object, what: str) -> dict[str, JSONValue]:
     return out
 
 
+def folder_path(folder: object) -> str:
+    """``folder`` as an absolute path the file system can name (str or PathLike).
+
+    Raises:
+        InvalidArgumentError: another type, empty, a NUL, or text it cannot encode.
+    """
+    if not isinstance(folder, str | os.PathLike):
+        raise InvalidArgumentError(f"a folder is a str or a path, not {type(folder).__name__}")
+    raw = os.fspath(folder)
+    return os.path.abspath(usable_path(raw, folder))
+
+
 def clean_title(title: object) -> str:
-    """Collapse white space and trim; blank or over MAX_TITLE characters is an error."""
-    if not isinstance(title, str):
-        raise InvalidArgumentError(f"a title must be a string, not {type(title).__name__}")
-    clean = " ".join(title.split())
-    if not clean:
-        raise InvalidArgumentError("a title cannot be blank")
-    if len(clean) > MAX_TITLE:
-        raise InvalidArgumentError(f"a title is at most {MAX_TITLE} characters ({len(clean)})")
-    return clean
+    """Collapse white space and trim; blank, over MAX_TITLE characters or control text is an error.
+
+    A title is drawn in terminals, pages and SVG: no NUL, ESC or other control character.
+    """
+    return _checks.clean_title(title, MAX_TITLE)
 
 
 def validate_workspace_policy(policy: object) -> dict[str, JSONValue]:

@@ -16,7 +16,7 @@ from plait.providers import ModelSettings
 from plait.records import JSONValue
 from plait.sandbox import FileChange, Sandbox, SandboxPolicy
 from plait.session import binding, checkpoints, runs, settings
-from plait.session._values import RootResult, check_count
+from plait.session._values import RootResult, check_count, folder_path
 from plait.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -64,6 +64,9 @@ class WorkspaceVerbs:
         Args:
             context: the tool context whose workspace to record (default: the session's).
         """
+        if context is not None and not isinstance(context, ToolContext):
+            kind = type(context).__name__
+            raise InvalidArgumentError(f"context must be a ToolContext, not {kind}")
         folder = (context or self.tool_context()).root
         return checkpoints.take(self._head, folder)
 
@@ -79,13 +82,15 @@ class WorkspaceVerbs:
             InvalidArgumentError: ``at`` is negative or past the transcript.
             NothingToDoError: no tool call of the session recorded its workspace.
         """
-        row = self._head.fresh()
         check_count(at, "at")
+        given = Path(folder_path(folder)) if folder is not None else None
+        row = self._head.fresh()
         if at > row.layout.length:
             raise InvalidArgumentError(f"at={at} but the session has {row.layout.length} messages")
-        target = Path(folder) if folder is not None else self.tool_context().root
         records = self._head.store.read(row, row.layout.view_start, row.layout.end_seq)
-        checkpoints.restore(self._head, records, at, target)
+        checkpoint = checkpoints.checkpoint_at(records, at)  # refuse before anything is written
+        target = given if given is not None else self.tool_context().root
+        checkpoints.checkpoints_of(self._head.store).restore(target, checkpoint)
         return str(target)
 
     def diff_files(self, a: int, b: int) -> tuple[FileChange, ...]:

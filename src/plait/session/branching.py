@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from plait._ids import is_session_id, new_id
-from plait.errors import InvalidArgumentError
+from plait.errors import InvalidArgumentError, shown
 from plait.layout import Layout, branch, find_message, merge_copies, shared_prefix
 from plait.records import JSONValue, Record
 from plait.session._values import SETTINGS, check_count
@@ -37,7 +37,7 @@ def branch_row(
 ) -> SessionRow:
     """The new row of a branch of ``row``: settings and scratchpad inherited, nothing else."""
     if dst is not None and not is_session_id(dst):
-        raise InvalidArgumentError(f"{dst!r} is not a valid session id")
+        raise InvalidArgumentError(f"{shown(dst)} is not a valid session id")
     meta: dict[str, JSONValue] = {}
     if SETTINGS in row.metadata:
         meta[SETTINGS] = row.metadata[SETTINGS]

@@ -7,8 +7,9 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
+from plait._checks import check_name
 from plait._ids import is_session_id, new_id
-from plait.errors import InvalidArgumentError, SessionNotFoundError, StoreCorruptError
+from plait.errors import InvalidArgumentError, SessionNotFoundError, StoreCorruptError, shown
 from plait.layout import Layout
 from plait.records import JSONValue, record_from_message
 from plait.session._values import clean_title, json_object
@@ -124,7 +125,9 @@ class SessionHost:
             SessionExistsError: ``session_id`` is taken.
         """
         if session_id is not None and not is_session_id(session_id):
-            raise InvalidArgumentError(f"{session_id!r} is not a valid session id")
+            raise InvalidArgumentError(f"{shown(session_id)} is not a valid session id")
+        if operator is not None:
+            operator = check_name(operator, "lineage_operator")
         if isinstance(messages, Mapping | str | bytes):
             raise InvalidArgumentError("messages must be a list of message dicts")
         records = [record_from_message(m, seq=i) for i, m in enumerate(messages)]

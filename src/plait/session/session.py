@@ -36,6 +36,7 @@ from plait.session._values import (
     ScratchpadUpdate,
     Snapshot,
     check_count,
+    folder_path,
     json_object,
 )
 from plait.session._workspace_verbs import WorkspaceVerbs
@@ -494,9 +495,10 @@ class Session(RunVerbs, WorkspaceVerbs):
         """
         if workspace is None:
             return self._spawn(branching.fork_row(self._head, dst))
+        folder = folder_path(workspace)
         checkpoint = self.workspace_checkpoint()
         branch = self._spawn(branching.fork_row(self._head, dst))
-        return self._own_workspace(branch, workspace, checkpoint)
+        return self._own_workspace(branch, folder, checkpoint)
 
     def fork_at(
         self,
@@ -513,17 +515,18 @@ class Session(RunVerbs, WorkspaceVerbs):
             workspace: a folder for the branch's own copy of the files as they were
                 after those messages (from the workspace checkpoints).
         """
+        if workspace is None:
+            return self._spawn(branching.fork_at_row(self._head, keep_first, dst))
+        folder = folder_path(workspace)
+        row = self._head.fresh()
+        records = context.view(self._head, row)
+        # Refused before anything is written: no branch without its files.
+        checkpoint = checkpoints.checkpoint_at(records, check_count(keep_first, "keep_first"))
         branch = self._spawn(branching.fork_at_row(self._head, keep_first, dst))
-        if workspace is not None:
-            self.restore_workspace(keep_first, workspace)
-            self._own_workspace(branch, workspace, None)
-        return branch
+        return self._own_workspace(branch, folder, checkpoint)
 
-    def _own_workspace(
-        self, branch: Session, folder: str | os.PathLike[str], checkpoint: str | None
-    ) -> Session:
-        """Point ``branch`` at ``folder`` (same backend and policy), filled if ``checkpoint``."""
-        target = os.path.abspath(os.fspath(folder))
+    def _own_workspace(self, branch: Session, target: str, checkpoint: str | None) -> Session:
+        """Point ``branch`` at ``target`` (same backend and policy), filled from ``checkpoint``."""
         if checkpoint is not None:
             checkpoints.checkpoints_of(self.store).restore(target, checkpoint)
         os.makedirs(target, exist_ok=True)

@@ -13,7 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from plait.compaction import self_compaction_default
-from plait.errors import InvalidArgumentError
+from plait.errors import InvalidArgumentError, shown
 from plait.records import JSONValue, dumps
 from plait.session._values import (
     MOUNT_MODES,
@@ -61,7 +61,7 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
 def set_metadata(head: Head, key: str, value: JSONValue) -> None:
     """Store one top-level metadata value (None removes it), in one compare-and-set write."""
     if not isinstance(key, str) or not key.strip() or key == SETTINGS:
-        raise InvalidArgumentError(f"not a metadata key one may set: {key!r}")
+        raise InvalidArgumentError(f"not a metadata key one may set: {shown(key)}")
     dumps({key: value})
     head.require()
 
@@ -127,13 +127,13 @@ def add_root(head: Head, root: str, mount_mode: str | None, mounted_at: str | No
     mode = mount_mode or str(workspace_policy(settings)["default_mount_mode"])
     if mode not in MOUNT_MODES:
         raise InvalidArgumentError(
-            f"mount_mode must be one of {', '.join(MOUNT_MODES)}, not {mode!r}"
+            f"mount_mode must be one of {', '.join(MOUNT_MODES)}, not {shown(mode)}"
         )
     if not isinstance(root, str) or not root:
         raise InvalidArgumentError("root must be a folder path")
     folder = os.path.abspath(os.path.expanduser(root))
     if not os.path.isdir(folder):
-        return RootResult(False, None, f"{root!r} is not an existing folder")
+        return RootResult(False, None, f"{shown(root)} is not an existing folder")
     name = mounted_at or os.path.basename(folder.rstrip(os.sep)) or folder
     mounted = roots(settings)
     if any(r["mounted_at"] == name for r in mounted):
