@@ -102,7 +102,7 @@ def chat(tmp_path: Path) -> Iterator[tuple[Pane, Path, Path]]:
     box.mkdir()
     command = [sys.executable, str(driver), "--store", str(db), "--workspace", str(ws),
                "chat", "--dir", str(box)]
-    pane = Pane(f"plait-chat-{tmp_path.name}", command, tmp_path)
+    pane = Pane(f"plait-chat-{os.getpid()}-{tmp_path.name}", command, tmp_path)
     try:
         yield pane, db, ws
     finally:
@@ -177,7 +177,7 @@ def test_continuing_shows_the_last_turns(tmp_path: Path) -> None:
         s.inject_many([{"role": "user", "content": "what is plait?"},
                        {"role": "assistant", "content": "A session layer."}])
         s.rename("About plait")
-    pane = Pane(f"plait-chat-c-{tmp_path.name}",
+    pane = Pane(f"plait-chat-c-{os.getpid()}-{tmp_path.name}",
                 [sys.executable, "-m", "plait", "--store", str(db), "--workspace", str(ws),
                  "chat", "-c"], tmp_path)
     try:

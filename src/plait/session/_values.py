@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Final
 
-from plait import _checks
+from plait._checks import clean_title as checked_title
 from plait._files import usable_path
 from plait.errors import InvalidArgumentError, UnknownOptionError
 from plait.providers import Usage
@@ -77,7 +77,7 @@ def clean_title(title: object) -> str:
 
     A title is drawn in terminals, pages and SVG: no NUL, ESC or other control character.
     """
-    return _checks.clean_title(title, MAX_TITLE)
+    return checked_title(title, MAX_TITLE)
 
 
 def validate_workspace_policy(policy: object) -> dict[str, JSONValue]:
