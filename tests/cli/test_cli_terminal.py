@@ -31,7 +31,9 @@ def _stored(api: Client) -> str:
             {"role": "tool", "content": NASTY, "tool_call_id": "c1", "tool_name": "ls"},
         ]
     )
-    s.rename("T" + NASTY.replace("\x00", ""))
+    # A title holds no control character (they are refused), but it may hold a bidi
+    # override, which a terminal must not act on either.
+    s.rename("T\u202eF title")
     return s.id
 
 
@@ -51,7 +53,7 @@ def test_safe_shows_controls_as_escapes() -> None:
         ("sessions", "show", "latest", "--tail", "5"),
         ("sessions", "list"),
         ("sessions", "tree", "latest"),
-        ("sessions", "rename", "latest", "x\x1b[31my"),
+        ("sessions", "rename", "latest", "x\u202ey"),
     ],
 )
 def test_commands_print_stored_text_escaped(
@@ -66,4 +68,11 @@ def test_commands_print_stored_text_escaped(
         assert raw not in out, (raw, out)
     if not color:
         assert "\x1b" not in out
-    assert "\\x1b" in out or "\\u001b" in out  # the tree quotes titles as JSON
+    assert "\\x1b" in out or "\\u001b" in out or "\\u202e" in out
+
+
+def test_a_title_with_control_characters_is_refused_cleanly(run: Run, api: Client) -> None:
+    _stored(api)
+    result = run("sessions", "rename", "latest", "x\x1b[31my")
+    assert result.exit_code != 0 and "\x1b[31m" not in result.output
+    assert "control characters" in result.output

@@ -178,11 +178,13 @@ def test_a_fork_bomb_stops_at_the_process_limit(workspace: Path) -> None:
     handle = open_isolated(workspace, SandboxPolicy(limits=Limits(processes=40)))
     ctx = _ctx(handle)
     # A counter started first reports how many processes the sandbox holds a moment into
-    # the bomb, using shell builtins only (there may be no process left to fork for `ls`).
+    # the bomb, using shell builtins only after its one `sleep` (there may be no process
+    # left to fork once the bomb runs): the bomb starts only once that sleep is running.
     count = '(sleep 1; set -- /proc/[0-9]*; echo "alive $#")'
     bomb = "bomb() { bomb | bomb; }"
     try:
-        out = call(shell, ctx, command=f"{bomb}; {count} & (bomb) & wait # 271828", timeout=20)
+        command = f"{bomb}; {count} & sleep 0.5; (bomb) & wait # 271828"
+        out = call(shell, ctx, command=command, timeout=20)
     finally:
         handle.release()
     assert "Cannot fork" in out.content  # the kernel refused forks past the limit
