@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Build", "Head", "Memo", "appended"]
 
+WINDOW_MAX: Final = 4096
+"""The most records a memo's window holds (a longer request is read from the store)."""
+
 _RETRIES: Final = 64  # each lost race means another writer progressed: lock-free, not a spin
 
 Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow | None, ScratchpadEntry | None]]
@@ -64,6 +67,8 @@ class Memo:
     """A contiguous run of records up to the head, as read or appended by this head."""
     extra: dict[int, Record] = field(default_factory=dict)
     """A few records read by position outside the window (system prompt, summary)."""
+    seeded: bool = False
+    """Whether ``window`` holds what a read found (until then appends are not kept)."""
 
     def valid_for(self, row: SessionRow) -> bool:
         """Whether the memo describes ``row``'s epoch."""
@@ -76,24 +81,33 @@ class Memo:
 
     def record(self, seq: int) -> Record | None:
         """The record at ``seq`` if the memo holds it."""
-        if self.window_lo <= seq < self.window_end:
+        if self.seeded and self.window_lo <= seq < self.window_end:
             return self.window[seq - self.window_lo]
         return self.extra.get(seq)
 
     def records(self, lo: int, hi: int) -> list[Record] | None:
         """The records at ``[lo, hi)`` if the window holds them all, else None."""
-        if self.window_lo <= lo and hi <= self.window_end:
+        if self.seeded and self.window_lo <= lo and hi <= self.window_end:
             return self.window[lo - self.window_lo : hi - self.window_lo]
         return None
 
     def extend(self, records: Sequence[Record]) -> None:
-        """Records appended at the head: kept when they continue the window."""
-        if records and records[0].seq == self.window_end:
-            self.window.extend(records)
+        """Records appended at the head: kept when they continue a window a read seeded.
+
+        A window that outgrows what one request carries is let go (the next request
+        reads), so a writer that only appends holds no more than that in memory.
+        """
+        if not self.seeded or not records or records[0].seq != self.window_end:
+            return
+        if len(self.window) + len(records) > WINDOW_MAX:
+            self.seeded, self.window = False, []
+            return
+        self.window.extend(records)
 
     def seed(self, lo: int, records: Sequence[Record]) -> None:
         """Records read at ``[lo, ...)`` up to the head become the window."""
         self.window_lo, self.window = lo, list(records)
+        self.seeded = len(self.window) <= WINDOW_MAX
         # The tally just before the window is what a report subtracts: keep it too.
         self.tallies = {p: t for p, t in self.tallies.items() if p >= lo - 1}
 
