@@ -106,8 +106,8 @@ class Memo:
 
     def seed(self, lo: int, records: Sequence[Record]) -> None:
         """Records read at ``[lo, ...)`` up to the head become the window."""
-        self.window_lo, self.window = lo, list(records)
-        self.seeded = len(self.window) <= WINDOW_MAX
+        self.seeded = len(records) <= WINDOW_MAX
+        self.window_lo, self.window = lo, list(records) if self.seeded else []
         # The tally just before the window is what a report subtracts: keep it too.
         self.tallies = {p: t for p, t in self.tallies.items() if p >= lo - 1}
 
