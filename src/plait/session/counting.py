@@ -39,7 +39,7 @@ from plait.errors import (
     StoreError,
 )
 from plait.records import AssistantRecord, Record, SummaryRecord, hidden_summaries, newest_summary
-from plait.session._head import Memo
+from plait.session._head import WINDOW_MAX, Memo
 from plait.store.base import SessionRow, Store
 
 __all__ = ["Counted", "context_report", "count_pending", "session_model", "tool_spec_texts"]
@@ -192,6 +192,9 @@ def count_pending(
     if memo is not None and stored:
         memo.counted_end, memo.tally = end, tally
         memo.tallies.update(out.local)
+        if len(memo.tallies) > 2 * WINDOW_MAX:  # bounded: a missing one is read again
+            keep = sorted(memo.tallies)[-WINDOW_MAX:]
+            memo.tallies = {p: memo.tallies[p] for p in keep}
         _fill_tokens(memo, out.counts)
     return out
 
