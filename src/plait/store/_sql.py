@@ -24,6 +24,7 @@ PostgreSQL.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
@@ -203,7 +204,7 @@ def _tally(row: SessionRow, seq: int, text: str) -> Tally:
         raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
 
 
-class SQLStore:
+class SQLStore(ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
@@ -221,45 +222,53 @@ class SQLStore:
 
     # -- what an engine provides --------------------------------------------------------
 
+    @abstractmethod
     def _check_open(self) -> None:
         """Raise :class:`StoreError` if the store is closed."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
         """Run one read statement; return its first row or None.
 
         ``what`` (and ``subject``, shown with ``repr``) name the read in an error;
         the text is built only when there is one, since reads are the commonest call.
         """
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _all(
         self, query: str, params: Sequence[Any], what: str, subject: object = None
     ) -> list[Any]:
         """Run one read statement; return all its rows (see :meth:`_one`)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _snapshot(self, what: str, subject: object = None) -> AbstractContextManager[Connection]:
         """A connection whose statements all read one state of the database (see :meth:`_one`)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _write(self, what: str) -> AbstractContextManager[Connection]:
         """A connection for one write statement, committed when the block ends."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _transaction(self, what: str) -> AbstractContextManager[Connection]:
         """A write transaction: committed when the block ends, rolled back if it raises."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _counting(self, what: str) -> AbstractContextManager[Connection]:
         """The write transaction that stores tallies (raises :class:`Counted` on a lost race)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def _update_tallies(
         self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
     ) -> int:
         """Store counts and tallies on rows not counted yet; return how many were."""
-        raise NotImplementedError
+        ...
 
     def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:
         """Count the records in each ``[lo, hi)`` key range (a count each)."""
@@ -272,9 +281,11 @@ class SQLStore:
 
     def _live_locked(self, conn: Connection, session_id: str) -> None:
         """Make the live-client writes of every process on one session take turns."""
+        return None  # by default nothing: one engine's own write lock already serialises them
 
     def _notify(self, conn: Connection, session_id: str) -> None:
         """Tell listeners in other processes that the session changed (at commit)."""
+        return None  # by default nothing: an engine without a change feed has none to tell
 
     @property
     def code_version(self) -> int:
