@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.records import JSONValue, Record, ToolRecord
 from plait.sandbox import CheckpointStore, FileChange
-from plait.store import Store
+from plait.store import Store, default_path
 
 if TYPE_CHECKING:
     from plait.session._head import Head
@@ -40,14 +40,6 @@ __all__ = [
 
 _lock = threading.Lock()
 _stores: weakref.WeakKeyDictionary[Store, CheckpointStore] = weakref.WeakKeyDictionary()
-
-
-def _home() -> Path:
-    home = os.environ.get("PLAIT_HOME")
-    if home:
-        return Path(home).expanduser()
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data).expanduser() / "plait"
 
 
 def checkpoints_of(store: Store) -> CheckpointStore:
@@ -66,7 +58,7 @@ def checkpoints_of(store: Store) -> CheckpointStore:
             weakref.finalize(store, shutil.rmtree, folder, True)
         else:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
-            found = CheckpointStore(_home() / "checkpoints" / digest)
+            found = CheckpointStore(default_path().parent / "checkpoints" / digest)
         _stores[store] = found
         return found
 

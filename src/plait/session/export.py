@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Literal
 from plait._files import export_target, write_atomically
 from plait._time import from_micros
 from plait.errors import InvalidArgumentError
-from plait.render import ExportPage, LineageBox, collect_lineage, render_html, render_markdown
+from plait.render import ExportPage, render_html, render_markdown
+from plait.session.reading import lineage
 from plait.views import history, system_prompt
 
 if TYPE_CHECKING:
@@ -35,14 +36,6 @@ def write_export(
     if not records:
         raise InvalidArgumentError(f"session {head.id}: no records in view, nothing to export")
 
-    def describe(sid: str) -> LineageBox | None:
-        found = row if sid == row.id else store.get(sid)
-        if found is None:
-            return None
-        return LineageBox(
-            found.id, found.title, found.lineage_operator, found.parent_ids, found.layout.length
-        )
-
     page = ExportPage(
         session_id=row.id,
         title=row.title,
@@ -55,7 +48,7 @@ def write_export(
         records=records,
         system_prompt=system_prompt(records),
         request=history(records),
-        lineage=collect_lineage(row.id, describe, store.children),
+        lineage=lineage(head, row),
     )
     text = render_html(page) if kind == "html" else render_markdown(page)
     return write_atomically(export_target(path, row.workspace, row.id, kind), text)

@@ -7,13 +7,15 @@ from typing import TYPE_CHECKING
 from plait._time import from_micros
 from plait.errors import SessionNotFoundError
 from plait.lineage import Ancestry, root_of
+from plait.render import LineageBox, collect_lineage
 from plait.session._values import Snapshot
+from plait.store.base import SessionRow
 from plait.views import ResumeInfo, resume_info, system_prompt
 
 if TYPE_CHECKING:
     from plait.session._head import Head
 
-__all__ = ["ancestry", "resumable", "snapshot"]
+__all__ = ["ancestry", "lineage", "resumable", "snapshot"]
 
 
 def snapshot(head: Head) -> Snapshot | None:
@@ -69,6 +71,21 @@ def ancestry(head: Head) -> Ancestry:
         child_ids=tuple(store.children(row.id)),
         root_id=root_of(row.id, parent_of),
     )
+
+
+def lineage(head: Head, row: SessionRow) -> list[LineageBox]:
+    """The boxes of ``row``'s lineage drawing: its ancestors and descendants (merges too)."""
+    store = head.store
+
+    def describe(sid: str) -> LineageBox | None:
+        found = row if sid == row.id else store.get(sid)
+        if found is None:
+            return None
+        return LineageBox(
+            found.id, found.title, found.lineage_operator, found.parent_ids, found.layout.length
+        )
+
+    return collect_lineage(row.id, describe, store.children)
 
 
 def resumable(head: Head) -> ResumeInfo | None:

@@ -29,6 +29,7 @@ from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.providers import Provider
 from plait.records import EventRecord, JSONValue, Message, Record, SummaryRecord
+from plait.render import LineageBox
 from plait.session import binding, branching, checkpoints, context, export, reading, writes
 from plait.session._head import Head
 from plait.session._run_verbs import RunVerbs
@@ -274,6 +275,10 @@ class Session(RunVerbs, WorkspaceVerbs):
     def ancestry(self) -> Ancestry:
         """Return ``Ancestry(parent_id, child_ids, root_id)``; a deleted parent ends the walk."""
         return reading.ancestry(self._head)
+
+    def lineage(self) -> list[LineageBox]:
+        """The boxes of the session's lineage drawing: its ancestors and descendants."""
+        return reading.lineage(self._head, self._head.fresh())
 
     def stamp(self) -> str | None:
         """A value that changes exactly when the stored session changes, or None if not stored."""

@@ -10,7 +10,7 @@ from plait._prefix import Described, describe
 from plait.client import SessionInfo
 from plait.errors import SessionNotFoundError
 from plait.records import Message
-from plait.render import LineageBox, collect_lineage, lineage_svg
+from plait.render import lineage_svg
 from plait.server import schemas as s
 from plait.server.identity import bind_child, bind_creator, check_child
 from plait.server.prefix import resolve_path_session
@@ -301,18 +301,8 @@ async def close_session(
 async def get_lineage(request: Request, session_id: str, who: Caller) -> s.LineageOut:
     """The session with its ancestors and descendants, and an SVG drawing of them."""
     state = _state(request)
-    store = state.client.store
     row = state.client.lookup(session_id)
-
-    def describe(sid: str) -> LineageBox | None:
-        found = row if sid == row.id else store.get(sid)
-        if found is None:
-            return None
-        return LineageBox(
-            found.id, found.title, found.lineage_operator, found.parent_ids, found.layout.length
-        )
-
-    boxes = collect_lineage(row.id, describe, store.children)
+    boxes = state.client.handle(row).lineage()
     out: list[s.LineageBoxOut] = []
     for box in boxes:
         out.append(
