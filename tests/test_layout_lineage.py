@@ -96,3 +96,36 @@ def test_draw_tree_handles_deep_chains() -> None:
     lines = draw_tree("0", lambda s: [str(int(s) + 1)] if int(s) < depth else [],
                       lambda s: LineageNode(s, s, ()))
     assert len(lines) == depth + 1
+
+
+def _segments_by_walk(lay: Layout, own: int, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """Every segment from the first, clipped: what segments() must equal."""
+    out, start = [], 0
+    for owner, end in (*lay.bases, (own, lay.end_seq)):
+        a, b = max(start, lo), min(end, hi)
+        if a < b:
+            out.append((owner, a, b))
+        start = end
+    return out
+
+
+def test_segments_and_branch_agree_with_a_walk_of_every_segment() -> None:
+    import random
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        ends = sorted(rng.sample(range(1, 60), rng.randint(0, 8)))
+        bases = tuple((rng.randint(1, 50), e) for e in ends)
+        lay = Layout(bases, (ends[-1] if ends else 0) + rng.randint(0, 5))
+        lo, hi = rng.randint(-2, 70), rng.randint(-2, 70)
+        assert segments(lay, 99, lo, hi) == _segments_by_walk(lay, 99, lo, hi)
+        cut = rng.randint(0, lay.end_seq)
+        walked = tuple((o, b) for o, _, b in _segments_by_walk(lay, 99, 0, cut))
+        assert branch(lay, 99, cut, 0).bases == walked
+
+
+def test_a_branch_at_the_head_of_a_deep_chain_adds_one_segment() -> None:
+    lay = Layout(tuple((i, i + 1) for i in range(1, 1001)), 1002, 1002)
+    child = branch(lay, 5000, 1002, 1002)
+    assert child.bases == (*lay.bases, (5000, 1002))
+    assert segments(child, 6000, 1000, 1002) == [(1000, 1000, 1001), (5000, 1001, 1002)]

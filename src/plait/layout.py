@@ -15,6 +15,7 @@ keep them.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -93,16 +94,46 @@ def segments(layout: Layout, own: int, lo: int, hi: int) -> list[Segment]:
         lo: first position wanted.
         hi: one past the last position wanted.
     """
+    bases = layout.bases
+    n = len(bases)
+    # Segments ending at or before lo contribute nothing: start at the first that ends
+    # past it (a binary search), so a read near the head of a long chain of branches
+    # costs the segments it reads, not the chain's length.
+    i = bisect_right(bases, lo, key=_end) if n and lo > 0 else 0
+    start = bases[i - 1][1] if i else 0
     out: list[Segment] = []
-    start = 0
-    for owner, end in (*layout.bases, (own, layout.end_seq)):
+    while i <= n:
+        owner, end = bases[i] if i < n else (own, layout.end_seq)
         a, b = max(start, lo), min(end, hi)
         if a < b:
             out.append((owner, a, b))
         start = end
         if start >= hi:
             break
+        i += 1
     return out
+
+
+def _end(base: tuple[int, int]) -> int:
+    return base[1]
+
+
+def _prefix(layout: Layout, own: int, cut: int) -> tuple[tuple[int, int], ...]:
+    """The segments of positions ``[0, cut)`` as ``(owner, hi)``, the empty ones left out.
+
+    The whole segments before the cut are kept as they are (a slice of the
+    tuple), so a branch of a session deep in a chain of branches copies its
+    segment list without walking it.
+    """
+    bases = layout.bases
+    if cut <= 0:
+        return ()
+    # The first segment that reaches the cut; every one before it ends short of it.
+    i = bisect_left(bases, cut, key=_end)
+    kept = bases[:i]
+    start = kept[-1][1] if kept else 0
+    owner = bases[i][0] if i < len(bases) else own
+    return (*kept, (owner, cut)) if start < cut else kept
 
 
 def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
@@ -120,7 +151,7 @@ def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
     """
     if not 0 <= cut <= layout.end_seq:
         raise ValueError(f"cut {cut} outside [0, {layout.end_seq}]")
-    bases = tuple((owner, hi) for owner, _, hi in segments(layout, own, 0, cut))
+    bases = _prefix(layout, own, cut)
     view_start, view_msgs = layout.view_start, layout.view_msgs
     if view_start > cut:
         view_start, view_msgs = cut, cut_msgs

@@ -245,3 +245,41 @@ def test_a_version_1_file_gains_tallies_and_counts_its_old_records(tmp_path: Pat
     assert report is not None and not report.partial
     assert [sh.name for sh in report.shares] == ["User messages", "Assistant messages"]
     c.close()
+
+
+def test_reads_and_branches_deep_in_a_chain_cost_the_same_statements(tmp_path: Path) -> None:
+    """open, tail, context, fork and ancestry run as many statements at depth 200 as at 1.
+
+    (And each statement reads a bounded number of rows: one point read per owner was
+    the cost of a branch deep in a chain.)
+    """
+    store = SQLiteStore(tmp_path / "deep.db")
+    c = Client(tmp_path, store=store)
+    root = Session.from_user_message("root", client=c)
+    root.inject_many([{"role": "user", "content": str(i)} for i in range(50)])
+    chain = [root.id]
+    current = root
+    for i in range(200):
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+        chain.append(current.id)
+    statements: list[str] = []
+
+    def count(session_id: str) -> int:
+        c.open(session_id).context()  # the first count of new records is work done once
+        statements.clear()
+        store._db.set_trace_callback(statements.append)
+        try:
+            s = c.open(session_id)
+            assert len(s.tail(20)) == 20
+            s.context()
+            s.fork()
+            assert s.ancestry().root_id == root.id
+        finally:
+            store._db.set_trace_callback(None)
+        return len(statements)
+
+    shallow, deep = count(chain[1]), count(chain[-1])
+    assert deep <= shallow
+    assert [m["content"] for m in c.open(chain[-1]).tail(3)] == ["link 197", "link 198", "link 199"]
+    store.close()

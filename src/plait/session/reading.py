@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from plait._time import from_micros
 from plait.errors import SessionNotFoundError
-from plait.lineage import Ancestry, root_of
+from plait.lineage import Ancestry
 from plait.render import LineageBox, collect_lineage
 from plait.session._values import Snapshot
 from plait.store.base import SessionRow
@@ -58,18 +58,12 @@ def ancestry(head: Head) -> Ancestry:
     """``Ancestry(parent_id, child_ids, root_id)``; a parent that was deleted ends the walk."""
     row = head.fresh()
     store = head.store
-
-    def parent_of(sid: str) -> str | None:
-        found = row if sid == row.id else store.get(sid)
-        if found is None or not found.parent_ids:
-            return None
-        parent = found.parent_ids[0]
-        return parent if store.get(parent) is not None else None
-
+    # The store walks the chain in one read: a walk here would read a row per link.
+    chain = store.ancestors(row.id)
     return Ancestry(
         parent_id=row.parent_ids[0] if row.parent_ids else None,
         child_ids=tuple(store.children(row.id)),
-        root_id=root_of(row.id, parent_of),
+        root_id=chain[-1] if chain else row.id,
     )
 
 

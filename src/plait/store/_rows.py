@@ -24,6 +24,8 @@ __all__ = [
     "SCRATCHPAD_COLUMNS",
     "SEQ_BITS",
     "SEQ_MAX",
+    "bases_of",
+    "bases_text",
     "bearer_row_from_columns",
     "live_row_from_columns",
     "row_from_columns",
@@ -60,7 +62,7 @@ def row_values(row: SessionRow) -> tuple[Any, ...]:
     lay = row.layout
     return (
         row.title,
-        dumps([list(b) for b in lay.bases]),
+        bases_text(lay.bases),
         lay.end_seq,
         lay.end_msgs,
         lay.view_start,
@@ -70,6 +72,31 @@ def row_values(row: SessionRow) -> tuple[Any, ...]:
         row.scratchpad_version,
         dumps(dict(row.metadata)),
     )
+
+
+def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
+    """The ``bases`` column of a layout: compact JSON ``[[owner,hi],...]``.
+
+    Encoded without the general encoder's checks (the values are the integers
+    a layout holds). A layout deep in a chain of branches has a pair per
+    ancestor and is its source's layout plus one pair: when the source's text
+    is known (it was just read, see :func:`bases_of`), only that pair is encoded.
+    """
+    if len(bases) * 8 <= _SHORT_BASES:
+        return _ENCODE_PAIRS(bases)
+    text = _texts_seen.get(bases)
+    if text is None:
+        source = _texts_seen.get(bases[:-1])
+        if source is not None:
+            owner, hi = bases[-1]
+            text = f"{source[:-1]},[{int(owner)},{int(hi)}]]"
+        else:
+            text = _ENCODE_PAIRS(bases)
+        _keep(text, bases)
+    return text
+
+
+_ENCODE_PAIRS = json.JSONEncoder(separators=(",", ":")).encode  # C encoder; tuples as arrays
 
 
 def scratchpad_values(entry: ScratchpadEntry) -> tuple[Any, ...]:
@@ -96,7 +123,7 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             if head_end > end_seq:
                 end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
                 updated = max(updated, r[22])
-        bases = tuple((int(o), int(h)) for o, h in json.loads(r[7])) if r[7] != "[]" else ()
+        bases = bases_of(r[7])
         return SessionRow(
             r[1],
             r[2],
@@ -116,6 +143,45 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
         )
     except (ValueError, TypeError, IndexError) as exc:
         raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
+
+
+_BASES_CACHED: Final = 256
+"""Long layouts kept decoded (a layout grows by a segment per branch in a chain)."""
+_SHORT_BASES: Final = 256
+"""Layout texts at most this long are decoded each time: cheaper than hashing them."""
+_bases_seen: dict[str, tuple[tuple[int, int], ...]] = {}
+_texts_seen: dict[tuple[tuple[int, int], ...], str] = {}
+
+
+def _keep(text: str, bases: tuple[tuple[int, int], ...]) -> None:
+    """Remember a long layout both ways (a bounded cache: cleared when full)."""
+    if len(_bases_seen) >= _BASES_CACHED or len(_texts_seen) >= _BASES_CACHED:
+        _bases_seen.clear()
+        _texts_seen.clear()
+    _bases_seen[text] = bases
+    _texts_seen[bases] = text
+
+
+def bases_of(text: str) -> tuple[tuple[int, int], ...]:
+    """Decode a ``bases`` column; long ones are decoded once and kept, by their text.
+
+    Every read of a row decodes its layout, and a session deep in a chain of
+    branches has a segment per ancestor (12 KB of JSON at a thousand): keyed by
+    the text itself, a kept layout can never be the wrong one, and finding it
+    costs a hash and a compare of the text.
+
+    Raises:
+        ValueError: the text is not a list of ``[owner, hi]`` pairs (or TypeError).
+    """
+    if text == "[]":
+        return ()
+    if len(text) <= _SHORT_BASES:
+        return tuple((int(o), int(h)) for o, h in json.loads(text))
+    found = _bases_seen.get(text)
+    if found is None:
+        found = tuple((int(o), int(h)) for o, h in json.loads(text))
+        _keep(text, found)
+    return found
 
 
 def scratchpad_entry_from_columns(r: Sequence[Any]) -> ScratchpadEntry:

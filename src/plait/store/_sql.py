@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 _SHIFT: Final = SEQ_BITS
+_CHAIN_CHUNK: Final = 4096
+"""First parents one recursive read follows (a loop is cut after at most this many)."""
 
 
 class Cursor(Protocol):
@@ -319,6 +321,28 @@ class SQLStore(ABC):
         """Return the ids of live children, oldest first."""
         rows = self._all(self._q.children, (session_id,), "children of", session_id)
         return [r[0] for r in rows]
+
+    def ancestors(self, session_id: str) -> list[str]:
+        """Return the chain of live first parents, nearest first (one recursive read per chunk).
+
+        The store walks the chain itself, :data:`_CHAIN_CHUNK` links per read;
+        a loop (a reused id) is cut where a session comes round again.
+        """
+        chain: list[str] = []
+        seen = {session_id}
+        current = session_id
+        while True:
+            found = self._all(
+                self._q.ancestors, (current, _CHAIN_CHUNK), "ancestors of", session_id
+            )
+            for (sid,) in found:
+                if sid in seen:
+                    return chain
+                seen.add(sid)
+                chain.append(sid)
+            if len(found) < _CHAIN_CHUNK:
+                return chain
+            current = chain[-1]
 
     def probe(self, row: SessionRow, seq: int) -> tuple[int, bool]:
         """Return ``(messages before seq, is a message)`` for one position."""
@@ -575,6 +599,17 @@ class _Statements:
         self.children = d.sql(
             "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
             "WHERE l.parent_id = ? AND {live_s} ORDER BY s.pk"
+        )
+        # First parents from the lineage edges (ord 0 is parent_ids[0]; a deleted child's
+        # edges go with it). A parent is live exactly when a session has its id: a tombstone
+        # gives its id up. So every step reads two indexes and no session row, whose
+        # layout a deep chain makes long.
+        self.ancestors = d.sql(
+            "WITH RECURSIVE up(id, n) AS (SELECT CAST(? AS TEXT), 0 UNION ALL "
+            "SELECT l.parent_id, up.n + 1 FROM up JOIN lineage l "
+            "ON l.child_id = up.id AND l.ord = 0 WHERE up.n < ? "
+            "AND EXISTS (SELECT 1 FROM sessions p WHERE p.id = l.parent_id)) "
+            "SELECT id FROM up WHERE n > 0 ORDER BY n"
         )
         self.probe = d.sql("SELECT mpos, kind FROM records WHERE key = ?")
         self.scratchpads = d.sql(

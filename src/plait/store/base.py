@@ -6,8 +6,8 @@ write (copy-on-write layouts, views, validation) is decided by the pure core
 and the session layer; a store decides only *how* to keep it.
 
 The protocols are narrow, one concern each: :class:`TranscriptStore` (rows and
-records, what every backend keeps), :class:`WriterLocks`, :class:`TallyStore`,
-:class:`BearerStore` and :class:`LiveClientStore`. :class:`Store` is their
+records, what every backend keeps), :class:`LineageStore`, :class:`WriterLocks`,
+:class:`TallyStore`, :class:`BearerStore` and :class:`LiveClientStore`. :class:`Store` is their
 composition, the one the session layer takes. A backend is done when the
 conformance kit in :mod:`plait.testing` passes against each part it offers.
 """
@@ -25,6 +25,7 @@ from plait.records import JSONValue, Record
 __all__ = [
     "BearerRow",
     "BearerStore",
+    "LineageStore",
     "LiveClientRow",
     "LiveClientStore",
     "ScratchpadEntry",
@@ -273,6 +274,21 @@ class TranscriptStore(Protocol):
 
 
 @runtime_checkable
+class LineageStore(Protocol):
+    """Walks of the lineage the store answers itself, in one read however deep the chain."""
+
+    def ancestors(self, session_id: str) -> list[str]:
+        """Return the chain of first parents of a live session, nearest first.
+
+        The walk follows each session's first parent while that parent is
+        live: a deleted parent ends it, and so does a session met twice (a
+        reused id can close a loop). The last id is the session's root; empty
+        for a root or an unknown id.
+        """
+        ...
+
+
+@runtime_checkable
 class WriterLocks(Protocol):
     """One writer process per session: a lock that dies with the process that holds it."""
 
@@ -413,7 +429,9 @@ class LiveClientStore(Protocol):
 
 
 @runtime_checkable
-class Store(TranscriptStore, WriterLocks, TallyStore, BearerStore, LiveClientStore, Protocol):
+class Store(
+    TranscriptStore, LineageStore, WriterLocks, TallyStore, BearerStore, LiveClientStore, Protocol
+):
     """Where sessions live: the transcript with every service concern beside it.
 
     The composition of the narrow protocols, and what the session layer, the

@@ -8,6 +8,7 @@ API, one class of tests per protocol:
 * :class:`TranscriptConformance`: rows and records, compare-and-set appends and
   writes, copy-on-write reads across forks, listing, lineage, probes, stamps,
   scratchpad history, deletion that keeps shared rows, the integrity check.
+* :class:`LineageConformance`: the chain of first parents, walked by the store.
 * :class:`TallyConformance`: stored token counts and running tallies.
 * :class:`BearerConformance`: durable bearer sessions.
 * :class:`LiveClientConformance`: live clients and the one controller.
@@ -15,7 +16,7 @@ API, one class of tests per protocol:
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), and never blocks a reader.
 
-:class:`StoreConformance` is all five. A test of a protocol the store does not
+:class:`StoreConformance` is all six. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
 runs the whole class and passes what it offers.
 
@@ -69,10 +70,11 @@ from plait.testing._services import (  # noqa: E402
     LiveClientConformance,
     TallyConformance,
 )
-from plait.testing._transcript import TranscriptConformance  # noqa: E402
+from plait.testing._transcript import LineageConformance, TranscriptConformance  # noqa: E402
 
 __all__ = [
     "BearerConformance",
+    "LineageConformance",
     "LiveClientConformance",
     "StoreConformance",
     "StoreFactory",
@@ -84,6 +86,7 @@ __all__ = [
 
 class StoreConformance(
     TranscriptConformance,
+    LineageConformance,
     TallyConformance,
     BearerConformance,
     LiveClientConformance,

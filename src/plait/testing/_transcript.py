@@ -1,8 +1,9 @@
-"""Conformance of the transcript store: rows, records, layouts, listing, deletion."""
+"""Conformance of the transcript store: rows, records, layouts, listing, deletion, lineage."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 
@@ -14,12 +15,19 @@ from plait.errors import (
     StaleSessionError,
     StoreError,
 )
-from plait.layout import branch
+from plait.layout import Layout, branch
 from plait.records import EventRecord, Record, UserRecord
-from plait.store.base import ScratchpadEntry, SessionRow, Store, TranscriptStore
+from plait.store.base import LineageStore, ScratchpadEntry, SessionRow, Store, TranscriptStore
 from plait.testing._factory import ConformanceBase
 
-__all__ = ["TranscriptConformance", "appended", "new_row", "tallied", "users"]
+__all__ = [
+    "LineageConformance",
+    "TranscriptConformance",
+    "appended",
+    "new_row",
+    "tallied",
+    "users",
+]
 
 
 def users(start: int, n: int, tag: str = "m") -> list[Record]:
@@ -282,6 +290,39 @@ class TranscriptConformance(ConformanceBase):
             store.create(planned)
         assert store.get("b") is None
 
+    def test_a_branch_reading_any_collected_owner_is_refused(self, store: Store) -> None:
+        """A layout whose newest owner is there but an older one was collected is refused."""
+        gone = store.create(appended(new_row("x"), users(0, 2)), users(0, 2))
+        here = store.create(appended(new_row("y"), users(0, 2)), users(0, 2))
+        store.delete("x")  # collected: no layout reads it
+        lay = Layout(((gone.pk, 2), (here.pk, 4)), 4, 4)
+        with pytest.raises(SessionNotFoundError):
+            store.create(new_row("z", layout=lay, parent_ids=("y",)))
+        assert store.get("z") is None
+
+    def test_a_deep_chain_of_branches_reads_whole(self, store: Store) -> None:
+        """A chain of branches, one record each, reads whole, by tail, and after a delete."""
+        row = store.create(appended(new_row("c00"), users(0, 3)), users(0, 3))
+        chain = [row]
+        for i in range(1, 41):
+            lay = branch(row.layout, row.pk, row.layout.end_seq, row.layout.end_msgs)
+            child = store.create(new_row(f"c{i:02d}", layout=lay, parent_ids=(row.id,)))
+            end = child.layout.end_seq
+            row = store.append(child, users(end, 1, f"c{i:02d}-"))
+            chain.append(row)
+        texts = ["m0", "m1", "m2"] + [f"c{i:02d}-{i + 2}" for i in range(1, 41)]
+        assert [r.text for r in store.read(row, 0, row.layout.end_seq)] == texts
+        assert [r.text for r in store.read(row, 30, 43)] == texts[30:]
+        assert [r.seq for r in store.read(row, 30, 43)] == list(range(30, 43))
+        # A branch of the deepest one, with the middle of the chain deleted meanwhile.
+        store.delete("c20")
+        got = store.get(row.id)
+        assert got == row
+        lay = branch(got.layout, got.pk, 25, 25)
+        fork = store.create(new_row("f", layout=lay, parent_ids=(row.id,)))
+        assert [r.text for r in store.read(fork, 0, 25)] == texts[:25]
+        assert store.integrity_check() == []
+
     def test_integrity_check_finds_nothing_wrong_in_a_healthy_store(self, store: Store) -> None:
         """A store written only through the protocol checks clean, forks and deletes included."""
         base = store.create(appended(new_row("a"), users(0, 4)), users(0, 4))
@@ -311,3 +352,49 @@ class TranscriptConformance(ConformanceBase):
             assert got is not None and [r.text for r in store.read(got, 0, 3)][-1] == "o2"
         finally:
             other.close()
+
+
+class LineageConformance(ConformanceBase):
+    """The :class:`~plait.store.base.LineageStore` protocol: the chain of first parents."""
+
+    def test_ancestors_follow_first_parents_to_the_root(self, store: Store) -> None:
+        """Ancestors follow first parents to the root, nearest first."""
+        self.needs(store, LineageStore, "lineage walks")
+        store.create(new_row("a"))
+        store.create(new_row("q"))
+        store.create(new_row("b", parent_ids=("a",)))
+        store.create(new_row("c", parent_ids=("b", "q")))  # a merge: its first parent counts
+        assert store.ancestors("c") == ["b", "a"]
+        assert store.ancestors("b") == ["a"]
+        assert store.ancestors("a") == []
+        assert store.ancestors("missing") == []
+
+    def test_a_deleted_parent_ends_the_walk(self, store: Store) -> None:
+        """A deleted parent ends the walk; a deleted session has no ancestors."""
+        self.needs(store, LineageStore, "lineage walks")
+        store.create(new_row("a"))
+        store.create(new_row("b", parent_ids=("a",)))
+        store.create(new_row("c", parent_ids=("b",)))
+        store.delete("b")
+        assert store.ancestors("c") == []
+        assert store.ancestors("b") == []
+
+    def test_a_loop_through_a_reused_id_is_cut(self, store: Store) -> None:
+        """A loop (a parent's id reused by its own descendant) ends where a session repeats."""
+        self.needs(store, LineageStore, "lineage walks")
+        store.create(new_row("a"))
+        store.create(new_row("b", parent_ids=("a",)))
+        store.delete("a")
+        store.create(new_row("a", parent_ids=("b",)))
+        assert store.ancestors("b") == ["a"]
+        assert store.ancestors("a") == ["b"]
+
+    def test_a_long_chain_is_walked_whole(self, store: Store) -> None:
+        """A chain longer than one read of the walk is followed to its end."""
+        self.needs(store, LineageStore, "lineage walks")
+        depth = 5000
+        ids = [f"s{i:05d}" for i in range(depth + 1)]
+        store.create(new_row(ids[0]))
+        for parent, child in pairwise(ids):
+            store.create(new_row(child, parent_ids=(parent,)))
+        assert store.ancestors(ids[-1]) == ids[-2::-1]
