@@ -281,5 +281,5 @@ def test_reads_and_branches_deep_in_a_chain_cost_the_same_statements(tmp_path: P
 
     shallow, deep = count(chain[1]), count(chain[-1])
     assert deep <= shallow
-    assert [m["content"] for m in c.open(chain[-1]).tail(3)] == ["link 197", "link 198", "link 199"]
+    assert [r.text for r in c.open(chain[-1]).tail(3)] == ["link 197", "link 198", "link 199"]
     store.close()
