@@ -324,6 +324,7 @@ def test_notifications_are_delivered_as_they_commit(
     pg: PostgresStore, other: PostgresStore
 ) -> None:
     row = pg.create(SessionRow(id="s", workspace="/ws"))
+    assert pg.flush_changes()  # the create is announced before anyone listens
     feed = other.changes(timeout=5.0)
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.append(next(feed)))

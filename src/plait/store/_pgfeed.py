@@ -1,9 +1,21 @@
-"""The PostgreSQL change feed: LISTEN on the channel every committed write notifies."""
+"""The PostgreSQL change feed: every committed write is announced, and heard by LISTEN.
+
+A write's announcement is not sent inside the write's transaction: PostgreSQL
+serialises the commits of every transaction that sent a ``NOTIFY`` (a lock on the
+database's notification queue, held until the commit is flushed), so writers on
+different sessions would take turns. A :class:`Notifier` sends them after the
+commit instead, from one thread per store that folds what piled up meanwhile into
+one short transaction, which waits for no flush (``synchronous_commit = off``:
+an announcement needs no durability).
+"""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
@@ -13,7 +25,12 @@ from plait.errors import StoreError
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["ChangeFeed"]
+__all__ = ["ChangeFeed", "Notifier"]
+
+_log = logging.getLogger("plait.store")
+_NOTIFY = "SELECT pg_notify(%s, t.id) FROM unnest(%s::text[]) AS t(id)"
+_FLUSH_WAIT = 5.0
+"""Seconds close() waits for the announcements still queued."""
 
 
 class ChangeFeed:
@@ -81,3 +98,112 @@ class ChangeFeed:
         if self._conn is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.close()
+
+
+class Notifier:
+    """Announce committed writes on the channel, after their commit, batched.
+
+    :meth:`changed` queues a session id and returns at once; a thread started on
+    first use sends what is queued, in order with repeats folded, one transaction
+    per batch on a connection of its own. An announcement reaches listeners a
+    round trip after the commit instead of with it; a process that dies in that
+    window loses it (listeners also re-read on their keep-alive tick).
+
+    Args:
+        conninfo: how to connect.
+        kwargs: the connection options.
+        channel: the channel to notify.
+    """
+
+    def __init__(self, conninfo: str, kwargs: dict[str, Any], channel: str) -> None:
+        self._conninfo = conninfo
+        self._kwargs = kwargs
+        self._channel = channel
+        self._cond = threading.Condition()
+        self._pending: dict[str, None] = {}
+        self._sending = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+
+    def changed(self, session_id: str) -> None:
+        """Queue the announcement that a session changed (its write has committed)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._pending[session_id] = None
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="plait-pg-notify", daemon=True
+                )
+                self._thread.start()
+                _running.add(self)
+            self._cond.notify()
+
+    def flush(self, timeout: float = _FLUSH_WAIT) -> bool:
+        """Wait until everything queued so far is sent; False if ``timeout`` passed first."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: self._thread is None or not (self._pending or self._sending), timeout
+            )
+
+    def close(self) -> None:
+        """Send what is queued (waiting briefly), then stop the thread and close its connection."""
+        self.flush()
+        with self._cond:
+            self._closed = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(_FLUSH_WAIT)
+        _running.discard(self)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._pending or self._closed)
+                if not self._pending:
+                    break
+                batch = list(self._pending)
+                self._pending.clear()
+                self._sending = True
+            try:
+                self._send(batch)
+            finally:
+                with self._cond:
+                    self._sending = False
+                    self._cond.notify_all()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            self._conn = None
+
+    def _send(self, batch: list[str]) -> None:
+        import psycopg
+
+        for attempt in (1, 2):  # a connection the server dropped is replaced once
+            try:
+                conn = self._conn
+                if conn is None or conn.closed or conn.broken:
+                    conn = psycopg.connect(self._conninfo, **self._kwargs)
+                    conn.execute("SET synchronous_commit = off")
+                    self._conn = conn
+                conn.execute(_NOTIFY, (self._channel, batch))
+                return
+            except psycopg.Error as exc:
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        self._conn.close()
+                self._conn = None
+                if attempt == 2:
+                    _log.warning("could not announce %d changed sessions: %s", len(batch), exc)
+
+
+_running: weakref.WeakSet[Notifier] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_all() -> None:
+    """At exit, send what stores left unclosed still have queued (briefly)."""
+    for notifier in list(_running):
+        notifier.flush(1.0)

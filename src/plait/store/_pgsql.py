@@ -78,8 +78,7 @@ WITH live AS (
     WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
     RETURNING s.updated_at
 )
-SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved),
-       (SELECT pg_notify(%(channel)s, %(id)s) WHERE EXISTS (SELECT FROM ins))
+SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved)
 """
 
 
@@ -120,7 +119,7 @@ WITH upd AS (
            upd.updated_at
     FROM upd WHERE %(has_sp)s
 )
-SELECT (SELECT updated_at FROM upd), (SELECT pg_notify(%(channel)s, %(id)s) FROM upd)
+SELECT (SELECT updated_at FROM upd)
 """
 
 # A new session. The rows of the sessions it shares rows with are locked FOR KEY SHARE
@@ -151,7 +150,7 @@ WITH b AS (
     SELECT p.parent, %(id)s, p.ord - 1
     FROM new, unnest(%(parents)s::text[]) WITH ORDINALITY AS p(parent, ord)
 )
-SELECT (SELECT pk FROM new), (SELECT pg_notify(%(channel)s, %(id)s) FROM new)
+SELECT (SELECT pk FROM new)
 """
 
 # Owners still read by a live layout. A tombstone read only by other tombstones is

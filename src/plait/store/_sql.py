@@ -285,8 +285,8 @@ class SQLStore(ABC):
         """Make the live-client writes of every process on one session take turns."""
         return None  # by default nothing: one engine's own write lock already serialises them
 
-    def _notify(self, conn: Connection, session_id: str) -> None:
-        """Tell listeners in other processes that the session changed (at commit)."""
+    def _changed(self, session_id: str) -> None:
+        """Tell listeners in other processes that the session changed (called after commit)."""
         return None  # by default nothing: an engine without a change feed has none to tell
 
     @property
@@ -543,7 +543,7 @@ class SQLStore(ABC):
                 ),
             )
             stored = self._live_row(conn, pk, row.client_id)
-            self._notify(conn, row.session_id)
+        self._changed(row.session_id)
         assert stored is not None
         return stored, demoted
 
@@ -566,9 +566,10 @@ class SQLStore(ABC):
                     client_id,
                 ),
             )
-            if cur.rowcount:
-                self._notify(conn, session_id)
-            return self._live_row(conn, pk, client_id)
+            found = self._live_row(conn, pk, client_id)
+        if cur.rowcount:
+            self._changed(session_id)
+        return found
 
     def live_release(self, session_id: str, client_id: str) -> LiveClientRow | None:
         """Detach a client (releasing control if it had it); return its last row or None."""
@@ -577,7 +578,8 @@ class SQLStore(ABC):
             found = self._live_row(conn, pk, client_id)
             if found is not None:
                 conn.execute(self._q.live_delete, (pk, client_id))
-                self._notify(conn, session_id)
+        if found is not None:
+            self._changed(session_id)
         return found
 
     def live_clients(self, session_id: str) -> list[LiveClientRow]:

@@ -16,8 +16,8 @@ What differs, and why:
 * **Round trips dominate.** A statement costs a network round trip, so every
   hot operation is ONE statement in its own (autocommit) transaction: an append
   checks the session is live, inserts its records (the primary key is the
-  compare-and-set), moves ``updated_at`` only when another session is ahead,
-  and notifies listeners, all in one statement built from data-modifying CTEs.
+  compare-and-set) and moves ``updated_at`` only when another session is ahead,
+  all in one statement built from data-modifying CTEs.
   Records travel as arrays (``unnest``), so the statement's shape does not
   depend on how many there are and the server keeps it prepared; the common
   one-record append sends scalars, cheaper to build and to send.
@@ -32,7 +32,9 @@ What differs, and why:
   the protocol says a lock belongs to the process: they die with the
   connection, so with the process, however it ends.
 * **Every committed write notifies** ``plait_session`` with the session's id
-  (see :meth:`PostgresStore.changes`).
+  (see :meth:`PostgresStore.changes`), just after its commit and never inside
+  it: a ``NOTIFY`` in the write's transaction would make the commits of writers
+  on different sessions take turns (see ``store/_pgfeed.py``).
 * **Migrations are not applied to an existing schema by default**: a shared
   server is not one user's file. A fresh schema is created.
 
@@ -61,7 +63,7 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
-from plait.store._pgfeed import ChangeFeed
+from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pglocks import AdvisoryLocks, lock_key
 from plait.store._pgopen import (
     PG_DDL,
@@ -185,6 +187,7 @@ class PostgresStore(SQLStore):
         self._kwargs = kwargs
         self._closed = False
         self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
+        self._notifier = Notifier(conninfo, kwargs, self._channel)
         # One direct connection first: an unreachable server fails here at once (a pool
         # would retry in the background), and it sets up or checks the schema.
         try:
@@ -365,9 +368,9 @@ class PostgresStore(SQLStore):
             (lock_key(self._namespace + "\0live", session_id),),
         )
 
-    def _notify(self, conn: Connection, session_id: str) -> None:
-        # Delivered at commit, to every process listening through changes().
-        conn.execute("SELECT pg_notify(%s, %s)", (self._channel, session_id))
+    def _changed(self, session_id: str) -> None:
+        # After the commit, never in it (see store/_pgfeed.py): to every process listening.
+        self._notifier.changed(session_id)
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -394,7 +397,6 @@ class PostgresStore(SQLStore):
             "branched_at": row.branched_at,
             **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
             "parents": list(dict.fromkeys(row.parent_ids)),
-            "channel": self._channel,
             **record_arrays(records, mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:
@@ -409,6 +411,7 @@ class PostgresStore(SQLStore):
         if found is None or found[0] is None:
             source = row.parent_ids[0] if row.parent_ids else row.id
             raise SessionNotFoundError(source, "deleted while a branch of it was created")
+        self._notifier.changed(row.id)
         return created_row(row, int(found[0]), now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
@@ -420,7 +423,7 @@ class PostgresStore(SQLStore):
         one transaction): the session must be live (its row is locked ``FOR KEY
         SHARE``, which only a delete conflicts with); its ``updated_at`` moves
         only when another session is ahead of it in "most recently active"
-        order; and ``plait_session`` is notified.
+        order. Once it has committed, ``plait_session`` is notified.
 
         Raises:
             StaleSessionError: another writer appended first (nothing written).
@@ -439,7 +442,6 @@ class PostgresStore(SQLStore):
             "pk": expected.pk,
             "id": expected.id,
             "now": max(now_micros(), created),
-            "channel": self._channel,
         }
         if len(records) == 1:
             record = records[0]
@@ -467,6 +469,7 @@ class PostgresStore(SQLStore):
                 raise stale from None
         if found is None or not found[0]:
             raise SessionNotFoundError(expected.id)
+        self._notifier.changed(expected.id)
         if found[1] is not None:
             created = int(found[1])
         return expected.with_head(
@@ -499,7 +502,6 @@ class PostgresStore(SQLStore):
             **dict(zip(ROW_COLUMNS, row_values(updated), strict=True)),
             "has_sp": sp is not None,
             **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
-            "channel": self._channel,
             **record_arrays(records, expected.layout.end_msgs),
         }
         with self._conn(f"write {expected.id!r}") as conn:
@@ -512,6 +514,7 @@ class PostgresStore(SQLStore):
                 if stale.actual is None:
                     raise SessionNotFoundError(expected.id)
                 raise stale
+        self._notifier.changed(expected.id)
         return written_row(expected, updated, int(found[0]))
 
     # -- records ----------------------------------------------------------------------
@@ -570,12 +573,13 @@ class PostgresStore(SQLStore):
                 "AND EXISTS (SELECT FROM t)), "
                 "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)), "
                 "c AS (DELETE FROM live_clients WHERE session_pk IN (SELECT pk FROM t)) "
-                "SELECT pk, pg_notify(%(channel)s, %(id)s) FROM t",
-                {"id": session_id, "channel": self._channel},
+                "SELECT pk FROM t",
+                {"id": session_id},
             ).fetchone()
             if found is None:
                 raise SessionNotFoundError(session_id)
             self._collect(conn)
+        self._notifier.changed(session_id)
 
     def _collect(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.
@@ -658,9 +662,12 @@ class PostgresStore(SQLStore):
 
         Every committed write (create, append, write, delete) notifies the
         channel :attr:`channel` (``plait_session``; ``plait_session.<schema>``
-        for a store in a named schema) with the session's id. Listening starts
+        for a store in a named schema) with the session's id, sent by the
+        writing store just after the commit (writes that commit close together
+        are announced together, repeats folded). Listening starts
         when this method is called, on a connection the store keeps for it, so
-        a write committed after the call is never missed, and notifications that
+        a write committed after the call is never missed (unless its process
+        dies between the commit and the announcement), and notifications that
         arrive between iterations wait for the next one (or the next call).
         There is no polling: the iterator sleeps on the connection's socket.
 
@@ -676,8 +683,8 @@ class PostgresStore(SQLStore):
                 notification; None waits for ever.
 
         Returns:
-            An iterator of session ids, one per notification (PostgreSQL
-            folds repeats within one transaction), this store's own writes
+            An iterator of session ids, one per notification (repeats that
+            pile up before they are sent are folded), this store's own writes
             included.
 
         Raises:
@@ -685,6 +692,15 @@ class PostgresStore(SQLStore):
         """
         self._check_open()
         return self._feed.listen(timeout)
+
+    def flush_changes(self, timeout: float = 5.0) -> bool:
+        """Wait until this store's committed writes so far have been announced.
+
+        Writes are announced just after they commit, by a thread of the store;
+        this waits for it (:meth:`close` does too). Returns False if ``timeout``
+        seconds passed first.
+        """
+        return self._notifier.flush(timeout)
 
     # -- lifecycle --------------------------------------------------------------------
 
@@ -706,6 +722,7 @@ class PostgresStore(SQLStore):
         # holds is let go whatever happens.
         with contextlib.suppress(psycopg.Error):
             self._pool.close()
+        self._notifier.close()  # what this store wrote is announced before it lets go
         self._locks.close(StoreError)
         self._feed.close()
 
