@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import random
 import sqlite3
 from pathlib import Path
 
@@ -282,4 +284,80 @@ def test_reads_and_branches_deep_in_a_chain_cost_the_same_statements(tmp_path: P
     shallow, deep = count(chain[1]), count(chain[-1])
     assert deep <= shallow
     assert [r.text for r in c.open(chain[-1]).tail(3)] == ["link 197", "link 198", "link 199"]
+    store.close()
+
+
+def _tombstones_and_referenced(store: SQLiteStore) -> tuple[set[int], set[int]]:
+    db = store._db
+    tombs = {int(pk) for (pk,) in db.execute("SELECT pk FROM sessions WHERE deleted = 1")}
+    referenced: set[int] = set()
+    for (bases,) in db.execute("SELECT bases FROM sessions WHERE deleted = 0"):
+        referenced.update(int(owner) for owner, _ in json.loads(bases))
+    return tombs, referenced
+
+
+def test_delete_frees_exactly_the_rows_no_live_layout_reads(tmp_path: Path) -> None:
+    """Random branches and deletes: what is kept is exactly what live layouts read."""
+    rng = random.Random(11)
+    store = SQLiteStore(tmp_path / "gc.db")
+    c = Client(tmp_path, store=store)
+    live = [Session.from_user_message("root", client=c)]
+    live[0].inject_many([{"role": "user", "content": str(i)} for i in range(6)])
+    texts: dict[str, list[str]] = {}
+    for step in range(300):
+        action = rng.random()
+        if action < 0.55 or len(live) < 3:
+            src = rng.choice(live)
+            if src.length > 1 and rng.random() < 0.3:
+                child = src.fork_at(rng.randint(1, src.length))
+            elif rng.random() < 0.15:
+                child = src.detach()
+            elif rng.random() < 0.1 and len(live) > 1:
+                child = src.merge(rng.choice([s for s in live if s.id != src.id]))
+            else:
+                child = src.fork()
+            child.inject({"role": "user", "content": f"step {step}"})
+            live.append(child)
+        else:
+            gone = live.pop(rng.randrange(len(live)))
+            c.sessions.delete(gone.id)
+            texts.pop(gone.id, None)
+            tombs, referenced = _tombstones_and_referenced(store)
+            assert tombs == tombs & referenced  # no garbage kept
+        for s in live:
+            texts.setdefault(s.id, [r.text for r in c.open(s.id).history(full=True)])
+    for s in live:
+        assert [r.text for r in c.open(s.id).history(full=True)] == texts[s.id]
+    assert store.integrity_check() == []
+    for s in live:
+        c.sessions.delete(s.id)
+    assert store._db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 0
+    assert store._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] == 0
+    store.close()
+
+
+def test_delete_reads_no_layout_but_the_ones_it_frees(tmp_path: Path) -> None:
+    """A delete's statements do not depend on how many sessions the store holds."""
+    store = SQLiteStore(tmp_path / "many.db")
+    c = Client(tmp_path, store=store)
+    statements: list[str] = []
+
+    def deleting(n_sessions: int) -> int:
+        while store._db.execute("SELECT COUNT(*) FROM sessions").fetchone()[0] < n_sessions:
+            s = Session.from_user_message("x", client=c)
+            s.fork().inject({"role": "user", "content": "y"})
+        victim = Session.from_user_message("v", client=c)
+        child = victim.fork()
+        statements.clear()
+        store._db.set_trace_callback(statements.append)
+        try:
+            c.sessions.delete(victim.id)  # kept: its child reads it
+            c.sessions.delete(child.id)  # frees both
+        finally:
+            store._db.set_trace_callback(None)
+        return len(statements)
+
+    few, many = deleting(10), deleting(300)
+    assert many == few
+    assert all("SELECT bases FROM sessions WHERE deleted = 0" not in q for q in statements)
     store.close()

@@ -102,7 +102,8 @@ WITH upd AS (
         title = %(title)s, bases = %(bases)s, end_seq = %(end_seq)s,
         end_msgs = %(end_msgs)s, view_start = %(view_start)s, view_msgs = %(view_msgs)s,
         status = %(status)s, scratchpad = %(scratchpad)s,
-        scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s
+        scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s,
+        base_owner = CASE WHEN s.bases = %(bases)s THEN s.base_owner END
     WHERE s.pk = %(pk)s AND NOT s.deleted AND s.version = %(row_version)s
       AND {HEAD} = %(head)s
     RETURNING s.updated_at
@@ -122,11 +123,13 @@ WITH upd AS (
 SELECT (SELECT updated_at FROM upd)
 """
 
-# A new session. The rows of the sessions it shares rows with are locked FOR KEY SHARE
-# and must all still exist (a tombstone counts: its rows are still there); a delete that
-# collects them locks them first (see _collect), so the two never cross. Newest first:
-# the source of a fork is the newest owner of its layout, and a delete locks its target
-# before anything else, so a fork racing the delete of its source waits holding nothing.
+# A new session. Its base owner is the owner of its last segment when its other segments
+# are that owner's own bases (see PostgresStore._collect); else NULL. The rows of the
+# sessions it shares rows with are locked FOR KEY SHARE and must all still exist (a
+# tombstone counts: its rows are still there); a delete that collects them locks them
+# first (see _collect), so the two never cross. Newest first: the source of a fork is
+# the newest owner of its layout, and a delete locks its target before anything else,
+# so a fork racing the delete of its source waits holding nothing.
 CREATE: Final = f"""
 WITH b AS (
     SELECT pk FROM sessions WHERE pk = ANY(%(owners)s::bigint[])
@@ -134,10 +137,11 @@ WITH b AS (
 ), new AS (
     INSERT INTO sessions (id, workspace, title, created_at, updated_at, version, bases,
         end_seq, end_msgs, view_start, view_msgs, parent_ids, lineage_operator, branched_at,
-        status, scratchpad, scratchpad_version, metadata)
+        status, scratchpad, scratchpad_version, metadata, base_owner)
     SELECT %(id)s, %(workspace)s, %(title)s, %(now)s, %(now)s, 1, %(bases)s, %(end_seq)s,
         %(end_msgs)s, %(view_start)s, %(view_msgs)s, %(parent_ids)s, %(lineage_operator)s,
-        %(branched_at)s, %(status)s, %(scratchpad)s, %(scratchpad_version)s, %(metadata)s
+        %(branched_at)s, %(status)s, %(scratchpad)s, %(scratchpad_version)s, %(metadata)s,
+        (SELECT o.pk FROM sessions o WHERE o.pk = %(last_owner)s AND o.bases = %(prefix)s)
     WHERE (SELECT count(*) FROM b) = %(n_owners)s
     RETURNING pk
 ), ins AS (

@@ -48,6 +48,8 @@ class DDL:
     """The partial indexes' condition: a live session."""
     rowid: str
     """After a table whose primary key is its whole identity (SQLite: no rowid)."""
+    last_owner: str
+    """The owner of the last segment of the JSON ``bases`` column, as an integer."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -183,6 +185,23 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 # At most one controller per session, whatever process writes.
                 "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
                 "WHERE mode = 'controller'",
+            ),
+        ),
+        (
+            4,
+            "the owner each layout branches from",
+            (
+                # The owner of a layout's last inherited segment: the session it is a
+                # branch of, whose own bases are all the segments before that one. A
+                # delete then frees what it can by walking up these links (an index
+                # lookup each), not by reading every layout. NULL for a root, and for a
+                # layout that is not such a branch (then a delete reads every layout).
+                f"ALTER TABLE sessions ADD COLUMN base_owner {d.big}",
+                f"UPDATE sessions SET base_owner = {d.last_owner} WHERE bases <> '[]'",
+                "CREATE INDEX sessions_base_owner ON sessions (base_owner) "
+                "WHERE base_owner IS NOT NULL",
+                "CREATE INDEX sessions_irregular ON sessions (pk) "
+                "WHERE base_owner IS NULL AND bases <> '[]'",
             ),
         ),
     )

@@ -84,7 +84,14 @@ from plait.store._pgsql import (
     WRITE,
     record_arrays,
 )
-from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX, row_values, scratchpad_values
+from plait.store._rows import (
+    ROW_COLUMNS,
+    SEQ_BITS,
+    SEQ_MAX,
+    bases_text,
+    row_values,
+    scratchpad_values,
+)
 from plait.store._schema import Migration, migrations
 from plait.store._sql import (
     Connection,
@@ -397,6 +404,8 @@ class PostgresStore(SQLStore):
             "branched_at": row.branched_at,
             **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
             "parents": list(dict.fromkeys(row.parent_ids)),
+            "last_owner": row.layout.bases[-1][0] if row.layout.bases else None,
+            "prefix": bases_text(row.layout.bases[:-1]),
             **record_arrays(records, mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:
@@ -578,11 +587,48 @@ class PostgresStore(SQLStore):
             ).fetchone()
             if found is None:
                 raise SessionNotFoundError(session_id)
-            self._collect(conn)
+            self._collect(conn, int(found[0]))
         self._notifier.changed(session_id)
 
-    def _collect(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    def _collect(self, conn: psycopg.Connection[tuple[Any, ...]], pk: int) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.
+
+        Walks up the base owner links from ``pk`` as the SQLite store does (see
+        ``SQLiteStore._collect``): each tombstone is locked, then looked at again
+        (a fresh snapshot: a fork that held it ``FOR KEY SHARE`` has committed by
+        then and is seen; a later one waits, then finds it gone), and dropped when
+        no row names it as its base owner. A stored layout that is not a branch of
+        its base owner makes it read every layout instead (:meth:`_collect_all`).
+        """
+        current: int | None = pk
+        while current is not None:
+            locked = conn.execute(
+                "SELECT base_owner FROM sessions WHERE pk = %s AND deleted FOR UPDATE",
+                (current,),
+            ).fetchone()
+            if locked is None:
+                return
+            looked = conn.execute(
+                "SELECT EXISTS (SELECT FROM sessions WHERE base_owner = %s), EXISTS (SELECT "
+                "FROM sessions WHERE base_owner IS NULL AND bases <> '[]')",
+                (current,),
+            ).fetchone()
+            assert looked is not None  # a SELECT of two values returns one row
+            read_by, irregular = looked
+            if irregular:
+                self._collect_all(conn)
+                return
+            if read_by:
+                return
+            conn.execute(
+                "WITH gone AS (DELETE FROM records WHERE key >= (%(pk)s::bigint << 32) "
+                "AND key < ((%(pk)s::bigint + 1) << 32)) DELETE FROM sessions WHERE pk = %(pk)s",
+                {"pk": current},
+            )
+            current = locked[0]
+
+    def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        """Drop every tombstone no live layout reads, reading every layout.
 
         Lock the candidates first, then look again: a fork that locked one of them
         (``FOR KEY SHARE``, see ``CREATE``) has committed by then and is seen by

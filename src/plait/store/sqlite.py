@@ -41,15 +41,18 @@ from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
     INSERT_SESSION,
+    INSERT_SESSION_V3,
     SELECT_ROW,
     SQLITE_DDL,
     UPDATE_SESSION,
+    UPDATE_SESSION_V3,
     record_params,
 )
 from plait.store._rows import (
     SEQ_BITS,
     SEQ_MAX,
     bases_of,
+    bases_text,
     row_from_columns,
     row_values,
     scratchpad_values,
@@ -100,11 +103,21 @@ _READ_RANGE: Final = (
 _READ_RANGES: Final = (
     "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
     "FROM json_each(?) AS g CROSS JOIN records AS r "
-    "ON r.key >= g.value ->> 0 AND r.key < g.value ->> 1 ORDER BY g.key, r.key"
+    "ON r.key >= json_extract(g.value, '$[0]') AND r.key < json_extract(g.value, '$[1]') "
+    "ORDER BY g.key, r.key"
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
 _SMALL_READ: Final = 512
 """Positions a read spanning several segments may cover to be read in one statement."""
+
+_IRREGULAR: Final = (
+    "SELECT 1 FROM sessions WHERE base_owner IS NULL AND bases <> '[]' LIMIT 1"
+)
+"""A stored layout that is not a branch of its base owner (see ``_collect``)."""
+_LINKS_VERSION: Final = 4
+"""The schema version that added ``sessions.base_owner``."""
+_READ_BY: Final = "SELECT 1 FROM sessions WHERE base_owner = ? LIMIT 1"
+"""A row (live, or a tombstone still read) whose layout is a branch of this owner."""
 
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
@@ -209,6 +222,9 @@ class SQLiteStore(SQLStore):
             # takes most syncs off the append path (decisions D27).
             self._db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
             self._migrate(auto_migrate)
+            # A store opened with fewer migrations (tests make old files so) has no base
+            # owner links: it writes without them and collects by reading every layout.
+            self._links = self._current_version() >= _LINKS_VERSION
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{target}: cannot open as a plait store: {exc}") from exc
 
@@ -381,24 +397,25 @@ class SQLiteStore(SQLStore):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                if not self._owners_found(db, row.layout.bases):
+                found = self._owners_found(db, row.layout.bases)
+                if found is None:
                     raise SessionNotFoundError(
                         row.parent_ids[0] if row.parent_ids else row.id,
                         "the session it branches from was deleted",
                     )
-                cur = db.execute(
-                    INSERT_SESSION,
-                    (
-                        row.id,
-                        row.workspace,
-                        now,
-                        now,
-                        dumps(list(row.parent_ids)),
-                        row.lineage_operator,
-                        row.branched_at,
-                        *row_values(row),
-                    ),
+                lineage = (
+                    row.id,
+                    row.workspace,
+                    now,
+                    now,
+                    dumps(list(row.parent_ids)),
+                    row.lineage_operator,
+                    row.branched_at,
                 )
+                if self._links:
+                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *row_values(row)))
+                else:
+                    cur = db.execute(INSERT_SESSION_V3, (*lineage, *row_values(row)))
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
@@ -415,8 +432,12 @@ class SQLiteStore(SQLStore):
         return created_row(row, pk, now)
 
     @staticmethod
-    def _owners_found(db: sqlite3.Connection, bases: tuple[tuple[int, int], ...]) -> bool:
+    def _owners_found(db: sqlite3.Connection, bases: tuple[tuple[int, int], ...]) -> int | None:
         """Whether every owner a new layout reads still has its row (tombstones count).
+
+        Returns None if one is missing; else the layout's base owner (the owner of
+        its last segment) when the layout is a branch of it, or 0 (a root, or a
+        layout of any other shape).
 
         A stored row's owners are all kept while it is (a collection frees an owner
         only when no live layout reads it, and a layout reads the owners before
@@ -426,17 +447,20 @@ class SQLiteStore(SQLStore):
         owner looked up, in one statement.
         """
         if not bases:
-            return True
-        found = db.execute("SELECT bases FROM sessions WHERE pk = ?", (bases[-1][0],)).fetchone()
+            return 0
+        last = bases[-1][0]
+        found = db.execute("SELECT bases FROM sessions WHERE pk = ?", (last,)).fetchone()
         if found is None:
-            return False
+            return None
         try:
-            if len(bases) == 1 or bases_of(found[0]) == bases[:-1]:
-                return True
+            if bases_of(found[0]) == bases[:-1]:
+                return int(last)
         except (ValueError, TypeError):
             pass  # an undecodable layout proves nothing: look every owner up
         owners = sorted({owner for owner, _ in bases})
-        return bool(db.execute(_OWNERS_FOUND, (dumps(owners),)).fetchone()[0] == len(owners))
+        if db.execute(_OWNERS_FOUND, (dumps(owners),)).fetchone()[0] != len(owners):
+            return None
+        return 0
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
         """Append records at the head: one INSERT, compare-and-set by primary key.
@@ -591,8 +615,14 @@ class SQLiteStore(SQLStore):
                 ).fetchone()[0]
                 now = max(now_micros(), current.updated_at_us + 1, (top or 0) + 1)
                 db.execute(
-                    UPDATE_SESSION,
-                    (expected.row_version + 1, now, *row_values(updated), expected.pk),
+                    UPDATE_SESSION if self._links else UPDATE_SESSION_V3,
+                    (
+                        expected.row_version + 1,
+                        now,
+                        bases_text(updated.layout.bases),
+                        *row_values(updated),
+                        expected.pk,
+                    ),
                 )
                 if records:
                     db.executemany(
@@ -694,13 +724,40 @@ class SQLiteStore(SQLStore):
             db.execute("DELETE FROM lineage WHERE child_id = ?", (session_id,))
             db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
             db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
-            self._collect(db)
+            self._collect(db, pk)
 
-    def _collect(self, db: sqlite3.Connection) -> None:
+    def _collect(self, db: sqlite3.Connection, pk: int) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.
 
-        Deletion is rare and this is one pass over the sessions table.
+        Every stored layout but a root's is a branch of its base owner (the
+        owner of its last segment, whose own bases are all the segments before
+        it), so a layout reads its base owner and everything that one reads. The
+        tombstone ``pk`` is read by nobody when no row names it as its base
+        owner; once it goes, its own base owner may be next: the walk goes up
+        those links and stops at the first owner still read, an index lookup
+        each, so a delete costs what it frees. A layout of another shape (only a
+        caller of the store protocol can write one) makes it fall back to
+        reading every layout.
         """
+        if not self._links or db.execute(_IRREGULAR).fetchone() is not None:
+            self._collect_all(db)
+            return
+        current: int | None = pk
+        while current is not None:
+            found = db.execute(
+                "SELECT base_owner FROM sessions WHERE pk = ? AND deleted = 1", (current,)
+            ).fetchone()
+            if found is None or db.execute(_READ_BY, (current,)).fetchone() is not None:
+                return
+            db.execute(
+                "DELETE FROM records WHERE key >= ? AND key < ?",
+                (current << _SHIFT, (current + 1) << _SHIFT),
+            )
+            db.execute("DELETE FROM sessions WHERE pk = ?", (current,))
+            current = found[0]
+
+    def _collect_all(self, db: sqlite3.Connection) -> None:
+        """Drop every tombstone no live layout reads, reading every layout."""
         referenced: set[int] = set()
         for (bases,) in db.execute("SELECT bases FROM sessions WHERE deleted = 0"):
             referenced.update(int(owner) for owner, _ in json.loads(bases))

@@ -300,6 +300,23 @@ class TranscriptConformance(ConformanceBase):
             store.create(new_row("z", layout=lay, parent_ids=("y",)))
         assert store.get("z") is None
 
+    def test_delete_keeps_what_a_layout_of_any_shape_reads(self, store: Store) -> None:
+        """A layout that is not a plain branch (segments of two roots) keeps both readable."""
+        a = store.create(appended(new_row("a"), users(0, 3)), users(0, 3))
+        b = store.create(appended(new_row("b"), users(0, 5, "b")), users(0, 5, "b"))
+        mixed = store.create(new_row("c", layout=Layout(((a.pk, 3), (b.pk, 5)), 5, 5)))
+        store.delete("a")
+        store.delete("b")
+        assert [r.text for r in store.read(mixed, 0, 5)] == ["m0", "m1", "m2", "b3", "b4"]
+        # A plain chain beside it still collects as it goes.
+        d = store.create(appended(new_row("d"), users(0, 2)), users(0, 2))
+        e = store.create(new_row("e", layout=branch(d.layout, d.pk, 2, 2), parent_ids=("d",)))
+        store.delete("d")
+        assert [r.text for r in store.read(e, 0, 2)] == ["m0", "m1"]
+        store.delete("e")
+        store.delete("c")
+        assert store.integrity_check() == []
+
     def test_a_deep_chain_of_branches_reads_whole(self, store: Store) -> None:
         """A chain of branches, one record each, reads whole, by tail, and after a delete."""
         row = store.create(appended(new_row("c00"), users(0, 3)), users(0, 3))
