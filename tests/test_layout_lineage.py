@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from plait.layout import Layout, branch, find_message, segments, shared_prefix
+from plait.layout import (
+    Layout,
+    branch,
+    find_message,
+    segments,
+    segments_backward,
+    shared_prefix,
+)
 from plait.lineage import LineageNode, draw_tree, root_of
 
 
@@ -129,3 +136,14 @@ def test_a_branch_at_the_head_of_a_deep_chain_adds_one_segment() -> None:
     child = branch(lay, 5000, 1002, 1002)
     assert child.bases == (*lay.bases, (5000, 1002))
     assert segments(child, 6000, 1000, 1002) == [(1000, 1000, 1001), (5000, 1001, 1002)]
+
+
+def test_segments_backward_are_the_segments_newest_first() -> None:
+    import random
+
+    rng = random.Random(3)
+    for _ in range(2000):
+        ends = sorted(rng.sample(range(1, 60), rng.randint(0, 8)))
+        lay = Layout(tuple((rng.randint(1, 50), e) for e in ends))
+        lay = Layout(lay.bases, (ends[-1] if ends else 0) + rng.randint(0, 5))
+        assert list(segments_backward(lay, 99)) == segments(lay, 99, 0, lay.end_seq)[::-1]

@@ -16,7 +16,7 @@ keep them.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from plait.records import Record, SummaryRecord
@@ -29,6 +29,7 @@ __all__ = [
     "find_message",
     "merge_copies",
     "segments",
+    "segments_backward",
     "shared_prefix",
 ]
 
@@ -112,6 +113,23 @@ def segments(layout: Layout, own: int, lo: int, hi: int) -> list[Segment]:
             break
         i += 1
     return out
+
+
+def segments_backward(layout: Layout, own: int) -> Iterator[Segment]:
+    """Yield the non-empty segments of positions ``[0, end_seq)``, the newest first.
+
+    Lazily: a backward scan that stops early (the newest counted position, say)
+    costs the segments it looks at, not the length of a chain of branches.
+    """
+    bases = layout.bases
+    hi = layout.end_seq
+    owner = own
+    for i in range(len(bases), -1, -1):
+        if i < len(bases):
+            owner, hi = bases[i]
+        lo = bases[i - 1][1] if i else 0
+        if lo < hi:
+            yield owner, lo, hi
 
 
 def _end(base: tuple[int, int]) -> int:

@@ -39,7 +39,7 @@ from plait.errors import (
     StoreCorruptError,
     StoreError,
 )
-from plait.layout import segments
+from plait.layout import segments, segments_backward
 from plait.records import JSONValue, Record, dumps
 from plait.store._rows import (
     BEARER_COLUMNS,
@@ -394,12 +394,11 @@ class SQLStore(ABC):
 
     def counted_end(self, row: SessionRow) -> int:
         """Return one past the newest counted position (a backward scan of the uncounted tail)."""
-        parts = segments(row.layout, row.pk, 0, row.layout.end_seq)
-        if not parts:
+        if row.layout.end_seq <= 0:
             self._check_open()
             return 0
         with self._snapshot("count", row.id) as conn:
-            for owner, a, b in reversed(parts):
+            for owner, a, b in segments_backward(row.layout, row.pk):
                 base = owner << _SHIFT
                 found = conn.execute(self._q.counted, (base | a, base | b)).fetchone()
                 if found is not None:
