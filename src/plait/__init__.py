@@ -10,91 +10,184 @@ Durable, branchable, compactable, resumable transcripts, in one Python API::
         branch = s.fork()
 """
 
-from plait.auth import (
-    Authenticated,
-    DurableSession,
-    DurableSessions,
-    ScopeAttenuationResult,
-    ScopeViolation,
-    actor_chain,
-    actor_chain_validate_scope_attenuation,
-    authenticate,
-    bind_principal,
-    push_actor,
-)
-from plait.client import Client, SessionCollection, SessionInfo, SessionStats
-from plait.compaction import Compaction
-from plait.context import ContextReport, ModelInfo, Share
-from plait.errors import (
-    AuthError,
-    ClientNotAttachedError,
-    ControllerConflictError,
-    InvalidArgumentError,
-    InvalidMessageError,
-    LiveClientError,
-    NoSandboxError,
-    NotControllerError,
-    NothingToDoError,
-    PlaitError,
-    RunInterruptedError,
-    RunTimeoutError,
-    SandboxClosedError,
-    ScopeViolationError,
-    SessionBusyError,
-    SessionClosedError,
-    SessionExistsError,
-    SessionLockedError,
-    SessionNotFoundError,
-    StaleSessionError,
-    UnknownOptionError,
-)
-from plait.interop import (
-    SeedResult,
-    export_bundle,
-    import_bundle,
-    seed_from_jsonl,
-    to_jsonl,
-    write_bundle,
-)
-from plait.lineage import Ancestry
-from plait.live import LiveClient, LiveClientChange, LiveClients, PermissionRoute
-from plait.records import (
-    AssistantRecord,
-    EventRecord,
-    Message,
-    Record,
-    SummaryRecord,
-    SystemRecord,
-    ToolCall,
-    ToolCallInfo,
-    ToolRecord,
-    UserRecord,
-)
-from plait.run import (
-    IterationEnd,
-    RecordAdded,
-    Run,
-    RunEvent,
-    RunResult,
-    ToolFinished,
-    ToolStarted,
-    current_id,
-)
-from plait.sandbox import Sandbox
-from plait.session import (
-    ChunkTable,
-    RootResult,
-    ScratchpadUpdate,
-    Session,
-    SessionUsage,
-    Snapshot,
-    prompt_once,
-    run_session,
-)
-from plait.store import MemoryStore, SQLiteStore, Store, open_store
-from plait.views import ResumeInfo
+import typing as _typing
+
+from plait._lazy import lazy_names as _lazy_names
+
+if _typing.TYPE_CHECKING:
+    from plait.auth import (
+        Authenticated,
+        DurableSession,
+        DurableSessions,
+        ScopeAttenuationResult,
+        ScopeViolation,
+        actor_chain,
+        actor_chain_validate_scope_attenuation,
+        authenticate,
+        bind_principal,
+        push_actor,
+    )
+    from plait.client import Client, SessionCollection, SessionInfo, SessionStats
+    from plait.compaction import Compaction
+    from plait.context import ContextReport, ModelInfo, Share
+    from plait.errors import (
+        AuthError,
+        ClientNotAttachedError,
+        ControllerConflictError,
+        InvalidArgumentError,
+        InvalidMessageError,
+        LiveClientError,
+        NoSandboxError,
+        NotControllerError,
+        NothingToDoError,
+        PlaitError,
+        RunInterruptedError,
+        RunTimeoutError,
+        SandboxClosedError,
+        ScopeViolationError,
+        SessionBusyError,
+        SessionClosedError,
+        SessionExistsError,
+        SessionLockedError,
+        SessionNotFoundError,
+        StaleSessionError,
+        UnknownOptionError,
+    )
+    from plait.interop import (
+        SeedResult,
+        export_bundle,
+        import_bundle,
+        seed_from_jsonl,
+        to_jsonl,
+        write_bundle,
+    )
+    from plait.lineage import Ancestry
+    from plait.live import LiveClient, LiveClientChange, LiveClients, PermissionRoute
+    from plait.records import (
+        AssistantRecord,
+        EventRecord,
+        Message,
+        Record,
+        SummaryRecord,
+        SystemRecord,
+        ToolCall,
+        ToolCallInfo,
+        ToolRecord,
+        UserRecord,
+    )
+    from plait.run import (
+        IterationEnd,
+        RecordAdded,
+        Run,
+        RunEvent,
+        RunResult,
+        ToolFinished,
+        ToolStarted,
+        current_id,
+    )
+    from plait.sandbox import Sandbox
+    from plait.session import (
+        ChunkTable,
+        RootResult,
+        ScratchpadUpdate,
+        Session,
+        SessionUsage,
+        Snapshot,
+        prompt_once,
+        run_session,
+    )
+    from plait.store import MemoryStore, SQLiteStore, Store, open_store
+    from plait.views import ResumeInfo
 
 __version__ = "0.1.0"
+
+# Each public name and the module it comes from: `import plait` loads none of them, and
+# the first use of a name loads its module (the stores, the server's auth and the
+# providers are heavy, and a script that opens one session needs few of them).
+_EXPORTS: dict[str, str] = {
+    "Authenticated": "plait.auth",
+    "DurableSession": "plait.auth",
+    "DurableSessions": "plait.auth",
+    "ScopeAttenuationResult": "plait.auth",
+    "ScopeViolation": "plait.auth",
+    "actor_chain": "plait.auth",
+    "actor_chain_validate_scope_attenuation": "plait.auth",
+    "authenticate": "plait.auth",
+    "bind_principal": "plait.auth",
+    "push_actor": "plait.auth",
+    "Client": "plait.client",
+    "SessionCollection": "plait.client",
+    "SessionInfo": "plait.client",
+    "SessionStats": "plait.client",
+    "Compaction": "plait.compaction",
+    "ContextReport": "plait.context",
+    "ModelInfo": "plait.context",
+    "Share": "plait.context",
+    "AuthError": "plait.errors",
+    "ClientNotAttachedError": "plait.errors",
+    "ControllerConflictError": "plait.errors",
+    "InvalidArgumentError": "plait.errors",
+    "InvalidMessageError": "plait.errors",
+    "LiveClientError": "plait.errors",
+    "NoSandboxError": "plait.errors",
+    "NotControllerError": "plait.errors",
+    "NothingToDoError": "plait.errors",
+    "PlaitError": "plait.errors",
+    "RunInterruptedError": "plait.errors",
+    "RunTimeoutError": "plait.errors",
+    "SandboxClosedError": "plait.errors",
+    "ScopeViolationError": "plait.errors",
+    "SessionBusyError": "plait.errors",
+    "SessionClosedError": "plait.errors",
+    "SessionExistsError": "plait.errors",
+    "SessionLockedError": "plait.errors",
+    "SessionNotFoundError": "plait.errors",
+    "StaleSessionError": "plait.errors",
+    "UnknownOptionError": "plait.errors",
+    "SeedResult": "plait.interop",
+    "export_bundle": "plait.interop",
+    "import_bundle": "plait.interop",
+    "seed_from_jsonl": "plait.interop",
+    "to_jsonl": "plait.interop",
+    "write_bundle": "plait.interop",
+    "Ancestry": "plait.lineage",
+    "LiveClient": "plait.live",
+    "LiveClientChange": "plait.live",
+    "LiveClients": "plait.live",
+    "PermissionRoute": "plait.live",
+    "AssistantRecord": "plait.records",
+    "EventRecord": "plait.records",
+    "Message": "plait.records",
+    "Record": "plait.records",
+    "SummaryRecord": "plait.records",
+    "SystemRecord": "plait.records",
+    "ToolCall": "plait.records",
+    "ToolCallInfo": "plait.records",
+    "ToolRecord": "plait.records",
+    "UserRecord": "plait.records",
+    "IterationEnd": "plait.run",
+    "RecordAdded": "plait.run",
+    "Run": "plait.run",
+    "RunEvent": "plait.run",
+    "RunResult": "plait.run",
+    "ToolFinished": "plait.run",
+    "ToolStarted": "plait.run",
+    "current_id": "plait.run",
+    "Sandbox": "plait.sandbox",
+    "ChunkTable": "plait.session",
+    "RootResult": "plait.session",
+    "ScratchpadUpdate": "plait.session",
+    "Session": "plait.session",
+    "SessionUsage": "plait.session",
+    "Snapshot": "plait.session",
+    "prompt_once": "plait.session",
+    "run_session": "plait.session",
+    "MemoryStore": "plait.store",
+    "SQLiteStore": "plait.store",
+    "Store": "plait.store",
+    "open_store": "plait.store",
+    "ResumeInfo": "plait.views",
+}
 
 __all__ = [
     "Ancestry",
@@ -181,3 +274,7 @@ __all__ = [
     "to_jsonl",
     "write_bundle",
 ]
+
+
+if not _typing.TYPE_CHECKING:  # type checkers see the imports above, and no catch-all __getattr__
+    __getattr__, __dir__ = _lazy_names(__name__, globals(), _EXPORTS)

@@ -13,18 +13,20 @@ import shlex
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 from rich.console import Console
 
-from plait._prefix import Described, resolve_session_id
 from plait.cli._terminal import SafeConsole
-from plait.client import Client, SessionInfo
 from plait.errors import PlaitError
 from plait.records import JSONValue, Message, Record
-from plait.session import Session
 from plait.store import default_path
+
+if TYPE_CHECKING:  # loaded by the commands that open a store, not by `plait --help`
+    from plait._prefix import Described
+    from plait.client import Client, SessionInfo
+    from plait.session import Session
 
 __all__ = [
     "CONTEXT_SETTINGS",
@@ -107,6 +109,8 @@ def open_client(settings: Settings) -> Client:
         PlaitError: the store cannot be opened (turned into a clean error by the root group).
     """
     ctx = click.get_current_context()
+    from plait.client import Client
+
     return ctx.with_resource(Client(settings.workspace, store=settings.store))
 
 
@@ -117,6 +121,8 @@ def open_session(client: Client, session_id: str) -> Session:
         SessionNotFoundError: nothing matches.
         AmbiguousSessionIdError: several sessions share the prefix (it names them).
     """
+    from plait._prefix import resolve_session_id
+
     return client.sessions.get(resolve_session_id(client, session_id))
 
 

@@ -13,7 +13,9 @@ The adapters' SDKs (and the local engine) are imported when a provider is create
 
 from __future__ import annotations
 
-from plait.providers.anthropic import AnthropicProvider
+from typing import TYPE_CHECKING
+
+from plait._lazy import lazy_names
 from plait.providers.base import (
     FINISH_REASONS,
     SUMMARY_PREFIX,
@@ -33,11 +35,26 @@ from plait.providers.base import (
     Usage,
     complete,
 )
-from plait.providers.local import LocalProvider
-from plait.providers.openai import OpenAIProvider
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
 from plait.providers.select import parse_model_spec, select_provider
 from plait.providers.settings import TOOL_CHOICES, ModelSettings
+
+if TYPE_CHECKING:
+    from plait.providers.anthropic import AnthropicProvider
+    from plait.providers.local import LocalProvider
+    from plait.providers.openai import OpenAIProvider
+
+# The adapters load on first use (select_provider imports the one it picks).
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all __getattr__
+    __getattr__, __dir__ = lazy_names(
+        __name__,
+        globals(),
+        {
+            "AnthropicProvider": "plait.providers.anthropic",
+            "LocalProvider": "plait.providers.local",
+            "OpenAIProvider": "plait.providers.openai",
+        },
+    )
 
 __all__ = [
     "FINISH_REASONS",

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from plait._lazy import lazy_names
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
@@ -15,8 +17,23 @@ from plait.store.base import (
     TranscriptStore,
     WriterLocks,
 )
-from plait.store.postgres import PostgresStore
-from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
+
+if TYPE_CHECKING:
+    from plait.store.postgres import PostgresStore
+    from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
+
+# The engines load on first use: a program on SQLite never loads the PostgreSQL store.
+if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all __getattr__
+    __getattr__, __dir__ = lazy_names(
+        __name__,
+        globals(),
+        {
+            "PostgresStore": "plait.store.postgres",
+            "MemoryStore": "plait.store.sqlite",
+            "SQLiteStore": "plait.store.sqlite",
+            "default_path": "plait.store.sqlite",
+        },
+    )
 
 __all__ = [
     "BearerStore",
@@ -55,6 +72,7 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
         StoreError: the store cannot be opened (a bad URL, an unreachable server, ...).
     """
     from plait.errors import InvalidArgumentError
+    from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
 
     if target is not None and not isinstance(target, str | os.PathLike):
         return target
@@ -68,6 +86,8 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
     if text.startswith("sqlite://"):
         return SQLiteStore(Path(text.removeprefix("sqlite://")))
     if text.startswith(("postgresql://", "postgres://")):
+        from plait.store.postgres import PostgresStore
+
         return PostgresStore(text)
     if "://" in text:
         scheme = text.split("://", 1)[0]
