@@ -10,9 +10,8 @@ import os
 import sys
 import time
 
-from pydantic import BaseModel
-
 from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel
 
 server = MCPServer("plait-test")
 

@@ -377,7 +377,8 @@ def tool(func: ToolFunc | None = None, *, name: str | None = None, read_only: bo
         try:
             first = typing.get_type_hints(f).get(params[0].name) if params else None
         except (NameError, TypeError) as exc:
-            raise ToolSchemaError(f"tool {f.__name__}: its annotations cannot be read: {exc}") from exc
+            shown = f"tool {f.__name__}: its annotations cannot be read"
+            raise ToolSchemaError(f"{shown}: {exc}") from exc
         wants_context = first is ToolContext
         described = describe(f, skip_first=wants_context)
         return Tool(

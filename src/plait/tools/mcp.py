@@ -151,7 +151,9 @@ class MCPServer(Toolset):
         if isinstance(spec, str):
             return cls(spec)
         if not isinstance(spec, Mapping):
-            raise InvalidArgumentError(f"an MCP server is a command line, a URL or an object: {spec!r}")
+            raise InvalidArgumentError(
+                f"an MCP server is a command line, a URL or an object: {spec!r}"
+            )
         known = {"command", "url", "name", "env", "cwd", "headers", "timeout", "connect_timeout"}
         unknown = sorted(set(spec) - known)
         if unknown:
@@ -324,7 +326,8 @@ class _Connection:
         stack = contextlib.AsyncExitStack()
         server = self._server
         if server.url is None:
-            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+            # Kept open for the connection's life (the server writes to it): closed by the stack.
+            self._stderr = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
             stack.callback(self._stderr.close)
             params = mcp.StdioServerParameters(
                 command=server.argv[0],
@@ -408,7 +411,9 @@ class _Connection:
         if task is None or task.done() or client is None or self._stop.is_set():
             raise self._gone("is not running")
         timeout = self._server.timeout
-        call = asyncio.ensure_future(client.call_tool(name, arguments, read_timeout_seconds=timeout))
+        call = asyncio.ensure_future(
+            client.call_tool(name, arguments, read_timeout_seconds=timeout)
+        )
         try:
             done, _ = await asyncio.wait(
                 {call, task}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED

@@ -119,7 +119,7 @@ def _docstring(func: Callable[..., Any]) -> tuple[str, dict[str, str]]:
         return doc.split("\n\n")[0], {}
     text = parsed.description or ""
     words = {p.arg_name: p.description for p in parsed.params if p.description}
-    return text.split("\n\n")[0], words
+    return text.split("\n\n")[0].strip(), words
 
 
 def describe(func: Callable[..., Any], *, skip_first: bool = False) -> Described:
@@ -176,6 +176,14 @@ def describe(func: Callable[..., Any], *, skip_first: bool = False) -> Described
         raise ToolSchemaError(f"tool {shown}: a parameter type JSON cannot carry: {exc}") from exc
     parameters = _trim(schema)
     props = parameters.get("properties", {})
+    for p in params:
+        bare = {k: v for k, v in props.get(p.name, {}).items() if k != "description"}
+        if not bare and _unwrapped(hints[p.name]) not in (Any, object):
+            # pydantic shows some types it cannot read from JSON (``type[int]``) as "anything".
+            raise ToolSchemaError(
+                f"tool {shown}: parameter {p.name!r} is of a type JSON cannot carry "
+                f"({hints[p.name]!r})"
+            )
     for name in optional & set(props):
         props[name] = _drop_null(props[name])
     parameters["required"] = list(schema.get("required", []))
@@ -196,6 +204,13 @@ def describe(func: Callable[..., Any], *, skip_first: bool = False) -> Described
         return {names[f]: getattr(done, f) for f in done.model_fields_set}
 
     return Described(description, parameters, check)
+
+
+def _unwrapped(annotation: Any) -> Any:
+    """The type inside ``Annotated[...]``."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    return annotation
 
 
 def _has_description(annotation: Any) -> bool:
