@@ -11,6 +11,7 @@ import sys
 import time
 
 from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
 from pydantic import BaseModel
 
 server = MCPServer("plait-test")
@@ -44,6 +45,12 @@ def sleep(seconds: float) -> str:
     """Sleep, then answer."""
     time.sleep(seconds)
     return "slept"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def pid() -> int:
+    """The server's process id (which process answered)."""
+    return os.getpid()
 
 
 @server.tool()
