@@ -94,3 +94,21 @@ def test_the_real_command_with_no_standard_input() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert [r["name"] for r in json.loads(done.stdout)] == [t.name for t in BUILTIN_TOOLS]
+
+
+def test_chat_mcp_offers_the_server_s_tools_each_turn(
+    run: Run, api: Client, model: ScriptedProvider  # noqa: F811
+) -> None:
+    model.add(
+        Reply(tool_calls=(ToolCall("c1", "plait-test__add", {"a": 1, "b": 1}),),
+              finish_reason="tool_calls"),
+        "two",
+        "still here",
+    )
+    result = run("chat", "--yes", "--no-tools", "--mcp", SERVER, input="add\nagain\n/quit\n")
+    assert result.exit_code == 0, result.output
+    assert "two" in result.stdout and "still here" in result.stdout
+    assert all("plait-test__add" in [t.name for t in r.tools] for r in model.requests)
+    (info,) = api.sessions.list()
+    results = [m for m in api.sessions.get(info.id).history() if m.role == "tool"]
+    assert [(m.ok, m.text) for m in results] == [(True, "2")]

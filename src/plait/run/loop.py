@@ -124,7 +124,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     """
     telemetry = RunTelemetry(spec.provider, session.id)
     with telemetry.agent():
-        # A toolset (an MCP server) is connected for the run and closed when it ends (D197).
+        # A toolset (an MCP server) is connected for the run and closed when it ends (D196).
         async with open_tools(spec.tools) as tools:
             return await _steps(session, spec, tools, run, telemetry)
 
