@@ -205,3 +205,21 @@ def test_server_specs_are_checked_and_a_missing_sdk_names_the_extra(
     with pytest.raises(MissingDependencyError) as caught:
         asyncio.run(MCPServer(STDIO).list_tools())
     assert "plait[mcp]" in str(caught.value)
+
+
+def test_two_servers_need_two_names_and_tool_choice_may_name_a_server_s_tool(
+    session: Session, http_url: str
+) -> None:
+    model = ScriptedProvider(["never"])
+    with pytest.raises(InvalidArgumentError, match="unique"):
+        session.run("go", provider=model, tools=[MCPServer(STDIO), MCPServer(http_url)])
+    assert not session.stored and not model.requests  # nothing was written
+    model = ScriptedProvider([call("local__add", {"a": 1, "b": 2}), "3"])
+    servers = [MCPServer(STDIO, name="local"),
+               MCPServer(http_url, name="remote", headers={"X-Plait-Test": "yes"})]
+    done = session.run("go", provider=model, tools=servers,
+                       model_settings={"tool_choice": "local__add"})
+    assert done.text == "3"
+    sent = model.requests[0]
+    assert sent.tool_choice == "local__add"
+    assert {"local__add", "remote__add"} <= {t.name for t in sent.tools}
