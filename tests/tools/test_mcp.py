@@ -20,6 +20,7 @@ from plait.errors import InvalidArgumentError, MissingDependencyError, ToolServe
 from plait.providers import Reply, ScriptedProvider
 from plait.session import Session
 from plait.tools import MCPServer, read_file
+from tests.sandbox.conftest import leftovers
 
 from ._mcp import STDIO, serve_http
 
@@ -182,12 +183,15 @@ def test_a_server_that_cannot_start_fails_the_run_before_anything_is_recorded(
     model = ScriptedProvider(["never"])
     bad = tmp_path / "not_a_server.py"
     bad.write_text("import sys\nprint('no MCP here', file=sys.stderr)\nsys.exit(2)\n")
+    mute = [sys.executable, "-c", "import time; time.sleep(317.25)"]  # never answers
     for server in (MCPServer([sys.executable, str(bad)]),
-                   MCPServer([str(tmp_path / "missing-command")])):
+                   MCPServer([str(tmp_path / "missing-command")]),
+                   MCPServer(mute, connect_timeout=1)):
         with pytest.raises(ToolServerError) as caught:
             session.run("go", provider=model, tools=[server])
         assert server.name in str(caught.value)
     assert [r.kind for r in session.records] == ["system"] and not model.requests
+    assert leftovers("317.25") == []  # the mute server was stopped, not left behind
 
 
 def test_server_specs_are_checked_and_a_missing_sdk_names_the_extra(
@@ -195,7 +199,9 @@ def test_server_specs_are_checked_and_a_missing_sdk_names_the_extra(
 ) -> None:
     for spec in ({}, {"command": "x", "url": "http://h/mcp"}, {"command": ""},
                  {"command": "x", "colour": 1}, {"url": "http:///nohost"},
-                 {"command": "x", "env": {"A": 1}}, {"command": "x", "timeout": 0}, 5):
+                 {"command": "x", "env": {"A": 1}}, {"command": "x", "timeout": 0},
+                 {"command": "x", "name": 3}, {"command": "x", "cwd": ["/"]},
+                 {"command": ["x", 1]}, 5):
         with pytest.raises(InvalidArgumentError):
             MCPServer.from_json(spec)  # type: ignore[arg-type]
     assert MCPServer.from_json("http://127.0.0.1:9/mcp").url == "http://127.0.0.1:9/mcp"

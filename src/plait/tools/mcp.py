@@ -120,6 +120,10 @@ class MCPServer(Toolset):
                 raise InvalidArgumentError("an MCP server needs a command line or a URL")
             self.argv = tuple(argv)
             shown = Path(argv[-1]).stem if len(argv) > 1 else Path(argv[0]).name
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise InvalidArgumentError(f"an MCP server's name must be a non-empty string: {name!r}")
+        if cwd is not None and not isinstance(cwd, str | Path):
+            raise InvalidArgumentError(f"an MCP server's cwd must be a folder path: {cwd!r}")
         for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise InvalidArgumentError(f"{label} must be a positive number of seconds")
@@ -161,6 +165,8 @@ class MCPServer(Toolset):
         target = spec.get("url", spec.get("command"))
         if not isinstance(target, str | list) or ("url" in spec) == ("command" in spec):
             raise InvalidArgumentError("an MCP server object needs one of 'command' or 'url'")
+        if isinstance(target, list) and not all(isinstance(a, str) for a in target):
+            raise InvalidArgumentError("an MCP server's 'command' list must hold strings")
         options: dict[str, Any] = {k: spec[k] for k in known - {"command", "url"} if k in spec}
         for key in ("env", "headers"):
             value = options.get(key)
@@ -309,16 +315,14 @@ class _Connection:
             async with asyncio.timeout(self._server.connect_timeout):
                 await asyncio.shield(self._ready)
         except TimeoutError:
-            await self.close()
+            tail = self._tail()
+            await self.close(cancel=True)
             raise ToolServerError(
                 f"MCP server {self.label} did not start within "
-                f"{self._server.connect_timeout:g} s{self._tail()}"
+                f"{self._server.connect_timeout:g} s{tail}"
             ) from None
-        except ToolServerError:
-            await self.close()
-            raise
-        except BaseException:
-            await self.close()
+        except BaseException:  # it failed to start (ToolServerError), or the run was cancelled
+            await self.close(cancel=True)
             raise
 
     def _transport(self) -> tuple[Any, contextlib.AsyncExitStack]:
@@ -377,7 +381,7 @@ class _Connection:
         except asyncio.CancelledError:
             self._ended = "it was closed"
             if not self._ready.done():
-                self._ready.set_exception(ToolServerError(f"MCP server {self.label} was closed"))
+                self._ready.cancel()
             raise
         except Exception as exc:  # the server or its transport failed: say so, end quietly
             self._ended = _why(exc)
@@ -439,15 +443,14 @@ class _Connection:
             raise ToolError(f"MCP server {self.label}: {name} failed: {_why(exc)}") from exc
         return ToolOutcome(not result.is_error, _content(result))
 
-    async def close(self) -> None:
+    async def close(self, *, cancel: bool = False) -> None:
+        """End the connection (``cancel``: without waiting for a start still under way)."""
         self._stop.set()
         task = self._task
         if task is not None and not task.done():
-            try:
-                await task
-            except asyncio.CancelledError:
-                if not task.cancelled():
-                    raise
+            if cancel:
+                task.cancel()
+            await asyncio.wait({task})  # the holder catches its own errors; a cancel of ours passes
         if self._stderr is not None and not self._stderr.closed:
             self._stderr.close()
 
