@@ -85,6 +85,9 @@ def test_bad_mcp_options_are_clean_errors(run: Run, api: Client) -> None:
         assert_clean_error(result)
     gone = run("tools", "--mcp", "/nonexistent/server-binary")
     assert_clean_error(gone, "MCP server")
+    failed = run("run", "hi", "--mcp", "/nonexistent/server-binary")
+    assert_clean_error(failed, "MCP server")
+    assert api.sessions.list() == []  # the run never reached the model: nothing is kept
 
 
 def test_the_real_command_with_no_standard_input() -> None:
