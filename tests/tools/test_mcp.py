@@ -159,6 +159,16 @@ def test_a_connection_lives_for_a_run_unless_its_owner_holds_it_open(session: Se
     first, second = pids_of(2, server)
     assert first == second  # both runs borrowed the owner's connection
 
+    async def die_then_pid() -> list[tuple[bool, str]]:
+        async with server:
+            for script in (call("plait-test__die", {}), call("plait-test__pid", {})):
+                await session.prompt("go", provider=ScriptedProvider([script, "ok"]),
+                                     tools=[server])
+            return tool_results(session)[-2:]
+
+    (died_ok, _), (pid_ok, pid) = asyncio.run(die_then_pid())
+    assert not died_ok and pid_ok and int(pid) != first  # the next run started it again
+
 
 def test_the_session_s_mcp_servers_setting_is_part_of_the_default_offer(
     session: Session,

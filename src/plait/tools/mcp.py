@@ -230,21 +230,26 @@ class MCPServer(Toolset):
         loop = asyncio.get_running_loop()
         with self._lock:
             found = self._live.get(loop)
-            if found is not None:
+            if found is not None and found[0].alive:  # a dead one is replaced below
                 self._live[loop] = (found[0], found[1] + 1)
                 return found[0]
         connection = _Connection(self)
         await connection.start()
+        spare: _Connection | None
         with self._lock:
-            raced = self._live.get(loop)
-            if raced is None:
-                self._live[loop] = (connection, 1)
-        if raced is not None:  # another task of this loop connected meanwhile: use its one
-            await connection.close()
-            with self._lock:
-                self._live[loop] = (raced[0], self._live[loop][1] + 1)
-            return raced[0]
-        return connection
+            current = self._live.get(loop)
+            if current is not None and current[0].alive:
+                # Another task of this loop connected meanwhile: use its connection.
+                self._live[loop] = (current[0], current[1] + 1)
+                chosen, spare = current[0], connection
+            else:
+                # New, or in place of one whose server died: its users' calls reach this one.
+                users = current[1] if current is not None else 0
+                self._live[loop] = (connection, users + 1)
+                chosen, spare = connection, current[0] if current is not None else None
+        if spare is not None:
+            await spare.close()
+        return chosen
 
     async def _release(self) -> None:
         loop = asyncio.get_running_loop()
@@ -303,6 +308,12 @@ class _Connection:
         self._ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._ended: str | None = None
         self._stderr: IO[str] | None = None
+
+    @property
+    def alive(self) -> bool:
+        """Whether calls can still pass (the server has not ended, nor been closed)."""
+        task = self._task
+        return task is not None and not task.done() and not self._stop.is_set()
 
     @property
     def label(self) -> str:
