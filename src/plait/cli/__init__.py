@@ -84,6 +84,11 @@ COMMANDS: Final[dict[str, tuple[str, str, str]]] = {
         "token_group",
         "Durable bearer tokens for plait serve (only their hashes are stored).",
     ),
+    "tools": (
+        "plait.cli.tools",
+        "tools_command",
+        "List the tools a run would offer the model (`--json`: with their schemas).",
+    ),
     "uncompact": (
         "plait.cli.compaction",
         "uncompact_command",

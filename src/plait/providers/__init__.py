@@ -34,6 +34,7 @@ from plait.providers.base import (
     ToolSpec,
     Usage,
     complete,
+    reads_formats,
 )
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
 from plait.providers.select import parse_model_spec, select_provider
@@ -83,4 +84,5 @@ __all__ = [
     "complete",
     "parse_model_spec",
     "select_provider",
+    "reads_formats",
 ]

@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
+from plait._time import now_micros
 from plait.context import Tally
 from plait.errors import (
     ControllerConflictError,
@@ -41,11 +42,13 @@ from plait.errors import (
 )
 from plait.layout import segments, segments_backward
 from plait.records import JSONValue, Record, dumps
+from plait.store._moves import HIDDEN_OPERATOR, move_head
 from plait.store._rows import (
     BEARER_COLUMNS,
     LIVE_COLUMNS,
     SEQ_BITS,
     SEQ_MAX,
+    bases_text,
     bearer_row_from_columns,
     live_row_from_columns,
     row_from_columns,
@@ -114,6 +117,11 @@ class Dialect:
     """``SELECT`` of a session row ``s`` with its head (its newest own record ``h``)."""
     key_share: str
     """The lock a live-client write takes on its session row (``FOR KEY SHARE`` or none)."""
+    tombstone: str
+    """The ``SET`` list that makes a row a tombstone giving up its id (to a value no id takes)."""
+    row_lock: str = ""
+    """A statement locking the session row ``pk = ?`` against appends, or none (SQLite's
+    ``BEGIN IMMEDIATE`` already holds every writer off)."""
 
     def sql(self, template: str) -> str:
         """Spell a shared statement in this dialect.
@@ -215,6 +223,8 @@ class SQLStore(ABC):
 
     dialect: Dialect
     _q: _Statements
+    _links: bool = True
+    """Whether the schema has ``sessions.base_owner`` (a store opened with fewer migrations not)."""
     _migrations: tuple[Migration, ...]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -300,6 +310,29 @@ class SQLStore(ABC):
         """Return the stored row of a live session, or None."""
         r = self._one(self._q.get, (session_id,), "get", session_id)
         return row_from_columns(r) if r is not None else None
+
+    def move_head(
+        self,
+        expected: SessionRow,
+        head: SessionRow,
+        hidden_id: str,
+        records: Sequence[Record] = (),
+    ) -> SessionRow:
+        """Give the session's id to ``head``, keeping its old head as ``hidden_id`` (atomic).
+
+        See :meth:`plait.store.base.TranscriptStore.move_head`.
+        """
+        self._check_open()
+        with self._transaction(f"move the head of {expected.id!r}") as conn:
+            pk = move_head(conn, self.dialect, expected, head, hidden_id, records, now_micros())
+            bases = head.layout.bases
+            if not head.pk and bases and self._links:
+                # The new head is a branch of the row it shares its layout with: link it,
+                # so a delete walks up from it (see the engines' _collect).
+                conn.execute(self._q.link_base_owner, (bases[-1][0], bases_text(bases[:-1]), pk))
+            r = conn.execute(self._q.row_by_pk, (pk,)).fetchone()
+        self._changed(expected.id)
+        return row_from_columns(r)
 
     def _stale(self, conn: Connection, expected: SessionRow) -> StaleSessionError:
         """The error for a compare-and-set that lost: the version found now, if any."""
@@ -592,10 +625,12 @@ class _Statements:
 
     def __init__(self, d: Dialect) -> None:
         order = "ORDER BY s.updated_at DESC, s.pk DESC LIMIT ?"
+        # A hidden head (what an id named before a rewind) is listed only in the lineage.
+        shown = f" AND (s.lineage_operator IS NULL OR s.lineage_operator <> '{HIDDEN_OPERATOR}') "
         self.get = d.sql("{select_row} WHERE s.id = ? AND {live_s}")
         self.row_by_pk = d.sql("{select_row} WHERE s.pk = ? AND {live_s}")
-        self.recent_all = d.sql("{select_row} WHERE {live_s} " + order)
-        self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s} " + order)
+        self.recent_all = d.sql("{select_row} WHERE {live_s}" + shown + order)
+        self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s}" + shown + order)
         self.live_rows = d.sql("{select_row} WHERE {live_s}")
         self.children = d.sql(
             "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
@@ -611,6 +646,10 @@ class _Statements:
             "ON l.child_id = up.id AND l.ord = 0 WHERE up.n < ? "
             "AND EXISTS (SELECT 1 FROM sessions p WHERE p.id = l.parent_id)) "
             "SELECT id FROM up WHERE n > 0 ORDER BY n"
+        )
+        self.link_base_owner = d.sql(
+            "UPDATE sessions SET base_owner = (SELECT o.pk FROM sessions o "
+            "WHERE o.pk = ? AND o.bases = ?) WHERE pk = ?"
         )
         self.probe = d.sql("SELECT mpos, kind FROM records WHERE key = ?")
         self.scratchpads = d.sql(
@@ -669,4 +708,3 @@ class _Statements:
             "ON s.pk = c.session_pk WHERE s.id = ? AND {live_s} "
             "ORDER BY c.attached_at, c.client_id"
         )
-

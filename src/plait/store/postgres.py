@@ -63,6 +63,7 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pglocks import AdvisoryLocks, lock_key
 from plait.store._pgopen import (
@@ -124,6 +125,8 @@ _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
+
+
 class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
@@ -157,6 +160,10 @@ class PostgresStore(SQLStore):
         live_s="NOT s.deleted",
         select_row=SELECT_ROW,
         key_share=" FOR KEY SHARE",
+        # chr(1): a control character, which no session id may hold (PostgreSQL text
+        # cannot hold the NUL SQLite's tombstones use).
+        tombstone="deleted = true, id = chr(1) || pk",
+        row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
     )
 
     def __init__(
@@ -573,59 +580,82 @@ class PostgresStore(SQLStore):
             SessionNotFoundError: no live session has this id.
         """
         with self._conn(f"delete {session_id!r}") as conn, conn.transaction():
-            # Changing the id takes the row's strongest lock: appends in flight finish
-            # first, later ones find the session gone.
-            found = conn.execute(
-                "WITH t AS (UPDATE sessions SET deleted = true, id = '/' || pk "
-                "WHERE id = %(id)s AND NOT deleted RETURNING pk), "
-                "l AS (DELETE FROM lineage WHERE child_id = %(id)s "
-                "AND EXISTS (SELECT FROM t)), "
-                "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)), "
-                "c AS (DELETE FROM live_clients WHERE session_pk IN (SELECT pk FROM t)) "
-                "SELECT pk FROM t",
-                {"id": session_id},
-            ).fetchone()
+            # Its hidden heads (what it named before a rewind) go with it, first.
+            doomed: list[tuple[str, int]] = []
+            found = None
+            for sid in [*hidden_heads(conn, self.dialect, session_id), session_id]:
+                # Changing the id takes the row's strongest lock: appends in flight finish
+                # first, later ones find the session gone.
+                found = conn.execute(
+                    "WITH t AS (UPDATE sessions SET deleted = true, id = chr(1) || pk "
+                    "WHERE id = %(id)s AND NOT deleted RETURNING pk), "
+                    "l AS (DELETE FROM lineage WHERE child_id = %(id)s "
+                    "AND EXISTS (SELECT FROM t)), "
+                    "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)), "
+                    "c AS (DELETE FROM live_clients WHERE session_pk IN (SELECT pk FROM t)) "
+                    "SELECT pk FROM t",
+                    {"id": sid},
+                ).fetchone()
+                if found is not None:
+                    doomed.append((sid, int(found[0])))
             if found is None:
                 raise SessionNotFoundError(session_id)
-            self._collect(conn, int(found[0]))
-        self._notifier.changed(session_id)
+            self._collect(conn, [pk for _, pk in doomed])
+        for sid, _ in doomed:
+            self._notifier.changed(sid)
 
-    def _collect(self, conn: psycopg.Connection[tuple[Any, ...]], pk: int) -> None:
+    def erase(self, session_id: str) -> None:
+        """Delete a session and its hidden heads, and every record of theirs nobody reads.
+
+        The rows go in this transaction; PostgreSQL reclaims their space (and overwrites
+        it) at its next ``VACUUM`` of the tables, which autovacuum runs by itself.
+
+        Raises:
+            SessionNotFoundError: no live session has this id.
+        """
+        with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
+            erase_sessions(conn, self.dialect, session_id)
+            self._collect_all(conn)  # erasing reads every layout anyway
+        self._changed(session_id)
+
+    def _collect(self, conn: psycopg.Connection[tuple[Any, ...]], pks: list[int]) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.
 
-        Walks up the base owner links from ``pk`` as the SQLite store does (see
+        Walks up the base owner links from each of ``pks`` as the SQLite store does (see
         ``SQLiteStore._collect``): each tombstone is locked, then looked at again
         (a fresh snapshot: a fork that held it ``FOR KEY SHARE`` has committed by
         then and is seen; a later one waits, then finds it gone), and dropped when
         no row names it as its base owner. A stored layout that is not a branch of
         its base owner makes it read every layout instead (:meth:`_collect_all`).
         """
-        current: int | None = pk
-        while current is not None:
-            locked = conn.execute(
-                "SELECT base_owner FROM sessions WHERE pk = %s AND deleted FOR UPDATE",
-                (current,),
-            ).fetchone()
-            if locked is None:
-                return
-            looked = conn.execute(
-                "SELECT EXISTS (SELECT FROM sessions WHERE base_owner = %s), EXISTS (SELECT "
-                "FROM sessions WHERE base_owner IS NULL AND bases <> '[]')",
-                (current,),
-            ).fetchone()
-            assert looked is not None  # a SELECT of two values returns one row
-            read_by, irregular = looked
-            if irregular:
-                self._collect_all(conn)
-                return
-            if read_by:
-                return
-            conn.execute(
-                "WITH gone AS (DELETE FROM records WHERE key >= (%(pk)s::bigint << 32) "
-                "AND key < ((%(pk)s::bigint + 1) << 32)) DELETE FROM sessions WHERE pk = %(pk)s",
-                {"pk": current},
-            )
-            current = locked[0]
+        for pk in pks:
+            current: int | None = pk
+            while current is not None:
+                locked = conn.execute(
+                    "SELECT base_owner FROM sessions WHERE pk = %s AND deleted FOR UPDATE",
+                    (current,),
+                ).fetchone()
+                if locked is None:
+                    break
+                looked = conn.execute(
+                    "SELECT EXISTS (SELECT FROM sessions WHERE base_owner = %s), EXISTS (SELECT "
+                    "FROM sessions WHERE base_owner IS NULL AND bases <> '[]')",
+                    (current,),
+                ).fetchone()
+                assert looked is not None  # a SELECT of two values returns one row
+                read_by, irregular = looked
+                if irregular:
+                    self._collect_all(conn)
+                    return
+                if read_by:
+                    break
+                conn.execute(
+                    "WITH gone AS (DELETE FROM records WHERE key >= (%(pk)s::bigint << 32) "
+                    "AND key < ((%(pk)s::bigint + 1) << 32)) "
+                    "DELETE FROM sessions WHERE pk = %(pk)s",
+                    {"pk": current},
+                )
+                current = locked[0]
 
     def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         """Drop every tombstone no live layout reads, reading every layout.

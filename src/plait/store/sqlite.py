@@ -48,6 +48,7 @@ from plait.store._litesql import (
     UPDATE_SESSION_V3,
     record_params,
 )
+from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._rows import (
     SEQ_BITS,
     SEQ_MAX,
@@ -124,6 +125,7 @@ _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
 
+
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
     return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")
@@ -175,6 +177,7 @@ class SQLiteStore(SQLStore):
         live_s="s.deleted = 0",
         select_row=SELECT_ROW,
         key_share="",
+        tombstone="deleted = 1, id = char(0) || pk",
     )
 
     def __init__(
@@ -717,16 +720,46 @@ class SQLiteStore(SQLStore):
             ).fetchone()
             if found is None:
                 raise SessionNotFoundError(session_id)
-            pk = int(found[0])
-            # The tombstone gives up its id (NUL can never start a real id) so the
-            # id may be reused, and keeps its rows for the branches that share them.
-            db.execute("UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,))
-            db.execute("DELETE FROM lineage WHERE child_id = ?", (session_id,))
-            db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
-            db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
-            self._collect(db, pk)
+            # Its hidden heads (what it named before a rewind) go with it.
+            doomed = [(session_id, int(found[0]))]
+            for hidden in hidden_heads(db, self.dialect, session_id):
+                row = db.execute("SELECT pk FROM sessions WHERE id = ?", (hidden,)).fetchone()
+                doomed.append((hidden, int(row[0])))
+            for sid, pk in doomed:
+                # The tombstone gives up its id (NUL can never start a real id) so the
+                # id may be reused, and keeps its rows for the branches that share them.
+                db.execute(
+                    "UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,)
+                )
+                db.execute("DELETE FROM lineage WHERE child_id = ?", (sid,))
+                db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
+                db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
+            self._collect(db, [pk for _, pk in doomed])
 
-    def _collect(self, db: sqlite3.Connection, pk: int) -> None:
+    def erase(self, session_id: str) -> None:
+        """Delete a session and its hidden heads, and every record of theirs nobody reads.
+
+        What is deleted is overwritten in the file (``secure_delete``), and the write-ahead
+        log is checkpointed and truncated after, so no copy of an erased page is left in
+        either file (unless another connection is reading at that moment, which keeps the
+        log until it ends).
+
+        Raises:
+            SessionNotFoundError: no live session has this id.
+        """
+        self._check_open()
+        with self._lock:
+            self._db.execute("PRAGMA secure_delete = ON")
+            try:
+                with self._tx() as db:
+                    erase_sessions(db, self.dialect, session_id)
+                    self._collect_all(db)  # erasing reads every layout anyway
+            finally:
+                self._db.execute("PRAGMA secure_delete = OFF")
+            if self._path != ":memory:":
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def _collect(self, db: sqlite3.Connection, pks: list[int]) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.
 
         Every stored layout but a root's is a branch of its base owner (the
@@ -742,19 +775,20 @@ class SQLiteStore(SQLStore):
         if not self._links or db.execute(_IRREGULAR).fetchone() is not None:
             self._collect_all(db)
             return
-        current: int | None = pk
-        while current is not None:
-            found = db.execute(
-                "SELECT base_owner FROM sessions WHERE pk = ? AND deleted = 1", (current,)
-            ).fetchone()
-            if found is None or db.execute(_READ_BY, (current,)).fetchone() is not None:
-                return
-            db.execute(
-                "DELETE FROM records WHERE key >= ? AND key < ?",
-                (current << _SHIFT, (current + 1) << _SHIFT),
-            )
-            db.execute("DELETE FROM sessions WHERE pk = ?", (current,))
-            current = found[0]
+        for pk in pks:
+            current: int | None = pk
+            while current is not None:
+                found = db.execute(
+                    "SELECT base_owner FROM sessions WHERE pk = ? AND deleted = 1", (current,)
+                ).fetchone()
+                if found is None or db.execute(_READ_BY, (current,)).fetchone() is not None:
+                    break
+                db.execute(
+                    "DELETE FROM records WHERE key >= ? AND key < ?",
+                    (current << _SHIFT, (current + 1) << _SHIFT),
+                )
+                db.execute("DELETE FROM sessions WHERE pk = ?", (current,))
+                current = found[0]
 
     def _collect_all(self, db: sqlite3.Connection) -> None:
         """Drop every tombstone no live layout reads, reading every layout."""
