@@ -20,6 +20,7 @@ from plait.records import (
     SystemRecord,
     UserRecord,
     decode_record,
+    decode_rows,
     encode_payload,
     record_from_message,
 )
@@ -144,3 +145,81 @@ def test_decode_rejects_payloads_of_the_wrong_types() -> None:
             decode_record(kind, payload, seq=5, id="i", created_at_us=0)
     with pytest.raises(StoreCorruptError):
         decode_record("user", '{"content": "x"}', seq=0, id="i", created_at_us=0, meta="[1]")
+
+
+def _columns(r: Record, meta: str | None = None) -> tuple[object, ...]:
+    return ((7 << 32) | r.seq, r.id, r.kind, encode_payload(r), meta, r.created_at_us, r.tokens)
+
+
+def test_decode_rows_gives_what_the_constructors_give() -> None:
+    import dataclasses
+    import gc
+
+    records: list[Record] = [
+        SystemRecord(seq=0, content="sys \u00e9 \\"),
+        UserRecord(seq=1, content='say "hi"\n', tokens=4),
+        AssistantRecord(seq=2, content="plain"),
+        UserRecord(seq=3, content="two images", images=2),
+        AssistantRecord(seq=4, content="", tool_calls=(ToolCall("c", "ls", {"p": "."}),)),
+        ToolRecord(seq=5, content="out", tool_call_id="c", tool_name="ls", ok=False),
+        SummaryRecord(seq=6, content="sum", folds_from=0, folds_to=3),
+        EventRecord(seq=7, name="e", data={"k": [1]}),
+        OpaqueRecord(seq=8, format="f", item={"a": 1}),
+    ]
+    rows = [_columns(r) for r in records]
+    rows.append(_columns(UserRecord(seq=9, content="with meta", meta={"m": 1}), '{"m":1}'))
+    expected = [*records, UserRecord(seq=9, content="with meta", meta={"m": 1})]
+    for r in expected[-1:]:
+        object.__setattr__(r, "id", rows[-1][1])
+        object.__setattr__(r, "created_at_us", rows[-1][5])
+    got = decode_rows(rows, (1 << 32) - 1)
+    assert got == expected
+    for g, e in zip(got, expected, strict=True):
+        assert type(g) is type(e)
+        assert dataclasses.asdict(g) == dataclasses.asdict(e)  # every field set
+        assert hash(g) == hash(e) and repr(g) == repr(e)
+    # Columns after others (a store's own first columns) and the collector left as found.
+    assert decode_rows([("x", *row) for row in rows], (1 << 32) - 1, first=1) == expected
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        decode_rows(rows, (1 << 32) - 1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_decode_rows_refuses_what_decode_record_refuses() -> None:
+    mask = (1 << 32) - 1
+    for bad in [
+        (1, "i", "user", b'{"content":"x"}', None, 1, None),  # bytes, not text
+        (1, "i", "user", '{"content":"x"', None, 1, None),  # cut short
+        (1, "i", "user", '{"content":"x"}x"}', None, 1, None),
+        (1, "i", "nope", '{"content":"x"}', None, 1, None),
+        (1, "i", "assistant", '{"content":7}', None, 1, None),
+    ]:
+        with pytest.raises(StoreCorruptError):
+            decode_rows([bad], mask)
+
+
+def test_message_views_are_what_the_constructor_makes() -> None:
+    import dataclasses
+
+    cases = [
+        (UserRecord(seq=1, content="u", images=1), Message("user", "u", images=1, seq=1)),
+        (
+            AssistantRecord(seq=2, content="a", tool_calls=(ToolCall("c", "t", {}),)),
+            Message("assistant", "a", (ToolCall("c", "t", {}),), seq=2),
+        ),
+        (
+            ToolRecord(seq=3, content="o", tool_call_id="c", tool_name="t", ok=False, images=2),
+            Message("tool", "o", (), "c", "t", False, 2, 3),
+        ),
+        (SummaryRecord(seq=4, content="s", folds_from=0, folds_to=1),
+         Message("summary", "s", seq=4)),
+        (SystemRecord(seq=5, content="p"), Message("system", "p", seq=5)),
+    ]
+    for record, message in cases:
+        view = Message.from_record(record)
+        assert view == message and type(view) is Message
+        assert dataclasses.asdict(view) == dataclasses.asdict(message)

@@ -18,6 +18,7 @@ from plait.records import (
     SummaryRecord,
     ToolCall,
     ToolRecord,
+    collector_paused,
     hidden_summaries,
     newest_summary,
 )
@@ -50,12 +51,20 @@ def _shown(
     records: Sequence[Record], reads: Collection[str], skip: frozenset[str]
 ) -> list[Message]:
     out: list[Message] = []
-    for r in records:
-        if r.kind in skip and not (reads and r.kind == "opaque"):
-            continue
-        m = _message(r, reads)
-        if m is not None:
-            out.append(m)
+    add = out.append
+    view = Message.from_record
+    # A message per record, all kept: collections would find nothing to free.
+    with collector_paused():
+        for r in records:
+            kind = r.kind
+            if kind in skip:
+                if not (reads and kind == "opaque"):
+                    continue
+                m = _message(r, reads)
+                if m is not None:
+                    add(m)
+            else:
+                add(view(r))
     return out
 
 

@@ -13,7 +13,7 @@ record has the same ``seq`` in every branch that holds it.
 
 from __future__ import annotations
 
-from plait.records._codec import decode_record, encode_payload
+from plait.records._codec import collector_paused, decode_record, decode_rows, encode_payload
 from plait.records._messages import Message, messages_of, record_from_message
 from plait.records._model import (
     COMPACTION_UNDONE,
@@ -53,7 +53,9 @@ __all__ = [
     "ToolCallInfo",
     "ToolRecord",
     "UserRecord",
+    "collector_paused",
     "decode_record",
+    "decode_rows",
     "dumps",
     "encode_payload",
     "hidden_summaries",

@@ -28,7 +28,14 @@ from plait.context import ContextReport
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.providers import Provider
-from plait.records import EventRecord, JSONValue, Message, Record, SummaryRecord
+from plait.records import (
+    EventRecord,
+    JSONValue,
+    Message,
+    Record,
+    SummaryRecord,
+    collector_paused,
+)
 from plait.render import LineageBox
 from plait.session import (
     binding,
@@ -274,9 +281,11 @@ class Session(RunVerbs, WorkspaceVerbs):
         Raises:
             SessionNotFoundError: the session was never stored.
         """
-        if full:
-            return full_history(self.records)
-        return context.history_messages(self._head)
+        # A read and a message per record, all kept: collections would find nothing to free.
+        with collector_paused():
+            if full:
+                return full_history(self.records)
+            return context.history_messages(self._head)
 
     def snapshot(self) -> Snapshot | None:
         """Return a read-only snapshot, or None for a session not stored (seed 003)."""

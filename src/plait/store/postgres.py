@@ -62,7 +62,7 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import segments
-from plait.records import Record, decode_record, dumps, encode_payload
+from plait.records import Record, collector_paused, decode_rows, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pglocks import AdvisoryLocks, lock_key
@@ -123,6 +123,7 @@ Applied each in one transaction under an advisory lock.
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
+_READ_BATCH: Final = 4096  # rows fetched and decoded at a time by a long read
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
@@ -547,22 +548,14 @@ class PostgresStore(SQLStore):
             return out
         los = [(owner << _SHIFT) | a for owner, a, _ in parts]
         his = [(owner << _SHIFT) | b for owner, _, b in parts]
-        with self._conn(f"read {row.id!r}") as conn:
-            rows = conn.execute(READ, (los, his)).fetchall()
         counts = [0] * len(parts)
-        for n, key, rid, kind, payload, meta, created, tokens in rows:
-            counts[n - 1] += 1
-            out.append(
-                decode_record(
-                    kind,
-                    payload,
-                    seq=key & _SEQ_MAX,
-                    id=rid,
-                    created_at_us=created,
-                    meta=meta,
-                    tokens=tokens,
-                )
-            )
+        with self._conn(f"read {row.id!r}") as conn, collector_paused():
+            cursor = conn.execute(READ, (los, his))
+            # Decoded a batch at a time: the read holds its records and one batch of rows.
+            while rows := cursor.fetchmany(_READ_BATCH):
+                for r in rows:
+                    counts[r[0] - 1] += 1
+                out.extend(decode_rows(rows, _SEQ_MAX, first=1))
         for (owner, a, b), got in zip(parts, counts, strict=True):
             if got != b - a:
                 raise StoreCorruptError(

@@ -35,7 +35,7 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import Layout, Segment, segments
-from plait.records import Record, decode_record, dumps
+from plait.records import Record, collector_paused, decode_rows, dumps
 from plait.store._flock import FileLocks
 from plait.store._litesql import (
     APPEND_STATE,
@@ -108,6 +108,8 @@ _READ_RANGES: Final = (
     "ORDER BY g.key, r.key"
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
+_READ_BATCH: Final = 4096
+"""Rows fetched and decoded at a time by a long read."""
 _SMALL_READ: Final = 512
 """Positions a read spanning several segments may cover to be read in one statement."""
 
@@ -654,26 +656,20 @@ class SQLiteStore(SQLStore):
             return out
         if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
             return self._read_small(row, parts)
-        with self._snapshot() as db:
+        with self._snapshot() as db, collector_paused():
             for owner, a, b in parts:
                 base = owner << _SHIFT
-                rows = db.execute(_READ_RANGE, (base | a, base | b)).fetchall()
-                if len(rows) != b - a:
+                cursor = db.execute(_READ_RANGE, (base | a, base | b))
+                got = 0
+                # Rows are decoded a batch at a time and dropped: a long read holds its
+                # records and one batch of rows, never all of both.
+                while rows := cursor.fetchmany(_READ_BATCH):
+                    got += len(rows)
+                    out.extend(decode_rows(rows, _SEQ_MAX))
+                if got != b - a:
                     raise StoreCorruptError(
                         f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                        f"of owner {owner}, found {len(rows)}"
-                    )
-                for key, rid, kind, payload, meta, created, tokens in rows:
-                    out.append(
-                        decode_record(
-                            kind,
-                            payload,
-                            seq=key & _SEQ_MAX,
-                            id=rid,
-                            created_at_us=created,
-                            meta=meta,
-                            tokens=tokens,
-                        )
+                        f"of owner {owner}, found {got}"
                     )
         return out
 
@@ -687,20 +683,9 @@ class SQLiteStore(SQLStore):
             self._check_open()
             rows = self._db.execute(_READ_RANGES, (ranges,)).fetchall()
         counts = [0] * len(parts)
-        out: list[Record] = []
-        for n, key, rid, kind, payload, meta, created, tokens in rows:
-            counts[n] += 1
-            out.append(
-                decode_record(
-                    kind,
-                    payload,
-                    seq=key & _SEQ_MAX,
-                    id=rid,
-                    created_at_us=created,
-                    meta=meta,
-                    tokens=tokens,
-                )
-            )
+        for r in rows:
+            counts[r[0]] += 1
+        out = decode_rows(rows, _SEQ_MAX, first=1)
         for (owner, a, b), got in zip(parts, counts, strict=True):
             if got != b - a:
                 raise StoreCorruptError(
