@@ -16,13 +16,13 @@ exact schema and why each column is there):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from time import monotonic
 from typing import Any, Final, Literal
 
 from plait._time import now_micros
@@ -49,6 +49,7 @@ from plait.store._litesql import (
     record_params,
 )
 from plait.store._moves import erase_sessions, hidden_heads
+from plait.store._recency import Recency
 from plait.store._rows import (
     SEQ_BITS,
     SEQ_MAX,
@@ -90,7 +91,8 @@ _KEYS_PER_READ: Final = 500
 _TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n
 
 _TOP_TTL: Final = 0.1
-"""Seconds an append trusts that its session is still the most recently active."""
+"""Seconds an append trusts that its session is live (see store/_recency.py)."""
+_log = logging.getLogger("plait.store")
 
 _OWNERS_FOUND: Final = (
     "SELECT COUNT(*) FROM json_each(?) AS j CROSS JOIN sessions AS s ON s.pk = j.value"
@@ -210,8 +212,8 @@ class SQLiteStore(SQLStore):
         self._migrations = tuple(migrations)
         self._lock = threading.RLock()
         self._closed = False
-        self._known_top: int | None = None
-        self._top_until = 0.0
+        self._recency = Recency(_TOP_TTL)
+        self._owed_timer: threading.Timer | None = None
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -275,15 +277,19 @@ class SQLiteStore(SQLStore):
     def _tx(self) -> Iterator[sqlite3.Connection]:
         """One write transaction, taken up front so it never deadlocks on upgrade."""
         with self._lock:
-            self._known_top = None  # see append(): any other write may change the order
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                # See append(): the moves owed first, and then any other write may change
+                # the order, or the liveness of a session.
+                self._recency.write_owed(self._db, now_micros())
+                self._recency.forget()
                 yield self._db
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
             else:
                 self._db.execute("COMMIT")
+                self._recency.settle()
 
     @contextmanager
     def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
@@ -336,17 +342,20 @@ class SQLiteStore(SQLStore):
         """A write transaction with the store's errors (one generator: it is on every write)."""
         self._check_open()
         with self._lock:
-            if reorders:
-                self._known_top = None  # see append(): this write may change the order
             db = self._db
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
+                    if reorders:  # see append(): this write may change the order
+                        self._recency.write_owed(db, now_micros())
+                        self._recency.forget()
                     yield db
                 except BaseException:
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
+                if reorders:
+                    self._recency.settle()
             except UnicodeEncodeError as exc:
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
@@ -491,20 +500,22 @@ class SQLiteStore(SQLStore):
         params = record_params(expected.pk, records, lay.end_msgs)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
-        # The key is the compare-and-set. Whether the session is live and already the most
-        # recently active one is read in a full transaction, then trusted for _TOP_TTL
-        # seconds as long as this store writes nothing else (every other write, a delete
-        # included, forgets it). While trusted, a one-record append is a single
-        # self-committing INSERT: the same work as a bare INSERT in its own transaction.
-        # Another process's activity can thus take up to _TOP_TTL to be ordered against
-        # this session's. (A session deleted by *another process* in that window would take
-        # appends into rows no session reads; the writer locks of issue 5 forbid deleting
-        # a session another process is writing, which closes that window.)
+        # The key is the compare-and-set. Whether the session is live is read in a full
+        # transaction, then trusted for _TOP_TTL seconds as long as this store writes
+        # nothing else (every other write, a delete included, forgets it). While trusted, a
+        # one-record append is a single self-committing INSERT: the same work as a bare
+        # INSERT in its own transaction; the move in the order it owes, if another session
+        # was ahead, is queued and written soon after (store/_recency.py). Another process's
+        # activity can thus take up to _TOP_TTL to be ordered against this session's. (A
+        # session deleted by *another process* in that window would take appends into rows
+        # no session reads; the writer locks forbid deleting a session another process is
+        # writing, which closes that window.)
         with self._lock:
             db = self._db
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
+                    self._recency.write_owed(db, now_micros())
                     state = db.execute(APPEND_STATE, (expected.pk,)).fetchone()
                     if state is None or state[0] is None:
                         raise SessionNotFoundError(expected.id)
@@ -528,11 +539,12 @@ class SQLiteStore(SQLStore):
                     db.execute("ROLLBACK")
                     raise
                 db.execute("COMMIT")
-                self._known_top, self._top_until = expected.pk, monotonic() + _TOP_TTL
+                self._recency.settle()
+                self._recency.confirmed(expected.pk)
             except UnicodeEncodeError as exc:
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
-                self._known_top = None
+                self._recency.forget()
                 raise StoreError(f"append {expected.id!r}: {exc}") from exc
         return expected.with_head(
             Layout(
@@ -546,18 +558,18 @@ class SQLiteStore(SQLStore):
         )
 
     def _append_one(self, expected: SessionRow, record: Record) -> SessionRow | None:
-        """Append one record while this session is known live and most recent (see append).
+        """Append one record while this session is known live (see append).
 
         One self-committing INSERT whose key is the compare-and-set. This is every
-        agent step's write, so it is kept free of anything else. Returns None when
-        the session is not known live and most recent; append() then takes the
-        full path.
+        agent step's write, so it is kept free of anything else: a move in the
+        order it owes is queued. Returns None when the session is not known live;
+        append() then takes the full path.
         """
         lay = expected.layout
         is_message = record.kind != "event"
         with self._lock:
             # Checked under the lock: a delete in another thread forgets what we know.
-            if self._known_top != expected.pk or monotonic() >= self._top_until:
+            if not self._recency.trusted(expected.pk):
                 return None
             if self._closed:
                 raise StoreError(f"{self._path}: the store is closed")
@@ -570,8 +582,10 @@ class SQLiteStore(SQLStore):
             except UnicodeEncodeError as exc:
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
-                self._known_top = None
+                self._recency.forget()
                 raise StoreError(f"append {expected.id!r}: {exc}") from exc
+            if self._recency.appended(expected.pk, record.created_at_us):
+                self._arm_owed_timer()
         return SessionRow(
             expected.id,
             expected.workspace,
@@ -591,6 +605,45 @@ class SQLiteStore(SQLStore):
             expected.scratchpad_version,
             expected.metadata,
         )
+
+    def _arm_owed_timer(self) -> None:
+        """Write the queued moves ``_TOP_TTL`` from now, if this store is idle by then."""
+        if self._owed_timer is None:
+            timer = threading.Timer(_TOP_TTL, self._owed_due)
+            timer.daemon = True
+            self._owed_timer = timer
+            timer.start()
+
+    def _owed_due(self) -> None:
+        with self._lock:
+            self._owed_timer = None
+            if not self._closed:
+                self._write_owed()
+
+    def _write_owed(self) -> None:
+        """Write the queued moves in a transaction of their own (under the lock)."""
+        if not self._recency.owed:
+            return
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                self._recency.write_owed(db, now_micros())
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+            self._recency.settle()
+        except sqlite3.DatabaseError as exc:
+            # Still owed: the next write transaction writes them first.
+            _log.warning("%s: could not order recent appends yet: %s", self._path, exc)
+
+    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions, most recently written first."""
+        with self._lock:
+            self._check_open()
+            self._write_owed()  # this store's appends are in the order before it is read
+        return super().recent(workspace, limit)
 
     def write(
         self,
@@ -840,6 +893,9 @@ class SQLiteStore(SQLStore):
         """Close the connection and release the writer locks. Idempotent."""
         with self._lock:
             if not self._closed:
+                self._write_owed()
+                if self._owed_timer is not None:
+                    self._owed_timer.cancel()
                 self._closed = True
                 if self._locks is not None:
                     self._locks.release_all()
