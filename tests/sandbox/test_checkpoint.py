@@ -6,7 +6,8 @@ import hashlib
 import io
 import os
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -180,9 +181,13 @@ class TableObjects:
 
     def __init__(self) -> None:
         self.rows: dict[str, bytes] = {}
+        self.used: dict[str, float] = {}
 
     def has(self, digest: str) -> bool:
         return digest in self.rows
+
+    def missing(self, digests: Collection[str]) -> set[str]:
+        return {d for d in digests if d not in self.rows}
 
     def put(self, digest: str, data: bytes) -> None:
         self.rows.setdefault(digest, data)
@@ -203,6 +208,12 @@ class TableObjects:
 
     def digests(self) -> Iterator[str]:
         return iter(list(self.rows))
+
+    def touch(self, digest: str) -> None:
+        self.used[digest] = time.time()
+
+    def written_since(self, cutoff: float) -> set[str]:
+        return {d for d, t in self.used.items() if t >= cutoff and d in self.rows}
 
     def delete(self, digest: str) -> None:
         self.rows.pop(digest, None)

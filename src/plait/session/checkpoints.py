@@ -5,8 +5,11 @@ Before and after each tool call that may change files (any tool not marked
 content-addressed, so an unchanged tree costs its 64-character id), and both ids are kept
 in the tool record's ``meta["workspace"]``. The files at message ``n`` are then the
 ``after`` of the newest such record at or before ``n`` or, when the first one comes later,
-its ``before``. The checkpoints live beside a SQLite store's file; for other stores (the
-in-memory one, PostgreSQL) in a folder of their own under ``$PLAIT_HOME`` (D114).
+its ``before``. The checkpoints live beside a SQLite store's file, in a temporary folder
+for an in-memory store, and in the store's own object space for any other store that
+offers one (:class:`~plait.store.ObjectStore`: PostgreSQL's tables), so another machine
+on the same store can restore them (D147); only the stat cache, which is this machine's,
+stays under ``$PLAIT_HOME``. A store with no object space keeps them there too (D114).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import TYPE_CHECKING
 from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.records import JSONValue, Record, ToolRecord
 from plait.sandbox import CheckpointStore, FileChange
-from plait.store import Store, default_path
+from plait.session._objects import StoreObjects
+from plait.store import ObjectStore, Store, default_path
 
 if TYPE_CHECKING:
     from plait.session._head import Head
@@ -58,7 +62,9 @@ def checkpoints_of(store: Store) -> CheckpointStore:
             weakref.finalize(store, shutil.rmtree, folder, True)
         else:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
-            found = CheckpointStore(default_path().parent / "checkpoints" / digest)
+            local = default_path().parent / "checkpoints" / digest
+            space = StoreObjects(store) if isinstance(store, ObjectStore) else None
+            found = CheckpointStore(local, objects=space)
         _stores[store] = found
         return found
 

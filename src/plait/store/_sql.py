@@ -51,6 +51,7 @@ from plait.store._rows import (
     row_from_columns,
     scratchpad_entry_from_columns,
 )
+from plait.store._objects import SQLObjects
 from plait.store._schema import Migration
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
@@ -204,7 +205,7 @@ def _tally(row: SessionRow, seq: int, text: str) -> Tally:
         raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
 
 
-class SQLStore(ABC):
+class SQLStore(SQLObjects, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
@@ -269,6 +270,10 @@ class SQLStore(ABC):
     ) -> int:
         """Store counts and tallies on rows not counted yet; return how many were."""
         ...
+
+    def _side_write(self, what: str) -> AbstractContextManager[Connection]:
+        """A write transaction that moves no session (object-space writes)."""
+        return self._transaction(what)
 
     def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:
         """Count the records in each ``[lo, hi)`` key range (a count each)."""
