@@ -11,11 +11,13 @@ API, one class of tests per protocol:
 * :class:`TallyConformance`: stored token counts and running tallies.
 * :class:`BearerConformance`: durable bearer sessions.
 * :class:`LiveClientConformance`: live clients and the one controller.
+* :class:`ObjectConformance`: the object space workspace checkpoints live in
+  (write-once objects in parts, use times, deletion, many digests at once).
 * :class:`WriterLockConformance`: the writer lock is held, released, shared by
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), and never blocks a reader.
 
-:class:`StoreConformance` is all five. A test of a protocol the store does not
+:class:`StoreConformance` is all six. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
 runs the whole class and passes what it offers.
 
@@ -59,11 +61,15 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 # The suites' asserts are in this package, not in the test module that runs them:
 # rewriting them makes a failure show the values compared, as in any test file.
 pytest.register_assert_rewrite(
-    "plait.testing._transcript", "plait.testing._services", "plait.testing._locks"
+    "plait.testing._transcript",
+    "plait.testing._services",
+    "plait.testing._locks",
+    "plait.testing._objects",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
+from plait.testing._objects import ObjectConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
     LiveClientConformance,
@@ -74,6 +80,7 @@ from plait.testing._transcript import TranscriptConformance  # noqa: E402
 __all__ = [
     "BearerConformance",
     "LiveClientConformance",
+    "ObjectConformance",
     "StoreConformance",
     "StoreFactory",
     "TallyConformance",
@@ -87,6 +94,7 @@ class StoreConformance(
     TallyConformance,
     BearerConformance,
     LiveClientConformance,
+    ObjectConformance,
     WriterLockConformance,
 ):
     """Every conformance test: subclass it in a test module and set ``factory``.
