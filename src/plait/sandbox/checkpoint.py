@@ -383,8 +383,9 @@ class CheckpointStore:
     # -- reading ------------------------------------------------------------------------
 
     def _entries(self, digest: str) -> list[list[Any]]:
+        data = self.objects.get(digest)  # a missing object says so, not "malformed"
         try:
-            tree = json.loads(self.objects.get(digest).decode("utf-8", "surrogateescape"))
+            tree = json.loads(data.decode("utf-8", "surrogateescape"))
         except ValueError:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree") from None
         if not isinstance(tree, dict) or tree.get("v") != _VERSION:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,13 +36,20 @@ if TYPE_CHECKING:
     from plait.session._head import Head
 
 __all__ = [
+    "PRUNE_GRACE",
+    "Pruned",
     "checkpoint_at",
     "checkpoints_of",
     "diff_files",
     "meta",
+    "prune",
+    "referenced",
     "take",
     "restore",
 ]
+
+PRUNE_GRACE = 3600.0
+"""Seconds: objects used more recently than this are never pruned (a tool call in flight)."""
 
 _lock = threading.Lock()
 _stores: weakref.WeakKeyDictionary[Store, CheckpointStore] = weakref.WeakKeyDictionary()
@@ -137,3 +146,43 @@ def meta(before: str | None, after: str | None) -> dict[str, JSONValue]:
     if after is not None:
         out["after"] = after
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What pruning workspace checkpoints did (or, in a dry run, would do)."""
+
+    referenced: int
+    """Checkpoint ids still referenced by a tool record of a live session or branch."""
+    removed: int
+    """Objects (blobs and trees) removed, or that a dry run would remove."""
+    dry_run: bool
+    """Whether nothing was deleted."""
+
+
+def referenced(store: Store) -> set[str]:
+    """Every checkpoint id a tool record of a live session references, in any workspace.
+
+    Each session's whole layout is read, records hidden from its view included (an
+    uncompact or a rewind's undo may show them again), so a checkpoint shared by
+    forks is kept while any of them is.
+    """
+    found: set[str] = set()
+    for row in store.recent(None, sys.maxsize):
+        for record in store.read(row, 0, row.layout.end_seq):
+            before, after = _ids(record)
+            found.update(i for i in (before, after) if i is not None)
+    return found
+
+
+def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) -> Pruned:
+    """Remove the checkpoint objects no live session references (see :class:`Pruned`).
+
+    Raises:
+        InvalidArgumentError: ``grace`` is not a number of seconds >= 0.
+    """
+    if not isinstance(dry_run, bool):
+        raise InvalidArgumentError(f"dry_run is True or False, not {dry_run!r}")
+    keep = referenced(store)
+    removed = checkpoints_of(store).prune(keep, grace=grace, dry_run=dry_run)
+    return Pruned(referenced=len(keep), removed=removed, dry_run=dry_run)
