@@ -229,3 +229,29 @@ def test_the_objects_can_live_in_a_blob_table(tree: Path, tmp_path: Path) -> Non
     (tree / "run.sh").write_text("changed")
     store.restore(tree, cid)
     assert _snapshot(tree) == before
+
+
+def test_prune_spares_what_was_used_within_the_grace(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(tree)
+    # Nothing references it yet (its tool call is still running): recent use keeps it.
+    assert store.prune(keep=[], grace=3600) == 0
+    assert store.prune(keep=[], grace=0, dry_run=True) > 0
+    store.restore(tmp_path / "whole", cid)
+    assert _snapshot(tmp_path / "whole") == _snapshot(tree)
+    assert store.prune(keep=[], grace=0) > 0
+    assert list(store.objects.digests()) == []
+    with pytest.raises(InvalidArgumentError):
+        store.prune(keep=[], grace=-1)
+
+
+def test_a_checkpoint_after_a_prune_stores_again_what_its_cache_remembered(
+    tree: Path, tmp_path: Path
+) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(tree)
+    store.prune(keep=[], grace=0)
+    # The stat cache still knows every file's digest; the objects are gone.
+    assert store.checkpoint(tree) == cid
+    store.restore(tmp_path / "again", cid)
+    assert _snapshot(tmp_path / "again") == _snapshot(tree)
