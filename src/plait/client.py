@@ -19,9 +19,9 @@ from plait.lineage import Ancestry
 from plait.records import AssistantRecord, JSONValue, Message, Record
 from plait.session import (
     Session,
-    checkpoints,
     SessionHost,
     Snapshot,
+    checkpoints,
     validate_workspace_policy,
 )
 from plait.store import Store, open_store

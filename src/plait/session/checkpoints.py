@@ -21,22 +21,24 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plait.errors import InvalidArgumentError, NothingToDoError
-from plait.records import JSONValue, Record, ToolRecord
+from plait.records import EventRecord, JSONValue, Record, ToolRecord
 from plait.sandbox import CheckpointStore, FileChange
 from plait.session._objects import StoreObjects
 from plait.store import ObjectStore, Store, default_path
 
 if TYPE_CHECKING:
     from plait.session._head import Head
+    from plait.session.session import Session
 
 __all__ = [
     "PRUNE_GRACE",
+    "SAVED",
     "Pruned",
     "checkpoint_at",
     "checkpoints_of",
@@ -46,7 +48,12 @@ __all__ = [
     "referenced",
     "take",
     "restore",
+    "rewind_with_files",
+    "undo_rewind_with_files",
 ]
+
+SAVED = "workspace_checkpoint"
+"""The event that records the workspace as it was then: ``{"after": id, "reason": ...}``."""
 
 PRUNE_GRACE = 3600.0
 """Seconds: objects used more recently than this are never pruned (a tool call in flight)."""
@@ -86,6 +93,11 @@ def take(head: Head, folder: Path) -> str | None:
 
 
 def _ids(record: Record) -> tuple[str | None, str | None]:
+    if isinstance(record, EventRecord):
+        if record.name != SAVED:
+            return None, None
+        after = record.data.get("after")
+        return None, after if isinstance(after, str) else None
     if not isinstance(record, ToolRecord):
         return None, None
     found = record.meta.get("workspace")
@@ -110,6 +122,11 @@ def checkpoint_at(records: Sequence[Record], messages: int) -> str:
     index = 0
     for record in records:
         if record.kind == "event":
+            # A saved workspace (a rewind's) is the files as they were after the
+            # messages before it.
+            saved = _ids(record)[1]
+            if saved is not None and index <= messages:
+                last_after = saved
             continue
         before, after = _ids(record)
         if index < messages:
@@ -186,3 +203,53 @@ def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) ->
     keep = referenced(store)
     removed = checkpoints_of(store).prune(keep, grace=grace, dry_run=dry_run)
     return Pruned(referenced=len(keep), removed=removed, dry_run=dry_run)
+
+
+def rewind_with_files(
+    session: Session,
+    keep_first: int,
+    expect_version: int | None,
+    rewind: Callable[[int | None], str],
+) -> str:
+    """Rewind ``session`` and bring its workspace back to the files at message ``keep_first``.
+
+    The files as they are now are checkpointed first and recorded in a
+    ``workspace_checkpoint`` event at the old head, so the hidden branch the rewind
+    leaves holds them (an undo with files restores them, and pruning keeps them). The
+    rewound session records the files it was given the same way.
+
+    Args:
+        session: the session to rewind.
+        keep_first: the messages it keeps.
+        expect_version: the caller's compare-and-set on the head, or None.
+        rewind: moves the head (given the version to expect); returns the hidden branch.
+
+    Raises:
+        NothingToDoError: no checkpoint tells the files at ``keep_first`` (nothing written).
+    """
+    target = checkpoint_at(session.records, keep_first)  # refuse before anything is written
+    folder = session.tool_context().root
+    space = checkpoints_of(session.store)
+    now = space.checkpoint(folder)
+    session.log_event(SAVED, {"after": now, "reason": "rewind"}, expect_version=expect_version)
+    hidden = rewind(session.version)
+    space.restore(folder, target)
+    session.log_event(SAVED, {"after": target, "reason": "rewound"})
+    return hidden
+
+
+def undo_rewind_with_files(session: Session, undo: Callable[[], str]) -> str:
+    """Undo a rewind and bring back the files its old head ended with.
+
+    The files as they are now are recorded first (a ``workspace_checkpoint`` event on
+    the head being replaced), so nothing the rewound branch did is lost to pruning.
+
+    Raises:
+        NothingToDoError: the restored head tells no files (nothing restored).
+    """
+    folder = session.tool_context().root
+    space = checkpoints_of(session.store)
+    session.log_event(SAVED, {"after": space.checkpoint(folder), "reason": "undo_rewind"})
+    result = undo()
+    space.restore(folder, checkpoint_at(session.records, session.length))
+    return result

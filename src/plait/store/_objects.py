@@ -79,7 +79,9 @@ class SQLObjects:
         """Return which of ``digests`` are stored (whole: an object is never half there)."""
         found: set[str] = set()
         for batch in _batches(digests):
-            query = self._in("SELECT digest FROM checkpoint_objects WHERE digest IN (...)", len(batch))
+            query = self._in(
+                "SELECT digest FROM checkpoint_objects WHERE digest IN (...)", len(batch)
+            )
             found.update(r[0] for r in self._all(query, batch, "objects present"))
         return found
 

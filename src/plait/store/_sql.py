@@ -41,6 +41,7 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import JSONValue, Record, dumps
+from plait.store._objects import SQLObjects
 from plait.store._rows import (
     BEARER_COLUMNS,
     LIVE_COLUMNS,
@@ -51,7 +52,6 @@ from plait.store._rows import (
     row_from_columns,
     scratchpad_entry_from_columns,
 )
-from plait.store._objects import SQLObjects
 from plait.store._schema import Migration
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 

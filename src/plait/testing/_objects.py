@@ -104,7 +104,7 @@ class ObjectConformance(ConformanceBase):
         stored = [_digest(str(i).encode()) for i in range(1_200)]
         for i, d in enumerate(stored[::3]):
             objects.object_put(d, [str(i * 3).encode()], 1)
-        asked = stored + ["a" * 64]
+        asked = [*stored, "a" * 64]
         assert objects.object_has(asked) == set(stored[::3])
         assert objects.object_delete(stored) == len(stored[::3])
         assert objects.object_digests() == []
