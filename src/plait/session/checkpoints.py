@@ -40,6 +40,7 @@ __all__ = [
     "PRUNE_GRACE",
     "SAVED",
     "Pruned",
+    "StoreObjects",
     "checkpoint_at",
     "checkpoints_of",
     "diff_files",
