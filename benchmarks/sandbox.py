@@ -16,7 +16,8 @@ Options:
     --quick     fewer rounds and a 10 MB workspace (a smoke run).
     --postgres URL
                 also measure checkpoints kept in a PostgreSQL store's object space
-                (in a schema of its own, dropped afterwards).
+                (in a schema of its own, dropped afterwards); default
+                ``$PLAIT_TEST_POSTGRES_URL`` when it is set.
 """
 
 from __future__ import annotations
@@ -154,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
     """Print the tables and write the JSON report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--postgres", metavar="URL")
+    parser.add_argument(
+        "--postgres", metavar="URL", default=os.environ.get("PLAIT_TEST_POSTGRES_URL")
+    )
     args = parser.parse_args(argv)
     rounds = 5 if args.quick else 30
     total = 10_000_000 if args.quick else 100_000_000
