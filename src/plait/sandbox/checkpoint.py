@@ -465,6 +465,18 @@ class CheckpointStore:
 
     # -- restore ------------------------------------------------------------------------
 
+    def require(self, checkpoint_id: str) -> None:
+        """Check that every object the checkpoint needs is stored (so a restore can be whole).
+
+        Raises:
+            InvalidArgumentError: it is not a checkpoint, or it lacks objects (pruned).
+        """
+        missing = self.objects.missing(self.reachable([checkpoint_id]))
+        if missing:
+            raise InvalidArgumentError(
+                f"checkpoint {checkpoint_id} lacks {len(missing)} objects (pruned?)"
+            )
+
     def restore(self, folder: Path | str, checkpoint_id: str) -> None:
         """Make ``folder`` hold exactly the checkpoint's files, byte for byte.
 
@@ -478,11 +490,7 @@ class CheckpointStore:
         """
         root = Path(folder)
         # Every object must be there before anything changes: a restore is whole or nothing.
-        missing = self.objects.missing(self.reachable([checkpoint_id]))
-        if missing:
-            raise InvalidArgumentError(
-                f"checkpoint {checkpoint_id} lacks {len(missing)} objects (pruned?)"
-            )
+        self.require(checkpoint_id)
         if root.is_symlink() or (root.exists() and not root.is_dir()):
             raise InvalidArgumentError(f"{str(folder)!r} is not a folder to restore into")
         root.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,9 @@ from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.records import EventRecord, JSONValue, Record, ToolRecord
 from plait.sandbox import CheckpointStore, FileChange
 from plait.session._objects import StoreObjects
+from plait.session._values import check_count
 from plait.store import ObjectStore, Store, default_path
+from plait.store.base import HIDDEN_OPERATOR
 
 if TYPE_CHECKING:
     from plait.session._head import Head
@@ -179,17 +181,28 @@ class Pruned:
 
 
 def referenced(store: Store) -> set[str]:
-    """Every checkpoint id a tool record of a live session references, in any workspace.
+    """Every checkpoint id a live session or hidden head references, in any workspace.
 
     Each session's whole layout is read, records hidden from its view included (an
     uncompact or a rewind's undo may show them again), so a checkpoint shared by
     forks is kept while any of them is.
     """
     found: set[str] = set()
-    for row in store.recent(None, sys.maxsize):
+    rows = store.recent(None, sys.maxsize)
+    seen = {row.id for row in rows}
+    while rows:
+        row = rows.pop()
         for record in store.read(row, 0, row.layout.end_seq):
             before, after = _ids(record)
             found.update(i for i in (before, after) if i is not None)
+        # A rewind's hidden heads are listed nowhere but the lineage; an undo brings
+        # one back, with the files it names.
+        for child in store.children(row.id):
+            if child not in seen:
+                hidden = store.get(child)
+                if hidden is not None and hidden.lineage_operator == HIDDEN_OPERATOR:
+                    seen.add(child)
+                    rows.append(hidden)
     return found
 
 
@@ -206,6 +219,18 @@ def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) ->
     return Pruned(referenced=len(keep), removed=removed, dry_run=dry_run)
 
 
+def _refuse_rewind(records: Sequence[Record], keep_first: int) -> None:
+    """Refuse, before anything is written, a rewind the store would refuse."""
+    messages = [i for i, r in enumerate(records) if r.kind != "event"]
+    if keep_first > len(messages):
+        raise InvalidArgumentError(
+            f"keep_first={keep_first} but the session has only {len(messages)} messages"
+        )
+    cut = messages[keep_first - 1] + 1 if keep_first else 0
+    if cut >= len(records):
+        raise NothingToDoError(f"nothing lies past message {keep_first}")
+
+
 def rewind_with_files(
     session: Session,
     keep_first: int,
@@ -215,7 +240,7 @@ def rewind_with_files(
     """Rewind ``session`` and bring its workspace back to the files at message ``keep_first``.
 
     The files as they are now are checkpointed first and recorded in a
-    ``workspace_checkpoint`` event at the old head, so the hidden branch the rewind
+    ``workspace_checkpoint`` event at the old head, so the hidden head the rewind
     leaves holds them (an undo with files restores them, and pruning keeps them). The
     rewound session records the files it was given the same way.
 
@@ -223,14 +248,21 @@ def rewind_with_files(
         session: the session to rewind.
         keep_first: the messages it keeps.
         expect_version: the caller's compare-and-set on the head, or None.
-        rewind: moves the head (given the version to expect); returns the hidden branch.
+        rewind: moves the head (given the version to expect); returns the hidden head.
 
     Raises:
-        NothingToDoError: no checkpoint tells the files at ``keep_first`` (nothing written).
+        NothingToDoError: no checkpoint tells the files at ``keep_first``, or nothing
+            lies past it (nothing written).
+        InvalidArgumentError: more messages than the session has, or the checkpoint
+            lacks objects (nothing written).
     """
-    target = checkpoint_at(session.records, keep_first)  # refuse before anything is written
-    folder = session.tool_context().root
+    check_count(keep_first, "keep_first")
+    records = session.records
+    _refuse_rewind(records, keep_first)
+    target = checkpoint_at(records, keep_first)
     space = checkpoints_of(session.store)
+    space.require(target)
+    folder = session.tool_context().root
     now = space.checkpoint(folder)
     session.log_event(SAVED, {"after": now, "reason": "rewind"}, expect_version=expect_version)
     hidden = rewind(session.version)
@@ -239,18 +271,39 @@ def rewind_with_files(
     return hidden
 
 
-def undo_rewind_with_files(session: Session, undo: Callable[[], str]) -> str:
-    """Undo a rewind and bring back the files its old head ended with.
+def undo_rewind_with_files(
+    session: Session,
+    branch_id: str | None,
+    expect_version: int | None,
+    undo: Callable[[int | None], str],
+) -> str:
+    """Undo a rewind and bring back the files the restored head ends with.
 
     The files as they are now are recorded first (a ``workspace_checkpoint`` event on
-    the head being replaced), so nothing the rewound branch did is lost to pruning.
+    the head being replaced, which becomes a hidden head in turn), so what the rewound
+    session did on disk can be brought back the same way and is kept by pruning.
 
     Raises:
-        NothingToDoError: the restored head tells no files (nothing restored).
+        NothingToDoError: no rewind to undo, or the restored head tells no files.
+        InvalidArgumentError: ``branch_id`` is not a hidden head, or its checkpoint lacks
+            objects (nothing written in any of these cases).
     """
-    folder = session.tool_context().root
+    heads = session.hidden_heads()
+    if not heads:
+        raise NothingToDoError(f"{session.id} has no rewind to undo")
+    chosen = heads[0] if branch_id is None else branch_id
+    row = session.store.get(chosen) if chosen in heads else None
+    if row is None:
+        raise InvalidArgumentError(f"{chosen!r} is not a hidden head of {session.id}")
+    hidden = session.store.read(row, row.layout.view_start, row.layout.end_seq)
+    target = checkpoint_at(hidden, row.layout.length)
     space = checkpoints_of(session.store)
-    session.log_event(SAVED, {"after": space.checkpoint(folder), "reason": "undo_rewind"})
-    result = undo()
-    space.restore(folder, checkpoint_at(session.records, session.length))
+    space.require(target)
+    folder = session.tool_context().root
+    saved = space.checkpoint(folder)
+    session.log_event(
+        SAVED, {"after": saved, "reason": "undo_rewind"}, expect_version=expect_version
+    )
+    result = undo(session.version)
+    space.restore(folder, target)
     return result

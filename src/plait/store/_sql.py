@@ -42,8 +42,8 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import JSONValue, Record, dumps
-from plait.store._objects import SQLObjects
 from plait.store._moves import HIDDEN_OPERATOR, move_head
+from plait.store._objects import SQLObjects
 from plait.store._rows import (
     BEARER_COLUMNS,
     LIVE_COLUMNS,
