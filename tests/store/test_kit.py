@@ -21,6 +21,7 @@ NARROW = textwrap.dedent(
     TRANSCRIPT = (
         "location", "get", "create", "append", "write", "read", "probe", "recent",
         "children", "delete", "stamp", "scratchpad_history", "integrity_check", "close",
+        "erase", "move_head",
     )
 
 
@@ -79,5 +80,6 @@ def test_a_transcript_only_backend_passes_its_part_and_skips_the_rest(tmp_path: 
     summary = out.stdout.strip().splitlines()[-1]
     assert summary.startswith(f"{passed} passed, "), summary
     for what in ("token tallies (TallyStore)", "durable bearer sessions (BearerStore)",
-                 "live clients (LiveClientStore)", "writer locks (WriterLocks)"):
+                 "live clients (LiveClientStore)", "writer locks (WriterLocks)",
+                 "object space (ObjectStore)"):
         assert f"NarrowStore offers no {what}" in out.stdout
