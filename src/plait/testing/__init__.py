@@ -8,6 +8,10 @@ API, one class of tests per protocol:
 * :class:`TranscriptConformance`: rows and records, compare-and-set appends and
   writes, copy-on-write reads across forks, listing, lineage, probes, stamps,
   scratchpad history, deletion that keeps shared rows, the integrity check.
+* :class:`HeadConformance`: moving a session's head (a rewind and its undo) and
+  erasing a session, on the store itself.
+* :class:`SessionVerbConformance`: the public verbs over this store: ``rewind`` /
+  ``undo_rewind``, opaque items, ``tail`` counting messages, ``erase``.
 * :class:`TallyConformance`: stored token counts and running tallies.
 * :class:`BearerConformance`: durable bearer sessions.
 * :class:`LiveClientConformance`: live clients and the one controller.
@@ -17,7 +21,7 @@ API, one class of tests per protocol:
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), and never blocks a reader.
 
-:class:`StoreConformance` is all six. A test of a protocol the store does not
+:class:`StoreConformance` is all of them. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
 runs the whole class and passes what it offers.
 
@@ -65,9 +69,11 @@ pytest.register_assert_rewrite(
     "plait.testing._services",
     "plait.testing._locks",
     "plait.testing._objects",
+    "plait.testing._heads",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
+from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._objects import ObjectConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
@@ -79,9 +85,11 @@ from plait.testing._transcript import TranscriptConformance  # noqa: E402
 
 __all__ = [
     "BearerConformance",
+    "HeadConformance",
     "LiveClientConformance",
     "ObjectConformance",
     "StoreConformance",
+    "SessionVerbConformance",
     "StoreFactory",
     "TallyConformance",
     "TranscriptConformance",
@@ -91,6 +99,8 @@ __all__ = [
 
 class StoreConformance(
     TranscriptConformance,
+    HeadConformance,
+    SessionVerbConformance,
     TallyConformance,
     BearerConformance,
     LiveClientConformance,
