@@ -56,3 +56,19 @@ def test_fork_with_a_workspace_gets_the_files_at_n(run: Run, api: Client, tmp_pa
     assert {p.name: p.read_text() for p in mine.iterdir()} == {
         "a.txt": "1\n", "keep.txt": "original\n"}
     assert (tmp_path / "box" / "a.txt").read_text() == "2\n"  # the parent's are untouched
+
+
+def test_rewind_with_files_and_its_undo(run: Run, api: Client, tmp_path: Path) -> None:
+    s = _worked(api, tmp_path / "box")
+    box = tmp_path / "box"
+    back = run("sessions", "rewind", s.id, "4", "--files")
+    assert back.exit_code == 0, back.output
+    assert "rewound" in back.stdout and f"files restored in {box.resolve()}" in back.stdout
+    assert "--undo --files" in back.stdout
+    assert (box / "a.txt").read_text() == "1\n" and (box / "keep.txt").exists()
+    undone = run("sessions", "rewind", s.id, "--undo", "--files")
+    assert undone.exit_code == 0, undone.output
+    assert (box / "a.txt").read_text() == "2\n" and not (box / "keep.txt").exists()
+    plain = conversation(api)
+    assert_clean_error(run("sessions", "rewind", plain.id, "2", "--files"),
+                       "recorded its workspace")
