@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import stat
 import time
@@ -255,3 +256,22 @@ def test_a_checkpoint_after_a_prune_stores_again_what_its_cache_remembered(
     assert store.checkpoint(tree) == cid
     store.restore(tmp_path / "again", cid)
     assert _snapshot(tmp_path / "again") == _snapshot(tree)
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "..", "a/b", "", "."])
+def test_a_hostile_tree_cannot_write_outside_the_folder(tmp_path: Path, name: str) -> None:
+    """A tree object from a shared store names only entries of its own folder."""
+    store = CheckpointStore(tmp_path / "cp")
+    blob = b"planted"
+    store.objects.put(hashlib.sha256(blob).hexdigest(), blob)
+    tree = json.dumps({"v": 1, "entries": [[name, "f", 0o644, hashlib.sha256(blob).hexdigest()]]},
+                      separators=(",", ":")).encode()
+    digest = hashlib.sha256(tree).hexdigest()
+    store.objects.put(digest, tree)
+    ws = tmp_path / "deep" / "ws"
+    ws.mkdir(parents=True)
+    (ws / "mine.txt").write_text("mine")
+    with pytest.raises(InvalidArgumentError, match="names"):
+        store.restore(ws, digest)
+    assert not (tmp_path / "deep" / "escape.txt").exists()
+    assert [p.name for p in ws.iterdir()] == ["mine.txt"]
