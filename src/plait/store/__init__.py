@@ -10,6 +10,7 @@ from plait._lazy import lazy_names
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
+    ObjectStore,
     ScratchpadEntry,
     SessionRow,
     Store,
@@ -39,6 +40,7 @@ __all__ = [
     "BearerStore",
     "LiveClientStore",
     "MemoryStore",
+    "ObjectStore",
     "PostgresStore",
     "SQLiteStore",
     "ScratchpadEntry",

@@ -19,11 +19,11 @@ __all__ = [
     "APPEND_STATE",
     "INSERT_RECORD",
     "INSERT_SESSION",
-    "INSERT_SESSION_V3",
+    "INSERT_SESSION_UNLINKED",
     "SELECT_ROW",
     "SQLITE_DDL",
     "UPDATE_SESSION",
-    "UPDATE_SESSION_V3",
+    "UPDATE_SESSION_UNLINKED",
     "record_params",
 ]
 
@@ -39,6 +39,7 @@ SQLITE_DDL: Final = DDL(
     recent="updated_at",
     live="deleted = 0",
     rowid=" WITHOUT ROWID",
+    blob="BLOB",
     last_owner="json_extract(bases, '$[#-1][0]')",
 )
 
@@ -48,22 +49,22 @@ INSERT_SESSION: Final = (
     f"VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, {', '.join('?' * len(ROW_COLUMNS))})"
 )
 """A new session row: its identity, lineage and base owner, then ``row_values``."""
-INSERT_SESSION_V3: Final = (
+INSERT_SESSION_UNLINKED: Final = (
     "INSERT INTO sessions (id, workspace, created_at, updated_at, version, parent_ids, "
     f"lineage_operator, branched_at, {', '.join(ROW_COLUMNS)}) "
     f"VALUES (?, ?, ?, ?, 1, ?, ?, ?, {', '.join('?' * len(ROW_COLUMNS))})"
 )
-"""The same in a schema before version 4 (no ``base_owner``; opened with fewer migrations)."""
+"""The same in a schema before version 5 (no ``base_owner``; opened with fewer migrations)."""
 
 UPDATE_SESSION: Final = (
     "UPDATE sessions SET version = ?, updated_at = ?, "
     "base_owner = CASE WHEN bases = ? THEN base_owner END, "
     f"{', '.join(f'{c} = ?' for c in ROW_COLUMNS)} WHERE pk = ?"
 )
-UPDATE_SESSION_V3: Final = UPDATE_SESSION.replace(
+UPDATE_SESSION_UNLINKED: Final = UPDATE_SESSION.replace(
     "base_owner = CASE WHEN bases = ? THEN base_owner END, ", "bases = ?, "
 )
-"""The same in a schema before version 4 (``bases`` is set twice, to the same value)."""
+"""The same in a schema before version 5 (``bases`` is set twice, to the same value)."""
 """A row write: the version, the time, the new ``bases`` (a layout whose segments
 change is no longer known to be a branch of its base owner), ``row_values``, then the key."""
 

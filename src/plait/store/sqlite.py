@@ -41,11 +41,11 @@ from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
     INSERT_SESSION,
-    INSERT_SESSION_V3,
+    INSERT_SESSION_UNLINKED,
     SELECT_ROW,
     SQLITE_DDL,
     UPDATE_SESSION,
-    UPDATE_SESSION_V3,
+    UPDATE_SESSION_UNLINKED,
     record_params,
 )
 from plait.store._moves import erase_sessions, hidden_heads
@@ -119,7 +119,7 @@ _IRREGULAR: Final = (
     "SELECT 1 FROM sessions WHERE base_owner IS NULL AND bases <> '[]' LIMIT 1"
 )
 """A stored layout that is not a branch of its base owner (see ``_collect``)."""
-_LINKS_VERSION: Final = 4
+_LINKS_VERSION: Final = 5
 """The schema version that added ``sessions.base_owner``."""
 _READ_BY: Final = "SELECT 1 FROM sessions WHERE base_owner = ? LIMIT 1"
 """A row (live, or a tombstone still read) whose layout is a branch of this owner."""
@@ -332,6 +332,10 @@ class SQLiteStore(SQLStore):
 
     _transaction = _write  # SQLite has one writer: every write is a whole transaction
 
+    def _side_write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        # Object-space writes move no session either.
+        return self._immediate(what, reorders=False)
+
     def _counting(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
         # Counting moves no session in the "most recent" order, so the append fast
         # path may keep trusting what it knows (see append()).
@@ -429,7 +433,7 @@ class SQLiteStore(SQLStore):
                 if self._links:
                     cur = db.execute(INSERT_SESSION, (*lineage, found or None, *row_values(row)))
                 else:
-                    cur = db.execute(INSERT_SESSION_V3, (*lineage, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *row_values(row)))
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
@@ -673,7 +677,7 @@ class SQLiteStore(SQLStore):
                 ).fetchone()[0]
                 now = max(now_micros(), current.updated_at_us + 1, (top or 0) + 1)
                 db.execute(
-                    UPDATE_SESSION if self._links else UPDATE_SESSION_V3,
+                    UPDATE_SESSION if self._links else UPDATE_SESSION_UNLINKED,
                     (
                         expected.row_version + 1,
                         now,
