@@ -361,3 +361,57 @@ def test_delete_reads_no_layout_but_the_ones_it_frees(tmp_path: Path) -> None:
     assert many == few
     assert all("SELECT bases FROM sessions WHERE deleted = 0" not in q for q in statements)
     store.close()
+
+
+def test_sessions_written_in_turn_stay_on_the_append_fast_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Appends alternating between sessions are one INSERT each; the order is still right."""
+    import plait.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_TOP_TTL", 60.0)  # trust never runs out in this test
+    store = SQLiteStore(tmp_path / "turns.db")
+    c = Client(tmp_path, store=store)
+    a, b, idle = (Session.from_user_message(x, client=c) for x in "abi")
+    a.inject({"role": "user", "content": "a0"})
+    b.inject({"role": "user", "content": "b0"})
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    try:
+        for i in range(1, 6):
+            a.inject({"role": "user", "content": f"a{i}"})
+            b.inject({"role": "user", "content": f"b{i}"})
+    finally:
+        store._db.set_trace_callback(None)
+    assert len(statements) == 10 and all(q.startswith("INSERT INTO records") for q in statements)
+    other = SQLiteStore(tmp_path / "turns.db")  # another process's view, before the moves
+    assert [r.id for r in store.recent(None, 3)] == [b.id, a.id, idle.id]
+    assert [r.id for r in other.recent(None, 3)] == [b.id, a.id, idle.id]
+    a.inject({"role": "user", "content": "a6"})
+    store.close()  # writes what it owes
+    assert [r.id for r in other.recent(None, 3)] == [a.id, b.id, idle.id]
+    other.close()
+
+
+def test_an_idle_store_writes_the_order_it_owes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Moves queued by bare INSERTs reach other processes though this one does nothing more."""
+    import time
+
+    import plait.store.sqlite as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "_TOP_TTL", 1.0)
+    store = SQLiteStore(tmp_path / "idle.db")
+    c = Client(tmp_path, store=store)
+    a, b = (Session.from_user_message(x, client=c) for x in "ab")
+    a.inject({"role": "user", "content": "a0"})
+    b.inject({"role": "user", "content": "b0"})
+    a.inject({"role": "user", "content": "a1"})  # a bare INSERT: a's move is owed
+    other = SQLiteStore(tmp_path / "idle.db")
+    deadline = time.monotonic() + 30
+    while other.recent(None, 1)[0].id != a.id:
+        assert time.monotonic() < deadline, "the owed move was never written"
+        time.sleep(0.1)
+    other.close()
+    store.close()
