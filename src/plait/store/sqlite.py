@@ -15,7 +15,6 @@ exact schema and why each column is there):
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sqlite3
@@ -37,6 +36,7 @@ from plait.errors import (
 from plait.layout import Layout, Segment, segments
 from plait.records import Record, collector_paused, decode_rows, dumps
 from plait.store._flock import FileLocks
+from plait.store._litegc import collect, collect_all, owners_found
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
@@ -53,7 +53,6 @@ from plait.store._recency import Recency
 from plait.store._rows import (
     SEQ_BITS,
     SEQ_MAX,
-    bases_of,
     bases_text,
     row_from_columns,
     row_values,
@@ -94,10 +93,6 @@ _TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is live (see store/_recency.py)."""
 _log = logging.getLogger("plait.store")
 
-_OWNERS_FOUND: Final = (
-    "SELECT COUNT(*) FROM json_each(?) AS j CROSS JOIN sessions AS s ON s.pk = j.value"
-)
-"""How many of the owners (a JSON list of distinct keys) still have a row, tombstones included."""
 
 _READ_RANGE: Final = (
     "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
@@ -115,14 +110,8 @@ _READ_BATCH: Final = 4096
 _SMALL_READ: Final = 512
 """Positions a read spanning several segments may cover to be read in one statement."""
 
-_IRREGULAR: Final = (
-    "SELECT 1 FROM sessions WHERE base_owner IS NULL AND bases <> '[]' LIMIT 1"
-)
-"""A stored layout that is not a branch of its base owner (see ``_collect``)."""
 _LINKS_VERSION: Final = 5
 """The schema version that added ``sessions.base_owner``."""
-_READ_BY: Final = "SELECT 1 FROM sessions WHERE base_owner = ? LIMIT 1"
-"""A row (live, or a tombstone still read) whose layout is a branch of this owner."""
 
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
@@ -415,7 +404,7 @@ class SQLiteStore(SQLStore):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                found = self._owners_found(db, row.layout.bases)
+                found = owners_found(db, row.layout.bases)
                 if found is None:
                     raise SessionNotFoundError(
                         row.parent_ids[0] if row.parent_ids else row.id,
@@ -448,37 +437,6 @@ class SQLiteStore(SQLStore):
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"create {row.id!r}: {exc}") from exc
         return created_row(row, pk, now)
-
-    @staticmethod
-    def _owners_found(db: sqlite3.Connection, bases: tuple[tuple[int, int], ...]) -> int | None:
-        """Whether every owner a new layout reads still has its row (tombstones count).
-
-        Returns None if one is missing; else the layout's base owner (the owner of
-        its last segment) when the layout is a branch of it, or 0 (a root, or a
-        layout of any other shape).
-
-        A stored row's owners are all kept while it is (a collection frees an owner
-        only when no live layout reads it, and a layout reads the owners before
-        each of its segments too), so when the newest owner is there with exactly
-        the segments before it as its own bases, the rest are there: one point
-        read, however long the chain of branches. Any other layout has every
-        owner looked up, in one statement.
-        """
-        if not bases:
-            return 0
-        last = bases[-1][0]
-        found = db.execute("SELECT bases FROM sessions WHERE pk = ?", (last,)).fetchone()
-        if found is None:
-            return None
-        try:
-            if bases_of(found[0]) == bases[:-1]:
-                return int(last)
-        except (ValueError, TypeError):
-            pass  # an undecodable layout proves nothing: look every owner up
-        owners = sorted({owner for owner, _ in bases})
-        if db.execute(_OWNERS_FOUND, (dumps(owners),)).fetchone()[0] != len(owners):
-            return None
-        return 0
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
         """Append records at the head: one INSERT, compare-and-set by primary key.
@@ -776,7 +734,7 @@ class SQLiteStore(SQLStore):
                 db.execute("DELETE FROM lineage WHERE child_id = ?", (sid,))
                 db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
                 db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
-            self._collect(db, [pk for _, pk in doomed])
+            collect(db, [pk for _, pk in doomed], links=self._links)
 
     def erase(self, session_id: str) -> None:
         """Delete a session and its hidden heads, and every record of theirs nobody reads.
@@ -795,59 +753,11 @@ class SQLiteStore(SQLStore):
             try:
                 with self._tx() as db:
                     erase_sessions(db, self.dialect, session_id)
-                    self._collect_all(db)  # erasing reads every layout anyway
+                    collect_all(db)  # erasing reads every layout anyway
             finally:
                 self._db.execute("PRAGMA secure_delete = OFF")
             if self._path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-    def _collect(self, db: sqlite3.Connection, pks: list[int]) -> None:
-        """Drop the tombstones no live layout reads any more, with their rows.
-
-        Every stored layout but a root's is a branch of its base owner (the
-        owner of its last segment, whose own bases are all the segments before
-        it), so a layout reads its base owner and everything that one reads. The
-        tombstone ``pk`` is read by nobody when no row names it as its base
-        owner; once it goes, its own base owner may be next: the walk goes up
-        those links and stops at the first owner still read, an index lookup
-        each, so a delete costs what it frees. A layout of another shape (only a
-        caller of the store protocol can write one) makes it fall back to
-        reading every layout.
-        """
-        if not self._links or db.execute(_IRREGULAR).fetchone() is not None:
-            self._collect_all(db)
-            return
-        for pk in pks:
-            current: int | None = pk
-            while current is not None:
-                found = db.execute(
-                    "SELECT base_owner FROM sessions WHERE pk = ? AND deleted = 1", (current,)
-                ).fetchone()
-                if found is None or db.execute(_READ_BY, (current,)).fetchone() is not None:
-                    break
-                db.execute(
-                    "DELETE FROM records WHERE key >= ? AND key < ?",
-                    (current << _SHIFT, (current + 1) << _SHIFT),
-                )
-                db.execute("DELETE FROM sessions WHERE pk = ?", (current,))
-                current = found[0]
-
-    def _collect_all(self, db: sqlite3.Connection) -> None:
-        """Drop every tombstone no live layout reads, reading every layout."""
-        referenced: set[int] = set()
-        for (bases,) in db.execute("SELECT bases FROM sessions WHERE deleted = 0"):
-            referenced.update(int(owner) for owner, _ in json.loads(bases))
-        tombstones = [int(r[0]) for r in db.execute("SELECT pk FROM sessions WHERE deleted = 1")]
-        # A tombstone read only by other tombstones is garbage too: iterate to a fixed point
-        # by counting only references from live sessions (above), which is already that.
-        for pk in tombstones:
-            if pk in referenced:
-                continue
-            db.execute(
-                "DELETE FROM records WHERE key >= ? AND key < ?",
-                (pk << _SHIFT, (pk + 1) << _SHIFT),
-            )
-            db.execute("DELETE FROM sessions WHERE pk = ?", (pk,))
 
     def stamp(self, session_id: str) -> str | None:
         """Return ``<created>.<version>`` of a live session, or None."""
