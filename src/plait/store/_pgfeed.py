@@ -29,6 +29,8 @@ __all__ = ["ChangeFeed", "Notifier"]
 
 _log = logging.getLogger("plait.store")
 _NOTIFY = "SELECT pg_notify(%s, t.id) FROM unnest(%s::text[]) AS t(id)"
+_LINGER = 0.002
+"""Seconds the notifier waits, once woken, for more writes to announce together."""
 _FLUSH_WAIT = 5.0
 """Seconds close() waits for the announcements still queued."""
 
@@ -104,10 +106,11 @@ class Notifier:
     """Announce committed writes on the channel, after their commit, batched.
 
     :meth:`changed` queues a session id and returns at once; a thread started on
-    first use sends what is queued, in order with repeats folded, one transaction
-    per batch on a connection of its own. An announcement reaches listeners a
-    round trip after the commit instead of with it; a process that dies in that
-    window loses it (listeners also re-read on their keep-alive tick).
+    first use sends what is queued (lingering 2 ms for more), in order with repeats
+    folded, one transaction per batch on a connection of its own. An announcement
+    reaches listeners a few milliseconds after the commit instead of with it; a
+    process that dies in that window loses it (listeners also re-read on their
+    keep-alive tick).
 
     Args:
         conninfo: how to connect.
@@ -122,6 +125,7 @@ class Notifier:
         self._cond = threading.Condition()
         self._pending: dict[str, None] = {}
         self._sending = False
+        self._hurry = 0  # callers of flush() waiting: no lingering
         self._closed = False
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
@@ -143,9 +147,14 @@ class Notifier:
     def flush(self, timeout: float = _FLUSH_WAIT) -> bool:
         """Wait until everything queued so far is sent; False if ``timeout`` passed first."""
         with self._cond:
-            return self._cond.wait_for(
-                lambda: self._thread is None or not (self._pending or self._sending), timeout
-            )
+            self._hurry += 1
+            self._cond.notify_all()
+            try:
+                return self._cond.wait_for(
+                    lambda: self._thread is None or not (self._pending or self._sending), timeout
+                )
+            finally:
+                self._hurry -= 1
 
     def close(self) -> None:
         """Send what is queued (waiting briefly), then stop the thread and close its connection."""
@@ -164,6 +173,10 @@ class Notifier:
                 self._cond.wait_for(lambda: self._pending or self._closed)
                 if not self._pending:
                     break
+                # Linger a moment so that writes committing close together go in one
+                # transaction (a writer appending a record per millisecond would otherwise
+                # double the server's transactions), unless someone waits for them.
+                self._cond.wait_for(lambda: self._closed or self._hurry > 0, _LINGER)
                 batch = list(self._pending)
                 self._pending.clear()
                 self._sending = True
