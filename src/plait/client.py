@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Final
 
 from plait._checks import check_int
+from plait._files import usable_path
 from plait._ids import is_session_id
 from plait._time import from_micros
 from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError, shown
@@ -273,7 +274,19 @@ class SessionCollection:
 
 
 def _workspace_path(workspace: str | os.PathLike[str]) -> str:
-    return str(Path(workspace).expanduser().resolve())
+    """The absolute, resolved folder a workspace argument names.
+
+    Raises:
+        InvalidArgumentError: not a path the file system can name, or a loop of symlinks.
+    """
+    try:
+        raw = os.fspath(workspace)
+    except TypeError:
+        raise InvalidArgumentError(f"a workspace is a folder path, not {shown(workspace)}") from None
+    try:
+        return str(Path(usable_path(raw, workspace)).expanduser().resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
+        raise InvalidArgumentError(f"cannot resolve the workspace {shown(workspace)}: {exc}") from exc
 
 
 class Client(SessionHost):
@@ -289,6 +302,7 @@ class Client(SessionHost):
         resume: start on this stored session instead of a new one.
 
     Raises:
+        InvalidArgumentError: ``workspace`` is not a folder path, or ``store`` is none of these.
         SessionNotFoundError: ``resume`` names no stored session.
     """
 
@@ -300,7 +314,8 @@ class Client(SessionHost):
         resume: str | None = None,
     ) -> None:
         owns = not isinstance(store, Store)
-        super().__init__(open_store(store), _workspace_path(workspace))
+        folder = _workspace_path(workspace)  # checked before a store is opened for it
+        super().__init__(open_store(store), folder)
         self._owns_store = owns
         self.exclusive_runs = True  # seed 001: a client runs one thing at a time
         # session_stats: id -> (stamp when read, stats), so unchanged sessions are not re-read.

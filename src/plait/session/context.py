@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from plait._checks import check_list, check_name
 from plait.compaction import (
     LLM_INSTRUCTIONS,
     Compaction,
@@ -36,6 +37,7 @@ __all__ = [
     "compaction_due",
     "history_messages",
     "measure",
+    "merged_options",
     "preview",
     "request_messages",
     "summarizer",
@@ -51,10 +53,32 @@ def view(head: Head, row: SessionRow) -> list[Record]:
     return head.store.read(row, row.layout.view_start, row.layout.end_seq)
 
 
+def merged_options(options: object, more: Mapping[str, Any]) -> dict[str, Any]:
+    """Compaction options given as a mapping and as keywords, in one dict (keywords win).
+
+    Raises:
+        InvalidArgumentError: ``options`` is neither None nor a mapping.
+    """
+    if options is None:
+        return dict(more)
+    if not isinstance(options, Mapping):
+        raise InvalidArgumentError(
+            f"compaction options must be a mapping, not {type(options).__name__}"
+        )
+    return {**options, **more}
+
+
 def measure(
     head: Head, model: str | None, tools: Iterable[object] | None
 ) -> tuple[ContextReport, ModelInfo] | None:
-    """The context report for the next request, and the model family it was measured for."""
+    """The context report for the next request, and the model family it was measured for.
+
+    Raises:
+        InvalidArgumentError: ``model`` is not a model name, or ``tools`` not a list of tools.
+    """
+    if model is not None:
+        model = check_name(model, "model")
+    specs = tool_spec_texts(check_list(tools, "tools")) if tools is not None else []
     if head.row is None:
         return None
     row = head.fresh()
@@ -72,7 +96,7 @@ def measure(
         store,
         row,
         model=model,
-        tool_specs=tool_spec_texts(tools or ()),
+        tool_specs=specs,
         persist=persist,
         best_effort=not head.writer,
         memo=head.memo(row),

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from plait._checks import check_list
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
 from plait.context import ContextReport
@@ -323,9 +324,7 @@ class Session(RunVerbs, WorkspaceVerbs):
         self, messages: Iterable[Mapping[str, JSONValue]], *, expect_version: int | None = None
     ) -> list[Record]:
         """Append several messages in one transaction; one bad message and none are stored."""
-        if isinstance(messages, Mapping | str | bytes):
-            raise InvalidArgumentError("inject_many takes a list of messages")
-        batch = list(messages)
+        batch = check_list(messages, "messages")
         if not batch:
             raise InvalidArgumentError("inject_many needs at least one message")
         _, records = self._head.mutate(self._head.messages(batch), expect_version=expect_version)
@@ -409,7 +408,7 @@ class Session(RunVerbs, WorkspaceVerbs):
         self, options: Mapping[str, Any] | None = None, **more: Any
     ) -> CompactionPlan | None:
         """What :meth:`compact` would fold now (None: nothing), writing nothing."""
-        return context.preview(self._head, {**(options or {}), **more})
+        return context.preview(self._head, context.merged_options(options, more))
 
     async def compact(
         self,
@@ -435,7 +434,7 @@ class Session(RunVerbs, WorkspaceVerbs):
             NothingToDoError: already compacted to the newest message.
             UnknownOptionError, InvalidArgumentError: bad options.
         """
-        opts = {**(options or {}), **more}
+        opts = context.merged_options(options, more)
         return await context.compact(
             self._head,
             opts,

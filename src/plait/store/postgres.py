@@ -83,7 +83,7 @@ from plait.store._pgsql import (
     record_arrays,
 )
 from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX, row_values, scratchpad_values
-from plait.store._schema import Migration, migrations
+from plait.store._schema import Migration, checked_migrations, migrations
 from plait.store._sql import (
     Connection,
     Counted,
@@ -170,7 +170,7 @@ class PostgresStore(SQLStore):
         conninfo, schema, params = parse_target(url, schema)
         self._schema = schema
         self._location = location_of(params, schema)
-        self._migrations = tuple(migrations)
+        self._migrations = checked_migrations(migrations)
         self._channel = _CHANNEL if schema is None else f"{_CHANNEL}.{schema}"
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:

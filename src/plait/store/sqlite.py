@@ -25,14 +25,17 @@ from pathlib import Path
 from time import monotonic
 from typing import Any, Final, Literal
 
+from plait._files import usable_path
 from plait._time import now_micros
 from plait.errors import (
+    InvalidArgumentError,
     InvalidMessageError,
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
     StoreCorruptError,
     StoreError,
+    shown,
 )
 from plait.layout import Layout, segments
 from plait.records import Record, decode_record, dumps
@@ -51,6 +54,7 @@ from plait.store._schema import (
     Migration,
     apply_migrations,
     check_schema,
+    checked_migrations,
     migrations,
     schema_table,
 )
@@ -91,6 +95,15 @@ def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")
 
 
+def _path_argument(path: object) -> str:
+    """The database file a path argument names (a usable path: see :func:`usable_path`)."""
+    try:
+        raw = os.fspath(path)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgumentError(f"a store path is a str or a path, not {shown(path)}") from None
+    return usable_path(raw, path)
+
+
 def default_path() -> Path:
     """Return the default database path.
 
@@ -124,6 +137,7 @@ class SQLiteStore(SQLStore):
         migrations: the migrations to apply (tests pass extra ones).
 
     Raises:
+        InvalidArgumentError: a path the file system cannot name, or a bad option.
         SchemaTooNewError: the file was written by a newer plait.
         SchemaOutdatedError: the file is older and ``auto_migrate`` is False.
         StoreError: the file cannot be opened as a database.
@@ -147,24 +161,26 @@ class SQLiteStore(SQLStore):
         auto_migrate: bool = True,
         migrations: Sequence[Migration] = MIGRATIONS,
     ) -> None:
-        if durability not in ("normal", "full"):
-            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        if not isinstance(durability, str) or durability not in ("normal", "full"):
+            raise InvalidArgumentError(
+                f"durability must be 'normal' or 'full', not {shown(durability)}"
+            )
         self._memory = path == ":memory:"
         if self._memory:
             target = ":memory:"
         else:
-            resolved = Path(path).expanduser() if path is not None else default_path()
+            resolved = Path(_path_argument(path)).expanduser() if path is not None else default_path()
             try:
                 resolved.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
+                target = str(resolved.resolve())
+            except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
                 raise StoreError(f"{resolved}: cannot create its folder: {exc}") from exc
-            target = str(resolved.resolve())
         self._path = target
         # Writer locks: flock files beside the database; in memory nobody else can see
         # the sessions, so the locks are this process's alone.
         self._locks: FileLocks | None = None if self._memory else FileLocks(Path(target + "-locks"))
         self._memory_locks: set[str] = set()
-        self._migrations = tuple(migrations)
+        self._migrations = checked_migrations(migrations)
         self._lock = threading.RLock()
         self._closed = False
         self._known_top: int | None = None
