@@ -43,6 +43,9 @@ The hierarchy::
         ├── ControllerConflictError            a second controller without takeover
         ├── NotControllerError                 only the active controller injects or routes
         └── ClientNotAttachedError (LookupError)  the client is not attached
+
+And one warning, not an error: ``StoreCorruptWarning`` (``UserWarning``), when a
+listing left out session rows it could not decode instead of failing for all.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ __all__ = [
     "SessionNotFoundError",
     "StaleSessionError",
     "StoreCorruptError",
+    "StoreCorruptWarning",
     "StoreError",
     "ToolArgumentsError",
     "ToolError",
@@ -433,7 +437,14 @@ class SchemaOutdatedError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """A stored row could not be decoded."""
+    """A stored row could not be decoded, or the database reports damaged storage."""
+
+
+class StoreCorruptWarning(UserWarning):
+    """A listing left out stored rows it could not decode (the others are listed).
+
+    ``plait db check --deep`` names them and says how to recover what is left.
+    """
 
 
 class AuthError(PlaitError):

@@ -6,13 +6,15 @@
 
 from __future__ import annotations
 
+import json
 from contextlib import closing
 
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
-from plait.errors import SchemaOutdatedError
-from plait.store import SQLiteStore
+from plait.cli._terminal import safe
+from plait.errors import SchemaOutdatedError, StoreCorruptError
+from plait.store import Problem, SQLiteStore
 from plait.store.postgres import PostgresStore
 
 __all__ = ["db_group"]
@@ -76,22 +78,94 @@ def migrate(settings: Settings) -> None:
 
 
 @db_group.command("check", context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also decode every record and every session row's layout, settings and scratchpads.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the problems and hints as JSON.")
 @pass_settings
-def check(settings: Settings) -> None:
-    """Check the store file's integrity: SQLite's own check, then every session's rows.
+def check(settings: Settings, deep: bool, as_json: bool) -> None:
+    """Check the store: the database's own check, then every session's rows.
 
-    Prints "ok", or each problem found and exits with status 1. Does not
-    migrate: an outdated schema is reported with the command that upgrades it.
+    Prints "ok", or each problem (by session and record) and what can save the
+    rest, and exits with status 1. The plain check decodes every session row and
+    counts its records; --deep decodes every record too (payload, meta, token
+    tally) and each row's layout, settings and scratchpad history. Does not migrate: an outdated schema is reported with the
+    command that upgrades it.
     """
-    if not _is_postgres(settings):
-        file = store_file(settings)
-        if not file.exists():
-            raise click.ClickException(f"no store at {file}")
-    store = _open(settings, auto_migrate=False)
-    problems = store.integrity_check()
-    if not problems:
+    postgres = _is_postgres(settings)
+    where = settings.store if postgres else str(store_file(settings))
+    if not postgres and not store_file(settings).exists():
+        raise click.ClickException(f"no store at {where}")
+    try:
+        store = _open(settings, auto_migrate=False)
+    except StoreCorruptError as exc:
+        problems = [Problem(f"the store cannot be opened: {exc}", engine=True)]
+    else:
+        where = store.location
+        problems = store.check(deep=deep)
+    hints = repair_hints(problems, where, postgres=postgres, deep=deep)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "store": where,
+                    "deep": deep,
+                    "ok": not problems,
+                    "problems": [p.to_json() for p in problems],
+                    "hints": hints,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    elif not problems:
         click.echo("ok")
-        return
-    for problem in problems:
-        click.echo(problem)
-    raise click.ClickException(f"{len(problems)} problem(s) in {store.location}")
+    else:
+        for problem in problems:
+            click.echo(safe(str(problem)))
+        for hint in hints:
+            click.echo(f"hint: {safe(hint)}")
+        raise click.ClickException(f"{len(problems)} problem(s) in {safe(where)}")
+    if problems:
+        click.get_current_context().exit(1)
+
+
+def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: bool) -> list[str]:
+    """What can save the rest of a store with these problems, one step a line."""
+    if not problems:
+        return []
+    hints: list[str] = []
+    damaged = any(p.engine or "cannot be read" in p.what for p in problems)
+    if damaged and postgres:
+        hints.append(
+            "the server reports damaged storage: restore the database from a backup "
+            "(pg_dump or point-in-time recovery); the server's log names the relation"
+        )
+    elif damaged:
+        hints.append(f"copy {where} (with its -wal file) aside before changing anything")
+        hints.append(
+            f"`sqlite3 {where} .recover | sqlite3 recovered.db` copies every page that can "
+            "still be read into a new file (a sqlite3 shell built with the dbpage table); "
+            "then `plait --store recovered.db db check --deep`"
+        )
+        hints.append(f"or restore {where} from a backup")
+    first: dict[str, Problem] = {}
+    for p in problems:
+        if p.session_id is not None:
+            first.setdefault(p.session_id, p)
+    for sid, p in first.items():
+        if p.kept:
+            hints.append(
+                f"`plait sessions fork {sid} --at {p.kept}` keeps the first {p.kept} "
+                "message(s) of that session, all readable, in a new session"
+            )
+    if first:
+        hints.append(
+            "`plait sessions delete ID` removes a damaged session once nothing more is "
+            "wanted from it (its branches keep the records they share)"
+        )
+    if not deep:
+        hints.append("`plait db check --deep` decodes every record and names each one damaged")
+    return hints

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from plait._files import usable_path
+from plait.store._check import Problem
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
@@ -24,6 +25,7 @@ __all__ = [
     "LiveClientStore",
     "MemoryStore",
     "PostgresStore",
+    "Problem",
     "SQLiteStore",
     "ScratchpadEntry",
     "SessionRow",

@@ -15,6 +15,7 @@ exact schema and why each column is there):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -90,6 +91,26 @@ _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
 
+_DAMAGED: Final = frozenset({11, 26})
+"""SQLite's primary result codes for a damaged file: ``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``."""
+
+
+def _failed(what: str, exc: sqlite3.DatabaseError) -> StoreError:
+    """The store's error for a driver error: every SQLite error of this store passes here.
+
+    A damaged file (a page that does not decode, a header that is not SQLite's)
+    is :class:`StoreCorruptError`, naming the check that finds what is lost;
+    anything else (a lock held too long, a full disk) is :class:`StoreError`.
+    """
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in _DAMAGED:
+        return StoreCorruptError(
+            f"{what}: {exc} (the database file is damaged; `plait db check --deep` "
+            "names the sessions and records it affects, and how to recover them)"
+        )
+    return StoreError(f"{what}: {exc}")
+
+
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
     return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")
@@ -102,6 +123,13 @@ def _path_argument(path: object) -> str:
     except TypeError:
         raise InvalidArgumentError(f"a store path is a str or a path, not {shown(path)}") from None
     return usable_path(raw, path)
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """End the open transaction, if any, keeping the error that ended it."""
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
 
 
 def default_path() -> Path:
@@ -201,7 +229,7 @@ class SQLiteStore(SQLStore):
             self._db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
             self._migrate(auto_migrate)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{target}: cannot open as a plait store: {exc}") from exc
+            raise _failed(f"{target}: cannot open as a plait store", exc) from exc
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -242,29 +270,39 @@ class SQLiteStore(SQLStore):
             )
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, what: str = "write") -> Iterator[sqlite3.Connection]:
         """One write transaction, taken up front so it never deadlocks on upgrade."""
         with self._lock:
             self._known_top = None  # see append(): any other write may change the order
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._db
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    _rollback(db)
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                _rollback(db)
+                raise _failed(what, exc) from exc
 
     @contextmanager
     def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
         """A read transaction: several statements see one state of the database."""
         with self._lock:
             self._check_open()
-            self._db.execute("BEGIN")
+            db = self._db
             try:
-                yield self._db
-            finally:
-                self._db.execute("COMMIT")
+                db.execute("BEGIN")
+                try:
+                    yield db
+                finally:
+                    # A read changes nothing: roll back, which (unlike COMMIT) still
+                    # works after a statement that met a damaged page.
+                    _rollback(db)
+            except sqlite3.DatabaseError as exc:
+                raise _failed(describe(what, subject), exc) from exc
 
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
@@ -278,7 +316,7 @@ class SQLiteStore(SQLStore):
             try:
                 return self._db.execute(query, params).fetchone()
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+                raise _failed(describe(what, subject), exc) from exc
 
     def _all(
         self, query: str, params: Sequence[Any], what: str, subject: object = None
@@ -289,7 +327,7 @@ class SQLiteStore(SQLStore):
             try:
                 return self._db.execute(query, params).fetchall()
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+                raise _failed(describe(what, subject), exc) from exc
 
     def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
         return self._immediate(what, reorders=True)
@@ -320,7 +358,7 @@ class SQLiteStore(SQLStore):
             except UnicodeEncodeError as exc:
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{what}: {exc}") from exc
+                raise _failed(what, exc) from exc
 
     def _update_tallies(
         self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
@@ -403,7 +441,7 @@ class SQLiteStore(SQLStore):
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"create {row.id!r}: {exc}") from exc
+            raise _failed(f"create {row.id!r}", exc) from exc
         return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
@@ -472,7 +510,7 @@ class SQLiteStore(SQLStore):
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._known_top = None
-                raise StoreError(f"append {expected.id!r}: {exc}") from exc
+                raise _failed(f"append {expected.id!r}", exc) from exc
         return expected.with_head(
             Layout(
                 lay.bases,
@@ -510,7 +548,7 @@ class SQLiteStore(SQLStore):
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._known_top = None
-                raise StoreError(f"append {expected.id!r}: {exc}") from exc
+                raise _failed(f"append {expected.id!r}", exc) from exc
         return SessionRow(
             expected.id,
             expected.workspace,
@@ -575,7 +613,7 @@ class SQLiteStore(SQLStore):
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"write {expected.id!r}: {exc}") from exc
+            raise _failed(f"write {expected.id!r}", exc) from exc
         return written_row(expected, updated, now)
 
     # -- records ----------------------------------------------------------------------
@@ -587,7 +625,7 @@ class SQLiteStore(SQLStore):
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             return out
-        with self._snapshot() as db:
+        with self._snapshot("read", row.id) as db:
             for owner, a, b in parts:
                 base = owner << _SHIFT
                 rows = db.execute(
@@ -619,7 +657,7 @@ class SQLiteStore(SQLStore):
     def delete(self, session_id: str) -> None:
         """Delete a session; its rows stay while another session's layout reads them."""
         self._check_open()
-        with self._tx() as db:
+        with self._tx(f"delete {session_id!r}") as db:
             found = db.execute(
                 "SELECT pk FROM sessions WHERE id = ? AND deleted = 0", (session_id,)
             ).fetchone()
@@ -657,13 +695,12 @@ class SQLiteStore(SQLStore):
     def stamp(self, session_id: str) -> str | None:
         """Return ``<created>.<version>`` of a live session, or None."""
         self._check_open()
-        with self._lock:
-            found = self._db.execute(
-                "SELECT s.created_at, s.version, s.end_seq, ("
-                "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
-                "ORDER BY key DESC LIMIT 1) FROM sessions s WHERE s.id = ? AND s.deleted = 0",
-                (session_id,),
-            ).fetchone()
+        query = (
+            "SELECT s.created_at, s.version, s.end_seq, ("
+            "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
+            "ORDER BY key DESC LIMIT 1) FROM sessions s WHERE s.id = ? AND s.deleted = 0"
+        )
+        found = self._one(query, (session_id,), "stamp", session_id)
         if found is None:
             return None
         end = max(found[2], (found[3] & _SEQ_MAX) + 1 if found[3] is not None else 0)
