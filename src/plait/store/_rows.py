@@ -115,13 +115,29 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             json.loads(r[18]) if r[18] != "{}" else {},
         )
     except (ValueError, TypeError, IndexError, RecursionError) as exc:
-        raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
+        raise StoreCorruptError(
+            f"session row {r[1]!r} could not be decoded: {_bad_json(r)}{exc}"
+        ) from exc
     if not _well_typed(row):
         raise StoreCorruptError(
             f"session row {r[1]!r} could not be decoded: {_wrong_column(row)} "
             "does not hold what it should"
         )
     return row
+
+
+_JSON_COLUMNS: Final = ((7, "bases"), (12, "parent_ids"), (16, "scratchpad"), (18, "metadata"))
+
+
+def _bad_json(r: Sequence[Any]) -> str:
+    """``"<column>: "`` for the first JSON column of a row that does not decode, else ``""``."""
+    for i, name in _JSON_COLUMNS:
+        try:
+            if i < len(r) and r[i] is not None:
+                json.loads(r[i])
+        except (ValueError, TypeError, RecursionError):
+            return f"{name}: "
+    return ""
 
 
 def _well_typed(row: SessionRow) -> bool:

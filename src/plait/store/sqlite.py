@@ -628,10 +628,12 @@ class SQLiteStore(SQLStore):
         with self._snapshot("read", row.id) as db:
             for owner, a, b in parts:
                 base = owner << _SHIFT
+                # LIMIT: the scan stops at its last row instead of stepping to the
+                # next page, so a damaged page just past the range does not fail it.
                 rows = db.execute(
                     "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
-                    "WHERE key >= ? AND key < ? ORDER BY key",
-                    (base | a, base | b),
+                    "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
+                    (base | a, base | b, b - a),
                 ).fetchall()
                 if len(rows) != b - a:
                     raise StoreCorruptError(
