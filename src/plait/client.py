@@ -282,11 +282,15 @@ def _workspace_path(workspace: str | os.PathLike[str]) -> str:
     try:
         raw = os.fspath(workspace)
     except TypeError:
-        raise InvalidArgumentError(f"a workspace is a folder path, not {shown(workspace)}") from None
+        raise InvalidArgumentError(
+            f"a workspace is a folder path, not {shown(workspace)}"
+        ) from None
     try:
         return str(Path(usable_path(raw, workspace)).expanduser().resolve())
     except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
-        raise InvalidArgumentError(f"cannot resolve the workspace {shown(workspace)}: {exc}") from exc
+        raise InvalidArgumentError(
+            f"cannot resolve the workspace {shown(workspace)}: {exc}"
+        ) from exc
 
 
 class Client(SessionHost):

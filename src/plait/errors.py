@@ -44,8 +44,10 @@ The hierarchy::
         ├── NotControllerError                 only the active controller injects or routes
         └── ClientNotAttachedError (LookupError)  the client is not attached
 
-And one warning, not an error: ``StoreCorruptWarning`` (``UserWarning``), when a
-listing left out session rows it could not decode instead of failing for all.
+A warning is drawn apart, since it is issued, not raised (``warnings.warn``)::
+
+    PlaitError
+    └── StoreCorruptWarning (UserWarning)      a listing left out rows it could not decode
 """
 
 from __future__ import annotations
@@ -440,7 +442,7 @@ class StoreCorruptError(StoreError):
     """A stored row could not be decoded, or the database reports damaged storage."""
 
 
-class StoreCorruptWarning(UserWarning):
+class StoreCorruptWarning(PlaitError, UserWarning):
     """A listing left out stored rows it could not decode (the others are listed).
 
     ``plait db check --deep`` names them and says how to recover what is left.

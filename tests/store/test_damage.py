@@ -33,7 +33,10 @@ def _fill(client: Client, tag: str, n: int = 60) -> Session:
     """A session of ``n`` messages, each ~600 bytes holding a marker unique in the file."""
     return client.sessions.create(
         [
-            {"role": "user" if i % 2 == 0 else "assistant", "content": f"<{tag}-{i:03d}>" + "x" * 600}
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"<{tag}-{i:03d}>" + "x" * 600,
+            }
             for i in range(n)
         ],
         title=tag,

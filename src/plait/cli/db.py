@@ -91,8 +91,8 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
     Prints "ok", or each problem (by session and record) and what can save the
     rest, and exits with status 1. The plain check decodes every session row and
     counts its records; --deep decodes every record too (payload, meta, token
-    tally) and each row's layout, settings and scratchpad history. Does not migrate: an outdated schema is reported with the
-    command that upgrades it.
+    tally) and each row's layout, settings and scratchpad history. Does not
+    migrate: an outdated schema is reported with the command that upgrades it.
     """
     postgres = _is_postgres(settings)
     where = settings.store if postgres else str(store_file(settings))

@@ -562,20 +562,30 @@ class Session(RunVerbs, WorkspaceVerbs):
 
     # -- export -----------------------------------------------------------------------------
 
-    def export(self, path: str | os.PathLike[str] | None = None) -> str:
+    def export(
+        self, path: str | os.PathLike[str] | None = None, *, follow_symlinks: bool = False
+    ) -> str:
         """Write the conversation as one self-contained HTML page; returns the path.
 
         Every record in view, the request the next turn would send, and the lineage
         as an SVG; it loads nothing and runs no script; every text is escaped.
 
+        Args:
+            path: the file (default: ``plait-<id8>.html`` in the workspace). Only a
+                regular file is replaced.
+            follow_symlinks: a symlink at ``path`` is written through to the regular
+                file it names (by default a symlink there is refused).
+
         Raises:
             InvalidArgumentError: nothing stored, or a bad ``path``. OSError: not written.
         """
-        return export.write_export(self._head, path, "html")
+        return export.write_export(self._head, path, "html", follow_symlinks=follow_symlinks)
 
-    def export_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
+    def export_markdown(
+        self, path: str | os.PathLike[str] | None = None, *, follow_symlinks: bool = False
+    ) -> str:
         """Write the conversation as one Markdown document; the same content as :meth:`export`."""
-        return export.write_export(self._head, path, "md")
+        return export.write_export(self._head, path, "md", follow_symlinks=follow_symlinks)
 
 class ChunkTable:
     """Seed 000's name for the transcript: ``chunk_table.rows`` is every record in view."""

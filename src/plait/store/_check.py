@@ -81,7 +81,10 @@ class Problem:
 
 
 _Found = tuple[int, str | None, str, int]
-"""A damaged record: ``(seq, record id or None, what, messages before it from the range's start)``."""
+"""A damaged record: ``(seq, record id or None, what, messages before it)``.
+
+The messages are counted from the start of the range it was found in.
+"""
 
 
 class _Ranges:

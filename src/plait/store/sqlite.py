@@ -197,7 +197,7 @@ class SQLiteStore(SQLStore):
         if self._memory:
             target = ":memory:"
         else:
-            resolved = Path(_path_argument(path)).expanduser() if path is not None else default_path()
+            resolved = default_path() if path is None else Path(_path_argument(path)).expanduser()
             try:
                 resolved.parent.mkdir(parents=True, exist_ok=True)
                 target = str(resolved.resolve())
