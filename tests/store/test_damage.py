@@ -101,7 +101,7 @@ def test_db_check_reports_a_zeroed_page_without_a_traceback(
     assert "malformed" in plain.stdout
     assert f"session {bravo}" in plain.stdout
     assert plain.stderr.startswith("Error: ")
-    assert "hint: " in plain.stdout and ".recover" in plain.stdout
+    assert "hint: " in plain.stdout and "db recover" in plain.stdout
 
 
 def test_db_check_deep_names_the_session_and_records_of_a_zeroed_page(
@@ -130,6 +130,30 @@ def test_db_check_deep_names_the_session_and_records_of_a_zeroed_page(
         assert len(client.sessions.get(branch.id).history()) == lost[0]
 
 
+def test_db_recover_copies_what_a_zeroed_page_left_into_a_new_file(
+    damaged: tuple[Path, Path, list[str]],
+) -> None:
+    db, ws, (alpha, bravo, charlie) = damaged
+    before = db.read_bytes()
+    new = db.parent / "recovered.db"
+    done = _plait(db, ws, "db", "recover", str(new))
+    assert done.returncode == 0, done.stderr
+    assert db.read_bytes() == before  # the damaged file is only read
+    assert "copied 3 session row(s)" in done.stdout
+    lost = int(done.stdout.split("could not read: ")[1].split(" record")[0])
+    assert 0 < lost < 20
+    assert f"plait --store {new} db check --deep" in done.stdout
+    report = json.loads(_plait(new, ws, "db", "check", "--deep", "--json").stdout)
+    assert {p["session_id"] for p in report["problems"]} == {bravo}
+    assert all(p["what"] == "the record is missing" for p in report["problems"])
+    assert len(report["problems"]) == lost
+    with Client(ws, store=new) as client:
+        assert len(client.sessions.get(alpha).history()) == 60
+        assert len(client.sessions.get(charlie).history()) == 60
+    again = _plait(db, ws, "db", "recover", str(new))
+    assert again.returncode == 1 and "exists" in again.stderr
+
+
 def test_an_undecodable_payload_is_corrupt_on_read_and_named_by_the_deep_check(
     tmp_path: Path,
 ) -> None:
@@ -152,6 +176,13 @@ def test_an_undecodable_payload_is_corrupt_on_read_and_named_by_the_deep_check(
     assert result.exit_code == 1
     assert f"session {bad.id} record 4 (id {rid}):" in result.stdout
     assert f"plait sessions fork {bad.id} --at 4" in result.stdout
+    assert "plait sessions rm ID --yes" in result.stdout
+    # The commands it names save the readable part and remove the rest.
+    base = ["--store", str(db), "--workspace", str(ws), "sessions"]
+    assert CliRunner().invoke(cli, [*base, "fork", bad.id, "--at", "4"]).exit_code == 0
+    assert CliRunner().invoke(cli, [*base, "rm", bad.id, "--yes"]).exit_code == 0
+    with closing(SQLiteStore(db)) as store:
+        assert store.check(deep=True) == []
 
 
 @pytest.mark.parametrize(

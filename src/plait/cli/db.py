@@ -1,20 +1,21 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
 ``migrate`` and ``check`` work on a SQLite file and on a ``postgresql://`` URL;
-``path`` names the SQLite file.
+``path`` names the SQLite file, and ``recover`` copies what a damaged one still holds.
 """
 
 from __future__ import annotations
 
 import json
 from contextlib import closing
+from pathlib import Path
 
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
 from plait.cli._terminal import safe
 from plait.errors import SchemaOutdatedError, StoreCorruptError
-from plait.store import Problem, SQLiteStore
+from plait.store import Problem, SQLiteStore, salvage
 from plait.store.postgres import PostgresStore
 
 __all__ = ["db_group"]
@@ -132,6 +133,29 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
         click.get_current_context().exit(1)
 
 
+@db_group.command("recover", context_settings=CONTEXT_SETTINGS)
+@click.argument("output", metavar="NEW_FILE", type=click.Path(dir_okay=False, path_type=Path))
+@pass_settings
+def recover(settings: Settings, output: Path) -> None:
+    """Copy every row of a damaged store that can still be read into NEW_FILE.
+
+    The damaged file is only read. Prints what was copied and what could not be
+    read; then `plait --store NEW_FILE db check --deep` names each session with
+    records missing. SQLite only: a PostgreSQL database is restored from a backup.
+    """
+    if _is_postgres(settings):
+        raise click.UsageError("recover copies a SQLite file; restore PostgreSQL from a backup")
+    done = salvage(store_file(settings), output)
+    click.echo(
+        f"copied {done.sessions} session row(s) and {done.records} record(s) to {done.target}"
+    )
+    if done.lost_sessions or done.lost_records or done.lost_tables:
+        lost = [f"{done.lost_records} record(s)", f"{done.lost_sessions} session key(s)"]
+        lost += [f"the table {t}" for t in done.lost_tables]
+        click.echo(f"could not read: {', '.join(lost)}")
+    click.echo(f"next: plait --store {done.target} db check --deep")
+
+
 def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: bool) -> list[str]:
     """What can save the rest of a store with these problems, one step a line."""
     if not problems:
@@ -146,9 +170,9 @@ def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: b
     elif damaged:
         hints.append(f"copy {where} (with its -wal file) aside before changing anything")
         hints.append(
-            f"`sqlite3 {where} .recover | sqlite3 recovered.db` copies every page that can "
-            "still be read into a new file (a sqlite3 shell built with the dbpage table); "
-            "then `plait --store recovered.db db check --deep`"
+            f"`plait --store {where} db recover recovered.db` copies every row that can still "
+            "be read into a new file (so does `sqlite3 FILE .recover`, in a sqlite3 shell "
+            "built with the dbpage table); then `plait --store recovered.db db check --deep`"
         )
         hints.append(f"or restore {where} from a backup")
     first: dict[str, Problem] = {}
@@ -163,7 +187,7 @@ def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: b
             )
     if first:
         hints.append(
-            "`plait sessions delete ID` removes a damaged session once nothing more is "
+            "`plait sessions rm ID --yes` removes a damaged session once nothing more is "
             "wanted from it (its branches keep the records they share)"
         )
     if not deep:

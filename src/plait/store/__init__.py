@@ -7,6 +7,7 @@ from pathlib import Path
 
 from plait._files import usable_path
 from plait.store._check import Problem
+from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
@@ -27,6 +28,7 @@ __all__ = [
     "PostgresStore",
     "Problem",
     "SQLiteStore",
+    "Salvaged",
     "ScratchpadEntry",
     "SessionRow",
     "Store",
@@ -35,6 +37,7 @@ __all__ = [
     "WriterLocks",
     "default_path",
     "open_store",
+    "salvage",
 ]
 
 
