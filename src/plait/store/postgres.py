@@ -117,6 +117,8 @@ _DAMAGED: Final = frozenset({"XX001", "XX002"})
 """SQLSTATEs of damaged storage: ``data_corrupted`` and ``index_corrupted``."""
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
+
+
 class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 

@@ -91,6 +91,7 @@ _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
 
+
 _DAMAGED: Final = frozenset({11, 26})
 """SQLite's primary result codes for a damaged file: ``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``."""
 
