@@ -246,6 +246,8 @@ def test_a_healthy_store_with_branches_passes_the_deep_check(tmp_path: Path) -> 
         s = _fill(client, "root", 10)
         s.fork().inject({"role": "user", "content": "more"})
         s.fork_at(4).inject({"role": "user", "content": "other"})
+        s.rewind(3)  # the old head stays as a hidden row
+        s.inject({"role": "user", "content": "after the rewind"})
         client.sessions.delete(s.id)  # its rows stay for the branches
         assert client.store.integrity_check() == []
         result = CliRunner().invoke(
