@@ -274,7 +274,10 @@ def _decode(store: SQLStore, owner: int, a: int, b: int) -> tuple[list[_Found], 
                     kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
                 )
             except StoreCorruptError as exc:
-                problems.append((seq, rid if isinstance(rid, str) else None, str(exc), messages))
+                # The decoder names the position the problem already carries.
+                what = str(exc).removeprefix(f"record seq={seq} ")
+                rid = rid if isinstance(rid, str) else None
+                problems.append((seq, rid, f"the record does not decode: {what}", messages))
                 continue
             if running is not None:
                 try:
