@@ -519,7 +519,9 @@ class Session(RunVerbs, WorkspaceVerbs):
         branch = self._spawn(branching.fork_row(self._head, dst))
         return self._own_workspace(branch, folder, checkpoint)
 
-    def rewind(self, keep_first: int, *, expect_version: int | None = None) -> str:
+    def rewind(
+        self, keep_first: int, *, expect_version: int | None = None, files: bool = False
+    ) -> str:
         """Move the head back in place: keep the first ``keep_first`` messages, keep the id.
 
         Messages are counted as :meth:`fork_at` counts them (events are not messages;
@@ -527,6 +529,13 @@ class Session(RunVerbs, WorkspaceVerbs):
         (a compaction undone stays undone); what it held before stays reachable as a
         *hidden head* in the lineage, so :meth:`undo_rewind` can bring it back. Atomic,
         and its cost does not grow with the transcript or the number of sessions.
+
+        Args:
+            keep_first: how many messages to keep.
+            expect_version: rewind only if the head is still this version.
+            files: also bring the workspace back to the files as they were after those
+                messages (from the workspace checkpoints); the files as they are now are
+                saved first, so ``undo_rewind(files=True)`` brings them back (D149).
 
         Returns:
             The id of the hidden head that keeps the old head.
@@ -537,15 +546,29 @@ class Session(RunVerbs, WorkspaceVerbs):
             SessionBusyError: a run is driving the session.
             SessionClosedError: the session is closed.
             StaleSessionError: ``expect_version`` is not the head.
+            NothingToDoError: with ``files``, no checkpoint tells the files at that message.
         """
+        if not isinstance(files, bool):
+            raise InvalidArgumentError(f"files is True or False, not {files!r}")
+        if files:
+            return checkpoints.rewind_with_files(
+                self, keep_first, expect_version,
+                lambda version: rewinding.rewind(self._head, keep_first, version),
+            )
         return rewinding.rewind(self._head, keep_first, expect_version)
 
     def undo_rewind(
-        self, branch_id: str | None = None, *, expect_version: int | None = None
+        self,
+        branch_id: str | None = None,
+        *,
+        expect_version: int | None = None,
+        files: bool = False,
     ) -> str:
         """Give the id back to a hidden head (the newest by default), undoing a rewind.
 
-        What the session held until now becomes a hidden head in turn.
+        What the session held until now becomes a hidden head in turn. With
+        ``files=True`` the workspace gets back the files that head ends with (what a
+        ``rewind(..., files=True)`` saved), after the files as they are now are saved.
 
         Returns:
             The id of the hidden head that keeps what the session held until now.
@@ -554,6 +577,13 @@ class Session(RunVerbs, WorkspaceVerbs):
             NothingToDoError: there is no rewind to undo.
             InvalidArgumentError: ``branch_id`` is not one of the session's hidden heads.
         """
+        if not isinstance(files, bool):
+            raise InvalidArgumentError(f"files is True or False, not {files!r}")
+        if files:
+            return checkpoints.undo_rewind_with_files(
+                self, branch_id, expect_version,
+                lambda version: rewinding.undo_rewind(self._head, branch_id, version),
+            )
         return rewinding.undo_rewind(self._head, branch_id, expect_version)
 
     def hidden_heads(self) -> list[str]:

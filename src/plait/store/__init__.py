@@ -11,6 +11,7 @@ from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
+    ObjectStore,
     ScratchpadEntry,
     SessionRow,
     Store,
@@ -25,6 +26,7 @@ __all__ = [
     "BearerStore",
     "LiveClientStore",
     "MemoryStore",
+    "ObjectStore",
     "PostgresStore",
     "Problem",
     "SQLiteStore",

@@ -26,7 +26,10 @@ __all__ = ["Salvaged", "salvage"]
 _CHUNK: Final = 512
 _EMPTY_RUNS: Final = 4
 """Empty key ranges read in a row before a table whose end is unknown is taken as done."""
-_SMALL_TABLES: Final = ("lineage", "scratchpads", "durable_sessions", "live_clients")
+_RANGED: Final = frozenset({"sessions", "records", "plait_schema"})
+"""Tables copied by key ranges (sessions, records) or written by the new store itself."""
+_BATCH: Final = 256
+_DAMAGED: Final = (11, 26)  # SQLITE_CORRUPT, SQLITE_NOTADB: what reading a damaged file raises
 
 
 @dataclass(slots=True)
@@ -44,7 +47,7 @@ class Salvaged:
     lost_records: int = 0
     """Records that could not be read, at positions their session's row says it holds."""
     lost_tables: list[str] = field(default_factory=list)
-    """Small tables (lineage, scratchpads, ...) that could not be read in full."""
+    """Other tables (lineage, scratchpads, checkpoint objects, ...) not read in full."""
 
 
 def salvage(source: str | Path, target: str | Path) -> Salvaged:
@@ -83,7 +86,9 @@ def salvage(source: str | Path, target: str | Path) -> Salvaged:
 
 
 def _copy_all(src: sqlite3.Connection, dst: sqlite3.Connection, report: Salvaged) -> None:
-    cols = {t: _columns(dst, t) for t in ("sessions", "records", *_SMALL_TABLES)}
+    cols = {t: _shared_columns(src, dst, t) for t in ("sessions", "records")}
+    if not {"pk", "end_seq"} <= set(cols["sessions"]) or "key" not in cols["records"]:
+        raise sqlite3.DatabaseError("it holds no plait sessions and records to copy")
     end = _known_end(src, "SELECT seq FROM sqlite_sequence WHERE name = 'sessions'")
     span: tuple[int, int | None, int, int] = (1, None, end if end is not None else 0, 1 << 31)
     sessions = list(_ranges(src, "sessions", cols["sessions"], "pk", span, report, "lost_sessions"))
@@ -99,18 +104,51 @@ def _copy_all(src: sqlite3.Connection, dst: sqlite3.Connection, report: Salvaged
         found = list(_ranges(src, "records", cols["records"], "key", span, report, "lost_records"))
         _insert(dst, "records", cols["records"], found)
         report.records += len(found)
-    for table in _SMALL_TABLES:
-        columns = cols[table]
-        try:
-            rows = src.execute(f"SELECT {', '.join(columns)} FROM {table}").fetchall()
-        except sqlite3.DatabaseError:
-            report.lost_tables.append(table)
-            continue
-        _insert(dst, table, columns, rows)
+    for table in _other_tables(dst):
+        columns = _shared_columns(src, dst, table)
+        if columns:
+            _copy_table(src, dst, table, columns, report)
+
+
+def _other_tables(dst: sqlite3.Connection) -> list[str]:
+    """Every table of the schema but the two copied range by range and the bookkeeping."""
+    names = dst.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+    return [str(n) for (n,) in names if n not in _RANGED and not str(n).startswith("sqlite_")]
+
+
+def _copy_table(
+    src: sqlite3.Connection,
+    dst: sqlite3.Connection,
+    table: str,
+    columns: list[str],
+    report: Salvaged,
+) -> None:
+    """Copy a table whole, a batch at a time (checkpoint parts can be large); stop at damage."""
+    names = ", ".join(columns)
+    insert = f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(columns))})"
+    try:
+        cursor = src.execute(f"SELECT {names} FROM {table}")
+        batch = cursor.fetchmany(_BATCH)
+        while batch:
+            dst.executemany(insert, batch)  # an error here is the new file's: raised
+            batch = cursor.fetchmany(_BATCH)
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in _DAMAGED:
+            raise  # the new file's error, not the damaged one's
+        report.lost_tables.append(table)
 
 
 def _columns(db: sqlite3.Connection, table: str) -> list[str]:
     return [str(r[1]) for r in db.execute(f"PRAGMA table_info({table})")]
+
+
+def _shared_columns(src: sqlite3.Connection, dst: sqlite3.Connection, table: str) -> list[str]:
+    """The new table's columns the damaged file has too (an older schema may lack some).
+
+    Empty for a table the damaged file has not; the new rows get a new column's default.
+    """
+    have = set(_columns(src, table))
+    return [c for c in _columns(dst, table) if c in have]
 
 
 def _known_end(src: sqlite3.Connection, query: str, *params: int) -> int | None:
