@@ -134,6 +134,9 @@ def test_db_recover_copies_what_a_zeroed_page_left_into_a_new_file(
     damaged: tuple[Path, Path, list[str]],
 ) -> None:
     db, ws, (alpha, bravo, charlie) = damaged
+    with closing(sqlite3.connect(db)) as raw, raw:  # a checkpoint object, as stored
+        raw.execute("INSERT INTO checkpoint_objects VALUES ('ab', 3, 1)")
+        raw.execute("INSERT INTO checkpoint_parts VALUES ('ab', 0, x'010203')")
     before = db.read_bytes()
     new = db.parent / "recovered.db"
     done = _plait(db, ws, "db", "recover", str(new))
@@ -150,6 +153,8 @@ def test_db_recover_copies_what_a_zeroed_page_left_into_a_new_file(
     with Client(ws, store=new) as client:
         assert len(client.sessions.get(alpha).history()) == 60
         assert len(client.sessions.get(charlie).history()) == 60
+    with closing(sqlite3.connect(new)) as raw:
+        assert raw.execute("SELECT data FROM checkpoint_parts").fetchall() == [(b"\x01\x02\x03",)]
     again = _plait(db, ws, "db", "recover", str(new))
     assert again.returncode == 1 and "exists" in again.stderr
 
