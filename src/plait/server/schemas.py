@@ -234,6 +234,27 @@ class CompactIn(_In):
     )
 
 
+class RewindIn(_In):
+    """``POST /sessions/{id}/rewind``: move the head back in place, or undo a rewind."""
+
+    keep_first: int | None = Field(
+        default=None, ge=0, le=2**31, description="Messages to keep (omit with ``undo``)."
+    )
+    undo: bool = Field(default=False, description="Bring back what the newest rewind hid.")
+    client_id: str | None = Field(
+        default=None, description="With a live controller attached, it must be the caller."
+    )
+
+
+class RewindOut(_Out):
+    """The session after a rewind, and the hidden head that keeps what it held."""
+
+    session_id: str
+    length: int = Field(description="Messages the session has now.")
+    version: int
+    hidden_head: str = Field(description="The id of the hidden head holding the old head.")
+
+
 class CompactOut(_Out):
     """What a compaction folded (or, with ``dry_run``, would fold)."""
 
