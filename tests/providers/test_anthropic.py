@@ -173,7 +173,10 @@ async def _events(p: AnthropicProvider, request: Request) -> list[StreamEvent]:
 def test_streams_text_tool_use_and_usage(replay_server: ReplayServer) -> None:
     replay_server.queue(TOOL_STREAM)
     events = asyncio.run(
-        _events(provider(replay_server), Request(CONVERSATION, TOOLS, temperature=0))
+        _events(
+            provider(replay_server),
+            Request(CONVERSATION, TOOLS, temperature=0, prompt_cache=False),
+        )
     )
     assert events[:2] == [TextDelta("Let me "), TextDelta("check.")]
     assert events[2] == ToolCallDelta(0, "toolu_01A", "read_file", "")

@@ -19,9 +19,11 @@ from plait.providers.base import (
     SUMMARY_PREFIX,
     Finish,
     FinishReason,
+    ItemDone,
     Provider,
     ProviderError,
     ProviderResponseError,
+    ReasoningDelta,
     Reply,
     Request,
     ScriptExhaustedError,
@@ -32,6 +34,7 @@ from plait.providers.base import (
     ToolSpec,
     Usage,
     complete,
+    declared_limits,
 )
 from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
@@ -46,12 +49,14 @@ __all__ = [
     "AnthropicProvider",
     "Finish",
     "FinishReason",
+    "ItemDone",
     "LocalProvider",
     "ModelSettings",
     "OpenAIProvider",
     "Provider",
     "ProviderError",
     "ProviderResponseError",
+    "ReasoningDelta",
     "Reply",
     "Request",
     "ScriptExhaustedError",
@@ -64,6 +69,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "complete",
+    "declared_limits",
     "parse_model_spec",
     "select_provider",
 ]

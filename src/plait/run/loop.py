@@ -35,7 +35,15 @@ from plait.compaction import (
     self_compaction_result,
 )
 from plait.errors import NothingToDoError, PlaitError, ProviderError
-from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
+from plait.providers import (
+    Provider,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolSpec,
+    complete,
+    declared_limits,
+)
 from plait.records import JSONValue, Record, ToolCall
 from plait.run.events import (
     Approval,
@@ -188,12 +196,17 @@ async def _steps(
         return done
 
     settings = spec.settings
+    # What the model's server says of its window, asked once a run: a local server's
+    # window is whatever it was started with, which no family table can know.
+    declared = await declared_limits(provider)
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, spec.max_steps + 1):
         for message in run.take_steering():
             add({"role": "user", "content": message, "meta": {"steered": True}})
-        if session.compaction_due(model=provider.model, tools=specs):
+        if session.compaction_due(
+            model=provider.model, tools=specs, declared=declared, reserve=settings.max_tokens
+        ):
             await compact()  # seed 001: at the model's compact_percent, by itself
         request = settings.request(session.request_messages(), specs)
         tee = _Tee(provider, run)
@@ -218,6 +231,10 @@ async def _steps(
             meta["response_model"] = reply.model
         if reply.response_id is not None:
             meta["response_id"] = reply.response_id
+        if reply.reasoning:
+            meta["reasoning"] = reply.reasoning
+        for item in reply.items:  # kept verbatim, before the reply they came with
+            add({"role": "opaque", "format": item.format, "item": dict(item.item)})
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():

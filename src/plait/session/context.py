@@ -20,11 +20,11 @@ from plait.compaction import (
 )
 from plait.compaction import compact as write_compaction
 from plait.compaction import plan as plan_compaction
-from plait.context import SUMMARY_UNKNOWN, ContextReport, ModelInfo, Tally
+from plait.context import SUMMARY_UNKNOWN, ContextReport, ModelInfo, ModelLimits, Tally
 from plait.errors import InvalidArgumentError, NothingToDoError, StoreError
 from plait.providers import Provider, Request
 from plait.records import COMPACTION_UNDONE, Message, Record, SummaryRecord, newest_summary
-from plait.session.counting import context_report, count_pending, tool_spec_texts
+from plait.session.counting import context_report, count_pending, info_for, tool_spec_texts
 from plait.store.base import SessionRow
 from plait.views import history, model_messages, system_prompt
 
@@ -35,6 +35,7 @@ __all__ = [
     "compact",
     "compaction_due",
     "history_messages",
+    "known_model",
     "measure",
     "preview",
     "request_messages",
@@ -52,9 +53,12 @@ def view(head: Head, row: SessionRow) -> list[Record]:
 
 
 def measure(
-    head: Head, model: str | None, tools: Iterable[object] | None
+    head: Head,
+    model: str | None,
+    tools: Iterable[object] | None,
+    declared: ModelLimits | None = None,
 ) -> tuple[ContextReport, ModelInfo] | None:
-    """The context report for the next request, and the model family it was measured for."""
+    """The context report for the next request, and what was known of the model it is for."""
     if head.row is None:
         return None
     row = head.fresh()
@@ -76,16 +80,34 @@ def measure(
         persist=persist,
         best_effort=not head.writer,
         memo=head.memo(row),
+        declared=declared,
     )
 
 
-def compaction_due(head: Head, model: str | None, tools: Iterable[object] | None) -> bool:
-    """Whether the context is at least the model's ``compact_percent`` full."""
-    found = measure(head, model, tools)
+def known_model(head: Head, model: str | None, declared: ModelLimits | None) -> ModelInfo:
+    """What is known of ``model`` for this session (settings > environment > server > table)."""
+    return info_for(head.settings(), model, declared)
+
+
+def compaction_due(
+    head: Head,
+    model: str | None,
+    tools: Iterable[object] | None,
+    declared: ModelLimits | None = None,
+    reserve: int | None = None,
+) -> bool:
+    """Whether the next request, with room for its reply, is at the ``compact_percent`` mark.
+
+    The room kept for the reply is ``reserve`` (the run's ``max_tokens``), else the model's
+    output limit when known, at most half the window: a server refuses a request whose
+    prompt and reply limit together pass its window, so the mark is reached that much sooner.
+    """
+    found = measure(head, model, tools, declared)
     if found is None:
         return False
     report, info = found
-    return report.fraction * 100 >= info.compact_percent
+    room = min(reserve or info.output_limit or 0, info.window // 2)
+    return (report.used + room) * 100 >= info.compact_percent * info.window
 
 
 def preview(head: Head, options: Mapping[str, Any]) -> CompactionPlan | None:
