@@ -103,6 +103,12 @@ def test_a_streamed_reply_stops_at_max_tokens(server: str) -> None:
     assert finish.response_id  # the server's id for the response is kept
 
 
+def test_the_servers_own_window_is_read(server: str) -> None:
+    """llama.cpp's /props says the window it was started with (2,048, not SmolLM2's 8k)."""
+    limits = asyncio.run(_provider(server).limits())
+    assert limits is not None and limits.context_window == 2048
+
+
 def test_a_cancelled_stream_leaves_the_server_serving(server: str) -> None:
     provider = _provider(server)
 
