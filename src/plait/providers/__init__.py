@@ -36,6 +36,7 @@ from plait.providers.base import (
     Usage,
     complete,
     declared_limits,
+    reads_formats,
 )
 from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
@@ -75,4 +76,5 @@ __all__ = [
     "declared_limits",
     "parse_model_spec",
     "select_provider",
+    "reads_formats",
 ]

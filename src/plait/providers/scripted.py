@@ -79,6 +79,8 @@ class ScriptedProvider:
         model: the model name it reports.
         context_window: a window to declare through ``limits()``, as a server would.
         output_limit: an output limit to declare likewise.
+        reads_formats: the opaque-item formats to be sent, as a provider that reads them
+            would declare.
 
     Raises:
         InvalidArgumentError: a reply of another type.
@@ -91,11 +93,15 @@ class ScriptedProvider:
         model: str = "scripted",
         context_window: int | None = None,
         output_limit: int | None = None,
+        reads_formats: Iterable[str] = (),
     ) -> None:
         self._replies = [_check(r, i) for i, r in enumerate(replies)]
         self._served = 0
         self._model = model
         self._limits = ModelLimits(context_window=context_window, output_limit=output_limit)
+        self.reads_formats: frozenset[str] = frozenset(reads_formats)
+        """The opaque-item formats its requests carry (none by default), as a provider
+        that reads them would declare."""
         self.requests: list[Request] = []
         """Every request received, oldest first (including one that found no reply)."""
 

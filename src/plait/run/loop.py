@@ -43,6 +43,7 @@ from plait.providers import (
     ToolSpec,
     complete,
     declared_limits,
+    reads_formats,
 )
 from plait.records import JSONValue, Record, ToolCall
 from plait.run.events import (
@@ -134,9 +135,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
         return await _steps(session, spec, run, telemetry)
 
 
-async def _steps(
-    session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry
-) -> RunResult:
+async def _steps(session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry) -> RunResult:
     appended: list[Record] = []
 
     def add(message: dict[str, JSONValue]) -> Record:
@@ -208,7 +207,7 @@ async def _steps(
             model=provider.model, tools=specs, declared=declared, reserve=settings.max_tokens
         ):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = settings.request(session.request_messages(), specs)
+        request = settings.request(session.request_messages(reads_formats(provider)), specs)
         tee = _Tee(provider, run)
         started = now_micros()
         try:
