@@ -199,3 +199,39 @@ def test_the_model_spec_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
     chosen = select_provider("openai-responses:gpt-5-mini")
     assert isinstance(chosen, OpenAIResponsesProvider) and chosen.model == "gpt-5-mini"
+
+
+def test_a_run_keeps_the_reasoning_item_and_sends_it_back(
+    replay_server: ReplayServer, tmp_path: Any
+) -> None:
+    """Reasoning, tool call, result: the next request carries the reasoning item verbatim."""
+    from plait import Client
+    from plait.tools import tool
+
+    @tool(read_only=True)
+    def read_file(path: str) -> str:
+        """Read a file."""
+        return "TODO: fix"
+
+    replay_server.queue(TOOL_STREAM)
+    replay_server.queue(_seq(
+        ev("response.created", response=RESPONSE),
+        ev("response.output_text.delta", item_id="m", output_index=0, content_index=0,
+           delta="It says TODO."),
+        ev("response.completed", response={**RESPONSE, "status": "completed", "usage": USAGE}),
+    ))
+    with Client(tmp_path, store=tmp_path / "p.db") as client:
+        s = client.sessions.create()
+        result = asyncio.run(s.prompt("What is in notes.md?", provider=provider(replay_server),
+                                      tools=[read_file]))
+        assert result.text == "It says TODO."
+        kinds = [r.kind for r in s.records]
+        assert kinds == ["user", "opaque", "assistant", "tool", "assistant"]
+        reply = s.records[2]
+        assert reply.meta["reasoning"] == "Need the file first."
+        assert [m.role for m in s.history()] == ["user", "assistant", "tool", "assistant"]
+    second = replay_server.requests[1].body["input"]
+    assert second[1] == REASONING
+    assert [i.get("type", i.get("role")) for i in second] == [
+        "user", "reasoning", "assistant", "function_call", "function_call_output"
+    ]
