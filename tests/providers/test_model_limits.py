@@ -62,7 +62,7 @@ LLAMA_PROPS = {
 }
 OLLAMA_SHOW = {
     "modelfile": "FROM qwen2.5:7b-instruct",
-    "parameters": 'num_ctx                        8192\nstop                           "<|im_end|>"',
+    "parameters": 'num_ctx                        8192\nstop                  "<|im_end|>"',
     "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768},
 }
 

@@ -111,7 +111,9 @@ def to_responses_input(
                     }
                 )
         elif m.role == "tool":
-            out.append({"type": "function_call_output", "call_id": m.tool_call_id, "output": m.text})
+            out.append(
+                {"type": "function_call_output", "call_id": m.tool_call_id, "output": m.text}
+            )
         elif m.role == "opaque":
             item = getattr(m, "item", None)
             if getattr(m, "format", None) == FORMAT and isinstance(item, Mapping):

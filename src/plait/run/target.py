@@ -62,8 +62,10 @@ class RunTarget(Protocol):
         declared: ModelLimits | None = None,
         reserve: int | None = None,
     ) -> bool:
-        """Whether the context, with ``reserve`` tokens kept for the reply, is at the
-        model's compaction threshold (``declared``: what its server says of it)."""
+        """Whether the context, with ``reserve`` tokens kept for the reply, is at the mark.
+
+        ``declared`` is what the model's server says of it.
+        """
         ...
 
     async def compact(self, *, provider: Any = None) -> Compaction | None:

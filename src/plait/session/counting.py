@@ -121,8 +121,11 @@ def info_for(
 
 
 def counting_encoding(row: SessionRow, model: str | None) -> Encoding:
-    """The encoding a session's records are counted with: a ``tokenizer`` set in its
-    ``model_info`` setting or ``PLAIT_TOKENIZER``, else ``model``'s family's."""
+    """The encoding a session's records are counted with.
+
+    A ``tokenizer`` set in its ``model_info`` setting, else ``PLAIT_TOKENIZER``, else
+    ``model``'s family's.
+    """
     return (
         stored_limits(_row_settings(row)).tokenizer
         or limits_from_env(os.environ).tokenizer

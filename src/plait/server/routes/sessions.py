@@ -179,6 +179,11 @@ async def rename_session(
     return _detail(state, session)
 
 
+def _model_settings_out(session: Session) -> s.ModelSettingsOut:
+    kept = session.model_settings.to_json()
+    return s.ModelSettingsOut(session_id=session.id, model_settings=kept)
+
+
 @router.get(
     "/sessions/{session_id}/model-settings",
     response_model=s.ModelSettingsOut,
@@ -189,7 +194,7 @@ async def get_model_settings(
 ) -> s.ModelSettingsOut:
     """The model settings the session keeps; each run's own are laid over them."""
     session = _state(request).session(session_id)
-    return s.ModelSettingsOut(session_id=session.id, model_settings=session.model_settings.to_json())
+    return _model_settings_out(session)
 
 
 @router.put(
@@ -205,7 +210,7 @@ async def put_model_settings(
     session = state.session(session_id)
     session.set_model_settings(body.model_settings)
     state.hub.poke(session_id)
-    return s.ModelSettingsOut(session_id=session.id, model_settings=session.model_settings.to_json())
+    return _model_settings_out(session)
 
 
 @router.get("/sessions/{session_id}/history", response_model=s.MessagesOut, summary="History")
