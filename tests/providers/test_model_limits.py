@@ -230,6 +230,10 @@ def test_a_run_compacts_before_the_servers_window_is_full(
         result = asyncio.run(s.prompt("And now?", provider=_provider(replay_server), tools=[]))
         assert result.text == "Done."
         assert any(r.kind == "summary" for r in s.records)
+        reply = s.records[-1]
+        assert reply.meta["model_limits"] == {"context_window": 2048}
+        report = s.context()  # read later, without asking the server: the window it said
+        assert report is not None and report.window == 2048
     posts = [r for r in replay_server.requests if r.method == "POST"]
     answered = posts[-1].body["messages"]
     assert any("Earlier: words." in str(m.get("content")) for m in answered)

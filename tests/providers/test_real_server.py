@@ -166,6 +166,30 @@ def test_a_few_shot_prefix_gets_a_tool_call_and_its_result_read(server: str) -> 
     assert "Fix the lighthouse lamp." in final.text  # the file's text reached the answer
 
 
+def test_a_run_compacts_before_the_server_refuses_its_window(
+    server: str, tmp_path: Path
+) -> None:
+    """Past 2,048 tokens the server answers 400; a run reads its window and compacts first."""
+    from plait import Client
+
+    history = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"note {i}: " + "word " * 110}
+        for i in range(20)
+    ]
+    whole = [Message(m["role"], m["content"]) for m in history] + [Message("user", "Hi.")]
+    with pytest.raises(ProviderError) as refused:
+        asyncio.run(complete(_provider(server), Request(whole, max_tokens=8)))
+    assert refused.value.status_code == 400  # what a run without the server's window meets
+    with Client(tmp_path, store=tmp_path / "p.db") as client:
+        s = client.sessions.create(history)
+        assert not s.compaction_due("smollm2")  # the family table alone says 8,192
+        result = asyncio.run(
+            s.prompt("Hi.", provider=_provider(server), tools=[], model_settings={"max_tokens": 8})
+        )
+        assert result.text
+        assert any(r.kind == "summary" for r in s.records)
+
+
 def test_a_cancelled_stream_leaves_the_server_serving(server: str) -> None:
     provider = _provider(server)
 

@@ -232,6 +232,8 @@ async def _steps(session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTele
             meta["response_id"] = reply.response_id
         if reply.reasoning:
             meta["reasoning"] = reply.reasoning
+        if declared is not None:  # so a later report, read without the server, knows it
+            meta["model_limits"] = dict(declared.to_json())
         for item in reply.items:  # kept verbatim, before the reply they came with
             add({"role": "opaque", "format": item.format, "item": dict(item.item)})
         if reply.usage is not None:

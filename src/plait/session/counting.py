@@ -40,6 +40,7 @@ from plait.context import (
 from plait.errors import (
     InvalidArgumentError,
     MissingDependencyError,
+    PlaitError,
     StoreCorruptError,
     StoreError,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "context_report",
     "count_pending",
     "counting_encoding",
+    "declared_in",
     "info_for",
     "session_model",
     "stored_limits",
@@ -131,6 +133,17 @@ def counting_encoding(row: SessionRow, model: str | None) -> Encoding:
         or limits_from_env(os.environ).tokenizer
         or encoding_for(model)
     )
+
+
+def declared_in(record: Record) -> ModelLimits | None:
+    """The window and output limit a reply's server declared (its ``meta["model_limits"]``)."""
+    raw = record.meta.get("model_limits")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return ModelLimits.from_json(raw)
+    except PlaitError:  # written by another version, or by hand: not a declaration to trust
+        return None
 
 
 def _meta_model(record: Record) -> str | None:
@@ -310,6 +323,8 @@ def context_report(
     counting = counting_encoding(row, session_model(row) or _meta_model(reply))
     if model is None:
         model = _meta_model(reply) or session_model(row)
+    if declared is None and model == _meta_model(reply):
+        declared = declared_in(reply)  # what the server said when it wrote the newest reply
     info = info_for(_row_settings(row), model, declared)
 
     def record(seq: int) -> Record:
