@@ -322,3 +322,13 @@ def test_model_settings_go_on_the_wire_and_the_served_model_comes_back(
     asyncio.run(complete(provider(replay_server), ModelSettings(tool_choice="required").request(
         CONVERSATION, TOOLS)))
     assert replay_server.requests[1].body["tool_choice"] == "required"
+
+
+def test_an_opaque_item_is_never_sent_as_a_chat_message() -> None:
+    from plait.providers.openai import to_openai_messages
+
+    thought = Message("opaque", "", item={"type": "reasoning", "id": "rs_1"},
+                      format="openai-responses")
+    assert to_openai_messages([Message("user", "hi"), thought]) == [
+        {"role": "user", "content": "hi"}
+    ]

@@ -228,7 +228,7 @@ def to_local_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]
             parts = [m.text] if m.text else []
             parts += [_call_json(c.name, c.arguments) for c in m.tool_calls]
             out.append({"role": "assistant", "content": "\n".join(parts)})
-        else:  # tool
+        elif m.role == "tool":
             # The template has no tool role. Sent as a bare result, the small model calls
             # the same tool again and again; with the closing request it answers (D43).
             status = " (it failed)" if m.ok is False else ""

@@ -110,8 +110,9 @@ def to_openai_messages(messages: list[Message] | tuple[Message, ...]) -> list[di
                     for c in m.tool_calls
                 ]
             out.append(entry)
-        else:  # tool
+        elif m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        # An opaque item is another API's: chat completions has no place for it.
     return out
 
 
