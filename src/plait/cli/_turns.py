@@ -381,8 +381,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         type=(str, str),
         multiple=True,
         metavar="KEY VALUE",
-        help="A model setting: max_tokens, temperature, top_p, tool_choice, stop, seed "
-        "(kept by the session, like the model).",
+        help="A model setting: max_tokens, temperature, top_p, tool_choice, stop, seed, "
+        "timeout, max_retries, prompt_cache (kept by the session, like the model).",
     )(func)
 
 
