@@ -244,3 +244,16 @@ def test_a_scripted_provider_declares_what_it_was_given() -> None:
     provider = ScriptedProvider(["ok"], context_window=4096)
     assert asyncio.run(declared_limits(provider)) == ModelLimits(context_window=4096)
     assert asyncio.run(declared_limits(ScriptedProvider(["ok"]))) is None
+
+
+def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:
+    with Client(tmp_path, store=tmp_path / "p.db") as client:
+        s = _session_near(client, 5)
+        with pytest.raises(InvalidArgumentError):
+            s.model_info(123)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError):
+            s.compaction_due("m", reserve=-1)
+        with pytest.raises(InvalidArgumentError):
+            s.context("m", declared="big")  # type: ignore[arg-type]
+        given = s.model_info("m", declared={"context_window": 4096})
+        assert given.window == 4096

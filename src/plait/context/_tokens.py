@@ -113,9 +113,14 @@ def bare_model_name(model: str | None) -> str:
 
     Returns:
         The bare name (empty for no model).
+
+    Raises:
+        InvalidArgumentError: ``model`` is not a string.
     """
-    if not model:
+    if model is None or model == "":
         return ""
+    if not isinstance(model, str):
+        raise InvalidArgumentError(f"a model name must be a string, not {type(model).__name__}")
     name = model.strip().lower()
     if "/" in name:
         name = name.rsplit("/", 1)[-1]

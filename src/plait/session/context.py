@@ -56,9 +56,10 @@ def measure(
     head: Head,
     model: str | None,
     tools: Iterable[object] | None,
-    declared: ModelLimits | None = None,
+    declared: object = None,
 ) -> tuple[ContextReport, ModelInfo] | None:
     """The context report for the next request, and what was known of the model it is for."""
+    declared = _limits(declared)
     if head.row is None:
         return None
     row = head.fresh()
@@ -84,16 +85,21 @@ def measure(
     )
 
 
-def known_model(head: Head, model: str | None, declared: ModelLimits | None) -> ModelInfo:
+def known_model(head: Head, model: str | None, declared: object) -> ModelInfo:
     """What is known of ``model`` for this session (settings > environment > server > table)."""
-    return info_for(head.settings(), model, declared)
+    return info_for(head.settings(), model, _limits(declared))
+
+
+def _limits(declared: object) -> ModelLimits | None:
+    """``declared`` as limits: a ModelLimits, its JSON form, or None (typed errors else)."""
+    return None if declared is None else ModelLimits.from_json(declared)
 
 
 def compaction_due(
     head: Head,
     model: str | None,
     tools: Iterable[object] | None,
-    declared: ModelLimits | None = None,
+    declared: object = None,
     reserve: int | None = None,
 ) -> bool:
     """Whether the next request, with room for its reply, is at the ``compact_percent`` mark.
@@ -102,6 +108,10 @@ def compaction_due(
     output limit when known, at most half the window: a server refuses a request whose
     prompt and reply limit together pass its window, so the mark is reached that much sooner.
     """
+    if reserve is not None and (
+        isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0
+    ):
+        raise InvalidArgumentError(f"reserve must be a non-negative int, got {reserve!r}")
     found = measure(head, model, tools, declared)
     if found is None:
         return False

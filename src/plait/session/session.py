@@ -458,14 +458,15 @@ class Session(RunVerbs, WorkspaceVerbs):
         model: str | None = None,
         tools: Iterable[object] | None = None,
         *,
-        declared: ModelLimits | None = None,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
     ) -> ContextReport | None:
         """Measure the context the next request carries, by source (seed 001).
 
         Args:
             model: the model of the next request (None: the newest reply's model).
             tools: the tool specs offered, for the "Tool schemas" share.
-            declared: what the model's server declares of it (a provider's ``limits()``);
+            declared: what the model's server declares of it (a provider's ``limits()``, or
+                its JSON form);
                 the session's ``model_info`` setting and the environment still win.
 
         Returns:
@@ -475,7 +476,10 @@ class Session(RunVerbs, WorkspaceVerbs):
         return found[0] if found is not None else None
 
     def model_info(
-        self, model: str | None = None, *, declared: ModelLimits | None = None
+        self,
+        model: str | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
     ) -> ModelInfo:
         """What is known of ``model`` here: window, output limit, tokenizer, and from where.
 
@@ -493,7 +497,7 @@ class Session(RunVerbs, WorkspaceVerbs):
         model: str | None = None,
         tools: Iterable[object] | None = None,
         *,
-        declared: ModelLimits | None = None,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
         reserve: int | None = None,
     ) -> bool:
         """Whether the context, with room for the reply, is at the ``compact_percent`` mark.
