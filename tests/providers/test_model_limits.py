@@ -257,3 +257,14 @@ def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:
             s.context("m", declared="big")  # type: ignore[arg-type]
         given = s.model_info("m", declared={"context_window": 4096})
         assert given.window == 4096
+
+
+def test_an_answer_is_remembered_across_providers(
+    replay_server: ReplayServer,
+) -> None:
+    replay_server.route("GET", "/props", LLAMA_PROPS)
+    assert asyncio.run(_provider(replay_server, "m1").limits()) == ModelLimits(context_window=2048)
+    asked = len(replay_server.requests)
+    # A service makes a provider per run: the next one does not ask again.
+    assert asyncio.run(_provider(replay_server, "m1").limits()) == ModelLimits(context_window=2048)
+    assert len(replay_server.requests) == asked

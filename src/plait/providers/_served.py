@@ -15,6 +15,10 @@ found wins:
 
 ``root`` is ``base_url`` without a trailing ``/v1``. A server that answers none of these
 (404, not JSON, refused) declares nothing; plait then uses its family table.
+
+What a server answered is remembered for the process (by server, model and key), so a
+service that makes a provider per run asks once; a server that could not be reached is
+asked again next time.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from plait.errors import InvalidArgumentError
 __all__ = ["from_models_list", "from_ollama_show", "from_props", "probe_limits"]
 
 _log = logging.getLogger("plait")
+
+_ANSWERS: dict[tuple[str, str, str], ModelLimits | None] = {}
+_MAX_ANSWERS: Final = 256
 
 _WINDOW_KEYS: Final = ("max_model_len", "context_length", "context_window", "max_context_length")
 _OUTPUT_KEYS: Final = ("max_completion_tokens", "max_output_tokens")
@@ -111,6 +118,23 @@ async def probe_limits(
 
     Never raises for a server that does not say: every failure is "declares nothing".
     """
+    import hashlib
+
+    key = (base_url, model, hashlib.sha256((api_key or "").encode()).hexdigest())
+    if key in _ANSWERS:
+        return _ANSWERS[key]
+    found, answered = await _ask(base_url, model, api_key=api_key, timeout=timeout)
+    if answered:
+        if len(_ANSWERS) >= _MAX_ANSWERS:
+            _ANSWERS.pop(next(iter(_ANSWERS)))
+        _ANSWERS[key] = found
+    return found
+
+
+async def _ask(
+    base_url: str, model: str, *, api_key: str | None, timeout: float
+) -> tuple[ModelLimits | None, bool]:
+    """The limits the server says, and whether it answered at all (a refusal is not one)."""
     import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -120,16 +144,21 @@ async def probe_limits(
         ("GET", root + "/props", None, from_props),
         ("POST", root + "/api/show", {"model": model}, from_ollama_show),
     )
+    answered = False
     async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
         for method, url, body, read in asks:
             try:
                 answer = await client.request(method, url, json=body)
+                answered = True
                 if answer.status_code != 200:
                     continue
                 found: ModelLimits | None = read(answer.json())
-            except (httpx.HTTPError, ValueError) as exc:
+            except httpx.HTTPError as exc:
+                # Unreachable or too slow: the other questions would wait as long.
                 _log.debug("no model limits from %s: %s", url, exc)
+                break
+            except ValueError:  # not JSON: this server does not say
                 continue
             if found is not None:
-                return found
-    return None
+                return found, True
+    return None, answered

@@ -160,7 +160,6 @@ class OpenAIProvider:
     ) -> None:
         self._model = model
         self._given = ModelLimits(context_window=context_window, output_limit=output_limit)
-        self._declared: dict[str, ModelLimits | None] = {}
         self._ask_server = ask_server
         self._max_tokens_field = max_tokens_field or (
             "max_tokens" if base_url else "max_completion_tokens"
@@ -200,8 +199,8 @@ class OpenAIProvider:
     async def limits(self, model: str | None = None) -> ModelLimits | None:
         """The model's window and output limit: what was given, else what the server says.
 
-        The server is asked once per model (:mod:`plait.providers._served`); a server
-        that says nothing declares nothing.
+        The server is asked once per model and process (:mod:`plait.providers._served`);
+        a server that says nothing declares nothing.
         """
         name = model or self._model
         if self._given.context_window is not None:
@@ -211,11 +210,10 @@ class OpenAIProvider:
             ask = "api.openai.com" not in self.base_url
         if not ask:
             return None if self._given.empty else self._given
-        if name not in self._declared:
-            self._declared[name] = await probe_limits(
-                self.base_url, name, api_key=self._client.api_key, timeout=_PROBE_TIMEOUT
-            )
-        found = self._declared[name]
+        # Remembered for the process by probe_limits (not here: a refusal is asked again).
+        found = await probe_limits(
+            self.base_url, name, api_key=self._client.api_key, timeout=_PROBE_TIMEOUT
+        )
         if found is None:
             return None if self._given.empty else self._given
         return self._given.over(found)
