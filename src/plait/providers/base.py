@@ -160,10 +160,17 @@ class Request:
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise InvalidArgumentError(f"max_tokens must be positive, got {self.max_tokens}")
-        if self.timeout is not None and not self.timeout > 0:
-            raise InvalidArgumentError(f"timeout must be positive, got {self.timeout}")
-        if self.max_retries is not None and self.max_retries < 0:
-            raise InvalidArgumentError(f"max_retries must be >= 0, got {self.max_retries}")
+        timeout, retries = self.timeout, self.max_retries
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise InvalidArgumentError(f"timeout must be a positive number, got {timeout!r}")
+        if retries is not None and (
+            isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+        ):
+            raise InvalidArgumentError(f"max_retries must be an int >= 0, got {retries!r}")
+        if self.prompt_cache is not None and not isinstance(self.prompt_cache, bool):
+            raise InvalidArgumentError("prompt_cache must be True, False or None")
         tools = tuple(ToolSpec.from_dict(t) if isinstance(t, Mapping) else t for t in self.tools)
         for tool in tools:
             if not isinstance(tool, ToolSpec):
