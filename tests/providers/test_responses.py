@@ -235,3 +235,12 @@ def test_a_run_keeps_the_reasoning_item_and_sends_it_back(
     assert [i.get("type", i.get("role")) for i in second] == [
         "user", "reasoning", "assistant", "function_call", "function_call_output"
     ]
+
+
+def test_a_stored_response_asks_for_no_encrypted_reasoning(replay_server: ReplayServer) -> None:
+    replay_server.queue(TOOL_STREAM)
+    p = OpenAIResponsesProvider(MODEL, api_key="sk-test", base_url=replay_server.url + "/v1",
+                                max_retries=0, store=True)
+    asyncio.run(complete(p, Request([Message("user", "hi")])))
+    body = replay_server.requests[0].body
+    assert body["store"] is True and "include" not in body

@@ -134,6 +134,9 @@ class OpenAIResponsesProvider:
         client: an ``openai.AsyncOpenAI`` to use as it is.
         context_window: the model's window, when the family table does not know it.
         output_limit: the most tokens one reply may have.
+        store: let the API keep the responses (``store: true``); reasoning items are then
+            sent back by id, and their encrypted content is not asked for (a server that
+            refuses ``include`` works this way).
 
     Raises:
         MissingDependencyError: the ``openai`` package is not installed.
@@ -151,8 +154,10 @@ class OpenAIResponsesProvider:
         client: AsyncOpenAI | None = None,
         context_window: int | None = None,
         output_limit: int | None = None,
+        store: bool = False,
     ) -> None:
         self._model = model
+        self._store = store
         self._given = ModelLimits(context_window=context_window, output_limit=output_limit)
         if client is None:
             import os
@@ -199,9 +204,10 @@ class OpenAIResponsesProvider:
             "model": request.model or self._model,
             "input": to_responses_input(tuple(request.messages)),
             "stream": True,
-            "store": False,
-            "include": ["reasoning.encrypted_content"],
+            "store": self._store,
         }
+        if not self._store:  # what lets a caller that keeps the conversation send them back
+            body["include"] = ["reasoning.encrypted_content"]
         if request.tools:
             body["tools"] = [
                 {
