@@ -268,3 +268,19 @@ def test_an_answer_is_remembered_across_providers(
     # A service makes a provider per run: the next one does not ask again.
     assert asyncio.run(_provider(replay_server, "m1").limits()) == ModelLimits(context_window=2048)
     assert len(replay_server.requests) == asked
+
+
+def test_a_summary_is_bounded_by_the_window(tmp_path: Path) -> None:
+    """A summary asked of the model may take an eighth of its window, never all of it."""
+    from plait.session.context import summary_budget
+
+    assert (summary_budget(2048), summary_budget(128_000), summary_budget(100)) == (256, 4096, 64)
+    with Client(tmp_path, store=tmp_path / "p.db") as client:
+        s = _session_near(client, 90)
+        small = ScriptedProvider(["The user wrote words."], context_window=2048)
+        asyncio.run(s.compact(provider=small))
+        assert small.requests[-1].max_tokens == 256
+        big = ScriptedProvider(["Still words."], model="gpt-4.1")
+        s.inject_many([{"role": "user", "content": "more " * 50}] * 8)
+        asyncio.run(s.compact(provider=big))
+        assert big.requests[-1].max_tokens == 4096

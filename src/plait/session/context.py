@@ -40,6 +40,7 @@ __all__ = [
     "preview",
     "request_messages",
     "summarizer",
+    "summary_budget",
     "uncompact",
 ]
 
@@ -152,7 +153,10 @@ async def compact(
         return None
     model = summary_provider or provider
     if summarize is None and model is not None:
-        summarize = summarizer(model)
+        from plait.providers import declared_limits
+
+        window = known_model(head, model.model, await declared_limits(model)).window
+        summarize = summarizer(model, summary_budget(window))
     done = await write_compaction(found, parsed, summarize=summarize)
     head.mutate(head.messages([done.message()]))
     return done
@@ -167,7 +171,16 @@ def uncompact(head: Head) -> SummaryRecord:
     return summary
 
 
-def summarizer(model: Provider) -> Summarize:
+def summary_budget(window: int) -> int:
+    """The most tokens a summary may take: an eighth of the window, 64 to 4,096.
+
+    A summary written without a limit can run to the end of the window (a small model
+    does), and the request after the compaction then fails as the one before it would.
+    """
+    return max(64, min(4096, window // 8))
+
+
+def summarizer(model: Provider, max_tokens: int | None = None) -> Summarize:
     """The ``llm`` strategy's model call: the messages, then a request for the summary."""
 
     async def summarize(messages: list[Message]) -> str:
@@ -178,7 +191,8 @@ def summarizer(model: Provider) -> Summarize:
                 Message("system", LLM_INSTRUCTIONS),
                 *messages,
                 Message("user", "Write the summary of the conversation above now."),
-            ]
+            ],
+            max_tokens=max_tokens,
         )
         reply = await complete(model, request)
         return reply.text
