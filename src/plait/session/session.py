@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
-from plait.context import ContextReport
+from plait.context import ContextReport, ModelInfo, ModelLimits
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.providers import Provider
@@ -464,25 +464,62 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         return context.uncompact(self._head)
 
     def context(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
     ) -> ContextReport | None:
         """Measure the context the next request carries, by source (seed 001).
 
         Args:
             model: the model of the next request (None: the newest reply's model).
             tools: the tool specs offered, for the "Tool schemas" share.
+            declared: what the model's server declares of it (a provider's ``limits()``, or
+                its JSON form);
+                the session's ``model_info`` setting and the environment still win.
 
         Returns:
             The report, or None before the first reply.
         """
-        found = context.measure(self._head, model, tools)
+        found = context.measure(self._head, model, tools, declared)
         return found[0] if found is not None else None
 
+    def model_info(
+        self,
+        model: str | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
+    ) -> ModelInfo:
+        """What is known of ``model`` here: window, output limit, tokenizer, and from where.
+
+        The session's ``model_info`` setting wins, then ``PLAIT_CONTEXT_WINDOW`` and the
+        other variables of :data:`plait.context.LIMITS_ENV`, then ``declared`` (what the
+        model's server says), then the family table.
+
+        Raises:
+            InvalidArgumentError: an environment variable holds a bad limit.
+        """
+        return context.known_model(self._head, model, declared)
+
     def compaction_due(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
+        reserve: int | None = None,
     ) -> bool:
-        """Whether the context is at least the model's ``compact_percent`` full."""
-        return context.compaction_due(self._head, model, tools)
+        """Whether the context, with room for the reply, is at the ``compact_percent`` mark.
+
+        Args:
+            model: the model of the next request.
+            tools: the tool specs offered.
+            declared: what the model's server declares of it.
+            reserve: the tokens the reply may take (the run's ``max_tokens``); without it
+                the model's output limit when known.
+        """
+        return context.compaction_due(self._head, model, tools, declared, reserve)
 
     def request_messages(self, reads: Collection[str] = ()) -> list[Message]:
         """The messages the next model call sends: the system prompt, then :meth:`history`.
