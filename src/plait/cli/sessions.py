@@ -213,9 +213,7 @@ def fork(settings: Settings, session_id: str, at: int | None, workspace: Path | 
     "they are now are saved first, and `--undo --files` restores them.",
 )
 @pass_settings
-def rewind(
-    settings: Settings, session_id: str, keep: int | None, undo: bool, files: bool
-) -> None:
+def rewind(settings: Settings, session_id: str, keep: int | None, undo: bool, files: bool) -> None:
     """Move a session back to its first N messages, in place (the id stays).
 
     Messages are counted as `fork --at` counts them. Nothing is lost: what the
