@@ -35,7 +35,7 @@ def test_check_reports_missing_rows_and_exits_1(run: Run, api: Client, db_path: 
     raw.close()
     result = run("db", "check")
     assert result.exit_code == 1
-    assert f"session {s.id}: 1 rows missing" in result.stdout
+    assert f"session {s.id} record 4: the record is missing" in result.stdout
     assert result.stderr.startswith("Error: 1 problem(s)")
 
 

@@ -177,6 +177,10 @@ def test_an_undecodable_payload_is_corrupt_on_read_and_named_by_the_deep_check(
         found = store.check(deep=True)
     assert [(p.session_id, p.seq, p.record_id) for p in found] == [(bad.id, 4, rid)]
     assert found[0].kept == 4
+    with closing(SQLiteStore(db)) as store:
+        assert [(p.session_id, p.seq) for p in store.check()] == [(bad.id, 4)]  # plain too
+    plain = CliRunner().invoke(cli, ["--store", str(db), "db", "check"])
+    assert plain.exit_code == 1 and f"session {bad.id} record 4 (id {rid}):" in plain.stdout
     result = CliRunner().invoke(cli, ["--store", str(db), "db", "check", "--deep"])
     assert result.exit_code == 1
     assert f"session {bad.id} record 4 (id {rid}):" in result.stdout

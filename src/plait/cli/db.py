@@ -85,7 +85,7 @@ def migrate(settings: Settings) -> None:
 @click.option(
     "--deep",
     is_flag=True,
-    help="Also decode every record and every session row's layout, settings and scratchpads.",
+    help="Also check every session row's layout, settings and scratchpad history.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the problems and hints as JSON.")
 @pass_settings
@@ -94,8 +94,8 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
 
     Prints "ok", or each problem (by session and record) and what can save the
     rest, and exits with status 1. The plain check decodes every session row and
-    counts its records; --deep decodes every record too (payload, meta, token
-    tally) and each row's layout, settings and scratchpad history. Does not
+    every record (payload, meta, token tally); --deep also checks each row's
+    layout, settings and scratchpad history. Does not
     migrate: an outdated schema is reported with the command that upgrades it.
     """
     postgres = _is_postgres(settings)
@@ -194,7 +194,7 @@ def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: b
             "wanted from it (its branches keep the records they share)"
         )
     if not deep:
-        hints.append("`plait db check --deep` decodes every record and names each one damaged")
+        hints.append("`plait db check --deep` also checks each session row's layout and settings")
     return hints
 
 
