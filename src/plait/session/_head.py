@@ -237,7 +237,9 @@ class Head:
                 :class:`~plait.errors.SessionLockTimeoutError` once the wait is over).
         """
         if not self.writer:
-            if self.takes_turns:
+            if self.host.holds_lock(self.id):
+                pass  # a handle of this host that is gone took it: this one inherits it
+            elif self.takes_turns:
                 _turns.wait_take(self.store, self.id, self.host.lock_timeout)
             elif not _turns.take(self.store, self.id):
                 raise SessionLockedError(self.id)
@@ -258,8 +260,9 @@ class Head:
         if self.writer:
             self.writer = self.trusted = False
             self._memo = None
-            self.host._locked.discard(self.id)
-            _turns.give(self.store, self.id)
+            if self.host.holds_lock(self.id):
+                self.host._locked.discard(self.id)
+                _turns.give(self.store, self.id)
 
     @contextmanager
     def turn(self, needed: bool = True) -> Iterator[bool]:
@@ -298,7 +301,7 @@ class Head:
         """
         if self.writer or self.row is None:
             return False
-        if not self.takes_turns:
+        if not self.takes_turns or self.host.holds_lock(self.id):
             self.ensure_writer()
             return False
         await _turns.wait_take_async(self.store, self.id, self.host.lock_timeout)

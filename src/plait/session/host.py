@@ -219,9 +219,9 @@ class SessionHost:
             ids = [i for i in self._locked if not self.runs.running(i)]
             handles = [self._handles.get(i) for i in ids]
         for session_id, handle in zip(ids, handles, strict=True):
-            if handle is not None:
+            if handle is not None and handle.holds_lock:
                 handle.release()
-            else:  # the handle that took it is gone; the lock is still this host's
+            elif session_id in self._locked:  # the handle that took it is gone; still held
                 self._locked.discard(session_id)
                 _turns.give(self.store, session_id)
         return len(ids)
