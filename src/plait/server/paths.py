@@ -57,11 +57,12 @@ def routed_path(path: str, raw_path: bytes | None, root_path: str = "") -> str:
         return path
     if raw_path is not None:
         raw = raw_path.decode("latin-1").split("?", 1)[0]
-        # Only a raw path that is the same request as the decoded one is trusted.
-        if raw.startswith(lead) and unquote(raw, errors="replace") == path:
+        if raw.startswith(lead):
             segment, slash, rest = raw[len(lead) :].partition("/")
-            decoded = unquote(segment, errors="replace")
-            return lead + _encoded(decoded) + slash + unquote(rest, errors="replace")
+            tail = slash + unquote(rest, errors="replace")
+            # The id comes from the wire; the route after it must be the decoded path's.
+            if segment and path.endswith(tail):
+                return lead + _encoded(unquote(segment, errors="replace")) + tail
     # No raw path: the decoded one is all there is (an id with a "/" cannot be told apart).
     segment, slash, rest = path[len(lead) :].partition("/")
     return lead + _encoded(segment) + slash + rest
