@@ -13,9 +13,13 @@ API, one class of tests per protocol:
 * :class:`LiveClientConformance`: live clients and the one controller.
 * :class:`WriterLockConformance`: the writer lock is held, released, shared by
   the stores of one process, dropped when its holder dies (a subprocess that
-  takes it is killed with SIGKILL), and never blocks a reader.
+  takes it is killed with SIGKILL), never blocks a reader, passes between
+  processes in turn as often as they ask, and is one lock per id whatever the
+  id holds (``user/123`` is not ``user``).
+* :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
+  (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 
-:class:`StoreConformance` is all five. A test of a protocol the store does not
+:class:`StoreConformance` is all six. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
 runs the whole class and passes what it offers.
 
@@ -59,10 +63,14 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 # The suites' asserts are in this package, not in the test module that runs them:
 # rewriting them makes a failure show the values compared, as in any test file.
 pytest.register_assert_rewrite(
-    "plait.testing._transcript", "plait.testing._services", "plait.testing._locks"
+    "plait.testing._transcript",
+    "plait.testing._services",
+    "plait.testing._locks",
+    "plait.testing._ids",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
+from plait.testing._ids import SessionIdConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
@@ -74,6 +82,7 @@ from plait.testing._transcript import TranscriptConformance  # noqa: E402
 __all__ = [
     "BearerConformance",
     "LiveClientConformance",
+    "SessionIdConformance",
     "StoreConformance",
     "StoreFactory",
     "TallyConformance",
@@ -88,6 +97,7 @@ class StoreConformance(
     BearerConformance,
     LiveClientConformance,
     WriterLockConformance,
+    SessionIdConformance,
 ):
     """Every conformance test: subclass it in a test module and set ``factory``.
 

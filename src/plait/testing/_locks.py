@@ -158,3 +158,46 @@ class WriterLockConformance(ConformanceBase):
             assert peer.running, "the writer process ended before it finished"
         assert peer.answer() == str(total)
         assert reads > 0 and store.locked_elsewhere("s") is True
+
+    @pytest.mark.slow
+    def test_a_lock_passes_between_processes_in_turn(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """Taken and let go again and again, by turns: each unlock frees it for the other.
+
+        What writers taking turns (``writer_lock="write"``) rely on: an unlock is seen by
+        another process at once, and a lock taken many times leaves nothing behind.
+        """
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        peer = peers()
+        for _ in range(20):
+            assert store.lock("s") is True
+            assert peer.ask("lock s") == "refused"
+            store.unlock("s")
+            assert peer.ask("lock s") == "locked"
+            assert store.lock("s") is False
+            assert peer.ask("unlock s") == "unlocked"
+        assert store.locked_elsewhere("s") is False
+        assert peer.ask("elsewhere s") == "False"
+
+    @pytest.mark.slow
+    def test_any_session_id_is_its_own_lock(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """Ids holding ``/``, dots or Unicode lock their own session, and only it."""
+        self.needs(store, WriterLocks, _WHAT)
+        ids = ("user/123", "user", "../../etc/passwd", "a/b/../c", "über/日本", "x" * 200)
+        for sid in ids:
+            store.create(new_row(sid))
+        peer = peers()
+        assert peer.ask("lock user/123") == "locked"
+        assert peer.ask("lock ../../etc/passwd") == "locked"
+        assert store.locked_elsewhere("user/123") is True
+        assert store.locked_elsewhere("../../etc/passwd") is True
+        for sid in ("user", "a/b/../c", "über/日本", "x" * 200):
+            assert store.locked_elsewhere(sid) is False, sid
+            assert store.lock(sid) is True, sid
+        assert store.lock("user/123") is False
+        assert peer.ask("unlock user/123") == "unlocked"
+        assert store.lock("user/123") is True
