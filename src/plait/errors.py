@@ -18,7 +18,7 @@ The hierarchy::
     ├── SessionExistsError                     a new session's id is already taken
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
-    │   └── SessionLockTimeoutError (TimeoutError) its writer lock stayed taken for all of lock_timeout
+    │   └── SessionLockTimeoutError (TimeoutError)  still taken after lock_timeout
     ├── NothingToDoError                       the verb had nothing to act on (says why)
     ├── SessionBusyError                       a run is already in progress on this session/client
     ├── RunTimeoutError (TimeoutError)         a run passed its timeout; resume() picks it up

@@ -146,7 +146,8 @@ def test_the_web_page_encodes_every_session_url() -> None:
     assert '"/sessions/" +' not in script.replace(
         'return "/sessions/" + encodeURIComponent(id);', ""
     )
-    assert '"#/s/" + encodeURIComponent(' in script and "decodeURIComponent(hash.slice(4))" in script
+    assert '"#/s/" + encodeURIComponent(' in script
+    assert "decodeURIComponent(hash.slice(4))" in script
 
 
 def test_a_real_server_routes_the_encoded_id(live: LiveServer) -> None:
