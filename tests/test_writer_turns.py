@@ -309,3 +309,27 @@ def test_bad_writer_lock_settings_are_refused(tmp_path: Path) -> None:
             Client(tmp_path, store=":memory:", **kwargs)  # type: ignore[arg-type]
     with Client(tmp_path, store=":memory:", writer_lock="write", lock_timeout=0) as c:
         assert c.writer_lock == "write" and c.lock_timeout == 0.0
+
+
+def test_a_turn_sees_what_another_writer_wrote_between_turns(tmp_path: Path) -> None:
+    """Trust ends with the turn: the next run's request carries the other writer's message."""
+    from plait.store import SQLiteStore
+
+    path = tmp_path / "trust.db"
+    model = ScriptedProvider(["first answer", "second answer"])
+    other_store = SQLiteStore(path)  # another store object: nothing cached is shared
+    try:
+        with Client(tmp_path, store=path, writer_lock="write") as one, Client(
+            tmp_path, store=other_store, writer_lock="write"
+        ) as two:
+            s = one.open("shared")
+            s.run("first", provider=model)
+            assert not s.holds_lock
+            two.sessions.get("shared").inject({"role": "user", "content": "from elsewhere"})
+            s.run("second", provider=model)
+            sent = [m.text for m in model.requests[-1].messages]
+            assert sent[-3:] == ["first answer", "from elsewhere", "second"]
+            assert s.context() is not None  # the report counts what the other wrote too
+            assert [m.text for m in s.history()][-2:] == ["second", "second answer"]
+    finally:
+        other_store.close()
