@@ -92,12 +92,11 @@ class FileLocks:
                             os.close(fd)
                             return False
                         time.sleep(0.001)
-                try:
-                    # Fixed width, written in place: a file that keeps its size is not
-                    # truncated, which costs more than the lock itself on some file systems.
+                # The pid is only a hint for people (the lock is what counts): fixed width,
+                # written in place, since truncating first costs more than the lock itself
+                # on some file systems.
+                with contextlib.suppress(OSError):
                     os.pwrite(fd, f"{os.getpid():<20}\n".encode(), 0)
-                except OSError:
-                    pass  # the pid is only a hint for people; the lock is what counts
                 _held[path] = [fd, 1]
                 self._mine.add(session_id)
                 return True

@@ -566,7 +566,7 @@ class PostgresStore(SQLStore):
             # Changing the id takes the row's strongest lock: appends in flight finish
             # first, later ones find the session gone.
             found = conn.execute(
-                "WITH t AS (UPDATE sessions SET deleted = true, id = '/' || pk "
+                f"WITH t AS (UPDATE sessions SET deleted = true, id = {PG_DDL.tombstone} "
                 "WHERE id = %(id)s AND NOT deleted RETURNING pk), "
                 "l AS (DELETE FROM lineage WHERE child_id = %(id)s "
                 "AND EXISTS (SELECT FROM t)), "

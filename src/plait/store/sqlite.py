@@ -613,7 +613,9 @@ class SQLiteStore(SQLStore):
             pk = int(found[0])
             # The tombstone gives up its id (NUL can never start a real id) so the
             # id may be reused, and keeps its rows for the branches that share them.
-            db.execute("UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,))
+            db.execute(
+                f"UPDATE sessions SET deleted = 1, id = {SQLITE_DDL.tombstone} WHERE pk = ?", (pk,)
+            )
             db.execute("DELETE FROM lineage WHERE child_id = ?", (session_id,))
             db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
             db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))

@@ -68,3 +68,22 @@ class SessionIdConformance(ConformanceBase):
         store.create(new_row("a/b"))
         for other in ("a", "b", "a%2Fb", "a/b/"):
             assert store.get(other) is None, other
+
+    def test_an_id_never_meets_a_deleted_session(self, store: Store) -> None:
+        """A deleted session gives up its id for good: no valid id names what it left.
+
+        Stores that keep a deleted row (for the branches still reading its records)
+        must rename it to something no session id can be (``/7`` and ``..7`` can).
+        """
+        gone = store.create(new_row("gone"))
+        store.create(new_row("child", parent_ids=("gone",)))
+        store.delete("gone")
+        for sid in (f"/{gone.pk}", f"\\{gone.pk}", str(gone.pk), f"..{gone.pk}", "gone"):
+            store.create(new_row(sid))
+            assert store.get(sid) is not None
+        # ...and an id chosen first never stops a later delete.
+        later = store.create(new_row("later"))
+        for sid in (f"/{later.pk}", f"\\{later.pk}", f"..{later.pk}"):
+            store.create(new_row(sid))
+        store.delete("later")
+        assert store.get("later") is None and store.get(f"/{later.pk}") is not None
