@@ -8,6 +8,10 @@ API, one class of tests per protocol:
 * :class:`TranscriptConformance`: rows and records, compare-and-set appends and
   writes, copy-on-write reads across forks, listing, lineage, probes, stamps,
   scratchpad history, deletion that keeps shared rows, the integrity check.
+* :class:`HeadConformance`: moving a session's head (a rewind and its undo) and
+  erasing a session, on the store itself.
+* :class:`SessionVerbConformance`: the public verbs over this store: ``rewind`` /
+  ``undo_rewind``, opaque items, ``tail`` counting messages, ``erase``.
 * :class:`TallyConformance`: stored token counts and running tallies.
 * :class:`BearerConformance`: durable bearer sessions.
 * :class:`LiveClientConformance`: live clients and the one controller.
@@ -19,7 +23,7 @@ API, one class of tests per protocol:
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 
-:class:`StoreConformance` is all six. A test of a protocol the store does not
+:class:`StoreConformance` is all of them. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
 runs the whole class and passes what it offers.
 
@@ -66,10 +70,12 @@ pytest.register_assert_rewrite(
     "plait.testing._transcript",
     "plait.testing._services",
     "plait.testing._locks",
+    "plait.testing._heads",
     "plait.testing._ids",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
+from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._ids import SessionIdConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
@@ -81,9 +87,11 @@ from plait.testing._transcript import TranscriptConformance  # noqa: E402
 
 __all__ = [
     "BearerConformance",
+    "HeadConformance",
     "LiveClientConformance",
     "SessionIdConformance",
     "StoreConformance",
+    "SessionVerbConformance",
     "StoreFactory",
     "TallyConformance",
     "TranscriptConformance",
@@ -93,6 +101,8 @@ __all__ = [
 
 class StoreConformance(
     TranscriptConformance,
+    HeadConformance,
+    SessionVerbConformance,
     TallyConformance,
     BearerConformance,
     LiveClientConformance,
