@@ -18,8 +18,9 @@ API, one class of tests per protocol:
 * :class:`WriterLockConformance`: the writer lock is held, released, shared by
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), never blocks a reader, passes between
-  processes in turn as often as they ask, and is one lock per id whatever the
-  id holds (``user/123`` is not ``user``).
+  processes in turn as often as they ask, is one lock per id whatever the id
+  holds (``user/123`` is not ``user``), and lets the ``writer_lock="write"``
+  clients of two processes append to one session by turns, losing nothing.
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 

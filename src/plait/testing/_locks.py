@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -201,3 +202,30 @@ class WriterLockConformance(ConformanceBase):
         assert store.lock("user/123") is False
         assert peer.ask("unlock user/123") == "unlocked"
         assert store.lock("user/123") is True
+
+    @pytest.mark.slow
+    def test_writers_of_two_processes_take_turns_on_one_session(
+        self, store: Store, tmp_path: Path, peers: Callable[[], Peer]
+    ) -> None:
+        """``Client(writer_lock="write")`` in two processes: every message kept, in order.
+
+        Each write takes the lock and gives it back, so neither process is locked out,
+        and a compare-and-set that finds the other's write re-reads and appends after it.
+        """
+        self.needs(store, WriterLocks, _WHAT)
+        from plait.client import Client
+
+        n = 30
+        with Client(tmp_path, store=store, writer_lock="write", lock_timeout=60) as client:
+            client.open("shared/1").inject({"role": "system", "content": "be brief"})
+            peer = peers()
+            peer.send(f"turns shared/1 {n}")
+            mine = client.sessions.get("shared/1")
+            for i in range(n):
+                mine.inject({"role": "user", "content": f"here {i}"})
+            assert peer.answer() == str(n)
+            assert not mine.holds_lock and store.locked_elsewhere("shared/1") is False
+            texts = [m.text for m in client.sessions.get("shared/1").history()]
+        assert len(texts) == 2 * n
+        for who in ("here", "peer"):
+            assert [t for t in texts if t.startswith(who)] == [f"{who} {i}" for i in range(n)]
