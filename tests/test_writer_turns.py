@@ -333,3 +333,29 @@ def test_a_turn_sees_what_another_writer_wrote_between_turns(tmp_path: Path) -> 
             assert [m.text for m in s.history()][-2:] == ["second", "second answer"]
     finally:
         other_store.close()
+
+
+def test_rewind_undo_erase_and_compaction_are_turns_too(tmp_path: Path) -> None:
+    path = tmp_path / "verbs.db"
+    with Client(tmp_path, store=path, writer_lock="write") as client:
+        s = client.open("user/7")
+        s.inject_many([{"role": "user", "content": f"m{i}"} for i in range(6)])
+        hidden = s.rewind(2)
+        assert s.length == 2 and not s.holds_lock
+        assert probe_named(tmp_path, path, "user/7") == "False"
+        s.undo_rewind(hidden)
+        assert s.length == 6 and not s.holds_lock
+        asyncio.run(s.compact(keep_last=2))
+        assert not s.holds_lock and probe_named(tmp_path, path, "user/7") == "False"
+        client.sessions.erase("user/7")
+        assert not client.exists("user/7") and not client.holds_lock("user/7")
+
+
+def probe_named(ws: Path, path: Path, sid: str) -> str:
+    script = PROBE.replace('"shared"', repr(sid))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(ws), str(path)],
+        capture_output=True, text=True, check=True, env=env,
+    )
+    return done.stdout.strip()
