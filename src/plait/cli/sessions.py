@@ -112,7 +112,7 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
     type=click.IntRange(min=1, max=MAX_INT),
     default=None,
     metavar="N",
-    help="Show the last N records instead (events included).",
+    help="Show the last N messages instead, with the events among and after them.",
 )
 @pass_settings
 def show(settings: Settings, session_id: str, as_json: bool, full: bool, tail: int | None) -> None:
