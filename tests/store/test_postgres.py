@@ -432,15 +432,15 @@ def test_a_client_on_postgres(pg_schema: str, tmp_path: Path) -> None:
         assert c.sessions.open("hello").length == 1
 
 
-def test_migration_4_renames_old_tombstones_out_of_the_ids_sessions_may_take(
+def test_migration_5_renames_old_tombstones_out_of_the_ids_sessions_may_take(
     pg_schema: str,
 ) -> None:
     import psycopg
 
-    old = PostgresStore(URL, schema=pg_schema, migrations=MIGRATIONS[:3])
+    old = PostgresStore(URL, schema=pg_schema, migrations=MIGRATIONS[:4])
     gone = old.create(SessionRow(id="gone", workspace="/ws"))
     old.create(SessionRow(id="child", workspace="/ws", parent_ids=("gone",)))
-    # What migration 3's code did on delete: the tombstone took "/<pk>".
+    # What the code before migration 5 did on delete: the tombstone took "/<pk>".
     with psycopg.connect(URL, autocommit=True) as conn:
         conn.execute(
             f"UPDATE {pg_schema}.sessions SET deleted = true, id = '/' || pk WHERE id = 'gone'"
