@@ -78,8 +78,12 @@ def check_export_target(target: Path, *, follow_symlinks: bool = False) -> Path:
 
     Raises:
         InvalidArgumentError: a folder, a FIFO, a device, a socket, or (unless
-            followed) a symlink is at the target.
+            followed) a symlink is at the target; ``follow_symlinks`` not a bool.
     """
+    if not isinstance(follow_symlinks, bool):
+        raise InvalidArgumentError(
+            f"follow_symlinks is True or False, not {shown(follow_symlinks)}"
+        )
     try:
         info = target.lstat()
     except FileNotFoundError:

@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Final
 
 from plait._checks import check_int
+from plait._files import usable_path
 from plait._ids import is_session_id
 from plait._time import from_micros
 from plait.errors import InvalidArgumentError, SessionNotFoundError, shown
@@ -294,7 +295,23 @@ class SessionCollection:
 
 
 def _workspace_path(workspace: str | os.PathLike[str]) -> str:
-    return str(Path(workspace).expanduser().resolve())
+    """The absolute, resolved folder a workspace argument names.
+
+    Raises:
+        InvalidArgumentError: not a path the file system can name, or a loop of symlinks.
+    """
+    try:
+        raw = os.fspath(workspace)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"a workspace is a folder path, not {shown(workspace)}"
+        ) from None
+    try:
+        return str(Path(usable_path(raw, workspace)).expanduser().resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
+        raise InvalidArgumentError(
+            f"cannot resolve the workspace {shown(workspace)}: {exc}"
+        ) from exc
 
 
 class Client(SessionHost):
@@ -319,6 +336,7 @@ class Client(SessionHost):
             (default 10; 0 asks once).
 
     Raises:
+        InvalidArgumentError: ``workspace`` is not a folder path, or ``store`` is none of these.
         SessionNotFoundError: ``resume`` names no stored session.
         InvalidArgumentError: an unknown ``writer_lock`` or a bad ``lock_timeout``.
     """
@@ -333,7 +351,8 @@ class Client(SessionHost):
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         owns = not isinstance(store, Store)
-        super().__init__(open_store(store), _workspace_path(workspace))
+        folder = _workspace_path(workspace)  # checked before a store is opened for it
+        super().__init__(open_store(store), folder)
         self._owns_store = owns
         try:
             self.set_writer_lock(writer_lock, lock_timeout)

@@ -46,6 +46,11 @@ The hierarchy::
         ├── ControllerConflictError            a second controller without takeover
         ├── NotControllerError                 only the active controller injects or routes
         └── ClientNotAttachedError (LookupError)  the client is not attached
+
+A warning is drawn apart, since it is issued, not raised (``warnings.warn``)::
+
+    PlaitError
+    └── StoreCorruptWarning (UserWarning)      a listing left out rows it could not decode
 """
 
 from __future__ import annotations
@@ -86,6 +91,7 @@ __all__ = [
     "SessionNotFoundError",
     "StaleSessionError",
     "StoreCorruptError",
+    "StoreCorruptWarning",
     "StoreError",
     "ToolArgumentsError",
     "ToolError",
@@ -487,7 +493,14 @@ class SchemaOutdatedError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """A stored row could not be decoded."""
+    """A stored row could not be decoded, or the database reports damaged storage."""
+
+
+class StoreCorruptWarning(PlaitError, UserWarning):
+    """A listing left out stored rows it could not decode (the others are listed).
+
+    ``plait db check --deep`` names them and says how to recover what is left.
+    """
 
 
 class AuthError(PlaitError):

@@ -121,6 +121,11 @@ def default_export_path(session: Session, ext: str, titled: bool = True) -> Path
     metavar="REGEX",
     help="With --bundle: also redact what this regular expression matches (repeatable).",
 )
+@click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="If the output path is a symlink, write to the regular file it names (else refused).",
+)
 @pass_settings
 def export_command(
     settings: Settings,
@@ -130,6 +135,7 @@ def export_command(
     bundle_mode: str | None,
     as_format: str | None,
     redact: tuple[str, ...],
+    follow_symlinks: bool,
 ) -> None:
     """Write a session's conversation to a file; print the file's absolute path.
 
@@ -151,7 +157,10 @@ def export_command(
             text = json.dumps(to_openai_messages(session), ensure_ascii=False, indent=1) + "\n"
         else:
             text = to_claude_code_jsonl(session)
-        click.echo(write_atomically(export_target(name, session.workspace, session.id, ext), text))
+        where = export_target(
+            name, session.workspace, session.id, ext, follow_symlinks=follow_symlinks
+        )
+        click.echo(write_atomically(where, text))
         return
     ext = "bundle.json" if bundle_mode is not None else "html" if as_html else "md"
     # A bundle's name holds no title: a sanitized bundle must not carry a secret it redacted.
@@ -159,9 +168,13 @@ def export_command(
     target = output if output is not None else str(default_export_path(session, ext, named))
     if bundle_mode is not None:
         mode = cast(BundleMode, bundle_mode)  # click.Choice(MODES) checked it
-        path = write_bundle(session, target, mode=mode, redact=redact)
+        path = write_bundle(
+            session, target, mode=mode, redact=redact, follow_symlinks=follow_symlinks
+        )
+    elif as_html:
+        path = session.export(target, follow_symlinks=follow_symlinks)
     else:
-        path = session.export(target) if as_html else session.export_markdown(target)
+        path = session.export_markdown(target, follow_symlinks=follow_symlinks)
     click.echo(path)
 
 

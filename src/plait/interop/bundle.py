@@ -589,6 +589,7 @@ def write_bundle(
     mode: BundleMode = "sanitized",
     redact: Iterable[str | re.Pattern[str]] = (),
     include_lineage: bool = True,
+    follow_symlinks: bool = False,
 ) -> str:
     """Write :func:`export_bundle`'s bundle as a JSON file; return its absolute path.
 
@@ -600,6 +601,8 @@ def write_bundle(
         mode: see :func:`export_bundle`.
         redact: see :func:`export_bundle`.
         include_lineage: see :func:`export_bundle`.
+        follow_symlinks: a symlink at ``path`` is written through to the regular file
+            it names (by default a symlink there is refused).
 
     Returns:
         The absolute path written.
@@ -609,7 +612,9 @@ def write_bundle(
         SessionNotFoundError: the session is not stored.
     """
     bundle = export_bundle(session, mode=mode, redact=redact, include_lineage=include_lineage)
-    target = export_target(path, session.workspace, session.id, "bundle.json")
+    target = export_target(
+        path, session.workspace, session.id, "bundle.json", follow_symlinks=follow_symlinks
+    )
     text = json.dumps(bundle, ensure_ascii=False, indent=2) + "\n"
     return write_atomically(target, text)
 

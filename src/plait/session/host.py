@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from plait._checks import check_name
+from plait._checks import check_list, check_name
 from plait._ids import is_session_id, new_id
 from plait.errors import (
     InvalidArgumentError,
@@ -72,8 +72,15 @@ class SessionHost:
     # -- handles ----------------------------------------------------------------------------
 
     def handle(self, row: SessionRow) -> Session:
-        """Return the one live handle for a stored row, creating it if needed."""
+        """Return the one live handle for a stored row, creating it if needed.
+
+        Raises:
+            InvalidArgumentError: ``row`` is not a :class:`SessionRow`.
+        """
         from plait.session.session import Session
+
+        if not isinstance(row, SessionRow):
+            raise InvalidArgumentError(f"not a stored session row: {type(row).__name__}")
 
         with self._handles_lock:
             handle = self._handles.get(row.id)
@@ -142,9 +149,9 @@ class SessionHost:
             raise InvalidArgumentError(f"{shown(session_id)} is not a valid session id")
         if operator is not None:
             operator = check_name(operator, "lineage_operator")
-        if isinstance(messages, Mapping | str | bytes):
-            raise InvalidArgumentError("messages must be a list of message dicts")
-        records = [record_from_message(m, seq=i) for i, m in enumerate(messages)]
+        records = [
+            record_from_message(m, seq=i) for i, m in enumerate(check_list(messages, "messages"))
+        ]
         meta = json_object(metadata or {}, "metadata")
         title_ = clean_title(title) if title is not None else None
         msgs = sum(1 for r in records if r.kind != "event")
@@ -203,8 +210,8 @@ class SessionHost:
             _turns.give(self.store, session_id)
 
     def holds_lock(self, session_id: str) -> bool:
-        """Whether a handle of this host holds the session's writer lock."""
-        return session_id in self._locked
+        """Whether a handle of this host holds the session's writer lock (False for a non-id)."""
+        return isinstance(session_id, str) and session_id in self._locked
 
     def release_idle(self) -> int:
         """Give up the writer locks of this host's sessions that have no run in progress.
@@ -227,7 +234,13 @@ class SessionHost:
         return len(ids)
 
     def forget(self, session_id: str) -> None:
-        """The session was deleted: its handle holds no lock and it is no longer current."""
+        """The session was deleted: its handle holds no lock and it is no longer current.
+
+        Raises:
+            InvalidArgumentError: ``session_id`` is not a string.
+        """
+        if not isinstance(session_id, str):
+            raise InvalidArgumentError(f"a session id is a string, not {type(session_id).__name__}")
         with self._handles_lock:
             handle = self._handles.get(session_id)
         if handle is not None and handle.head.writer:
