@@ -21,6 +21,7 @@ from rich.text import Text
 
 from plait._checks import MAX_INT
 from plait._files import export_target, write_atomically
+from plait._ids import id_slug
 from plait._prefix import resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
@@ -62,10 +63,12 @@ def default_export_path(session: Session, ext: str, titled: bool = True) -> Path
 
     Returns:
         ``plait-<slug>-<id>.<ext>`` (``plait-<id>.<ext>`` untitled or not ``titled``) in
-        the working directory.
+        the working directory, the id as :func:`~plait._ids.id_slug` makes it a file
+        name (a UUIDv7 as it is).
     """
     slug = _slug(session.title) if titled else ""
-    stem = f"plait-{slug}-{session.id}" if slug else f"plait-{session.id}"
+    name = id_slug(session.id)
+    stem = f"plait-{slug}-{name}" if slug else f"plait-{name}"
     return Path.cwd() / f"{stem}.{ext}"
 
 

@@ -595,7 +595,7 @@ def write_bundle(
 
     Args:
         session: a stored session.
-        path: where to write. Default: ``plait-<first 8 characters of the id>.bundle.json``
+        path: where to write. Default: ``plait-<id8>.bundle.json`` (``_files.default_name``)
             in the session's workspace. A relative path is taken from the working
             directory; missing folders are made; an existing file is replaced.
         mode: see :func:`export_bundle`.

@@ -168,22 +168,25 @@ async def compact(
         more["compact_strategy"] = strategy
     parsed = parse_options(more)
     head.require()
-    head.ensure_writer()
-    row = head.fresh()
-    # The plan's token figures are the stored counts.
-    count_pending(head.store, row, persist=True, memo=head.memo(row))
-    found = plan_compaction(view(head, head.fresh()), parsed)
-    if found is None:
-        return None
-    model = summary_provider or provider
-    if summarize is None and model is not None:
-        from plait.providers import declared_limits
+    taken = await head.take_turn()  # a compaction is one turn, from its plan to its summary
+    try:
+        row = head.fresh()
+        # The plan's token figures are the stored counts.
+        count_pending(head.store, row, persist=True, memo=head.memo(row))
+        found = plan_compaction(view(head, head.fresh()), parsed)
+        if found is None:
+            return None
+        model = summary_provider or provider
+        if summarize is None and model is not None:
+            from plait.providers import declared_limits
 
-        window = known_model(head, model.model, await declared_limits(model)).window
-        summarize = summarizer(model, summary_budget(window))
-    done = await write_compaction(found, parsed, summarize=summarize)
-    head.mutate(head.messages([done.message()]))
-    return done
+            window = known_model(head, model.model, await declared_limits(model)).window
+            summarize = summarizer(model, summary_budget(window))
+        done = await write_compaction(found, parsed, summarize=summarize)
+        head.mutate(head.messages([done.message()]))
+        return done
+    finally:
+        head.end_turn(taken)
 
 
 def uncompact(head: Head) -> SummaryRecord:

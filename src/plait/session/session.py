@@ -211,10 +211,14 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         return self._head.locked_elsewhere()
 
     def acquire(self) -> None:
-        """Take the session's writer lock for this process now (a write takes it on demand).
+        """Take the session's writer lock for this process now, and keep it until :meth:`release`.
+
+        A write takes it on demand; with ``writer_lock="write"`` a write gives it back
+        after, unless it was taken here.
 
         Raises:
-            SessionLockedError: another process holds it.
+            SessionLockedError: another process holds it (``writer_lock="write"``:
+                SessionLockTimeoutError once ``lock_timeout`` passed).
         """
         self._head.ensure_writer()
 
