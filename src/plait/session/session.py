@@ -22,9 +22,10 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from plait._checks import check_list
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
-from plait.context import ContextReport
+from plait.context import ContextReport, ModelInfo, ModelLimits
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.providers import Provider
@@ -217,10 +218,14 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         return self._head.locked_elsewhere()
 
     def acquire(self) -> None:
-        """Take the session's writer lock for this process now (a write takes it on demand).
+        """Take the session's writer lock for this process now, and keep it until :meth:`release`.
+
+        A write takes it on demand; with ``writer_lock="write"`` a write gives it back
+        after, unless it was taken here.
 
         Raises:
-            SessionLockedError: another process holds it.
+            SessionLockedError: another process holds it (``writer_lock="write"``:
+                SessionLockTimeoutError once ``lock_timeout`` passed).
         """
         self._head.ensure_writer()
 
@@ -342,9 +347,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         self, messages: Iterable[Mapping[str, JSONValue]], *, expect_version: int | None = None
     ) -> list[Record]:
         """Append several messages in one transaction; one bad message and none are stored."""
-        if isinstance(messages, Mapping | str | bytes):
-            raise InvalidArgumentError("inject_many takes a list of messages")
-        batch = list(messages)
+        batch = check_list(messages, "messages")
         if not batch:
             raise InvalidArgumentError("inject_many needs at least one message")
         _, records = self._head.mutate(self._head.messages(batch), expect_version=expect_version)
@@ -428,7 +431,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         self, options: Mapping[str, Any] | None = None, **more: Any
     ) -> CompactionPlan | None:
         """What :meth:`compact` would fold now (None: nothing), writing nothing."""
-        return context.preview(self._head, {**(options or {}), **more})
+        return context.preview(self._head, context.merged_options(options, more))
 
     async def compact(
         self,
@@ -454,7 +457,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
             NothingToDoError: already compacted to the newest message.
             UnknownOptionError, InvalidArgumentError: bad options.
         """
-        opts = {**(options or {}), **more}
+        opts = context.merged_options(options, more)
         return await context.compact(
             self._head,
             opts,
@@ -473,25 +476,62 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         return context.uncompact(self._head)
 
     def context(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
     ) -> ContextReport | None:
         """Measure the context the next request carries, by source (seed 001).
 
         Args:
             model: the model of the next request (None: the newest reply's model).
             tools: the tool specs offered, for the "Tool schemas" share.
+            declared: what the model's server declares of it (a provider's ``limits()``, or
+                its JSON form);
+                the session's ``model_info`` setting and the environment still win.
 
         Returns:
             The report, or None before the first reply.
         """
-        found = context.measure(self._head, model, tools)
+        found = context.measure(self._head, model, tools, declared)
         return found[0] if found is not None else None
 
+    def model_info(
+        self,
+        model: str | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
+    ) -> ModelInfo:
+        """What is known of ``model`` here: window, output limit, tokenizer, and from where.
+
+        The session's ``model_info`` setting wins, then ``PLAIT_CONTEXT_WINDOW`` and the
+        other variables of :data:`plait.context.LIMITS_ENV`, then ``declared`` (what the
+        model's server says), then the family table.
+
+        Raises:
+            InvalidArgumentError: an environment variable holds a bad limit.
+        """
+        return context.known_model(self._head, model, declared)
+
     def compaction_due(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
+        reserve: int | None = None,
     ) -> bool:
-        """Whether the context is at least the model's ``compact_percent`` full."""
-        return context.compaction_due(self._head, model, tools)
+        """Whether the context, with room for the reply, is at the ``compact_percent`` mark.
+
+        Args:
+            model: the model of the next request.
+            tools: the tool specs offered.
+            declared: what the model's server declares of it.
+            reserve: the tokens the reply may take (the run's ``max_tokens``); without it
+                the model's output limit when known.
+        """
+        return context.compaction_due(self._head, model, tools, declared, reserve)
 
     def request_messages(self, reads: Collection[str] = ()) -> list[Message]:
         """The messages the next model call sends: the system prompt, then :meth:`history`.
@@ -587,20 +627,30 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
 
     # -- export -----------------------------------------------------------------------------
 
-    def export(self, path: str | os.PathLike[str] | None = None) -> str:
+    def export(
+        self, path: str | os.PathLike[str] | None = None, *, follow_symlinks: bool = False
+    ) -> str:
         """Write the conversation as one self-contained HTML page; returns the path.
 
         Every record in view, the request the next turn would send, and the lineage
         as an SVG; it loads nothing and runs no script; every text is escaped.
 
+        Args:
+            path: the file (default: ``plait-<id8>.html`` in the workspace). Only a
+                regular file is replaced.
+            follow_symlinks: a symlink at ``path`` is written through to the regular
+                file it names (by default a symlink there is refused).
+
         Raises:
             InvalidArgumentError: nothing stored, or a bad ``path``. OSError: not written.
         """
-        return export.write_export(self._head, path, "html")
+        return export.write_export(self._head, path, "html", follow_symlinks=follow_symlinks)
 
-    def export_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
+    def export_markdown(
+        self, path: str | os.PathLike[str] | None = None, *, follow_symlinks: bool = False
+    ) -> str:
         """Write the conversation as one Markdown document; the same content as :meth:`export`."""
-        return export.write_export(self._head, path, "md")
+        return export.write_export(self._head, path, "md", follow_symlinks=follow_symlinks)
 
 
 class ChunkTable:

@@ -40,6 +40,7 @@ SQLITE_DDL: Final = DDL(
     live="deleted = 0",
     rowid=" WITHOUT ROWID",
     blob="BLOB",
+    tombstone="char(0) || pk",
     last_owner="json_extract(bases, '$[#-1][0]')",
 )
 
