@@ -19,11 +19,13 @@ __all__ = [
     "APPEND",
     "APPEND_ONE",
     "CREATE",
+    "CREATE_UNLINKED",
     "HEAD",
     "READ",
     "REFERENCED",
     "SELECT_ROW",
     "WRITE",
+    "WRITE_UNLINKED",
     "record_arrays",
 ]
 
@@ -156,6 +158,15 @@ WITH b AS (
 )
 SELECT (SELECT pk FROM new)
 """
+
+# The same in a schema before version 6 (no sessions.base_owner; tests make old ones).
+CREATE_UNLINKED: Final = CREATE.replace("metadata, base_owner)", "metadata)").replace(
+    ",\n        (SELECT o.pk FROM sessions o WHERE o.pk = %(last_owner)s AND o.bases = %(prefix)s)",
+    "",
+)
+WRITE_UNLINKED: Final = WRITE.replace(
+    ",\n        base_owner = CASE WHEN s.bases = %(bases)s THEN s.base_owner END", ""
+)
 
 # Owners still read by a live layout. A tombstone read only by other tombstones is
 # garbage: every layout lists all the owners it reads, so live ones are enough.

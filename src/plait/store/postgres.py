@@ -78,11 +78,13 @@ from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
     CREATE,
+    CREATE_UNLINKED,
     HEAD,
     READ,
     REFERENCED,
     SELECT_ROW,
     WRITE,
+    WRITE_UNLINKED,
     record_arrays,
 )
 from plait.store._rows import (
@@ -123,6 +125,7 @@ Applied each in one transaction under an advisory lock.
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
+_LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
 _READ_BATCH: Final = 4096  # rows fetched and decoded at a time by a long read
 _DAMAGED: Final = frozenset({"XX001", "XX002"})
 """SQLSTATEs of damaged storage: ``data_corrupted`` and ``index_corrupted``."""
@@ -223,6 +226,9 @@ class PostgresStore(SQLStore):
                 self._namespace = open_schema(
                     setup, self._schema, self._location, self._migrations, auto=auto_migrate
                 )
+                # A schema opened with fewer migrations (tests make old ones so) has no
+                # base-owner links: writes leave them out and deletes read every layout.
+                self._links = current_version(setup) >= _LINKS_VERSION
         except psycopg.Error as exc:
             raise StoreError(f"{self._location}: cannot open as a plait store: {exc}") from exc
         # Stores of this process on the same server, database and schema share writer locks.
@@ -427,7 +433,7 @@ class PostgresStore(SQLStore):
         }
         with self._conn(f"create {row.id!r}") as conn:
             try:
-                found = conn.execute(CREATE, params).fetchone()
+                found = conn.execute(CREATE if self._links else CREATE_UNLINKED, params).fetchone()
             except pgerrors.UniqueViolation as exc:
                 if exc.diag.constraint_name == "sessions_id_key":
                     raise SessionExistsError(row.id) from None
@@ -532,7 +538,7 @@ class PostgresStore(SQLStore):
         }
         with self._conn(f"write {expected.id!r}") as conn:
             try:
-                found = conn.execute(WRITE, params).fetchone()
+                found = conn.execute(WRITE if self._links else WRITE_UNLINKED, params).fetchone()
             except pgerrors.UniqueViolation:  # a record collided: another writer appended
                 found = None
             if found is None or found[0] is None:
@@ -602,7 +608,10 @@ class PostgresStore(SQLStore):
                     doomed.append((sid, int(found[0])))
             if found is None:
                 raise SessionNotFoundError(session_id)
-            self._collect(conn, [pk for _, pk in doomed])
+            if self._links:
+                self._collect(conn, [pk for _, pk in doomed])
+            else:
+                self._collect_all(conn)
         for sid, _ in doomed:
             self._notifier.changed(sid)
 
