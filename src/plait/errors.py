@@ -26,6 +26,7 @@ The hierarchy::
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
     ├── SandboxUnavailableError (RuntimeError) a backend cannot confine tools here (says why)
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    ├── AdapterClosedError (RuntimeError)      a framework adapter used after its close()
     ├── ToolError                              raised in a tool: a failure the model reads
     ├── ProviderError                          a model provider could not answer
     │   ├── MissingCredentialsError            no API key: names the variable to set
@@ -50,6 +51,7 @@ from __future__ import annotations
 import reprlib
 
 __all__ = [
+    "AdapterClosedError",
     "AmbiguousSessionIdError",
     "AuthError",
     "BundleVersionError",
@@ -324,6 +326,10 @@ class MissingDependencyError(PlaitError, ImportError):
     def __init__(self, feature: str, extra: str) -> None:
         self.extra = extra
         super().__init__(f"{feature} needs an optional extra: pip install 'plait[{extra}]'")
+
+
+class AdapterClosedError(PlaitError, RuntimeError):
+    """A framework adapter (``plait.integrations``) was used after its ``close()``."""
 
 
 class ProviderError(PlaitError):
