@@ -630,7 +630,7 @@ def test_plaits_api_reads_and_branches_the_conversation(target: str, tmp_path: P
             assert len(await branch.get_items()) == 2
 
             # A compaction is a view: the next turn sends its summary, then what it kept.
-            await plait.compact(keep_last=2, strategy="extractive")
+            await plait.compact(keep_last=2)
             items = await session.get_items()
             assert items[0]["role"] == "system"
             assert items[0]["content"].startswith("Summary of the earlier conversation:")

@@ -29,6 +29,7 @@ from plait.errors import InvalidArgumentError
 from plait.records import (
     AssistantRecord,
     JSONValue,
+    OpaqueRecord,
     Record,
     SummaryRecord,
     SystemRecord,
@@ -82,7 +83,7 @@ def _arguments(raw: object) -> dict[str, JSONValue]:
             return {"value": raw}
     if isinstance(raw, dict):
         return raw
-    return {"value": raw}  # type: ignore[dict-item]
+    return {"value": raw}
 
 
 def item_message(item: object) -> dict[str, JSONValue]:
@@ -146,10 +147,8 @@ def record_items(record: Record) -> list[dict[str, Any]]:
     kept = record.meta.get(META_KEY)
     if isinstance(kept, Mapping) and isinstance(kept.get("item"), Mapping):
         return [dict(kept["item"])]
-    if record.kind == "opaque":
-        item = getattr(record, "item", None)
-        fmt = getattr(record, "format", None)
-        return [dict(item)] if fmt == FORMAT and isinstance(item, Mapping) else []
+    if isinstance(record, OpaqueRecord):
+        return [dict(record.item)] if record.format == FORMAT else []
     if isinstance(record, UserRecord):
         return [_text_item("user", record.content)]
     if isinstance(record, SystemRecord):

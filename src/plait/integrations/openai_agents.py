@@ -36,7 +36,8 @@ from plait.errors import (
 )
 from plait.integrations._offload import in_thread, settled
 from plait.integrations._openai_items import FORMAT, item_message, record_items
-from plait.records import Record, newest_summary
+from plait.integrations._views import compacted
+from plait.records import Record
 from plait.session import Session as PlaitConversation
 from plait.store import Store
 
@@ -62,14 +63,7 @@ def _settings(value: object) -> SessionSettings:
 
 def _view_items(records: list[Record]) -> list[dict[str, Any]]:
     """The items of records in view: after a compaction, its summary and what it kept."""
-    summary = newest_summary(records)
-    if summary is None:  # every summary there is was undone
-        records = [r for r in records if r.kind != "summary"]
-    else:
-        records = [summary] + [
-            r for r in records if r.seq >= summary.folds_to and r.kind != "summary"
-        ]
-    return [item for r in records for item in record_items(r)]
+    return [item for r in compacted(records) for item in record_items(r)]
 
 
 class PlaitSession:
