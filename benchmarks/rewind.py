@@ -52,20 +52,32 @@ def _items(start: int, n: int) -> list[dict[str, Any]]:
         if k == 0:
             out.append({"role": "user", "content": f"question {i} about the build"})
         elif k == 1:
-            out.append({"type": "function_call", "call_id": f"c{i}", "name": "shell",
-                        "arguments": json.dumps({"cmd": f"ls {i}"})})
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": f"c{i}",
+                    "name": "shell",
+                    "arguments": json.dumps({"cmd": f"ls {i}"}),
+                }
+            )
         elif k == 2:
-            out.append({"type": "function_call_output", "call_id": f"c{i - 1}",
-                        "output": f"file_{i}.txt"})
+            out.append(
+                {"type": "function_call_output", "call_id": f"c{i - 1}", "output": f"file_{i}.txt"}
+            )
         else:
-            out.append({"type": "message", "role": "assistant",
-                        "content": [{"type": "output_text", "text": f"answer {i}",
-                                     "annotations": []}]})
+            out.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": f"answer {i}", "annotations": []}],
+                }
+            )
     return out
 
 
 def build(session: PlaitSession, records: int) -> None:
     """Fill a conversation with ``records`` items, in batches."""
+
     async def fill() -> None:
         for start in range(0, records, BATCH):
             await session.add_items(_items(start, min(BATCH, records - start)))  # type: ignore[arg-type]
@@ -75,6 +87,7 @@ def build(session: PlaitSession, records: int) -> None:
 
 def pop_us(session: PlaitSession, rounds: int) -> list[float]:
     """Microseconds per ``pop_item``, the popped item added back (untimed) after each."""
+
     async def go() -> list[float]:
         out: list[float] = []
         for _ in range(rounds):
@@ -105,9 +118,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     console = Console()
-    big, many, rounds, passes = (
-        (20_000, 2_000, 20, 3) if args.quick else (100_000, 10_000, 40, 5)
-    )
+    big, many, rounds, passes = (20_000, 2_000, 20, 3) if args.quick else (100_000, 10_000, 40, 5)
     big_label, many_label = f"{big // 1000}k", f"{many // 1000}k sessions"
     results: dict[str, Any] = {
         "python": sys.version.split()[0],
@@ -119,8 +130,10 @@ def main() -> None:
         alone_db = str(Path(tmp) / "alone.db")
         crowd_db = str(Path(tmp) / "crowd.db")
         console.print(f"building 1k and {big_label} records ...")
-        conv = {"1k": PlaitSession("len-1k", lengths_db),
-                big_label: PlaitSession(f"len-{big_label}", lengths_db)}
+        conv = {
+            "1k": PlaitSession("len-1k", lengths_db),
+            big_label: PlaitSession(f"len-{big_label}", lengths_db),
+        }
         build(conv["1k"], 1_000)
         build(conv[big_label], big)
         console.print(f"building a store of 1 session and one of {many_label} ...")
@@ -129,8 +142,9 @@ def main() -> None:
         crowd = PlaitSession("crowd", crowd_db)
         with plait.Client(tmp, store=crowd_db) as client:
             for i in range(many):
-                client.sessions.create([{"role": "user", "content": f"s{i}"}],
-                                       session_id=f"other-{i}")
+                client.sessions.create(
+                    [{"role": "user", "content": f"s{i}"}], session_id=f"other-{i}"
+                )
         build(crowd, 1_000)
         stores = {"1 session": alone, many_label: crowd}
 
@@ -168,7 +182,9 @@ def main() -> None:
     for name, ratio in ratios.items():
         flat = ratio <= TARGET
         ok = ok and flat
-        console.print(f"{name}: {ratio:.2f}x {'flat' if flat else 'NOT flat'} (target <= {TARGET}x)")
+        console.print(
+            f"{name}: {ratio:.2f}x {'flat' if flat else 'NOT flat'} (target <= {TARGET}x)"
+        )
     console.print("PASS" if ok else "FAIL")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "rewind.json").write_text(json.dumps(results, indent=2) + "\n")

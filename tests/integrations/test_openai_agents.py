@@ -15,7 +15,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -101,7 +100,11 @@ def test_runner_second_turn_sees_the_first_through_plait(target: str, method: st
         assert second.final_output == "Tomorrow too."
         sent = model.calls[-1].input
         assert [i.get("type", "message") for i in sent] == [
-            "message", "function_call", "function_call_output", "message", "message",
+            "message",
+            "function_call",
+            "function_call_output",
+            "message",
+            "message",
         ]
         assert sent[0]["content"] == "Weather in Paris?"
         assert sent[1]["name"] == "get_weather" and sent[1]["call_id"] == "call_1"
@@ -117,7 +120,12 @@ def test_runner_second_turn_sees_the_first_through_plait(target: str, method: st
         assert plait is not None and plait.id == "user/123"
         history = plait.history()
         assert [m.role for m in history] == [
-            "user", "assistant", "tool", "assistant", "user", "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
         ]
         assert history[1].tool_calls[0].name == "get_weather"
         assert history[1].tool_calls[0].arguments == {"city": "Paris"}
@@ -219,7 +227,9 @@ def test_repeating_history_in_the_callback_does_not_grow_the_session(
             )
         stored = await session.get_items()
         assert [i["content"] for i in stored if i.get("role") == "user"] == [
-            "user 0", "user 1", "user 2",
+            "user 0",
+            "user 1",
+            "user 2",
         ]
         assert len(stored) == 6
         session.close()
@@ -252,10 +262,13 @@ def test_get_items_uses_the_settings_limit_and_an_explicit_one_wins(target: str)
         session = PlaitSession("limits", target, session_settings=SessionSettings(limit=3))
         await session.add_items([{"role": "user", "content": f"Message {i}"} for i in range(10)])
         assert [i["content"] for i in await session.get_items()] == [
-            "Message 7", "Message 8", "Message 9",
+            "Message 7",
+            "Message 8",
+            "Message 9",
         ]
         assert [i["content"] for i in await session.get_items(limit=2)] == [
-            "Message 8", "Message 9",
+            "Message 8",
+            "Message 9",
         ]
         session.close()
 
@@ -318,11 +331,18 @@ def test_a_limit_boundary_drops_an_output_whose_call_it_left_out(target: str) ->
         session = PlaitSession("tool_pair", target)
         history: list[Any] = [
             {"role": "user", "content": "What is the weather?"},
-            {"type": "function_call", "call_id": "call_1", "name": "get_weather",
-             "arguments": "{}"},
+            {
+                "type": "function_call",
+                "call_id": "call_1",
+                "name": "get_weather",
+                "arguments": "{}",
+            },
             {"type": "function_call_output", "call_id": "call_1", "output": "sunny"},
-            {"type": "message", "role": "assistant",
-             "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}]},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "It is sunny.", "annotations": []}],
+            },
         ]
         await session.add_items(history)
         assert await session.get_items(limit=2) == history[-2:]
@@ -390,10 +410,12 @@ def test_pop_item_only_touches_its_own_session(target: str) -> None:
     async def scenario() -> None:
         one, two = PlaitSession("session_1", target), PlaitSession("session_2", target)
         await one.add_items([{"role": "user", "content": "Session 1 message"}])
-        await two.add_items([
-            {"role": "user", "content": "Session 2 message 1"},
-            {"role": "user", "content": "Session 2 message 2"},
-        ])
+        await two.add_items(
+            [
+                {"role": "user", "content": "Session 2 message 1"},
+                {"role": "user", "content": "Session 2 message 2"},
+            ]
+        )
         assert (await two.pop_item() or {})["content"] == "Session 2 message 2"
         assert [i["content"] for i in await one.get_items()] == ["Session 1 message"]
         assert [i["content"] for i in await two.get_items()] == ["Session 2 message 1"]
@@ -439,10 +461,12 @@ def test_a_failed_add_stores_nothing_and_the_session_stays_usable(target: str) -
         session = PlaitSession("rollback", target)
         await session.add_items([{"role": "user", "content": "kept"}])
         with pytest.raises(InvalidArgumentError):
-            await session.add_items([
-                {"role": "user", "content": "fine"},
-                {"role": "user", "content": object()},  # type: ignore[typeddict-item]
-            ])
+            await session.add_items(
+                [
+                    {"role": "user", "content": "fine"},
+                    {"role": "user", "content": object()},  # type: ignore[typeddict-item]
+                ]
+            )
         with pytest.raises(InvalidArgumentError):
             await session.add_items(["not an item"])  # type: ignore[list-item]
         assert await session.get_items() == [{"role": "user", "content": "kept"}]
@@ -523,24 +547,53 @@ ITEMS: list[Any] = [
         "status": "completed",
         "content": [{"type": "output_text", "text": "A cat.", "annotations": [], "logprobs": []}],
     },
-    {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": '{"q": "cat"}',
-     "id": "fc_1", "status": "completed"},
-    {"type": "function_call_output", "call_id": "c1",
-     "output": [{"type": "input_text", "text": "felis catus"}]},
-    {"type": "web_search_call", "id": "ws_1", "status": "completed",
-     "action": {"type": "search", "query": "cats"}},
-    {"type": "computer_call", "id": "cu_1", "call_id": "cc1", "status": "completed",
-     "action": {"type": "click", "x": 1, "y": 2, "button": "left"},
-     "pending_safety_checks": []},
-    {"type": "mcp_call", "id": "mcp_1", "server_label": "docs", "name": "search",
-     "arguments": "{}", "output": "none", "error": None},
+    {
+        "type": "function_call",
+        "call_id": "c1",
+        "name": "lookup",
+        "arguments": '{"q": "cat"}',
+        "id": "fc_1",
+        "status": "completed",
+    },
+    {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": [{"type": "input_text", "text": "felis catus"}],
+    },
+    {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "cats"},
+    },
+    {
+        "type": "computer_call",
+        "id": "cu_1",
+        "call_id": "cc1",
+        "status": "completed",
+        "action": {"type": "click", "x": 1, "y": 2, "button": "left"},
+        "pending_safety_checks": [],
+    },
+    {
+        "type": "mcp_call",
+        "id": "mcp_1",
+        "server_label": "docs",
+        "name": "search",
+        "arguments": "{}",
+        "output": "none",
+        "error": None,
+    },
     {"type": "custom_tool_call", "call_id": "ct1", "name": "grammar", "input": "x = 1"},
     {
         "type": "message",
         "role": "assistant",
         "content": [{"type": "refusal", "refusal": "I can't help with that."}],
     },
-    {"role": "developer", "content": "Mind the nested \u0000-free 🐍 data", "extra": {"a": [1, 2.5, None, True]}},
+    {
+        "role": "developer",
+        "content": "Mind the nested 🐍 data",
+        "extra": {"a": [1, 2.5, None, True]},
+    },
 ]
 
 
@@ -557,15 +610,31 @@ def test_items_round_trip_exactly_one_plait_message_each(target: str) -> None:
         assert plait.length == len(ITEMS)
         kinds = [r.kind for r in plait.records]
         assert kinds == [
-            "system", "user", "user", "opaque", "assistant", "assistant", "tool",
-            "opaque", "opaque", "opaque", "opaque", "assistant", "system",
+            "system",
+            "user",
+            "user",
+            "opaque",
+            "assistant",
+            "assistant",
+            "tool",
+            "opaque",
+            "opaque",
+            "opaque",
+            "opaque",
+            "assistant",
+            "system",
         ]
         opaque = [r for r in plait.records if r.kind == "opaque"]
         assert all(r.format == "openai-agents" for r in opaque)  # type: ignore[attr-defined]
         assert opaque[0].item == ITEMS[3]  # type: ignore[attr-defined]
         history = plait.history()
         assert [m.role for m in history] == [
-            "user", "user", "assistant", "assistant", "tool", "assistant",
+            "user",
+            "user",
+            "assistant",
+            "assistant",
+            "tool",
+            "assistant",
         ]
         assert history[1].text == "What is in this picture?" and history[1].images == 1
         assert history[4].text == "felis catus"

@@ -81,12 +81,19 @@ MESSAGES: list[ModelMessage] = [
     ),
     ModelRequest(
         parts=[
-            ToolReturnPart("lookup", {"species": "felis catus"}, tool_call_id="call_1",
-                           timestamp=T0),
-            ToolReturnPart("lookup", "bad args, try again", tool_call_id="call_2",
-                           outcome="retried", timestamp=T0),
-            RetryFeedbackPart("please answer in one word", retry=RetryInfo(cause="model_retry"),
-                              timestamp=T0),
+            ToolReturnPart(
+                "lookup", {"species": "felis catus"}, tool_call_id="call_1", timestamp=T0
+            ),
+            ToolReturnPart(
+                "lookup",
+                "bad args, try again",
+                tool_call_id="call_2",
+                outcome="retried",
+                timestamp=T0,
+            ),
+            RetryFeedbackPart(
+                "please answer in one word", retry=RetryInfo(cause="model_retry"), timestamp=T0
+            ),
         ],
         timestamp=T0,
     ),
@@ -116,14 +123,26 @@ def test_parts_map_to_the_records_a_reader_expects(tmp_path: Path) -> None:
         session = client.sessions.create(to_plait_messages(MESSAGES))
         kinds = [r.kind for r in session.records]
         assert kinds == [
-            "system", "system", "user",  # instructions, system prompt, user prompt
-            "opaque", "assistant", "opaque",  # thinking, text + tool call, built-in call
-            "tool", "tool", "user",  # tool return, retry with a tool, retry without
+            "system",
+            "system",
+            "user",  # instructions, system prompt, user prompt
+            "opaque",
+            "assistant",
+            "opaque",  # thinking, text + tool call, built-in call
+            "tool",
+            "tool",
+            "user",  # tool return, retry with a tool, retry without
             "assistant",
         ]
         history = session.history()
-        assert [m.role for m in history] == ["user", "assistant", "tool", "tool", "user",
-                                             "assistant"]
+        assert [m.role for m in history] == [
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "user",
+            "assistant",
+        ]
         assert history[0].text == "What is in this picture?" and history[0].images == 1
         assert history[1].text == "Let me look it up."
         assert history[1].tool_calls[0].name == "lookup"
@@ -310,10 +329,12 @@ def test_store_scopes(target: str) -> None:
     async def scenario() -> None:
         store = PlaitConversationStore(target)
         agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
-        await store.save(await agent.run("a", conversation=Conversation(conversation_id="a")),
-                         scope="alice")
-        await store.save(await agent.run("b", conversation=Conversation(conversation_id="b")),
-                         scope="bob")
+        await store.save(
+            await agent.run("a", conversation=Conversation(conversation_id="a")), scope="alice"
+        )
+        await store.save(
+            await agent.run("b", conversation=Conversation(conversation_id="b")), scope="bob"
+        )
         assert [r.conversation_id for r in await store.list_conversations(scope="alice")] == ["a"]
         assert await store.load("a", scope="bob") is None
         assert await store.load("a", scope="alice") is not None

@@ -44,7 +44,12 @@ FORMAT: Final = "openai-agents"
 META_KEY: Final = "openai_agents"
 """Where a mapped record keeps its item: ``meta["openai_agents"]["item"]``."""
 
-_ROLES: Final = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+_ROLES: Final = {
+    "user": "user",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+}
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text"})
 _IMAGE_PARTS: Final = frozenset({"input_image", "image", "image_url"})
 

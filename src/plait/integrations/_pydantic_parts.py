@@ -152,8 +152,11 @@ def _response(raw: Mapping[str, Any]) -> list[dict[str, JSONValue]]:
                 if not isinstance(args, dict):
                     args = {} if args is None else {"value": args}
                 calls.append(
-                    {"id": str(part["tool_call_id"]), "name": str(part.get("tool_name") or "tool"),
-                     "arguments": args}
+                    {
+                        "id": str(part["tool_call_id"]),
+                        "name": str(part.get("tool_name") or "tool"),
+                        "arguments": args,
+                    }
                 )
         else:
             out.append(_opaque(part))
@@ -202,9 +205,15 @@ class Group:
 def _synthetic(record: Record) -> dict[str, Any] | None:
     """The message a record plait wrote itself reads back as (None: none)."""
     if isinstance(record, UserRecord):
-        return {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": record.content}]}
+        return {
+            "kind": "request",
+            "parts": [{"part_kind": "user-prompt", "content": record.content}],
+        }
     if isinstance(record, SystemRecord | SummaryRecord):
-        return {"kind": "request", "parts": [{"part_kind": "system-prompt", "content": record.text}]}
+        return {
+            "kind": "request",
+            "parts": [{"part_kind": "system-prompt", "content": record.text}],
+        }
     if isinstance(record, ToolRecord):
         part_kind = "tool-return" if record.ok else "retry-prompt"
         part: dict[str, Any] = {
@@ -220,13 +229,21 @@ def _synthetic(record: Record) -> dict[str, Any] | None:
         if record.content:
             parts.append({"part_kind": "text", "content": record.content})
         parts.extend(
-            {"part_kind": "tool-call", "tool_name": c.name, "args": dict(c.arguments),
-             "tool_call_id": c.id}
+            {
+                "part_kind": "tool-call",
+                "tool_name": c.name,
+                "args": dict(c.arguments),
+                "tool_call_id": c.id,
+            }
             for c in record.tool_calls
         )
         return {"kind": "response", "parts": parts}
     if isinstance(record, OpaqueRecord) and record.format == FORMAT:
-        kind = "response" if record.item.get("part_kind") in ("thinking", "builtin-tool-call") else "request"
+        kind = (
+            "response"
+            if record.item.get("part_kind") in ("thinking", "builtin-tool-call")
+            else "request"
+        )
         return {"kind": kind, "parts": [dict(record.item)]}
     return None
 

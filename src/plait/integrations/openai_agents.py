@@ -21,6 +21,7 @@ one conversation.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, cast
@@ -243,10 +244,8 @@ class PlaitSession:
             if session.length:
                 session.rewind(0)
             return
-        try:
+        with contextlib.suppress(SessionNotFoundError):  # erased by another writer meanwhile
             self._client.sessions.erase(self.session_id)
-        except SessionNotFoundError:  # erased by another writer meanwhile
-            pass
 
     def __repr__(self) -> str:
         return f"<PlaitSession {self.session_id!r}>"

@@ -145,7 +145,7 @@ def _head_entry(records: Sequence[Record]) -> str | None:
 
 
 def _count_through(records: Sequence[Record], entry: str) -> int | None:
-    """How many messages (as ``fork_at`` and ``rewind`` count) run through ``entry``'s last record."""
+    """How many messages (as ``fork_at`` and ``rewind`` count them) run through ``entry``."""
     last: Record | None = None
     for g in groups(records):
         if g.entry == entry:
@@ -303,8 +303,11 @@ class PlaitConversationStore(ConversationStore):
 
     def _messages(self, entries: list[ConversationEntry]) -> list[dict[str, JSONValue]]:
         raws = dump([e.message for e in entries])
-        return [m for e, raw in zip(entries, raws, strict=True)
-                for m in message_dicts(raw, e.id, e.parent_id)]
+        return [
+            m
+            for e, raw in zip(entries, raws, strict=True)
+            for m in message_dicts(raw, e.id, e.parent_id)
+        ]
 
     def _write(
         self, record: ConversationRecord, entries: list[ConversationEntry], expected: str | None
@@ -342,7 +345,9 @@ class PlaitConversationStore(ConversationStore):
         origin = self._get(record.forked_from) if record.forked_from else None
         if origin is not None:
             state = origin.metadata.get(META_KEY)
-            places += list(dict(state.get("tips") or {}).values()) if isinstance(state, dict) else []
+            places += (
+                list(dict(state.get("tips") or {}).values()) if isinstance(state, dict) else []
+            )
         found = self._find(start, places)
         if found is None:
             raise ConversationConflict(cid)
@@ -392,9 +397,7 @@ class PlaitConversationStore(ConversationStore):
             session.inject_many(self._messages(entries), expect_version=version)
         session.set_metadata(META_KEY, self._state(record, tips))
 
-    def _find(
-        self, entry: str, places: Iterable[str | None]
-    ) -> tuple[Session, int] | None:
+    def _find(self, entry: str, places: Iterable[str | None]) -> tuple[Session, int] | None:
         """The first of ``places`` (session ids) holding ``entry``, and its count through it."""
         for place in places:
             session = self._get(place) if place else None
@@ -429,7 +432,7 @@ class PlaitConversationStore(ConversationStore):
     async def read_history(
         self, head_id: str | None, *, limit: int | None = None
     ) -> list[ConversationEntry]:
-        """The entries from the first up to ``head_id`` (one read of its session), or the last ``limit``.
+        """The entries from the first to ``head_id`` (one read of its session), or the last ``limit``.
 
         Raises:
             KeyError: no conversation this store has read holds ``head_id``.
