@@ -432,7 +432,7 @@ class PlaitConversationStore(ConversationStore):
     async def read_history(
         self, head_id: str | None, *, limit: int | None = None
     ) -> list[ConversationEntry]:
-        """The entries from the first to ``head_id`` (one read of its session), or the last ``limit``.
+        """The entries from the first to ``head_id`` (one read), or only the last ``limit``.
 
         Raises:
             KeyError: no conversation this store has read holds ``head_id``.
