@@ -25,7 +25,12 @@ from agents.memory import Session as SDKSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from plait import Client
-from plait.errors import AdapterClosedError, InvalidArgumentError, MissingDependencyError
+from plait.errors import (
+    AdapterClosedError,
+    InvalidArgumentError,
+    MissingDependencyError,
+    SessionClosedError,
+)
 from plait.integrations.openai_agents import PlaitSession
 from tests.integrations._stores import target
 
@@ -762,6 +767,30 @@ def test_items_json_is_what_the_sdk_would_store(target: str) -> None:
         session = PlaitSession("json", target)
         await session.add_items(ITEMS)
         assert await session.get_items() == json.loads(json.dumps(ITEMS))
+        session.close()
+
+    run(scenario())
+
+
+def test_a_failing_write_reaches_a_streamed_run(target: str) -> None:
+    # A conversation closed in plait refuses writes: the stream raises instead of hanging.
+    async def scenario() -> None:
+        session = PlaitSession("refusing", target)
+        await session.add_items([{"role": "user", "content": "earlier"}])
+        plait = session.plait_session()
+        assert plait is not None
+        plait.close("archived")
+        model = ScriptedModel()
+        model.enqueue([assistant_message("never stored")])
+        result = Runner.run_streamed(Agent(name="t", model=model), "Hello", session=session)
+
+        async def consume() -> None:
+            async for _ in result.stream_events():
+                pass
+
+        with pytest.raises(SessionClosedError):
+            await asyncio.wait_for(consume(), timeout=60)
+        assert await session.get_items() == [{"role": "user", "content": "earlier"}]
         session.close()
 
     run(scenario())
