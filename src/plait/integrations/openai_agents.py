@@ -222,6 +222,8 @@ class PlaitSession:
             if length == 0:
                 return None
             last = [r for r in session.tail(1) if r.kind != "event"]
+            if not last:  # only events at the end of what was read: read the view
+                last = [r for r in session.records if r.kind != "event"]
             try:
                 session.rewind(length - 1, expect_version=version)
             except StaleSessionError:  # another writer moved the head: read it again

@@ -375,12 +375,12 @@ class PlaitConversationStore(ConversationStore):
             keep = 0 if start is None else _count_through(records, start)
             found = None if keep is not None or start is None else self._find(start, tips.values())
             if found is not None and start is not None:
-                # Back to a branch the conversation left: keep this head as a branch too.
-                if head is not None:
-                    tips[head] = session.rewind(session.length, expect_version=version)
+                # Back to a branch the conversation left; this head becomes a branch in turn.
                 branch = found[0].id
-                session.undo_rewind(branch)
+                left = session.undo_rewind(branch, expect_version=version)
                 tips = {tip: sid for tip, sid in tips.items() if sid != branch}
+                if head is not None:
+                    tips[head] = left
                 records = session.records
                 head = _head_entry(records)
                 keep = _count_through(records, start)
