@@ -76,7 +76,8 @@ class PlaitSession:
         store: where it lives: anything :func:`plait.open_store` takes (a path,
             ``":memory:"``, a ``postgresql://`` URL, a Store; None for
             ``$PLAIT_STORE`` or the default file), or a :class:`plait.Client`
-            (used as it is and never closed here).
+            (used as it is and never closed here; make it with
+            ``writer_lock="write"`` for several processes to share a conversation).
         workspace: the workspace of the plait sessions it creates (a client's own otherwise).
         session_settings: the SDK's ``SessionSettings`` (or a dict of them), as
             ``SQLiteSession`` takes them; ``limit`` is the default of ``get_items``.

@@ -162,7 +162,8 @@ class PlaitConversationStore(ConversationStore):
     Args:
         store: anything :func:`plait.open_store` takes (a path, ``":memory:"``, a
             ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the
-            default file), or a :class:`plait.Client` (used as is, never closed here).
+            default file), or a :class:`plait.Client` (used as is, never closed here;
+            make it with ``writer_lock="write"`` for several processes to share one).
         workspace: the workspace of the sessions it creates (a client's own otherwise).
         lock_timeout: seconds a save waits for another writer of the same
             conversation (then ``SessionLockedError``); None for plait's default.
