@@ -794,3 +794,22 @@ def test_a_failing_write_reaches_a_streamed_run(target: str) -> None:
         session.close()
 
     run(scenario())
+
+
+def test_pop_item_after_a_compaction_undone_pops_the_newest_item_shown(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("undone", target)
+        items = [{"role": "user", "content": f"m{n}"} for n in range(6)]
+        await session.add_items(items)  # type: ignore[arg-type]
+        plait = session.plait_session()
+        assert plait is not None
+        await plait.compact(keep_last=2)
+        plait.uncompact()  # the summary stays, hidden: a message that shows as no item
+        assert await session.get_items() == items
+        assert await session.pop_item() == items[-1]
+        assert await session.get_items() == items[:-1]
+        plait.undo_rewind()
+        assert await session.get_items() == items
+        session.close()
+
+    run(scenario())

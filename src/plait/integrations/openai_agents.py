@@ -38,7 +38,7 @@ from plait.errors import (
 from plait.integrations._offload import in_thread, settled
 from plait.integrations._openai_items import FORMAT, item_message, record_items
 from plait.integrations._views import compacted
-from plait.records import Record
+from plait.records import Record, hidden_summaries
 from plait.session import Session as PlaitConversation
 from plait.store import Store
 
@@ -65,6 +65,24 @@ def _settings(value: object) -> SessionSettings:
 def _view_items(records: list[Record]) -> list[dict[str, Any]]:
     """The items of records in view: after a compaction, its summary and what it kept."""
     return [item for r in compacted(records) for item in record_items(r)]
+
+
+def _newest_item(session: PlaitConversation) -> tuple[int, Record] | None:
+    """The newest message ``get_items`` shows, and how many messages lie before it.
+
+    Usually the last message (read from the tail); a summary an ``uncompact`` hid
+    still counts as a message but shows as no item, so past one the view is read.
+    """
+    last = [r for r in session.tail(1) if r.kind != "event"]
+    if last and last[-1].kind != "summary":
+        return session.length - 1, last[-1]
+    records = session.records
+    hidden = hidden_summaries(records)
+    messages = [r for r in records if r.kind != "event"]
+    for n in range(len(messages) - 1, -1, -1):
+        if not (messages[n].kind == "summary" and messages[n].seq in hidden):
+            return n, messages[n]
+    return None
 
 
 class PlaitSession:
@@ -219,17 +237,15 @@ class PlaitSession:
             return None
         while True:
             version = session.version
-            length = session.length
-            if length == 0:
+            found = _newest_item(session)
+            if found is None:
                 return None
-            last = [r for r in session.tail(1) if r.kind != "event"]
-            if not last:  # only events at the end of what was read: read the view
-                last = [r for r in session.records if r.kind != "event"]
+            keep, record = found
             try:
-                session.rewind(length - 1, expect_version=version)
+                session.rewind(keep, expect_version=version)
             except StaleSessionError:  # another writer moved the head: read it again
                 continue
-            items = record_items(last[-1]) if last else []
+            items = record_items(record)
             if items:
                 return items[-1]
             # An item of another format has no openai-agents form: it is dropped like a
