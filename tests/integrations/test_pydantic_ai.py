@@ -342,3 +342,29 @@ def test_store_scopes(target: str) -> None:
         store.close()
 
     run(scenario())
+
+
+def test_store_after_a_plait_compaction_loads_the_view_and_keeps_saving(target: str) -> None:
+    async def scenario() -> None:
+        store = PlaitConversationStore(target)
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        conversation = Conversation(conversation_id="long")
+        for n in range(4):
+            result = await agent.run(f"question {n}", conversation=conversation)
+            await store.save(result)
+            conversation = result.conversation
+        full = conversation.messages
+        plait = store.client.sessions.get("long")
+        await plait.compact(keep_last=2)
+        loaded = await store.load("long")
+        assert loaded is not None and len(loaded.messages) == 3
+        assert isinstance(loaded.messages[0].parts[0], SystemPromptPart)
+        assert loaded.messages[1:] == full[-2:]
+        more = await agent.run("question 4", conversation=loaded)
+        await store.save(more)
+        plait.uncompact()
+        again = await store.load("long")
+        assert again is not None and again.messages == full + more.new_messages()
+        store.close()
+
+    run(scenario())

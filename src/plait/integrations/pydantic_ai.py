@@ -125,8 +125,22 @@ def save_messages(session: Session, messages: Sequence[ModelMessage]) -> None:
     """Append pydantic-ai messages (``result.new_messages()``) to a plait session, in one write."""
     if not messages:
         return
-    parent = _head_entry(session.tail(1)) if session.stored else None
+    parent = _head_of(session) if session.stored else None
     session.inject_many(to_plait_messages(messages, parent=parent))
+
+
+def _view_head(records: Sequence[Record]) -> str | None:
+    """The entry id of the newest message of the view (as a compaction left it)."""
+    found = _entries(records)
+    return found[-1].entry if found else None
+
+
+def _head_of(session: Session) -> str | None:
+    """The entry id of a session's newest message: from its tail, past a summary from its view."""
+    tail = session.tail(1)
+    if any(r.kind == "summary" for r in tail):  # written last, read first (or hidden)
+        return _view_head(session.records)
+    return _head_entry(tail)
 
 
 def _head_entry(records: Sequence[Record]) -> str | None:
@@ -236,7 +250,7 @@ class PlaitConversationStore(ConversationStore):
         return self._record_of(session, state)
 
     def _record_of(self, session: Session, state: dict[str, Any]) -> ConversationRecord:
-        head = _head_entry(session.tail(1))
+        head = _head_of(session)
         if head is not None:
             self._where[head] = session.id
         tips: dict[str, str] = dict(state.get("tips") or {})
@@ -370,7 +384,7 @@ class PlaitConversationStore(ConversationStore):
         state = session.metadata.get(META_KEY)
         tips: dict[str, str] = dict(state.get("tips") or {}) if isinstance(state, dict) else {}
         records = session.records
-        head = _head_entry(records)
+        head = _view_head(records)
         start = entries[0].parent_id if entries else record.head_id
         if start != head:
             keep = 0 if start is None else _count_through(records, start)
@@ -383,7 +397,7 @@ class PlaitConversationStore(ConversationStore):
                 if head is not None:
                     tips[head] = left
                 records = session.records
-                head = _head_entry(records)
+                head = _view_head(records)
                 keep = _count_through(records, start)
                 version = session.version
             if keep is None:
