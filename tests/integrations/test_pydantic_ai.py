@@ -235,7 +235,7 @@ def test_store_load_run_save_load(target: str) -> None:
         assert len(entries) == len(result.all_messages())
         loaded = await store.load("c/1")
         assert loaded is not None and loaded.messages == result.all_messages()
-        assert loaded.usage == result.usage()
+        assert loaded.usage == result.usage
         assert loaded.revision == result.conversation.revision
         second = await agent.run("And tomorrow?", conversation=loaded)
         await store.save(second)
