@@ -41,7 +41,9 @@ from plait.cli._common import (
 from plait.cli._render import print_messages
 from plait.cli._terminal import SafeConsole, safe_text
 from plait.cli._turns import (
+    TERMINATED,
     Approver,
+    TermAsInterrupt,
     backend_line,
     cut_off_notice,
     describe_model,
@@ -149,30 +151,38 @@ def chat_command(
     session = session_for(client, session_id, resume_latest)
     setup(session, None, system)  # the folder is set by switch(), after the system prompt
     chat.greet(session, settings)
-    try:
-        while True:
-            try:
-                line = input("you> ")
-            except EOFError:
-                out.print()
-                break
-            except KeyboardInterrupt:
-                out.print()
-                out.print(Text("(Ctrl-C drops the line; /quit or Ctrl-D leaves)", style="dim"))
-                continue
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                if not chat.command(line):
+    # SIGTERM stops a turn as Ctrl-C does (its streamed text kept), then ends the chat.
+    with TermAsInterrupt() as term:
+        try:
+            while not term.received:
+                try:
+                    line = input("you> ")
+                except EOFError:
+                    out.print()
                     break
-                continue
-            chat.prompt(line)
-    finally:
-        chat.session.close_sandbox()
-        chat.forget_if_empty()
-        if save_history is not None:
-            save_history()
+                except KeyboardInterrupt:
+                    out.print()
+                    if term.received:
+                        break
+                    out.print(
+                        Text("(Ctrl-C drops the line; /quit or Ctrl-D leaves)", style="dim")
+                    )
+                    continue
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    if not chat.command(line):
+                        break
+                    continue
+                chat.prompt(line)
+        finally:
+            chat.session.close_sandbox()
+            chat.forget_if_empty()
+            if save_history is not None:
+                save_history()
+    if term.received:
+        raise SystemExit(TERMINATED)
 
 
 class _Chat:
