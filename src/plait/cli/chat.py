@@ -11,7 +11,7 @@ stops the run (the transcript stays valid and ``/retry`` picks it up), at a
 tool-call question it denies the call and stops the run. Ctrl-D leaves.
 
 Chat commands (``/help`` lists them): ``/resume [N|ID]``, ``/retry``, ``/fork``,
-``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``, ``/context``,
+``/undo``, ``/redo``, ``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``, ``/context``,
 ``/compact``, ``/uncompact``, ``/ask QUESTION``, ``/quit``.
 """
 
@@ -76,6 +76,8 @@ HELP: Final = """\
 /resume [N|ID]    continue a stored session (alone: pick one of the recent ones)
 /retry            pick up an interrupted request, or continue a reply cut at the limit
 /fork             branch this conversation and continue on the branch
+/undo             take back the last exchange (your last message and what followed)
+/redo             bring back what the last /undo took back
 /rename TITLE     give it a title          /name   let the model name it
 /history          the messages the model works with
 /export [PATH]    write the conversation as an HTML page (.md for Markdown)
@@ -348,6 +350,22 @@ class _Chat:
         self._stored()
         self.switch(self.session.fork())
 
+    def _undo(self, args: list[str], rest: str) -> None:
+        self._stored()
+        messages = [r for r in self.session.records if r.kind != "event"]
+        last = max((i for i, r in enumerate(messages) if r.kind == "user"), default=None)
+        if last is None:
+            raise NothingToDoError("no message of yours to take back")
+        self.session.rewind(last)  # the old head stays, hidden: /redo brings it back
+        self.out.print(
+            Text(f"took back the last exchange ({last} messages left); /redo brings it back")
+        )
+
+    def _redo(self, args: list[str], rest: str) -> None:
+        self._stored()
+        self.session.undo_rewind()
+        self.out.print(Text(f"brought it back ({self.session.length} messages)"))
+
     def _rename(self, args: list[str], rest: str) -> None:
         self._stored()
         title = self.session.rename(rest)
@@ -416,6 +434,8 @@ class _Chat:
         "/resume": _resume,
         "/retry": _retry,
         "/fork": _fork,
+        "/undo": _undo,
+        "/redo": _redo,
         "/rename": _rename,
         "/name": _name,
         "/history": _history,

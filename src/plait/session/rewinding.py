@@ -15,7 +15,6 @@ new head, by the same event, written in the same transaction.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING
 
 from plait._ids import new_id
@@ -24,13 +23,13 @@ from plait.errors import (
     NothingToDoError,
     SessionBusyError,
     SessionClosedError,
-    SessionLockedError,
     StaleSessionError,
     shown,
 )
-from plait.layout import branch, find_message
+from plait.layout import branch
 from plait.records import COMPACTION_UNDONE, EventRecord, Record, SummaryRecord, hidden_summaries
 from plait.session._values import check_count
+from plait.session.branching import cut_after
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 
 if TYPE_CHECKING:
@@ -88,19 +87,17 @@ def rewind(head: Head, keep_first: int, expect_version: int | None = None) -> st
         SessionClosedError: the session is closed.
         StaleSessionError: ``expect_version`` is not the head.
     """
+    with head.turn():
+        return _rewind(head, keep_first, expect_version)
+
+
+def _rewind(head: Head, keep_first: int, expect_version: int | None = None) -> str:
+    """The rewind itself, under the writer lock :func:`rewind` holds."""
     keep = check_count(keep_first, "keep_first")
     for attempt in range(_RETRIES):
         row = _writable(head, expect_version)
         lay = row.layout
-        if keep > lay.length:
-            raise InvalidArgumentError(
-                f"keep_first={keep} but the session has only {lay.length} messages"
-            )
-        if keep == 0:
-            cut = lay.view_start
-        else:
-            ordinal = lay.view_msgs + keep - 1
-            cut = find_message(lay, ordinal, partial(head.store.probe, row)) + 1
+        cut = cut_after(head, row, keep)
         if cut >= lay.end_seq:
             raise NothingToDoError(f"nothing lies past message {keep} of {shown(head.id)}")
         carried = _carried(head, row, cut)
@@ -147,6 +144,14 @@ def undo_rewind(head: Head, branch_id: str | None = None, expect_version: int | 
         InvalidArgumentError: ``branch_id`` is not one of its hidden heads.
         SessionBusyError, SessionClosedError, StaleSessionError: as :func:`rewind`.
     """
+    with head.turn():
+        return _undo_rewind(head, branch_id, expect_version)
+
+
+def _undo_rewind(
+    head: Head, branch_id: str | None = None, expect_version: int | None = None
+) -> str:
+    """The undo itself, under the writer lock :func:`undo_rewind` holds."""
     row = _writable(head, expect_version)
     heads = hidden_heads(head)
     if branch_id is None:
@@ -169,12 +174,7 @@ def undo_rewind(head: Head, branch_id: str | None = None, expect_version: int | 
 def erase(head: Head) -> None:
     """Delete the session and remove every record of it no other session reads."""
     head.require()
-    store = head.store
-    if not store.lock(head.id):
-        raise SessionLockedError(head.id)
-    try:
-        store.erase(head.id)
-    finally:
-        store.unlock(head.id)
+    with head.host.locked(head.id):
+        head.store.erase(head.id)
     head.host.forget(head.id)
     head.row = None
