@@ -727,20 +727,28 @@ def test_two_processes_serve_one_conversation(target: str) -> None:
         "import asyncio, sys\n"
         "from plait.integrations.openai_agents import PlaitSession\n"
         "s = PlaitSession('shared', sys.argv[1])\n"
-        "for n in range(5):\n"
+        "for n in range(20):\n"
         "    asyncio.run(s.add_items([{'role': 'user', 'content': f'other {n}'}]))\n"
         "s.close()\n"
     )
     session = PlaitSession("shared", target)
-    run(session.add_items([{"role": "user", "content": "mine 0"}]))  # holds no lock after
-    other = subprocess.run(
-        [sys.executable, "-c", script, target], capture_output=True, text=True, timeout=120
+    run(session.add_items([{"role": "user", "content": "mine start"}]))
+    other = subprocess.Popen(
+        [sys.executable, "-c", script, target], stderr=subprocess.PIPE, text=True
     )
-    assert other.returncode == 0, other.stderr
-    run(session.add_items([{"role": "user", "content": "mine 1"}]))
-    assert run(session.pop_item()) == {"role": "user", "content": "mine 1"}
+    try:
+        for n in range(20):  # both processes write while the other does
+            run(session.add_items([{"role": "user", "content": f"mine {n}"}]))
+    finally:
+        _, errors = other.communicate(timeout=120)
+    assert other.returncode == 0, errors
     contents = [i["content"] for i in run(session.get_items())]
-    assert contents == ["mine 0", *(f"other {n}" for n in range(5))]
+    assert sorted(contents) == sorted(
+        ["mine start", *(f"mine {n}" for n in range(20)), *(f"other {n}" for n in range(20))]
+    )
+    assert [c for c in contents if c.startswith("other")] == [f"other {n}" for n in range(20)]
+    newest = run(session.get_items(limit=1))[0]
+    assert run(session.pop_item()) == newest
     session.close()
 
 

@@ -100,7 +100,7 @@ class PlaitSession:
         session_settings: the SDK's ``SessionSettings`` (or a dict of them), as
             ``SQLiteSession`` takes them; ``limit`` is the default of ``get_items``.
         lock_timeout: seconds a write waits for another writer of the same
-            conversation (then ``SessionLockedError``); None for plait's default.
+            conversation (then ``SessionLockTimeoutError``); None for plait's default.
         clear: what ``clear_session`` does: ``"erase"`` (the default, as
             ``SQLiteSession`` deletes its rows: the records no other branch shares
             are removed) or ``"rewind"`` (the conversation starts again empty and
@@ -204,7 +204,7 @@ class PlaitSession:
 
         Raises:
             InvalidArgumentError: an item is not a JSON object (or not JSON at all).
-            SessionLockedError: another writer held the conversation past ``lock_timeout``.
+            SessionLockTimeoutError: another writer held it past ``lock_timeout``.
         """
         self._check_open()
         messages = [item_message(item) for item in items]

@@ -180,7 +180,7 @@ class PlaitConversationStore(ConversationStore):
             make it with ``writer_lock="write"`` for several processes to share one).
         workspace: the workspace of the sessions it creates (a client's own otherwise).
         lock_timeout: seconds a save waits for another writer of the same
-            conversation (then ``SessionLockedError``); None for plait's default.
+            conversation (then ``SessionLockTimeoutError``); None for plait's default.
 
     ``delete`` erases: the records no other conversation's history shares are
     removed, with the branches the conversation left. Entries are found by id
