@@ -821,3 +821,30 @@ def test_pop_item_after_a_compaction_undone_pops_the_newest_item_shown(target: s
         session.close()
 
     run(scenario())
+
+
+def test_plait_serve_shows_the_conversation(target: str, tmp_path: Path) -> None:
+    from starlette.testclient import TestClient
+
+    from plait.server import create_app
+
+    async def converse() -> None:
+        model = ScriptedModel()
+        model.enqueue([function_call("get_weather", {"city": "Oslo"}, call_id="c1")])
+        model.enqueue([assistant_message("Snow in Oslo.")])
+        session = PlaitSession("user/9", target, workspace=tmp_path)
+        agent = Agent(name="t", model=model, tools=[get_weather])
+        await Runner.run(agent, "Weather in Oslo?", session=session)
+        session.close()
+
+    run(converse())
+    with Client(tmp_path, store=target) as client:
+        app = create_app(client, api_keys={"k" * 24: "tester"})
+        with TestClient(app, headers={"Authorization": f"Bearer {'k' * 24}"}) as api:
+            got = api.get("/sessions/user%2F9/history")
+            assert got.status_code == 200, got.text
+            messages = got.json()["messages"]
+            assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+            assert messages[-1]["text"] == "Snow in Oslo."
+            page = api.get("/")
+            assert page.status_code == 200 and "<html" in page.text.lower()
