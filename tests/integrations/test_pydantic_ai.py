@@ -368,3 +368,65 @@ def test_store_after_a_plait_compaction_loads_the_view_and_keeps_saving(target: 
         store.close()
 
     run(scenario())
+
+
+_SAVER = """
+import asyncio, sys
+from pydantic_ai import Agent
+from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.models.test import TestModel
+from plait.integrations.pydantic_ai import PlaitConversationStore
+
+async def main() -> None:
+    store = PlaitConversationStore(sys.argv[1])
+    agent = Agent(TestModel(custom_output_text="ok"))
+    for n in range(5):
+        while True:  # the store's documented retry: load again, run again, save
+            conversation = await store.load("shared")
+            assert conversation is not None
+            try:
+                await store.save(await agent.run(f"{sys.argv[2]} {n}", conversation=conversation))
+                break
+            except ConversationConflict:
+                continue
+    store.close()
+
+asyncio.run(main())
+"""
+
+
+def test_two_processes_save_one_conversation_by_compare_and_set(target: str) -> None:
+    import subprocess
+    import sys
+
+    async def scenario() -> None:
+        store = PlaitConversationStore(target)
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        await store.save(
+            await agent.run("start", conversation=Conversation(conversation_id="shared"))
+        )
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _SAVER, target, name], stderr=subprocess.PIPE, text=True
+            )
+            for name in ("left", "right")
+        ]
+        for worker in workers:
+            _, errors = worker.communicate(timeout=180)
+            assert worker.returncode == 0, errors
+        loaded = await store.load("shared")
+        assert loaded is not None
+        prompts = [
+            part.content
+            for message in loaded.messages
+            if isinstance(message, ModelRequest)
+            for part in message.parts
+            if isinstance(part, UserPromptPart)
+        ]
+        assert sorted(prompts) == sorted(
+            ["start", *(f"left {n}" for n in range(5)), *(f"right {n}" for n in range(5))]
+        )
+        assert len(loaded.messages) == 22  # nothing lost, nothing twice
+        store.close()
+
+    run(scenario())
