@@ -848,3 +848,55 @@ def test_plait_serve_shows_the_conversation(target: str, tmp_path: Path) -> None
             assert messages[-1]["text"] == "Snow in Oslo."
             page = api.get("/")
             assert page.status_code == 200 and "<html" in page.text.lower()
+
+
+@function_tool(name_override="delete_note", needs_approval=True)
+def delete_note(query: str) -> str:
+    """Delete a note (needs a person's approval)."""
+    return f"deleted:{query}"
+
+
+@pytest.mark.parametrize("decision", ["approve", "reject"])
+def test_an_approval_resumed_by_another_worker_lands_once(target: str, decision: str) -> None:
+    # The SDK's human-in-the-loop scenario: a run stops for approval, another worker
+    # (a new PlaitSession on the same store) resumes it from the run state.
+    async def scenario() -> None:
+        model = ScriptedModel()
+        agent = Agent(
+            name="notes",
+            model=model,
+            tools=[delete_note],
+            tool_use_behavior="stop_on_first_tool",
+        )
+        model.enqueue([function_call("delete_note", {"query": "n1"}, call_id="call_1")])
+        first = PlaitSession("hitl", target)
+        stopped = await Runner.run(agent, "Delete note n1.", session=first)
+        assert len(stopped.interruptions) == 1
+        state = stopped.to_state()
+        if decision == "approve":
+            state.approve(stopped.interruptions[0])
+        else:
+            state.reject(stopped.interruptions[0])
+        first.close()
+
+        second = PlaitSession("hitl", target)
+        resumed = await Runner.run(agent, state, session=second)
+        assert resumed.interruptions == []
+        items = await second.get_items()
+        assert [i.get("role") for i in items if i.get("role") == "user"] == ["user"]
+        calls = [i for i in items if i.get("type") == "function_call"]
+        outputs = [i for i in items if i.get("type") == "function_call_output"]
+        assert len(calls) == 1 and calls[0]["call_id"] == "call_1"
+        assert len(outputs) == 1 and outputs[0]["call_id"] == "call_1"
+        if decision == "approve":
+            assert resumed.final_output == "deleted:n1"
+            assert outputs[0]["output"] == "deleted:n1"
+        else:
+            assert outputs[0]["output"] != "deleted:n1"
+        plait = second.plait_session()
+        assert plait is not None
+        tool = [m for m in plait.history() if m.role == "tool"]
+        assert len(tool) == 1 and tool[0].tool_call_id == "call_1"
+        second.close()
+
+    run(scenario())
