@@ -900,3 +900,21 @@ def test_an_approval_resumed_by_another_worker_lands_once(target: str, decision:
         second.close()
 
     run(scenario())
+
+
+def test_pop_item_takes_the_newest_item_shown_past_another_formats_item(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("mixed", target)
+        items: list[Any] = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+        await session.add_items(items)
+        plait = session.plait_session()
+        assert plait is not None
+        plait.inject({"role": "opaque", "format": "somebody-else", "item": {"x": 1}})
+        assert await session.get_items() == items  # not an openai-agents item: not shown
+        assert await session.pop_item() == items[1]  # one rewind, past the foreign item
+        assert await session.get_items() == items[:1]
+        plait.undo_rewind()
+        assert plait.length == 3 and await session.get_items() == items
+        session.close()
+
+    run(scenario())

@@ -67,21 +67,25 @@ def _view_items(records: list[Record]) -> list[dict[str, Any]]:
     return [item for r in compacted(records) for item in record_items(r)]
 
 
-def _newest_item(session: PlaitConversation) -> tuple[int, Record] | None:
-    """The newest message ``get_items`` shows, and how many messages lie before it.
+def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | None:
+    """The newest item ``get_items`` shows, and how many messages lie before its record.
 
-    Usually the last message (read from the tail); a summary an ``uncompact`` hid
-    still counts as a message but shows as no item, so past one the view is read.
+    Usually the last message (read from the tail). A message that shows as no item
+    (a summary an ``uncompact`` hid, an opaque item of another format) still counts,
+    so past one the view is read, and the rewind drops it with the item.
     """
     last = [r for r in session.tail(1) if r.kind != "event"]
-    if last and last[-1].kind != "summary":
-        return session.length - 1, last[-1]
+    if last and last[-1].kind != "summary" and (items := record_items(last[-1])):
+        return session.length - 1, items[-1]
     records = session.records
     hidden = hidden_summaries(records)
     messages = [r for r in records if r.kind != "event"]
     for n in range(len(messages) - 1, -1, -1):
-        if not (messages[n].kind == "summary" and messages[n].seq in hidden):
-            return n, messages[n]
+        record = messages[n]
+        if record.kind == "summary" and record.seq in hidden:
+            continue
+        if items := record_items(record):
+            return n, items[-1]
     return None
 
 
@@ -240,16 +244,12 @@ class PlaitSession:
             found = _newest_item(session)
             if found is None:
                 return None
-            keep, record = found
+            keep, item = found
             try:
                 session.rewind(keep, expect_version=version)
             except StaleSessionError:  # another writer moved the head: read it again
                 continue
-            items = record_items(record)
-            if items:
-                return items[-1]
-            # An item of another format has no openai-agents form: it is dropped like a
-            # row SQLiteSession cannot decode, and the next one is the newest item.
+            return item
 
     async def clear_session(self) -> None:
         """Remove every item (``clear="erase"``: the records; ``"rewind"``: from view)."""
