@@ -51,13 +51,17 @@ def map_claude_code_entries(entries: Sequence[Mapping[str, JSONValue]]) -> Claud
         entries: decoded JSON objects, one per transcript line, in order.
 
     Raises:
-        InvalidArgumentError: ``entries`` holds something that is not a JSON object.
+        InvalidArgumentError: ``entries`` holds something that is not a JSON object
+            (or holds a value JSON cannot write: NaN, a set ...).
     """
     lines: list[str] = []
     for n, entry in enumerate(entries):
         if not isinstance(entry, Mapping):
             raise InvalidArgumentError(f"entry {n} is not a JSON object")
-        lines.append(json.dumps(entry, ensure_ascii=False, allow_nan=False))
+        try:
+            lines.append(json.dumps(entry, ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(f"entry {n} is not JSON: {exc}") from None
     src = Source("\n".join(lines).encode("utf-8"), strict=False)
     parsed = _claude_code.parse(src)
     carriers: list[int | None] = [None] * len(lines)
