@@ -10,9 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from plait import Client
 from plait.store import MemoryStore, SQLiteStore, Store
+
+# A shared or small machine (CI has two cores) can make input generation slow for
+# reasons that say nothing about the code under test; every other health check stays.
+settings.register_profile("plait", suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("plait")
 
 POSTGRES_URL = os.environ.get("PLAIT_TEST_POSTGRES_URL") or None
 """The server the PostgreSQL store is tested on; its tests skip when unset."""

@@ -15,6 +15,7 @@ from plait._time import from_micros, to_micros
 from plait.errors import InvalidMessageError, StoreCorruptError
 from plait.records import (
     KINDS,
+    OpaqueRecord,
     Record,
     SystemRecord,
     UserRecord,
@@ -37,6 +38,7 @@ def test_every_kind_round_trips_through_the_codec() -> None:
         ToolRecord(seq=3, content="out", tool_call_id="c", tool_name="ls", ok=False),
         SummaryRecord(seq=4, content="sum", folds_from=0, folds_to=3),
         EventRecord(seq=5, name="agent_session_closed", data={"status": "done"}),
+        OpaqueRecord(seq=6, format="openai-agents", item={"type": "reasoning", "id": "rs_1"}),
     ]
     assert {r.kind for r in records} == set(KINDS)
     for r in records:

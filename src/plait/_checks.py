@@ -122,8 +122,7 @@ def _refuse_controls(text: str, what: str) -> None:
         category = unicodedata.category(ch)
         if category in ("Cc", "Cs") or ch in _NONCHARACTERS:
             raise InvalidArgumentError(
-                f"{what} may not hold control characters or lone surrogates "
-                f"(U+{ord(ch):04X} found)"
+                f"{what} may not hold control characters or lone surrogates (U+{ord(ch):04X} found)"
             )
 
 

@@ -6,13 +6,14 @@ pick the prompt-visible part of it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from plait.records import (
     AssistantRecord,
     Message,
+    OpaqueRecord,
     Record,
     SummaryRecord,
     ToolCall,
@@ -33,38 +34,56 @@ __all__ = [
     "system_prompt",
 ]  # re-exported
 
-_NOT_IN_HISTORY = frozenset({"event", "system"})
+_NOT_IN_HISTORY = frozenset({"event", "system", "opaque"})
 
 
-def history(records: Sequence[Record]) -> list[Message]:
+def _message(record: Record, reads: Collection[str]) -> Message | None:
+    """The message of a record a history shows, or None (an opaque item nobody reads)."""
+    if isinstance(record, OpaqueRecord):
+        if record.format not in reads:
+            return None
+        return Message("opaque", "", seq=record.seq, item=record.item, format=record.format)
+    return Message.from_record(record)
+
+
+def _shown(
+    records: Sequence[Record], reads: Collection[str], skip: frozenset[str]
+) -> list[Message]:
+    out: list[Message] = []
+    for r in records:
+        if r.kind in skip and not (reads and r.kind == "opaque"):
+            continue
+        m = _message(r, reads)
+        if m is not None:
+            out.append(m)
+    return out
+
+
+def history(records: Sequence[Record], reads: Collection[str] = ()) -> list[Message]:
     """Return the messages the model works with: the newest summary, then what it kept.
 
     A summary folds the records ``[folds_from, folds_to)``; everything from
     ``folds_to`` on (the records the compaction kept and those written since)
-    follows it. Events, system prompts and older summaries are left out.
+    follows it. Events, system prompts, older summaries and opaque items are left
+    out; an opaque item whose ``format`` is in ``reads`` (what a provider can read)
+    is kept, as a ``Message`` with role ``opaque``.
     """
     summary = newest_summary(records)
     if summary is None:
-        return full_history(records)
-    kept = [
-        Message.from_record(r)
-        for r in records
-        if r.seq >= summary.folds_to and r.kind not in _NOT_IN_HISTORY and r.kind != "summary"
-    ]
-    return [Message.from_record(summary), *kept]
+        return full_history(records, reads)
+    after = [r for r in records if r.seq >= summary.folds_to and r.kind != "summary"]
+    return [Message.from_record(summary), *_shown(after, reads, _NOT_IN_HISTORY)]
 
 
-def full_history(records: Sequence[Record]) -> list[Message]:
+def full_history(records: Sequence[Record], reads: Collection[str] = ()) -> list[Message]:
     """Return every prompt-visible message as written, each summary where its compaction ran.
 
-    A summary an ``uncompact`` hid is left out: that compaction was undone.
+    A summary an ``uncompact`` hid is left out: that compaction was undone. Opaque
+    items are left out unless their ``format`` is in ``reads``.
     """
     hidden = hidden_summaries(records)
-    return [
-        Message.from_record(r)
-        for r in records
-        if r.kind not in _NOT_IN_HISTORY and not (isinstance(r, SummaryRecord) and r.seq in hidden)
-    ]
+    kept = [r for r in records if not (isinstance(r, SummaryRecord) and r.seq in hidden)]
+    return _shown(kept, reads, _NOT_IN_HISTORY)
 
 
 def system_prompt(records: Sequence[Record]) -> str | None:
@@ -84,18 +103,21 @@ def _cut_off(record: Record) -> bool:
     return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
 
 
-def model_messages(records: Sequence[Record], fallback_system: str | None = None) -> list[Message]:
+def model_messages(
+    records: Sequence[Record], fallback_system: str | None = None, reads: Collection[str] = ()
+) -> list[Message]:
     """Return the request the next model call sends: the newest system prompt, then ``history()``.
 
     A reply that was cut off is left out: the model starts that answer again.
     ``fallback_system`` is sent when ``records`` hold no system prompt (the
-    session layer passes the one a trim or reset hid).
+    session layer passes the one a trim or reset hid). Opaque items go only to a
+    provider that reads their ``format`` (``reads``).
     """
     sp = system_prompt(records)
     if sp is None:
         sp = fallback_system
     kept = [r for r in records if not _cut_off(r)] if any(map(_cut_off, records)) else records
-    return ([Message("system", sp)] if sp is not None else []) + history(kept)
+    return ([Message("system", sp)] if sp is not None else []) + history(kept, reads)
 
 
 ResumeKind: TypeAlias = Literal[
@@ -125,7 +147,7 @@ def resume_info(records: Sequence[Record]) -> ResumeInfo | None:
     last: Record | None = None
     answered: set[str] = set()
     for record in reversed(records):
-        if record.kind in ("event", "system", "summary"):  # none of them is a turn
+        if record.kind in ("event", "system", "summary", "opaque"):  # none of them is a turn
             continue
         if isinstance(record, ToolRecord):
             answered.add(record.tool_call_id)

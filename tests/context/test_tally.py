@@ -57,7 +57,7 @@ def test_a_tally_sums_messages_by_kind_and_tracks_the_newest_special_records() -
     ]
     head = run(records, [5, 2, 7, 11, 0, 3, 4])[-1]
     assert head == Tally(
-        system=0, summary=6, reply=5, usage=5, tokens=(2, 10, 11), items=(1, 2, 1)
+        system=0, summary=6, reply=5, usage=5, tokens=(2, 10, 11, 0), items=(1, 2, 1, 0)
     )
     assert Tally.from_json(head.to_json()) == head
 

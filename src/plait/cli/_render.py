@@ -22,7 +22,8 @@ from plait._prefix import resolve_session_id
 from plait.cli._terminal import safe
 from plait.client import Client
 from plait.lineage import LineageNode, draw_tree
-from plait.records import EventRecord, JSONValue, Message, Record, ToolCall
+from plait.records import EventRecord, JSONValue, Message, OpaqueRecord, Record, ToolCall
+from plait.render.page import opaque_label
 from plait.session import Session
 from plait.store.base import SessionRow
 
@@ -177,6 +178,8 @@ def print_records(
         prefix = Text(mark, style="dim")
         if isinstance(record, EventRecord):
             lines = [_line("event", f"event {record.name}", _compact(dict(record.data)))]
+        elif isinstance(record, OpaqueRecord):
+            lines = [_line("event", opaque_label(record), "")]
         else:
             lines = _message_lines(Message.from_record(record))
         for i, line in enumerate(lines):

@@ -58,8 +58,15 @@ __all__ = [
     "yes_option",
 ]
 
-_ANSWERS: Final = {"y": "yes", "yes": "yes", "n": "no", "no": "no", "": "no",
-                   "a": "always", "always": "always"}
+_ANSWERS: Final = {
+    "y": "yes",
+    "yes": "yes",
+    "n": "no",
+    "no": "no",
+    "": "no",
+    "a": "always",
+    "always": "always",
+}
 
 
 def is_terminal(stream: TextIO | None) -> bool:
@@ -228,9 +235,7 @@ def setup(session: Session, directory: Path | None, system: str | None) -> None:
         session.to("local", spec=str(directory))
 
 
-def describe_model(
-    spec: str | None, session: Session, env: Mapping[str, str] = os.environ
-) -> str:
+def describe_model(spec: str | None, session: Session, env: Mapping[str, str] = os.environ) -> str:
     """Which model a run will use, as the provider choice will make it (nothing is loaded)."""
     if spec:
         return spec
@@ -321,12 +326,18 @@ def tools_from(no_tools: bool, names: str | None) -> list[Tool] | None:
 def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """``-o KEY VALUE`` (model settings), ``--no-tools`` and ``--tools a,b``."""
     func = click.option(
-        "--tools", "tool_names", metavar="NAMES",
+        "--tools",
+        "tool_names",
+        metavar="NAMES",
         help="Offer only these built-in tools (comma-separated: shell,read_file,...).",
     )(func)
     func = click.option("--no-tools", is_flag=True, help="Offer the model no tools.")(func)
     return click.option(
-        "-o", "--option", "settings_pairs", type=(str, str), multiple=True,
+        "-o",
+        "--option",
+        "settings_pairs",
+        type=(str, str),
+        multiple=True,
         metavar="KEY VALUE",
         help="A model setting: max_tokens, temperature, top_p, tool_choice, stop, seed "
         "(kept by the session, like the model).",

@@ -90,7 +90,7 @@ def _step(out: Console, n: int, title: str, session: Session | None = None) -> N
 
 
 def _show(out: Console, records: list[Record]) -> None:
-    messages = [Message.from_record(r) for r in records if r.is_message]
+    messages = [Message.from_record(r) for r in records if r.kind not in ("event", "opaque")]
     print_messages(out, messages, indent="   ")
 
 

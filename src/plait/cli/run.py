@@ -208,4 +208,3 @@ def _result_json(session: Session, result: RunResult) -> dict[str, JSONValue]:
         "finish_reason": result.finish_reason,
         "usage": dict(result.usage),
     }
-

@@ -50,9 +50,7 @@ def _read_key_file(path: Path) -> str:
     try:
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise click.BadParameter(
-            f"cannot read {path}: {exc}", param_hint="--api-key-file"
-        ) from exc
+        raise click.BadParameter(f"cannot read {path}: {exc}", param_hint="--api-key-file") from exc
     if not text.split():
         raise click.BadParameter(f"{path} holds no key", param_hint="--api-key-file")
     if path.stat().st_mode & 0o077:

@@ -19,7 +19,7 @@ from plait.records import (
 
 __all__ = ["CompactionPlan", "history_records", "plan"]
 
-_NOT_FOLDED = frozenset({"event", "system", "summary"})
+_NOT_FOLDED = frozenset({"event", "system", "summary", "opaque"})
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ SHARE_NAMES: Final = (
     "User messages",
     "Assistant messages",
     "Tool output",
+    "Provider items",
     "Compaction summary",
 )
 """The sources of a report, in seed 001's order."""
@@ -41,6 +42,7 @@ _SHARE_OF_KIND: Final = {
     "user": "User messages",
     "assistant": "Assistant messages",
     "tool": "Tool output",
+    "opaque": "Provider items",
     "summary": "Compaction summary",
 }
 

@@ -26,7 +26,7 @@ from plait.records import COMPACTION_UNDONE, EventRecord, Record
 
 __all__ = ["SUMMARY_UNKNOWN", "TALLIED_KINDS", "Tally"]
 
-TALLIED_KINDS: Final = ("user", "assistant", "tool")
+TALLIED_KINDS: Final = ("user", "assistant", "tool", "opaque")
 """The kinds whose tokens and items a tally sums, in this order."""
 
 SUMMARY_UNKNOWN: Final = -2
@@ -50,10 +50,10 @@ class Tally:
     """Position of the newest assistant record, or -1."""
     usage: int = -1
     """Position of the newest assistant record whose meta carries ``usage``, or -1."""
-    tokens: tuple[int, int, int] = (0, 0, 0)
-    """Tokens of the user, assistant and tool records (:data:`TALLIED_KINDS`)."""
-    items: tuple[int, int, int] = (0, 0, 0)
-    """How many user, assistant and tool records."""
+    tokens: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """Tokens of the user, assistant, tool and opaque records (:data:`TALLIED_KINDS`)."""
+    items: tuple[int, int, int, int] = (0, 0, 0, 0)
+    """How many user, assistant, tool and opaque records."""
 
     def to_json(self) -> str:
         """Encode as the compact JSON array a store keeps: ``[system, summary, ...]``."""
@@ -66,18 +66,23 @@ class Tally:
     def from_json(cls, text: str) -> Tally:
         """Decode :meth:`to_json`'s array.
 
+        A 10-item array, written before opaque items were tallied, has no opaque sums:
+        they are 0 (no such record existed then).
+
         Raises:
             InvalidArgumentError: text that is not such an array.
         """
         try:
             v = json.loads(text)
-            if not isinstance(v, list) or len(v) != 10:
-                raise ValueError("not a 10-item array")
+            if not isinstance(v, list) or len(v) not in (10, 12):
+                raise ValueError("not a 10- or 12-item array")
             if not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
                 raise ValueError("not all integers")
         except ValueError as exc:
             raise InvalidArgumentError(f"not a stored tally: {text!r} ({exc})") from exc
-        return cls(v[0], v[1], v[2], v[3], (v[4], v[5], v[6]), (v[7], v[8], v[9]))
+        if len(v) == 10:
+            return cls(v[0], v[1], v[2], v[3], (v[4], v[5], v[6], 0), (v[7], v[8], v[9], 0))
+        return cls(v[0], v[1], v[2], v[3], (v[4], v[5], v[6], v[7]), (v[8], v[9], v[10], v[11]))
 
     def advance(
         self, record: Record, tokens: int, summary_before: Callable[[int], int | None]
@@ -104,7 +109,12 @@ class Tally:
                 if isinstance(record.meta.get("usage"), dict):
                     usage = record.seq
             return Tally(
-                self.system, self.summary, reply, usage, (t[0], t[1], t[2]), (n[0], n[1], n[2])
+                self.system,
+                self.summary,
+                reply,
+                usage,
+                (t[0], t[1], t[2], t[3]),
+                (n[0], n[1], n[2], n[3]),
             )
         if kind == "system":
             return Tally(record.seq, self.summary, self.reply, self.usage, self.tokens, self.items)

@@ -26,7 +26,7 @@ from functools import cache
 from typing import Final, Literal, TypeAlias
 
 from plait.errors import InvalidArgumentError, MissingDependencyError
-from plait.records import AssistantRecord, Record
+from plait.records import AssistantRecord, OpaqueRecord, Record
 
 __all__ = [
     "DEFAULT_ENCODING",
@@ -209,6 +209,9 @@ def record_text(record: Record) -> list[str]:
     """
     if record.kind == "event":
         return []
+    if isinstance(record, OpaqueRecord):
+        # What a provider that reads it would be sent: the item's JSON.
+        return [json.dumps(dict(record.item), ensure_ascii=False, separators=(",", ":"))]
     texts = [record.text]
     if isinstance(record, AssistantRecord):
         for call in record.tool_calls:

@@ -53,7 +53,8 @@ def _records(session: Session) -> tuple[str, list[Record]]:
     snap = session.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id, "not stored")
-    return snap.id, [r for r in snap.records if r.kind != "event"]
+    # Another agent's format has no place for an item plait does not model: left out.
+    return snap.id, [r for r in snap.records if r.kind not in ("event", "opaque")]
 
 
 def to_openai_messages(session: Session) -> list[dict[str, JSONValue]]:

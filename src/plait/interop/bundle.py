@@ -125,7 +125,7 @@ MODES: Final[tuple[str, ...]] = get_args(BundleMode)
 _APPROVAL: Final = re.compile(r"permission|approv", re.IGNORECASE)
 """Event names that are permission / approval evidence."""
 
-_MESSAGE_KINDS: Final = frozenset({"system", "user", "assistant", "tool", "summary"})
+_MESSAGE_KINDS: Final = frozenset({"system", "user", "assistant", "tool", "summary", "opaque"})
 
 
 # -- secrets ---------------------------------------------------------------------------
@@ -446,6 +446,7 @@ def _strip_payloads(bundle: dict[str, Any]) -> None:
         node["title"] = None
     for entry in bundle["transcript"]:
         _drop(entry, "content")
+        _drop(entry, "item")  # an opaque item is whatever its writer put there
         for call in entry.get("tool_calls", ()):
             _drop(call, "arguments")
         _usage_only(entry)
@@ -698,6 +699,8 @@ def is_bundle_file(path: str | os.PathLike[str]) -> bool:
 def _message(entry: Mapping[str, JSONValue], i: int, where: str | None) -> dict[str, JSONValue]:
     message = {k: v for k, v in entry.items() if k not in ("seq", "kind", "created_at")}
     message.setdefault("role", entry.get("kind"))
+    if message["role"] == "opaque":
+        return message  # format and item, checked by record_from_message
     if not isinstance(message.get("content"), str):
         raise ImportFormatError(where, None, f"transcript/{i}: 'content' must be a string")
     return message

@@ -32,6 +32,7 @@ from plait.providers.base import (
     ToolSpec,
     Usage,
     complete,
+    reads_formats,
 )
 from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
@@ -66,4 +67,5 @@ __all__ = [
     "complete",
     "parse_model_spec",
     "select_provider",
+    "reads_formats",
 ]

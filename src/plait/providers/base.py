@@ -20,7 +20,7 @@ stream into a :class:`Reply`.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
@@ -54,6 +54,7 @@ __all__ = [
     "arguments_json",
     "complete",
     "summary_text",
+    "reads_formats",
 ]
 
 
@@ -242,7 +243,13 @@ StreamEvent: TypeAlias = TextDelta | ToolCallDelta | Usage | Finish
 
 @runtime_checkable
 class Provider(Protocol):
-    """A model behind the streaming protocol."""
+    """A model behind the streaming protocol.
+
+    A provider that can read some opaque items (provider items plait stores verbatim,
+    :class:`plait.OpaqueRecord`) says so with an optional ``reads_formats`` attribute,
+    a set of format names; requests carry those items to it as ``Message`` objects with
+    role ``opaque``, and no other provider ever gets them (:func:`reads_formats`).
+    """
 
     @property
     def name(self) -> str:
@@ -263,6 +270,18 @@ class Provider(Protocol):
             ProviderError: the API failed (its error chained).
         """
         ...
+
+
+def reads_formats(provider: object) -> frozenset[str]:
+    """The opaque-item formats ``provider`` reads: its ``reads_formats``, or none.
+
+    Anything but a collection of strings counts as none, so an odd attribute can
+    never send an item to a model that cannot read it.
+    """
+    formats = getattr(provider, "reads_formats", None)
+    if isinstance(formats, str) or not isinstance(formats, Iterable):
+        return frozenset()
+    return frozenset(f for f in formats if isinstance(f, str))
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,9 +375,7 @@ async def complete(provider: Provider, request: Request) -> Reply:
     if finish is None:
         raise ProviderResponseError(provider.name, "the stream ended without a finish (cut off)")
     tool_calls = tuple(_finish_call(provider.name, i, calls[i]) for i in sorted(calls))
-    return Reply(
-        "".join(text), tool_calls, usage, finish.reason, finish.model, finish.response_id
-    )
+    return Reply("".join(text), tool_calls, usage, finish.reason, finish.model, finish.response_id)
 
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"

@@ -81,10 +81,19 @@ class ScriptedProvider:
         InvalidArgumentError: a reply of another type.
     """
 
-    def __init__(self, replies: Iterable[ScriptedReply] = (), *, model: str = "scripted") -> None:
+    def __init__(
+        self,
+        replies: Iterable[ScriptedReply] = (),
+        *,
+        model: str = "scripted",
+        reads_formats: Iterable[str] = (),
+    ) -> None:
         self._replies = [_check(r, i) for i, r in enumerate(replies)]
         self._served = 0
         self._model = model
+        self.reads_formats: frozenset[str] = frozenset(reads_formats)
+        """The opaque-item formats its requests carry (none by default), as a provider
+        that reads them would declare."""
         self.requests: list[Request] = []
         """Every request received, oldest first (including one that found no reply)."""
 

@@ -25,13 +25,21 @@ from plait.records import (
     EventRecord,
     JSONValue,
     Message,
+    OpaqueRecord,
     Record,
     SummaryRecord,
     ToolCall,
     ToolRecord,
 )
 from plait.render.graph import LineageBox, layout_lineage
-from plait.render.page import ExportPage, count_line, folded_by_newest_summary, folds_of, plural
+from plait.render.page import (
+    ExportPage,
+    count_line,
+    folded_by_newest_summary,
+    folds_of,
+    opaque_label,
+    plural,
+)
 
 __all__ = ["CONTENT_SECURITY_POLICY", "lineage_svg", "render_html"]
 
@@ -196,6 +204,12 @@ def _record_html(record: Record, folded_into: int | None) -> str:
         data = f" {_e(_json(record.data))}" if record.data else ""
         return (
             f'<div class="event" title="{when}">{seq}event {_e(record.name)}{data}'
+            f"{_meta(record)}</div>"
+        )
+    if isinstance(record, OpaqueRecord):
+        item = f" {_e(_json(record.item))}"
+        return (
+            f'<div class="event opaque" title="{when}">{seq}{_e(opaque_label(record))}{item}'
             f"{_meta(record)}</div>"
         )
     kind = _e(record.kind)

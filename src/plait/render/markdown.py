@@ -22,13 +22,21 @@ from plait.records import (
     EventRecord,
     JSONValue,
     Message,
+    OpaqueRecord,
     Record,
     SummaryRecord,
     ToolCall,
     ToolRecord,
 )
 from plait.render.graph import LineageBox, layout_lineage
-from plait.render.page import ExportPage, count_line, folded_by_newest_summary, folds_of, plural
+from plait.render.page import (
+    ExportPage,
+    count_line,
+    folded_by_newest_summary,
+    folds_of,
+    opaque_label,
+    plural,
+)
 
 __all__ = ["code_block", "code_span", "render_markdown"]
 
@@ -128,6 +136,8 @@ def _record(record: Record, folded_into: int | None) -> list[str]:
     if isinstance(record, EventRecord):
         data = f" {code_span(_json(record.data))}" if record.data else ""
         return [f"*#{record.seq} event* {code_span(record.name)}{data}\n"]
+    if isinstance(record, OpaqueRecord):
+        return [f"*#{record.seq} {opaque_label(record)}* {code_span(_json(record.item))}\n"]
     if isinstance(record, ToolRecord):
         head = _tool_head(record.tool_name, record.tool_call_id, record.ok)
     elif isinstance(record, SummaryRecord):

@@ -10,10 +10,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from plait.records import Message, Record, SummaryRecord, newest_summary
+from plait.records import Message, OpaqueRecord, Record, SummaryRecord, newest_summary
 from plait.render.graph import LineageBox
 
-__all__ = ["ExportPage", "count_line", "folded_by_newest_summary", "folds_of", "plural"]
+__all__ = [
+    "ExportPage",
+    "count_line",
+    "folded_by_newest_summary",
+    "folds_of",
+    "opaque_label",
+    "plural",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +64,25 @@ def plural(n: int, word: str) -> str:
 
 
 def count_line(records: Sequence[Record]) -> str:
-    """``7 records: 6 messages, 1 event``."""
+    """``7 records: 6 messages, 1 event`` (``, 2 provider items`` when there are any)."""
     events = sum(1 for r in records if r.kind == "event")
+    opaque = sum(1 for r in records if r.kind == "opaque")
+    items = f", {plural(opaque, 'provider item')}" if opaque else ""
     return (
-        f"{plural(len(records), 'record')}: {plural(len(records) - events, 'message')}, "
-        f"{plural(events, 'event')}"
+        f"{plural(len(records), 'record')}: "
+        f"{plural(len(records) - events - opaque, 'message')}{items}, {plural(events, 'event')}"
     )
+
+
+def opaque_label(record: OpaqueRecord) -> str:
+    """``provider item openai-agents reasoning``: an opaque item on one line.
+
+    Such an item has no text to show; its format and, when it names one, its
+    ``type`` say what it is (the item itself is in the record's export).
+    """
+    kind = record.item.get("type")
+    named = f" {kind}" if isinstance(kind, str) and kind else ""
+    return f"provider item {record.format}{named}"
 
 
 def folded_by_newest_summary(records: Sequence[Record]) -> dict[int, int]:

@@ -35,7 +35,15 @@ from plait.compaction import (
     self_compaction_result,
 )
 from plait.errors import NothingToDoError, PlaitError, ProviderError
-from plait.providers import Provider, Request, StreamEvent, TextDelta, ToolSpec, complete
+from plait.providers import (
+    Provider,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolSpec,
+    complete,
+    reads_formats,
+)
 from plait.records import JSONValue, Record, ToolCall
 from plait.run.events import (
     Approval,
@@ -126,9 +134,7 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
         return await _steps(session, spec, run, telemetry)
 
 
-async def _steps(
-    session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry
-) -> RunResult:
+async def _steps(session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry) -> RunResult:
     appended: list[Record] = []
 
     def add(message: dict[str, JSONValue]) -> Record:
@@ -195,7 +201,7 @@ async def _steps(
             add({"role": "user", "content": message, "meta": {"steered": True}})
         if session.compaction_due(model=provider.model, tools=specs):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = settings.request(session.request_messages(), specs)
+        request = settings.request(session.request_messages(reads_formats(provider)), specs)
         tee = _Tee(provider, run)
         started = now_micros()
         try:

@@ -9,7 +9,7 @@ compaction, and where tools run.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from plait.compaction import Compaction
@@ -49,8 +49,8 @@ class RunTarget(Protocol):
         """How an interrupted request would be picked up, or None."""
         ...
 
-    def request_messages(self) -> list[Message]:
-        """The messages the next model call sends."""
+    def request_messages(self, reads: Collection[str] = ()) -> list[Message]:
+        """The messages the next model call sends (opaque items only of formats in ``reads``)."""
         ...
 
     def compaction_due(

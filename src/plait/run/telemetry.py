@@ -215,9 +215,7 @@ class RunTelemetry:
             if not self._chat_spans:
                 yield record
                 return
-            with _span(
-                self._tracer, f"chat {self._provider.model}", attributes, "client"
-            ) as span:
+            with _span(self._tracer, f"chat {self._provider.model}", attributes, "client") as span:
                 record.span = span
                 yield record
         except asyncio.CancelledError:

@@ -31,6 +31,7 @@ from plait.server.state import CALLER_KEY, ServerState, caller
 
 __all__ = ["RequestGuard"]
 
+
 def _dependants(dependant: Dependant) -> Iterator[Dependant]:
     yield dependant
     for sub in dependant.dependencies:

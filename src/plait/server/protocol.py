@@ -32,6 +32,7 @@ __all__ = [
     "serve_config",
 ]
 
+
 def default_max_connections() -> int:
     """Half the process's file-descriptor limit: the rest stays for the store, logs and tools."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)

@@ -152,5 +152,3 @@ class RunVerbs:
         if not callable(callback):
             raise InvalidArgumentError("a subscriber must be callable")
         return self._head.host.runs.subscribe(self._head.id, callback)
-
-

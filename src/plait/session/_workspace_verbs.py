@@ -250,4 +250,3 @@ class WorkspaceVerbs:
     def list_roots(self) -> dict[str, JSONValue]:
         """``{primary, additional}``: the workspace root and the mounted roots (seed 003)."""
         return settings.list_roots(self._head, self.settings)
-

@@ -8,7 +8,7 @@ rows whatever the transcript's length. Compaction only appends a summary record
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from plait.compaction import (
@@ -180,12 +180,13 @@ def _window(head: Head, row: SessionRow) -> tuple[list[Record], Tally | None]:
     return records, tally
 
 
-def request_messages(head: Head) -> list[Message]:
+def request_messages(head: Head, reads: Collection[str] = ()) -> list[Message]:
     """The messages the next model call sends: the system prompt, then the history.
 
     The stored tallies say where the newest summary and system prompt are, so a
     compacted session reads the summary and what it kept (D92); a system prompt a
-    trim or reset hid is kept (D91); a cut-off reply is left out (D73).
+    trim or reset hid is kept (D91); a cut-off reply is left out (D73); an opaque
+    item goes only to a provider that reads its format (``reads``).
     """
     if head.row is None:
         return []
@@ -204,7 +205,7 @@ def request_messages(head: Head) -> list[Message]:
             if key not in cache:  # read once per view start: the prefix never changes
                 cache[key] = system_prompt(head.store.read(row, 0, lay.view_start))
             hidden = cache[key]
-    return model_messages(records, hidden)
+    return model_messages(records, hidden, reads)
 
 
 def history_messages(head: Head) -> list[Message]:

@@ -284,6 +284,7 @@ def context_report(
         "User messages": (tokens[0], items[0]),
         "Assistant messages": (tokens[1], items[1]),
         "Tool output": (tokens[2], items[2]),
+        "Provider items": (tokens[3], items[3]),
         "Compaction summary": (summary.tokens or 0, 1) if summary is not None else (0, 0),
     }
     shares = tuple(Share(name, t, n) for name, (t, n) in values.items() if t or n)

@@ -18,7 +18,7 @@ the ones that call a model or run a tool are ``async``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -474,9 +474,14 @@ class Session(RunVerbs, WorkspaceVerbs):
         """Whether the context is at least the model's ``compact_percent`` full."""
         return context.compaction_due(self._head, model, tools)
 
-    def request_messages(self) -> list[Message]:
-        """The messages the next model call sends: the system prompt, then :meth:`history`."""
-        return context.request_messages(self._head)
+    def request_messages(self, reads: Collection[str] = ()) -> list[Message]:
+        """The messages the next model call sends: the system prompt, then :meth:`history`.
+
+        Args:
+            reads: the opaque-item formats the provider reads (``Provider.reads_formats``);
+                opaque items of other formats are not sent.
+        """
+        return context.request_messages(self._head, reads)
 
     # -- branching --------------------------------------------------------------------------
 
@@ -577,6 +582,7 @@ class Session(RunVerbs, WorkspaceVerbs):
     def export_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
         """Write the conversation as one Markdown document; the same content as :meth:`export`."""
         return export.write_export(self._head, path, "md")
+
 
 class ChunkTable:
     """Seed 000's name for the transcript: ``chunk_table.rows`` is every record in view."""

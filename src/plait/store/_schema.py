@@ -97,8 +97,7 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 """,
                 # "Most recently active first" for one workspace, or for all of them (an
                 # append also reads the first entry of the second to know if it is ahead).
-                f"CREATE INDEX sessions_recent ON sessions (workspace, {d.recent}) "
-                f"WHERE {d.live}",
+                f"CREATE INDEX sessions_recent ON sessions (workspace, {d.recent}) WHERE {d.live}",
                 f"CREATE INDEX sessions_recent_all ON sessions ({d.recent}) WHERE {d.live}",
                 f"""
                 CREATE TABLE records (

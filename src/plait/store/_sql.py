@@ -633,4 +633,3 @@ class _Statements:
             "ON s.pk = c.session_pk WHERE s.id = ? AND {live_s} "
             "ORDER BY c.attached_at, c.client_id"
         )
-

@@ -115,6 +115,8 @@ _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
+
+
 class PostgresStore(SQLStore):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 

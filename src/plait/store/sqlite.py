@@ -86,6 +86,7 @@ _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
 
+
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
     return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")

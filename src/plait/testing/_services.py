@@ -151,11 +151,17 @@ class LiveClientConformance(ConformanceBase):
         row, demoted = store.live_attach(live("s", "portal", t=10, ui="web"), takeover=False)
         assert demoted is None
         assert (row.session_id, row.client_id, row.mode, row.attached_at_us) == (
-            "s", "portal", "observer", 10)
+            "s",
+            "portal",
+            "observer",
+            10,
+        )
         assert row.metadata == {"ui": "web"}
         store.live_attach(live("s", "tui", "controller", t=20), takeover=False)
         assert [(c.client_id, c.mode) for c in store.live_clients("s")] == [
-            ("portal", "observer"), ("tui", "controller")]
+            ("portal", "observer"),
+            ("tui", "controller"),
+        ]
         beat = store.live_heartbeat("s", "portal", 30)
         assert beat is not None and beat.last_seen_at_us == 30 and beat.attached_at_us == 10
         assert beat.metadata == {"ui": "web"}  # kept when none is given

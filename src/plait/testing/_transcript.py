@@ -41,7 +41,8 @@ def new_row(sid: str, ws: str = "/ws", **kw: object) -> SessionRow:
 def tallied(start: int, n: int) -> list[tuple[int, Tally]]:
     """Counts and running tallies for ``n`` one-token user records from ``start`` on."""
     return [
-        (1, Tally(tokens=(start + i + 1, 0, 0), items=(start + i + 1, 0, 0))) for i in range(n)
+        (1, Tally(tokens=(start + i + 1, 0, 0, 0), items=(start + i + 1, 0, 0, 0)))
+        for i in range(n)
     ]
 
 
@@ -56,15 +57,27 @@ class TranscriptConformance(ConformanceBase):
     def test_create_and_get_round_trip(self, store: Store) -> None:
         """Create and get round trip."""
         recs = users(0, 3)
-        row = appended(new_row("s1", title="t", metadata={"settings": {"a": 1}},
-                               scratchpad={"k": [1]}, scratchpad_version=1), recs)
+        row = appended(
+            new_row(
+                "s1",
+                title="t",
+                metadata={"settings": {"a": 1}},
+                scratchpad={"k": [1]},
+                scratchpad_version=1,
+            ),
+            recs,
+        )
         stored = store.create(row, recs)
         assert stored.pk > 0 and stored.row_version == 1 and stored.version == 1 + 3
         assert stored.created_at_us > 0 and stored.updated_at_us == stored.created_at_us
         got = store.get("s1")
         assert got == stored
         assert (got.title, got.workspace, got.metadata, got.scratchpad) == (
-            "t", "/ws", {"settings": {"a": 1}}, {"k": [1]})
+            "t",
+            "/ws",
+            {"settings": {"a": 1}},
+            {"k": [1]},
+        )
         assert got.layout.end_seq == 3 and got.layout.length == 3
         assert store.read(got, 0, 3) == recs
         assert store.get("nope") is None
@@ -117,14 +130,22 @@ class TranscriptConformance(ConformanceBase):
         row = store.create(new_row("s"))
         row = store.append(row, users(0, 2))
         ev: list[Record] = [EventRecord(seq=2, name="trimmed")]
-        hidden = replace(appended(row, ev), title="t", status="closed",
-                         layout=replace(appended(row, ev).layout, view_start=1, view_msgs=1))
+        hidden = replace(
+            appended(row, ev),
+            title="t",
+            status="closed",
+            layout=replace(appended(row, ev).layout, view_start=1, view_msgs=1),
+        )
         row2 = store.write(row, hidden, ev)
         assert row2.version > row.version
         got = store.get("s")
         assert got == row2
         assert (got.title, got.status, got.layout.view_start, got.layout.length) == (
-            "t", "closed", 1, 1)
+            "t",
+            "closed",
+            1,
+            1,
+        )
 
     def test_write_is_compare_and_set_on_row_and_head(self, store: Store) -> None:
         """Write is compare and set on row and head."""
@@ -166,8 +187,11 @@ class TranscriptConformance(ConformanceBase):
 
     def test_probe_reports_message_counts(self, store: Store) -> None:
         """Probe reports message counts."""
-        recs: list[Record] = [UserRecord(seq=0, content="a"), EventRecord(seq=1, name="e"),
-                              UserRecord(seq=2, content="b")]
+        recs: list[Record] = [
+            UserRecord(seq=0, content="a"),
+            EventRecord(seq=1, name="e"),
+            UserRecord(seq=2, content="b"),
+        ]
         row = store.create(appended(new_row("s"), recs), recs)
         assert [store.probe(row, i) for i in range(3)] == [(0, True), (1, False), (1, True)]
 
@@ -185,7 +209,8 @@ class TranscriptConformance(ConformanceBase):
         listed = store.recent(None, 10)
         assert listed[0].id == "s1" and listed[0].updated_at_us >= s1.updated_at_us
         assert [r.updated_at_us for r in listed] == sorted(
-            (r.updated_at_us for r in listed), reverse=True)
+            (r.updated_at_us for r in listed), reverse=True
+        )
         assert [r.id for r in store.recent("/a", 10)] == ["s1", "s3"]
         assert len(store.recent(None, 2)) == 2
         store.delete("s3")
@@ -241,7 +266,9 @@ class TranscriptConformance(ConformanceBase):
         assert store.get("s").scratchpad_version == 2  # type: ignore[union-attr]
         hist = store.scratchpad_history("s")
         assert [(h.version, h.scratchpad, h.source, h.reason, h.metadata) for h in hist] == [
-            (1, {"a": 1}, "agent", "why", {"m": True}), (2, None, None, None, {})]
+            (1, {"a": 1}, "agent", "why", {"m": True}),
+            (2, None, None, None, {}),
+        ]
         assert all(h.created_at_us > 0 for h in hist)
         assert store.scratchpad_history("missing") == []
 

@@ -151,9 +151,7 @@ class ToolContext:
 
     def mounts(self) -> tuple[Mount, ...]:
         """The mounted roots as the sandbox binds them for one call."""
-        return tuple(
-            Mount(r.path, "/".join(_parts(r.mounted_at)), r.read_only) for r in self.roots
-        )
+        return tuple(Mount(r.path, "/".join(_parts(r.mounted_at)), r.read_only) for r in self.roots)
 
     def _handle(self) -> Sandbox | None:
         return self.sandbox if self.sandbox is not None else open_sandbox_at(self.root)

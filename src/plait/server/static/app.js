@@ -211,6 +211,13 @@ function recordBody(record) {
     out.append(text("span", p.name + " " + JSON.stringify(p.data || {})));
     return out;
   }
+  if (record.kind === "opaque") {  // a provider item plait keeps verbatim: no text of its own
+    const item = p.item || {};
+    const kind = typeof item.type === "string" ? " " + item.type : "";
+    out.append(text("span", (p.format || "?") + kind, "opaque-name"));
+    out.append(folded(JSON.stringify(item, null, 2), "item"));
+    return out;
+  }
   if (p.content) out.append(folded(p.content, record.kind === "tool" ? "output" : "content"));
   for (const call of p.tool_calls || []) {
     const line = document.createElement("div");
@@ -236,7 +243,7 @@ function addRecord(record) {
     const n = state.messages;
     state.messages += 1;
     item.dataset.n = n;
-    let label = "#" + n + " " + record.kind;
+    let label = "#" + n + " " + (record.kind === "opaque" ? "provider item" : record.kind);
     if (record.kind === "tool") {
       label += " " + (record.payload.tool_name || "") + (record.payload.ok === false ? " (failed)" : "");
     }

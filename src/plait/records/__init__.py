@@ -1,0 +1,63 @@
+"""The record model: one immutable row of a transcript, and the message view of it.
+
+Pure: no database, network or file access. A transcript is a sequence of
+records, each with a ``kind`` discriminator. Every kind is a frozen dataclass
+(``_model``); one codec (:func:`encode_payload` / :func:`decode_record`, in
+``_codec``) turns them into the JSON a store keeps and back; ``_messages`` builds
+records from message dicts and gives seed 001's :class:`Message` view.
+
+``seq`` is the record's position in its transcript, counted from the first
+record the lineage ever wrote. A fork shares its base's rows, so a shared
+record has the same ``seq`` in every branch that holds it.
+"""
+
+from __future__ import annotations
+
+from plait.records._codec import decode_record, encode_payload
+from plait.records._messages import Message, messages_of, record_from_message
+from plait.records._model import (
+    COMPACTION_UNDONE,
+    KINDS,
+    MESSAGE_ROLES,
+    AssistantRecord,
+    EventRecord,
+    JSONValue,
+    Kind,
+    OpaqueRecord,
+    Record,
+    SummaryRecord,
+    SystemRecord,
+    ToolCall,
+    ToolCallInfo,
+    ToolRecord,
+    UserRecord,
+    dumps,
+    hidden_summaries,
+    newest_summary,
+)
+
+__all__ = [
+    "COMPACTION_UNDONE",
+    "KINDS",
+    "MESSAGE_ROLES",
+    "AssistantRecord",
+    "EventRecord",
+    "JSONValue",
+    "Kind",
+    "Message",
+    "OpaqueRecord",
+    "Record",
+    "SummaryRecord",
+    "SystemRecord",
+    "ToolCall",
+    "ToolCallInfo",
+    "ToolRecord",
+    "UserRecord",
+    "decode_record",
+    "dumps",
+    "encode_payload",
+    "hidden_summaries",
+    "messages_of",
+    "newest_summary",
+    "record_from_message",
+]

@@ -1,0 +1,327 @@
+"""Message dicts in, the message view out.
+
+:func:`record_from_message` validates a message dict (seed 003's ``inject`` shape,
+OpenAI-style content parts accepted) and builds the record it stands for;
+:class:`Message` is seed 001's view of a prompt-visible record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from plait.errors import InvalidMessageError
+from plait.records._model import (
+    MESSAGE_ROLES,
+    AssistantRecord,
+    JSONValue,
+    OpaqueRecord,
+    Record,
+    SummaryRecord,
+    SystemRecord,
+    ToolCall,
+    ToolRecord,
+    UserRecord,
+    dumps,
+)
+
+__all__ = ["Message", "messages_of", "record_from_message"]
+
+# -- building records from message dicts -------------------------------------------------
+
+_MESSAGE_KEYS: Final = frozenset(
+    {
+        "role",
+        "content",
+        "tool_calls",
+        "tool_call_id",
+        "tool_name",
+        "name",
+        "ok",
+        "meta",
+        "images",
+        "folds",
+        "format",
+        "item",
+    }
+)
+
+
+def _content_text(content: object, where: str) -> tuple[str, int]:
+    """Return (text, image count) for a string or a list of OpenAI-style content parts."""
+    if content is None:
+        return "", 0
+    if isinstance(content, str):
+        return content, 0
+    if isinstance(content, list):
+        texts: list[str] = []
+        images = 0
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, Mapping):
+                ptype = part.get("type")
+                if not isinstance(ptype, str):
+                    raise InvalidMessageError(f"{where}: a content part needs a string 'type'")
+                if ptype in {"text", "input_text", "output_text"}:
+                    texts.append(str(part.get("text", "")))
+                elif ptype in {"image", "image_url", "input_image"}:
+                    images += 1
+                else:
+                    raise InvalidMessageError(f"{where}: unknown content part type {ptype!r}")
+            else:
+                raise InvalidMessageError(f"{where}: content parts must be strings or objects")
+        return "\n".join(texts), images
+    raise InvalidMessageError(f"{where}: content must be a string or a list of parts")
+
+
+def _tool_call(raw: object, where: str) -> ToolCall:
+    """Accept ``{id, name, arguments}`` or the OpenAI ``{id, function: {name, arguments}}``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidMessageError(f"{where}: a tool call must be an object")
+    fn = raw.get("function")
+    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else raw
+    call_id, name = raw.get("id"), source.get("name")
+    if not isinstance(call_id, str) or not call_id:
+        raise InvalidMessageError(f"{where}: a tool call needs a string 'id'")
+    if not isinstance(name, str) or not name:
+        raise InvalidMessageError(f"{where}: tool call {call_id!r} needs a string 'name'")
+    args = source.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except (ValueError, RecursionError) as exc:
+            raise InvalidMessageError(
+                f"{where}: tool call {call_id!r} arguments are not JSON: {exc}"
+            ) from exc
+    if not isinstance(args, Mapping):
+        raise InvalidMessageError(f"{where}: tool call {call_id!r} arguments must be an object")
+    dumps(args, f"{where}: tool call arguments")
+    return ToolCall(call_id, name, dict(args))
+
+
+def record_from_message(
+    message: Mapping[str, JSONValue], *, seq: int, default_folds_from: int = 0
+) -> Record:
+    """Build a record from a message dict ``{role, content, ...}``.
+
+    Args:
+        message: ``{role, content, tool_calls?, tool_call_id?, tool_name?, ok?, meta?}``;
+            ``role`` is one of :data:`MESSAGE_ROLES`. ``content`` may be a string
+            or a list of OpenAI-style parts (text parts are joined, image parts
+            counted). A ``summary`` may give ``folds: [from, to]``. An ``opaque``
+            item is ``{role: "opaque", format, item, meta?}``: ``item`` a JSON object
+            kept verbatim, ``format`` a non-empty name of who wrote it.
+        seq: the position the record will take.
+        default_folds_from: where a summary without ``folds`` starts folding.
+
+    Returns:
+        The record, not yet stored.
+
+    Raises:
+        InvalidMessageError: no role, an unknown role or key, or a field of the wrong type.
+    """
+    # The common case, a plain text message with nothing else, skips the general checks.
+    if type(message) is dict and len(message) == 2:
+        role, content = message.get("role"), message.get("content")
+        if type(content) is str:
+            if role == "user":
+                return UserRecord(seq=seq, content=content)
+            if role == "assistant":
+                return AssistantRecord(seq=seq, content=content)
+            if role == "system":
+                return SystemRecord(seq=seq, content=content)
+    where = f"message at position {seq}"
+    if not isinstance(message, Mapping):
+        raise InvalidMessageError(
+            f"{where}: a message must be a dict, got {type(message).__name__}"
+        )
+    unknown = set(message) - _MESSAGE_KEYS
+    if unknown:
+        raise InvalidMessageError(
+            f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_MESSAGE_KEYS)}"
+        )
+    if "role" not in message:
+        raise InvalidMessageError(f"{where}: missing 'role'")
+    role = message["role"]
+    if role not in MESSAGE_ROLES:
+        raise InvalidMessageError(
+            f"{where}: unknown role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}"
+        )
+    meta = message.get("meta") or {}
+    if not isinstance(meta, Mapping):
+        raise InvalidMessageError(f"{where}: 'meta' must be an object")
+    if meta:
+        dumps(meta, f"{where}: 'meta'")
+    if role == "opaque":
+        return _opaque(message, seq, dict(meta), where)
+    if "format" in message or "item" in message:
+        raise InvalidMessageError(f"{where}: 'format' and 'item' belong to an opaque item")
+    text, images = _content_text(message.get("content"), where)
+    extra_images = message.get("images", 0)
+    if not isinstance(extra_images, int) or isinstance(extra_images, bool) or extra_images < 0:
+        raise InvalidMessageError(f"{where}: 'images' must be a non-negative int")
+    images += extra_images
+    common: dict[str, Any] = {"seq": seq, "meta": dict(meta)}
+
+    def forbid(*keys: str) -> None:
+        present = [k for k in keys if k in message]
+        if present:
+            raise InvalidMessageError(f"{where}: {present} not allowed on a {role} message")
+
+    if role == "system":
+        forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
+        return SystemRecord(content=text, **common)
+    if role == "user":
+        forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
+        return UserRecord(content=text, images=images, **common)
+    if role == "assistant":
+        forbid("tool_call_id", "tool_name", "name", "ok", "folds")
+        raw_calls = message.get("tool_calls") or []
+        if not isinstance(raw_calls, list | tuple):
+            raise InvalidMessageError(f"{where}: 'tool_calls' must be a list")
+        calls = tuple(_tool_call(c, where) for c in raw_calls)
+        return AssistantRecord(content=text, tool_calls=calls, images=images, **common)
+    if role == "tool":
+        forbid("tool_calls", "folds")
+        call_id = message.get("tool_call_id")
+        if not isinstance(call_id, str) or not call_id:
+            raise InvalidMessageError(f"{where}: a tool message needs a string 'tool_call_id'")
+        tool_name = message.get("tool_name", message.get("name"))
+        if tool_name is not None and not isinstance(tool_name, str):
+            raise InvalidMessageError(f"{where}: 'tool_name' must be a string")
+        ok = message.get("ok", True)
+        if not isinstance(ok, bool):
+            raise InvalidMessageError(f"{where}: 'ok' must be a bool")
+        return ToolRecord(
+            content=text,
+            tool_call_id=call_id,
+            tool_name=tool_name,
+            ok=ok,
+            images=images,
+            **common,
+        )
+    # summary
+    forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok")
+    folds = message.get("folds", [default_folds_from, seq])
+    if (
+        not isinstance(folds, list | tuple)
+        or len(folds) != 2
+        or not all(isinstance(x, int) and not isinstance(x, bool) for x in folds)
+        or not 0 <= folds[0] <= folds[1] <= seq
+    ):
+        raise InvalidMessageError(
+            f"{where}: 'folds' must be [from, to] with 0 <= from <= to <= {seq}"
+        )
+    return SummaryRecord(content=text, folds_from=folds[0], folds_to=folds[1], **common)
+
+
+def _opaque(
+    message: Mapping[str, JSONValue], seq: int, meta: dict[str, JSONValue], where: str
+) -> OpaqueRecord:
+    """The opaque item of ``{role: "opaque", format, item, meta?}``."""
+    extra = sorted(set(message) - {"role", "format", "item", "meta"})
+    if extra:
+        raise InvalidMessageError(f"{where}: {extra} not allowed on an opaque item")
+    fmt, item = message.get("format"), message.get("item")
+    if not isinstance(fmt, str) or not fmt.strip() or not fmt.isprintable() or len(fmt) > 200:
+        raise InvalidMessageError(
+            f"{where}: an opaque item needs a 'format': a printable name of at most 200 characters"
+        )
+    if not isinstance(item, Mapping):
+        raise InvalidMessageError(f"{where}: an opaque item's 'item' must be a JSON object")
+    dumps(item, f"{where}: 'item'")
+    return OpaqueRecord(seq=seq, meta=meta, format=fmt, item=dict(item))
+
+
+# -- the message view (seed 001) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A prompt-visible record as a conversation message (seed 001's fields)."""
+
+    role: Literal["system", "user", "assistant", "tool", "summary", "opaque"]
+    """``user``, ``assistant`` or ``tool``; ``summary`` for a compaction's text; ``system``;
+    ``opaque`` for a provider item sent only to a provider that reads its ``format``."""
+    text: str
+    """What was said."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """For an assistant message, the tool calls it made."""
+    tool_call_id: str | None = None
+    """For a tool message, the call it answers."""
+    tool_name: str | None = None
+    """For a tool message, the tool."""
+    ok: bool | None = None
+    """For a tool message, whether it succeeded."""
+    images: int = 0
+    """How many images the message carries."""
+    seq: int = -1
+    """The record's position in the transcript."""
+    item: Mapping[str, JSONValue] | None = None
+    """For an opaque item, the item as its writer gave it."""
+    format: str | None = None
+    """For an opaque item, who wrote it and how to read it."""
+
+    @classmethod
+    def from_record(cls, record: Record) -> Message:
+        """Return the message view of a prompt-visible record.
+
+        Raises:
+            InvalidArgumentError: for an event, which is not a message.
+        """
+        if isinstance(record, AssistantRecord):
+            return cls(
+                "assistant", record.content, record.tool_calls, images=record.images, seq=record.seq
+            )
+        if isinstance(record, ToolRecord):
+            return cls(
+                "tool",
+                record.content,
+                (),
+                record.tool_call_id,
+                record.tool_name,
+                record.ok,
+                record.images,
+                record.seq,
+            )
+        if isinstance(record, UserRecord):
+            return cls("user", record.content, images=record.images, seq=record.seq)
+        if isinstance(record, SummaryRecord):
+            return cls("summary", record.content, seq=record.seq)
+        if isinstance(record, SystemRecord):
+            return cls("system", record.content, seq=record.seq)
+        if isinstance(record, OpaqueRecord):
+            raise InvalidMessageError(
+                f"record seq={record.seq} is an opaque {record.format!r} item, which has no "
+                "message view"
+            )
+        raise InvalidMessageError(f"record seq={record.seq} is an event, not a message")
+
+    def to_dict(self) -> dict[str, JSONValue]:
+        """Return the message as a dict that :func:`record_from_message` accepts."""
+        if self.role == "opaque":
+            return {"role": "opaque", "format": self.format, "item": dict(self.item or {})}
+        out: dict[str, JSONValue] = {"role": self.role, "content": self.text}
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_json() for c in self.tool_calls]
+        if self.role == "tool":
+            out["tool_call_id"] = self.tool_call_id
+            out["tool_name"] = self.tool_name
+            out["ok"] = self.ok
+        if self.images:
+            out["images"] = self.images
+        return out
+
+
+def messages_of(records: Iterable[Record]) -> list[Message]:
+    """Return the message view of every record that has one, in order.
+
+    Events and opaque items have none: they are left out.
+    """
+    return [Message.from_record(r) for r in records if r.kind not in _NO_VIEW]
+
+
+_NO_VIEW: Final = frozenset({"event", "opaque"})
