@@ -6,6 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -342,4 +343,55 @@ def test_an_entry_plait_cannot_store_fails_the_batch_whole(tmp_path: Path, bad: 
     with pytest.raises(InvalidArgumentError):
         asyncio.run(store.append(KEY, [{"type": "x", "n": 2}, bad]))
     assert asyncio.run(store.load(KEY)) == [{"type": "x", "n": 1}]
+    store.close()
+
+
+_WRITER = """
+import asyncio, os, sys, time
+from plait.integrations.claude_agent_sdk import PlaitSessionStore
+
+path, name = sys.argv[1:3]
+store = PlaitSessionStore(path, workspace=sys.argv[3])
+key = {"project_key": "proj", "session_id": "shared"}
+open(sys.argv[3] + "/ready-" + name, "w").close()
+while not os.path.exists(sys.argv[3] + "/go"):  # both start writing together
+    time.sleep(0.01)
+for batch in range(40):
+    entries = [{"type": "x", "who": name, "batch": batch, "n": n} for n in range(3)]
+    asyncio.run(store.append(key, entries))
+    time.sleep(0.002)  # a turn's think time: the other writer's batches come between
+store.close()
+"""
+
+
+def test_two_processes_write_one_transcript_in_turns(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, path, name, str(tmp_path)],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    while not all((tmp_path / f"ready-{name}").exists() for name in ("a", "b")):
+        assert all(w.poll() is None for w in writers), "a writer stopped before it was ready"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err
+    store = PlaitSessionStore(path, workspace=tmp_path)
+    loaded = asyncio.run(store.load({"project_key": "proj", "session_id": "shared"}))
+    assert loaded is not None and len(loaded) == 240
+    # Each batch is whole and in place; each writer's batches in the order it sent them.
+    batches = [loaded[i : i + 3] for i in range(0, 240, 3)]
+    for batch in batches:
+        assert [e["n"] for e in batch] == [0, 1, 2]
+        assert len({(e["who"], e["batch"]) for e in batch}) == 1
+    for name in ("a", "b"):
+        assert [b[0]["batch"] for b in batches if b[0]["who"] == name] == list(range(40))
+    summary = asyncio.run(store.list_session_summaries("proj"))
+    assert [s["session_id"] for s in summary] == ["shared"]
     store.close()
