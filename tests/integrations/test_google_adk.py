@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import subprocess
+import sys
+import time
 from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any
@@ -321,4 +324,56 @@ def test_a_runner_with_a_scripted_model_sees_the_same_session(tmp_path: Path) ->
     assert [author for author, _ in shape] == ["user", "clerk", "clerk", "clerk"]
     history = service.session(APP, "ann", "s1").history()
     assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
+    service.close()
+
+
+_WORKER = """
+import asyncio, os, sys, time
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from plait.integrations.google_adk import PlaitSessionService
+
+path, name, folder = sys.argv[1:4]
+service = PlaitSessionService(path, workspace=folder)
+session = asyncio.run(service.create_session(app_name="shop", user_id="ann", session_id=name))
+open(folder + "/ready-" + name, "w").close()
+while not os.path.exists(folder + "/go"):  # both start writing together
+    time.sleep(0.01)
+for n in range(20):
+    delta = {f"user:seen_{name}": n, f"app:by_{name}": n, "mine": n}
+    event = Event(invocation_id="i", author="clerk", actions=EventActions(state_delta=delta))
+    asyncio.run(service.append_event(session, event))
+    time.sleep(0.002)  # the other worker's events come between
+service.close()
+"""
+
+
+def test_two_workers_share_user_and_app_state(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WORKER, path, name, str(tmp_path)],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("w1", "w2")
+    ]
+    while not all((tmp_path / f"ready-{name}").exists() for name in ("w1", "w2")):
+        assert all(w.poll() is None for w in workers), "a worker stopped before it was ready"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    for worker in workers:
+        _, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+    service = PlaitSessionService(path, workspace=tmp_path)
+    assert asyncio.run(service.get_user_state(app_name=APP, user_id="ann")) == {
+        "seen_w1": 19,
+        "seen_w2": 19,
+    }
+    for name in ("w1", "w2"):
+        got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id=name))
+        assert got is not None and len(got.events) == 20
+        assert got.state["mine"] == 19
+        assert got.state["app:by_w1"] == got.state["app:by_w2"] == 19
     service.close()
