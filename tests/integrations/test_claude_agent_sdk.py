@@ -173,16 +173,28 @@ def test_plait_verbs_leave_the_sdk_transcript_alone(tmp_path: Path) -> None:
     store.close()
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "sniffly_push-to-github_v1.0.17.jsonl",
+        "ccl_hooks-summaries_v1.0.51.jsonl",
+        "ccviewer_task-subagents-inline-sidechain_v1.0.108.jsonl",
+        "entire-gitsync_toolsearch-attachments_v2.1.119.jsonl",
+        "entire-skills_plan-mode-toolsearch_v2.1.101.jsonl",
+        "synthetic_ccl_edge-cases-malformed.jsonl",
+    ],
+)
 def test_a_sample_appended_turn_by_turn_reads_as_its_import(
-    claude_samples: Path, tmp_path: Path
+    claude_samples: Path, tmp_path: Path, name: str
 ) -> None:
-    path = claude_samples / "sniffly_push-to-github_v1.0.17.jsonl"
+    path = claude_samples / name
     entries = read_entries(path)
     store = PlaitSessionStore(str(tmp_path / "s.db"), workspace=tmp_path)
     # The SDK flushes once per turn: cut the transcript before every typed prompt.
     turns: list[list[dict[str, Any]]] = [[]]
     for entry in entries:
-        content = entry.get("message", {}).get("content")
+        message = entry.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
         if entry.get("type") == "user" and isinstance(content, str) and turns[-1]:
             turns.append([])
         turns[-1].append(entry)
@@ -191,7 +203,7 @@ def test_a_sample_appended_turn_by_turn_reads_as_its_import(
         asyncio.run(store.append(KEY, turn))
     assert asyncio.run(store.load(KEY)) == entries
     with Client(tmp_path, store=str(tmp_path / "import.db")) as other:
-        imported = seed_from_jsonl(other, path)
+        imported = seed_from_jsonl(other, path, validate=False)
         assert imported.session_id is not None
         expected = other.sessions.history_of(imported.session_id, full=True)
     mine = store.session(KEY).history(full=True)
