@@ -181,7 +181,7 @@ def test_plait_verbs_leave_the_sdk_transcript_alone(tmp_path: Path) -> None:
         "ccviewer_task-subagents-inline-sidechain_v1.0.108.jsonl",
         "entire-gitsync_toolsearch-attachments_v2.1.119.jsonl",
         "entire-skills_plan-mode-toolsearch_v2.1.101.jsonl",
-        "spotter_compaction-agent_v2.1.39.jsonl",
+        "entire-gitsync_parallel-interleaved_v2.1.109.jsonl",
     ],
 )
 def test_a_sample_appended_turn_by_turn_reads_as_its_import(
