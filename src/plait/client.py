@@ -261,12 +261,33 @@ class SessionCollection:
             SessionNotFoundError: unknown or invalid id.
             SessionLockedError: another process has it open for writing.
         """
+        self._remove(session_id, erase=False)
+
+    def erase(self, session_id: str) -> None:
+        """Delete a stored session and remove its records, for users who must forget data.
+
+        Unlike :meth:`delete` (whose tombstone keeps every record while a branch shares
+        any), this removes at once every record of the session and of its hidden heads
+        that no other live session reads: a fork keeps the prefix it shares, nothing
+        more. SQLite overwrites the freed pages and truncates its write-ahead log;
+        PostgreSQL frees the rows at its next ``VACUUM``.
+
+        Raises:
+            SessionNotFoundError: unknown or invalid id.
+            SessionLockedError: another process has it open for writing.
+        """
+        self._remove(session_id, erase=True)
+
+    def _remove(self, session_id: str, *, erase: bool) -> None:
         row = self._client.lookup(session_id)
         store = self._client.store
         if not store.lock(row.id):
             raise SessionLockedError(row.id)
         try:
-            store.delete(row.id)
+            if erase:
+                store.erase(row.id)
+            else:
+                store.delete(row.id)
         finally:
             store.unlock(row.id)
         self._client.forget(row.id)

@@ -12,6 +12,7 @@ The hierarchy::
     │   ├── UnknownOptionError                 an option key plait does not know
     │   ├── InvalidMessageError                a message without a role, an unknown role, ...
     │   ├── ImportFormatError                  a transcript to import is malformed (names the line)
+    │   ├── ToolSchemaError                    a tool function's parameters JSON cannot describe
     │   └── BundleVersionError                 a session bundle of a schema this plait cannot read
     ├── SessionNotFoundError (LookupError)     unknown, unreadable, or leaves the store
     │   └── AmbiguousSessionIdError            an id prefix that several sessions share
@@ -27,6 +28,7 @@ The hierarchy::
     ├── SandboxUnavailableError (RuntimeError) a backend cannot confine tools here (says why)
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     ├── ToolError                              raised in a tool: a failure the model reads
+    ├── ToolServerError                        an MCP tool server could not be started or listed
     ├── ProviderError                          a model provider could not answer
     │   ├── MissingCredentialsError            no API key: names the variable to set
     │   ├── ProviderResponseError              it answered with something unusable
@@ -85,6 +87,8 @@ __all__ = [
     "StoreError",
     "ToolArgumentsError",
     "ToolError",
+    "ToolSchemaError",
+    "ToolServerError",
     "UnknownOptionError",
 ]
 
@@ -395,6 +399,21 @@ class ToolError(PlaitError):
 
     ``Tool.call`` turns it into a failed result (``ok=False``) with this message;
     it never ends the run.
+    """
+
+
+class ToolSchemaError(InvalidArgumentError):
+    """A function cannot be a tool: a parameter without a type, or of a type JSON cannot carry.
+
+    Raised when the tool is made (``@tool``), never when the model calls it.
+    """
+
+
+class ToolServerError(PlaitError):
+    """An MCP tool server could not be started, reached, or asked for its tools.
+
+    A run that offers its tools fails with this before the model is asked; a
+    server that fails *during* a call is a failed tool result instead.
     """
 
 

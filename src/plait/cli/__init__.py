@@ -4,7 +4,8 @@
 renames and deletes sessions; ``plait db ...`` (``db.py``) looks after the
 SQLite file; ``plait demo`` (``demo.py``) is the agent run behind ``make demo``
 (the embedded model, no key); ``plait import`` (``interop.py``) makes a session from a
-transcript file; ``plait chat`` (``chat.py``) and ``plait run`` (``run.py``) talk to a model.
+transcript file; ``plait chat`` (``chat.py``) and ``plait run`` (``run.py``) talk to a model;
+``plait tools`` (``tools.py``) lists the tools a run would offer.
 Every command takes ``-h``; the root options choose the store
 and the workspace; every :class:`plait.errors.PlaitError` ends the command
 with a one-line message and exit code 1.
@@ -29,6 +30,7 @@ from plait.cli.run import run_command
 from plait.cli.serve import serve_command
 from plait.cli.sessions import sessions_group
 from plait.cli.token import token_group
+from plait.cli.tools import tools_command
 
 __all__ = ["cli", "main"]
 
@@ -73,6 +75,7 @@ cli.add_command(context_command)
 cli.add_command(chat_command)
 cli.add_command(run_command)
 cli.add_command(token_group)
+cli.add_command(tools_command)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -59,13 +59,14 @@ from plait.cli._turns import (
 )
 from plait.cli.context import print_report
 from plait.cli.export import default_export_path
+from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
 from plait.errors import NothingToDoError, PlaitError
 from plait.records import JSONValue
 from plait.run import Run
 from plait.session import Session
 from plait.store import default_path
-from plait.tools import Tool
+from plait.tools import MCPServer, Tool
 
 __all__ = ["chat_command"]
 
@@ -114,6 +115,7 @@ def _readline(history: Path) -> Callable[[], None]:
 @yes_option
 @system_option
 @run_options
+@mcp_option
 @pass_settings
 def chat_command(
     settings: Settings,
@@ -126,21 +128,24 @@ def chat_command(
     settings_pairs: tuple[tuple[str, str], ...],
     no_tools: bool,
     tool_names: str | None,
+    mcp_targets: tuple[str, ...],
 ) -> None:
     """Talk with an agent in the terminal; every turn is stored as it happens.
 
     Starts a new session, or continues ID (a unique prefix works, or `latest`)
     or, with -c, the latest. Lines that begin with / are commands: /help lists
-    them. `-o KEY VALUE`, `--no-tools` and `--tools` are as for `plait run`.
+    them. `-o KEY VALUE`, `--no-tools`, `--tools` and `--mcp` are as for `plait run`
+    (an MCP server is started for each turn).
     """
     tools = tools_from(no_tools, tool_names)
+    servers = mcp_servers_from(mcp_targets)
     model_settings = model_settings_from(settings_pairs)
     client = open_client(settings)
     out = console()
     interactive = is_terminal(sys.stdin)
     save_history = _readline(default_path().parent / "chat_history") if interactive else None
     chat = _Chat(client, out, model, directory, Approver(yes, SafeConsole(stderr=True)))
-    chat.tools, chat.model_settings = tools, model_settings
+    chat.tools, chat.servers, chat.model_settings = tools, servers, model_settings
     session = session_for(client, session_id, resume_latest)
     setup(session, None, system)  # the folder is set by switch(), after the system prompt
     chat.greet(session, settings)
@@ -184,6 +189,7 @@ class _Chat:
         self.client, self.out, self.model, self.directory = client, out, model, directory
         self.approve = approver
         self.tools: list[Tool] | None = None  # None: the built-in tools
+        self.servers: list[MCPServer] = []  # --mcp: offered beside them, each turn
         self.model_settings: dict[str, JSONValue] | None = None  # given once, then kept
         self.session = client.session
         self.listed: list[str] = []  # the ids the last bare /resume showed, for /resume N
@@ -251,7 +257,7 @@ class _Chat:
                 text,
                 provider=self.model,
                 on_approval=self.approve,
-                tools=self.tools,
+                tools=offered_tools(self.tools, self.servers, self.session),
                 model_settings=self.model_settings,
             )
         )
@@ -322,7 +328,9 @@ class _Chat:
         self.out.print(safe_text(f"{info.kind}: {info.description}", "dim"), soft_wrap=True)
         self._turn(
             lambda: self.session.resume_stream(
-                provider=self.model, on_approval=self.approve, tools=self.tools
+                provider=self.model,
+                on_approval=self.approve,
+                tools=offered_tools(self.tools, self.servers, self.session),
             )
         )
 

@@ -36,6 +36,7 @@ from plait.cli._turns import (
     tools_from,
     yes_option,
 )
+from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
 from plait.errors import PlaitError, RunInterruptedError
 from plait.records import JSONValue
@@ -74,6 +75,7 @@ def _prompt_text(text: str | None, resume_run: bool) -> str | None:
 @click.option("--max-steps", type=click.IntRange(min=1), default=20, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the events as JSON lines.")
 @run_options
+@mcp_option
 @pass_settings
 def run_command(
     settings: Settings,
@@ -91,12 +93,14 @@ def run_command(
     settings_pairs: tuple[tuple[str, str], ...],
     no_tools: bool,
     tool_names: str | None,
+    mcp_targets: tuple[str, ...],
 ) -> None:
     """Send TEXT to a session's model and run its tool calls until it is done.
 
     TEXT `-`, or no TEXT, reads the prompt from standard input. `-o KEY VALUE`
     sets a model setting (`-o max_tokens 200 -o temperature 0`); `--no-tools` and
-    `--tools read_file,list_files` choose what is offered. Tool calls are
+    `--tools read_file,list_files` choose what is offered; `--mcp COMMAND_OR_URL`
+    adds an MCP server's tools (for this run; `plait tools` lists them). Tool calls are
     asked about on a terminal; without one (and without --yes) each is denied
     and the model is told so. With --json every event is printed as one JSON
     object per line (text and tool-call deltas, records, tool starts and ends
@@ -105,6 +109,7 @@ def run_command(
     """
     prompt = _prompt_text(text, resume_run)
     tools = tools_from(no_tools, tool_names)  # bad options refuse before anything is made
+    servers = mcp_servers_from(mcp_targets)
     model_settings = model_settings_from(settings_pairs)
     err = SafeConsole(stderr=True, highlight=False)
     try:
@@ -125,7 +130,7 @@ def run_command(
         "on_approval": approver,
         "timeout": timeout,
         "max_steps": max_steps,
-        "tools": tools,
+        "tools": offered_tools(tools, servers, session),
         "model_settings": model_settings,
     }
 

@@ -16,7 +16,7 @@ from typing import ClassVar, Literal, TypeAlias, TypedDict
 from plait.providers.base import Finish, Provider, TextDelta, ToolCallDelta, Usage
 from plait.providers.settings import ModelSettings
 from plait.records import JSONValue, Record, ToolCall
-from plait.tools import Tool
+from plait.tools import Offered
 
 __all__ = [
     "Approval",
@@ -140,8 +140,10 @@ class RunOptions(TypedDict, total=False):
     provider: Provider | str | None
     """A provider or a spec (``"openai:gpt-4o-mini"``); default: the session's model, else
     :func:`plait.providers.select_provider`'s choice."""
-    tools: Sequence[Tool] | None
-    """The tools offered (default: shell, read_file, write_file, list_files)."""
+    tools: Sequence[Offered] | None
+    """The tools offered: :class:`~plait.tools.Tool` s and toolsets such as an
+    :class:`~plait.tools.MCPServer` (default: shell, read_file, write_file, list_files,
+    plus the MCP servers the session's ``mcp_servers`` setting names)."""
     on_approval: Approval | None
     """Asked before each tool call; False records a denied result."""
     on_question: Question | None
@@ -183,8 +185,8 @@ class RunSpec:
 
     provider: Provider
     """The model."""
-    tools: tuple[Tool, ...]
-    """The tools offered."""
+    tools: tuple[Offered, ...]
+    """The tools offered (a toolset is opened by the run)."""
     text: str | None = None
     """The new user request, or None to resume."""
     on_approval: Approval | None = None

@@ -59,7 +59,7 @@ from plait.run.events import (
 from plait.run.handle import Run
 from plait.run.target import RunTarget
 from plait.run.telemetry import RunTelemetry
-from plait.tools import Tool, ToolContext, ToolOutcome
+from plait.tools import Tool, ToolContext, ToolOutcome, open_tools
 
 __all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
 
@@ -127,14 +127,23 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     Raises:
         NothingToDoError: a resume found nothing to pick up.
         ProviderError: the model failed (the cut-off reply is recorded first).
+        ToolServerError: an MCP server offered could not be started (before anything is recorded).
         asyncio.CancelledError: the run was cancelled (the transcript is left valid).
     """
     telemetry = RunTelemetry(spec.provider, session.id)
     with telemetry.agent():
-        return await _steps(session, spec, run, telemetry)
+        # A toolset (an MCP server) is connected for the run and closed when it ends (D196).
+        async with open_tools(spec.tools) as tools:
+            return await _steps(session, spec, tools, run, telemetry)
 
 
-async def _steps(session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTelemetry) -> RunResult:
+async def _steps(
+    session: RunTarget,
+    spec: RunSpec,
+    tools: Sequence[Tool],
+    run: Run,
+    telemetry: RunTelemetry,
+) -> RunResult:
     appended: list[Record] = []
 
     def add(message: dict[str, JSONValue]) -> Record:
@@ -167,8 +176,8 @@ async def _steps(session: RunTarget, spec: RunSpec, run: Run, telemetry: RunTele
         add({"role": "user", "content": CONTINUE, "meta": {"resume": "continue_response"}})
 
     provider = spec.provider
-    by_name = {t.name: t for t in spec.tools}
-    specs = [ToolSpec.from_dict(t.spec()) for t in spec.tools]
+    by_name = {t.name: t for t in tools}
+    specs = [ToolSpec.from_dict(t.spec()) for t in tools]
     if spec.on_question is not None and ASK_USER.name not in by_name:
         specs.append(ASK_USER)
     # Seed 001: the self-compaction tool is offered when a request starts, if in force.

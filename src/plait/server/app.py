@@ -65,7 +65,7 @@ _ERRORS: Final = {
     "422": "The request is malformed (`invalid_request`, `invalid_argument`, ...).",
 }
 _RUN_ERRORS: Final = {
-    "502": "The model provider failed (`provider_error`).",
+    "502": "The model provider or a tool server failed (`provider_error`, `tool_server_error`).",
     "503": "The provider or the store is unavailable (`missing_dependency`, `store_error`).",
 }
 

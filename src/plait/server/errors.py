@@ -39,6 +39,7 @@ from plait.errors import (
     StaleSessionError,
     StoreError,
     ToolError,
+    ToolServerError,
     UnknownOptionError,
 )
 from plait.records import JSONValue
@@ -77,6 +78,7 @@ _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (RunTimeoutError, 504, "run_timeout"),
     (MissingDependencyError, 503, "missing_dependency"),
     (ProviderError, 502, "provider_error"),
+    (ToolServerError, 502, "tool_server_error"),
     (NoSandboxError, 409, "no_sandbox"),
     (SandboxClosedError, 409, "sandbox_closed"),
     (SandboxUnavailableError, 503, "sandbox_unavailable"),

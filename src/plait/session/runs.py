@@ -37,7 +37,8 @@ from plait.run import (
     drive,
 )
 from plait.session._values import SessionUsage
-from plait.tools import BUILTIN_TOOLS, Tool
+from plait.tools import BUILTIN_TOOLS, Offered, Tool, Toolset
+from plait.tools.mcp import servers_from_settings
 
 if TYPE_CHECKING:
     from plait.session._head import Head
@@ -157,7 +158,7 @@ def start_run(
     *,
     streamed: bool,
     provider: Provider | str | None = None,
-    tools: Sequence[Tool] | None = None,
+    tools: Sequence[Offered] | None = None,
     on_approval: Approval | None = None,
     on_question: Question | None = None,
     on_event: EventHook | None = None,
@@ -171,10 +172,11 @@ def start_run(
         raise InvalidArgumentError("a prompt needs some text")
     if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1:
         raise InvalidArgumentError(f"max_steps must be a positive int, got {max_steps!r}")
-    offered = tuple(BUILTIN_TOOLS if tools is None else tools)
-    if not all(isinstance(t, Tool) for t in offered):
-        raise InvalidArgumentError("tools must be plait Tools (see plait.tools.tool)")
-    if len({t.name for t in offered}) != len(offered):
+    offered: tuple[Offered, ...] = tuple(BUILTIN_TOOLS if tools is None else tools)
+    if not all(isinstance(t, Tool | Toolset) for t in offered):
+        raise InvalidArgumentError("tools must be plait Tools or toolsets (see plait.tools.tool)")
+    named = [t.name for t in offered if isinstance(t, Tool)]
+    if len(set(named)) != len(named):
         raise InvalidArgumentError("tool names must be unique")
     check_timeout(timeout)
     given = ModelSettings.from_json(model_settings) if model_settings is not None else None
@@ -187,9 +189,12 @@ def start_run(
     model = provider_for(head, provider)
     board.check_idle(head.id)
     settings = head.settings(row) if row is not None else {}
+    if tools is None:  # the default offer includes the servers the session names
+        offered += tuple(servers_from_settings(settings))
     stored = stored_model_settings(settings)
     effective = given.over(stored) if given is not None else stored
-    effective.check_tools(t.name for t in offered)
+    if not any(isinstance(t, Toolset) for t in offered):  # else checked once they are listed
+        effective.check_tools(named)
     changes: dict[str, JSONValue] = {}
     if isinstance(provider, str) and settings.get("model") != provider:
         changes["model"] = provider  # seed 001: it continues on the model it was last given

@@ -30,7 +30,16 @@ from plait.lineage import Ancestry
 from plait.providers import Provider
 from plait.records import EventRecord, JSONValue, Message, Record, SummaryRecord
 from plait.render import LineageBox
-from plait.session import binding, branching, checkpoints, context, export, reading, writes
+from plait.session import (
+    binding,
+    branching,
+    checkpoints,
+    context,
+    export,
+    reading,
+    rewinding,
+    writes,
+)
 from plait.session._head import Head
 from plait.session._run_verbs import RunVerbs
 from plait.session._values import (
@@ -509,6 +518,56 @@ class Session(RunVerbs, WorkspaceVerbs):
         checkpoint = self.workspace_checkpoint()
         branch = self._spawn(branching.fork_row(self._head, dst))
         return self._own_workspace(branch, folder, checkpoint)
+
+    def rewind(self, keep_first: int, *, expect_version: int | None = None) -> str:
+        """Move the head back in place: keep the first ``keep_first`` messages, keep the id.
+
+        Messages are counted as :meth:`fork_at` counts them (events are not messages;
+        opaque items are). The session keeps its id, title, settings and view state
+        (a compaction undone stays undone); what it held before stays reachable as a
+        *hidden head* in the lineage, so :meth:`undo_rewind` can bring it back. Atomic,
+        and its cost does not grow with the transcript or the number of sessions.
+
+        Returns:
+            The id of the hidden head that keeps the old head.
+
+        Raises:
+            InvalidArgumentError: a negative count, or more messages than the session has.
+            NothingToDoError: nothing lies past that message.
+            SessionBusyError: a run is driving the session.
+            SessionClosedError: the session is closed.
+            StaleSessionError: ``expect_version`` is not the head.
+        """
+        return rewinding.rewind(self._head, keep_first, expect_version)
+
+    def undo_rewind(
+        self, branch_id: str | None = None, *, expect_version: int | None = None
+    ) -> str:
+        """Give the id back to a hidden head (the newest by default), undoing a rewind.
+
+        What the session held until now becomes a hidden head in turn.
+
+        Returns:
+            The id of the hidden head that keeps what the session held until now.
+
+        Raises:
+            NothingToDoError: there is no rewind to undo.
+            InvalidArgumentError: ``branch_id`` is not one of the session's hidden heads.
+        """
+        return rewinding.undo_rewind(self._head, branch_id, expect_version)
+
+    def hidden_heads(self) -> list[str]:
+        """The ids of the heads earlier rewinds left hidden, the most recent first."""
+        return [row.id for row in rewinding.hidden_heads(self._head)]
+
+    def erase(self) -> None:
+        """Delete this session and remove its records (see :meth:`SessionCollection.erase`).
+
+        Raises:
+            SessionNotFoundError: the session is not stored.
+            SessionLockedError: another process has it open for writing.
+        """
+        rewinding.erase(self._head)
 
     def fork_at(
         self,

@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
+from plait._time import now_micros
 from plait.context import Tally
 from plait.errors import (
     ControllerConflictError,
@@ -41,6 +42,7 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import JSONValue, Record, dumps
+from plait.store._moves import HIDDEN_OPERATOR, move_head
 from plait.store._rows import (
     BEARER_COLUMNS,
     LIVE_COLUMNS,
@@ -112,6 +114,11 @@ class Dialect:
     """``SELECT`` of a session row ``s`` with its head (its newest own record ``h``)."""
     key_share: str
     """The lock a live-client write takes on its session row (``FOR KEY SHARE`` or none)."""
+    tombstone: str
+    """The ``SET`` list that makes a row a tombstone giving up its id (to a value no id takes)."""
+    row_lock: str = ""
+    """A statement locking the session row ``pk = ?`` against appends, or none (SQLite's
+    ``BEGIN IMMEDIATE`` already holds every writer off)."""
 
     def sql(self, template: str) -> str:
         """Spell a shared statement in this dialect.
@@ -298,6 +305,24 @@ class SQLStore(ABC):
         """Return the stored row of a live session, or None."""
         r = self._one(self._q.get, (session_id,), "get", session_id)
         return row_from_columns(r) if r is not None else None
+
+    def move_head(
+        self,
+        expected: SessionRow,
+        head: SessionRow,
+        hidden_id: str,
+        records: Sequence[Record] = (),
+    ) -> SessionRow:
+        """Give the session's id to ``head``, keeping its old head as ``hidden_id`` (atomic).
+
+        See :meth:`plait.store.base.TranscriptStore.move_head`.
+        """
+        self._check_open()
+        with self._transaction(f"move the head of {expected.id!r}") as conn:
+            pk = move_head(conn, self.dialect, expected, head, hidden_id, records, now_micros())
+            self._notify(conn, expected.id)
+            r = conn.execute(self._q.row_by_pk, (pk,)).fetchone()
+        return row_from_columns(r)
 
     def _stale(self, conn: Connection, expected: SessionRow) -> StaleSessionError:
         """The error for a compare-and-set that lost: the version found now, if any."""
@@ -567,10 +592,12 @@ class _Statements:
 
     def __init__(self, d: Dialect) -> None:
         order = "ORDER BY s.updated_at DESC, s.pk DESC LIMIT ?"
+        # A hidden head (what an id named before a rewind) is listed only in the lineage.
+        shown = f" AND (s.lineage_operator IS NULL OR s.lineage_operator <> '{HIDDEN_OPERATOR}') "
         self.get = d.sql("{select_row} WHERE s.id = ? AND {live_s}")
         self.row_by_pk = d.sql("{select_row} WHERE s.pk = ? AND {live_s}")
-        self.recent_all = d.sql("{select_row} WHERE {live_s} " + order)
-        self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s} " + order)
+        self.recent_all = d.sql("{select_row} WHERE {live_s}" + shown + order)
+        self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s}" + shown + order)
         self.live_rows = d.sql("{select_row} WHERE {live_s}")
         self.children = d.sql(
             "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "

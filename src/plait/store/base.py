@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from plait.context import Tally
 from plait.layout import Layout
 from plait.records import JSONValue, Record
 
 __all__ = [
+    "HIDDEN_OPERATOR",
     "BearerRow",
     "BearerStore",
     "LiveClientRow",
@@ -34,6 +35,13 @@ __all__ = [
     "TranscriptStore",
     "WriterLocks",
 ]
+
+
+HIDDEN_OPERATOR: Final = "Session.rewind"
+"""The lineage operator of a hidden head: the row a session's id named before a rewind.
+
+A hidden head is a child of that id in the lineage and is listed by no ``recent``.
+"""
 
 
 @dataclass(slots=True)
@@ -223,6 +231,35 @@ class TranscriptStore(Protocol):
         """
         ...
 
+    def move_head(
+        self,
+        expected: SessionRow,
+        head: SessionRow,
+        hidden_id: str,
+        records: Sequence[Record] = (),
+    ) -> SessionRow:
+        """Give the session's id to another head; the old one stays as a hidden head.
+
+        In one transaction, if the row and head are still ``expected``'s: the row the id
+        named takes the id ``hidden_id``, becomes the id's child with the lineage
+        operator ``Session.rewind``, and is listed by no :meth:`recent` (only the lineage
+        names it); and the id then names ``head``. ``head`` is either a new row
+        (``pk == 0``) whose layout shares the old one's rows (a rewind), with ``records``
+        appended at its end, or one of the id's hidden heads (an undo; no records). The
+        id keeps its identity: title, status, settings, scratchpad and its history,
+        parents, creation time and live clients; its version grows. Costs the same
+        whatever the transcript's length and the number of sessions.
+
+        Returns:
+            The stored row the id now names.
+
+        Raises:
+            StaleSessionError: the row or the head changed since ``expected`` (nothing written).
+            SessionNotFoundError: the session is gone.
+            InvalidArgumentError: ``head`` is stored but is not one of the id's hidden heads.
+        """
+        ...
+
     def read(self, row: SessionRow, lo: int, hi: int) -> list[Record]:
         """Return the records at positions ``[lo, hi)`` of the row's layout, in order."""
         ...
@@ -244,6 +281,19 @@ class TranscriptStore(Protocol):
 
     def delete(self, session_id: str) -> None:
         """Delete a session; rows other branches still share stay until none needs them.
+
+        Raises:
+            SessionNotFoundError: no live session has this id.
+        """
+        ...
+
+    def erase(self, session_id: str) -> None:
+        """Delete a session and its hidden heads, and remove every record of theirs nobody reads.
+
+        Unlike :meth:`delete`, which keeps a tombstone's rows while any branch shares them,
+        this removes at once each record no other live session's layout reads: a fork
+        keeps the prefix it shares, nothing more. A backend overwrites what it can (SQLite
+        with ``secure_delete`` and a truncated write-ahead log).
 
         Raises:
             SessionNotFoundError: no live session has this id.

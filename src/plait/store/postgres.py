@@ -61,6 +61,7 @@ from plait.errors import (
 )
 from plait.layout import segments
 from plait.records import Record, decode_record, dumps, encode_payload
+from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgfeed import ChangeFeed
 from plait.store._pglocks import AdvisoryLocks, lock_key
 from plait.store._pgopen import (
@@ -150,6 +151,10 @@ class PostgresStore(SQLStore):
         live_s="NOT s.deleted",
         select_row=SELECT_ROW,
         key_share=" FOR KEY SHARE",
+        # chr(1): a control character, which no session id may hold (PostgreSQL text
+        # cannot hold the NUL SQLite's tombstones use).
+        tombstone="deleted = true, id = chr(1) || pk",
+        row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
     )
 
     def __init__(
@@ -563,21 +568,37 @@ class PostgresStore(SQLStore):
             SessionNotFoundError: no live session has this id.
         """
         with self._conn(f"delete {session_id!r}") as conn, conn.transaction():
-            # Changing the id takes the row's strongest lock: appends in flight finish
-            # first, later ones find the session gone.
-            found = conn.execute(
-                "WITH t AS (UPDATE sessions SET deleted = true, id = '/' || pk "
-                "WHERE id = %(id)s AND NOT deleted RETURNING pk), "
-                "l AS (DELETE FROM lineage WHERE child_id = %(id)s "
-                "AND EXISTS (SELECT FROM t)), "
-                "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)), "
-                "c AS (DELETE FROM live_clients WHERE session_pk IN (SELECT pk FROM t)) "
-                "SELECT pk, pg_notify(%(channel)s, %(id)s) FROM t",
-                {"id": session_id, "channel": self._channel},
-            ).fetchone()
+            # Its hidden heads (what it named before a rewind) go with it, first.
+            for sid in [*hidden_heads(conn, self.dialect, session_id), session_id]:
+                # Changing the id takes the row's strongest lock: appends in flight finish
+                # first, later ones find the session gone.
+                found = conn.execute(
+                    "WITH t AS (UPDATE sessions SET deleted = true, id = chr(1) || pk "
+                    "WHERE id = %(id)s AND NOT deleted RETURNING pk), "
+                    "l AS (DELETE FROM lineage WHERE child_id = %(id)s "
+                    "AND EXISTS (SELECT FROM t)), "
+                    "p AS (DELETE FROM scratchpads WHERE session_pk IN (SELECT pk FROM t)), "
+                    "c AS (DELETE FROM live_clients WHERE session_pk IN (SELECT pk FROM t)) "
+                    "SELECT pk, pg_notify(%(channel)s, %(id)s) FROM t",
+                    {"id": sid, "channel": self._channel},
+                ).fetchone()
             if found is None:
                 raise SessionNotFoundError(session_id)
             self._collect(conn)
+
+    def erase(self, session_id: str) -> None:
+        """Delete a session and its hidden heads, and every record of theirs nobody reads.
+
+        The rows go in this transaction; PostgreSQL reclaims their space (and overwrites
+        it) at its next ``VACUUM`` of the tables, which autovacuum runs by itself.
+
+        Raises:
+            SessionNotFoundError: no live session has this id.
+        """
+        with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
+            erase_sessions(conn, self.dialect, session_id)
+            self._collect(conn)
+            self._notify(conn, session_id)
 
     def _collect(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.

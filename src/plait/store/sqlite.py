@@ -46,6 +46,7 @@ from plait.store._litesql import (
     UPDATE_SESSION,
     record_params,
 )
+from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns, row_values, scratchpad_values
 from plait.store._schema import (
     Migration,
@@ -138,6 +139,7 @@ class SQLiteStore(SQLStore):
         live_s="s.deleted = 0",
         select_row=SELECT_ROW,
         key_share="",
+        tombstone="deleted = 1, id = char(0) || pk",
     )
 
     def __init__(
@@ -610,14 +612,44 @@ class SQLiteStore(SQLStore):
             ).fetchone()
             if found is None:
                 raise SessionNotFoundError(session_id)
-            pk = int(found[0])
-            # The tombstone gives up its id (NUL can never start a real id) so the
-            # id may be reused, and keeps its rows for the branches that share them.
-            db.execute("UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,))
-            db.execute("DELETE FROM lineage WHERE child_id = ?", (session_id,))
-            db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
-            db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
+            # Its hidden heads (what it named before a rewind) go with it.
+            doomed = [(session_id, int(found[0]))]
+            for hidden in hidden_heads(db, self.dialect, session_id):
+                row = db.execute("SELECT pk FROM sessions WHERE id = ?", (hidden,)).fetchone()
+                doomed.append((hidden, int(row[0])))
+            for sid, pk in doomed:
+                # The tombstone gives up its id (NUL can never start a real id) so the
+                # id may be reused, and keeps its rows for the branches that share them.
+                db.execute(
+                    "UPDATE sessions SET deleted = 1, id = char(0) || pk WHERE pk = ?", (pk,)
+                )
+                db.execute("DELETE FROM lineage WHERE child_id = ?", (sid,))
+                db.execute("DELETE FROM scratchpads WHERE session_pk = ?", (pk,))
+                db.execute("DELETE FROM live_clients WHERE session_pk = ?", (pk,))
             self._collect(db)
+
+    def erase(self, session_id: str) -> None:
+        """Delete a session and its hidden heads, and every record of theirs nobody reads.
+
+        What is deleted is overwritten in the file (``secure_delete``), and the write-ahead
+        log is checkpointed and truncated after, so no copy of an erased page is left in
+        either file (unless another connection is reading at that moment, which keeps the
+        log until it ends).
+
+        Raises:
+            SessionNotFoundError: no live session has this id.
+        """
+        self._check_open()
+        with self._lock:
+            self._db.execute("PRAGMA secure_delete = ON")
+            try:
+                with self._tx() as db:
+                    erase_sessions(db, self.dialect, session_id)
+                    self._collect(db)
+            finally:
+                self._db.execute("PRAGMA secure_delete = OFF")
+            if self._path != ":memory:":
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _collect(self, db: sqlite3.Connection) -> None:
         """Drop the tombstones no live layout reads any more, with their rows.

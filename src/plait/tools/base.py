@@ -2,27 +2,42 @@
 
 from __future__ import annotations
 
+import abc
 import asyncio
+import contextlib
 import inspect
 import os
 import posixpath
-import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin
+from typing import Any
 
 from plait.errors import (
     InvalidArgumentError,
     SandboxClosedError,
     SandboxUnavailableError,
     ToolError,
+    ToolSchemaError,
 )
 from plait.sandbox import CommandResult, Mount, Sandbox, SandboxPolicy, open_sandbox_at
 from plait.sandbox.local import apply_file_op, run_here
+from plait.tools.typed import describe, result_text
 
-__all__ = ["Resolved", "Root", "Tool", "ToolContext", "ToolError", "ToolOutcome", "tool"]
+__all__ = [
+    "ArgumentCheck",
+    "Offered",
+    "Resolved",
+    "Root",
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolOutcome",
+    "Toolset",
+    "open_tools",
+    "tool",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,25 +194,6 @@ class ToolContext:
         return f"{text[: self.max_output]}\n[... {len(text) - self.max_output} more characters cut]"
 
 
-_JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
-
-
-def _schema_of(annotation: Any) -> dict[str, Any]:
-    origin = get_origin(annotation)
-    if origin in (Union, types.UnionType):
-        args = [a for a in get_args(annotation) if a is not type(None)]
-        if len(args) == 1:
-            return _schema_of(args[0])
-    if origin in (list, tuple):
-        (item,) = get_args(annotation)[:1] or (str,)
-        return {"type": "array", "items": _schema_of(item)}
-    if origin is typing.Literal:
-        return {"enum": list(get_args(annotation))}
-    if annotation in _JSON_TYPES:
-        return {"type": _JSON_TYPES[annotation]}
-    raise InvalidArgumentError(f"a tool parameter cannot be typed {annotation!r}")
-
-
 def _check(value: Any, schema: Mapping[str, Any]) -> bool:
     if "enum" in schema:
         return value in schema["enum"]
@@ -216,6 +212,34 @@ def _check(value: Any, schema: Mapping[str, Any]) -> bool:
 
 
 ToolFunc = Callable[..., Any]
+ArgumentCheck = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+"""Validates a model's arguments and returns the keyword arguments to call with.
+
+It raises :class:`ToolError` saying what is wrong (the model reads it)."""
+
+
+def _shape_check(parameters: Mapping[str, Any]) -> ArgumentCheck:
+    """The check of a hand-written object schema: its keys, and the types of simple values."""
+    props: Mapping[str, Any] = parameters.get("properties", {})
+    required = set(parameters.get("required", ()))
+    closed = parameters.get("additionalProperties", True) is False
+
+    def check(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        unknown = set(arguments) - set(props) if closed else set()
+        missing = required - set(arguments)
+        if unknown or missing:
+            parts = []
+            if missing:
+                parts.append(f"missing {sorted(missing)}")
+            if unknown:
+                parts.append(f"unknown {sorted(unknown)}")
+            raise ToolError("; ".join(parts))
+        for key, value in arguments.items():
+            if key in props and not _check(value, props[key]):
+                raise ToolError(f"{key!r} must be {props[key]}")
+        return arguments
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -231,6 +255,9 @@ class Tool:
     """Whether ``func`` takes the :class:`ToolContext` as its first argument."""
     read_only: bool = False
     """Whether the tool changes no file (then no workspace checkpoint is taken around it)."""
+    check: ArgumentCheck | None = field(default=None, repr=False, compare=False)
+    """Validates the model's arguments (``@tool`` gives pydantic's); None: the schema's
+    keys and simple types are checked."""
 
     def spec(self) -> dict[str, Any]:
         """The tool as providers send it: ``{name, description, parameters}``."""
@@ -247,25 +274,16 @@ class Tool:
         raises come back as ``ok=False``. Only what is not the tool's own ends
         the run: a cancellation, and a sandbox that is closed or unavailable.
         """
-        props: Mapping[str, Any] = self.parameters.get("properties", {})
-        required = set(self.parameters.get("required", ()))
         if not isinstance(arguments, Mapping):
             return ToolOutcome(False, "arguments must be a JSON object")
-        unknown = set(arguments) - set(props)
-        missing = required - set(arguments)
-        if unknown or missing:
-            parts = []
-            if missing:
-                parts.append(f"missing {sorted(missing)}")
-            if unknown:
-                parts.append(f"unknown {sorted(unknown)}")
-            return ToolOutcome(False, f"{self.name}: bad arguments: {'; '.join(parts)}")
-        for key, value in arguments.items():
-            if not _check(value, props[key]):
-                return ToolOutcome(False, f"{self.name}: {key!r} must be {props[key]}")
+        check = self.check if self.check is not None else _shape_check(self.parameters)
+        try:
+            kwargs = check(arguments)
+        except ToolError as exc:
+            return ToolOutcome(False, f"{self.name}: bad arguments: {exc}")
         try:
             args = (ctx,) if self.wants_context else ()
-            result = self.func(*args, **arguments)
+            result = self.func(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
         except ToolError as exc:
@@ -276,7 +294,52 @@ class Tool:
             return ToolOutcome(False, f"{self.name}: {type(exc).__name__}: {exc}")
         if isinstance(result, ToolOutcome):
             return ToolOutcome(result.ok, ctx.clip(result.content))
-        return ToolOutcome(True, ctx.clip(result if isinstance(result, str) else str(result)))
+        return ToolOutcome(True, ctx.clip(result_text(result)))
+
+
+class Toolset(abc.ABC):
+    """Tools that exist while a connection is open (an MCP server's): each run opens it.
+
+    A run enters :meth:`open` before its first model call and leaves it when it
+    ends; a toolset already opened by its owner lends that connection instead.
+    """
+
+    name: str
+    """What the toolset is called (in errors and listings)."""
+
+    @abc.abstractmethod
+    def open(self) -> contextlib.AbstractAsyncContextManager[Sequence[Tool]]:
+        """Connect (or reuse an open connection) and give its tools; close what it opened.
+
+        Raises:
+            ToolServerError: the tools could not be reached.
+        """
+
+
+Offered = Tool | Toolset
+"""What a run may be given as a tool: a :class:`Tool`, or a :class:`Toolset` of them."""
+
+
+@contextlib.asynccontextmanager
+async def open_tools(offered: Iterable[Offered]) -> AsyncIterator[tuple[Tool, ...]]:
+    """The tools ``offered`` gives, each toolset opened for the block.
+
+    Raises:
+        InvalidArgumentError: two tools share a name.
+        ToolServerError: a toolset could not be opened.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        tools: list[Tool] = []
+        for item in offered:
+            if isinstance(item, Toolset):
+                tools.extend(await stack.enter_async_context(item.open()))
+            else:
+                tools.append(item)
+        names = [t.name for t in tools]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise InvalidArgumentError(f"tool names must be unique: {', '.join(twice)}")
+        yield tuple(tools)
 
 
 @typing.overload
@@ -292,39 +355,39 @@ def tool(
 def tool(func: ToolFunc | None = None, *, name: str | None = None, read_only: bool = False) -> Any:
     """Make a :class:`Tool` from a typed function (sync or async).
 
-    The parameters' annotations give the JSON schema (str, int, float, bool,
-    lists, Literal, optional values); parameters without a default are
-    required; the docstring's first paragraph is the description. A first
-    parameter annotated :class:`ToolContext` receives the sandbox context.
-    ``read_only=True`` says the tool changes no file.
+    pydantic reads the parameters' annotations (D195): str, int, float, bool,
+    lists, dicts, tuples, ``Literal``, enums, optional values, dataclasses,
+    TypedDicts and pydantic models, nested as deep as needed. Parameters
+    without a default are required. ``Annotated[T, Field(description=...)]``
+    or the docstring's ``Args:`` section describes an argument; the
+    docstring's first paragraph is the tool's description. What the model
+    sends is checked strictly (``"3"`` is not an int) and a bad argument is a
+    failed result naming the field. A first parameter annotated
+    :class:`ToolContext` receives the sandbox context. ``read_only=True`` says
+    the tool changes no file.
 
     Raises:
-        InvalidArgumentError: a parameter without an annotation or of a type JSON cannot carry.
+        ToolSchemaError: a parameter without an annotation, or of a type JSON cannot carry.
     """
 
     def build(f: ToolFunc) -> Tool:
-        sig = inspect.signature(f)
-        hints = typing.get_type_hints(f)
-        params = list(sig.parameters.values())
-        wants_context = bool(params) and hints.get(params[0].name) is ToolContext
-        if wants_context:
-            params = params[1:]
-        props: dict[str, Any] = {}
-        required: list[str] = []
-        for p in params:
-            if p.name not in hints:
-                raise InvalidArgumentError(f"tool {f.__name__}: parameter {p.name!r} needs a type")
-            props[p.name] = _schema_of(hints[p.name])
-            if p.default is inspect.Parameter.empty:
-                required.append(p.name)
-        doc = inspect.getdoc(f) or ""
-        schema = {
-            "type": "object",
-            "properties": props,
-            "required": required,
-            "additionalProperties": False,
-        }
-        return Tool(name or f.__name__, doc.split("\n\n")[0], schema, f, wants_context, read_only)
+        params = list(inspect.signature(f).parameters.values())
+        try:
+            first = typing.get_type_hints(f).get(params[0].name) if params else None
+        except (NameError, TypeError) as exc:
+            shown = f"tool {f.__name__}: its annotations cannot be read"
+            raise ToolSchemaError(f"{shown}: {exc}") from exc
+        wants_context = first is ToolContext
+        described = describe(f, skip_first=wants_context)
+        return Tool(
+            name or f.__name__,
+            described.description,
+            described.parameters,
+            f,
+            wants_context,
+            read_only,
+            described.check,
+        )
 
     return build(func) if func is not None else build
 
