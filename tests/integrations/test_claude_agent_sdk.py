@@ -182,6 +182,8 @@ def test_plait_verbs_leave_the_sdk_transcript_alone(tmp_path: Path) -> None:
         "entire-gitsync_toolsearch-attachments_v2.1.119.jsonl",
         "entire-skills_plan-mode-toolsearch_v2.1.101.jsonl",
         "entire-gitsync_parallel-interleaved_v2.1.109.jsonl",
+        # A rewind in Claude Code: a prompt hangs off an earlier line.
+        "ccl_thinking-progress_v2.1.42.jsonl",
     ],
 )
 def test_a_sample_appended_turn_by_turn_reads_as_its_import(
@@ -210,6 +212,26 @@ def test_a_sample_appended_turn_by_turn_reads_as_its_import(
     assert [(m.role, m.text, m.tool_calls) for m in mine] == [
         (m.role, m.text, m.tool_calls) for m in expected
     ]
+    store.close()
+
+
+def test_a_rewind_in_claude_code_is_a_rewind_in_plait(claude_samples: Path, tmp_path: Path) -> None:
+    entries = read_entries(claude_samples / "ccl_thinking-progress_v2.1.42.jsonl")
+    # Line 37 is a prompt that hangs off line 15: the three turns between were abandoned.
+    assert entries[37]["parentUuid"] == entries[15]["uuid"]
+    store = PlaitSessionStore(str(tmp_path / "s.db"), workspace=tmp_path)
+    asyncio.run(store.append(KEY, entries[:37]))
+    session = store.session(KEY)
+    abandoned = [m.text for m in session.history()]
+    asyncio.run(store.append(KEY, entries[37:]))
+    assert asyncio.run(store.load(KEY)) == entries  # every line, the abandoned ones too
+    texts = [m.text for m in session.history()]
+    assert not any(t.startswith("I very much like this idea") for t in texts)
+    assert texts[6].startswith("I actually don't like much")
+    # The abandoned turns are a hidden head: the rewind can be undone from plait.
+    (hidden,) = session.hidden_heads()
+    held = [m.text for m in store.client.sessions.history_of(hidden)]
+    assert held == abandoned
     store.close()
 
 

@@ -22,6 +22,10 @@ Each transcript is a plait session at the same time:
   conversation as they read an imported Claude Code session. A response
   whose lines arrive in two batches (the SDK's ``eager`` flush) is two
   assistant messages; the SDK's default flushes once per turn.
+* A rewind in Claude Code (a prompt hanging off an earlier line) is a
+  :meth:`~plait.session.Session.rewind`: the view follows the branch Claude
+  Code continues, the cut turns stay in a hidden head, and ``load`` still
+  returns every line.
 
 The SDK's session summaries are folded on every append
 (:func:`claude_agent_sdk.fold_session_summary`) and kept with the main
@@ -103,18 +107,54 @@ def _info(row: SessionRow) -> dict[str, Any]:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _entries_of(records: Sequence[Record]) -> list[SessionStoreEntry]:
-    """The entries kept on ``records``, in the order they were appended."""
-    found: list[tuple[list[int], SessionStoreEntry]] = []
+def _entries_of(records: Sequence[Record]) -> dict[tuple[int, ...], SessionStoreEntry]:
+    """The entries kept on ``records``, by the key that orders them (see D180)."""
+    found: dict[tuple[int, ...], SessionStoreEntry] = {}
     for record in records:
         kept = record.meta.get(_NS)
         if not isinstance(kept, Mapping):
             continue
         for pair in cast(list[Any], kept.get("entries") or ()):
-            at, entry = pair["at"], pair["entry"]
-            found.append((list(at), cast(SessionStoreEntry, entry)))
-    found.sort(key=lambda pair: pair[0])
-    return [entry for _, entry in found]
+            found[tuple(pair["at"])] = cast(SessionStoreEntry, pair["entry"])
+    return found
+
+
+def _uuids(record: Record) -> set[str]:
+    """The uuids of the entries a record keeps."""
+    kept = record.meta.get(_NS)
+    pairs = cast(list[Any], kept.get("entries") or ()) if isinstance(kept, Mapping) else ()
+    return {p["entry"]["uuid"] for p in pairs if isinstance(p["entry"].get("uuid"), str)}
+
+
+def _tip(entries: Sequence[SessionStoreEntry], before: object) -> JSONValue:
+    """The uuid of the newest entry that has one: where the next line should hang."""
+    for entry in reversed(entries):
+        uuid = entry.get("uuid")
+        if isinstance(uuid, str):
+            return uuid
+    return before if isinstance(before, str) else None
+
+
+def _prompt_parent(entries: Sequence[SessionStoreEntry]) -> str | None:
+    """The line the batch's first typed prompt hangs off, if it names one."""
+    for raw in entries:
+        entry = cast(dict[str, Any], raw)
+        message = entry.get("message")
+        if entry.get("type") != "user" or entry.get("isSidechain") is True:
+            continue
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        blocks = [content] if isinstance(content, str) else content or []
+        typed = any(
+            isinstance(b, str) or (isinstance(b, dict) and b.get("type") in ("text", "image"))
+            for b in blocks
+        )
+        if not typed:
+            continue  # tool results hang off their call, wherever it is
+        parent = entry.get("parentUuid") or entry.get("logicalParentUuid")
+        return parent if isinstance(parent, str) else None
+    return None
 
 
 def _messages(
@@ -265,8 +305,35 @@ class PlaitSessionStore(SessionStore):
 
     def _load_row(self, row: SessionRow) -> list[SessionStoreEntry]:
         # From the first record, not the view: a plait reset or trim hides messages from
-        # the model, never from the transcript the SDK resumes.
-        return _entries_of(self.client.store.read(row, 0, row.layout.end_seq))
+        # the model, never from the transcript the SDK resumes. A rewind (Claude Code's,
+        # mapped to Session.rewind) left the lines it cut in hidden heads: they are read too.
+        store = self.client.store
+        found = _entries_of(store.read(row, 0, row.layout.end_seq))
+        for hidden in self.client.handle(row).hidden_heads():
+            held = self._row(hidden)
+            if held is not None:
+                found.update(_entries_of(store.read(held, 0, held.layout.end_seq)))
+        return [found[at] for at in sorted(found)]
+
+    def _rewind_point(self, row: SessionRow, parent: str) -> int | None:
+        """How many messages to keep so the next line hangs off ``parent``.
+
+        None when there is nothing to cut: ``parent`` is not in view, or no message
+        built from an entry follows it (only bookkeeping lines do).
+        """
+        lay = row.layout
+        count = 0
+        keep: int | None = None
+        for record in self.client.store.read(row, lay.view_start, lay.end_seq):
+            if record.kind == "event":
+                continue  # events are not messages: rewind does not count them
+            count += 1
+            if keep is None:
+                if parent in _uuids(record):
+                    keep = count
+            elif record.kind != "opaque" and _NS in record.meta:
+                return keep
+        return None
 
     def _mains(self, project_key: str) -> list[tuple[SessionRow, dict[str, Any]]]:
         prefix = id_part(project_key, _PROJECT_BUDGET) + "/"
@@ -306,6 +373,7 @@ class PlaitSessionStore(SessionStore):
                     "mtime": summary["mtime"],
                     "summary": cast(JSONValue, summary),
                     "at_length": len(messages),
+                    "tip": _tip(entries, None),
                 }
                 try:
                     self.client.sessions.create(
@@ -321,8 +389,16 @@ class PlaitSessionStore(SessionStore):
                 return
             session = self.client.handle(row)
             old = _info(row)
-            messages, title = _messages(entries, session.version)
+            parent = _prompt_parent(entries)
+            keep = None
+            if parent is not None and parent != old.get("tip"):
+                keep = self._rewind_point(row, parent)
             try:
+                if keep is not None:
+                    # Claude Code rewound: the prompt hangs off an earlier line. plait's view
+                    # follows (the cut lines stay in a hidden head, and in load()).
+                    session.rewind(keep, expect_version=session.version)
+                messages, title = _messages(entries, session.version)
                 session.inject_many(messages, expect_version=session.version)
             except StaleSessionError as exc:
                 last = exc  # another writer appended first: place the batch after it
@@ -339,6 +415,7 @@ class PlaitSessionStore(SessionStore):
                 "mtime": summary["mtime"],
                 "summary": cast(JSONValue, summary),
                 "at_length": session.length,
+                "tip": _tip(entries, old.get("tip")),
             }
             session.set_metadata(_NS, info)
             if title is not None and title != session.title:
