@@ -377,3 +377,42 @@ def test_two_workers_share_user_and_app_state(tmp_path: Path) -> None:
         assert got.state["mine"] == 19
         assert got.state["app:by_w1"] == got.state["app:by_w2"] == 19
     service.close()
+
+
+async def _rewound(service: BaseSessionService) -> tuple[list[tuple[str, Any]], dict[str, Any]]:
+    """Two invocations, then ADK's rewind to before the second."""
+    agent = LlmAgent(name="clerk", model=_Scripted(), tools=[add_to_cart])
+    runner = Runner(agent=agent, app_name=APP, session_service=service)
+    await service.create_session(app_name=APP, user_id="ann", session_id="s1")
+    for text in ("add A-1", "add it again"):
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        async for _ in runner.run_async(user_id="ann", session_id="s1", new_message=message):
+            pass
+    session = await service.get_session(app_name=APP, user_id="ann", session_id="s1")
+    assert session is not None
+    second = session.events[-1].invocation_id
+    await runner.rewind_async(user_id="ann", session_id="s1", rewind_before_invocation_id=second)
+    session = await service.get_session(app_name=APP, user_id="ann", session_id="s1")
+    assert session is not None
+    shape = [
+        (e.author, bool(e.actions.rewind_before_invocation_id), e.invocation_id == second)
+        for e in session.events
+    ]
+    return shape, session.state
+
+
+def test_a_rewind_in_adk_is_a_rewind_in_plait(tmp_path: Path) -> None:
+    expected = asyncio.run(_rewound(InMemorySessionService()))
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    got = asyncio.run(_rewound(service))
+    assert got == expected  # every event, the rewound ones too, and the state rewound
+    shape, state = got
+    assert state == {"cart": ["A-1"], "user:last_sku": "A-1"}
+    assert sum(1 for _, _, in_second in shape if in_second) == 4
+    plait = service.session(APP, "ann", "s1")
+    # plait's view drops the rewound invocation; a hidden head keeps it.
+    assert [m.text for m in plait.history() if m.role == "user"] == ["add A-1"]
+    (hidden,) = plait.hidden_heads()
+    held = service.client.sessions.history_of(hidden)
+    assert [m.text for m in held if m.role == "user"] == ["add A-1", "add it again"]
+    service.close()

@@ -20,6 +20,9 @@ How it is stored:
   code execution, files) is an opaque item of format ``google-adk``. So
   ``history()``, the context report, compaction, fork, export and the web
   page read the conversation while ADK reads its events.
+* ADK's rewind (an event naming the invocation to rewind before) is a
+  :meth:`~plait.session.Session.rewind` too: plait's view drops the rewound
+  turns, a hidden head keeps them, and ``get_session`` still returns every event.
 * Session state and the last update time are the session's metadata
   (``metadata["google_adk"]``). App state (``app:``) and user state
   (``user:``) are shared by many sessions, so each lives in a session of its
@@ -43,6 +46,7 @@ from typing import Any, Final, cast
 
 from plait.client import Client
 from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
+from plait.errors import StaleSessionError as PlaitStaleSessionError
 from plait.integrations._keys import id_part, scan
 from plait.records import JSONValue, Record
 from plait.session import Session as PlaitSession
@@ -69,6 +73,7 @@ EVENT_FORMAT: Final = "google-adk"
 ID_PREFIX: Final = "adk"
 """The first part of every plait session id this service makes."""
 _NS: Final = "google_adk"
+_RETRIES: Final = 16
 _STATE: Final = "state:"  # the metadata key prefix of one app or user state value
 _APP_BUDGET: Final = 50
 _USER_BUDGET: Final = 60
@@ -111,10 +116,14 @@ def _event_json(event: Event) -> dict[str, JSONValue]:
     return cast(dict[str, JSONValue], json.loads(event.model_dump_json(exclude_none=True)))
 
 
-def _messages(event: Event) -> list[dict[str, JSONValue]]:
-    """The plait records of an event: messages where it is one, else one opaque item."""
+def _messages(event: Event, at: int) -> list[dict[str, JSONValue]]:
+    """The plait records of an event: messages where it is one, else one opaque item.
+
+    ``at`` (the session's version before the write) orders events across the
+    session and its hidden heads.
+    """
     verbatim = _event_json(event)
-    head_meta: dict[str, JSONValue] = {_NS: {"event": verbatim}}
+    head_meta: dict[str, JSONValue] = {_NS: {"event": verbatim, "at": at}}
     content = event.content
     parts = list(content.parts or ()) if content is not None else []
     texts: list[str] = []
@@ -164,6 +173,16 @@ def _event_of(record: Record) -> Event | None:
     if not isinstance(kept, Mapping) or "event" not in kept:
         return None
     return Event.model_validate(kept["event"])
+
+
+def _keyed_events(records: list[Record]) -> dict[int, Event]:
+    """The events ``records`` carry, by the version they were written at."""
+    found: dict[int, Event] = {}
+    for record in records:
+        kept = record.meta.get(_NS)
+        if isinstance(kept, Mapping) and "event" in kept and isinstance(kept.get("at"), int):
+            found[cast(int, kept["at"])] = Event.model_validate(kept["event"])
+    return found
 
 
 class PlaitSessionService(BaseSessionService):
@@ -326,7 +345,7 @@ class PlaitSessionService(BaseSessionService):
         if newest and newest[-1].id == event.id and newest[-1] == event:
             return event  # an equal re-delivery: neither stored twice nor applied twice
         event = await super().append_event(session, event)
-        plait.inject_many(_messages(event))
+        self._store_event(sid, event)
         delta = event.actions.state_delta if event.actions else {}
         app, user, own = _split(delta or {})
         self._put_scope(session_id_for(session.app_name), session.app_name, None, app)
@@ -345,6 +364,40 @@ class PlaitSessionService(BaseSessionService):
         return event
 
     # -- internals ------------------------------------------------------------------------
+
+    def _store_event(self, sid: str, event: Event) -> None:
+        """Append an event's records; a rewind event first rewinds plait's view too."""
+        target = event.actions.rewind_before_invocation_id if event.actions else None
+        last: PlaitStaleSessionError | None = None
+        for _ in range(_RETRIES):
+            row = self.client.lookup(sid)
+            plait = self.client.handle(row)
+            try:
+                keep = self._before_invocation(row, target) if target else None
+                if keep is not None:
+                    # ADK rewinds by an event its readers apply; plait's view follows, and
+                    # the rewound events stay in a hidden head that get_session still reads.
+                    plait.rewind(keep, expect_version=plait.version)
+                plait.inject_many(_messages(event, plait.version), expect_version=plait.version)
+                return
+            except PlaitStaleSessionError as exc:
+                last = exc  # another writer came first: the event goes after its write
+        assert last is not None
+        raise last
+
+    def _before_invocation(self, row: SessionRow, invocation: str) -> int | None:
+        """How many messages come before the invocation's first event (None: not in view)."""
+        count = 0
+        for record in self.client.store.read(row, row.layout.view_start, row.layout.end_seq):
+            if record.kind == "event":
+                continue  # plait's own events are not messages: rewind does not count them
+            kept = record.meta.get(_NS)
+            if isinstance(kept, Mapping) and "event" in kept:
+                found = cast(Mapping[str, Any], kept["event"]).get("invocation_id")
+                if found == invocation:
+                    return count
+            count += 1
+        return None
 
     def _row(self, session_id: str) -> SessionRow | None:
         try:
@@ -408,8 +461,21 @@ class PlaitSessionService(BaseSessionService):
             scope.set_metadata(_STATE + key, {"v": _json(value)})
 
     def _events(self, row: SessionRow, want: int | None, after: float | None) -> list[Event]:
-        """The session's events, reading back from the head only as far as the filters need."""
-        return list(self._read_back(row, want, after))
+        """The session's events, reading back from the head only as far as the filters need.
+
+        After a rewind, the events it cut are in hidden heads: every head is read, and the
+        events ordered by the version they were written at.
+        """
+        hidden = self.client.handle(row).hidden_heads()
+        if not hidden:
+            return list(self._read_back(row, want, after))
+        store = self.client.store
+        found = _keyed_events(store.read(row, 0, row.layout.end_seq))
+        for head_id in hidden:
+            held = self._row(head_id)
+            if held is not None:
+                found.update(_keyed_events(store.read(held, 0, held.layout.end_seq)))
+        return [found[at] for at in sorted(found)]
 
     def _read_back(self, row: SessionRow, want: int | None, after: float | None) -> Iterator[Event]:
         hi = row.layout.end_seq
