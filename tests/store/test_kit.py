@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.testing import TranscriptConformance
+from plait.testing import HeadConformance, TranscriptConformance
 
 # A backend that offers only the transcript: every other protocol's tests must skip.
 NARROW = textwrap.dedent(
@@ -21,6 +21,7 @@ NARROW = textwrap.dedent(
     TRANSCRIPT = (
         "location", "get", "create", "append", "write", "read", "probe", "recent",
         "children", "delete", "stamp", "scratchpad_history", "integrity_check", "close",
+        "move_head", "erase",
     )
 
 
@@ -73,7 +74,12 @@ def test_a_transcript_only_backend_passes_its_part_and_skips_the_rest(tmp_path: 
         cwd=tmp_path, capture_output=True, text=True,
     )
     assert out.returncode == 0, out.stdout + out.stderr
-    transcript = [n for n, _ in inspect.getmembers(TranscriptConformance) if n.startswith("test_")]
+    transcript = [
+        n
+        for cls in (TranscriptConformance, HeadConformance)
+        for n, _ in inspect.getmembers(cls)
+        if n.startswith("test_")
+    ]
     # Every transcript test passes but the one that opens the target twice (private store).
     passed = len(transcript) - 1
     summary = out.stdout.strip().splitlines()[-1]

@@ -202,6 +202,32 @@ def fork(settings: Settings, session_id: str, at: int | None, workspace: Path | 
     click.echo(branch.id)
 
 
+@sessions_group.command("rewind", context_settings=CONTEXT_SETTINGS)
+@click.argument("session_id", metavar="ID")
+@click.argument("keep", type=click.IntRange(min=0, max=MAX_INT), required=False, metavar="N")
+@click.option("--undo", is_flag=True, help="Bring back what the newest rewind hid.")
+@pass_settings
+def rewind(settings: Settings, session_id: str, keep: int | None, undo: bool) -> None:
+    """Move a session back to its first N messages, in place (the id stays).
+
+    Messages are counted as `fork --at` counts them. Nothing is lost: what the
+    session held stays in its lineage as a hidden head, and `--undo` brings it back.
+    """
+    if undo == (keep is not None):
+        raise click.UsageError("give N, or --undo")
+    session = open_session(open_client(settings), session_id)
+    if undo:
+        hidden = session.undo_rewind()
+        click.echo(f"undid the rewind of {session.id}: {session.length} messages")
+    else:
+        assert keep is not None
+        hidden = session.rewind(keep)
+        click.echo(f"rewound {session.id} to {session.length} messages")
+    click.echo(
+        f"the head it had is kept as {hidden} (undo: plait sessions rewind {session.id} --undo)"
+    )
+
+
 @sessions_group.command("diff-files", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.argument("a", type=click.IntRange(min=0))
@@ -240,13 +266,23 @@ def rename(settings: Settings, session_id: str, title: str) -> None:
 @sessions_group.command("rm", context_settings=CONTEXT_SETTINGS)
 @click.argument("session_id", metavar="ID")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--erase",
+    is_flag=True,
+    help="Also remove its records now (those no other branch shares), for data you must forget.",
+)
 @pass_settings
-def remove(settings: Settings, session_id: str, yes: bool) -> None:
+def remove(settings: Settings, session_id: str, yes: bool, erase: bool) -> None:
     """Delete a session. Branches made from it keep their messages."""
     client = open_client(settings)
     session = open_session(client, session_id)  # an unknown id fails before the prompt
     if not yes:
         title = f" ({safe(session.title)!r})" if session.title else ""
-        click.confirm(f"Delete session {session.id}{title}?", abort=True, err=True)
-    client.sessions.delete(session.id)
-    click.echo(f"deleted {session.id}")
+        verb = "Erase" if erase else "Delete"
+        click.confirm(f"{verb} session {session.id}{title}?", abort=True, err=True)
+    if erase:
+        client.sessions.erase(session.id)
+        click.echo(f"erased {session.id}")
+    else:
+        client.sessions.delete(session.id)
+        click.echo(f"deleted {session.id}")

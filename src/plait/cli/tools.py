@@ -37,7 +37,10 @@ __all__ = ["mcp_option", "mcp_servers_from", "offered_tools", "tools_command"]
 def mcp_option(func: Callable[..., Any]) -> Callable[..., Any]:
     """``--mcp COMMAND_OR_URL`` (repeatable): an MCP server whose tools this run offers."""
     return click.option(
-        "--mcp", "mcp_targets", metavar="COMMAND_OR_URL", multiple=True,
+        "--mcp",
+        "mcp_targets",
+        metavar="COMMAND_OR_URL",
+        multiple=True,
         help="Offer an MCP server's tools: a command line (stdio) or an http(s):// URL "
         "(streamable HTTP). Repeatable.",
     )(func)
@@ -93,8 +96,12 @@ def _label(toolset: Toolset, tool: Tool) -> str:
 
 
 @click.command("tools", context_settings=CONTEXT_SETTINGS)
-@click.option("--session", "session_id", metavar="ID",
-              help="Add the MCP servers this stored session's settings name.")
+@click.option(
+    "--session",
+    "session_id",
+    metavar="ID",
+    help="Add the MCP servers this stored session's settings name.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print each tool's JSON schema.")
 @mcp_option
 @run_options

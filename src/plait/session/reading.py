@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from plait._time import from_micros
 from plait.errors import SessionNotFoundError
 from plait.lineage import Ancestry, root_of
+from plait.records import Record
 from plait.render import LineageBox, collect_lineage
 from plait.session._values import Snapshot
 from plait.store.base import SessionRow
@@ -101,3 +102,33 @@ def resumable(head: Head) -> ResumeInfo | None:
         if len(tail) < n or any(r.kind in ("user", "assistant") for r in tail):
             return resume_info(tail)
         n *= 8
+
+
+def tail(head: Head, n: int) -> list[Record]:
+    """The records of the last ``n`` messages in view (events among them uncounted).
+
+    Reads the last ``n`` positions, then further back only as far as events there
+    took the place of messages: one read when the tail holds no events.
+    """
+    row = head.fresh()
+    lay = row.layout
+    if n == 0:
+        return []
+    lo = max(lay.view_start, lay.end_seq - n)
+    out = head.store.read(row, lo, lay.end_seq)
+    messages = sum(1 for r in out if r.kind != "event")
+    while messages < n and lo > lay.view_start:
+        step = max(n - messages, 16)
+        new_lo = max(lay.view_start, lo - step)
+        more = head.store.read(row, new_lo, lo)
+        messages += sum(1 for r in more if r.kind != "event")
+        out = more + out
+        lo = new_lo
+    # Start at the n-th message from the end: older records (events too) stay out.
+    seen = 0
+    for i in range(len(out) - 1, -1, -1):
+        if out[i].kind != "event":
+            seen += 1
+            if seen == n:
+                return out[i:]
+    return out

@@ -252,15 +252,16 @@ class Session(RunVerbs, WorkspaceVerbs):
         return ChunkTable(self)
 
     def tail(self, n: int = 20) -> list[Record]:
-        """Return the last ``n`` records in view; the cost does not grow with the transcript.
+        """Return the records of the last ``n`` messages in view, oldest first.
+
+        Messages are counted as :attr:`length` counts them: events are not messages,
+        so the events among (and after) those messages come along uncounted. The cost
+        does not grow with the transcript.
 
         Raises:
             InvalidArgumentError: ``n`` is negative.
         """
-        check_count(n, "n")
-        row = self._head.fresh()
-        lay = row.layout
-        return self.store.read(row, max(lay.view_start, lay.end_seq - n), lay.end_seq)
+        return reading.tail(self._head, check_count(n, "n"))
 
     def history(self, full: bool = False) -> list[Message]:
         """The conversation's messages, without system prompts or events.

@@ -8,6 +8,10 @@ API, one class of tests per protocol:
 * :class:`TranscriptConformance`: rows and records, compare-and-set appends and
   writes, copy-on-write reads across forks, listing, lineage, probes, stamps,
   scratchpad history, deletion that keeps shared rows, the integrity check.
+* :class:`HeadConformance`: moving a session's head (a rewind and its undo) and
+  erasing a session, on the store itself.
+* :class:`SessionVerbConformance`: the public verbs over this store: ``rewind`` /
+  ``undo_rewind``, opaque items, ``tail`` counting messages, ``erase``.
 * :class:`TallyConformance`: stored token counts and running tallies.
 * :class:`BearerConformance`: durable bearer sessions.
 * :class:`LiveClientConformance`: live clients and the one controller.
@@ -15,7 +19,7 @@ API, one class of tests per protocol:
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), and never blocks a reader.
 
-:class:`StoreConformance` is all five. A test of a protocol the store does not
+:class:`StoreConformance` is all of them. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
 runs the whole class and passes what it offers.
 
@@ -59,10 +63,14 @@ except ImportError as exc:  # pragma: no cover - depends on what is installed
 # The suites' asserts are in this package, not in the test module that runs them:
 # rewriting them makes a failure show the values compared, as in any test file.
 pytest.register_assert_rewrite(
-    "plait.testing._transcript", "plait.testing._services", "plait.testing._locks"
+    "plait.testing._transcript",
+    "plait.testing._services",
+    "plait.testing._locks",
+    "plait.testing._heads",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
+from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
@@ -73,8 +81,10 @@ from plait.testing._transcript import TranscriptConformance  # noqa: E402
 
 __all__ = [
     "BearerConformance",
+    "HeadConformance",
     "LiveClientConformance",
     "StoreConformance",
+    "SessionVerbConformance",
     "StoreFactory",
     "TallyConformance",
     "TranscriptConformance",
@@ -84,6 +94,8 @@ __all__ = [
 
 class StoreConformance(
     TranscriptConformance,
+    HeadConformance,
+    SessionVerbConformance,
     TallyConformance,
     BearerConformance,
     LiveClientConformance,
