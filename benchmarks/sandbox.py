@@ -14,6 +14,10 @@ be shared, so every figure is a median of several rounds.
 
 Options:
     --quick     fewer rounds and a 10 MB workspace (a smoke run).
+    --postgres URL
+                also measure checkpoints kept in a PostgreSQL store's object space
+                (in a schema of its own, dropped afterwards); default
+                ``$PLAIT_TEST_POSTGRES_URL`` when it is set.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from rich.console import Console
 from rich.table import Table
 
 from plait.errors import SandboxUnavailableError
-from plait.sandbox import CheckpointStore, backend_named
+from plait.sandbox import CheckpointStore, Objects, backend_named
+from plait.session.checkpoints import StoreObjects
+from plait.store import PostgresStore
 from plait.tools import ToolContext, read_file, shell
 
 RESULTS = Path(__file__).parent / "results" / "sandbox.json"
@@ -83,8 +89,10 @@ def _timed(op: Callable[[], object]) -> tuple[float, object]:
     return (time.perf_counter() - start) * 1000, value
 
 
-def checkpoints(files: int, total_bytes: int, rounds: int) -> dict[str, float]:
-    """Checkpoint costs on a ``files``-file workspace of ``total_bytes``."""
+def checkpoints(
+    files: int, total_bytes: int, rounds: int, objects: Objects | None = None
+) -> dict[str, float]:
+    """Checkpoint costs on a ``files``-file workspace of ``total_bytes`` (in ``objects``)."""
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp) / "ws"
         size = total_bytes // files
@@ -92,7 +100,7 @@ def checkpoints(files: int, total_bytes: int, rounds: int) -> dict[str, float]:
             folder = ws / f"d{i % 20:02d}"
             folder.mkdir(parents=True, exist_ok=True)
             (folder / f"f{i:04d}.bin").write_bytes(os.urandom(size))
-        store = CheckpointStore(Path(tmp) / "cp")
+        store = CheckpointStore(Path(tmp) / "cp", objects=objects)
         first_ms, first = _timed(lambda: store.checkpoint(ws))
         first_bytes = store.written
         time.sleep(0.1)  # past the stat cache's "too recent to trust" window
@@ -127,10 +135,29 @@ def checkpoints(files: int, total_bytes: int, rounds: int) -> dict[str, float]:
     }
 
 
+def _in_postgres(url: str, total: int, rounds: int) -> dict[str, float]:
+    """The checkpoint costs with the objects in a PostgreSQL store (a schema of its own)."""
+    import uuid
+
+    import psycopg
+
+    schema = f"plait_bench_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(url, schema=schema)
+    try:
+        return checkpoints(1000, total, rounds, StoreObjects(store))
+    finally:
+        store.close()
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the tables and write the JSON report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--postgres", metavar="URL", default=os.environ.get("PLAIT_TEST_POSTGRES_URL")
+    )
     args = parser.parse_args(argv)
     rounds = 5 if args.quick else 30
     total = 10_000_000 if args.quick else 100_000_000
@@ -149,16 +176,20 @@ def main(argv: list[str] | None = None) -> int:
         table.add_row(key, *cells)
     console.print(table)
     cp = checkpoints(1000, total, max(3, rounds // 3))
+    spaces = {"folder": cp}
+    if args.postgres:
+        spaces["postgresql"] = _in_postgres(args.postgres, total, max(3, rounds // 3))
     table = Table(title=f"workspace checkpoints, 1,000 files / {total // 1_000_000} MB")
     table.add_column("measurement")
-    table.add_column("value", justify="right")
-    for key, value in cp.items():
-        table.add_row(key, f"{value:,.2f}")
+    for name in spaces:
+        table.add_column(name, justify="right")
+    for key in cp:
+        table.add_row(key, *(f"{spaces[n][key]:,.2f}" for n in spaces))
     console.print(table)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(
         json.dumps(
-            {"machine": platform.platform(), "calls": per_call, "checkpoints": cp}, indent=2
+            {"machine": platform.platform(), "calls": per_call, "checkpoints": spaces}, indent=2
         )
     )
     return 0

@@ -116,8 +116,9 @@ def _empty_schema(conn: Any, schema: str) -> bool:
     tables = conn.execute(
         "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
     ).fetchone()[0]
-    # sessions, records, lineage, scratchpads, durable_sessions, live_clients, plait_schema
-    if tables != 7:
+    # sessions, records, lineage, scratchpads, durable_sessions, live_clients, plait_schema,
+    # checkpoint_objects, checkpoint_parts
+    if tables != 9:
         return False
     ident = sql.Identifier(schema)
     version = conn.execute(
@@ -129,7 +130,8 @@ def _empty_schema(conn: Any, schema: str) -> bool:
         sql.SQL(
             "DELETE FROM {0}.lineage; DELETE FROM {0}.scratchpads; "
             "DELETE FROM {0}.live_clients; DELETE FROM {0}.durable_sessions; "
-            "DELETE FROM {0}.records; DELETE FROM {0}.sessions"
+            "DELETE FROM {0}.records; DELETE FROM {0}.sessions; "
+            "DELETE FROM {0}.checkpoint_parts; DELETE FROM {0}.checkpoint_objects"
         ).format(ident)
     )
     return True

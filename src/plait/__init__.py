@@ -24,7 +24,7 @@ from plait.auth import (
 )
 from plait.client import Client, SessionCollection, SessionInfo, SessionStats
 from plait.compaction import Compaction
-from plait.context import ContextReport, ModelInfo, Share
+from plait.context import ContextReport, ModelInfo, ModelLimits, Share
 from plait.errors import (
     AuthError,
     ClientNotAttachedError,
@@ -174,6 +174,7 @@ __all__ = [
     "Compaction",
     "ContextReport",
     "ModelInfo",
+    "ModelLimits",
     "Share",
     "__version__",
     "export_bundle",

@@ -21,6 +21,7 @@ from plait.session import (
     Session,
     SessionHost,
     Snapshot,
+    checkpoints,
     validate_workspace_policy,
 )
 from plait.store import Store, open_store
@@ -459,6 +460,24 @@ class Client(SessionHost):
         if stamp is not None:
             self._stats[session_id] = (stamp, stats)
         return stats
+
+    def prune_checkpoints(
+        self, *, dry_run: bool = False, grace: float = checkpoints.PRUNE_GRACE
+    ) -> checkpoints.Pruned:
+        """Remove the workspace checkpoint objects no live session or branch references.
+
+        Every session of the store (all workspaces) is read; an object any tool record
+        still needs, directly or through a tree, stays, and so does one written or used
+        within ``grace`` seconds (a checkpoint whose tool call has not been recorded yet).
+
+        Args:
+            dry_run: count what would go; delete nothing.
+            grace: seconds of recent use that keep an object (default one hour).
+
+        Raises:
+            InvalidArgumentError: a bad ``dry_run`` or ``grace``.
+        """
+        return checkpoints.prune(self.store, grace=grace, dry_run=dry_run)
 
     def close(self) -> None:
         """Close the store if the client opened it. Idempotent."""

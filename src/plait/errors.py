@@ -336,12 +336,22 @@ class ProviderError(PlaitError):
     Attributes:
         provider: the provider's name (``openai``, ``anthropic``, ``scripted`` ...).
         status_code: the HTTP status the API answered with, when there was one.
+        url: the server's API root, when the provider talks to one (it is in the message).
     """
 
-    def __init__(self, provider: str, message: str, *, status_code: int | None = None) -> None:
+    def __init__(
+        self,
+        provider: str,
+        message: str,
+        *,
+        status_code: int | None = None,
+        url: str | None = None,
+    ) -> None:
         self.provider = provider
         self.status_code = status_code
-        super().__init__(f"{provider}: {message}")
+        self.url = url
+        where = f"{provider} at {url}" if url else provider
+        super().__init__(f"{where}: {message}")
 
 
 class MissingCredentialsError(ProviderError):

@@ -121,6 +121,23 @@ def test_chat_turns_and_commands(
     assert len(first.history()) == 2
 
 
+def test_chat_undo_takes_back_the_last_exchange_and_redo_brings_it_back(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    _script(model, "First answer.", "Wrong answer.", "Better answer.")
+    lines = ["first", "second", "/undo", "/history", "second, better", "/undo", "/redo",
+             "/quit"]
+    result = run("chat", "--yes", input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    assert "took back the last exchange (2 messages left)" in result.stdout
+    assert "brought it back (4 messages)" in result.stdout
+    (info,) = api.sessions.list()
+    s = api.sessions.get(info.id)
+    assert [m.text for m in s.history()] == [
+        "first", "First answer.", "second, better", "Better answer."]
+    assert len(s.hidden_heads()) == 2  # the wrong answer is still there, hidden
+
+
 def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedProvider) -> None:
     s = conversation(api)
     s.inject({"role": "user", "content": "still waiting"})

@@ -28,6 +28,18 @@ def test_dash_o_sets_model_settings_and_the_session_keeps_them(
     )
 
 
+def test_dash_o_sets_the_sdks_timeout_retries_and_prompt_cache(
+    run: Run, api: Client, model: ScriptedProvider  # noqa: F811
+) -> None:
+    s = conversation(api)
+    model.add("short")
+    result = run("run", "hi", "--session", s.id, "-o", "timeout", "30", "-o", "max_retries",
+                 "0", "-o", "prompt_cache", "false", "--no-tools")
+    assert result.exit_code == 0, result.output
+    sent = model.requests[-1]
+    assert (sent.timeout, sent.max_retries, sent.prompt_cache) == (30.0, 0, False)
+
+
 def test_tools_chooses_the_built_ins_offered(
     run: Run, api: Client, model: ScriptedProvider  # noqa: F811
 ) -> None:
@@ -41,7 +53,14 @@ def test_bad_options_refuse_before_anything_is_made(
     run: Run, api: Client, model: ScriptedProvider  # noqa: F811
 ) -> None:
     before = len(api.sessions.list(limit=100))
-    for args in (["-o", "max_tokns", "5"], ["-o", "temperature", "9"], ["--tools", "rm"]):
+    for args in (
+        ["-o", "max_tokns", "5"],
+        ["-o", "temperature", "9"],
+        ["-o", "timeout", "0"],
+        ["-o", "max_retries", "-1"],
+        ["-o", "prompt_cache", "yes"],
+        ["--tools", "rm"],
+    ):
         result = run("run", "hi", *args)
         assert result.exit_code == 2, result.output
         assert_clean_error(result)

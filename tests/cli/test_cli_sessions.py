@@ -177,14 +177,14 @@ def test_show_full_shows_what_a_summary_folded(run: Run, api: Client) -> None:
     assert len(full_json) == 7  # the system prompt, five messages, the summary
 
 
-def test_show_tail_shows_last_records_with_events(run: Run, api: Client) -> None:
+def test_show_tail_shows_the_last_messages_with_their_events(run: Run, api: Client) -> None:
     s = conversation(api)
     s.log_event("checkpoint", {"n": 1})
-    result = run("sessions", "show", s.id, "--tail", "2")
+    result = run("sessions", "show", s.id, "--tail", "1")
     assert result.exit_code == 0, result.output
     body = result.stdout.splitlines()[1:]
     assert body == ["#4 assistant: Two files.", '   event checkpoint {"n": 1}']
-    records = json.loads(run("sessions", "show", s.id, "--tail", "3", "--json").stdout)
+    records = json.loads(run("sessions", "show", s.id, "--tail", "2", "--json").stdout)
     assert [r["kind"] for r in records] == ["tool", "assistant", "event"]
     assert records[-1]["payload"] == {"name": "checkpoint", "data": {"n": 1}}
     assert {"seq", "n", "id", "kind", "created_at", "tokens", "meta", "payload"} == set(records[0])

@@ -38,9 +38,14 @@ class ReplayServer:
     url: str = ""
     responses: list[Canned] = field(default_factory=list)
     requests: list[Seen] = field(default_factory=list)
+    routes: dict[tuple[str, str], Canned] = field(default_factory=dict)
 
     def queue(self, body: str, status: int = 200, content_type: str = "text/event-stream") -> None:
         self.responses.append(Canned(body, status, content_type))
+
+    def route(self, method: str, path: str, answer: Any, status: int = 200) -> None:
+        """Answer every ``method path`` request with ``answer`` as JSON (before the queue)."""
+        self.routes[(method, path)] = Canned(json.dumps(answer), status, "application/json")
 
 
 def sse(*events: tuple[str | None, Any]) -> str:
@@ -63,26 +68,31 @@ def replay_server() -> Iterator[ReplayServer]:
         def log_message(self, *args: Any) -> None:
             pass
 
-        def do_POST(self) -> None:
+        def do_GET(self) -> None:
+            self.do_POST("GET")
+
+        def do_POST(self, method: str = "POST") -> None:
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
             state.requests.append(
                 Seen(
-                    "POST",
+                    method,
                     self.path,
                     {k.lower(): v for k, v in self.headers.items()},
                     json.loads(raw) if raw else None,
                 )
             )
-            canned = (
-                state.responses.pop(0)
-                if state.responses
-                else Canned(
-                    json.dumps({"error": {"message": "no canned response"}}),
-                    500,
-                    "application/json",
-                )
+            missing = Canned(
+                json.dumps({"error": {"message": "no canned response"}}), 500, "application/json"
             )
+            if (method, self.path) in state.routes:
+                canned = state.routes[(method, self.path)]
+            elif method == "GET":
+                canned = Canned(json.dumps({"error": "not found"}), 404, "application/json")
+            elif state.responses:
+                canned = state.responses.pop(0)
+            else:
+                canned = missing
             data = canned.body.encode()
             self.send_response(canned.status)
             self.send_header("content-type", canned.content_type)

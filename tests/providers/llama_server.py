@@ -2,12 +2,21 @@
 
 Run as ``python -m tests.providers.llama_server MODEL PORT``: it prints ``ready`` once the
 server listens on 127.0.0.1:PORT, then serves until killed.
+
+SmolLM2's own chat template knows no tools: llama.cpp reports ``supports_tools: false`` for
+it and leaves a request's tools out of the prompt. So the server runs with ``--jinja`` and
+``smollm2_tools.jinja`` beside this file, a Hermes-style template (SmolLM2's, plus a
+``<tools>`` preamble, ``<tool_call>`` turns and ``<tool_response>`` results), as a user of
+``llama-server --jinja --chat-template-file`` would: llama.cpp then shows the model the
+tools and parses its ``<tool_call>`` output into the API's ``tool_calls``. Without tools in
+a request the template renders SmolLM2's own prompt.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import xllamacpp
 
@@ -23,6 +32,8 @@ def main() -> None:
     params.verbosity = -1
     params.port = int(sys.argv[2])
     params.hostnames = ["127.0.0.1"]
+    params.use_jinja = True
+    params.chat_template = (Path(__file__).parent / "smollm2_tools.jinja").read_text()
     server = xllamacpp.Server(params)
     print("ready", flush=True)
     while server is not None:  # the reference keeps it serving: it stops when collected

@@ -173,7 +173,10 @@ async def _events(p: AnthropicProvider, request: Request) -> list[StreamEvent]:
 def test_streams_text_tool_use_and_usage(replay_server: ReplayServer) -> None:
     replay_server.queue(TOOL_STREAM)
     events = asyncio.run(
-        _events(provider(replay_server), Request(CONVERSATION, TOOLS, temperature=0))
+        _events(
+            provider(replay_server),
+            Request(CONVERSATION, TOOLS, temperature=0, prompt_cache=False),
+        )
     )
     assert events[:2] == [TextDelta("Let me "), TextDelta("check.")]
     assert events[2] == ToolCallDelta(0, "toolu_01A", "read_file", "")
@@ -354,3 +357,92 @@ def test_model_settings_go_on_the_wire_and_the_served_model_comes_back(
     assert body["tool_choice"] == {"type": "any"} and "seed" not in body
     assert seen.headers["x-trace"] == "t1"
     assert (reply.model, reply.response_id) == (MODEL, "msg_01XFDUDYJgAACzvnptvVoYEL")
+
+
+THINKING_STREAM = sse(
+    start(),
+    ev({"type": "content_block_start", "index": 0,
+        "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+    ev({"type": "content_block_delta", "index": 0,
+        "delta": {"type": "thinking_delta", "thinking": "The file "}}),
+    ev({"type": "content_block_delta", "index": 0,
+        "delta": {"type": "thinking_delta", "thinking": "comes first."}}),
+    ev({"type": "content_block_delta", "index": 0,
+        "delta": {"type": "signature_delta", "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"}}),
+    stop_block(0),
+    ev({"type": "content_block_start", "index": 1,
+        "content_block": {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}}),
+    stop_block(1),
+    ev({"type": "content_block_start", "index": 2,
+        "content_block": {"type": "tool_use", "id": "toolu_9", "name": "read_file", "input": {}}}),
+    json_delta(2, '{"path": "notes.md"}'),
+    stop_block(2),
+    message_delta("tool_use", 40),
+    ev({"type": "message_stop"}),
+)
+THOUGHT = {"type": "thinking", "thinking": "The file comes first.",
+           "signature": "EqQBCgIYAhIM1gbcDa9GJwZA"}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix"}
+
+
+def test_thinking_blocks_are_kept_whole_and_shown_as_reasoning(
+    replay_server: ReplayServer,
+) -> None:
+    from plait.providers import ItemDone, ReasoningDelta
+
+    replay_server.queue(THINKING_STREAM)
+    reply = asyncio.run(complete(provider(replay_server), Request(CONVERSATION, TOOLS)))
+    assert reply.reasoning == "The file comes first."
+    assert reply.items == (ItemDone("anthropic", THOUGHT), ItemDone("anthropic", REDACTED))
+    assert reply.tool_calls == (ToolCall("toolu_9", "read_file", {"path": "notes.md"}),)
+    replay_server.queue(THINKING_STREAM)
+    events = asyncio.run(_events(provider(replay_server), Request(CONVERSATION, TOOLS)))
+    assert events[:2] == [ReasoningDelta("The file "), ReasoningDelta("comes first.")]
+
+
+def test_kept_thinking_goes_back_first_in_its_turn_and_the_prefix_is_cached(
+    replay_server: ReplayServer,
+) -> None:
+    replay_server.queue(sse(start(), message_delta("end_turn", 1), ev({"type": "message_stop"})))
+    conversation = [
+        Message("system", "You are terse."),
+        Message("user", "What is in notes.md?"),
+        Message("opaque", "", item=THOUGHT, format="anthropic"),
+        Message("opaque", "", item={"type": "reasoning", "id": "rs_1"}, format="openai-responses"),
+        Message("assistant", "", tool_calls=(ToolCall("toolu_9", "read_file",
+                                                      {"path": "notes.md"}),)),
+        Message("tool", "TODO: fix", tool_call_id="toolu_9", tool_name="read_file", ok=True),
+    ]
+    p = provider(replay_server)
+    assert p.reads_formats == frozenset({"anthropic"})
+    asyncio.run(complete(p, Request(conversation, TOOLS)))
+    body = replay_server.requests[0].body
+    cache = {"type": "ephemeral"}
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": cache}]
+    assert body["tools"][-1]["cache_control"] == cache and "cache_control" not in body["tools"][0]
+    assert body["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            THOUGHT,  # verbatim, signature intact, before the tool use
+            {"type": "tool_use", "id": "toolu_9", "name": "read_file",
+             "input": {"path": "notes.md"}},
+        ],
+    }
+    last = body["messages"][-1]["content"][-1]
+    assert last["type"] == "tool_result" and last["cache_control"] == cache
+    marks = json.dumps(body).count("cache_control")
+    assert marks == 3  # the API allows four
+
+
+def test_timeouts_and_retries_per_request_and_errors_name_the_url(
+    replay_server: ReplayServer,
+) -> None:
+    for _ in range(3):
+        replay_server.queue('{"type": "error", "error": {"type": "overloaded_error", '
+                            '"message": "Overloaded"}}', 529, "application/json")
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(complete(provider(replay_server),
+                             Request([Message("user", "hi")], max_retries=1, timeout=5)))
+    assert info.value.status_code == 529 and info.value.url == provider(replay_server).base_url
+    assert replay_server.url in str(info.value)
+    assert len(replay_server.requests) == 2  # the first try and one retry

@@ -186,3 +186,13 @@ def test_from_replay_plays_back_an_exported_bundle(tmp_path: Path) -> None:
         ScriptedProvider.from_replay([{"content": "x", "tool_calls": [{"name": "ls"}]}])
     with pytest.raises(InvalidArgumentError):
         ScriptedProvider.from_replay(["nope"])  # type: ignore[list-item]
+
+
+def test_a_requests_sdk_settings_are_checked() -> None:
+    hi = [Message("user", "hi")]
+    for bad in ({"timeout": 0}, {"timeout": "5"}, {"max_retries": -1}, {"max_retries": 1.5},
+                {"prompt_cache": "yes"}):
+        with pytest.raises(InvalidArgumentError):
+            Request(hi, **bad)  # type: ignore[arg-type]
+    ok = Request(hi, timeout=2, max_retries=0, prompt_cache=False)
+    assert (ok.timeout, ok.max_retries, ok.prompt_cache) == (2, 0, False)

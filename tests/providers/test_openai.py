@@ -248,6 +248,42 @@ def test_api_errors_are_provider_errors(replay_server: ReplayServer) -> None:
     assert info.value.status_code == 401 and info.value.provider == "openai"
     assert "Incorrect API key" in str(info.value)
     assert type(info.value.__cause__).__module__.startswith("openai")
+    # The message names the server, so a misconfigured base URL is seen at once.
+    assert info.value.url == provider(replay_server).base_url
+    assert f"openai at {replay_server.url}" in str(info.value)
+
+
+def test_a_refused_connection_names_the_url() -> None:
+    p = OpenAIProvider("m", base_url="http://127.0.0.1:9/v1", max_retries=0, timeout=5)
+    with pytest.raises(ProviderError, match=r"openai at http://127\.0\.0\.1:9/v1"):
+        asyncio.run(complete(p, Request([Message("user", "x")])))
+
+
+def test_reasoning_content_is_kept_apart_from_the_text(replay_server: ReplayServer) -> None:
+    """llama.cpp and DeepSeek stream the model's thinking as ``reasoning_content``."""
+    replay_server.queue(
+        sse(
+            chunk({"role": "assistant", "content": None, "reasoning_content": "Two and "}),
+            chunk({"reasoning_content": "two: four."}),
+            chunk({"content": "4"}),
+            chunk({}, "stop"),
+            (None, "[DONE]"),
+        )
+    )
+    reply = asyncio.run(complete(provider(replay_server), Request([Message("user", "2+2?")])))
+    assert (reply.text, reply.reasoning) == ("4", "Two and two: four.")
+
+
+def test_timeout_and_retries_are_set_per_request(replay_server: ReplayServer) -> None:
+    busy = json.dumps({"error": {"message": "busy", "type": "server_error"}})
+    for _ in range(3):
+        replay_server.queue(busy, status=503, content_type="application/json")
+    request = Request([Message("user", "x")], max_retries=2, timeout=7.5)
+    with pytest.raises(ProviderError) as info:
+        asyncio.run(complete(provider(replay_server), request))  # the provider's own: 0
+    assert info.value.status_code == 503
+    assert len(replay_server.requests) == 3  # one try and the request's two retries
+    assert replay_server.requests[0].headers.get("x-stainless-read-timeout") == "7.5"
 
 
 def test_a_local_server_needs_no_key(
@@ -286,3 +322,13 @@ def test_model_settings_go_on_the_wire_and_the_served_model_comes_back(
     asyncio.run(complete(provider(replay_server), ModelSettings(tool_choice="required").request(
         CONVERSATION, TOOLS)))
     assert replay_server.requests[1].body["tool_choice"] == "required"
+
+
+def test_an_opaque_item_is_never_sent_as_a_chat_message() -> None:
+    from plait.providers.openai import to_openai_messages
+
+    thought = Message("opaque", "", item={"type": "reasoning", "id": "rs_1"},
+                      format="openai-responses")
+    assert to_openai_messages([Message("user", "hi"), thought]) == [
+        {"role": "user", "content": "hi"}
+    ]

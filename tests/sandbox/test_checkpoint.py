@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -180,9 +182,13 @@ class TableObjects:
 
     def __init__(self) -> None:
         self.rows: dict[str, bytes] = {}
+        self.used: dict[str, float] = {}
 
     def has(self, digest: str) -> bool:
         return digest in self.rows
+
+    def missing(self, digests: Collection[str]) -> set[str]:
+        return {d for d in digests if d not in self.rows}
 
     def put(self, digest: str, data: bytes) -> None:
         self.rows.setdefault(digest, data)
@@ -204,6 +210,12 @@ class TableObjects:
     def digests(self) -> Iterator[str]:
         return iter(list(self.rows))
 
+    def touch(self, digest: str) -> None:
+        self.used[digest] = time.time()
+
+    def written_since(self, cutoff: float) -> set[str]:
+        return {d for d, t in self.used.items() if t >= cutoff and d in self.rows}
+
     def delete(self, digest: str) -> None:
         self.rows.pop(digest, None)
 
@@ -218,3 +230,48 @@ def test_the_objects_can_live_in_a_blob_table(tree: Path, tmp_path: Path) -> Non
     (tree / "run.sh").write_text("changed")
     store.restore(tree, cid)
     assert _snapshot(tree) == before
+
+
+def test_prune_spares_what_was_used_within_the_grace(tree: Path, tmp_path: Path) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(tree)
+    # Nothing references it yet (its tool call is still running): recent use keeps it.
+    assert store.prune(keep=[], grace=3600) == 0
+    assert store.prune(keep=[], grace=0, dry_run=True) > 0
+    store.restore(tmp_path / "whole", cid)
+    assert _snapshot(tmp_path / "whole") == _snapshot(tree)
+    assert store.prune(keep=[], grace=0) > 0
+    assert list(store.objects.digests()) == []
+    with pytest.raises(InvalidArgumentError):
+        store.prune(keep=[], grace=-1)
+
+
+def test_a_checkpoint_after_a_prune_stores_again_what_its_cache_remembered(
+    tree: Path, tmp_path: Path
+) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(tree)
+    store.prune(keep=[], grace=0)
+    # The stat cache still knows every file's digest; the objects are gone.
+    assert store.checkpoint(tree) == cid
+    store.restore(tmp_path / "again", cid)
+    assert _snapshot(tmp_path / "again") == _snapshot(tree)
+
+
+@pytest.mark.parametrize("name", ["../escape.txt", "..", "a/b", "", "."])
+def test_a_hostile_tree_cannot_write_outside_the_folder(tmp_path: Path, name: str) -> None:
+    """A tree object from a shared store names only entries of its own folder."""
+    store = CheckpointStore(tmp_path / "cp")
+    blob = b"planted"
+    store.objects.put(hashlib.sha256(blob).hexdigest(), blob)
+    tree = json.dumps({"v": 1, "entries": [[name, "f", 0o644, hashlib.sha256(blob).hexdigest()]]},
+                      separators=(",", ":")).encode()
+    digest = hashlib.sha256(tree).hexdigest()
+    store.objects.put(digest, tree)
+    ws = tmp_path / "deep" / "ws"
+    ws.mkdir(parents=True)
+    (ws / "mine.txt").write_text("mine")
+    with pytest.raises(InvalidArgumentError, match="names"):
+        store.restore(ws, digest)
+    assert not (tmp_path / "deep" / "escape.txt").exists()
+    assert [p.name for p in ws.iterdir()] == ["mine.txt"]

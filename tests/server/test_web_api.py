@@ -95,3 +95,24 @@ def test_export_is_a_download_named_by_the_whole_id(api: TestClient, served: Ser
     assert "export me &lt;b&gt;" in page.text
     md = api.get(f"/sessions/{sid}/export", params={"format": "md"})
     assert md.headers["content-type"].startswith("text/markdown") and "export me" in md.text
+
+
+def test_rewind_and_undo_over_http(api: TestClient, served: Served) -> None:
+    sid = _conversation(served, "rewind me")
+    done = api.post(f"/sessions/{sid}/rewind", json={"keep_first": 3})
+    assert done.status_code == 200, done.text
+    body = done.json()
+    assert body["session_id"] == sid and body["length"] == 3
+    assert len(api.get(f"/sessions/{sid}/history").json()["messages"]) == 2  # system kept apart
+    assert [r["id"] for r in api.get("/sessions").json()["sessions"]] == [sid]
+    assert api.get(f"/sessions/{body['hidden_head']}").json()["lineage_operator"] == (
+        "Session.rewind"
+    )
+    back = api.post(f"/sessions/{sid}/rewind", json={"undo": True}).json()
+    assert back["length"] == 18 and back["version"] > body["version"]
+    assert api.post(f"/sessions/{sid}/rewind", json={}).status_code == 422
+    both = api.post(f"/sessions/{sid}/rewind", json={"keep_first": 1, "undo": True})
+    assert both.status_code == 422
+    nothing = api.post(f"/sessions/{sid}/rewind", json={"keep_first": 18})
+    assert nothing.status_code == 409 and nothing.json()["error"]["code"] == "nothing_to_do"
+    assert api.post(f"/sessions/{sid}/rewind", json={"keep_first": 99}).status_code == 422

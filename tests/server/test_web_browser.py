@@ -238,3 +238,36 @@ def test_the_page_controls_a_run_and_answers_its_approvals(
     assert problems == []
     assert all(u.startswith(live.url) for u in requests), requests
     client.close()
+
+
+def test_an_opaque_item_is_shown_as_what_it_is(browser_page: Any, tmp_path: Path) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    item = {"type": "reasoning", "id": "rs_1", "summary": [{"text": "weighing it"}]}
+    s = served.client.sessions.create(
+        [
+            {"role": "user", "content": "why?"},
+            {"role": "opaque", "format": "openai-agents", "item": item},
+            {"role": "assistant", "content": "because"},
+        ],
+        title="With a provider item",
+    )
+    page = browser_page
+    with LiveServer(served.app) as live:
+        page.goto(live.url + "/", wait_until="load")
+        page.fill("#api-key", KEY)
+        page.click("#connect")
+        page.wait_for_selector("#list-view:not([hidden]) a.session-link")
+        page.click("a.session-link:text('With a provider item')")
+        page.wait_for_selector("#transcript li[data-seq='2']")
+        opaque = page.locator("#transcript li[data-seq='1']")
+        text = opaque.inner_text()
+        assert "#1 provider item" in text.lower() and "openai-agents reasoning" in text
+        assert "weighing it" in text  # the item itself, folded or not, is there to read
+        box = opaque.bounding_box()
+        assert box is not None and box["height"] > 20 and box["width"] > 200
+        shots = Path(os.environ.get("PLAIT_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "opaque-item.png"), full_page=True)
+        page.goto("about:blank")
+    served.client.close()
+    assert s.length == 3

@@ -89,3 +89,14 @@ def test_a_managed_workspace_is_deleted_when_the_process_ends(tmp_path: Path) ->
                          check=True, timeout=120)
     folder = Path(out.stdout.strip().splitlines()[-1])
     assert folder.name.startswith("plait-") and not folder.exists()
+
+
+def test_the_snapshot_shows_the_policy_as_data(client: Client, tmp_path: Path) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    s.to("isolated", spec=str(tmp_path), policy={"network": True, "env": ["TERM"]})
+    snap = client.snapshot(s.id)
+    assert snap is not None
+    shown = snap.metadata["settings"]["sandbox"]  # type: ignore[index, call-overload]
+    assert shown["backend"] == "isolated"
+    assert SandboxPolicy.from_json(shown["policy"]) == s.sandbox_policy
+    assert shown["policy"]["network"] is True and shown["policy"]["env"] == ["TERM"]

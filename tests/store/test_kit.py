@@ -85,5 +85,6 @@ def test_a_transcript_only_backend_passes_its_part_and_skips_the_rest(tmp_path: 
     summary = out.stdout.strip().splitlines()[-1]
     assert summary.startswith(f"{passed} passed, "), summary
     for what in ("token tallies (TallyStore)", "durable bearer sessions (BearerStore)",
-                 "live clients (LiveClientStore)", "writer locks (WriterLocks)"):
+                 "live clients (LiveClientStore)", "writer locks (WriterLocks)",
+                 "object space (ObjectStore)"):
         assert f"NarrowStore offers no {what}" in out.stdout

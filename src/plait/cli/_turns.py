@@ -9,6 +9,10 @@ for the session ("always"). Without a terminal nobody can answer, so the call
 is denied without asking and recorded as denied: the model reads that and the
 run goes on. Ctrl-C at the question denies the call and stops the run.
 
+SIGTERM (a supervisor, ``kill``, a container stopping) is handled as Ctrl-C is
+(:class:`TermAsInterrupt`): the reply streamed so far is kept, marked interrupted,
+and the run can be resumed; the command then ends with status 143 (128 + 15).
+
 The question is asked inside the run's event loop, which ``asyncio.run`` has
 taught to turn Ctrl-C into a cancellation it delivers at the next ``await``; a
 blocking ``input()`` never reaches one, so Ctrl-C would wait for Enter. While
@@ -43,7 +47,9 @@ from plait.session import Session
 from plait.tools import BUILTIN_TOOLS, Tool
 
 __all__ = [
+    "TERMINATED",
     "Approver",
+    "TermAsInterrupt",
     "Printer",
     "cut_off_notice",
     "describe_model",
@@ -119,6 +125,42 @@ def _interruptible() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class TermAsInterrupt:
+    """While entered, SIGTERM is delivered as SIGINT, so it stops a run as Ctrl-C does.
+
+    ``asyncio.run`` turns SIGINT into a cancellation of the run, which records the text
+    streamed so far and leaves the transcript resumable; raising SIGINT from the SIGTERM
+    handler takes exactly that path, wherever the command is (streaming, asking, idle).
+    ``received`` tells the command to end (status :data:`TERMINATED`) rather than go on.
+    """
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Any = None
+        self._installed = False
+
+    def _on_term(self, signum: int, frame: object) -> None:
+        self.received = True
+        signal.raise_signal(signal.SIGINT)
+
+    def __enter__(self) -> TermAsInterrupt:
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._on_term)
+            self._installed = True
+        except ValueError:  # not the main thread: signals are not ours to handle
+            pass
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._installed = False
+
+
+TERMINATED: Final = 128 + signal.SIGTERM
+"""The exit status after a SIGTERM, as a shell reports a process that signal ended."""
 
 
 class Approver:
@@ -339,8 +381,8 @@ def run_options(func: Callable[..., Any]) -> Callable[..., Any]:
         type=(str, str),
         multiple=True,
         metavar="KEY VALUE",
-        help="A model setting: max_tokens, temperature, top_p, tool_choice, stop, seed "
-        "(kept by the session, like the model).",
+        help="A model setting: max_tokens, temperature, top_p, tool_choice, stop, seed, "
+        "timeout, max_retries, prompt_cache (kept by the session, like the model).",
     )(func)
 
 

@@ -11,7 +11,7 @@ stops the run (the transcript stays valid and ``/retry`` picks it up), at a
 tool-call question it denies the call and stops the run. Ctrl-D leaves.
 
 Chat commands (``/help`` lists them): ``/resume [N|ID]``, ``/retry``, ``/fork``,
-``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``, ``/context``,
+``/undo``, ``/redo``, ``/rename TITLE``, ``/name``, ``/history``, ``/export [PATH]``, ``/context``,
 ``/compact``, ``/uncompact``, ``/ask QUESTION``, ``/quit``.
 """
 
@@ -41,7 +41,9 @@ from plait.cli._common import (
 from plait.cli._render import print_messages
 from plait.cli._terminal import SafeConsole, safe_text
 from plait.cli._turns import (
+    TERMINATED,
     Approver,
+    TermAsInterrupt,
     backend_line,
     cut_off_notice,
     describe_model,
@@ -74,6 +76,8 @@ HELP: Final = """\
 /resume [N|ID]    continue a stored session (alone: pick one of the recent ones)
 /retry            pick up an interrupted request, or continue a reply cut at the limit
 /fork             branch this conversation and continue on the branch
+/undo             take back the last exchange (your last message and what followed)
+/redo             bring back what the last /undo took back
 /rename TITLE     give it a title          /name   let the model name it
 /history          the messages the model works with
 /export [PATH]    write the conversation as an HTML page (.md for Markdown)
@@ -149,30 +153,38 @@ def chat_command(
     session = session_for(client, session_id, resume_latest)
     setup(session, None, system)  # the folder is set by switch(), after the system prompt
     chat.greet(session, settings)
-    try:
-        while True:
-            try:
-                line = input("you> ")
-            except EOFError:
-                out.print()
-                break
-            except KeyboardInterrupt:
-                out.print()
-                out.print(Text("(Ctrl-C drops the line; /quit or Ctrl-D leaves)", style="dim"))
-                continue
-            line = line.strip()
-            if not line:
-                continue
-            if line.startswith("/"):
-                if not chat.command(line):
+    # SIGTERM stops a turn as Ctrl-C does (its streamed text kept), then ends the chat.
+    with TermAsInterrupt() as term:
+        try:
+            while not term.received:
+                try:
+                    line = input("you> ")
+                except EOFError:
+                    out.print()
                     break
-                continue
-            chat.prompt(line)
-    finally:
-        chat.session.close_sandbox()
-        chat.forget_if_empty()
-        if save_history is not None:
-            save_history()
+                except KeyboardInterrupt:
+                    out.print()
+                    if term.received:
+                        break
+                    out.print(
+                        Text("(Ctrl-C drops the line; /quit or Ctrl-D leaves)", style="dim")
+                    )
+                    continue
+                line = line.strip()
+                if not line:
+                    continue
+                if line.startswith("/"):
+                    if not chat.command(line):
+                        break
+                    continue
+                chat.prompt(line)
+        finally:
+            chat.session.close_sandbox()
+            chat.forget_if_empty()
+            if save_history is not None:
+                save_history()
+    if term.received:
+        raise SystemExit(TERMINATED)
 
 
 class _Chat:
@@ -338,6 +350,22 @@ class _Chat:
         self._stored()
         self.switch(self.session.fork())
 
+    def _undo(self, args: list[str], rest: str) -> None:
+        self._stored()
+        messages = [r for r in self.session.records if r.kind != "event"]
+        last = max((i for i, r in enumerate(messages) if r.kind == "user"), default=None)
+        if last is None:
+            raise NothingToDoError("no message of yours to take back")
+        self.session.rewind(last)  # the old head stays, hidden: /redo brings it back
+        self.out.print(
+            Text(f"took back the last exchange ({last} messages left); /redo brings it back")
+        )
+
+    def _redo(self, args: list[str], rest: str) -> None:
+        self._stored()
+        self.session.undo_rewind()
+        self.out.print(Text(f"brought it back ({self.session.length} messages)"))
+
     def _rename(self, args: list[str], rest: str) -> None:
         self._stored()
         title = self.session.rename(rest)
@@ -406,6 +434,8 @@ class _Chat:
         "/resume": _resume,
         "/retry": _retry,
         "/fork": _fork,
+        "/undo": _undo,
+        "/redo": _redo,
         "/rename": _rename,
         "/name": _name,
         "/history": _history,

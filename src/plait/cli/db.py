@@ -1,7 +1,7 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
-``migrate`` and ``check`` work on a SQLite file and on a ``postgresql://`` URL;
-``path`` names the SQLite file.
+``migrate``, ``check`` and ``prune-checkpoints`` work on a SQLite file and on a
+``postgresql://`` URL; ``path`` names the SQLite file.
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ from contextlib import closing
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
+from plait.client import Client
 from plait.errors import SchemaOutdatedError
+from plait.session.checkpoints import PRUNE_GRACE
 from plait.store import SQLiteStore
 from plait.store.postgres import PostgresStore
 
@@ -95,3 +97,28 @@ def check(settings: Settings) -> None:
     for problem in problems:
         click.echo(problem)
     raise click.ClickException(f"{len(problems)} problem(s) in {store.location}")
+
+
+@db_group.command("prune-checkpoints", context_settings=CONTEXT_SETTINGS)
+@click.option("--dry-run", is_flag=True, help="Count what would be removed; remove nothing.")
+@click.option(
+    "--grace",
+    type=click.FloatRange(min=0),
+    default=PRUNE_GRACE,
+    show_default=True,
+    help="Seconds: objects used more recently are kept (a tool call still running).",
+)
+@pass_settings
+def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
+    """Remove workspace checkpoint objects no live session or branch references.
+
+    Every session of the store is read, in every workspace; a checkpoint any tool
+    record still names stays, with everything it needs.
+    """
+    store = _open(settings, auto_migrate=False)
+    done = Client(".", store=store).prune_checkpoints(dry_run=dry_run, grace=grace)
+    verb = "would remove" if done.dry_run else "removed"
+    click.echo(
+        f"{verb} {done.removed} checkpoint object(s); "
+        f"{done.referenced} checkpoint(s) still referenced"
+    )

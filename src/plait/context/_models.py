@@ -1,21 +1,44 @@
-"""What plait knows about a model family: its window, when to compact, how to count.
+"""What plait knows about a model: its window, its output limit, when to compact, how to count.
 
-Pure: a table, no I/O. A model name is matched by prefix (case-insensitive, a provider prefix
-such as ``openai/`` or ``azure:`` ignored), most specific first; a model plait does not know gets
-:data:`UNKNOWN_MODEL`'s numbers. Windows are the providers' published input limits.
+Pure: a table and the rules that lay what is known of one model over it, no I/O. A model
+name is matched by prefix (case-insensitive, read by :func:`bare_model_name`: a provider
+prefix such as ``openai/`` or ``azure:`` and an Ollama tag such as ``:20b`` ignored), most
+specific first; a model plait does not know gets :data:`UNKNOWN_MODEL`'s numbers. Windows
+are the providers' published input limits.
+
+What a table cannot know (the window a local server was started with, a fine-tune's limit)
+comes as :class:`ModelLimits`, first set wins: the session's ``model_info`` setting, then
+the environment (:data:`LIMITS_ENV`), then what the model's server declares (the provider's
+``limits()``), then the family table.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Final
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from typing import Any, Final, Literal, TypeAlias
 
-from plait.context._tokens import Encoding, encoding_for
+from plait.context._tokens import Encoding, bare_model_name, check_encoding, encoding_for
+from plait.errors import InvalidArgumentError, UnknownOptionError
 
-__all__ = ["DEFAULT_COMPACT_PERCENT", "MODEL_FAMILIES", "UNKNOWN_MODEL", "ModelInfo", "model_info"]
+__all__ = [
+    "DEFAULT_COMPACT_PERCENT",
+    "LIMITS_ENV",
+    "MODEL_FAMILIES",
+    "UNKNOWN_MODEL",
+    "InfoSource",
+    "ModelInfo",
+    "ModelLimits",
+    "limits_from_env",
+    "model_info",
+]
 
 DEFAULT_COMPACT_PERCENT: Final = 80
 """Compact when the context is this full (percent of the window), unless the family says."""
+
+
+InfoSource: TypeAlias = Literal["table", "server", "environment", "settings"]
+"""Where a :class:`ModelInfo`'s window came from."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +53,121 @@ class ModelInfo:
     """Compact automatically when the context is at least this full (percent of ``window``)."""
     encoding: Encoding
     """The encoding plait counts its tokens with (see :func:`plait.context.encoding_for`)."""
+    output_limit: int | None = None
+    """The most tokens one reply may have, when known (a request leaves room for it)."""
+    source: InfoSource = "table"
+    """Where ``window`` came from: the family ``table``, the model's ``server``, the
+    session's ``settings`` or the ``environment``."""
+
+
+_MAX_WINDOW: Final = 100_000_000
+
+
+def _count(name: str, value: object, lo: int, hi: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"{name} must be an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(f"{name} must be between {lo} and {hi}, got {value}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ModelLimits:
+    """What is known of one model beyond its family's row; ``None`` is "not known here".
+
+    Raises:
+        InvalidArgumentError: a value of the wrong type or out of range.
+    """
+
+    context_window: int | None = None
+    """Tokens the model can carry, prompt and reply together."""
+    output_limit: int | None = None
+    """The most tokens one reply may have."""
+    tokenizer: Encoding | None = None
+    """The encoding plait counts this model's tokens with (``o200k_base``, ``cl100k_base``)."""
+    compact_percent: int | None = None
+    """Compact automatically when the context is at least this full (1 to 100)."""
+
+    def __post_init__(self) -> None:
+        _count("context_window", self.context_window, 1, _MAX_WINDOW)
+        _count("output_limit", self.output_limit, 1, _MAX_WINDOW)
+        _count("compact_percent", self.compact_percent, 1, 100)
+        if self.tokenizer is not None:
+            object.__setattr__(self, "tokenizer", check_encoding(self.tokenizer))
+
+    @classmethod
+    def from_json(cls, data: object) -> ModelLimits:
+        """Read limits from a JSON object (the ``model_info`` setting's form).
+
+        Raises:
+            UnknownOptionError: a key that is not a limit.
+            InvalidArgumentError: not an object, or a bad value.
+        """
+        if isinstance(data, ModelLimits):
+            return data
+        if not isinstance(data, Mapping):
+            raise InvalidArgumentError(f"model_info must be a dict, not {type(data).__name__}")
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(names))
+        if unknown:
+            raise UnknownOptionError("model_info", unknown, names)
+        values: dict[str, Any] = {k: v for k, v in data.items() if v is not None}
+        return cls(**values)
+
+    def to_json(self) -> dict[str, int | str]:
+        """The limits that are known, as a JSON object (``from_json`` reads it back)."""
+        out: dict[str, int | str] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[f.name] = value
+        return out
+
+    def over(self, base: ModelLimits) -> ModelLimits:
+        """These limits laid over ``base``: what is known here wins."""
+        return replace(
+            base, **{f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+        )
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is known."""
+        return not self.to_json()
+
+
+LIMITS_ENV: Final = {
+    "context_window": "PLAIT_CONTEXT_WINDOW",
+    "output_limit": "PLAIT_OUTPUT_LIMIT",
+    "tokenizer": "PLAIT_TOKENIZER",
+    "compact_percent": "PLAIT_COMPACT_PERCENT",
+}
+"""The environment variable of each limit; they apply to every model of the process."""
+
+
+def limits_from_env(env: Mapping[str, str]) -> ModelLimits:
+    """The limits ``env`` sets (:data:`LIMITS_ENV`); an empty variable sets nothing.
+
+    Raises:
+        InvalidArgumentError: a variable whose value is not a valid limit (it is named).
+    """
+    values: dict[str, Any] = {}
+    for key, var in LIMITS_ENV.items():
+        raw = (env.get(var) or "").strip()
+        if not raw:
+            continue
+        if key == "tokenizer":
+            values[key] = raw
+            continue
+        try:
+            values[key] = int(raw.replace("_", ""))
+        except ValueError:
+            raise InvalidArgumentError(f"{var} must be a whole number, got {raw!r}") from None
+    try:
+        return ModelLimits(**values)
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"the environment: {exc}") from None
 
 
 def _info(family: str, window: int, percent: int = DEFAULT_COMPACT_PERCENT) -> ModelInfo:
@@ -62,22 +200,56 @@ UNKNOWN_MODEL: Final = _info("unknown", 128_000)
 """The numbers for a model no prefix matches (and for no model at all)."""
 
 
-def model_info(model: str | None) -> ModelInfo:
-    """Return the context numbers of ``model``'s family.
+def _family(model: str | None) -> ModelInfo:
+    name = bare_model_name(model)
+    if name:
+        for prefix, info in MODEL_FAMILIES:
+            if name.startswith(prefix):
+                return info
+    return UNKNOWN_MODEL
+
+
+def model_info(
+    model: str | None,
+    *,
+    settings: ModelLimits | None = None,
+    env: ModelLimits | None = None,
+    declared: ModelLimits | None = None,
+) -> ModelInfo:
+    """Return what is known of ``model``: its family's row with the given limits laid over it.
 
     Args:
-        model: a model name (``"gpt-4o-mini"``, ``"anthropic/claude-sonnet-4"``), or None.
+        model: a model name (``"gpt-4o-mini"``, ``"anthropic/claude-sonnet-4"``,
+            ``"gpt-oss:20b"``), or None.
+        settings: the session's ``model_info`` setting; wins over the others.
+        env: what the environment sets (:func:`limits_from_env`).
+        declared: what the model's server declares.
 
     Returns:
-        The family's :class:`ModelInfo`; :data:`UNKNOWN_MODEL` when none matches.
+        The :class:`ModelInfo`; :data:`UNKNOWN_MODEL`'s numbers when no family matches
+        and nothing else is known. Its ``source`` says where the window came from.
     """
-    if not model:
-        return UNKNOWN_MODEL
-    name = model.strip().lower()
-    for sep in ("/", ":"):
-        if sep in name:
-            name = name.rsplit(sep, 1)[-1]
-    for prefix, info in MODEL_FAMILIES:
-        if name.startswith(prefix):
-            return info
-    return UNKNOWN_MODEL
+    info = _family(model)
+    source: InfoSource = "table"
+    merged = ModelLimits()
+    layers: tuple[tuple[ModelLimits | None, InfoSource], ...] = (
+        (declared, "server"),
+        (env, "environment"),
+        (settings, "settings"),
+    )
+    for layer, name in layers:
+        if layer is None or layer.empty:
+            continue
+        merged = layer.over(merged)
+        if layer.context_window is not None:
+            source = name
+    if merged.empty:
+        return info
+    return replace(
+        info,
+        window=merged.context_window or info.window,
+        compact_percent=merged.compact_percent or info.compact_percent,
+        encoding=merged.tokenizer or info.encoding,
+        output_limit=merged.output_limit or info.output_limit,
+        source=source,
+    )

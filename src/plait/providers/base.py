@@ -7,6 +7,12 @@ sampling settings) and streams :data:`StreamEvent` values back:
 * :class:`ToolCallDelta` -- a piece of one tool call, keyed by its ``index``: the
   first delta of a call usually carries its ``id`` and ``name``, the following ones
   pieces of its JSON ``arguments``;
+* :class:`ReasoningDelta` -- a piece of the model's reasoning text (``reasoning_content``
+  of chat completions, a Responses reasoning summary, an Anthropic thinking block): kept
+  with the reply, never part of its text;
+* :class:`ItemDone` -- a whole provider item plait has no kind for (a Responses reasoning
+  item, an Anthropic thinking block), to be stored verbatim as an opaque item and sent
+  back to a provider that reads its ``format``;
 * :class:`Usage` -- the token counts of the reply so far (a later ``Usage`` replaces
   an earlier one: they are totals, not increments);
 * :class:`Finish` -- why the reply ended. It is always the last event; a stream that
@@ -20,11 +26,13 @@ stream into a :class:`Reply`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 from plait._ids import new_id
+from plait.context import ModelLimits
 from plait.errors import (
     InvalidArgumentError,
     ProviderError,
@@ -34,14 +42,18 @@ from plait.errors import (
 )
 from plait.records import JSONValue, Message, ToolCall
 
+_log = logging.getLogger("plait")
+
 __all__ = [
     "FINISH_REASONS",
     "SUMMARY_PREFIX",
     "Finish",
     "FinishReason",
+    "ItemDone",
     "Provider",
     "ProviderError",
     "ProviderResponseError",
+    "ReasoningDelta",
     "Reply",
     "Request",
     "ScriptExhaustedError",
@@ -53,6 +65,7 @@ __all__ = [
     "Usage",
     "arguments_json",
     "complete",
+    "declared_limits",
     "summary_text",
     "reads_formats",
 ]
@@ -136,10 +149,28 @@ class Request:
     """A sampling seed (providers without one ignore it)."""
     headers: Mapping[str, str] = field(default_factory=dict)
     """Extra HTTP headers for this request."""
+    timeout: float | None = None
+    """Seconds before the SDK abandons this request; ``None`` is the provider's own."""
+    max_retries: int | None = None
+    """The SDK's retries of this request; ``None`` is the provider's own."""
+    prompt_cache: bool | None = None
+    """Mark the stable prefix for the prompt cache (providers that need marks); ``None`` is
+    the provider's default."""
 
     def __post_init__(self) -> None:
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise InvalidArgumentError(f"max_tokens must be positive, got {self.max_tokens}")
+        timeout, retries = self.timeout, self.max_retries
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+        ):
+            raise InvalidArgumentError(f"timeout must be a positive number, got {timeout!r}")
+        if retries is not None and (
+            isinstance(retries, bool) or not isinstance(retries, int) or retries < 0
+        ):
+            raise InvalidArgumentError(f"max_retries must be an int >= 0, got {retries!r}")
+        if self.prompt_cache is not None and not isinstance(self.prompt_cache, bool):
+            raise InvalidArgumentError("prompt_cache must be True, False or None")
         tools = tuple(ToolSpec.from_dict(t) if isinstance(t, Mapping) else t for t in self.tools)
         for tool in tools:
             if not isinstance(tool, ToolSpec):
@@ -189,6 +220,26 @@ class ToolCallDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning, shown apart from the reply's text."""
+
+    type: ClassVar[Literal["reasoning_delta"]] = "reasoning_delta"
+    text: str
+    """The reasoning text, to append to what came before."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemDone:
+    """A whole provider item plait has no kind for, kept verbatim (an opaque item)."""
+
+    type: ClassVar[Literal["item_done"]] = "item_done"
+    format: str
+    """Which provider's items these are (``openai-responses``, ``anthropic``)."""
+    item: Mapping[str, JSONValue]
+    """The item as the API gave it (a JSON object)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one reply (plait's ``meta["usage"]`` shape, decision D29)."""
 
@@ -234,7 +285,7 @@ class Finish:
     """The API's id of the response (when it gave one)."""
 
 
-StreamEvent: TypeAlias = TextDelta | ToolCallDelta | Usage | Finish
+StreamEvent: TypeAlias = TextDelta | ToolCallDelta | ReasoningDelta | ItemDone | Usage | Finish
 """One event of a provider's stream."""
 
 
@@ -300,6 +351,10 @@ class Reply:
     """The model that served it, as the API named it (when it did)."""
     response_id: str | None = None
     """The API's id of the response (when it gave one)."""
+    reasoning: str = ""
+    """The model's reasoning text, when it showed any."""
+    items: tuple[ItemDone, ...] = ()
+    """Provider items to keep verbatim, in the order they came (they precede the reply)."""
 
 
 @dataclass(slots=True)
@@ -350,6 +405,8 @@ async def complete(provider: Provider, request: Request) -> Reply:
         ProviderError: the provider failed.
     """
     text: list[str] = []
+    reasoning: list[str] = []
+    items: list[ItemDone] = []
     calls: dict[int, _PendingCall] = {}
     usage: Usage | None = None
     finish: Finish | None = None
@@ -366,6 +423,10 @@ async def complete(provider: Provider, request: Request) -> Reply:
                 pending.name = event.name
             if event.arguments_delta:
                 pending.arguments.append(event.arguments_delta)
+        elif isinstance(event, ReasoningDelta):
+            reasoning.append(event.text)
+        elif isinstance(event, ItemDone):
+            items.append(event)
         elif isinstance(event, Usage):
             usage = event
         elif isinstance(event, Finish):
@@ -375,7 +436,34 @@ async def complete(provider: Provider, request: Request) -> Reply:
     if finish is None:
         raise ProviderResponseError(provider.name, "the stream ended without a finish (cut off)")
     tool_calls = tuple(_finish_call(provider.name, i, calls[i]) for i in sorted(calls))
-    return Reply("".join(text), tool_calls, usage, finish.reason, finish.model, finish.response_id)
+    return Reply(
+        "".join(text),
+        tool_calls,
+        usage,
+        finish.reason,
+        finish.model,
+        finish.response_id,
+        "".join(reasoning),
+        tuple(items),
+    )
+
+
+async def declared_limits(provider: Provider) -> ModelLimits | None:
+    """What ``provider`` says of its model's window and output limit, or None.
+
+    A provider may have an ``async limits()`` method (OpenAI-compatible servers read it from
+    the server, the embedded model knows its own); one that has none, or that cannot say
+    (its server does not answer), declares nothing and plait uses its family table.
+    """
+    probe = getattr(provider, "limits", None)
+    if probe is None or not callable(probe):
+        return None
+    try:
+        found = await probe()
+    except ProviderError as exc:
+        _log.info("%s: no model limits: %s", provider.name, exc)
+        return None
+    return found if isinstance(found, ModelLimits) else None
 
 
 SUMMARY_PREFIX = "[Summary of the earlier conversation]\n"

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from plait._ids import new_id
+from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError, MissingDependencyError
 from plait.providers.base import (
     Finish,
@@ -227,7 +228,7 @@ def to_local_messages(messages: Sequence[Message]) -> list[dict[str, JSONValue]]
             parts = [m.text] if m.text else []
             parts += [_call_json(c.name, c.arguments) for c in m.tool_calls]
             out.append({"role": "assistant", "content": "\n".join(parts)})
-        else:  # tool
+        elif m.role == "tool":
             # The template has no tool role. Sent as a bare result, the small model calls
             # the same tool again and again; with the closing request it answers (D43).
             status = " (it failed)" if m.ok is False else ""
@@ -358,6 +359,10 @@ class LocalProvider:
     def model_path(self) -> Path:
         """The GGUF file this provider runs."""
         return self._path
+
+    async def limits(self) -> ModelLimits:
+        """The window it runs the model with (``n_ctx``); no output limit beyond it."""
+        return ModelLimits(context_window=self._key.n_ctx)
 
     def load(self) -> None:
         """Load the model now (blocking) instead of on the first request; a no-op once loaded.

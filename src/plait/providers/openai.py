@@ -15,6 +15,14 @@ How plait messages are sent:
   :data:`~plait.providers.base.SUMMARY_PREFIX` then the summary, because the API has
   no summary role and the model must see it as context, not as its own words.
 
+A delta's ``reasoning_content`` (llama.cpp, DeepSeek, vLLM's reasoning parsers; ``reasoning``
+on some) is streamed as :class:`~plait.providers.base.ReasoningDelta` and kept with the
+reply; it is not sent back (chat completions has no field for it in a request, and
+DeepSeek refuses one).
+
+The window and output limit the server declares are read by :meth:`OpenAIProvider.limits`
+(:mod:`plait.providers._served`), once per model; errors name the server's URL.
+
 Streaming asks for ``stream_options={"include_usage": true}``, so the final chunk
 carries the usage (``prompt_tokens`` includes ``prompt_tokens_details.cached_tokens``,
 as plait's usage does). Some servers report ``finish_reason: "stop"`` on a reply with
@@ -26,11 +34,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+from plait.context import ModelLimits
 from plait.errors import MissingCredentialsError, MissingDependencyError
+from plait.providers._served import probe_limits
 from plait.providers.base import (
     Finish,
     FinishReason,
     ProviderError,
+    ReasoningDelta,
     Request,
     StreamEvent,
     TextDelta,
@@ -50,6 +61,10 @@ __all__ = ["DEFAULT_OPENAI_MODEL", "OpenAIProvider", "to_openai_messages"]
 
 DEFAULT_OPENAI_MODEL: Final = "gpt-4o-mini"
 """The model used when none is named (``PLAIT_MODEL=openai`` or only ``OPENAI_API_KEY``)."""
+
+_PROBE_TIMEOUT: Final = 10.0
+"""Seconds each question about the model's limits may take (a server that hangs declares
+nothing rather than holding the run)."""
 
 _FINISH: Final[dict[str, FinishReason]] = {
     "stop": "stop",
@@ -95,8 +110,9 @@ def to_openai_messages(messages: list[Message] | tuple[Message, ...]) -> list[di
                     for c in m.tool_calls
                 ]
             out.append(entry)
-        else:  # tool
+        elif m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.text})
+        # An opaque item is another API's: chat completions has no place for it.
     return out
 
 
@@ -118,6 +134,10 @@ class OpenAIProvider:
             ``max_tokens`` when a ``base_url`` is given, else ``max_completion_tokens``.
         client: an ``openai.AsyncOpenAI`` to use as it is (the other connection
             arguments are then ignored).
+        context_window: the model's window, when you know it better than its server.
+        output_limit: the most tokens one reply may have, likewise.
+        ask_server: read the window from the server (:meth:`limits`); ``None`` asks
+            any server but OpenAI's own, whose model list says nothing of it.
 
     Raises:
         MissingDependencyError: the ``openai`` package is not installed.
@@ -134,8 +154,13 @@ class OpenAIProvider:
         timeout: float = 600.0,
         max_tokens_field: Literal["max_tokens", "max_completion_tokens"] | None = None,
         client: AsyncOpenAI | None = None,
+        context_window: int | None = None,
+        output_limit: int | None = None,
+        ask_server: bool | None = None,
     ) -> None:
         self._model = model
+        self._given = ModelLimits(context_window=context_window, output_limit=output_limit)
+        self._ask_server = ask_server
         self._max_tokens_field = max_tokens_field or (
             "max_tokens" if base_url else "max_completion_tokens"
         )
@@ -170,6 +195,28 @@ class OpenAIProvider:
     def base_url(self) -> str:
         """The API root requests go to."""
         return str(self._client.base_url)
+
+    async def limits(self, model: str | None = None) -> ModelLimits | None:
+        """The model's window and output limit: what was given, else what the server says.
+
+        The server is asked once per model and process (:mod:`plait.providers._served`);
+        a server that says nothing declares nothing.
+        """
+        name = model or self._model
+        if self._given.context_window is not None:
+            return self._given
+        ask = self._ask_server
+        if ask is None:
+            ask = "api.openai.com" not in self.base_url
+        if not ask:
+            return None if self._given.empty else self._given
+        # Remembered for the process by probe_limits (not here: a refusal is asked again).
+        found = await probe_limits(
+            self.base_url, name, api_key=self._client.api_key, timeout=_PROBE_TIMEOUT
+        )
+        if found is None:
+            return None if self._given.empty else self._given
+        return self._given.over(found)
 
     def _body(self, request: Request) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -211,7 +258,22 @@ class OpenAIProvider:
             body["extra_body"] = dict(request.extra)
         if request.headers:
             body["extra_headers"] = dict(request.headers)
+        if request.timeout is not None:
+            body["timeout"] = request.timeout
         return body
+
+    def _error(self, exc: Exception) -> ProviderError:
+        """The SDK's failure as a ProviderError naming this server."""
+        openai = _sdk()
+        url = self.base_url
+        if isinstance(exc, openai.APIStatusError):
+            return ProviderError(
+                "openai",
+                f"the API answered {exc.status_code}: {exc.message}",
+                status_code=exc.status_code,
+                url=url,
+            )
+        return ProviderError("openai", f"request failed: {exc}", url=url)
 
     async def stream(self, request: Request) -> AsyncIterator[StreamEvent]:
         """Send ``request`` as a streamed chat completion and yield its events.
@@ -220,7 +282,10 @@ class OpenAIProvider:
             ProviderError: the API or the connection failed (the SDK's error chained).
         """
         openai = _sdk()
-        create: Any = self._client.chat.completions.create
+        client = self._client
+        if request.max_retries is not None:
+            client = client.with_options(max_retries=request.max_retries)
+        create: Any = client.chat.completions.create
         finish: str | None = None
         saw_tools = False
         usage: Usage | None = None
@@ -244,6 +309,9 @@ class OpenAIProvider:
                         if choice.index != 0:
                             continue  # plait asks for one choice (n=1)
                         delta = choice.delta
+                        thought = _reasoning(delta)
+                        if thought:
+                            yield ReasoningDelta(thought)
                         if delta.content:
                             yield TextDelta(delta.content)
                         for tc in delta.tool_calls or ():
@@ -257,14 +325,8 @@ class OpenAIProvider:
                             )
                         if choice.finish_reason:
                             finish = choice.finish_reason
-        except openai.APIStatusError as exc:
-            raise ProviderError(
-                "openai",
-                f"the API answered {exc.status_code}: {exc.message}",
-                status_code=exc.status_code,
-            ) from exc
         except openai.OpenAIError as exc:
-            raise ProviderError("openai", f"request failed: {exc}") from exc
+            raise self._error(exc) from exc
         if usage is not None:
             yield usage
         if finish is not None:
@@ -276,3 +338,16 @@ class OpenAIProvider:
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(model={self._model!r}, base_url={self.base_url!r})"
+
+
+def _reasoning(delta: Any) -> str:
+    """A delta's reasoning text: ``reasoning_content`` (llama.cpp, DeepSeek), or ``reasoning``.
+
+    Neither is a field of the SDK's types; servers send them as extra fields, which the
+    SDK keeps as attributes.
+    """
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""

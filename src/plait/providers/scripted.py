@@ -10,6 +10,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias
 
+from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError
 from plait.providers.base import (
     Finish,
@@ -76,6 +77,10 @@ class ScriptedProvider:
     Args:
         replies: the answers, in the order they will be given.
         model: the model name it reports.
+        context_window: a window to declare through ``limits()``, as a server would.
+        output_limit: an output limit to declare likewise.
+        reads_formats: the opaque-item formats to be sent, as a provider that reads them
+            would declare.
 
     Raises:
         InvalidArgumentError: a reply of another type.
@@ -86,11 +91,14 @@ class ScriptedProvider:
         replies: Iterable[ScriptedReply] = (),
         *,
         model: str = "scripted",
+        context_window: int | None = None,
+        output_limit: int | None = None,
         reads_formats: Iterable[str] = (),
     ) -> None:
         self._replies = [_check(r, i) for i, r in enumerate(replies)]
         self._served = 0
         self._model = model
+        self._limits = ModelLimits(context_window=context_window, output_limit=output_limit)
         self.reads_formats: frozenset[str] = frozenset(reads_formats)
         """The opaque-item formats its requests carry (none by default), as a provider
         that reads them would declare."""
@@ -106,6 +114,10 @@ class ScriptedProvider:
     def model(self) -> str:
         """The model name given at construction (``scripted`` by default)."""
         return self._model
+
+    async def limits(self) -> ModelLimits | None:
+        """The window and output limit it was given, as a server would declare them."""
+        return None if self._limits.empty else self._limits
 
     @property
     def remaining(self) -> int:

@@ -20,7 +20,10 @@ The rules, first match wins:
 A model spec is ``provider`` or ``provider:model``:
 
 * ``openai`` / ``openai:MODEL`` -- OpenAI-compatible; the key is ``OPENAI_API_KEY``
-  and the server ``OPENAI_BASE_URL`` (a local server needs no key);
+  and the server ``OPENAI_BASE_URL`` (a local server needs no key); an Ollama-style
+  tag stays part of the model (``openai:gpt-oss:20b`` is model ``gpt-oss:20b``);
+* ``openai-responses:MODEL`` -- OpenAI's Responses API
+  (:class:`~plait.providers.responses.OpenAIResponsesProvider`), same key and server;
 * ``anthropic`` / ``anthropic:MODEL`` -- Anthropic (``ANTHROPIC_API_KEY``,
   ``ANTHROPIC_BASE_URL``);
 * ``scripted`` / ``scripted:NAME`` -- a :class:`~plait.providers.ScriptedProvider`
@@ -43,7 +46,7 @@ from plait.providers.base import Provider
 
 __all__ = ["PROVIDER_NAMES", "parse_model_spec", "select_provider"]
 
-PROVIDER_NAMES = ("openai", "anthropic", "scripted", "local")
+PROVIDER_NAMES = ("openai", "openai-responses", "anthropic", "scripted", "local")
 """The provider names a model spec may start with."""
 
 
@@ -56,9 +59,13 @@ def parse_model_spec(spec: str) -> tuple[str, str | None]:
     provider, colon, model = spec.strip().partition(":")
     provider = provider.strip().lower()
     if provider not in PROVIDER_NAMES:
+        hint = "write provider:model, e.g. openai:gpt-4o-mini"
+        if colon and model.strip():
+            # "gpt-oss:20b" is an Ollama tag, not a provider and a model.
+            hint = f"a model served by Ollama or another local server is openai:{spec.strip()}"
         raise InvalidArgumentError(
             f"model spec {spec!r}: the provider must be one of {', '.join(PROVIDER_NAMES)} "
-            "(write provider:model, e.g. openai:gpt-4o-mini)"
+            f"({hint})"
         )
     model = model.strip()
     if colon and not model:
@@ -89,6 +96,15 @@ def _build(provider: str, model: str | None, env: Mapping[str, str]) -> Provider
         from plait.providers.openai import DEFAULT_OPENAI_MODEL, OpenAIProvider
 
         return OpenAIProvider(
+            model or DEFAULT_OPENAI_MODEL,
+            api_key=env.get("OPENAI_API_KEY") or None,
+            base_url=env.get("OPENAI_BASE_URL") or None,
+        )
+    if provider == "openai-responses":
+        from plait.providers.openai import DEFAULT_OPENAI_MODEL
+        from plait.providers.responses import OpenAIResponsesProvider
+
+        return OpenAIResponsesProvider(
             model or DEFAULT_OPENAI_MODEL,
             api_key=env.get("OPENAI_API_KEY") or None,
             base_url=env.get("OPENAI_BASE_URL") or None,

@@ -3,7 +3,9 @@
 A run takes them (``prompt(..., model_settings=...)``), a session keeps the ones it
 was last given (like the model it was last given), and each provider maps them onto
 its API: ``max_tokens``, ``temperature``, ``top_p``, ``tool_choice``, ``stop``,
-``seed``, and ``extra_body`` / ``extra_headers`` for what plait does not name.
+``seed``, and ``extra_body`` / ``extra_headers`` for what plait does not name. How the
+SDK calls the API is set here too: ``timeout`` and ``max_retries`` per request, and
+``prompt_cache`` (Anthropic's ``cache_control`` on the stable prefix).
 """
 
 from __future__ import annotations
@@ -68,12 +70,23 @@ class ModelSettings:
     """Fields sent as they are in the request body."""
     extra_headers: Mapping[str, str] = field(default_factory=dict)
     """HTTP headers sent with the request."""
+    timeout: float | None = None
+    """Seconds before the SDK abandons one request (the provider's own when unset)."""
+    max_retries: int | None = None
+    """How often the SDK retries a request that failed to connect or got 429/5xx."""
+    prompt_cache: bool | None = None
+    """Mark the stable prefix for the provider's prompt cache (Anthropic's
+    ``cache_control``; on by default there; OpenAI caches by itself)."""
 
     def __post_init__(self) -> None:
         _integer("max_tokens", self.max_tokens, 1, 10_000_000)
+        _integer("max_retries", self.max_retries, 0, 20)
+        if self.prompt_cache is not None and not isinstance(self.prompt_cache, bool):
+            raise InvalidArgumentError("prompt_cache must be true or false")
         set_ = object.__setattr__
         set_(self, "temperature", _number("temperature", self.temperature, 0.0, 2.0))
         set_(self, "top_p", _number("top_p", self.top_p, 0.0, 1.0))
+        set_(self, "timeout", _number("timeout", self.timeout, 0.001, 86_400.0))
         _integer("seed", self.seed, -(2**63), 2**63 - 1)
         choice = self.tool_choice
         if choice is not None and (not isinstance(choice, str) or not choice.strip()):
@@ -163,6 +176,9 @@ class ModelSettings:
             stop=self.stop,
             seed=self.seed,
             headers=dict(self.extra_headers),
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            prompt_cache=self.prompt_cache,
         )
 
     @property

@@ -13,7 +13,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, TypeAlias, TypedDict
 
-from plait.providers.base import Finish, Provider, TextDelta, ToolCallDelta, Usage
+from plait.providers.base import (
+    Finish,
+    ItemDone,
+    Provider,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from plait.providers.settings import ModelSettings
 from plait.records import JSONValue, Record, ToolCall
 from plait.tools import Offered
@@ -79,6 +87,8 @@ class IterationEnd:
 RunEvent: TypeAlias = (
     TextDelta
     | ToolCallDelta
+    | ReasoningDelta
+    | ItemDone
     | Usage
     | Finish
     | RecordAdded
@@ -101,6 +111,10 @@ def event_json(event: RunEvent) -> dict[str, JSONValue]:
         out.update(
             index=event.index, id=event.id, name=event.name, arguments_delta=event.arguments_delta
         )
+    elif isinstance(event, ReasoningDelta):
+        out["text"] = event.text
+    elif isinstance(event, ItemDone):
+        out.update(format=event.format, item=dict(event.item))
     elif isinstance(event, Usage):
         out.update(event.to_json())
     elif isinstance(event, Finish):

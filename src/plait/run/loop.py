@@ -42,6 +42,7 @@ from plait.providers import (
     TextDelta,
     ToolSpec,
     complete,
+    declared_limits,
     reads_formats,
 )
 from plait.records import JSONValue, Record, ToolCall
@@ -71,7 +72,7 @@ INTERRUPTED: Final = (
 )
 """The result a tool call gets when its run stopped before it had one."""
 
-_CAPABLE: Final = frozenset({"openai", "anthropic"})
+_CAPABLE: Final = frozenset({"openai", "openai-responses", "anthropic"})
 """Providers trusted to write a compaction summary (the embedded model cannot: measured)."""
 
 CONTINUE: Final = "Continue exactly where your last reply stopped."
@@ -203,12 +204,17 @@ async def _steps(
         return done
 
     settings = spec.settings
+    # What the model's server says of its window, asked once a run: a local server's
+    # window is whatever it was started with, which no family table can know.
+    declared = await declared_limits(provider)
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     for step in range(1, spec.max_steps + 1):
         for message in run.take_steering():
             add({"role": "user", "content": message, "meta": {"steered": True}})
-        if session.compaction_due(model=provider.model, tools=specs):
+        if session.compaction_due(
+            model=provider.model, tools=specs, declared=declared, reserve=settings.max_tokens
+        ):
             await compact()  # seed 001: at the model's compact_percent, by itself
         request = settings.request(session.request_messages(reads_formats(provider)), specs)
         tee = _Tee(provider, run)
@@ -233,6 +239,12 @@ async def _steps(
             meta["response_model"] = reply.model
         if reply.response_id is not None:
             meta["response_id"] = reply.response_id
+        if reply.reasoning:
+            meta["reasoning"] = reply.reasoning
+        if declared is not None:  # so a later report, read without the server, knows it
+            meta["model_limits"] = dict(declared.to_json())
+        for item in reply.items:  # kept verbatim, before the reply they came with
+            add({"role": "opaque", "format": item.format, "item": dict(item.item)})
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():

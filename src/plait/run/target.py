@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Any, Protocol
 
 from plait.compaction import Compaction
+from plait.context import ModelLimits
 from plait.records import EventRecord, JSONValue, Message, Record
 from plait.tools import ToolContext
 from plait.views import ResumeInfo
@@ -54,9 +55,17 @@ class RunTarget(Protocol):
         ...
 
     def compaction_due(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | None = None,
+        reserve: int | None = None,
     ) -> bool:
-        """Whether the context is at the model's compaction threshold."""
+        """Whether the context, with ``reserve`` tokens kept for the reply, is at the mark.
+
+        ``declared`` is what the model's server says of it.
+        """
         ...
 
     async def compact(self, *, provider: Any = None) -> Compaction | None:

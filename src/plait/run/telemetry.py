@@ -39,6 +39,7 @@ _INSTRUMENTORS: Final = {
     ),
     "anthropic": (("opentelemetry.instrumentation.anthropic", "AnthropicInstrumentor"),),
 }
+_INSTRUMENTORS["openai-responses"] = _INSTRUMENTORS["openai"]  # the same SDK
 """The SDK instrumentations that report a provider's model calls themselves."""
 
 _providers: dict[str, Any] = {"tracer": None, "meter": None}

@@ -28,8 +28,8 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -43,6 +43,7 @@ _CHUNK = 1 << 20
 # same timestamp tick, so its cached digest is not trusted (git's "racy" entries).
 _RACY_NS = 50_000_000
 _DIGEST_CHARS = frozenset("0123456789abcdef")
+_TREE_HEAD = b'{"v":1,"entries":'
 
 
 class Objects(Protocol):
@@ -50,6 +51,10 @@ class Objects(Protocol):
 
     def has(self, digest: str) -> bool:
         """Whether the object is stored."""
+        ...
+
+    def missing(self, digests: Collection[str]) -> set[str]:
+        """Which of ``digests`` are not stored (one question for many: a database's is a query)."""
         ...
 
     def put(self, digest: str, data: bytes) -> None:
@@ -74,6 +79,14 @@ class Objects(Protocol):
 
     def digests(self) -> Iterator[str]:
         """Every stored digest."""
+        ...
+
+    def touch(self, digest: str) -> None:
+        """Mark a stored object as used now (pruning spares what was used recently)."""
+        ...
+
+    def written_since(self, cutoff: float) -> set[str]:
+        """The digests written or touched at or after ``cutoff`` (seconds since the epoch)."""
         ...
 
     def delete(self, digest: str) -> None:
@@ -101,6 +114,10 @@ class FolderObjects:
     def has(self, digest: str) -> bool:
         """Whether the object is stored."""
         return os.path.exists(self._name(digest))
+
+    def missing(self, digests: Collection[str]) -> set[str]:
+        """Which of ``digests`` are not stored."""
+        return {d for d in digests if not os.path.exists(self._name(d))}
 
     def _publish(self, digest: str, write: Any) -> int:
         target = self._path(digest)
@@ -163,6 +180,20 @@ class FolderObjects:
                 if not entry.name.startswith("."):
                     yield sub.name + entry.name
 
+    def touch(self, digest: str) -> None:
+        """Mark the object as used now: its file's modification time."""
+        with contextlib.suppress(FileNotFoundError):
+            os.utime(self._name(digest))
+
+    def written_since(self, cutoff: float) -> set[str]:
+        """The digests whose files were written or touched at or after ``cutoff``."""
+        found: set[str] = set()
+        for digest in self.digests():
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(self._name(digest)).st_mtime >= cutoff:
+                    found.add(digest)
+        return found
+
     def delete(self, digest: str) -> None:
         """Remove one object."""
         with contextlib.suppress(FileNotFoundError):
@@ -204,6 +235,18 @@ class FileChange:
 
 
 _KINDS = {"f": "file", "l": "symlink", "d": "folder"}
+
+
+@dataclass(slots=True)
+class _Scan:
+    """One walk of a workspace: the stat cache read and written, the objects it needs."""
+
+    old: dict[str, list[int | str]]
+    started: int
+    new: dict[str, list[int | str]] = field(default_factory=dict)
+    trees: dict[str, bytes] = field(default_factory=dict)
+    cached: dict[str, str] = field(default_factory=dict)
+    """Blobs taken from the stat cache (digest -> path): their presence is asked once."""
 
 
 class CheckpointStore:
@@ -260,6 +303,9 @@ class CheckpointStore:
         """Record ``folder``'s files and return the checkpoint id (a 64-character digest).
 
         The same tree always gives the same id and, the second time, writes nothing.
+        Which objects are already stored is asked once for the whole tree (a database
+        object space answers it with one query), and the root is marked as used, so
+        that pruning spares a checkpoint taken while it runs (D148).
 
         Raises:
             InvalidArgumentError: ``folder`` is not an existing folder.
@@ -269,25 +315,30 @@ class CheckpointStore:
             raise InvalidArgumentError(f"{str(folder)!r} is not a folder to checkpoint")
         root = root.resolve()
         old = self._cache(root)
-        new: dict[str, list[int | str]] = {}
-        started = time.time_ns()
-        digest = self._tree(root, "", old, new, started)
-        self._caches[str(root)] = new
-        if new != old:
-            self._save_cache(root, new)
+        for _attempt in range(2):
+            scan = _Scan(old, time.time_ns())
+            digest = self._tree(root, "", scan)
+            absent = self.objects.missing(scan.trees.keys() | scan.cached.keys())
+            lost = absent & scan.cached.keys()
+            if not lost:
+                break
+            # The stat cache named blobs the space no longer has (pruned): hash those
+            # files again, as if never seen.
+            old = {k: v for k, v in scan.new.items() if v[4] not in lost}
+        for tree_digest in sorted(absent - lost):
+            data = scan.trees[tree_digest]
+            self.objects.put(tree_digest, data)
+            self.written += len(data)
+        self.objects.touch(digest)
+        self._caches[str(root)] = scan.new
+        if scan.new != self._cache(root):
+            self._save_cache(root, scan.new)
         return digest
 
-    def _tree(
-        self,
-        folder: Path,
-        prefix: str,
-        old: dict[str, list[int | str]],
-        new: dict[str, list[int | str]],
-        started: int,
-    ) -> str:
+    def _tree(self, folder: Path, prefix: str, scan: _Scan) -> str:
         entries: list[list[Any]] = []
-        with os.scandir(folder) as scan:
-            items = sorted(scan, key=lambda e: e.name)
+        with os.scandir(folder) as found:
+            items = sorted(found, key=lambda e: e.name)
         for item in items:
             rel = prefix + item.name
             try:
@@ -300,29 +351,19 @@ class CheckpointStore:
             elif stat.S_ISDIR(st.st_mode):
                 if Path(item.path) == self._own:
                     continue  # the checkpoints themselves, kept inside the workspace
-                sub = self._tree(Path(item.path), rel + "/", old, new, started)
+                sub = self._tree(Path(item.path), rel + "/", scan)
                 entries.append([item.name, "d", mode, sub])
             elif stat.S_ISREG(st.st_mode):
-                digest = self._blob(item.path, rel, st, old, new, started)
+                digest = self._blob(item.path, rel, st, scan)
                 entries.append([item.name, "f", mode, digest])
         data = _encode(entries)
         digest = hashlib.sha256(data).hexdigest()
-        if not self.objects.has(digest):
-            self.objects.put(digest, data)
-            self.written += len(data)
+        scan.trees[digest] = data
         return digest
 
-    def _blob(
-        self,
-        path: str,
-        rel: str,
-        st: os.stat_result,
-        old: dict[str, list[int | str]],
-        new: dict[str, list[int | str]],
-        started: int,
-    ) -> str:
+    def _blob(self, path: str, rel: str, st: os.stat_result, scan: _Scan) -> str:
         key: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        seen = old.get(rel)
+        seen = scan.old.get(rel)
         if (
             seen is not None
             and len(seen) == 6
@@ -330,20 +371,21 @@ class CheckpointStore:
             and st.st_mtime_ns + _RACY_NS < int(seen[5])
         ):
             digest = str(seen[4])
-            if self.objects.has(digest):
-                new[rel] = list(seen)
-                return digest
+            scan.cached[digest] = path
+            scan.new[rel] = list(seen)
+            return digest
         digest = _hash_file(Path(path))
-        if not self.objects.has(digest):
-            self.written += self.objects.put_file(digest, Path(path))
-        new[rel] = [*key, digest, started]
+        # put_file stores nothing (and reads nothing) when the object is there already.
+        self.written += self.objects.put_file(digest, Path(path))
+        scan.new[rel] = [*key, digest, scan.started]
         return digest
 
     # -- reading ------------------------------------------------------------------------
 
     def _entries(self, digest: str) -> list[list[Any]]:
+        data = self.objects.get(digest)  # a missing object says so, not "malformed"
         try:
-            tree = json.loads(self.objects.get(digest).decode("utf-8", "surrogateescape"))
+            tree = json.loads(data.decode("utf-8", "surrogateescape"))
         except ValueError:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree") from None
         if not isinstance(tree, dict) or tree.get("v") != _VERSION:
@@ -423,6 +465,18 @@ class CheckpointStore:
 
     # -- restore ------------------------------------------------------------------------
 
+    def require(self, checkpoint_id: str) -> None:
+        """Check that every object the checkpoint needs is stored (so a restore can be whole).
+
+        Raises:
+            InvalidArgumentError: it is not a checkpoint, or it lacks objects (pruned).
+        """
+        missing = self.objects.missing(self.reachable([checkpoint_id]))
+        if missing:
+            raise InvalidArgumentError(
+                f"checkpoint {checkpoint_id} lacks {len(missing)} objects (pruned?)"
+            )
+
     def restore(self, folder: Path | str, checkpoint_id: str) -> None:
         """Make ``folder`` hold exactly the checkpoint's files, byte for byte.
 
@@ -436,11 +490,7 @@ class CheckpointStore:
         """
         root = Path(folder)
         # Every object must be there before anything changes: a restore is whole or nothing.
-        missing = [d for d in self.reachable([checkpoint_id]) if not self.objects.has(d)]
-        if missing:
-            raise InvalidArgumentError(
-                f"checkpoint {checkpoint_id} lacks {len(missing)} objects (pruned?)"
-            )
+        self.require(checkpoint_id)
         if root.is_symlink() or (root.exists() and not root.is_dir()):
             raise InvalidArgumentError(f"{str(folder)!r} is not a folder to restore into")
         root.mkdir(parents=True, exist_ok=True)
@@ -523,16 +573,52 @@ class CheckpointStore:
             walk(checkpoint_id)
         return seen
 
-    def prune(self, keep: Iterable[str]) -> int:
-        """Delete every object no checkpoint in ``keep`` needs; returns how many went.
+    def _is_tree(self, digest: str) -> bool:
+        """Whether an object reads as a tree (a file could too: it is then kept, no harm)."""
+        try:
+            with self.objects.open(digest) as src:
+                head = src.read(len(_TREE_HEAD))
+        except InvalidArgumentError:
+            return False
+        if head != _TREE_HEAD:
+            return False
+        try:
+            self._entries(digest)
+        except (InvalidArgumentError, KeyError, TypeError, ValueError):
+            return False
+        return True
 
-        The caller passes the ids still referenced (by the sessions that exist).
+    def prune(self, keep: Iterable[str], *, grace: float = 0.0, dry_run: bool = False) -> int:
+        """Delete every object no checkpoint in ``keep`` needs; returns how many (would) go.
+
+        The caller passes the ids still referenced (by the sessions that exist). An
+        object written or used within the last ``grace`` seconds, and everything such
+        a tree reaches, is kept too: a checkpoint taken while this runs, not yet in
+        any transcript, loses nothing.
+
+        Args:
+            keep: the checkpoint ids to keep whole.
+            grace: seconds; objects used more recently are kept (0: none is).
+            dry_run: count what would go, delete nothing.
+
+        Raises:
+            InvalidArgumentError: a kept checkpoint is missing a tree, or ``grace`` is
+                negative.
         """
+        if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
+            raise InvalidArgumentError(f"grace is a number of seconds >= 0, not {grace!r}")
         needed = self.reachable(keep)
+        if grace:
+            recent = self.objects.written_since(time.time() - grace)
+            needed |= recent
+            for digest in recent:
+                if self._is_tree(digest):
+                    needed |= self.reachable([digest])
         gone = 0
         for digest in list(self.objects.digests()):
             if digest not in needed:
-                self.objects.delete(digest)
+                if not dry_run:
+                    self.objects.delete(digest)
                 gone += 1
         return gone
 

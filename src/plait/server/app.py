@@ -157,7 +157,8 @@ def _openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
         ref = {"$ref": "#/components/schemas/ErrorResponse"}
         for item in doc.get("paths", {}).values():
             for method, op in item.items():
-                if not isinstance(op, dict) or method not in {"get", "post", "patch", "delete"}:
+                methods = {"get", "post", "put", "patch", "delete"}
+                if not isinstance(op, dict) or method not in methods:
                     continue
                 answers = op.setdefault("responses", {})
                 extra = dict(_ERRORS)

@@ -13,8 +13,12 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from plait._checks import check_json
+from plait.errors import PlaitError
+from plait.providers import ModelSettings
 
 __all__ = [
+    "ModelSettingsIn",
+    "ModelSettingsOut",
     "ApprovalIn",
     "ApprovalOut",
     "ApprovalsOut",
@@ -234,6 +238,27 @@ class CompactIn(_In):
     )
 
 
+class RewindIn(_In):
+    """``POST /sessions/{id}/rewind``: move the head back in place, or undo a rewind."""
+
+    keep_first: int | None = Field(
+        default=None, ge=0, le=2**31, description="Messages to keep (omit with ``undo``)."
+    )
+    undo: bool = Field(default=False, description="Bring back what the newest rewind hid.")
+    client_id: str | None = Field(
+        default=None, description="With a live controller attached, it must be the caller."
+    )
+
+
+class RewindOut(_Out):
+    """The session after a rewind, and the hidden head that keeps what it held."""
+
+    session_id: str
+    length: int = Field(description="Messages the session has now.")
+    version: int
+    hidden_head: str = Field(description="The id of the hidden head holding the old head.")
+
+
 class CompactOut(_Out):
     """What a compaction folded (or, with ``dry_run``, would fold)."""
 
@@ -346,6 +371,28 @@ class LineageOut(_Out):
 # -- runs -------------------------------------------------------------------------------
 
 
+def _model_settings(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Checked by the one typed object every face uses; stored in its own JSON form."""
+    if value is None:
+        return None
+    try:
+        return dict(ModelSettings.from_json(value).to_json())
+    except PlaitError as exc:
+        raise ValueError(str(exc)) from None
+
+
+_SETTING_NAMES: Final = ", ".join(ModelSettings.__dataclass_fields__)
+
+ModelSettingsJson = Annotated[
+    JsonObject | None,
+    AfterValidator(_model_settings),
+    Field(
+        description=f"Model settings ({_SETTING_NAMES}); laid over the ones the session "
+        "keeps, and kept for its next runs (a tool_choice only for this run). Else 422."
+    ),
+]
+
+
 class RunIn(_In):
     """``POST /sessions/{id}/runs``."""
 
@@ -359,6 +406,7 @@ class RunIn(_In):
         default=False,
         description="Answer with the run's events as text/event-stream instead of 202 JSON.",
     )
+    model_settings: ModelSettingsJson = None
 
 
 class ResumeIn(_In):
@@ -368,6 +416,20 @@ class ResumeIn(_In):
     max_steps: int = Field(default=20, ge=1, le=100)
     timeout: float | None = Field(default=None, gt=0, le=86_400)
     stream: bool = False
+    model_settings: ModelSettingsJson = None
+
+
+class ModelSettingsIn(_In):
+    """``PUT /sessions/{id}/model-settings``: replace the settings the session keeps."""
+
+    model_settings: ModelSettingsJson = None
+
+
+class ModelSettingsOut(_Out):
+    """The model settings a session keeps (an empty object: none)."""
+
+    session_id: str
+    model_settings: JsonObject
 
 
 class RunOut(_Out):

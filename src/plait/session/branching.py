@@ -22,7 +22,7 @@ from plait.store.base import SessionRow
 if TYPE_CHECKING:
     from plait.session._head import Head
 
-__all__ = ["branch_row", "detach_row", "fork_at_row", "fork_row", "merge_rows"]
+__all__ = ["branch_row", "cut_after", "detach_row", "fork_at_row", "fork_row", "merge_rows"]
 
 
 def branch_row(
@@ -64,20 +64,29 @@ def fork_row(head: Head, dst: str | None) -> SessionRow:
     return branch_row(row, layout, dst, parents=(row.id,), operator="Session.fork")
 
 
-def fork_at_row(head: Head, keep_first: int, dst: str | None) -> SessionRow:
-    """The row of a branch keeping the first ``keep_first`` messages in view."""
-    keep = check_count(keep_first, "keep_first")
-    row = head.fresh()
+def cut_after(head: Head, row: SessionRow, keep: int) -> int:
+    """The position just past the ``keep``-th message in view (``fork_at`` and ``rewind``).
+
+    Raises:
+        InvalidArgumentError: more messages than the session has.
+    """
     lay = row.layout
     if keep > lay.length:
         raise InvalidArgumentError(
             f"keep_first={keep} but the session has only {lay.length} messages"
         )
     if keep == 0:
-        cut = lay.view_start
-    else:
-        ordinal = lay.view_msgs + keep - 1
-        cut = find_message(lay, ordinal, lambda s: head.store.probe(row, s)) + 1
+        return lay.view_start
+    ordinal = lay.view_msgs + keep - 1
+    return find_message(lay, ordinal, lambda s: head.store.probe(row, s)) + 1
+
+
+def fork_at_row(head: Head, keep_first: int, dst: str | None) -> SessionRow:
+    """The row of a branch keeping the first ``keep_first`` messages in view."""
+    keep = check_count(keep_first, "keep_first")
+    row = head.fresh()
+    lay = row.layout
+    cut = cut_after(head, row, keep)
     layout = branch(lay, row.pk, cut, lay.view_msgs + keep)
     return branch_row(
         row, layout, dst, parents=(row.id,), operator="Session.fork_at", branched_at=keep

@@ -5,8 +5,11 @@ Before and after each tool call that may change files (any tool not marked
 content-addressed, so an unchanged tree costs its 64-character id), and both ids are kept
 in the tool record's ``meta["workspace"]``. The files at message ``n`` are then the
 ``after`` of the newest such record at or before ``n`` or, when the first one comes later,
-its ``before``. The checkpoints live beside a SQLite store's file; for other stores (the
-in-memory one, PostgreSQL) in a folder of their own under ``$PLAIT_HOME`` (D114).
+its ``before``. The checkpoints live beside a SQLite store's file, in a temporary folder
+for an in-memory store, and in the store's own object space for any other store that
+offers one (:class:`~plait.store.ObjectStore`: PostgreSQL's tables), so another machine
+on the same store can restore them (D147); only the stat cache, which is this machine's,
+stays under ``$PLAIT_HOME``. A store with no object space keeps them there too (D114).
 """
 
 from __future__ import annotations
@@ -14,29 +17,49 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from plait.errors import InvalidArgumentError, NothingToDoError
-from plait.records import JSONValue, Record, ToolRecord
+from plait.records import EventRecord, JSONValue, Record, ToolRecord
 from plait.sandbox import CheckpointStore, FileChange
-from plait.store import Store, default_path
+from plait.session._objects import StoreObjects
+from plait.session._values import check_count
+from plait.store import ObjectStore, Store, default_path
+from plait.store.base import HIDDEN_OPERATOR
 
 if TYPE_CHECKING:
     from plait.session._head import Head
+    from plait.session.session import Session
 
 __all__ = [
+    "PRUNE_GRACE",
+    "SAVED",
+    "Pruned",
+    "StoreObjects",
     "checkpoint_at",
     "checkpoints_of",
     "diff_files",
     "meta",
+    "prune",
+    "referenced",
     "take",
     "restore",
+    "rewind_with_files",
+    "undo_rewind_with_files",
 ]
+
+SAVED = "workspace_checkpoint"
+"""The event that records the workspace as it was then: ``{"after": id, "reason": ...}``."""
+
+PRUNE_GRACE = 3600.0
+"""Seconds: objects used more recently than this are never pruned (a tool call in flight)."""
 
 _lock = threading.Lock()
 _stores: weakref.WeakKeyDictionary[Store, CheckpointStore] = weakref.WeakKeyDictionary()
@@ -58,7 +81,9 @@ def checkpoints_of(store: Store) -> CheckpointStore:
             weakref.finalize(store, shutil.rmtree, folder, True)
         else:
             digest = hashlib.sha256(location.encode()).hexdigest()[:16]
-            found = CheckpointStore(default_path().parent / "checkpoints" / digest)
+            local = default_path().parent / "checkpoints" / digest
+            space = StoreObjects(store) if isinstance(store, ObjectStore) else None
+            found = CheckpointStore(local, objects=space)
         _stores[store] = found
         return found
 
@@ -71,6 +96,11 @@ def take(head: Head, folder: Path) -> str | None:
 
 
 def _ids(record: Record) -> tuple[str | None, str | None]:
+    if isinstance(record, EventRecord):
+        if record.name != SAVED:
+            return None, None
+        after = record.data.get("after")
+        return None, after if isinstance(after, str) else None
     if not isinstance(record, ToolRecord):
         return None, None
     found = record.meta.get("workspace")
@@ -95,6 +125,11 @@ def checkpoint_at(records: Sequence[Record], messages: int) -> str:
     index = 0
     for record in records:
         if record.kind == "event":
+            # A saved workspace (a rewind's) is the files as they were after the
+            # messages before it.
+            saved = _ids(record)[1]
+            if saved is not None and index <= messages:
+                last_after = saved
             continue
         before, after = _ids(record)
         if index < messages:
@@ -131,3 +166,144 @@ def meta(before: str | None, after: str | None) -> dict[str, JSONValue]:
     if after is not None:
         out["after"] = after
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What pruning workspace checkpoints did (or, in a dry run, would do)."""
+
+    referenced: int
+    """Checkpoint ids still referenced by a tool record of a live session or branch."""
+    removed: int
+    """Objects (blobs and trees) removed, or that a dry run would remove."""
+    dry_run: bool
+    """Whether nothing was deleted."""
+
+
+def referenced(store: Store) -> set[str]:
+    """Every checkpoint id a live session or hidden head references, in any workspace.
+
+    Each session's whole layout is read, records hidden from its view included (an
+    uncompact or a rewind's undo may show them again), so a checkpoint shared by
+    forks is kept while any of them is.
+    """
+    found: set[str] = set()
+    rows = store.recent(None, sys.maxsize)
+    seen = {row.id for row in rows}
+    while rows:
+        row = rows.pop()
+        for record in store.read(row, 0, row.layout.end_seq):
+            before, after = _ids(record)
+            found.update(i for i in (before, after) if i is not None)
+        # A rewind's hidden heads are listed nowhere but the lineage; an undo brings
+        # one back, with the files it names.
+        for child in store.children(row.id):
+            if child not in seen:
+                hidden = store.get(child)
+                if hidden is not None and hidden.lineage_operator == HIDDEN_OPERATOR:
+                    seen.add(child)
+                    rows.append(hidden)
+    return found
+
+
+def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) -> Pruned:
+    """Remove the checkpoint objects no live session references (see :class:`Pruned`).
+
+    Raises:
+        InvalidArgumentError: ``grace`` is not a number of seconds >= 0.
+    """
+    if not isinstance(dry_run, bool):
+        raise InvalidArgumentError(f"dry_run is True or False, not {dry_run!r}")
+    keep = referenced(store)
+    removed = checkpoints_of(store).prune(keep, grace=grace, dry_run=dry_run)
+    return Pruned(referenced=len(keep), removed=removed, dry_run=dry_run)
+
+
+def _refuse_rewind(records: Sequence[Record], keep_first: int) -> None:
+    """Refuse, before anything is written, a rewind the store would refuse."""
+    messages = [i for i, r in enumerate(records) if r.kind != "event"]
+    if keep_first > len(messages):
+        raise InvalidArgumentError(
+            f"keep_first={keep_first} but the session has only {len(messages)} messages"
+        )
+    cut = messages[keep_first - 1] + 1 if keep_first else 0
+    if cut >= len(records):
+        raise NothingToDoError(f"nothing lies past message {keep_first}")
+
+
+def rewind_with_files(
+    session: Session,
+    keep_first: int,
+    expect_version: int | None,
+    rewind: Callable[[int | None], str],
+) -> str:
+    """Rewind ``session`` and bring its workspace back to the files at message ``keep_first``.
+
+    The files as they are now are checkpointed first and recorded in a
+    ``workspace_checkpoint`` event at the old head, so the hidden head the rewind
+    leaves holds them (an undo with files restores them, and pruning keeps them). The
+    rewound session records the files it was given the same way.
+
+    Args:
+        session: the session to rewind.
+        keep_first: the messages it keeps.
+        expect_version: the caller's compare-and-set on the head, or None.
+        rewind: moves the head (given the version to expect); returns the hidden head.
+
+    Raises:
+        NothingToDoError: no checkpoint tells the files at ``keep_first``, or nothing
+            lies past it (nothing written).
+        InvalidArgumentError: more messages than the session has, or the checkpoint
+            lacks objects (nothing written).
+    """
+    check_count(keep_first, "keep_first")
+    records = session.records
+    _refuse_rewind(records, keep_first)
+    target = checkpoint_at(records, keep_first)
+    space = checkpoints_of(session.store)
+    space.require(target)
+    folder = session.tool_context().root
+    now = space.checkpoint(folder)
+    session.log_event(SAVED, {"after": now, "reason": "rewind"}, expect_version=expect_version)
+    hidden = rewind(session.version)
+    space.restore(folder, target)
+    session.log_event(SAVED, {"after": target, "reason": "rewound"})
+    return hidden
+
+
+def undo_rewind_with_files(
+    session: Session,
+    branch_id: str | None,
+    expect_version: int | None,
+    undo: Callable[[int | None], str],
+) -> str:
+    """Undo a rewind and bring back the files the restored head ends with.
+
+    The files as they are now are recorded first (a ``workspace_checkpoint`` event on
+    the head being replaced, which becomes a hidden head in turn), so what the rewound
+    session did on disk can be brought back the same way and is kept by pruning.
+
+    Raises:
+        NothingToDoError: no rewind to undo, or the restored head tells no files.
+        InvalidArgumentError: ``branch_id`` is not a hidden head, or its checkpoint lacks
+            objects (nothing written in any of these cases).
+    """
+    heads = session.hidden_heads()
+    if not heads:
+        raise NothingToDoError(f"{session.id} has no rewind to undo")
+    chosen = heads[0] if branch_id is None else branch_id
+    row = session.store.get(chosen) if chosen in heads else None
+    if row is None:
+        raise InvalidArgumentError(f"{chosen!r} is not a hidden head of {session.id}")
+    hidden = session.store.read(row, row.layout.view_start, row.layout.end_seq)
+    target = checkpoint_at(hidden, row.layout.length)
+    space = checkpoints_of(session.store)
+    space.require(target)
+    folder = session.tool_context().root
+    saved = space.checkpoint(folder)
+    session.log_event(
+        SAVED, {"after": saved, "reason": "undo_rewind"}, expect_version=expect_version
+    )
+    result = undo(session.version)
+    space.restore(folder, target)
+    return result

@@ -20,11 +20,11 @@ from plait.compaction import (
 )
 from plait.compaction import compact as write_compaction
 from plait.compaction import plan as plan_compaction
-from plait.context import SUMMARY_UNKNOWN, ContextReport, ModelInfo, Tally
+from plait.context import SUMMARY_UNKNOWN, ContextReport, ModelInfo, ModelLimits, Tally
 from plait.errors import InvalidArgumentError, NothingToDoError, StoreError
 from plait.providers import Provider, Request
 from plait.records import COMPACTION_UNDONE, Message, Record, SummaryRecord, newest_summary
-from plait.session.counting import context_report, count_pending, tool_spec_texts
+from plait.session.counting import context_report, count_pending, info_for, tool_spec_texts
 from plait.store.base import SessionRow
 from plait.views import history, model_messages, system_prompt
 
@@ -35,10 +35,12 @@ __all__ = [
     "compact",
     "compaction_due",
     "history_messages",
+    "known_model",
     "measure",
     "preview",
     "request_messages",
     "summarizer",
+    "summary_budget",
     "uncompact",
 ]
 
@@ -52,9 +54,13 @@ def view(head: Head, row: SessionRow) -> list[Record]:
 
 
 def measure(
-    head: Head, model: str | None, tools: Iterable[object] | None
+    head: Head,
+    model: str | None,
+    tools: Iterable[object] | None,
+    declared: object = None,
 ) -> tuple[ContextReport, ModelInfo] | None:
-    """The context report for the next request, and the model family it was measured for."""
+    """The context report for the next request, and what was known of the model it is for."""
+    declared = _limits(declared)
     if head.row is None:
         return None
     row = head.fresh()
@@ -76,16 +82,43 @@ def measure(
         persist=persist,
         best_effort=not head.writer,
         memo=head.memo(row),
+        declared=declared,
     )
 
 
-def compaction_due(head: Head, model: str | None, tools: Iterable[object] | None) -> bool:
-    """Whether the context is at least the model's ``compact_percent`` full."""
-    found = measure(head, model, tools)
+def known_model(head: Head, model: str | None, declared: object) -> ModelInfo:
+    """What is known of ``model`` for this session (settings > environment > server > table)."""
+    return info_for(head.settings(), model, _limits(declared))
+
+
+def _limits(declared: object) -> ModelLimits | None:
+    """``declared`` as limits: a ModelLimits, its JSON form, or None (typed errors else)."""
+    return None if declared is None else ModelLimits.from_json(declared)
+
+
+def compaction_due(
+    head: Head,
+    model: str | None,
+    tools: Iterable[object] | None,
+    declared: object = None,
+    reserve: int | None = None,
+) -> bool:
+    """Whether the next request, with room for its reply, is at the ``compact_percent`` mark.
+
+    The room kept for the reply is ``reserve`` (the run's ``max_tokens``), else the model's
+    output limit when known, at most half the window: a server refuses a request whose
+    prompt and reply limit together pass its window, so the mark is reached that much sooner.
+    """
+    if reserve is not None and (
+        isinstance(reserve, bool) or not isinstance(reserve, int) or reserve < 0
+    ):
+        raise InvalidArgumentError(f"reserve must be a non-negative int, got {reserve!r}")
+    found = measure(head, model, tools, declared)
     if found is None:
         return False
     report, info = found
-    return report.fraction * 100 >= info.compact_percent
+    room = min(reserve or info.output_limit or 0, info.window // 2)
+    return (report.used + room) * 100 >= info.compact_percent * info.window
 
 
 def preview(head: Head, options: Mapping[str, Any]) -> CompactionPlan | None:
@@ -120,7 +153,10 @@ async def compact(
         return None
     model = summary_provider or provider
     if summarize is None and model is not None:
-        summarize = summarizer(model)
+        from plait.providers import declared_limits
+
+        window = known_model(head, model.model, await declared_limits(model)).window
+        summarize = summarizer(model, summary_budget(window))
     done = await write_compaction(found, parsed, summarize=summarize)
     head.mutate(head.messages([done.message()]))
     return done
@@ -135,7 +171,16 @@ def uncompact(head: Head) -> SummaryRecord:
     return summary
 
 
-def summarizer(model: Provider) -> Summarize:
+def summary_budget(window: int) -> int:
+    """The most tokens a summary may take: an eighth of the window, 64 to 4,096.
+
+    A summary written without a limit can run to the end of the window (a small model
+    does), and the request after the compaction then fails as the one before it would.
+    """
+    return max(64, min(4096, window // 8))
+
+
+def summarizer(model: Provider, max_tokens: int | None = None) -> Summarize:
     """The ``llm`` strategy's model call: the messages, then a request for the summary."""
 
     async def summarize(messages: list[Message]) -> str:
@@ -146,7 +191,8 @@ def summarizer(model: Provider) -> Summarize:
                 Message("system", LLM_INSTRUCTIONS),
                 *messages,
                 Message("user", "Write the summary of the conversation above now."),
-            ]
+            ],
+            max_tokens=max_tokens,
         )
         reply = await complete(model, request)
         return reply.text

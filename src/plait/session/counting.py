@@ -15,13 +15,17 @@ They speak only the :class:`~plait.store.base.Store` protocol and the pure
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from plait.context import (
     SUMMARY_UNKNOWN,
     ContextReport,
+    Encoding,
     ModelInfo,
+    ModelLimits,
     Share,
     Tally,
     build_report,
@@ -30,11 +34,13 @@ from plait.context import (
     count_tool_specs,
     counter_name,
     encoding_for,
+    limits_from_env,
     model_info,
 )
 from plait.errors import (
     InvalidArgumentError,
     MissingDependencyError,
+    PlaitError,
     StoreCorruptError,
     StoreError,
 )
@@ -42,7 +48,21 @@ from plait.records import AssistantRecord, Record, SummaryRecord, hidden_summari
 from plait.session._head import WINDOW_MAX, Memo
 from plait.store.base import SessionRow, Store
 
-__all__ = ["Counted", "context_report", "count_pending", "session_model", "tool_spec_texts"]
+__all__ = [
+    "MODEL_INFO",
+    "Counted",
+    "context_report",
+    "count_pending",
+    "counting_encoding",
+    "declared_in",
+    "info_for",
+    "session_model",
+    "stored_limits",
+    "tool_spec_texts",
+]
+
+MODEL_INFO: Final = "model_info"
+"""The settings key of the model limits a session sets (:class:`~plait.context.ModelLimits`)."""
 
 
 @dataclass(slots=True)
@@ -69,6 +89,61 @@ def session_model(row: SessionRow) -> str | None:
         if isinstance(model, str) and model:
             return model
     return None
+
+
+def stored_limits(settings: Mapping[str, object]) -> ModelLimits:
+    """The model limits a session's settings set (none when they set none).
+
+    Raises:
+        InvalidArgumentError: the stored ``model_info`` is not valid limits.
+    """
+    raw = settings.get(MODEL_INFO)
+    return ModelLimits.from_json(raw) if raw is not None else ModelLimits()
+
+
+def _row_settings(row: SessionRow) -> Mapping[str, object]:
+    settings = row.metadata.get("settings")
+    return settings if isinstance(settings, Mapping) else {}
+
+
+def info_for(
+    settings: Mapping[str, object], model: str | None, declared: ModelLimits | None = None
+) -> ModelInfo:
+    """What is known of ``model`` for a session with these settings.
+
+    Its ``model_info`` setting wins, then the environment, then what the server declares,
+    then the family table.
+    """
+    return model_info(
+        model,
+        settings=stored_limits(settings),
+        env=limits_from_env(os.environ),
+        declared=declared,
+    )
+
+
+def counting_encoding(row: SessionRow, model: str | None) -> Encoding:
+    """The encoding a session's records are counted with.
+
+    A ``tokenizer`` set in its ``model_info`` setting, else ``PLAIT_TOKENIZER``, else
+    ``model``'s family's.
+    """
+    return (
+        stored_limits(_row_settings(row)).tokenizer
+        or limits_from_env(os.environ).tokenizer
+        or encoding_for(model)
+    )
+
+
+def declared_in(record: Record) -> ModelLimits | None:
+    """The window and output limit a reply's server declared (its ``meta["model_limits"]``)."""
+    raw = record.meta.get("model_limits")
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return ModelLimits.from_json(raw)
+    except PlaitError:  # written by another version, or by hand: not a declaration to trust
+        return None
 
 
 def _meta_model(record: Record) -> str | None:
@@ -157,7 +232,7 @@ def count_pending(
         model = _meta_model(_one(store, row, prev.reply))
     partial = False
     try:
-        counts = count_records(records, encoding_for(model))
+        counts = count_records(records, counting_encoding(row, model))
     except MissingDependencyError:
         counts = [r.tokens or 0 for r in records]
         partial, persist = True, False
@@ -217,6 +292,7 @@ def context_report(
     persist: bool,
     best_effort: bool = False,
     memo: Memo | None = None,
+    declared: ModelLimits | None = None,
 ) -> tuple[ContextReport, ModelInfo] | None:
     """Build the session's context report from stored counts and tallies.
 
@@ -228,6 +304,7 @@ def context_report(
         persist: store what :func:`count_pending` counts.
         best_effort: ignore a store that refuses that write (see :func:`count_pending`).
         memo: the writer's memo (see :func:`count_pending`).
+        declared: what the model's server declares of it (see :func:`info_for`).
 
     Returns:
         The report and the model family it was measured for, or None before the first reply.
@@ -243,10 +320,12 @@ def context_report(
     # The stored counts were made with the encoding of the session's model (its setting, else
     # its newest reply's model: count_pending's rule), whatever model this report is for; the
     # report names that counter, and counts what it adds (tool schemas) with it too.
-    counting = encoding_for(session_model(row) or _meta_model(reply))
+    counting = counting_encoding(row, session_model(row) or _meta_model(reply))
     if model is None:
         model = _meta_model(reply) or session_model(row)
-    info = model_info(model)
+    if declared is None and model == _meta_model(reply):
+        declared = declared_in(reply)  # what the server said when it wrote the newest reply
+    info = info_for(_row_settings(row), model, declared)
 
     def record(seq: int) -> Record:
         found = counted.records.get(seq) or _one(store, row, seq, memo)

@@ -15,7 +15,6 @@ new head, by the same event, written in the same transaction.
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 from typing import TYPE_CHECKING
 
 from plait._ids import new_id
@@ -28,9 +27,10 @@ from plait.errors import (
     StaleSessionError,
     shown,
 )
-from plait.layout import branch, find_message
+from plait.layout import branch
 from plait.records import COMPACTION_UNDONE, EventRecord, Record, SummaryRecord, hidden_summaries
 from plait.session._values import check_count
+from plait.session.branching import cut_after
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 
 if TYPE_CHECKING:
@@ -92,15 +92,7 @@ def rewind(head: Head, keep_first: int, expect_version: int | None = None) -> st
     for attempt in range(_RETRIES):
         row = _writable(head, expect_version)
         lay = row.layout
-        if keep > lay.length:
-            raise InvalidArgumentError(
-                f"keep_first={keep} but the session has only {lay.length} messages"
-            )
-        if keep == 0:
-            cut = lay.view_start
-        else:
-            ordinal = lay.view_msgs + keep - 1
-            cut = find_message(lay, ordinal, partial(head.store.probe, row)) + 1
+        cut = cut_after(head, row, keep)
         if cut >= lay.end_seq:
             raise NothingToDoError(f"nothing lies past message {keep} of {shown(head.id)}")
         carried = _carried(head, row, cut)

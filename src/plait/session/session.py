@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
-from plait.context import ContextReport
+from plait.context import ContextReport, ModelInfo, ModelLimits
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.lineage import Ancestry
 from plait.providers import Provider
@@ -37,10 +37,10 @@ from plait.session import (
     context,
     export,
     reading,
-    rewinding,
     writes,
 )
 from plait.session._head import Head
+from plait.session._rewind_verbs import RewindVerbs
 from plait.session._run_verbs import RunVerbs
 from plait.session._values import (
     ScratchpadUpdate,
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
 __all__ = ["ChunkTable", "Session"]
 
 
-class Session(RunVerbs, WorkspaceVerbs):
+class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
     """A handle on one session: its transcript, lineage, title and scratchpad.
 
     Get one from a :class:`plait.Client` (``client.session``,
@@ -464,25 +464,62 @@ class Session(RunVerbs, WorkspaceVerbs):
         return context.uncompact(self._head)
 
     def context(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
     ) -> ContextReport | None:
         """Measure the context the next request carries, by source (seed 001).
 
         Args:
             model: the model of the next request (None: the newest reply's model).
             tools: the tool specs offered, for the "Tool schemas" share.
+            declared: what the model's server declares of it (a provider's ``limits()``, or
+                its JSON form);
+                the session's ``model_info`` setting and the environment still win.
 
         Returns:
             The report, or None before the first reply.
         """
-        found = context.measure(self._head, model, tools)
+        found = context.measure(self._head, model, tools, declared)
         return found[0] if found is not None else None
 
+    def model_info(
+        self,
+        model: str | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
+    ) -> ModelInfo:
+        """What is known of ``model`` here: window, output limit, tokenizer, and from where.
+
+        The session's ``model_info`` setting wins, then ``PLAIT_CONTEXT_WINDOW`` and the
+        other variables of :data:`plait.context.LIMITS_ENV`, then ``declared`` (what the
+        model's server says), then the family table.
+
+        Raises:
+            InvalidArgumentError: an environment variable holds a bad limit.
+        """
+        return context.known_model(self._head, model, declared)
+
     def compaction_due(
-        self, model: str | None = None, tools: Iterable[object] | None = None
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | Mapping[str, JSONValue] | None = None,
+        reserve: int | None = None,
     ) -> bool:
-        """Whether the context is at least the model's ``compact_percent`` full."""
-        return context.compaction_due(self._head, model, tools)
+        """Whether the context, with room for the reply, is at the ``compact_percent`` mark.
+
+        Args:
+            model: the model of the next request.
+            tools: the tool specs offered.
+            declared: what the model's server declares of it.
+            reserve: the tokens the reply may take (the run's ``max_tokens``); without it
+                the model's output limit when known.
+        """
+        return context.compaction_due(self._head, model, tools, declared, reserve)
 
     def request_messages(self, reads: Collection[str] = ()) -> list[Message]:
         """The messages the next model call sends: the system prompt, then :meth:`history`.
@@ -519,56 +556,6 @@ class Session(RunVerbs, WorkspaceVerbs):
         checkpoint = self.workspace_checkpoint()
         branch = self._spawn(branching.fork_row(self._head, dst))
         return self._own_workspace(branch, folder, checkpoint)
-
-    def rewind(self, keep_first: int, *, expect_version: int | None = None) -> str:
-        """Move the head back in place: keep the first ``keep_first`` messages, keep the id.
-
-        Messages are counted as :meth:`fork_at` counts them (events are not messages;
-        opaque items are). The session keeps its id, title, settings and view state
-        (a compaction undone stays undone); what it held before stays reachable as a
-        *hidden head* in the lineage, so :meth:`undo_rewind` can bring it back. Atomic,
-        and its cost does not grow with the transcript or the number of sessions.
-
-        Returns:
-            The id of the hidden head that keeps the old head.
-
-        Raises:
-            InvalidArgumentError: a negative count, or more messages than the session has.
-            NothingToDoError: nothing lies past that message.
-            SessionBusyError: a run is driving the session.
-            SessionClosedError: the session is closed.
-            StaleSessionError: ``expect_version`` is not the head.
-        """
-        return rewinding.rewind(self._head, keep_first, expect_version)
-
-    def undo_rewind(
-        self, branch_id: str | None = None, *, expect_version: int | None = None
-    ) -> str:
-        """Give the id back to a hidden head (the newest by default), undoing a rewind.
-
-        What the session held until now becomes a hidden head in turn.
-
-        Returns:
-            The id of the hidden head that keeps what the session held until now.
-
-        Raises:
-            NothingToDoError: there is no rewind to undo.
-            InvalidArgumentError: ``branch_id`` is not one of the session's hidden heads.
-        """
-        return rewinding.undo_rewind(self._head, branch_id, expect_version)
-
-    def hidden_heads(self) -> list[str]:
-        """The ids of the heads earlier rewinds left hidden, the most recent first."""
-        return [row.id for row in rewinding.hidden_heads(self._head)]
-
-    def erase(self) -> None:
-        """Delete this session and remove its records (see :meth:`SessionCollection.erase`).
-
-        Raises:
-            SessionNotFoundError: the session is not stored.
-            SessionLockedError: another process has it open for writing.
-        """
-        rewinding.erase(self._head)
 
     def fork_at(
         self,

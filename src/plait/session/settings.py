@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from plait.compaction import self_compaction_default
+from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError, shown
 from plait.records import JSONValue, dumps
 from plait.session._values import (
@@ -21,6 +22,7 @@ from plait.session._values import (
     RootResult,
     validate_workspace_policy,
 )
+from plait.session.counting import MODEL_INFO
 from plait.store.base import SessionRow
 
 if TYPE_CHECKING:
@@ -41,8 +43,17 @@ __all__ = [
 
 
 def set_settings(head: Head, **settings: JSONValue) -> None:
-    """Store settings that branches inherit; a value of None removes the key."""
+    """Store settings that branches inherit; a value of None removes the key.
+
+    Raises:
+        InvalidArgumentError: a value that is not JSON, or ``model_info`` that is not valid
+            model limits (:class:`~plait.context.ModelLimits`).
+        UnknownOptionError: ``model_info`` with a key that is not a limit.
+    """
     dumps(settings)
+    limits = settings.get(MODEL_INFO)
+    if limits is not None:
+        settings = {**settings, MODEL_INFO: ModelLimits.from_json(limits).to_json() or None}
 
     def change(row: SessionRow) -> SessionRow:
         meta = dict(row.metadata)

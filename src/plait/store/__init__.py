@@ -8,6 +8,7 @@ from pathlib import Path
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
+    ObjectStore,
     ScratchpadEntry,
     SessionRow,
     Store,
@@ -22,6 +23,7 @@ __all__ = [
     "BearerStore",
     "LiveClientStore",
     "MemoryStore",
+    "ObjectStore",
     "PostgresStore",
     "SQLiteStore",
     "ScratchpadEntry",

@@ -37,6 +37,7 @@ SQLITE_DDL: Final = DDL(
     recent="updated_at",
     live="deleted = 0",
     rowid=" WITHOUT ROWID",
+    blob="BLOB",
 )
 
 INSERT_SESSION: Final = (

@@ -47,6 +47,7 @@ PG_DDL: Final = DDL(
     recent="updated_at DESC, pk DESC",
     live="NOT deleted",
     rowid="",
+    blob="BYTEA",
 )
 """How PostgreSQL spells the schema of ``_schema.py``."""
 

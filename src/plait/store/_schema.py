@@ -48,6 +48,8 @@ class DDL:
     """The partial indexes' condition: a live session."""
     rowid: str
     """After a table whose primary key is its whole identity (SQLite: no rowid)."""
+    blob: str
+    """A column of bytes (``BLOB``, ``BYTEA``)."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -182,6 +184,33 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 # At most one controller per session, whatever process writes.
                 "CREATE UNIQUE INDEX live_clients_controller ON live_clients (session_pk) "
                 "WHERE mode = 'controller'",
+            ),
+        ),
+        (
+            4,
+            "workspace checkpoint objects",
+            (
+                # Write-once objects named by their SHA-256 (plait.sandbox.checkpoint's
+                # blobs and trees): a row per object, its bytes in parts of at most 1 MiB
+                # so that neither side holds a large file in memory at once.
+                f"""
+                CREATE TABLE checkpoint_objects (
+                    digest TEXT PRIMARY KEY,         -- hex SHA-256 of the whole object
+                    size {d.big} NOT NULL,           -- bytes, the sum of its parts
+                    used_at {d.big} NOT NULL         -- written or last used: pruning spares
+                                                     -- what was used recently
+                ){d.rowid}
+                """,
+                "CREATE INDEX checkpoint_objects_used ON checkpoint_objects (used_at)",
+                # A table with a rowid on SQLite: its rows are large.
+                f"""
+                CREATE TABLE checkpoint_parts (
+                    digest TEXT NOT NULL,
+                    part INTEGER NOT NULL,           -- 0, 1, ...: the object is their join
+                    data {d.blob} NOT NULL,
+                    PRIMARY KEY (digest, part)
+                )
+                """,
             ),
         ),
     )

@@ -43,6 +43,7 @@ from plait.errors import (
 from plait.layout import segments
 from plait.records import JSONValue, Record, dumps
 from plait.store._moves import HIDDEN_OPERATOR, move_head
+from plait.store._objects import SQLObjects
 from plait.store._rows import (
     BEARER_COLUMNS,
     LIVE_COLUMNS,
@@ -211,7 +212,7 @@ def _tally(row: SessionRow, seq: int, text: str) -> Tally:
         raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
 
 
-class SQLStore(ABC):
+class SQLStore(SQLObjects, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
@@ -276,6 +277,10 @@ class SQLStore(ABC):
     ) -> int:
         """Store counts and tallies on rows not counted yet; return how many were."""
         ...
+
+    def _side_write(self, what: str) -> AbstractContextManager[Connection]:
+        """A write transaction that moves no session (object-space writes)."""
+        return self._transaction(what)
 
     def _count_ranges(self, conn: Connection, ranges: list[tuple[int, int]]) -> list[int]:
         """Count the records in each ``[lo, hi)`` key range (a count each)."""

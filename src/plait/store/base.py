@@ -8,13 +8,15 @@ and the session layer; a store decides only *how* to keep it.
 The protocols are narrow, one concern each: :class:`TranscriptStore` (rows and
 records, what every backend keeps), :class:`WriterLocks`, :class:`TallyStore`,
 :class:`BearerStore` and :class:`LiveClientStore`. :class:`Store` is their
-composition, the one the session layer takes. A backend is done when the
+composition, the one the session layer takes. :class:`ObjectStore` (workspace
+checkpoints in the store's own space) is optional: the session layer uses it
+when a store offers it. A backend is done when the
 conformance kit in :mod:`plait.testing` passes against each part it offers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
@@ -28,6 +30,7 @@ __all__ = [
     "BearerStore",
     "LiveClientRow",
     "LiveClientStore",
+    "ObjectStore",
     "ScratchpadEntry",
     "SessionRow",
     "Store",
@@ -459,6 +462,65 @@ class LiveClientStore(Protocol):
 
     def live_clients(self, session_id: str) -> list[LiveClientRow]:
         """Return the clients attached to a live session, in the order they attached."""
+        ...
+
+
+@runtime_checkable
+class ObjectStore(Protocol):
+    """Write-once objects named by their SHA-256: where workspace checkpoints live.
+
+    A checkpoint is blobs (file contents) and trees (folder listings), each named by
+    the hex SHA-256 of its bytes (:mod:`plait.sandbox.checkpoint`). A store that
+    offers this keeps them in its own space, so another machine opening the same
+    store can restore a workspace checkpointed here. Objects are never changed;
+    pruning (which ids are still referenced is the session layer's to know) deletes
+    them. Every method is atomic: an object is whole or absent.
+    """
+
+    def object_has(self, digests: Sequence[str]) -> set[str]:
+        """Return which of ``digests`` are stored.
+
+        Raises:
+            InvalidArgumentError: one is not a 64-character hex digest.
+        """
+        ...
+
+    def object_put(self, digest: str, parts: Iterable[bytes], now_us: int) -> int:
+        """Store an object from its parts (each at most 1 MiB), whole or not at all.
+
+        When the object is stored already, nothing is written, ``parts`` is not
+        read, and its use time moves to ``now_us``.
+
+        Returns:
+            The bytes written (0 when it was there).
+
+        Raises:
+            InvalidArgumentError: a bad digest or a part over 1 MiB (nothing written).
+        """
+        ...
+
+    def object_part(self, digest: str, part: int) -> bytes | None:
+        """Return part ``part`` (0, 1, ... as given to :meth:`object_put`), or None.
+
+        None past the object's last part or when it is not stored; an empty object
+        may have no part at all.
+        """
+        ...
+
+    def object_size(self, digest: str) -> int | None:
+        """Return a stored object's size in bytes, or None."""
+        ...
+
+    def object_touch(self, digests: Sequence[str], now_us: int) -> None:
+        """Move the use time of those of ``digests`` that are stored to ``now_us`` (never back)."""
+        ...
+
+    def object_digests(self, used_since_us: int | None = None) -> list[str]:
+        """Return every stored digest, or only those used (written or touched) since then."""
+        ...
+
+    def object_delete(self, digests: Sequence[str]) -> int:
+        """Delete those of ``digests`` that are stored; return how many were."""
         ...
 
 

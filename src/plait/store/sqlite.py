@@ -283,6 +283,10 @@ class SQLiteStore(SQLStore):
 
     _transaction = _write  # SQLite has one writer: every write is a whole transaction
 
+    def _side_write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        # Object-space writes move no session either.
+        return self._immediate(what, reorders=False)
+
     def _counting(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
         # Counting moves no session in the "most recent" order, so the append fast
         # path may keep trusting what it knows (see append()).

@@ -15,6 +15,8 @@ API, one class of tests per protocol:
 * :class:`TallyConformance`: stored token counts and running tallies.
 * :class:`BearerConformance`: durable bearer sessions.
 * :class:`LiveClientConformance`: live clients and the one controller.
+* :class:`ObjectConformance`: the object space workspace checkpoints live in
+  (write-once objects in parts, use times, deletion, many digests at once).
 * :class:`WriterLockConformance`: the writer lock is held, released, shared by
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), and never blocks a reader.
@@ -66,12 +68,14 @@ pytest.register_assert_rewrite(
     "plait.testing._transcript",
     "plait.testing._services",
     "plait.testing._locks",
+    "plait.testing._objects",
     "plait.testing._heads",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
 from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
+from plait.testing._objects import ObjectConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
     LiveClientConformance,
@@ -83,6 +87,7 @@ __all__ = [
     "BearerConformance",
     "HeadConformance",
     "LiveClientConformance",
+    "ObjectConformance",
     "StoreConformance",
     "SessionVerbConformance",
     "StoreFactory",
@@ -99,6 +104,7 @@ class StoreConformance(
     TallyConformance,
     BearerConformance,
     LiveClientConformance,
+    ObjectConformance,
     WriterLockConformance,
 ):
     """Every conformance test: subclass it in a test module and set ``factory``.

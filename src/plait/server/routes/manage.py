@@ -1,4 +1,4 @@
-"""``/sessions/{id}/compact``, ``uncompact``, ``context``, ``export``: the web page's other buttons.
+"""``/sessions/{id}/compact``, ``uncompact``, ``rewind``, ``context``, ``export``: the other verbs.
 
 Compaction here is the model-free default (masking plus an extractive summary): the
 server spends no model call on a button. ``dry_run`` is the preview the page shows
@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
-from plait.errors import NothingToDoError
+from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.server import schemas as s
 from plait.server.state import Caller, Writer, server_state
 
@@ -64,6 +64,32 @@ async def compact_session(
         kept=done.kept,
         folds=[done.folds_from, done.folds_to],
         summary=done.summary,
+    )
+
+
+@router.post("/sessions/{session_id}/rewind", response_model=s.RewindOut, summary="Rewind")
+async def rewind_session(
+    request: Request, session_id: str, body: s.RewindIn, who: Writer
+) -> s.RewindOut:
+    """Keep the first ``keep_first`` messages under the same id, or undo the newest rewind.
+
+    Nothing is lost: what the session held stays in its lineage as a hidden head
+    (``hidden_head``), which ``undo`` brings back. 422 when neither or both are given,
+    409 ``nothing_to_do`` when nothing lies past that message or there is no rewind to
+    undo. With a live controller attached only it may rewind (``client_id``), else 403.
+    """
+    if body.undo == (body.keep_first is not None):
+        raise InvalidArgumentError("give keep_first, or undo: true")
+    state = server_state(request)
+    session = state.session(session_id)
+    state.check_driver(session, body.client_id, who)
+    if body.keep_first is not None:
+        hidden = session.rewind(body.keep_first)
+    else:
+        hidden = session.undo_rewind()
+    state.hub.poke(session_id)
+    return s.RewindOut(
+        session_id=session.id, length=session.length, version=session.version, hidden_head=hidden
     )
 
 

@@ -160,6 +160,7 @@ async def start_run(
                 on_approval=approver(state, session, run_id),
                 timeout=body.timeout,
                 max_steps=body.max_steps,
+                model_settings=body.model_settings,
             )
     except BaseException:
         if sub is not None:
@@ -206,6 +207,7 @@ async def resume_run(
                 on_approval=approver(state, session, run_id),
                 timeout=body.timeout,
                 max_steps=body.max_steps,
+                model_settings=body.model_settings,
             )
     except BaseException:
         if sub is not None:

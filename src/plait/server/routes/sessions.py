@@ -179,6 +179,40 @@ async def rename_session(
     return _detail(state, session)
 
 
+def _model_settings_out(session: Session) -> s.ModelSettingsOut:
+    kept = session.model_settings.to_json()
+    return s.ModelSettingsOut(session_id=session.id, model_settings=kept)
+
+
+@router.get(
+    "/sessions/{session_id}/model-settings",
+    response_model=s.ModelSettingsOut,
+    summary="Model settings",
+)
+async def get_model_settings(
+    request: Request, session_id: str, who: Caller
+) -> s.ModelSettingsOut:
+    """The model settings the session keeps; each run's own are laid over them."""
+    session = _state(request).session(session_id)
+    return _model_settings_out(session)
+
+
+@router.put(
+    "/sessions/{session_id}/model-settings",
+    response_model=s.ModelSettingsOut,
+    summary="Set model settings",
+)
+async def put_model_settings(
+    request: Request, session_id: str, body: s.ModelSettingsIn, who: Writer
+) -> s.ModelSettingsOut:
+    """Replace the model settings the session keeps (null or {}: keep none); 422 if invalid."""
+    state = _state(request)
+    session = state.session(session_id)
+    session.set_model_settings(body.model_settings)
+    state.hub.poke(session_id)
+    return _model_settings_out(session)
+
+
 @router.get("/sessions/{session_id}/history", response_model=s.MessagesOut, summary="History")
 async def get_history(
     request: Request, session_id: str, who: Caller, full: bool = False

@@ -1,44 +1,14 @@
-"""Durable bearer sessions and actor chains (seed 003).
-
-Two things a service in front of plait needs to know about its callers:
-
-* **Durable bearer sessions** (seed 003 "Durable orchestrator sessions"): an
-  opaque bearer token that records who is calling and until when.
-  :meth:`DurableSessions.create` returns the raw token once; the store keeps only
-  its SHA-256, so a dump or a backup of the database holds no credential.
-  :meth:`~DurableSessions.get` and :meth:`~DurableSessions.touch` return None for
-  an unknown or expired token, which a server maps straight to HTTP 401;
-  ``touch`` moves ``last_seen_at`` and never ``expires_at``; ``expire`` revokes.
-  :func:`authenticate` tries static API keys first (in constant time), then
-  durable sessions (decisions D60-D63).
-* **Actor chains** (RFC 8693 ``{sub, act}``) per agent session: the host binds
-  the originating principal when a session is entered (:func:`bind_principal`,
-  :func:`entered`), child agent sessions push their own actor
-  (:func:`push_actor`), another principal acting on the session is its
-  current ``act`` (:func:`act_on`), and :func:`actor_chain` and the session's snapshot
-  (``actor_chain``, ``metadata["actor_chain"]``) expose it.
-  :func:`actor_chain_validate_scope_attenuation` checks that scopes never grow
-  from parent to child (decisions D64-D66).
-"""
+"""Actor chains (RFC 8693 ``{sub, act}``) per agent session, and scope attenuation."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import math
-import re
-import secrets
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from itertools import pairwise
-from typing import Any, Final, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
-from plait._checks import check_int
-from plait._time import from_micros, to_micros
+from plait.auth._durable import _scope_list
 from plait.errors import (
     AuthError,
     InvalidArgumentError,
@@ -46,41 +16,28 @@ from plait.errors import (
     SessionNotFoundError,
     UnknownOptionError,
 )
-from plait.records import JSONValue, dumps
+from plait.records import JSONValue
 from plait.run import as_current
 from plait.run import current_id as run_current_id
 from plait.session import Session, SessionHost
-from plait.store.base import BearerRow, Store
 
 __all__ = [
     "ACTOR_CHAIN_KEY",
+    "POLICIES",
+    "PRINCIPAL_ACTOR_KIND",
     "SCOPE_ATTENUATION_EVENT",
-    "Authenticated",
-    "DurableSession",
-    "DurableSessions",
     "ScopeAttenuationResult",
     "ScopeViolation",
-    "PRINCIPAL_ACTOR_KIND",
     "act_on",
     "actor_chain",
     "actor_chain_validate_scope_attenuation",
-    "authenticate",
     "bind_principal",
     "chain_links",
-    "check_token_entropy",
     "current_session",
     "entered",
-    "new_token",
     "push_actor",
-    "token_hash",
 ]
 
-TOKEN_BYTES: Final = 32
-"""Random bytes in a token plait mints (``secrets.token_urlsafe``): 256 bits."""
-MIN_TOKEN_BITS: Final = 128
-"""The least estimated entropy a caller-given token must carry."""
-MIN_TOKEN_LENGTH: Final = 32
-MAX_TOKEN_LENGTH: Final = 512
 ACTOR_CHAIN_KEY: Final = "actor_chain"
 """Where a session keeps its chain: ``metadata["actor_chain"]`` (the snapshot shows it)."""
 PRINCIPAL_ACTOR_KIND: Final = "principal"
@@ -90,407 +47,6 @@ SCOPE_ATTENUATION_EVENT: Final = "identity.scope_attenuation"
 POLICIES: Final = ("non_increasing", "off")
 _OPTION_KEYS: Final = ("policy", "raise", "raise_", "alert", "trace_id")
 _MAX_DEPTH: Final = 64
-_TOKEN_CHARS: Final = re.compile(r"[A-Za-z0-9\-._~+/=]+")
-_UUID: Final = re.compile(
-    r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-)
-
-# -- tokens -----------------------------------------------------------------------------
-
-
-def new_token() -> str:
-    """Return a new bearer token: 32 random bytes, URL-safe base64 (43 characters)."""
-    return secrets.token_urlsafe(TOKEN_BYTES)
-
-
-def token_hash(token: str) -> str:
-    """Return the one-way handle the store keeps for a token: its SHA-256, in hex.
-
-    Safe to log and to show an operator: it cannot be turned back into the token.
-    """
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _entropy_bits(token: str) -> float:
-    """Estimate a token's entropy: its length times log2 of the alphabet its classes span.
-
-    A heuristic that catches mistakes (a constant, a short or repetitive string, a
-    UUID), not a proof of randomness: :func:`check_token_entropy` adds the other rules.
-    """
-    alphabet = 0
-    if any(c.islower() for c in token):
-        alphabet += 26
-    if any(c.isupper() for c in token):
-        alphabet += 26
-    if any(c.isdigit() for c in token):
-        alphabet += 10
-    if any(not c.isalnum() for c in token):
-        alphabet += 7
-    return len(token) * math.log2(max(alphabet, 2))
-
-
-def _shannon_per_char(token: str) -> float:
-    n = len(token)
-    return -sum(c / n * math.log2(c / n) for c in Counter(token).values())
-
-
-def check_token_entropy(token: object) -> str:
-    """Check that a caller-given bearer token is high-entropy; return it.
-
-    Seed 003: caller-supplied session ids must be high entropy. A token must be
-    32 to 512 characters from the base64 / URL-safe alphabet; not a UUID (an
-    identifier, not a secret: a UUIDv7 holds only 74 random bits); not a repeated
-    or sequential pattern; at least 2.5 bits of Shannon entropy per character; and at least 128
-    bits by its length and the character classes it uses. ``secrets.token_hex(16)``
-    and ``secrets.token_urlsafe(32)`` pass. A heuristic: it refuses mistakes, and
-    cannot prove a token random.
-
-    Raises:
-        InvalidArgumentError: the token is not a string or fails one of the rules.
-    """
-    if not isinstance(token, str):
-        raise InvalidArgumentError("a bearer token must be a string")
-    if not MIN_TOKEN_LENGTH <= len(token) <= MAX_TOKEN_LENGTH:
-        raise InvalidArgumentError(
-            f"a caller-given bearer token must be {MIN_TOKEN_LENGTH} to {MAX_TOKEN_LENGTH} "
-            f"characters (got {len(token)}); omit id to let plait mint one"
-        )
-    if not _TOKEN_CHARS.fullmatch(token):
-        raise InvalidArgumentError("a bearer token may use only letters, digits and - . _ ~ + / =")
-    if _UUID.fullmatch(token):
-        raise InvalidArgumentError(
-            "a UUID is an identifier, not a secret; use secrets.token_urlsafe(32) "
-            "or omit id to let plait mint a token"
-        )
-    periodic = (token + token).find(token, 1) < len(token)
-    steps = sum(abs(ord(a) - ord(b)) == 1 for a, b in pairwise(token))
-    sequential = steps * 2 > len(token)  # "abcdef...", "9876..."
-    per_char = _shannon_per_char(token)
-    bits = _entropy_bits(token)
-    if periodic or sequential or per_char < 2.5 or bits < MIN_TOKEN_BITS:
-        raise InvalidArgumentError(
-            "the bearer token is low-entropy (repetitive, or too few distinct characters "
-            "for its length); omit id to let plait mint one"
-        )
-    return token
-
-
-def _plausible(token: object) -> bool:
-    """Whether a presented token is worth a store lookup (anything else is simply unknown)."""
-    return isinstance(token, str) and 0 < len(token) <= MAX_TOKEN_LENGTH
-
-
-# -- durable sessions -------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class DurableSession:
-    """A durable bearer session (seed 003's record shape, plus ``scopes`` and ``handle``).
-
-    ``id`` is the bearer token: it is in API results (the caller gave it or
-    :meth:`DurableSessions.create` minted it) but never stored, and never shown
-    by ``repr``.
-    """
-
-    id: str = field(repr=False)
-    """The opaque bearer token. Never persisted in raw form; kept out of ``repr``."""
-    principal: str
-    """Stable user, tenant, service, or client identity."""
-    created_at: datetime
-    """Creation time (UTC)."""
-    last_seen_at: datetime
-    """Last successful touch / authentication (UTC)."""
-    expires_at: datetime
-    """Absolute expiration time (UTC)."""
-    attributes: Mapping[str, JSONValue] = field(default_factory=dict)
-    """Small caller-owned metadata such as role, tenant, or client labels."""
-    scopes: tuple[str, ...] = ()
-    """The scopes granted: the root of the actor chains this session binds."""
-    handle: str = ""
-    """The stored one-way handle (:func:`token_hash`): safe to log."""
-
-    @classmethod
-    def _from_row(cls, token: str, row: BearerRow) -> DurableSession:
-        return cls(
-            id=token,
-            principal=row.principal,
-            created_at=from_micros(row.created_at_us),
-            last_seen_at=from_micros(row.last_seen_at_us),
-            expires_at=from_micros(row.expires_at_us),
-            attributes=dict(row.attributes),
-            scopes=tuple(row.scopes),
-            handle=row.token_hash,
-        )
-
-    def to_dict(self, *, include_id: bool = False) -> dict[str, JSONValue]:
-        """Return the record as JSON values (RFC 3339 times); the token only if asked."""
-        out: dict[str, JSONValue] = {}
-        if include_id:
-            out["id"] = self.id
-        out.update(
-            principal=self.principal,
-            created_at=self.created_at.isoformat(),
-            last_seen_at=self.last_seen_at.isoformat(),
-            expires_at=self.expires_at.isoformat(),
-            attributes=dict(self.attributes),
-            scopes=list(self.scopes),
-            handle=self.handle,
-        )
-        return out
-
-
-def _utc(moment: object, name: str) -> datetime:
-    if not isinstance(moment, datetime):
-        raise InvalidArgumentError(f"{name} must be a datetime")
-    if moment.tzinfo is None:
-        raise InvalidArgumentError(f"{name} must be timezone-aware")
-    return moment.astimezone(UTC)
-
-
-def _scope_list(scopes: object, what: str) -> tuple[str, ...]:
-    """Accept a list of scope strings or an OAuth-style space-separated string."""
-    if scopes is None:
-        return ()
-    if isinstance(scopes, str):
-        return tuple(dict.fromkeys(scopes.split()))
-    if isinstance(scopes, Iterable) and not isinstance(scopes, Mapping | bytes):
-        out: list[str] = []
-        for s in scopes:
-            if not isinstance(s, str) or not s or s != s.strip() or " " in s:
-                raise InvalidArgumentError(f"{what}: each scope must be a non-blank word")
-            out.append(s)
-        return tuple(dict.fromkeys(out))
-    raise InvalidArgumentError(f"{what}: scopes must be a list of strings or a string")
-
-
-class DurableSessions:
-    """Durable bearer sessions kept in a store (seed 003 ``create/get/touch/expire``).
-
-    Args:
-        store: the store to keep them in (every plait store has the table).
-        clock: returns "now" (timezone-aware); tests pass a fake one.
-    """
-
-    def __init__(self, store: Store, *, clock: Callable[[], datetime] | None = None) -> None:
-        self._store = store
-        self._clock = clock or (lambda: datetime.now(UTC))
-
-    def _now(self, now: datetime | None) -> int:
-        return to_micros(_utc(now if now is not None else self._clock(), "now"))
-
-    def create(
-        self,
-        principal: str,
-        *,
-        expires_at: datetime | None = None,
-        ttl: timedelta | None = None,
-        id: str | None = None,
-        created_at: datetime | None = None,
-        attributes: Mapping[str, JSONValue] | None = None,
-        scopes: Iterable[str] | str | None = None,
-    ) -> DurableSession:
-        """Create a durable session and return it with its raw token (the only time).
-
-        Args:
-            principal: the stable identity the token stands for (non-blank).
-            expires_at: the absolute expiry (timezone-aware); or give ``ttl``.
-            ttl: the lifetime from ``created_at`` instead of ``expires_at``.
-            id: a caller-chosen token; must pass :func:`check_token_entropy`.
-                Omit it to get a fresh 256-bit token.
-            created_at: the creation time (default: now).
-            attributes: small caller-owned metadata (a JSON object).
-            scopes: the scopes granted (a list, or a space-separated string).
-
-        Returns:
-            The session; ``.id`` is the bearer token to hand to the client.
-
-        Raises:
-            InvalidArgumentError: a blank principal, neither or both of
-                ``expires_at`` and ``ttl``, an expiry not after creation, a
-                low-entropy ``id``, attributes that are not a JSON object, or a
-                token that is already in use.
-        """
-        if not isinstance(principal, str) or not principal.strip():
-            raise InvalidArgumentError("a durable session needs a non-blank principal")
-        token = check_token_entropy(id) if id is not None else new_token()
-        created = self._now(created_at)
-        if (expires_at is None) == (ttl is None):
-            raise InvalidArgumentError("give exactly one of expires_at and ttl")
-        if ttl is not None:
-            if not isinstance(ttl, timedelta):
-                raise InvalidArgumentError("ttl must be a timedelta")
-            expires = created + ttl // timedelta(microseconds=1)
-        else:
-            expires = to_micros(_utc(expires_at, "expires_at"))
-        if expires <= created:
-            raise InvalidArgumentError("expires_at must be after created_at")
-        check_int(expires, "expires_at in microseconds since the epoch", lo=created)
-        attrs = dict(attributes or {})
-        try:
-            dumps(attrs)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(f"attributes must be a JSON object: {exc}") from exc
-        row = BearerRow(
-            token_hash=token_hash(token),
-            principal=principal,
-            scopes=_scope_list(scopes, "scopes"),
-            attributes=attrs,
-            created_at_us=created,
-            last_seen_at_us=created,
-            expires_at_us=expires,
-        )
-        if not self._store.bearer_insert(row):
-            raise InvalidArgumentError("that bearer token is already in use; choose another")
-        return DurableSession._from_row(token, row)
-
-    def _live(self, token: str, row: BearerRow | None) -> DurableSession | None:
-        # The row was found by its hash; compare again in constant time (defence in depth).
-        if row is None or not hmac.compare_digest(row.token_hash, token_hash(token)):
-            return None
-        return DurableSession._from_row(token, row)
-
-    def get(self, token: str, *, now: datetime | None = None) -> DurableSession | None:
-        """Return the session of a token, or None when unknown or expired (no touch)."""
-        if not _plausible(token):
-            return None
-        row = self._store.bearer_get(token_hash(token))
-        if row is None or row.expires_at_us <= self._now(now):
-            return None
-        return self._live(token, row)
-
-    def touch(self, token: str, now: datetime | None = None) -> DurableSession | None:
-        """Record a successful use: move ``last_seen_at`` to now; never ``expires_at``.
-
-        Returns:
-            The touched session, or None when unknown or expired (an expired
-            session is rejected without extending its lifetime).
-        """
-        if not _plausible(token):
-            return None
-        return self._live(token, self._store.bearer_touch(token_hash(token), self._now(now)))
-
-    def expire(self, token: str, now: datetime | None = None) -> bool:
-        """Revoke a session now; returns whether it was live (False: unknown or expired)."""
-        if not _plausible(token):
-            return False
-        return self._store.bearer_expire(token_hash(token), self._now(now))
-
-    def purge(self, expired_before: datetime | None = None) -> int:
-        """Delete sessions that expired before this time (default now); return how many."""
-        return self._store.bearer_purge(self._now(expired_before))
-
-
-# -- authentication ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Authenticated:
-    """Who a bearer credential stands for."""
-
-    principal: str
-    """The caller's identity: the static key's principal or the durable session's."""
-    method: Literal["static_key", "durable_session"]
-    """Which verifier accepted it."""
-    scopes: tuple[str, ...] = ()
-    """The scopes granted (a durable session's; empty for a static key)."""
-    session: DurableSession | None = None
-    """The touched durable session, or None for a static key."""
-
-
-def _bearer_token(bearer: object) -> str | None:
-    """Take the token out of ``"Bearer <token>"`` (or a bare token); None if malformed."""
-    if not isinstance(bearer, str):
-        return None
-    text = bearer.strip()
-    scheme, space, rest = text.partition(" ")
-    if space:
-        if scheme.lower() != "bearer":
-            return None
-        text = rest.strip()
-    return text if text and " " not in text else None
-
-
-def _static_keys(static_keys: object) -> list[tuple[str, str]]:
-    """``(key, principal)`` pairs from a mapping or an iterable of keys, each checked.
-
-    A single string is refused rather than iterated: its characters would each
-    become a one-letter key.
-    """
-    if isinstance(static_keys, str | bytes | bytearray):
-        raise InvalidArgumentError(
-            "static_keys must be a list of keys or a {key: principal} mapping, not one string"
-        )
-    if isinstance(static_keys, Mapping):
-        pairs = list(static_keys.items())
-    elif isinstance(static_keys, Iterable):
-        pairs = [(k, "api-key") for k in static_keys]
-    else:
-        raise InvalidArgumentError(
-            f"static_keys must be a list of keys or a mapping, not {type(static_keys).__name__}"
-        )
-    for key, principal in pairs:
-        if not isinstance(key, str) or not key:
-            raise InvalidArgumentError("each static key must be a non-empty string")
-        if not isinstance(principal, str) or not principal:
-            raise InvalidArgumentError("each static key's principal must be a non-empty string")
-    return pairs
-
-
-def authenticate(
-    bearer: str | None,
-    *,
-    static_keys: Mapping[str, str] | Iterable[str] = (),
-    sessions: DurableSessions | None = None,
-    now: datetime | None = None,
-) -> Authenticated | None:
-    """Authenticate a bearer credential: static API keys first, then durable sessions.
-
-    Seed 003's composition: the configured static keys are tried first (every
-    one of them, compared in constant time), then the durable sessions, whose
-    successful use touches ``last_seen_at``. An expired session is rejected
-    without extending its lifetime.
-
-    Args:
-        bearer: the ``Authorization`` header value (``"Bearer <token>"``) or the
-            bare token; None or malformed is simply not authenticated.
-        static_keys: ``{key: principal}``, or plain keys (principal ``api-key``).
-        sessions: the durable sessions to try after the keys, if any.
-        now: the time to judge expiry by (default: the sessions' clock).
-
-    Returns:
-        Who the credential stands for, or None (HTTP 401).
-
-    Raises:
-        InvalidArgumentError: ``static_keys`` is one string (not a list of
-            keys), or holds a key or principal that is not a non-empty string;
-            ``sessions`` is not :class:`DurableSessions`.
-    """
-    keys = _static_keys(static_keys)
-    if sessions is not None and not isinstance(sessions, DurableSessions):
-        raise InvalidArgumentError(
-            f"sessions must be DurableSessions or None, not {type(sessions).__name__}"
-        )
-    token = _bearer_token(bearer)
-    if token is None or not _plausible(token):
-        return None
-    presented = hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest()
-    matched: str | None = None
-    for key, principal in keys:
-        # Equal-length digests, and no early exit: the time taken says nothing of the keys.
-        candidate = hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
-        if hmac.compare_digest(presented, candidate) and matched is None:
-            matched = principal
-    if matched is not None:
-        return Authenticated(principal=matched, method="static_key")
-    if sessions is None:
-        return None
-    found = sessions.touch(token, now)
-    if found is None:
-        return None
-    return Authenticated(
-        principal=found.principal, method="durable_session", scopes=found.scopes, session=found
-    )
-
 
 # -- actor chains -----------------------------------------------------------------------
 

@@ -1,0 +1,226 @@
+"""Rewind in place, its undo and erase: what a user of the session sees."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plait import (
+    Client,
+    InvalidArgumentError,
+    NothingToDoError,
+    SessionClosedError,
+    StaleSessionError,
+)
+from plait.store import SQLiteStore
+
+
+def _talk(s: Any, turns: int, tag: str = "") -> None:
+    for i in range(turns):
+        s.inject({"role": "user", "content": f"{tag}q{i}"})
+        s.inject({"role": "assistant", "content": f"{tag}a{i}"})
+
+
+class _Reads:
+    """Counts the records a store hands out."""
+
+    def __init__(self, store: Any) -> None:
+        self.rows = 0
+        self._read = store.read
+        store.read = self
+
+    def __call__(self, row: Any, lo: int, hi: int) -> Any:
+        got = self._read(row, lo, hi)
+        self.rows += len(got)
+        return got
+
+
+@pytest.mark.parametrize("turns", [5, 500])
+def test_a_pop_reads_what_it_drops_only(client: Client, turns: int) -> None:
+    s = client.open(f"long-{turns}")
+    _talk(s, turns)
+    reads = _Reads(client.store)
+    s.rewind(s.length - 1)
+    assert reads.rows <= 1  # the one record it drops, whatever the length
+    assert s.length == 2 * turns - 1
+
+
+def test_rewind_keeps_identity_settings_and_title(client: Client) -> None:
+    s = client.open("keep")
+    s.rename("my chat")
+    s.set_metadata("tenant", "acme")
+    s.set_scratchpad({"plan": [1, 2]})
+    _talk(s, 3)
+    created = s.created_at
+    s.rewind(2)
+    again = client.sessions.get("keep")
+    assert (again.title, again.metadata.get("tenant"), again.scratchpad()) == (
+        "my chat", "acme", {"plan": [1, 2]})
+    assert again.created_at == created and again.length == 2
+    assert [i.id for i in client.sessions.list()] == ["keep"]
+
+
+def test_rewind_refuses_bad_counts_stale_versions_and_closed_sessions(client: Client) -> None:
+    s = client.open("refuse")
+    _talk(s, 2)
+    with pytest.raises(InvalidArgumentError):
+        s.rewind(5)
+    with pytest.raises(InvalidArgumentError):
+        s.rewind(-1)
+    with pytest.raises(NothingToDoError):
+        s.rewind(4)
+    with pytest.raises(StaleSessionError):
+        s.rewind(1, expect_version=s.version - 1)
+    with pytest.raises(NothingToDoError):
+        s.undo_rewind()
+    with pytest.raises(InvalidArgumentError):
+        s.undo_rewind("not-a-hidden-head")
+    s.close()
+    with pytest.raises(SessionClosedError):
+        s.rewind(1)
+    assert client.sessions.get("refuse").length == 4
+
+
+def test_rewind_to_zero_and_events_past_the_cut(client: Client) -> None:
+    s = client.open("zero")
+    _talk(s, 2)
+    s.log_event("note", {"x": 1})
+    s.rewind(4)  # only the event lay past the fourth message
+    assert [r.kind for r in s.records] == ["user", "assistant"] * 2
+    s.rewind(0)
+    assert s.records == [] and s.length == 0
+    s.inject({"role": "user", "content": "fresh start"})
+    assert [m.text for m in s.history()] == ["fresh start"]
+
+
+def test_a_rewind_of_a_rewind_and_undo_twice(client: Client) -> None:
+    s = client.open("twice")
+    _talk(s, 3)
+    first = s.rewind(4)
+    s.rewind(2)
+    assert len(s.hidden_heads()) == 2 and s.hidden_heads()[1] == first
+    s.undo_rewind()
+    assert s.length == 4
+    s.undo_rewind(first)
+    assert s.length == 6 and [m.text for m in s.history()][-1] == "a2"
+    ancestry = s.ancestry()
+    assert set(ancestry.child_ids) == set(s.hidden_heads())
+
+
+def test_forks_made_before_a_rewind_keep_their_messages(client: Client) -> None:
+    s = client.open("forked")
+    _talk(s, 3)
+    fork = s.fork()
+    s.rewind(1)
+    assert [m.text for m in client.sessions.get(fork.id).history()][-1] == "a2"
+    s.inject({"role": "assistant", "content": "new answer"})
+    assert [m.text for m in client.sessions.get(fork.id).history()][-1] == "a2"
+
+
+def test_delete_takes_the_hidden_heads_with_it(client: Client) -> None:
+    s = client.open("gone")
+    _talk(s, 3)
+    hidden = s.rewind(1)
+    client.sessions.delete("gone")
+    assert not client.exists(hidden) and not client.exists("gone")
+    assert client.store.integrity_check() == []
+
+
+def test_erase_leaves_no_trace_in_the_sqlite_files(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    secret = "the launch code is 0000-SWORDFISH"
+    with Client(tmp_path, store=path) as client:
+        keep = client.open("keep")
+        keep.inject({"role": "user", "content": "nothing to hide"})
+        s = client.open("forget-me")
+        for i in range(50):
+            s.inject({"role": "user", "content": f"{secret} #{i}"})
+        s.rewind(10)
+        client.sessions.erase("forget-me")
+        assert not client.exists("forget-me")
+        assert [m.text for m in client.sessions.get("keep").history()] == ["nothing to hide"]
+    for name in os.listdir(tmp_path):
+        if name.startswith("s.db") and (tmp_path / name).is_file():
+            assert b"SWORDFISH" not in (tmp_path / name).read_bytes(), name
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 1
+
+
+# -- a crash leaves the old head or the new one --------------------------------------------
+
+
+def _worker(ws: Path, path: Path, wfd: int, seed: int) -> None:  # pragma: no cover - child
+    try:
+        rng = random.Random(seed)
+        client = Client(ws, store=path)
+        s = client.sessions.get("crash")
+        while True:
+            n = s.length
+            op = rng.random()
+            if op < 0.4 or n < 2:
+                after = n + 1
+                os.write(wfd, f"pre {n} {after}\n".encode())
+                s.inject({"role": "user", "content": f"m{n}"})
+            elif op < 0.8:
+                after = rng.randrange(n)
+                os.write(wfd, f"pre {n} {after}\n".encode())
+                s.rewind(after)
+            else:
+                heads = s.hidden_heads()
+                if not heads:
+                    continue
+                target = client.store.get(heads[0])
+                assert target is not None
+                after = target.layout.length
+                os.write(wfd, f"pre {n} {after}\n".encode())
+                s.undo_rewind()
+            os.write(wfd, b"ok\n")
+    finally:
+        os._exit(0)
+
+
+@pytest.mark.slow
+def test_sigkill_during_rewinds_leaves_one_head_or_the_other(tmp_path: Path) -> None:
+    path = tmp_path / "crash.db"
+    with Client(tmp_path, store=path) as client:
+        _talk(client.open("crash"), 2)
+    rng = random.Random(20261201)
+    for _ in range(40):
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            os.close(rfd)
+            _worker(tmp_path, path, wfd, rng.randrange(1 << 30))
+        os.close(wfd)
+        data = os.read(rfd, 1)  # the first op has begun
+        time.sleep(rng.uniform(0, 0.05))
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        while chunk := os.read(rfd, 65536):
+            data += chunk
+        os.close(rfd)
+        lines = [x for x in data.decode().split("\n")[:-1] if x]
+        last_pre = next(x for x in reversed(lines) if x.startswith("pre"))
+        done = lines[-1] == "ok"
+        before, after = (int(v) for v in last_pre.split()[1:])
+        store = SQLiteStore(path)
+        try:
+            with Client(tmp_path, store=store) as client:
+                s = client.sessions.get("crash")
+                assert s.length in ({after} if done else {before, after})
+                texts = [r.text for r in s.records]
+                assert len(texts) == s.length
+                assert store.integrity_check() == []
+                for hidden in s.hidden_heads():
+                    row = store.get(hidden)
+                    assert row is not None
+                    assert len(store.read(row, 0, row.layout.end_seq)) == row.layout.end_seq
+        finally:
+            store.close()
