@@ -39,6 +39,7 @@ from plait.errors import (
     StoreCorruptError,
     shown,
 )
+from plait.interop import write_bundle
 from plait.records import decode_record, dumps
 
 
@@ -207,6 +208,37 @@ def test_to_jsonl_of_something_else_is_a_plait_error() -> None:
             plait.to_jsonl(bad)  # type: ignore[arg-type]
 
 
+def test_wrong_argument_types_are_plait_errors(client: Client, tmp_path: Path) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    for model in (-1, True, b"gpt-4o"):
+        with pytest.raises(InvalidArgumentError, match="model"):
+            s.context(model=model)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="model"):
+            s.compaction_due(model=model)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="tools"):
+        s.context(tools=True)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError, match="mapping"):
+        s.compact_preview(True)  # type: ignore[arg-type]
+    for messages in (None, 5, "hi", {"role": "user"}):
+        with pytest.raises(InvalidArgumentError, match="list"):
+            s.inject_many(messages)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgumentError, match="list"):
+            client.sessions.create(messages)  # type: ignore[arg-type]
+    for store in (0, object(), b"x.db", "", "a\0b", "\ud800.db"):
+        with pytest.raises(InvalidArgumentError):
+            plait.Client(tmp_path, store=store)  # type: ignore[arg-type]
+    for workspace in (None, b"", 3):
+        with pytest.raises(InvalidArgumentError, match="path"):
+            plait.Client(workspace, store=":memory:")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        plait.SQLiteStore(tmp_path / "x.db", durability="fast")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        plait.SQLiteStore(tmp_path / "x.db", migrations=[(1, "x")])  # type: ignore[list-item]
+    with pytest.raises(InvalidArgumentError):
+        client.handle(None)  # type: ignore[arg-type]
+    assert client.holds_lock({}) is False  # type: ignore[arg-type]
+
+
 # -- finding 11: exports replace regular files only --------------------------------------
 
 
@@ -264,6 +296,43 @@ def test_an_export_replaces_a_regular_file_and_follows_a_link_when_asked(
     to_fifo.symlink_to(fifo)
     with pytest.raises(InvalidArgumentError, match="FIFO"):
         export_target(to_fifo, str(tmp_path), "x" * 8, "html", follow_symlinks=True)
+
+
+def test_every_export_verb_refuses_a_symlink_unless_asked_to_follow_it(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    db = tmp_path / "s.db"
+    with Client(ws, store=db) as c:
+        s = c.sessions.create([{"role": "user", "content": "hello"}])
+        writers = {
+            "html": lambda p, **kw: s.export(p, **kw),
+            "md": lambda p, **kw: s.export_markdown(p, **kw),
+            "bundle.json": lambda p, **kw: write_bundle(s, p, **kw),
+        }
+        for ext, write in writers.items():
+            real, link = tmp_path / f"real.{ext}", tmp_path / f"link.{ext}"
+            link.symlink_to(real)
+            with pytest.raises(InvalidArgumentError, match="symlink"):
+                write(link)
+            assert not real.exists()
+            with pytest.raises(InvalidArgumentError, match="True or False"):
+                write(link, follow_symlinks="yes")
+            assert write(link, follow_symlinks=True) == str(real)
+            assert link.is_symlink() and "hello" in real.read_text()
+        sid = s.id
+    base = ["--store", str(db), "--workspace", str(ws), "export", sid, "-o"]
+    for extra in ([], ["--md"], ["--bundle", "local"], ["--as", "openai"]):
+        real, link = tmp_path / "cli-real", tmp_path / "cli-link"
+        link.unlink(missing_ok=True)
+        real.unlink(missing_ok=True)
+        link.symlink_to(real)
+        refused = CliRunner().invoke(cli, [*base, str(link), *extra])
+        assert refused.exit_code == 1 and "symlink" in refused.stderr, refused.output
+        assert not real.exists()
+        followed = CliRunner().invoke(cli, [*base, str(link), *extra, "--follow-symlinks"])
+        assert followed.exit_code == 0, followed.output
+        assert followed.stdout.strip() == str(real) and link.is_symlink()
+        assert "hello" in real.read_text()
 
 
 def test_a_target_swapped_for_a_fifo_before_the_rename_is_refused(tmp_path: Path) -> None:

@@ -123,8 +123,13 @@ def test_uuid7_ids_sort_by_creation_and_are_version_7() -> None:
 
 def test_session_id_rules() -> None:
     assert is_session_id("incident-debug") and is_session_id(new_id())
-    for bad in ("", ".", "..", "../x", "/abs", "a\\b", "a\x00", " x", "x" * 201, "tab\t", 5):
-        assert not is_session_id(bad)
+    # Ids are keys: any printable string of at most 200 characters.
+    for good in ("user/123", "tenant:acme:chat-9", "a\\b", "../x", "/abs", "a b", "é/日本",
+                 "100%", "x" * 200, "..."):
+        assert is_session_id(good), good
+    for bad in ("", ".", "..", "a\x00", " x", "x ", "x" * 201, "tab\t", "new\nline",
+                "\u200b", "\ud800", 5, None, b"x"):
+        assert not is_session_id(bad), bad
 
 
 def test_decode_rejects_payloads_of_the_wrong_types() -> None:

@@ -91,7 +91,7 @@ def test_new_open_latest_switch_the_current_session(client: Client) -> None:
 
 
 def test_open_unknown_or_invalid_ids(client: Client) -> None:
-    for bad in ("missing", "../x", "/abs/path", "a\x00b"):
+    for bad in ("missing", "../x", "/abs/path", "a\x00b", "", " x"):
         with pytest.raises(SessionNotFoundError):
             client.sessions.open(bad)
     with pytest.raises(SessionNotFoundError):

@@ -46,8 +46,8 @@ def test_open_takes_workspace_anchor_and_policy(client: Client) -> None:
     assert not client.exists("w2") and not client.exists("w3")
 
 
-def test_ids_that_would_leave_the_store_are_rejected(client: Client) -> None:
-    for bad in ["../x", "/etc/passwd", "a/b", "nul\x00byte", "", " padded ", "..", 42]:
+def test_ids_that_are_not_keys_are_rejected(client: Client) -> None:
+    for bad in ["nul\x00byte", "new\nline", "", " padded ", "..", ".", "x" * 201, 42]:
         assert client.exists(bad) is False
         with pytest.raises(SessionNotFoundError):
             client.sessions.open(bad)  # type: ignore[arg-type]
@@ -145,7 +145,7 @@ def test_fork_with_dst_and_taken_dst(client: Client) -> None:
     with pytest.raises(SessionExistsError):
         s.fork(dst="my-branch")
     with pytest.raises(InvalidArgumentError):
-        s.fork(dst="../escape")
+        s.fork(dst="tab\tbed")
 
 
 def test_fork_at_keeps_first_messages_and_records_branch_point(client: Client) -> None:

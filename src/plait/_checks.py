@@ -13,12 +13,15 @@ database driver, or a stored title that no XML document can hold.
   only when it is a real ``int`` inside the range a 64-bit database column holds.
 * :func:`check_name` and :func:`clean_title` take short labels (a lineage
   operator, a title) only as text without control characters or lone surrogates.
+* :func:`check_list` takes a list argument (messages, tool specs) as any iterable
+  but a string, a bytes value or a mapping, whose items are then checked one by one.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from plait.errors import InvalidArgumentError, InvalidMessageError, shown
@@ -29,6 +32,7 @@ __all__ = [
     "MAX_JSON_DEPTH",
     "check_int",
     "check_json",
+    "check_list",
     "check_name",
     "clean_title",
 ]
@@ -115,6 +119,20 @@ def check_int(value: object, what: str, *, lo: int = 0, hi: int = MAX_INT) -> in
     if not lo <= value <= hi:
         raise InvalidArgumentError(f"{what} must be between {lo} and {hi}, got {shown(value)}")
     return value
+
+
+def check_list(value: object, what: str) -> list[Any]:
+    """Return the items of ``value``, a list (or another iterable) of things.
+
+    A string, a bytes value or a mapping is refused rather than iterated: each
+    would give its characters, its bytes or its keys, never what was meant.
+
+    Raises:
+        InvalidArgumentError: not an iterable, or a string, bytes or a mapping.
+    """
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        raise InvalidArgumentError(f"{what} must be a list, not {type(value).__name__}")
+    return list(value)
 
 
 def _refuse_controls(text: str, what: str) -> None:

@@ -18,9 +18,28 @@ import stat
 import tempfile
 from pathlib import Path
 
+from plait._ids import id_slug
 from plait.errors import InvalidArgumentError, shown
 
-__all__ = ["check_export_target", "export_target", "usable_path", "write_atomically"]
+__all__ = [
+    "check_export_target",
+    "default_name",
+    "export_target",
+    "usable_path",
+    "write_atomically",
+]
+
+
+def default_name(session_id: str) -> str:
+    """The ``<id8>`` of seed 001's default export name ``plait-<id8>.<suffix>``.
+
+    The first 8 characters of an id that is a safe file name already (a UUIDv7);
+    any other id's whole :func:`~plait._ids.id_slug`, so an id such as ``../x`` or
+    ``user/123`` never names a path outside the workspace, and two such ids never
+    share a name.
+    """
+    slug = id_slug(session_id)
+    return slug[:8].rstrip(".") if slug == session_id else slug
 
 
 def usable_path(raw: object, given: object = None) -> str:
@@ -59,8 +78,12 @@ def check_export_target(target: Path, *, follow_symlinks: bool = False) -> Path:
 
     Raises:
         InvalidArgumentError: a folder, a FIFO, a device, a socket, or (unless
-            followed) a symlink is at the target.
+            followed) a symlink is at the target; ``follow_symlinks`` not a bool.
     """
+    if not isinstance(follow_symlinks, bool):
+        raise InvalidArgumentError(
+            f"follow_symlinks is True or False, not {shown(follow_symlinks)}"
+        )
     try:
         info = target.lstat()
     except FileNotFoundError:
@@ -104,7 +127,8 @@ def export_target(
 
     Args:
         path: the caller's path (relative paths are taken from the working
-            directory), or None for ``plait-<id8>.<suffix>`` in the workspace.
+            directory), or None for ``plait-<id8>.<suffix>`` in the workspace
+            (:func:`default_name`).
         workspace: the session's workspace.
         session_id: the session's id.
         suffix: the file ending, without the dot.
@@ -119,7 +143,7 @@ def export_target(
             (:func:`check_export_target`).
     """
     if path is None:
-        target = Path(workspace, f"plait-{session_id[:8]}.{suffix}")
+        target = Path(workspace, f"plait-{default_name(session_id)}.{suffix}")
     else:
         try:
             raw = os.fspath(path)

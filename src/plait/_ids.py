@@ -8,12 +8,15 @@ order they were made (RFC 9562 section 6.2, method 1).
 
 from __future__ import annotations
 
+import hashlib
 import random
+import re
 import secrets
 import threading
 import time
+import unicodedata
 
-__all__ = ["is_session_id", "new_id"]
+__all__ = ["id_slug", "is_session_id", "new_id"]
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -51,10 +54,21 @@ def new_id() -> str:
     return f"{prefix}{0x7000 | counter:04x}-{0x8000 | (tail >> 48):04x}-{rand_b:012x}"
 
 
-# Session ids are chosen by callers too (seed 003's ``open("incident-debug")``),
-# so any short printable name is allowed, but never one that could be read as a
-# path or that a terminal would mangle.
+# Session ids are chosen by callers too (seed 003's ``open("incident-debug")``, an
+# adapter's ``user/123``), so an id is a key: any short printable string. The few
+# refusals are what no transport carries intact: a control character (a terminal
+# or a log line mangles it), surrounding white space (a shell or a form trims it),
+# and ``.`` / ``..`` (every URL parser removes them as path segments, even
+# percent-encoded). Nothing names a file by an id as it is: see :func:`id_slug`.
 _MAX_ID = 200
+
+# The ids that are already a safe file name, kept as they are (UUIDv7s, seed 003's
+# ``incident-debug``): lowercase, so two ids never share a name on a file system
+# that ignores case, and short, so a name with a prefix and a suffix stays a name.
+# They hold no ``_``, which every hashed slug holds: no chosen id takes another's slug.
+_SAFE_NAME = re.compile(r"[a-z0-9][a-z0-9-]*(?:\.[a-z0-9-]+)*")
+_SAFE_MAX = 100
+_READABLE_MAX = 40
 
 
 def is_session_id(value: object) -> bool:
@@ -64,14 +78,40 @@ def is_session_id(value: object) -> bool:
         value: a candidate id.
 
     Returns:
-        True for a non-empty string of at most 200 printable characters with
-        no path separator, no NUL, no surrounding white space, and not ``.``
-        or ``..``.
+        True for a string of 1 to 200 printable characters (``str.isprintable``:
+        no control, format or separator character other than the ASCII space)
+        with no white space at either end, other than ``.`` and ``..``. Slashes,
+        colons, ``%`` and any other printable character are allowed
+        (``user/123``, ``tenant:acme:chat-9``).
     """
     if not isinstance(value, str) or not value or len(value) > _MAX_ID:
         return False
     if value in {".", ".."} or value != value.strip():
         return False
-    if any(ch in value for ch in "/\\\x00"):
-        return False
     return value.isprintable()
+
+
+def id_slug(session_id: str) -> str:
+    """A file-name-safe name for a session id, distinct for distinct ids.
+
+    An id that is already a safe name (lowercase ASCII letters, digits, ``-`` and
+    inner dots, at most 100 characters: every UUIDv7) is its own slug, so file
+    names of ordinary ids read as before. Any other id becomes its readable part
+    (ASCII letters and digits, dashes between, at most 40 characters, lowercase),
+    ``_`` and 16 hex digits of its SHA-256, so ``../../etc/passwd`` is
+    ``etc-passwd_<hash>`` (``日本`` is ``id_<hash>``) and can never name a path
+    outside the folder it is put in.
+
+    Args:
+        session_id: any string (meant for a valid session id).
+
+    Returns:
+        A non-empty name of ``[a-z0-9._-]`` that starts with a letter or digit: the
+        id itself when it is a safe name already, else at most 57 characters.
+    """
+    if len(session_id) <= _SAFE_MAX and _SAFE_NAME.fullmatch(session_id):
+        return session_id
+    ascii_id = unicodedata.normalize("NFKD", session_id).encode("ascii", "ignore").decode()
+    readable = re.sub(r"[^a-z0-9]+", "-", ascii_id.lower()).strip("-")[:_READABLE_MAX]
+    digest = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{readable.rstrip('-') or 'id'}_{digest}"

@@ -12,12 +12,18 @@ that wrote the transcript.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from plait.client import Client, SessionInfo
-from plait.errors import AmbiguousSessionIdError, SessionNotFoundError
+from plait.errors import (
+    AmbiguousSessionIdError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreCorruptWarning,
+)
 from plait.records import JSONValue, UserRecord
 
 __all__ = [
@@ -168,16 +174,21 @@ def describe(
     store = client.store
     out: list[Described] = []
     for info in infos:
-        row = store.get(info.id)
         first: str | None = None
         source = "plait"
-        if row is not None:
-            source = source_agent(row.metadata)
-            lo = row.layout.view_start
-            for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
-                if isinstance(record, UserRecord):
-                    text = " ".join(record.content.split())
-                    first = text[:120] or None
-                    break
+        try:
+            row = store.get(info.id)
+            if row is not None:
+                source = source_agent(row.metadata)
+                lo = row.layout.view_start
+                for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
+                    if isinstance(record, UserRecord):
+                        text = " ".join(record.content.split())
+                        first = text[:120] or None
+                        break
+        except StoreCorruptError as exc:
+            # Listed all the same: one damaged session does not hide the others.
+            first = "(cannot be read: see `plait db check --deep`)"
+            warnings.warn(StoreCorruptWarning(str(exc)), stacklevel=2)
         out.append(Described(info, short_id(info.id, length), first, source))
     return out

@@ -12,15 +12,18 @@ from types import TracebackType
 from typing import Final
 
 from plait._checks import check_int
+from plait._files import usable_path
 from plait._ids import is_session_id
 from plait._time import from_micros
-from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError, shown
+from plait.errors import InvalidArgumentError, SessionNotFoundError, shown
 from plait.lineage import Ancestry
 from plait.records import AssistantRecord, JSONValue, Message, Record
 from plait.session import (
+    DEFAULT_LOCK_TIMEOUT,
     Session,
     SessionHost,
     Snapshot,
+    WriterLockMode,
     checkpoints,
     validate_workspace_policy,
 )
@@ -260,7 +263,8 @@ class SessionCollection:
 
         Raises:
             SessionNotFoundError: unknown or invalid id.
-            SessionLockedError: another process has it open for writing.
+            SessionLockedError: another process has it open for writing (with
+                ``writer_lock="write"``: SessionLockTimeoutError, after ``lock_timeout``).
         """
         self._remove(session_id, erase=False)
 
@@ -282,20 +286,32 @@ class SessionCollection:
     def _remove(self, session_id: str, *, erase: bool) -> None:
         row = self._client.lookup(session_id)
         store = self._client.store
-        if not store.lock(row.id):
-            raise SessionLockedError(row.id)
-        try:
+        with self._client.locked(row.id):
             if erase:
                 store.erase(row.id)
             else:
                 store.delete(row.id)
-        finally:
-            store.unlock(row.id)
         self._client.forget(row.id)
 
 
 def _workspace_path(workspace: str | os.PathLike[str]) -> str:
-    return str(Path(workspace).expanduser().resolve())
+    """The absolute, resolved folder a workspace argument names.
+
+    Raises:
+        InvalidArgumentError: not a path the file system can name, or a loop of symlinks.
+    """
+    try:
+        raw = os.fspath(workspace)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"a workspace is a folder path, not {shown(workspace)}"
+        ) from None
+    try:
+        return str(Path(usable_path(raw, workspace)).expanduser().resolve())
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
+        raise InvalidArgumentError(
+            f"cannot resolve the workspace {shown(workspace)}: {exc}"
+        ) from exc
 
 
 class Client(SessionHost):
@@ -309,9 +325,20 @@ class Client(SessionHost):
         workspace: the folder the sessions belong to (default: the working directory).
         store: a Store, a path, ``":memory:"``, or None for ``$PLAIT_STORE`` or the default file.
         resume: start on this stored session instead of a new one.
+        writer_lock: ``"process"`` (default, seed 001): a session this client writes
+            stays locked for writing by this process until it ends or calls
+            ``release()``; another process reads it but cannot write it. ``"write"``:
+            the lock is taken for one write, or one run (``prompt``, ``stream``,
+            ``run``, ``compact``) from start to end, and given back after, so the
+            worker processes of a server take turns on one conversation. A turn that
+            finds the lock taken waits for it.
+        lock_timeout: how long a ``"write"`` turn waits for the lock, in seconds
+            (default 10; 0 asks once).
 
     Raises:
+        InvalidArgumentError: ``workspace`` is not a folder path, or ``store`` is none of these.
         SessionNotFoundError: ``resume`` names no stored session.
+        InvalidArgumentError: an unknown ``writer_lock`` or a bad ``lock_timeout``.
     """
 
     def __init__(
@@ -320,10 +347,18 @@ class Client(SessionHost):
         *,
         store: Store | str | os.PathLike[str] | None = None,
         resume: str | None = None,
+        writer_lock: WriterLockMode = "process",
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> None:
         owns = not isinstance(store, Store)
-        super().__init__(open_store(store), _workspace_path(workspace))
+        folder = _workspace_path(workspace)  # checked before a store is opened for it
+        super().__init__(open_store(store), folder)
         self._owns_store = owns
+        try:
+            self.set_writer_lock(writer_lock, lock_timeout)
+        except BaseException:
+            self.close()
+            raise
         self.exclusive_runs = True  # seed 001: a client runs one thing at a time
         # session_stats: id -> (stamp when read, stats), so unchanged sessions are not re-read.
         self._stats: dict[str, tuple[str, SessionStats]] = {}

@@ -19,6 +19,7 @@ The hierarchy::
     ├── SessionExistsError                     a new session's id is already taken
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
+    │   └── SessionLockTimeoutError (TimeoutError)  still taken after lock_timeout
     ├── NothingToDoError                       the verb had nothing to act on (says why)
     ├── SessionBusyError                       a run is already in progress on this session/client
     ├── RunTimeoutError (TimeoutError)         a run passed its timeout; resume() picks it up
@@ -45,6 +46,11 @@ The hierarchy::
         ├── ControllerConflictError            a second controller without takeover
         ├── NotControllerError                 only the active controller injects or routes
         └── ClientNotAttachedError (LookupError)  the client is not attached
+
+A warning is drawn apart, since it is issued, not raised (``warnings.warn``)::
+
+    PlaitError
+    └── StoreCorruptWarning (UserWarning)      a listing left out rows it could not decode
 """
 
 from __future__ import annotations
@@ -80,10 +86,12 @@ __all__ = [
     "SessionBusyError",
     "SessionClosedError",
     "SessionExistsError",
+    "SessionLockTimeoutError",
     "SessionLockedError",
     "SessionNotFoundError",
     "StaleSessionError",
     "StoreCorruptError",
+    "StoreCorruptWarning",
     "StoreError",
     "ToolArgumentsError",
     "ToolError",
@@ -240,6 +248,29 @@ class SessionLockedError(PlaitError):
             f"session {shown(session_id)} is open for writing in another process; "
             "it can be read here but not changed"
         )
+
+
+class SessionLockTimeoutError(SessionLockedError, TimeoutError):
+    """A writer waited its whole ``lock_timeout`` for a session's writer lock.
+
+    Raised by a client in ``writer_lock="write"`` mode, where writers of several
+    processes take the lock in turn: another one kept it the whole time.
+
+    Attributes:
+        session_id: the session.
+        timeout: the seconds waited.
+    """
+
+    def __init__(self, session_id: str, timeout: float) -> None:
+        self.timeout = timeout
+        super().__init__(session_id)
+        self.args = (
+            f"session {shown(session_id)}: another process held its writer lock for all "
+            f"of lock_timeout={timeout:g} s; nothing was written",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class NothingToDoError(PlaitError):
@@ -462,7 +493,14 @@ class SchemaOutdatedError(StoreError):
 
 
 class StoreCorruptError(StoreError):
-    """A stored row could not be decoded."""
+    """A stored row could not be decoded, or the database reports damaged storage."""
+
+
+class StoreCorruptWarning(PlaitError, UserWarning):
+    """A listing left out stored rows it could not decode (the others are listed).
+
+    ``plait db check --deep`` names them and says how to recover what is left.
+    """
 
 
 class AuthError(PlaitError):

@@ -35,7 +35,7 @@ def test_check_reports_missing_rows_and_exits_1(run: Run, api: Client, db_path: 
     raw.close()
     result = run("db", "check")
     assert result.exit_code == 1
-    assert f"session {s.id}: 1 rows missing" in result.stdout
+    assert f"session {s.id} record 4: the record is missing" in result.stdout
     assert result.stderr.startswith("Error: 1 problem(s)")
 
 
@@ -46,7 +46,11 @@ def test_check_without_a_store_file(run: Run, db_path: Path) -> None:
 
 def test_check_a_file_that_is_not_a_store(run: Run, db_path: Path) -> None:
     db_path.write_bytes(b"garbage" * 1000)
-    assert_clean_error(run("db", "check"), "cannot open")
+    result = run("db", "check")
+    assert_clean_error(result, "1 problem(s)")
+    assert "the store cannot be opened" in result.stdout
+    assert "file is not a database" in result.stdout
+    assert "db recover" in result.stdout  # and what can save the rest
 
 
 def test_migrate_creates_then_is_up_to_date(run: Run, db_path: Path) -> None:

@@ -54,7 +54,7 @@ def test_latest_is_the_most_recent_session(run: Run, api: Client) -> None:
     assert resolve_session_id(api, "latest") == newest.id
 
 
-@pytest.mark.parametrize("bad", ["zzzz", "../x", "", "0190-not-hex!"])
+@pytest.mark.parametrize("bad", ["zzzz", "../x", "", "0190-not-hex!", "user/123"])
 def test_what_matches_nothing_is_not_found(run: Run, api: Client, bad: str) -> None:
     conversation(api)
     assert_clean_error(run("sessions", "show", bad), "no such session")

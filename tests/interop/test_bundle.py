@@ -403,7 +403,7 @@ def test_bad_arguments(mem: Client) -> None:
         export_bundle(mem.sessions.new())
     taken = export_bundle(s, mode="local")
     with pytest.raises(InvalidArgumentError):
-        import_bundle(mem, taken, session_id="../nope")
+        import_bundle(mem, taken, session_id="nul\x00")
 
 
 # -- the CLI -------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ def test_rename_session(client: Client, transcripts: Path) -> None:
         seed_from_jsonl(client, transcripts / SNIFFLY, rename_session="audit-recovery")
     assert len(client.sessions.list()) == before
     with pytest.raises(InvalidArgumentError):
-        seed_from_jsonl(client, transcripts / SNIFFLY, rename_session="../escape")
+        seed_from_jsonl(client, transcripts / SNIFFLY, rename_session=" padded")
 
 
 def test_provider_and_model_guardrails(mem: Client, transcripts: Path) -> None:

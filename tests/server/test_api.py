@@ -217,7 +217,7 @@ def test_error_codes_for_bad_input(api: TestClient) -> None:
     assert err["details"][0]["loc"] == ["body", "colour"]
     r = api.post("/sessions", content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 422 and error_of(r)["code"] == "invalid_request"
-    r = api.post("/sessions", json={"id": "../etc/passwd"})
+    r = api.post("/sessions", json={"id": "line\nbreak"})
     assert r.status_code == 422 and error_of(r)["code"] == "invalid_argument"
     taken = api.post("/sessions", json={"id": sid, "messages": []})
     assert taken.status_code == 409 and error_of(taken)["code"] == "session_exists"
@@ -451,3 +451,49 @@ def test_the_server_runs_sessions_side_by_side(tmp_path: Path) -> None:
         wait_idle(api, a)
         wait_idle(api, b)
     served.client.close()
+
+
+def test_runs_with_tools_leave_no_sandbox_folder_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import tempfile
+
+    from plait import Client, ToolCall
+    from plait.providers import Reply, ScriptedProvider
+    from plait.server import create_app
+    from plait.tools import BUILTIN_TOOLS
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))  # where managed sandboxes are made
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    call = ToolCall("c1", "write_file", {"path": "a.txt", "content": "x"})
+
+    def provider() -> ScriptedProvider:
+        first = Reply(tool_calls=(call,), finish_reason="tool_calls")
+        return ScriptedProvider([first, Reply("ok")])
+
+    with Client(ws, store=tmp_path / "plait.db") as client:
+        app = create_app(
+            client,
+            api_keys={KEY: "tester"},
+            provider=provider,
+            tools=BUILTIN_TOOLS,
+            approval_default="allow",
+        )
+        with TestClient(app, headers=AUTH, raise_server_exceptions=False) as api:
+            for _ in range(3):  # sessions with no sandbox target: each run makes one
+                sid = new_session(api)["id"]
+                r = api.post(f"/sessions/{sid}/runs", json={"text": "write", "stream": True})
+                assert parse_sse(r.text)[-1]["data"]["ok"] is True
+                tool = api.get(f"/sessions/{sid}/history").json()["messages"][2]
+                assert tool["role"] == "tool" and tool["ok"] is True, tool
+            gc.collect()
+            # Only the session the server's client holds as current keeps its folder.
+            assert len([p for p in temp.iterdir() if "sandbox" in p.name]) <= 1
+        client.sessions.new()  # that session is current no more
+        del app, api
+        gc.collect()
+        assert [p.name for p in temp.iterdir() if "sandbox" in p.name] == []

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from plait.testing import HeadConformance, TranscriptConformance
+from plait.testing import HeadConformance, SessionIdConformance, TranscriptConformance
 
 # A backend that offers only the transcript: every other protocol's tests must skip.
 NARROW = textwrap.dedent(
@@ -76,7 +76,7 @@ def test_a_transcript_only_backend_passes_its_part_and_skips_the_rest(tmp_path: 
     assert out.returncode == 0, out.stdout + out.stderr
     transcript = [
         n
-        for cls in (TranscriptConformance, HeadConformance)
+        for cls in (TranscriptConformance, HeadConformance, SessionIdConformance)
         for n, _ in inspect.getmembers(cls)
         if n.startswith("test_")
     ]

@@ -430,3 +430,26 @@ def test_a_client_on_postgres(pg_schema: str, tmp_path: Path) -> None:
         fork.inject({"role": "user", "content": "more"})
         assert [m.text for m in fork.history()] == ["hi", "more"]
         assert c.sessions.open("hello").length == 1
+
+
+def test_migration_5_renames_old_tombstones_out_of_the_ids_sessions_may_take(
+    pg_schema: str,
+) -> None:
+    import psycopg
+
+    old = PostgresStore(URL, schema=pg_schema, migrations=MIGRATIONS[:4])
+    gone = old.create(SessionRow(id="gone", workspace="/ws"))
+    old.create(SessionRow(id="child", workspace="/ws", parent_ids=("gone",)))
+    # What the code before migration 5 did on delete: the tombstone took "/<pk>".
+    with psycopg.connect(URL, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {pg_schema}.sessions SET deleted = true, id = '/' || pk WHERE id = 'gone'"
+        )
+    old.close()
+    store = PostgresStore(URL, schema=pg_schema, auto_migrate=True)
+    try:
+        assert store.schema_version == CURRENT
+        store.create(SessionRow(id=f"/{gone.pk}", workspace="/ws"))
+        assert store.get(f"/{gone.pk}") is not None and store.integrity_check() == []
+    finally:
+        store.close()

@@ -8,20 +8,23 @@ root group turns every :class:`plait.errors.PlaitError` into a one-line
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TextIO
 
 import click
 from rich.console import Console
 
 from plait._prefix import Described, resolve_session_id
-from plait.cli._terminal import SafeConsole
+from plait.cli._terminal import SafeConsole, safe
 from plait.client import Client, SessionInfo
-from plait.errors import PlaitError
+from plait.errors import PlaitError, StoreCorruptWarning
 from plait.records import JSONValue, Message, Record
 from plait.session import Session
 from plait.store import default_path
@@ -147,11 +150,35 @@ class PlaitGroup(click.Group):
     """
 
     def invoke(self, ctx: click.Context) -> Any:
-        """Invoke the command, translating plait's errors."""
-        try:
-            return super().invoke(ctx)
-        except (PlaitError, OSError) as exc:
-            raise click.ClickException(_one_line(exc)) from exc
+        """Invoke the command, translating plait's errors (and showing its warnings)."""
+        with warnings.catch_warnings():
+            # A listing that left out a damaged session says so on one line of stderr,
+            # each time (Python's default shows a warning once, with a source line).
+            warnings.simplefilter("always", StoreCorruptWarning)
+            warnings.showwarning = functools.partial(_show_warning, warnings.showwarning)
+            try:
+                return super().invoke(ctx)
+            except (PlaitError, OSError) as exc:
+                raise click.ClickException(_one_line(exc)) from exc
+
+
+def _show_warning(
+    show: Callable[..., None],
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Print plait's warning as ``warning: <message>`` on stderr, on one terminal-safe line.
+
+    Any other warning goes to ``show``, the way it was shown before.
+    """
+    if not issubclass(category, StoreCorruptWarning):
+        show(message, category, filename, lineno, file, line)
+        return
+    click.echo(f"warning: {safe(_one_line(Exception(str(message))))}", err=True)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,20 +1,24 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
 ``migrate``, ``check`` and ``prune-checkpoints`` work on a SQLite file and on a
-``postgresql://`` URL; ``path`` names the SQLite file.
+``postgresql://`` URL; ``path`` names the SQLite file, and ``recover`` copies what a
+damaged one still holds.
 """
 
 from __future__ import annotations
 
+import json
 from contextlib import closing
+from pathlib import Path
 
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
+from plait.cli._terminal import safe
 from plait.client import Client
-from plait.errors import SchemaOutdatedError
+from plait.errors import SchemaOutdatedError, StoreCorruptError
 from plait.session.checkpoints import PRUNE_GRACE
-from plait.store import SQLiteStore
+from plait.store import Problem, SQLiteStore, salvage
 from plait.store.postgres import PostgresStore
 
 __all__ = ["db_group"]
@@ -78,25 +82,120 @@ def migrate(settings: Settings) -> None:
 
 
 @db_group.command("check", context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--deep",
+    is_flag=True,
+    help="Also check every session row's layout, settings and scratchpad history.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the problems and hints as JSON.")
 @pass_settings
-def check(settings: Settings) -> None:
-    """Check the store file's integrity: SQLite's own check, then every session's rows.
+def check(settings: Settings, deep: bool, as_json: bool) -> None:
+    """Check the store: the database's own check, then every session's rows.
 
-    Prints "ok", or each problem found and exits with status 1. Does not
+    Prints "ok", or each problem (by session and record) and what can save the
+    rest, and exits with status 1. The plain check decodes every session row and
+    every record (payload, meta, token tally); --deep also checks each row's
+    layout, settings and scratchpad history. Does not
     migrate: an outdated schema is reported with the command that upgrades it.
     """
-    if not _is_postgres(settings):
-        file = store_file(settings)
-        if not file.exists():
-            raise click.ClickException(f"no store at {file}")
-    store = _open(settings, auto_migrate=False)
-    problems = store.integrity_check()
-    if not problems:
+    postgres = _is_postgres(settings)
+    where = settings.store if postgres else str(store_file(settings))
+    if not postgres and not store_file(settings).exists():
+        raise click.ClickException(f"no store at {where}")
+    try:
+        store = _open(settings, auto_migrate=False)
+    except StoreCorruptError as exc:
+        problems = [Problem(f"the store cannot be opened: {exc}", engine=True)]
+    else:
+        where = store.location
+        problems = store.check(deep=deep)
+    hints = repair_hints(problems, where, postgres=postgres, deep=deep)
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "store": where,
+                    "deep": deep,
+                    "ok": not problems,
+                    "problems": [p.to_json() for p in problems],
+                    "hints": hints,
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+        )
+    elif not problems:
         click.echo("ok")
-        return
-    for problem in problems:
-        click.echo(problem)
-    raise click.ClickException(f"{len(problems)} problem(s) in {store.location}")
+    else:
+        for problem in problems:
+            click.echo(safe(str(problem)))
+        for hint in hints:
+            click.echo(f"hint: {safe(hint)}")
+        raise click.ClickException(f"{len(problems)} problem(s) in {safe(where)}")
+    if problems:
+        click.get_current_context().exit(1)
+
+
+@db_group.command("recover", context_settings=CONTEXT_SETTINGS)
+@click.argument("output", metavar="NEW_FILE", type=click.Path(dir_okay=False, path_type=Path))
+@pass_settings
+def recover(settings: Settings, output: Path) -> None:
+    """Copy every row of a damaged store that can still be read into NEW_FILE.
+
+    The damaged file is only read. Prints what was copied and what could not be
+    read; then `plait --store NEW_FILE db check --deep` names each session with
+    records missing. SQLite only: a PostgreSQL database is restored from a backup.
+    """
+    if _is_postgres(settings):
+        raise click.UsageError("recover copies a SQLite file; restore PostgreSQL from a backup")
+    done = salvage(store_file(settings), output)
+    click.echo(
+        f"copied {done.sessions} session row(s) and {done.records} record(s) to {done.target}"
+    )
+    if done.lost_sessions or done.lost_records or done.lost_tables:
+        lost = [f"{done.lost_records} record(s)", f"{done.lost_sessions} session key(s)"]
+        lost += [f"the table {t}" for t in done.lost_tables]
+        click.echo(f"could not read: {', '.join(lost)}")
+    click.echo(f"next: plait --store {done.target} db check --deep")
+
+
+def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: bool) -> list[str]:
+    """What can save the rest of a store with these problems, one step a line."""
+    if not problems:
+        return []
+    hints: list[str] = []
+    damaged = any(p.engine or "cannot be read" in p.what for p in problems)
+    if damaged and postgres:
+        hints.append(
+            "the server reports damaged storage: restore the database from a backup "
+            "(pg_dump or point-in-time recovery); the server's log names the relation"
+        )
+    elif damaged:
+        hints.append(f"copy {where} (with its -wal file) aside before changing anything")
+        hints.append(
+            f"`plait --store {where} db recover recovered.db` copies every row that can still "
+            "be read into a new file (so does `sqlite3 FILE .recover`, in a sqlite3 shell "
+            "built with the dbpage table); then `plait --store recovered.db db check --deep`"
+        )
+        hints.append(f"or restore {where} from a backup")
+    first: dict[str, Problem] = {}
+    for p in problems:
+        if p.session_id is not None:
+            first.setdefault(p.session_id, p)
+    for sid, p in first.items():
+        if p.kept:
+            hints.append(
+                f"`plait sessions fork {sid} --at {p.kept}` keeps the first {p.kept} "
+                "message(s) of that session, all readable, in a new session"
+            )
+    if first:
+        hints.append(
+            "`plait sessions rm ID --yes` removes a damaged session once nothing more is "
+            "wanted from it (its branches keep the records they share)"
+        )
+    if not deep:
+        hints.append("`plait db check --deep` also checks each session row's layout and settings")
+    return hints
 
 
 @db_group.command("prune-checkpoints", context_settings=CONTEXT_SETTINGS)

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from plait._checks import MAX_INT
 from plait._files import export_target, write_atomically
+from plait._ids import id_slug
 from plait._prefix import resolve_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
@@ -62,10 +63,12 @@ def default_export_path(session: Session, ext: str, titled: bool = True) -> Path
 
     Returns:
         ``plait-<slug>-<id>.<ext>`` (``plait-<id>.<ext>`` untitled or not ``titled``) in
-        the working directory.
+        the working directory, the id as :func:`~plait._ids.id_slug` makes it a file
+        name (a UUIDv7 as it is).
     """
     slug = _slug(session.title) if titled else ""
-    stem = f"plait-{slug}-{session.id}" if slug else f"plait-{session.id}"
+    name = id_slug(session.id)
+    stem = f"plait-{slug}-{name}" if slug else f"plait-{name}"
     return Path.cwd() / f"{stem}.{ext}"
 
 
@@ -118,6 +121,11 @@ def default_export_path(session: Session, ext: str, titled: bool = True) -> Path
     metavar="REGEX",
     help="With --bundle: also redact what this regular expression matches (repeatable).",
 )
+@click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="If the output path is a symlink, write to the regular file it names (else refused).",
+)
 @pass_settings
 def export_command(
     settings: Settings,
@@ -127,6 +135,7 @@ def export_command(
     bundle_mode: str | None,
     as_format: str | None,
     redact: tuple[str, ...],
+    follow_symlinks: bool,
 ) -> None:
     """Write a session's conversation to a file; print the file's absolute path.
 
@@ -148,7 +157,10 @@ def export_command(
             text = json.dumps(to_openai_messages(session), ensure_ascii=False, indent=1) + "\n"
         else:
             text = to_claude_code_jsonl(session)
-        click.echo(write_atomically(export_target(name, session.workspace, session.id, ext), text))
+        where = export_target(
+            name, session.workspace, session.id, ext, follow_symlinks=follow_symlinks
+        )
+        click.echo(write_atomically(where, text))
         return
     ext = "bundle.json" if bundle_mode is not None else "html" if as_html else "md"
     # A bundle's name holds no title: a sanitized bundle must not carry a secret it redacted.
@@ -156,9 +168,13 @@ def export_command(
     target = output if output is not None else str(default_export_path(session, ext, named))
     if bundle_mode is not None:
         mode = cast(BundleMode, bundle_mode)  # click.Choice(MODES) checked it
-        path = write_bundle(session, target, mode=mode, redact=redact)
+        path = write_bundle(
+            session, target, mode=mode, redact=redact, follow_symlinks=follow_symlinks
+        )
+    elif as_html:
+        path = session.export(target, follow_symlinks=follow_symlinks)
     else:
-        path = session.export(target) if as_html else session.export_markdown(target)
+        path = session.export_markdown(target, follow_symlinks=follow_symlinks)
     click.echo(path)
 
 

@@ -16,7 +16,8 @@ import os
 import stat
 from typing import Final
 
-from plait.errors import ImportFormatError
+from plait._files import usable_path
+from plait.errors import ImportFormatError, InvalidArgumentError, shown
 
 __all__ = ["MAX_SOURCE_BYTES", "read_head", "read_source"]
 
@@ -40,10 +41,17 @@ def _what(mode: int) -> str:
 
 
 def _open(path: str | os.PathLike[str]) -> tuple[int, int, str]:
-    """Open ``path`` for reading if it is a regular file: (fd, size, name)."""
-    name = os.fspath(path)
-    if isinstance(name, bytes):
-        name = os.fsdecode(name)
+    """Open ``path`` for reading if it is a regular file: (fd, size, name).
+
+    Raises:
+        InvalidArgumentError: ``path`` is not a path the file system can name.
+        ImportFormatError: anything else that stops it being read.
+    """
+    try:
+        raw = os.fspath(path)
+    except TypeError:
+        raise InvalidArgumentError(f"a file to import is a path, not {shown(path)}") from None
+    name = usable_path(os.fsdecode(raw) if isinstance(raw, bytes) else raw, path)
     try:
         # O_NONBLOCK: opening a FIFO for reading must not wait for a writer; the mode is
         # checked on the open descriptor, so a file swapped in between cannot slip through.

@@ -589,17 +589,20 @@ def write_bundle(
     mode: BundleMode = "sanitized",
     redact: Iterable[str | re.Pattern[str]] = (),
     include_lineage: bool = True,
+    follow_symlinks: bool = False,
 ) -> str:
     """Write :func:`export_bundle`'s bundle as a JSON file; return its absolute path.
 
     Args:
         session: a stored session.
-        path: where to write. Default: ``plait-<first 8 characters of the id>.bundle.json``
+        path: where to write. Default: ``plait-<id8>.bundle.json`` (``_files.default_name``)
             in the session's workspace. A relative path is taken from the working
             directory; missing folders are made; an existing file is replaced.
         mode: see :func:`export_bundle`.
         redact: see :func:`export_bundle`.
         include_lineage: see :func:`export_bundle`.
+        follow_symlinks: a symlink at ``path`` is written through to the regular file
+            it names (by default a symlink there is refused).
 
     Returns:
         The absolute path written.
@@ -609,7 +612,9 @@ def write_bundle(
         SessionNotFoundError: the session is not stored.
     """
     bundle = export_bundle(session, mode=mode, redact=redact, include_lineage=include_lineage)
-    target = export_target(path, session.workspace, session.id, "bundle.json")
+    target = export_target(
+        path, session.workspace, session.id, "bundle.json", follow_symlinks=follow_symlinks
+    )
     text = json.dumps(bundle, ensure_ascii=False, indent=2) + "\n"
     return write_atomically(target, text)
 

@@ -39,6 +39,7 @@ from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
 from plait.server.guard import RequestGuard
+from plait.server.paths import SessionIdPaths
 from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
@@ -306,8 +307,11 @@ def create_app(
         app.include_router(router)
     mount_web(app)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
-    # Outermost: the credential is checked and the body bounded before anything reads it.
+    # Next to outermost: the credential is checked and the body bounded before anything reads it.
     app.add_middleware(
         RequestGuard, fastapi_app=app, routers=routers, state=state, max_body=max_body
     )
+    # Outside even that: routes (and the guard's route table) match on the id as encoded,
+    # so an id holding a "/" names one session.
+    app.add_middleware(SessionIdPaths)
     return app

@@ -258,7 +258,11 @@ async def _take_back(session: Session) -> None:
     """Take the writer lock back before the run goes on.
 
     Bounded: if another process keeps it, the run's next write raises SessionLockedError.
+    A client taking turns (``writer_lock="write"``) does not take it back: each of the
+    run's next writes waits for its own turn.
     """
+    if session.host.writer_lock == "write":
+        return
     loop = asyncio.get_running_loop()
     deadline = loop.time() + LOCK_WAIT_SECONDS
     while True:

@@ -37,6 +37,7 @@ from plait.errors import (
     SessionLockedError,
     SessionNotFoundError,
     StaleSessionError,
+    StoreCorruptWarning,
     StoreError,
     ToolError,
     ToolServerError,
@@ -83,6 +84,7 @@ _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (SandboxClosedError, 409, "sandbox_closed"),
     (SandboxUnavailableError, 503, "sandbox_unavailable"),
     (StoreError, 503, "store_error"),
+    (StoreCorruptWarning, 503, "store_error"),  # only when warnings are turned into errors
     (ToolError, 500, "tool_error"),
     (PlaitError, 500, "internal_error"),
 )

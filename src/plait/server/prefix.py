@@ -6,6 +6,8 @@ dependency. It runs after the caller is authenticated (it depends on
 credential) and before the route reads its path parameters, and replaces the
 ``session_id`` path parameter with the full id :func:`plait._prefix.resolve_session_id`
 finds. Routes, the event hub and the run table therefore only ever see full ids.
+The parameter comes percent-encoded (:mod:`plait.server.paths`, so an id may hold a
+``/``); it is decoded here, once.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fastapi import Request
 from plait._prefix import resolve_session_id
 from plait.errors import AmbiguousSessionIdError
 from plait.server.errors import ApiError
+from plait.server.paths import session_path_id
 from plait.server.state import Caller, server_state
 
 __all__ = ["resolve_path_session"]
@@ -33,8 +36,11 @@ async def resolve_path_session(request: Request, who: Caller) -> None:
             matches) when the prefix is shared; 404 ``session_not_found`` when nothing matches.
     """
     params = request.path_params
-    given = params.get("session_id")
-    if not isinstance(given, str) or len(given) == _FULL:
+    encoded = params.get("session_id")
+    if not isinstance(encoded, str):
+        return
+    given = params["session_id"] = session_path_id(encoded)
+    if len(given) == _FULL:
         return
     try:
         params["session_id"] = resolve_session_id(server_state(request).client, given)

@@ -10,6 +10,7 @@ requests, compaction), ``runs`` (starting runs, the run board, usage),
 :class:`SessionHost` keeps one handle per id over a store.
 """
 
+from plait.session._turns import DEFAULT_LOCK_TIMEOUT, WRITER_LOCK_MODES, WriterLockMode
 from plait.session._values import (
     MAX_TITLE,
     RootResult,
@@ -24,7 +25,9 @@ from plait.session.runs import RunBoard
 from plait.session.session import ChunkTable, Session
 
 __all__ = [
+    "DEFAULT_LOCK_TIMEOUT",
     "MAX_TITLE",
+    "WRITER_LOCK_MODES",
     "ChunkTable",
     "RootResult",
     "RunBoard",
@@ -33,6 +36,7 @@ __all__ = [
     "SessionHost",
     "SessionUsage",
     "Snapshot",
+    "WriterLockMode",
     "prompt_once",
     "run_session",
     "validate_workspace_policy",

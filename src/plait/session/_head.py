@@ -9,7 +9,8 @@ takes the writer lock and writes with compare-and-set.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final
 
@@ -22,6 +23,7 @@ from plait.errors import (
 )
 from plait.records import EventRecord, JSONValue, Record, record_from_message
 from plait.sandbox import Sandbox
+from plait.session import _turns
 from plait.session._values import SETTINGS, check_count
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -219,23 +221,97 @@ class Head:
 
     # -- the writer lock ------------------------------------------------------------------
 
+    @property
+    def takes_turns(self) -> bool:
+        """Whether the host takes the lock for one write or run (``writer_lock="write"``)."""
+        return self.host.writer_lock == "write"
+
     def ensure_writer(self) -> None:
-        """Take the session's writer lock for this process, or raise SessionLockedError."""
+        """Take the session's writer lock and keep it until :meth:`release`.
+
+        In ``writer_lock="write"`` mode it waits for the lock up to the host's
+        ``lock_timeout``.
+
+        Raises:
+            SessionLockedError: another process holds it (in ``write`` mode,
+                :class:`~plait.errors.SessionLockTimeoutError` once the wait is over).
+        """
         if not self.writer:
-            if not self.store.lock(self.id):
+            if self.host.holds_lock(self.id):
+                pass  # a handle of this host that is gone took it: this one inherits it
+            elif self.takes_turns:
+                _turns.wait_take(self.store, self.id, self.host.lock_timeout)
+            elif not _turns.take(self.store, self.id):
                 raise SessionLockedError(self.id)
-            self.writer = True
-            self.trusted = False  # another process may have written while it was not held
-            self._memo = None
-            self.host._locked.add(self.id)
+            self._taken()
+
+    def _taken(self) -> None:
+        self.writer = True
+        self.trusted = False  # another process may have written while it was not held
+        self._memo = None
+        self.host._locked.add(self.id)
 
     def release(self) -> None:
-        """Give up this process's writer lock (a no-op if this head does not hold it)."""
+        """Give up this process's writer lock (a no-op if this head does not hold it).
+
+        What the head knew of the row is no longer known to be what is stored (another
+        process may write now): the next write or run reads it again.
+        """
         if self.writer:
             self.writer = self.trusted = False
             self._memo = None
-            self.host._locked.discard(self.id)
-            self.store.unlock(self.id)
+            if self.host.holds_lock(self.id):
+                self.host._locked.discard(self.id)
+                _turns.give(self.store, self.id)
+
+    @contextmanager
+    def turn(self, needed: bool = True) -> Iterator[bool]:
+        """Hold the writer lock for one write; yields whether this turn took it.
+
+        In ``process`` mode the lock is taken (if not held) and kept. In ``write``
+        mode a lock not held already is taken (waiting up to ``lock_timeout``) and
+        released when the block ends; a lock held already (by a run, or
+        :meth:`ensure_writer`) stays as it is.
+
+        Args:
+            needed: False: hold nothing (a write that needs no lock, such as a create).
+        """
+        if not needed or self.writer:
+            yield False
+            return
+        self.ensure_writer()
+        if not self.takes_turns:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            self.release()
+
+    async def take_turn(self) -> bool:
+        """:meth:`turn` for a whole run: take the lock, waiting without blocking the loop.
+
+        Returns:
+            Whether it was taken here (pass it to :meth:`end_turn` when the run ends).
+
+        Raises:
+            SessionLockedError: in ``process`` mode, another process holds it.
+            SessionLockTimeoutError: in ``write`` mode, it stayed taken for all of
+                ``lock_timeout``.
+        """
+        if self.writer or self.row is None:
+            return False
+        if not self.takes_turns or self.host.holds_lock(self.id):
+            self.ensure_writer()
+            return False
+        await _turns.wait_take_async(self.store, self.id, self.host.lock_timeout)
+        self._taken()
+        return True
+
+    def end_turn(self, taken: bool) -> None:
+        """End what :meth:`take_turn` began: release the lock if that turn took it."""
+        if taken:
+            self.release()
 
     def locked_elsewhere(self) -> bool:
         """Whether another process has the session open for writing."""
@@ -257,10 +333,27 @@ class Head:
         if expect_version is not None:
             check_count(expect_version, "expect_version")
             seen = self.row.version if self.row is not None else 0
-            if expect_version != seen:
+            # A writer taking turns checks against the stored head once its turn began
+            # (the version may come from another process, ahead of this handle).
+            if expect_version != seen and not (self.takes_turns and self.row is not None):
                 raise StaleSessionError(self.id, expect_version, seen)
-        if self.row is not None:
-            self.ensure_writer()
+        with self.turn(self.row is not None) as taken:
+            if taken:
+                # A turn begins where another process's may have ended: read the head
+                # once rather than lose a compare-and-set on the row held.
+                self.refresh()
+            row = self.row
+            if expect_version is not None and row is not None and expect_version != row.version:
+                if not taken:
+                    self.refresh()
+                    row = self.require()
+                if expect_version != row.version:
+                    raise StaleSessionError(self.id, expect_version, row.version)
+            return self._cas(build, expect_version, allow_closed)
+
+    def _cas(
+        self, build: Build, expect_version: int | None, allow_closed: bool
+    ) -> tuple[SessionRow, Sequence[Record]]:
         last: StaleSessionError | None = None
         for _ in range(_RETRIES):
             row = self.row
@@ -294,9 +387,11 @@ class Head:
         stored = self.store.create(updated, records)
         self.row = stored
         self.host._adopt_head(self)
-        self.ensure_writer()
-        if pad is not None:
-            stored = self.row = self.store.write(stored, replace(stored), (), pad)
+        if pad is None and self.takes_turns:
+            return stored, records  # the write is done: no turn to take
+        with self.turn():  # seed 001: the process that made it writes it
+            if pad is not None:
+                stored = self.row = self.store.write(stored, replace(stored), (), pad)
         return stored, records
 
     def append_one(self, message: Mapping[str, JSONValue]) -> Record | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from plait._checks import check_list, check_name
 from plait.compaction import (
     LLM_INSTRUCTIONS,
     Compaction,
@@ -37,6 +38,7 @@ __all__ = [
     "history_messages",
     "known_model",
     "measure",
+    "merged_options",
     "preview",
     "request_messages",
     "summarizer",
@@ -53,13 +55,35 @@ def view(head: Head, row: SessionRow) -> list[Record]:
     return head.store.read(row, row.layout.view_start, row.layout.end_seq)
 
 
+def merged_options(options: object, more: Mapping[str, Any]) -> dict[str, Any]:
+    """Compaction options given as a mapping and as keywords, in one dict (keywords win).
+
+    Raises:
+        InvalidArgumentError: ``options`` is neither None nor a mapping.
+    """
+    if options is None:
+        return dict(more)
+    if not isinstance(options, Mapping):
+        raise InvalidArgumentError(
+            f"compaction options must be a mapping, not {type(options).__name__}"
+        )
+    return {**options, **more}
+
+
 def measure(
     head: Head,
     model: str | None,
     tools: Iterable[object] | None,
     declared: object = None,
 ) -> tuple[ContextReport, ModelInfo] | None:
-    """The context report for the next request, and what was known of the model it is for."""
+    """The context report for the next request, and what was known of the model it is for.
+
+    Raises:
+        InvalidArgumentError: ``model`` is not a model name, or ``tools`` not a list of tools.
+    """
+    if model is not None:
+        model = check_name(model, "model")
+    specs = tool_spec_texts(check_list(tools, "tools")) if tools is not None else []
     declared = _limits(declared)
     if head.row is None:
         return None
@@ -78,7 +102,7 @@ def measure(
         store,
         row,
         model=model,
-        tool_specs=tool_spec_texts(tools or ()),
+        tool_specs=specs,
         persist=persist,
         best_effort=not head.writer,
         memo=head.memo(row),
@@ -144,22 +168,25 @@ async def compact(
         more["compact_strategy"] = strategy
     parsed = parse_options(more)
     head.require()
-    head.ensure_writer()
-    row = head.fresh()
-    # The plan's token figures are the stored counts.
-    count_pending(head.store, row, persist=True, memo=head.memo(row))
-    found = plan_compaction(view(head, head.fresh()), parsed)
-    if found is None:
-        return None
-    model = summary_provider or provider
-    if summarize is None and model is not None:
-        from plait.providers import declared_limits
+    taken = await head.take_turn()  # a compaction is one turn, from its plan to its summary
+    try:
+        row = head.fresh()
+        # The plan's token figures are the stored counts.
+        count_pending(head.store, row, persist=True, memo=head.memo(row))
+        found = plan_compaction(view(head, head.fresh()), parsed)
+        if found is None:
+            return None
+        model = summary_provider or provider
+        if summarize is None and model is not None:
+            from plait.providers import declared_limits
 
-        window = known_model(head, model.model, await declared_limits(model)).window
-        summarize = summarizer(model, summary_budget(window))
-    done = await write_compaction(found, parsed, summarize=summarize)
-    head.mutate(head.messages([done.message()]))
-    return done
+            window = known_model(head, model.model, await declared_limits(model)).window
+            summarize = summarizer(model, summary_budget(window))
+        done = await write_compaction(found, parsed, summarize=summarize)
+        head.mutate(head.messages([done.message()]))
+        return done
+    finally:
+        head.end_turn(taken)
 
 
 def uncompact(head: Head) -> SummaryRecord:

@@ -23,7 +23,11 @@ __all__ = ["write_export"]
 
 
 def write_export(
-    head: Head, path: str | os.PathLike[str] | None, kind: Literal["html", "md"]
+    head: Head,
+    path: str | os.PathLike[str] | None,
+    kind: Literal["html", "md"],
+    *,
+    follow_symlinks: bool = False,
 ) -> str:
     """Read what the page shows, render it, and write it atomically; return the path."""
     if path is not None and not isinstance(path, str | os.PathLike):
@@ -51,4 +55,5 @@ def write_export(
         lineage=lineage(head, row),
     )
     text = render_html(page) if kind == "html" else render_markdown(page)
-    return write_atomically(export_target(path, row.workspace, row.id, kind), text)
+    target = export_target(path, row.workspace, row.id, kind, follow_symlinks=follow_symlinks)
+    return write_atomically(target, text)

@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from plait._checks import check_name
+from plait._checks import check_list, check_name
 from plait._ids import is_session_id, new_id
-from plait.errors import InvalidArgumentError, SessionNotFoundError, StoreCorruptError, shown
+from plait.errors import (
+    InvalidArgumentError,
+    SessionLockedError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    shown,
+)
 from plait.layout import Layout
 from plait.records import JSONValue, record_from_message
+from plait.session import _turns
+from plait.session._turns import WriterLockMode
 from plait.session._values import clean_title, json_object
 from plait.session.runs import RunBoard
 from plait.store import Store
@@ -45,6 +54,11 @@ class SessionHost:
         self._current: Session | None = None
         self._handles_lock = threading.Lock()
         self._locked: set[str] = set()  # ids whose writer lock a handle of this host took
+        self.writer_lock: WriterLockMode = "process"
+        """``process``: a handle keeps the writer lock once it wrote (seed 001); ``write``:
+        it takes the lock for one write or one run, waiting up to :attr:`lock_timeout`."""
+        self.lock_timeout: float = _turns.DEFAULT_LOCK_TIMEOUT
+        """Seconds a ``write``-mode writer waits for its turn before SessionLockTimeoutError."""
 
     @property
     def exclusive_runs(self) -> bool:
@@ -58,8 +72,15 @@ class SessionHost:
     # -- handles ----------------------------------------------------------------------------
 
     def handle(self, row: SessionRow) -> Session:
-        """Return the one live handle for a stored row, creating it if needed."""
+        """Return the one live handle for a stored row, creating it if needed.
+
+        Raises:
+            InvalidArgumentError: ``row`` is not a :class:`SessionRow`.
+        """
         from plait.session.session import Session
+
+        if not isinstance(row, SessionRow):
+            raise InvalidArgumentError(f"not a stored session row: {type(row).__name__}")
 
         with self._handles_lock:
             handle = self._handles.get(row.id)
@@ -128,9 +149,9 @@ class SessionHost:
             raise InvalidArgumentError(f"{shown(session_id)} is not a valid session id")
         if operator is not None:
             operator = check_name(operator, "lineage_operator")
-        if isinstance(messages, Mapping | str | bytes):
-            raise InvalidArgumentError("messages must be a list of message dicts")
-        records = [record_from_message(m, seq=i) for i, m in enumerate(messages)]
+        records = [
+            record_from_message(m, seq=i) for i, m in enumerate(check_list(messages, "messages"))
+        ]
         meta = json_object(metadata or {}, "metadata")
         title_ = clean_title(title) if title is not None else None
         msgs = sum(1 for r in records if r.kind != "event")
@@ -158,9 +179,39 @@ class SessionHost:
 
     # -- writer locks -----------------------------------------------------------------------
 
+    def set_writer_lock(self, mode: object, lock_timeout: object) -> None:
+        """Choose how this host's handles take writer locks (see :class:`plait.Client`).
+
+        Raises:
+            InvalidArgumentError: ``mode`` is not ``process`` or ``write``, or
+                ``lock_timeout`` is not a finite number of seconds >= 0.
+        """
+        self.writer_lock = _turns.check_writer_lock(mode)
+        self.lock_timeout = _turns.check_lock_timeout(lock_timeout)
+
+    @contextmanager
+    def locked(self, session_id: str) -> Iterator[None]:
+        """Hold the session's writer lock for one operation on the store (a delete).
+
+        Shared with this process's other holders, so it never takes the lock from a
+        handle that writes; in ``write`` mode it waits up to :attr:`lock_timeout`.
+
+        Raises:
+            SessionLockedError: another process holds it (SessionLockTimeoutError in
+                ``write`` mode, after the wait).
+        """
+        if self.writer_lock == "write":
+            _turns.wait_take(self.store, session_id, self.lock_timeout)
+        elif not _turns.take(self.store, session_id):
+            raise SessionLockedError(session_id)
+        try:
+            yield
+        finally:
+            _turns.give(self.store, session_id)
+
     def holds_lock(self, session_id: str) -> bool:
-        """Whether a handle of this host holds the session's writer lock."""
-        return session_id in self._locked
+        """Whether a handle of this host holds the session's writer lock (False for a non-id)."""
+        return isinstance(session_id, str) and session_id in self._locked
 
     def release_idle(self) -> int:
         """Give up the writer locks of this host's sessions that have no run in progress.
@@ -175,20 +226,28 @@ class SessionHost:
             ids = [i for i in self._locked if not self.runs.running(i)]
             handles = [self._handles.get(i) for i in ids]
         for session_id, handle in zip(ids, handles, strict=True):
-            if handle is not None:
+            if handle is not None and handle.holds_lock:
                 handle.release()
-            else:  # the handle that took it is gone; the lock is still this host's
+            elif session_id in self._locked:  # the handle that took it is gone; still held
                 self._locked.discard(session_id)
-                self.store.unlock(session_id)
+                _turns.give(self.store, session_id)
         return len(ids)
 
     def forget(self, session_id: str) -> None:
-        """The session was deleted: its handle holds no lock and it is no longer current."""
+        """The session was deleted: its handle holds no lock and it is no longer current.
+
+        Raises:
+            InvalidArgumentError: ``session_id`` is not a string.
+        """
+        if not isinstance(session_id, str):
+            raise InvalidArgumentError(f"a session id is a string, not {type(session_id).__name__}")
         with self._handles_lock:
             handle = self._handles.get(session_id)
-        if handle is not None:
-            handle.head.writer = False
-        self._locked.discard(session_id)
+        if handle is not None and handle.head.writer:
+            handle.head.release()
+        elif session_id in self._locked:  # its handle is gone; the hold is still this host's
+            self._locked.discard(session_id)
+            _turns.give(self.store, session_id)
         if self._current is not None and self._current.id == session_id:
             self._current = None
 

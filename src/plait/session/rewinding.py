@@ -23,7 +23,6 @@ from plait.errors import (
     NothingToDoError,
     SessionBusyError,
     SessionClosedError,
-    SessionLockedError,
     StaleSessionError,
     shown,
 )
@@ -88,6 +87,12 @@ def rewind(head: Head, keep_first: int, expect_version: int | None = None) -> st
         SessionClosedError: the session is closed.
         StaleSessionError: ``expect_version`` is not the head.
     """
+    with head.turn():
+        return _rewind(head, keep_first, expect_version)
+
+
+def _rewind(head: Head, keep_first: int, expect_version: int | None = None) -> str:
+    """The rewind itself, under the writer lock :func:`rewind` holds."""
     keep = check_count(keep_first, "keep_first")
     for attempt in range(_RETRIES):
         row = _writable(head, expect_version)
@@ -139,6 +144,14 @@ def undo_rewind(head: Head, branch_id: str | None = None, expect_version: int | 
         InvalidArgumentError: ``branch_id`` is not one of its hidden heads.
         SessionBusyError, SessionClosedError, StaleSessionError: as :func:`rewind`.
     """
+    with head.turn():
+        return _undo_rewind(head, branch_id, expect_version)
+
+
+def _undo_rewind(
+    head: Head, branch_id: str | None = None, expect_version: int | None = None
+) -> str:
+    """The undo itself, under the writer lock :func:`undo_rewind` holds."""
     row = _writable(head, expect_version)
     heads = hidden_heads(head)
     if branch_id is None:
@@ -161,12 +174,7 @@ def undo_rewind(head: Head, branch_id: str | None = None, expect_version: int | 
 def erase(head: Head) -> None:
     """Delete the session and remove every record of it no other session reads."""
     head.require()
-    store = head.store
-    if not store.lock(head.id):
-        raise SessionLockedError(head.id)
-    try:
-        store.erase(head.id)
-    finally:
-        store.unlock(head.id)
+    with head.host.locked(head.id):
+        head.store.erase(head.id)
     head.host.forget(head.id)
     head.row = None

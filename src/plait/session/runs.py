@@ -31,6 +31,7 @@ from plait.run import (
     Question,
     Run,
     RunEvent,
+    RunResult,
     RunSpec,
     RunTarget,
     check_timeout,
@@ -184,8 +185,8 @@ def start_run(
     row = head.fresh() if head.row is not None else None
     if row is not None and row.status == "closed":
         raise SessionClosedError(head.id)
-    if head.locked_elsewhere():
-        raise SessionLockedError(head.id)
+    if not head.takes_turns and head.locked_elsewhere():
+        raise SessionLockedError(head.id)  # a writer taking turns waits for it instead
     model = provider_for(head, provider)
     board.check_idle(head.id)
     settings = head.settings(row) if row is not None else {}
@@ -210,10 +211,18 @@ def start_run(
     hooks = [h for h in (on_event,) if h is not None]
     hooks.append(lambda event: board.notify(head.id, event))
 
+    async def body(run: Run) -> RunResult:
+        # The run is one turn: the writer lock is held from its first write to its end.
+        taken = await head.take_turn()
+        try:
+            return await drive(target, spec, run)
+        finally:
+            head.end_turn(taken)
+
     def make() -> Run:
         return Run(
             target,
-            lambda r: drive(target, spec, r),
+            body,
             timeout=timeout,
             keep_events=keep_events,
             streamed=streamed,

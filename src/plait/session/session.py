@@ -22,6 +22,7 @@ from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from plait._checks import check_list
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
 from plait.context import ContextReport, ModelInfo, ModelLimits
@@ -210,10 +211,14 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         return self._head.locked_elsewhere()
 
     def acquire(self) -> None:
-        """Take the session's writer lock for this process now (a write takes it on demand).
+        """Take the session's writer lock for this process now, and keep it until :meth:`release`.
+
+        A write takes it on demand; with ``writer_lock="write"`` a write gives it back
+        after, unless it was taken here.
 
         Raises:
-            SessionLockedError: another process holds it.
+            SessionLockedError: another process holds it (``writer_lock="write"``:
+                SessionLockTimeoutError once ``lock_timeout`` passed).
         """
         self._head.ensure_writer()
 
@@ -333,9 +338,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         self, messages: Iterable[Mapping[str, JSONValue]], *, expect_version: int | None = None
     ) -> list[Record]:
         """Append several messages in one transaction; one bad message and none are stored."""
-        if isinstance(messages, Mapping | str | bytes):
-            raise InvalidArgumentError("inject_many takes a list of messages")
-        batch = list(messages)
+        batch = check_list(messages, "messages")
         if not batch:
             raise InvalidArgumentError("inject_many needs at least one message")
         _, records = self._head.mutate(self._head.messages(batch), expect_version=expect_version)
@@ -419,7 +422,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
         self, options: Mapping[str, Any] | None = None, **more: Any
     ) -> CompactionPlan | None:
         """What :meth:`compact` would fold now (None: nothing), writing nothing."""
-        return context.preview(self._head, {**(options or {}), **more})
+        return context.preview(self._head, context.merged_options(options, more))
 
     async def compact(
         self,
@@ -445,7 +448,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
             NothingToDoError: already compacted to the newest message.
             UnknownOptionError, InvalidArgumentError: bad options.
         """
-        opts = {**(options or {}), **more}
+        opts = context.merged_options(options, more)
         return await context.compact(
             self._head,
             opts,
@@ -615,20 +618,30 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
 
     # -- export -----------------------------------------------------------------------------
 
-    def export(self, path: str | os.PathLike[str] | None = None) -> str:
+    def export(
+        self, path: str | os.PathLike[str] | None = None, *, follow_symlinks: bool = False
+    ) -> str:
         """Write the conversation as one self-contained HTML page; returns the path.
 
         Every record in view, the request the next turn would send, and the lineage
         as an SVG; it loads nothing and runs no script; every text is escaped.
 
+        Args:
+            path: the file (default: ``plait-<id8>.html`` in the workspace). Only a
+                regular file is replaced.
+            follow_symlinks: a symlink at ``path`` is written through to the regular
+                file it names (by default a symlink there is refused).
+
         Raises:
             InvalidArgumentError: nothing stored, or a bad ``path``. OSError: not written.
         """
-        return export.write_export(self._head, path, "html")
+        return export.write_export(self._head, path, "html", follow_symlinks=follow_symlinks)
 
-    def export_markdown(self, path: str | os.PathLike[str] | None = None) -> str:
+    def export_markdown(
+        self, path: str | os.PathLike[str] | None = None, *, follow_symlinks: bool = False
+    ) -> str:
         """Write the conversation as one Markdown document; the same content as :meth:`export`."""
-        return export.write_export(self._head, path, "md")
+        return export.write_export(self._head, path, "md", follow_symlinks=follow_symlinks)
 
 
 class ChunkTable:

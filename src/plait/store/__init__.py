@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from plait._files import usable_path
+from plait.store._check import Problem
+from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
     LiveClientStore,
@@ -25,7 +28,9 @@ __all__ = [
     "MemoryStore",
     "ObjectStore",
     "PostgresStore",
+    "Problem",
     "SQLiteStore",
+    "Salvaged",
     "ScratchpadEntry",
     "SessionRow",
     "Store",
@@ -34,6 +39,7 @@ __all__ = [
     "WriterLocks",
     "default_path",
     "open_store",
+    "salvage",
 ]
 
 
@@ -52,19 +58,22 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
         An open store.
 
     Raises:
-        InvalidArgumentError: for a URL scheme plait has no store for.
+        InvalidArgumentError: a URL scheme plait has no store for, or ``target``
+            is none of these (a path the file system cannot name included).
         MissingDependencyError: a PostgreSQL URL without ``plait[postgres]`` installed.
         StoreError: the store cannot be opened (a bad URL, an unreachable server, ...).
     """
-    from plait.errors import InvalidArgumentError
+    from plait.errors import InvalidArgumentError, shown
 
     if target is not None and not isinstance(target, str | os.PathLike):
-        return target
+        if isinstance(target, Store):
+            return target
+        raise InvalidArgumentError(f"not a store, a path or a URL: {shown(target)}")
     if target is None:
         target = os.environ.get("PLAIT_STORE") or None
     if target is None:
         return SQLiteStore(default_path())
-    text = os.fspath(target)
+    text = usable_path(os.fspath(target), target)
     if text == ":memory:":
         return MemoryStore()
     if text.startswith("sqlite://"):

@@ -38,6 +38,7 @@ SQLITE_DDL: Final = DDL(
     live="deleted = 0",
     rowid=" WITHOUT ROWID",
     blob="BLOB",
+    tombstone="char(0) || pk",
 )
 
 INSERT_SESSION: Final = (

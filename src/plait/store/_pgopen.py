@@ -48,6 +48,7 @@ PG_DDL: Final = DDL(
     live="NOT deleted",
     rowid="",
     blob="BYTEA",
+    tombstone="chr(1) || pk",  # a text value cannot hold NUL
 )
 """How PostgreSQL spells the schema of ``_schema.py``."""
 

@@ -97,7 +97,7 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
                 end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
                 updated = max(updated, r[22])
         bases = tuple((int(o), int(h)) for o, h in json.loads(r[7])) if r[7] != "[]" else ()
-        return SessionRow(
+        row = SessionRow(
             r[1],
             r[2],
             Layout(bases, end_seq, end_msgs, r[10], r[11]),
@@ -114,8 +114,75 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             r[17],
             json.loads(r[18]) if r[18] != "{}" else {},
         )
-    except (ValueError, TypeError, IndexError) as exc:
-        raise StoreCorruptError(f"session row {r[1]!r} could not be decoded: {exc}") from exc
+    except (ValueError, TypeError, IndexError, RecursionError) as exc:
+        raise StoreCorruptError(
+            f"session row {r[1]!r} could not be decoded: {_bad_json(r)}{exc}"
+        ) from exc
+    if not _well_typed(row):
+        raise StoreCorruptError(
+            f"session row {r[1]!r} could not be decoded: {_wrong_column(row)} "
+            "does not hold what it should"
+        )
+    return row
+
+
+_JSON_COLUMNS: Final = ((7, "bases"), (12, "parent_ids"), (16, "scratchpad"), (18, "metadata"))
+
+
+def _bad_json(r: Sequence[Any]) -> str:
+    """``"<column>: "`` for the first JSON column of a row that does not decode, else ``""``."""
+    for i, name in _JSON_COLUMNS:
+        try:
+            if i < len(r) and r[i] is not None:
+                json.loads(r[i])
+        except (ValueError, TypeError, RecursionError):
+            return f"{name}: "
+    return ""
+
+
+def _well_typed(row: SessionRow) -> bool:
+    """Whether every column decoded to the type the row promises (a foreign writer's may not).
+
+    Written out test by test: it runs on every row read, and a loop or a generator
+    costs several times more.
+    """
+    lay = row.layout
+    title, operator, branched = row.title, row.lineage_operator, row.branched_at
+    return (
+        type(row.id) is str
+        and type(row.workspace) is str
+        and (title is None or type(title) is str)
+        and (operator is None or type(operator) is str)
+        and type(row.status) is str
+        and type(row.metadata) is dict
+        and (row.scratchpad is None or type(row.scratchpad) is dict)
+        and (branched is None or type(branched) is int)
+        and (not row.parent_ids or all(type(p) is str for p in row.parent_ids))
+        and type(row.pk) is int
+        and type(row.row_version) is int
+        and type(row.created_at_us) is int
+        and type(row.updated_at_us) is int
+        and type(row.scratchpad_version) is int
+        and type(lay.end_seq) is int
+        and type(lay.end_msgs) is int
+        and type(lay.view_start) is int
+        and type(lay.view_msgs) is int
+    )
+
+
+def _wrong_column(row: SessionRow) -> str:
+    """The first column of a row :func:`_well_typed` refused (to name it in the error)."""
+    text_or_none = {"title": row.title, "lineage_operator": row.lineage_operator}
+    for name, value in text_or_none.items():
+        if value is not None and type(value) is not str:
+            return f"{name} (a {type(value).__name__}, not text)"
+    if type(row.metadata) is not dict:
+        return f"metadata (a {type(row.metadata).__name__}, not a JSON object)"
+    if row.scratchpad is not None and type(row.scratchpad) is not dict:
+        return f"scratchpad (a {type(row.scratchpad).__name__}, not a JSON object)"
+    if not all(type(p) is str for p in row.parent_ids):
+        return "parent_ids (not a list of ids)"
+    return "a column"
 
 
 def scratchpad_entry_from_columns(r: Sequence[Any]) -> ScratchpadEntry:

@@ -24,12 +24,14 @@ PostgreSQL.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Final, Protocol
 
+from plait._checks import MAX_INT
 from plait._time import now_micros
 from plait.context import Tally
 from plait.errors import (
@@ -38,10 +40,13 @@ from plait.errors import (
     SessionNotFoundError,
     StaleSessionError,
     StoreCorruptError,
+    StoreCorruptWarning,
     StoreError,
 )
 from plait.layout import segments
 from plait.records import JSONValue, Record, dumps
+from plait.store._check import Problem
+from plait.store._check import check as check_store
 from plait.store._moves import HIDDEN_OPERATOR, move_head
 from plait.store._objects import SQLObjects
 from plait.store._rows import (
@@ -338,12 +343,37 @@ class SQLStore(SQLObjects, ABC):
     # -- listing and lineage ------------------------------------------------------------
 
     def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first."""
-        if workspace is None:
-            rows = self._all(self._q.recent_all, (limit,), "list sessions")
-        else:
-            rows = self._all(self._q.recent, (workspace, limit), "list sessions")
-        return [row_from_columns(r) for r in rows]
+        """Return up to ``limit`` live sessions, most recently written first.
+
+        A row that cannot be decoded is left out, with a :class:`StoreCorruptWarning`
+        naming it, and the next one listed in its place: one damaged session does
+        not hide the others.
+        """
+        wanted = limit
+        while True:
+            if workspace is None:
+                rows = self._all(self._q.recent_all, (wanted,), "list sessions")
+            else:
+                rows = self._all(self._q.recent, (workspace, wanted), "list sessions")
+            out: list[SessionRow] = []
+            bad: list[str] = []
+            for r in rows:
+                try:
+                    out.append(row_from_columns(r))
+                except StoreCorruptError as exc:
+                    bad.append(str(exc))
+            if not bad or len(out) >= limit or len(rows) < wanted or wanted >= MAX_INT:
+                break
+            wanted = min(MAX_INT, limit + len(bad))
+        if bad:
+            warnings.warn(
+                StoreCorruptWarning(
+                    f"{len(bad)} session row(s) could not be read and are not listed "
+                    f"({'; '.join(bad[:3])}); `plait db check --deep` names what is damaged"
+                ),
+                stacklevel=2,
+            )
+        return out[:limit]
 
     def children(self, session_id: str) -> list[str]:
         """Return the ids of live children, oldest first."""
@@ -368,33 +398,26 @@ class SQLStore(SQLObjects, ABC):
     def integrity_check(self) -> list[str]:
         """Check every live session's rows, and find rows no session owns.
 
-        Reads one snapshot. The engine's own check (SQLite's ``PRAGMA
-        integrity_check``) comes first.
+        The engine's own check (SQLite's ``PRAGMA integrity_check``) comes first;
+        damage is reported, never raised (see :meth:`check`).
 
         Returns:
             The problems found, one line each (empty when all is well).
         """
-        with self._snapshot("check") as conn:
-            problems = self._engine_problems(conn)
-            ranges: list[tuple[int, int]] = []
-            where: list[tuple[str, int, int]] = []
-            for r in conn.execute(self._q.live_rows).fetchall():
-                try:
-                    row = row_from_columns(r)
-                except StoreCorruptError as exc:
-                    problems.append(str(exc))
-                    continue
-                for owner, a, b in segments(row.layout, row.pk, 0, row.layout.end_seq):
-                    ranges.append(((owner << _SHIFT) | a, (owner << _SHIFT) | b))
-                    where.append((row.id, a, b))
-            counts = self._count_ranges(conn, ranges) if ranges else []
-            for (sid, a, b), n in zip(where, counts, strict=True):
-                if n != b - a:
-                    problems.append(f"session {sid}: {b - a - n} rows missing at [{a},{b})")
-            # Rows whose owner is gone: an append that raced a delete, or a hand edit.
-            for (owner,) in conn.execute(self._q.orphans).fetchall():
-                problems.append(f"rows of owner {owner} belong to no session (unreadable)")
-        return problems
+        return [str(p) for p in self.check()]
+
+    def check(self, *, deep: bool = False) -> list[Problem]:
+        """Check the store and report what is damaged, by session and record.
+
+        Args:
+            deep: also decode every record (payload, meta, token tally), every
+                row's layout, settings and scratchpad history; a range that cannot
+                be read is read record by record to name each one lost.
+
+        Returns:
+            The problems found (empty when all is well), the engine's own first.
+        """
+        return check_store(self, deep=deep)
 
     # -- counted once -------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ from plait.store._pgsql import (
     record_arrays,
 )
 from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX, row_values, scratchpad_values
-from plait.store._schema import Migration, migrations
+from plait.store._schema import Migration, checked_migrations, migrations
 from plait.store._sql import (
     Connection,
     Counted,
@@ -114,6 +114,8 @@ Applied each in one transaction under an advisory lock.
 _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
+_DAMAGED: Final = frozenset({"XX001", "XX002"})
+"""SQLSTATEs of damaged storage: ``data_corrupted`` and ``index_corrupted``."""
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
@@ -177,7 +179,7 @@ class PostgresStore(SQLStore):
         conninfo, schema, params = parse_target(url, schema)
         self._schema = schema
         self._location = location_of(params, schema)
-        self._migrations = tuple(migrations)
+        self._migrations = checked_migrations(migrations)
         self._channel = _CHANNEL if schema is None else f"{_CHANNEL}.{schema}"
         kwargs: dict[str, Any] = {"autocommit": True}
         if "connect_timeout" not in params:
@@ -250,6 +252,8 @@ class PostgresStore(SQLStore):
     def _guard(self, what: str) -> Iterator[None]:
         """Turn driver errors into :class:`StoreError` (chained): none leaks.
 
+        Damaged storage (SQLSTATE ``XX001``, ``XX002``) is :class:`StoreCorruptError`.
+
         Text that is not Unicode (a lone surrogate) is :class:`InvalidMessageError`.
         """
         import psycopg
@@ -257,6 +261,11 @@ class PostgresStore(SQLStore):
         try:
             yield
         except psycopg.Error as exc:
+            if getattr(exc, "sqlstate", None) in _DAMAGED:
+                raise StoreCorruptError(
+                    f"{self._location}: {what}: {exc} (the server reports damaged data; "
+                    "`plait db check --deep` names the sessions and records it affects)"
+                ) from exc
             raise StoreError(f"{self._location}: {what}: {exc}") from exc
         except UnicodeEncodeError as exc:
             # Text with a lone surrogate cannot be sent as UTF-8: bad input, and nothing

@@ -15,6 +15,7 @@ exact schema and why each column is there):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -25,14 +26,17 @@ from pathlib import Path
 from time import monotonic
 from typing import Any, Final, Literal
 
+from plait._files import usable_path
 from plait._time import now_micros
 from plait.errors import (
+    InvalidArgumentError,
     InvalidMessageError,
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
     StoreCorruptError,
     StoreError,
+    shown,
 )
 from plait.layout import Layout, segments
 from plait.records import Record, decode_record, dumps
@@ -52,6 +56,7 @@ from plait.store._schema import (
     Migration,
     apply_migrations,
     check_schema,
+    checked_migrations,
     migrations,
     schema_table,
 )
@@ -88,9 +93,45 @@ _SEQ_MAX: Final = SEQ_MAX
 Durability = Literal["normal", "full"]
 
 
+_DAMAGED: Final = frozenset({11, 26})
+"""SQLite's primary result codes for a damaged file: ``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``."""
+
+
+def _failed(what: str, exc: sqlite3.DatabaseError) -> StoreError:
+    """The store's error for a driver error: every SQLite error of this store passes here.
+
+    A damaged file (a page that does not decode, a header that is not SQLite's)
+    is :class:`StoreCorruptError`, naming the check that finds what is lost;
+    anything else (a lock held too long, a full disk) is :class:`StoreError`.
+    """
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in _DAMAGED:
+        return StoreCorruptError(
+            f"{what}: {exc} (the database file is damaged; `plait db check --deep` "
+            "names the sessions and records it affects, and how to recover them)"
+        )
+    return StoreError(f"{what}: {exc}")
+
+
 def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
     """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
     return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")
+
+
+def _path_argument(path: object) -> str:
+    """The database file a path argument names (a usable path: see :func:`usable_path`)."""
+    try:
+        raw = os.fspath(path)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidArgumentError(f"a store path is a str or a path, not {shown(path)}") from None
+    return usable_path(raw, path)
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """End the open transaction, if any, keeping the error that ended it."""
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
 
 
 def default_path() -> Path:
@@ -126,6 +167,7 @@ class SQLiteStore(SQLStore):
         migrations: the migrations to apply (tests pass extra ones).
 
     Raises:
+        InvalidArgumentError: a path the file system cannot name, or a bad option.
         SchemaTooNewError: the file was written by a newer plait.
         SchemaOutdatedError: the file is older and ``auto_migrate`` is False.
         StoreError: the file cannot be opened as a database.
@@ -150,24 +192,26 @@ class SQLiteStore(SQLStore):
         auto_migrate: bool = True,
         migrations: Sequence[Migration] = MIGRATIONS,
     ) -> None:
-        if durability not in ("normal", "full"):
-            raise ValueError(f"durability must be 'normal' or 'full', not {durability!r}")
+        if not isinstance(durability, str) or durability not in ("normal", "full"):
+            raise InvalidArgumentError(
+                f"durability must be 'normal' or 'full', not {shown(durability)}"
+            )
         self._memory = path == ":memory:"
         if self._memory:
             target = ":memory:"
         else:
-            resolved = Path(path).expanduser() if path is not None else default_path()
+            resolved = default_path() if path is None else Path(_path_argument(path)).expanduser()
             try:
                 resolved.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
+                target = str(resolved.resolve())
+            except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
                 raise StoreError(f"{resolved}: cannot create its folder: {exc}") from exc
-            target = str(resolved.resolve())
         self._path = target
         # Writer locks: flock files beside the database; in memory nobody else can see
         # the sessions, so the locks are this process's alone.
         self._locks: FileLocks | None = None if self._memory else FileLocks(Path(target + "-locks"))
         self._memory_locks: set[str] = set()
-        self._migrations = tuple(migrations)
+        self._migrations = checked_migrations(migrations)
         self._lock = threading.RLock()
         self._closed = False
         self._known_top: int | None = None
@@ -188,7 +232,7 @@ class SQLiteStore(SQLStore):
             self._db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
             self._migrate(auto_migrate)
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{target}: cannot open as a plait store: {exc}") from exc
+            raise _failed(f"{target}: cannot open as a plait store", exc) from exc
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -229,29 +273,39 @@ class SQLiteStore(SQLStore):
             )
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, what: str = "write") -> Iterator[sqlite3.Connection]:
         """One write transaction, taken up front so it never deadlocks on upgrade."""
         with self._lock:
             self._known_top = None  # see append(): any other write may change the order
-            self._db.execute("BEGIN IMMEDIATE")
+            db = self._db
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield db
+                except BaseException:
+                    _rollback(db)
+                    raise
+                db.execute("COMMIT")
+            except sqlite3.DatabaseError as exc:
+                _rollback(db)
+                raise _failed(what, exc) from exc
 
     @contextmanager
     def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
         """A read transaction: several statements see one state of the database."""
         with self._lock:
             self._check_open()
-            self._db.execute("BEGIN")
+            db = self._db
             try:
-                yield self._db
-            finally:
-                self._db.execute("COMMIT")
+                db.execute("BEGIN")
+                try:
+                    yield db
+                finally:
+                    # A read changes nothing: roll back, which (unlike COMMIT) still
+                    # works after a statement that met a damaged page.
+                    _rollback(db)
+            except sqlite3.DatabaseError as exc:
+                raise _failed(describe(what, subject), exc) from exc
 
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
@@ -265,7 +319,7 @@ class SQLiteStore(SQLStore):
             try:
                 return self._db.execute(query, params).fetchone()
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+                raise _failed(describe(what, subject), exc) from exc
 
     def _all(
         self, query: str, params: Sequence[Any], what: str, subject: object = None
@@ -276,7 +330,7 @@ class SQLiteStore(SQLStore):
             try:
                 return self._db.execute(query, params).fetchall()
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{describe(what, subject)}: {exc}") from exc
+                raise _failed(describe(what, subject), exc) from exc
 
     def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
         return self._immediate(what, reorders=True)
@@ -311,7 +365,7 @@ class SQLiteStore(SQLStore):
             except UnicodeEncodeError as exc:
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
-                raise StoreError(f"{what}: {exc}") from exc
+                raise _failed(what, exc) from exc
 
     def _update_tallies(
         self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
@@ -394,7 +448,7 @@ class SQLiteStore(SQLStore):
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"create {row.id!r}: {exc}") from exc
+            raise _failed(f"create {row.id!r}", exc) from exc
         return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
@@ -463,7 +517,7 @@ class SQLiteStore(SQLStore):
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._known_top = None
-                raise StoreError(f"append {expected.id!r}: {exc}") from exc
+                raise _failed(f"append {expected.id!r}", exc) from exc
         return expected.with_head(
             Layout(
                 lay.bases,
@@ -501,7 +555,7 @@ class SQLiteStore(SQLStore):
                 raise _not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._known_top = None
-                raise StoreError(f"append {expected.id!r}: {exc}") from exc
+                raise _failed(f"append {expected.id!r}", exc) from exc
         return SessionRow(
             expected.id,
             expected.workspace,
@@ -566,7 +620,7 @@ class SQLiteStore(SQLStore):
         except UnicodeEncodeError as exc:
             raise _not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"write {expected.id!r}: {exc}") from exc
+            raise _failed(f"write {expected.id!r}", exc) from exc
         return written_row(expected, updated, now)
 
     # -- records ----------------------------------------------------------------------
@@ -578,13 +632,15 @@ class SQLiteStore(SQLStore):
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             return out
-        with self._snapshot() as db:
+        with self._snapshot("read", row.id) as db:
             for owner, a, b in parts:
                 base = owner << _SHIFT
+                # LIMIT: the scan stops at its last row instead of stepping to the
+                # next page, so a damaged page just past the range does not fail it.
                 rows = db.execute(
                     "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
-                    "WHERE key >= ? AND key < ? ORDER BY key",
-                    (base | a, base | b),
+                    "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?",
+                    (base | a, base | b, b - a),
                 ).fetchall()
                 if len(rows) != b - a:
                     raise StoreCorruptError(
@@ -610,7 +666,7 @@ class SQLiteStore(SQLStore):
     def delete(self, session_id: str) -> None:
         """Delete a session; its rows stay while another session's layout reads them."""
         self._check_open()
-        with self._tx() as db:
+        with self._tx(f"delete {session_id!r}") as db:
             found = db.execute(
                 "SELECT pk FROM sessions WHERE id = ? AND deleted = 0", (session_id,)
             ).fetchone()
@@ -678,13 +734,12 @@ class SQLiteStore(SQLStore):
     def stamp(self, session_id: str) -> str | None:
         """Return ``<created>.<version>`` of a live session, or None."""
         self._check_open()
-        with self._lock:
-            found = self._db.execute(
-                "SELECT s.created_at, s.version, s.end_seq, ("
-                "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
-                "ORDER BY key DESC LIMIT 1) FROM sessions s WHERE s.id = ? AND s.deleted = 0",
-                (session_id,),
-            ).fetchone()
+        query = (
+            "SELECT s.created_at, s.version, s.end_seq, ("
+            "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
+            "ORDER BY key DESC LIMIT 1) FROM sessions s WHERE s.id = ? AND s.deleted = 0"
+        )
+        found = self._one(query, (session_id,), "stamp", session_id)
         if found is None:
             return None
         end = max(found[2], (found[3] & _SEQ_MAX) + 1 if found[3] is not None else 0)

@@ -19,7 +19,12 @@ API, one class of tests per protocol:
   (write-once objects in parts, use times, deletion, many digests at once).
 * :class:`WriterLockConformance`: the writer lock is held, released, shared by
   the stores of one process, dropped when its holder dies (a subprocess that
-  takes it is killed with SIGKILL), and never blocks a reader.
+  takes it is killed with SIGKILL), never blocks a reader, passes between
+  processes in turn as often as they ask, is one lock per id whatever the id
+  holds (``user/123`` is not ``user``), and lets the ``writer_lock="write"``
+  clients of two processes append to one session by turns, losing nothing.
+* :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
+  (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 
 :class:`StoreConformance` is all of them. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
@@ -70,10 +75,12 @@ pytest.register_assert_rewrite(
     "plait.testing._locks",
     "plait.testing._objects",
     "plait.testing._heads",
+    "plait.testing._ids",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
 from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
+from plait.testing._ids import SessionIdConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._objects import ObjectConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
@@ -88,6 +95,7 @@ __all__ = [
     "HeadConformance",
     "LiveClientConformance",
     "ObjectConformance",
+    "SessionIdConformance",
     "StoreConformance",
     "SessionVerbConformance",
     "StoreFactory",
@@ -106,6 +114,7 @@ class StoreConformance(
     LiveClientConformance,
     ObjectConformance,
     WriterLockConformance,
+    SessionIdConformance,
 ):
     """Every conformance test: subclass it in a test module and set ``factory``.
 

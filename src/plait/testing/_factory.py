@@ -95,6 +95,15 @@ _PEER = textwrap.dedent(
                 seq = row.layout.end_seq
                 row = store.append(row, [UserRecord(seq=seq, content=f"peer {seq}")])
             print(row.layout.end_seq, flush=True)
+        elif verb == "turns":
+            # Writes through the public API, taking the writer lock for each one.
+            from plait import Client
+            sid, n = arg.rsplit(" ", 1)
+            with Client("/ws", store=store, writer_lock="write", lock_timeout=60) as client:
+                session = client.sessions.get(sid)
+                for i in range(int(n)):
+                    session.inject({"role": "user", "content": f"peer {i}"})
+            print(n, flush=True)
         elif verb == "close":
             store.close()
             print("closed", flush=True)
@@ -136,7 +145,9 @@ class Peer:
     def ask(self, command: str) -> str:
         """Send one command and return the peer's answer.
 
-        Commands: ``lock ID``, ``unlock ID``, ``elsewhere ID``, ``append ID N`` and ``close``.
+        Commands: ``lock ID``, ``unlock ID``, ``elsewhere ID``, ``append ID N`` (store
+        appends), ``turns ID N`` (N messages through a ``writer_lock="write"`` client) and
+        ``close``.
         """
         assert self._proc.stdin is not None
         self._proc.stdin.write(command + "\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -158,3 +159,73 @@ class WriterLockConformance(ConformanceBase):
             assert peer.running, "the writer process ended before it finished"
         assert peer.answer() == str(total)
         assert reads > 0 and store.locked_elsewhere("s") is True
+
+    @pytest.mark.slow
+    def test_a_lock_passes_between_processes_in_turn(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """Taken and let go again and again, by turns: each unlock frees it for the other.
+
+        What writers taking turns (``writer_lock="write"``) rely on: an unlock is seen by
+        another process at once, and a lock taken many times leaves nothing behind.
+        """
+        self.needs(store, WriterLocks, _WHAT)
+        store.create(new_row("s"))
+        peer = peers()
+        for _ in range(20):
+            assert store.lock("s") is True
+            assert peer.ask("lock s") == "refused"
+            store.unlock("s")
+            assert peer.ask("lock s") == "locked"
+            assert store.lock("s") is False
+            assert peer.ask("unlock s") == "unlocked"
+        assert store.locked_elsewhere("s") is False
+        assert peer.ask("elsewhere s") == "False"
+
+    @pytest.mark.slow
+    def test_any_session_id_is_its_own_lock(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """Ids holding ``/``, dots or Unicode lock their own session, and only it."""
+        self.needs(store, WriterLocks, _WHAT)
+        ids = ("user/123", "user", "../../etc/passwd", "a/b/../c", "über/日本", "x" * 200)
+        for sid in ids:
+            store.create(new_row(sid))
+        peer = peers()
+        assert peer.ask("lock user/123") == "locked"
+        assert peer.ask("lock ../../etc/passwd") == "locked"
+        assert store.locked_elsewhere("user/123") is True
+        assert store.locked_elsewhere("../../etc/passwd") is True
+        for sid in ("user", "a/b/../c", "über/日本", "x" * 200):
+            assert store.locked_elsewhere(sid) is False, sid
+            assert store.lock(sid) is True, sid
+        assert store.lock("user/123") is False
+        assert peer.ask("unlock user/123") == "unlocked"
+        assert store.lock("user/123") is True
+
+    @pytest.mark.slow
+    def test_writers_of_two_processes_take_turns_on_one_session(
+        self, store: Store, tmp_path: Path, peers: Callable[[], Peer]
+    ) -> None:
+        """``Client(writer_lock="write")`` in two processes: every message kept, in order.
+
+        Each write takes the lock and gives it back, so neither process is locked out,
+        and a compare-and-set that finds the other's write re-reads and appends after it.
+        """
+        self.needs(store, WriterLocks, _WHAT)
+        from plait.client import Client
+
+        n = 30
+        with Client(tmp_path, store=store, writer_lock="write", lock_timeout=60) as client:
+            client.open("shared/1").inject({"role": "system", "content": "be brief"})
+            peer = peers()
+            peer.send(f"turns shared/1 {n}")
+            mine = client.sessions.get("shared/1")
+            for i in range(n):
+                mine.inject({"role": "user", "content": f"here {i}"})
+            assert peer.answer() == str(n)
+            assert not mine.holds_lock and store.locked_elsewhere("shared/1") is False
+            texts = [m.text for m in client.sessions.get("shared/1").history()]
+        assert len(texts) == 2 * n
+        for who in ("here", "peer"):
+            assert [t for t in texts if t.startswith(who)] == [f"{who} {i}" for i in range(n)]

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
+from plait._ids import id_slug
 from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.server import schemas as s
 from plait.server.state import Caller, Writer, server_state
@@ -153,7 +154,7 @@ async def export_session(
         else:
             session.export_markdown(target)
         body = target.read_bytes()
-    name = f"plait-{session.id}.{format}"
+    name = f"plait-{id_slug(session.id)}.{format}"
     return Response(
         body,
         media_type=_TYPES[format],

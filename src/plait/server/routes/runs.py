@@ -19,6 +19,7 @@ from plait.server import schemas as s
 from plait.server.approvals import approver
 from plait.server.errors import error_body, status_and_code
 from plait.server.identity import enter_run
+from plait.server.paths import session_url
 from plait.server.prefix import resolve_path_session
 from plait.server.sse import SseEvent, Subscriber
 from plait.server.state import Caller, RunEntry, ServerState, Writer, server_state
@@ -43,7 +44,7 @@ def _run_out(session_id: str, run_id: str) -> s.RunOut:
         session_id=session_id,
         run_id=run_id,
         running=True,
-        events_url=f"/sessions/{session_id}/events",
+        events_url=session_url(session_id, "events"),
     )
 
 
