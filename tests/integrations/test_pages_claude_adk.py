@@ -1,4 +1,4 @@
-"""Every Python snippet of the integration pages runs, in order, as the page shows it."""
+"""The Claude Agent SDK and Google ADK pages: every Python snippet runs, in order, as shown."""
 
 from __future__ import annotations
 
