@@ -429,3 +429,27 @@ def test_two_processes_write_one_transcript_in_turns(tmp_path: Path) -> None:
     summary = asyncio.run(store.list_session_summaries("proj"))
     assert [s["session_id"] for s in summary] == ["shared"]
     store.close()
+
+
+def test_the_web_service_serves_the_sdk_sessions(tmp_path: Path) -> None:
+    from urllib.parse import quote
+
+    from starlette.testclient import TestClient
+
+    from plait.server import create_app
+
+    path = str(tmp_path / "s.db")
+    store = PlaitSessionStore(path, workspace=tmp_path)
+    asyncio.run(store.append(KEY, _conversation()))
+    asyncio.run(store.append({**KEY, "subpath": "subagents/agent-1"}, _conversation()[:1]))
+    store.close()
+    auth = {"Authorization": "Bearer k-0123456789abcdef"}
+    app = create_app(path, api_keys="k-0123456789abcdef", workspace=tmp_path)
+    with TestClient(app) as http:
+        listed = http.get("/sessions", headers=auth).json()["sessions"]
+        assert {s["id"] for s in listed} == {"proj/sess", "proj/sess/subagents/agent-1"}
+        sid = quote("proj/sess", safe="")
+        history = http.get(f"/sessions/{sid}/history", headers=auth).json()["messages"]
+        assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+        boxes = http.get(f"/sessions/{sid}/lineage", headers=auth).json()["boxes"]
+        assert "proj/sess/subagents/agent-1" in {b["id"] for b in boxes}
