@@ -38,6 +38,7 @@ time is newer than the one a caller holds is refused with ADK's
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import time
@@ -298,13 +299,14 @@ class PlaitSessionService(BaseSessionService):
         """The app's sessions (one user's, or everyone's) without events, oldest update first."""
         prefix = session_id_for(app_name, user_id) + "/"
         found = []
+        scopes: dict[str, dict[str, Any]] = {}
         for row in scan(self.client.store, prefix):
             info = row.metadata.get(_NS)
             if not isinstance(info, Mapping) or info.get("kind") != "session":
                 continue
             if info.get("app_name") != app_name or user_id not in (None, info.get("user_id")):
                 continue
-            found.append(self._merged(self._bare(row)))
+            found.append(self._merged(self._bare(row), scopes))
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=found)
 
@@ -416,16 +418,25 @@ class PlaitSessionService(BaseSessionService):
             last_update_time=float(info.get("last_update_time", 0.0)),
         )
 
-    def _merged(self, session: Session) -> Session:
-        """``session`` with the app's and the user's state merged in under their prefixes."""
-        for key, value in self._scope(session_id_for(session.app_name)).items():
+    def _merged(self, session: Session, scopes: dict[str, dict[str, Any]] | None = None) -> Session:
+        """``session`` with the app's and the user's state merged in under their prefixes.
+
+        ``scopes`` keeps the scopes already read, so a listing reads each one once.
+        """
+        for key, value in self._scope(session_id_for(session.app_name), scopes).items():
             session.state[State.APP_PREFIX + key] = value
-        user = self._scope(session_id_for(session.app_name, session.user_id))
+        user = self._scope(session_id_for(session.app_name, session.user_id), scopes)
         for key, value in user.items():
             session.state[State.USER_PREFIX + key] = value
         return session
 
-    def _scope(self, scope_id: str) -> dict[str, Any]:
+    def _scope(
+        self, scope_id: str, scopes: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        if scopes is not None:
+            if scope_id not in scopes:
+                scopes[scope_id] = self._scope(scope_id)
+            return copy.deepcopy(scopes[scope_id])
         row = self._row(scope_id)
         if row is None:
             return {}
