@@ -50,6 +50,7 @@ from plait.errors import (
     StaleSessionError,
 )
 from plait.integrations._keys import MAX_ID, id_part, scan
+from plait.integrations._offload import in_thread, settled
 from plait.interop import map_claude_code_entries
 from plait.records import JSONValue, Record
 from plait.session import Session
@@ -226,6 +227,9 @@ class PlaitSessionStore(SessionStore):
 
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """Keep a batch of entries, in call order (a batch is stored whole or not at all)."""
+        await settled(self.client, lambda: self._append_now(key, entries))
+
+    def _append_now(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         if not entries:
             return
         if key.get("subpath"):
@@ -235,6 +239,9 @@ class PlaitSessionStore(SessionStore):
 
     async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         """Every entry appended under ``key``, in order; None if none was."""
+        return await in_thread(self.client, lambda: self._load_now(key))
+
+    def _load_now(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         row = self._row(session_id_for(key))
         if row is None:
             return None
@@ -245,6 +252,9 @@ class PlaitSessionStore(SessionStore):
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         """The project's main transcripts with their last write time (epoch ms)."""
+        return await in_thread(self.client, lambda: self._list_sessions_now(project_key))
+
+    def _list_sessions_now(self, project_key: str) -> list[SessionStoreListEntry]:
         return [
             {"session_id": str(info["session_id"]), "mtime": int(info["mtime"])}
             for row, info in self._mains(project_key)
@@ -252,6 +262,9 @@ class PlaitSessionStore(SessionStore):
 
     async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
         """The SDK's folded summary of each of the project's main transcripts."""
+        return await in_thread(self.client, lambda: self._list_session_summaries_now(project_key))
+
+    def _list_session_summaries_now(self, project_key: str) -> list[SessionSummaryEntry]:
         out: list[SessionSummaryEntry] = []
         for row, info in self._mains(project_key):
             summary = info.get("summary")
@@ -262,6 +275,9 @@ class PlaitSessionStore(SessionStore):
 
     async def delete(self, key: SessionKey) -> None:
         """Erase a transcript; a main transcript takes its sub-agents' with it."""
+        await settled(self.client, lambda: self._delete_now(key))
+
+    def _delete_now(self, key: SessionKey) -> None:
         sid = session_id_for(key)
         if self._row(sid) is None:
             return
@@ -276,6 +292,9 @@ class PlaitSessionStore(SessionStore):
 
     async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         """The subpaths stored under a session (its sub-agents' transcripts)."""
+        return await in_thread(self.client, lambda: self._list_subkeys_now(key))
+
+    def _list_subkeys_now(self, key: SessionListSubkeysKey) -> list[str]:
         main = {"project_key": key["project_key"], "session_id": key["session_id"]}
         prefix = session_id_for(main)
         subpaths: list[str] = []

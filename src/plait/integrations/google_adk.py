@@ -49,6 +49,7 @@ from plait.client import Client
 from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
 from plait.errors import StaleSessionError as PlaitStaleSessionError
 from plait.integrations._keys import id_part, scan
+from plait.integrations._offload import in_thread, settled
 from plait.records import JSONValue, Record
 from plait.session import Session as PlaitSession
 from plait.store import Store
@@ -237,6 +238,13 @@ class PlaitSessionService(BaseSessionService):
         Raises:
             AlreadyExistsError: ``session_id`` is taken for this app and user.
         """
+        return await settled(
+            self.client, lambda: self._create_now(app_name, user_id, state, session_id)
+        )
+
+    def _create_now(
+        self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
+    ) -> Session:
         session_id = session_id.strip() if session_id else None
         if session_id and self._row(session_id_for(app_name, user_id, session_id)):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
@@ -275,6 +283,13 @@ class PlaitSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         """The session with its events (filtered by ``config``) and merged state, or None."""
+        return await in_thread(
+            self.client, lambda: self._get_now(app_name, user_id, session_id, config)
+        )
+
+    def _get_now(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None
+    ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
         row = self._row(session_id_for(app_name, user_id, session_id))
         if row is None:
@@ -297,6 +312,9 @@ class PlaitSessionService(BaseSessionService):
         self, *, app_name: str, user_id: str | None = None
     ) -> ListSessionsResponse:
         """The app's sessions (one user's, or everyone's) without events, oldest update first."""
+        return await in_thread(self.client, lambda: self._list_now(app_name, user_id))
+
+    def _list_now(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
         prefix = session_id_for(app_name, user_id) + "/"
         found = []
         scopes: dict[str, dict[str, Any]] = {}
@@ -313,14 +331,18 @@ class PlaitSessionService(BaseSessionService):
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Erase a session: its records go, except those a plait branch of it still shares."""
         session_id = session_id.strip() if session_id else session_id
+        doomed = session_id_for(app_name, user_id, session_id)
+        await settled(self.client, lambda: self._erase_now(doomed))
+
+    def _erase_now(self, doomed: str) -> None:
         try:
-            self.client.sessions.erase(session_id_for(app_name, user_id, session_id))
+            self.client.sessions.erase(doomed)
         except SessionNotFoundError:
             return
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The user's state in this app, without the ``user:`` prefix."""
-        return self._scope(session_id_for(app_name, user_id))
+        return await in_thread(self.client, lambda: self._scope(session_id_for(app_name, user_id)))
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store an event and its state deltas (``temp:`` keys are applied, never stored).
@@ -331,6 +353,22 @@ class PlaitSessionService(BaseSessionService):
         """
         if event.partial:
             return event
+        info = await in_thread(self.client, lambda: self._check_append(session, event))
+        if info is None:
+            return event  # an equal re-delivery: neither stored twice nor applied twice
+        # The session in hand takes the event (temp: keys applied, then trimmed) on the loop;
+        # the store gets the trimmed event in the worker thread.
+        event = await super().append_event(session, event)
+        await settled(self.client, lambda: self._persist(session, event, info))
+        session.last_update_time = event.timestamp
+        return event
+
+    def _check_append(self, session: Session, event: Event) -> dict[str, JSONValue] | None:
+        """The stored session's metadata, or None for an equal re-delivery of its newest event.
+
+        Raises:
+            SessionNotFoundError, StaleSessionError: ADK's, as :meth:`append_event` says.
+        """
         sid = session_id_for(session.app_name, session.user_id, session.id)
         row = self._row(sid)
         if row is None:
@@ -342,11 +380,14 @@ class PlaitSessionService(BaseSessionService):
                 "The last_update_time provided in the session object is earlier than the "
                 "update_time in storage. Please check if it is a stale session."
             )
-        plait = self.client.handle(row)
         newest = self._events(row, 1, None)
         if newest and newest[-1].id == event.id and newest[-1] == event:
-            return event  # an equal re-delivery: neither stored twice nor applied twice
-        event = await super().append_event(session, event)
+            return None
+        return info
+
+    def _persist(self, session: Session, event: Event, info: dict[str, JSONValue]) -> None:
+        """Store an event, then its app, user and session state deltas."""
+        sid = session_id_for(session.app_name, session.user_id, session.id)
         self._store_event(sid, event)
         delta = event.actions.state_delta if event.actions else {}
         app, user, own = _split(delta or {})
@@ -361,9 +402,7 @@ class PlaitSessionService(BaseSessionService):
         state.update({k: _json(v) for k, v in own.items()})
         info["state"] = state
         info["last_update_time"] = event.timestamp
-        plait.set_metadata(_NS, info)
-        session.last_update_time = event.timestamp
-        return event
+        self.client.handle(self.client.lookup(sid)).set_metadata(_NS, info)
 
     # -- internals ------------------------------------------------------------------------
 
