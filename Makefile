@@ -40,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/stores.py
 	$(BIN)/python benchmarks/context.py
 	$(BIN)/python benchmarks/sandbox.py
+	$(BIN)/python benchmarks/rewind.py
 
 soak: $(STAMP)
 	$(BIN)/python -m tests.durability.soak --trials 1000

@@ -11,6 +11,7 @@ import itertools
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -67,6 +68,8 @@ class SessionMachine(RuleBasedStateMachine):
         self.client = Client(self.tmp.name, store=store)
         self.models: dict[str, Model] = {}
         self.handles: dict[str, Session] = {}
+        self.undone: dict[str, list[Model]] = {}
+        """What each session's hidden heads hold, the newest last (undo_rewind takes it)."""
 
     def teardown(self) -> None:
         self.client.store.close()
@@ -125,6 +128,29 @@ class SessionMachine(RuleBasedStateMachine):
         return self._add(child, Model(m.full[:cut], min(m.view_start, cut)))
 
     @rule(sid=sessions, data=st.data())
+    def rewind(self, sid: str, data: st.DataObject) -> None:
+        if sid not in self.models:
+            return
+        m = self.models[sid]
+        positions = m.message_positions()
+        k = data.draw(st.integers(0, len(positions)))
+        cut = positions[k - 1] + 1 if k else m.view_start
+        if cut >= len(m.full):
+            return  # nothing past it: a NothingToDoError, checked elsewhere
+        self.handles[sid].rewind(k)
+        self.undone.setdefault(sid, []).append(Model(list(m.full), m.view_start))
+        self.models[sid] = Model(m.full[:cut], min(m.view_start, cut))
+
+    @rule(sid=sessions)
+    def undo_rewind(self, sid: str) -> None:
+        if sid not in self.models or not self.undone.get(sid):
+            return
+        self.handles[sid].undo_rewind()
+        current = self.models[sid]
+        self.models[sid] = self.undone[sid].pop()
+        self.undone[sid].append(current)  # the undo is itself undoable: the newest head
+
+    @rule(sid=sessions, data=st.data())
     def trim(self, sid: str, data: st.DataObject) -> None:
         if sid not in self.models:
             return
@@ -181,7 +207,7 @@ class SessionMachine(RuleBasedStateMachine):
             assert s.length == len(m.messages)
             assert [r.seq for r in s.records] == list(range(m.view_start, len(m.full)))
             tail = s.tail(3)
-            assert [(r.kind, r.text) for r in tail] == [(r.kind, r.text) for r in m.view[-3:]]
+            assert [(r.kind, r.text) for r in tail] == [(r.kind, r.text) for r in _tail(m.view, 3)]
 
 
 class MemoryMachine(SessionMachine):
@@ -196,3 +222,14 @@ TestMemoryModel = MemoryMachine.TestCase
 TestMemoryModel.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
 TestSQLiteModel = SQLiteMachine.TestCase
 TestSQLiteModel.settings = settings(max_examples=15, stateful_step_count=30, deadline=None)
+
+
+def _tail(view: list[Any], n: int) -> list[Any]:
+    """The model's tail: from the n-th message from the end (events are not messages)."""
+    seen = 0
+    for i in range(len(view) - 1, -1, -1):
+        if view[i].kind != "event":
+            seen += 1
+            if seen == n:
+                return view[i:]
+    return view

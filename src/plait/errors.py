@@ -28,6 +28,7 @@ The hierarchy::
     ├── SandboxClosedError (RuntimeError)      "session sandbox is closed"
     ├── SandboxUnavailableError (RuntimeError) a backend cannot confine tools here (says why)
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    ├── AdapterClosedError (RuntimeError)      a framework adapter used after its close()
     ├── ToolError                              raised in a tool: a failure the model reads
     ├── ToolServerError                        an MCP tool server could not be started or listed
     ├── ProviderError                          a model provider could not answer
@@ -58,6 +59,7 @@ from __future__ import annotations
 import reprlib
 
 __all__ = [
+    "AdapterClosedError",
     "AmbiguousSessionIdError",
     "AuthError",
     "BundleVersionError",
@@ -359,6 +361,10 @@ class MissingDependencyError(PlaitError, ImportError):
     def __init__(self, feature: str, extra: str) -> None:
         self.extra = extra
         super().__init__(f"{feature} needs an optional extra: pip install 'plait[{extra}]'")
+
+
+class AdapterClosedError(PlaitError, RuntimeError):
+    """A framework adapter (``plait.integrations``) was used after its ``close()``."""
 
 
 class ProviderError(PlaitError):

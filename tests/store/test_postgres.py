@@ -410,7 +410,7 @@ def test_integrity_check_reports_missing_and_orphan_rows(pg: PostgresStore) -> N
         conn.execute("INSERT INTO records VALUES (%s, 0, 'x', 'user', '{}', NULL, 0, NULL)",
                      ((row.pk + 1000) << 32,))
     problems = pg.integrity_check()
-    assert any("session a: 1 rows missing" in p for p in problems)
+    assert any("session a record 1: the record is missing" in p for p in problems)
     assert any(f"owner {row.pk + 1000}" in p for p in problems)
 
 

@@ -39,10 +39,15 @@ model is sent in those formats, which read back to the same messages.
 versioned bundle (``plait.bundle.v1``: ``sanitized``, ``local`` or
 ``replay-only``) and :func:`import_bundle` makes a session from one; see
 :mod:`plait.interop.bundle`.
+
+:func:`map_claude_code_entries` maps Claude Code transcript entries that
+arrive already decoded (a session store's batches) as the ``claude-code``
+reader maps a file, and says which message carries each entry.
 """
 
 from __future__ import annotations
 
+from plait.interop._claude_entries import ClaudeCodeMapping, map_claude_code_entries
 from plait.interop._detect import FORMATS
 from plait.interop._export import to_claude_code_jsonl, to_openai_messages
 from plait.interop._plait_jsonl import JSONL_VERSION, to_jsonl
@@ -65,6 +70,7 @@ __all__ = [
     "JSONL_VERSION",
     "MAX_SOURCE_BYTES",
     "BundleMode",
+    "ClaudeCodeMapping",
     "ProgressCallback",
     "SEED_SOURCE_SCHEMA",
     "SeedResult",
@@ -72,6 +78,7 @@ __all__ = [
     "export_bundle",
     "import_bundle",
     "is_bundle_file",
+    "map_claude_code_entries",
     "read_bundle",
     "seed_from_jsonl",
     "to_claude_code_jsonl",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Final
 
 from plait.errors import (
+    AdapterClosedError,
     AmbiguousSessionIdError,
     AuthError,
     BundleVersionError,
@@ -82,6 +83,7 @@ _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (ToolServerError, 502, "tool_server_error"),
     (NoSandboxError, 409, "no_sandbox"),
     (SandboxClosedError, 409, "sandbox_closed"),
+    (AdapterClosedError, 409, "adapter_closed"),  # a framework adapter, never the server's own
     (SandboxUnavailableError, 503, "sandbox_unavailable"),
     (StoreError, 503, "store_error"),
     (StoreCorruptWarning, 503, "store_error"),  # only when warnings are turned into errors

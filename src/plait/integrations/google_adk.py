@@ -1,0 +1,544 @@
+"""Google ADK sessions kept in plait: :class:`PlaitSessionService`.
+
+``Runner(agent=..., app_name=..., session_service=PlaitSessionService("sessions.db"))``
+keeps every ADK session in a plait store (a file, ``:memory:``, a
+``postgresql://`` URL) and behaves as ADK's own ``InMemorySessionService``
+does: the same events back, the same state after each delta, ``temp:`` keys
+never stored, the same ``GetSessionConfig`` filters and listing order.
+
+How it is stored:
+
+* The session ``(app_name, user_id, session_id)`` is the plait session
+  ``adk/<app_name>/<user_id>/<session_id>`` (``/`` and ``%`` inside a part
+  escaped as ``%2F`` and ``%25``; a part too long for its share of the 200
+  characters of an id ends in a hash).
+* Every event is kept verbatim (its pydantic JSON) and, where it is a
+  message, also as plait records: a user's text is a user message, a model's
+  text and function calls an assistant message, each function response a
+  tool message; the event rides on the first record's
+  ``meta["google_adk"]["event"]``. Any other event (state only, thoughts,
+  code execution, files) is an opaque item of format ``google-adk``. So
+  ``history()``, the context report, compaction, fork, export and the web
+  page read the conversation while ADK reads its events.
+* ADK's rewind (an event naming the invocation to rewind before) is a
+  :meth:`~plait.session.Session.rewind` too: plait's view drops the rewound
+  turns, a hidden head keeps them, and ``get_session`` still returns every event.
+* Session state and the last update time are the session's metadata
+  (``metadata["google_adk"]``). App state (``app:``) and user state
+  (``user:``) are shared by many sessions, so each lives in a session of its
+  own, ``adk/<app_name>`` and ``adk/<app_name>/<user_id>``, one metadata value
+  per key (``state:<key>``, holding ``{"v": value}``): writers of different
+  keys never undo each other.
+
+An event and its state deltas are several writes, not one transaction: the
+event first, then app, user and session state. A session whose stored update
+time is newer than the one a caller holds is refused with ADK's
+``StaleSessionError``, as ADK's persistent services refuse it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, cast
+
+from plait.client import Client
+from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
+from plait.errors import StaleSessionError as PlaitStaleSessionError
+from plait.integrations._keys import id_part, scan
+from plait.integrations._offload import in_thread, settled
+from plait.records import JSONValue, Record
+from plait.session import Session as PlaitSession
+from plait.store import Store
+from plait.store.base import SessionRow
+
+try:
+    from google.adk.errors import StaleSessionError
+    from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import (
+        SessionNotFoundError as AdkSessionNotFoundError,
+    )
+    from google.adk.events.event import Event
+    from google.adk.sessions import BaseSessionService, Session
+    from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
+    from google.adk.sessions.state import State
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("plait.integrations.google_adk", "google-adk") from exc
+
+__all__ = ["EVENT_FORMAT", "ID_PREFIX", "PlaitSessionService", "session_id_for"]
+
+EVENT_FORMAT: Final = "google-adk"
+"""The ``format`` of the opaque items that hold events that are not messages."""
+ID_PREFIX: Final = "adk"
+"""The first part of every plait session id this service makes."""
+_NS: Final = "google_adk"
+_RETRIES: Final = 16
+_STATE: Final = "state:"  # the metadata key prefix of one app or user state value
+_APP_BUDGET: Final = 50
+_USER_BUDGET: Final = 60
+_SESSION_BUDGET: Final = 200 - len(ID_PREFIX) - _APP_BUDGET - _USER_BUDGET - 3
+
+
+def session_id_for(app_name: str, user_id: str | None = None, session_id: str | None = None) -> str:
+    """The plait id of an ADK session, or of the session holding app (or user) state."""
+    parts = [ID_PREFIX, id_part(app_name, _APP_BUDGET)]
+    if user_id is not None:
+        parts.append(id_part(user_id, _USER_BUDGET))
+    if session_id is not None:
+        parts.append(id_part(session_id, _SESSION_BUDGET))
+    return "/".join(parts)
+
+
+def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """App, user and session parts of a state or delta; ``temp:`` keys are dropped."""
+    app: dict[str, Any] = {}
+    user: dict[str, Any] = {}
+    own: dict[str, Any] = {}
+    for key, value in state.items():
+        if key.startswith(State.APP_PREFIX):
+            app[key.removeprefix(State.APP_PREFIX)] = value
+        elif key.startswith(State.USER_PREFIX):
+            user[key.removeprefix(State.USER_PREFIX)] = value
+        elif not key.startswith(State.TEMP_PREFIX):
+            own[key] = value
+    return app, user, own
+
+
+def _json(value: Any) -> JSONValue:
+    """A state value as stored: ADK's own JSON form (datetimes, models ... as JSON)."""
+    from pydantic_core import to_jsonable_python
+
+    return cast(JSONValue, to_jsonable_python(value))
+
+
+def _event_json(event: Event) -> dict[str, JSONValue]:
+    return cast(dict[str, JSONValue], json.loads(event.model_dump_json(exclude_none=True)))
+
+
+def _messages(event: Event, at: int) -> list[dict[str, JSONValue]]:
+    """The plait records of an event: messages where it is one, else one opaque item.
+
+    ``at`` (the session's version before the write) orders events across the
+    session and its hidden heads.
+    """
+    verbatim = _event_json(event)
+    head_meta: dict[str, JSONValue] = {_NS: {"event": verbatim, "at": at}}
+    content = event.content
+    parts = list(content.parts or ()) if content is not None else []
+    texts: list[str] = []
+    calls: list[JSONValue] = []
+    results: list[dict[str, JSONValue]] = []
+    for part in parts:
+        if part.thought:
+            continue  # a model's thinking is not replayed; it stays in the verbatim event
+        if part.text is not None:
+            texts.append(part.text)
+        elif part.function_call is not None and part.function_call.id:
+            call = part.function_call
+            arguments = _json(call.args or {})
+            calls.append({"id": call.id, "name": call.name or "", "arguments": arguments})
+        elif part.function_response is not None and part.function_response.id:
+            answer = part.function_response
+            results.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": answer.id,
+                    "tool_name": answer.name or "",
+                    "content": json.dumps(_json(answer.response or {}), ensure_ascii=False),
+                }
+            )
+    role = content.role if content is not None else None
+    out: list[dict[str, JSONValue]] = []
+    if results and not calls:
+        out.extend(results)
+    elif role == "model" and (texts or calls) and not results:
+        message: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts)}
+        if calls:
+            message["tool_calls"] = calls
+        out.append(message)
+    elif role == "user" and texts and not calls and not results:
+        out.append({"role": "user", "content": "\n".join(texts)})
+    if not out:
+        return [{"role": "opaque", "format": EVENT_FORMAT, "item": verbatim, "meta": head_meta}]
+    out[0]["meta"] = head_meta
+    for follower in out[1:]:
+        follower["meta"] = {_NS: {"part_of": event.id}}
+    return out
+
+
+def _event_of(record: Record) -> Event | None:
+    """The event a record carries (the first record of each event carries it)."""
+    kept = record.meta.get(_NS)
+    if not isinstance(kept, Mapping) or "event" not in kept:
+        return None
+    return Event.model_validate(kept["event"])
+
+
+def _keyed_events(records: list[Record]) -> dict[int, Event]:
+    """The events ``records`` carry, by the version they were written at."""
+    found: dict[int, Event] = {}
+    for record in records:
+        kept = record.meta.get(_NS)
+        if isinstance(kept, Mapping) and "event" in kept and isinstance(kept.get("at"), int):
+            found[cast(int, kept["at"])] = Event.model_validate(kept["event"])
+    return found
+
+
+class PlaitSessionService(BaseSessionService):
+    """An ADK ``BaseSessionService`` whose sessions are plait sessions.
+
+    Args:
+        store: where the sessions live: anything :func:`plait.store.open_store`
+            takes (a path, ``":memory:"``, a ``postgresql://`` URL, a Store),
+            or None for ``$PLAIT_STORE`` or the default file.
+        workspace: the workspace new sessions belong to (default: the working directory).
+        lock_timeout: how long a write waits for another process's write, in seconds.
+
+    Several processes may serve one store: the writer lock is taken for one
+    write at a time (``writer_lock="write"``).
+    """
+
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str] | None = None,
+        *,
+        workspace: str | os.PathLike[str] = ".",
+        lock_timeout: float = 10.0,
+    ) -> None:
+        self.client = Client(workspace, store=store, writer_lock="write", lock_timeout=lock_timeout)
+        """The plait client the sessions are read and written through."""
+
+    def close(self) -> None:
+        """Close the store if this object opened it."""
+        self.client.close()
+
+    def session(self, app_name: str, user_id: str, session_id: str) -> PlaitSession:
+        """The plait session that holds an ADK session.
+
+        Raises:
+            plait.errors.SessionNotFoundError: no such ADK session.
+        """
+        return self.client.sessions.get(session_id_for(app_name, user_id, session_id))
+
+    # -- BaseSessionService ---------------------------------------------------------------
+
+    async def create_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """Create a session; ``app:`` and ``user:`` keys of ``state`` go to their scopes.
+
+        Raises:
+            AlreadyExistsError: ``session_id`` is taken for this app and user.
+        """
+        return await settled(
+            self.client, lambda: self._create_now(app_name, user_id, state, session_id)
+        )
+
+    def _create_now(
+        self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
+    ) -> Session:
+        session_id = session_id.strip() if session_id else None
+        if session_id and self._row(session_id_for(app_name, user_id, session_id)):
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.")
+        app, user, own = _split(state or {})
+        self._put_scope(session_id_for(app_name), app_name, None, app)
+        self._put_scope(session_id_for(app_name, user_id), app_name, user_id, user)
+        session_id = session_id or Event.new_id()
+        now = time.time()
+        info: dict[str, JSONValue] = {
+            "kind": "session",
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "state": _json(own),
+            "last_update_time": now,
+        }
+        try:
+            self.client.sessions.create(
+                session_id=session_id_for(app_name, user_id, session_id),
+                lineage_operator="google_adk.create_session",
+                metadata={_NS: info},
+            )
+        except SessionExistsError:
+            raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
+        made = Session(
+            id=session_id, app_name=app_name, user_id=user_id, state=dict(own), last_update_time=now
+        )
+        return self._merged(made)
+
+    async def get_session(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:
+        """The session with its events (filtered by ``config``) and merged state, or None."""
+        return await in_thread(
+            self.client, lambda: self._get_now(app_name, user_id, session_id, config)
+        )
+
+    def _get_now(
+        self, app_name: str, user_id: str, session_id: str, config: GetSessionConfig | None
+    ) -> Session | None:
+        session_id = session_id.strip() if session_id else session_id
+        row = self._row(session_id_for(app_name, user_id, session_id))
+        if row is None:
+            return None
+        want = config.num_recent_events if config else None
+        after = config.after_timestamp if config else None
+        events = [] if want == 0 else self._events(row, want, after)
+        if want:
+            events = events[-want:]
+        if after is not None:
+            i = len(events) - 1
+            while i >= 0 and events[i].timestamp >= after:
+                i -= 1
+            events = events[i + 1 :]
+        session = self._bare(row)
+        session.events = events
+        return self._merged(session)
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        """The app's sessions (one user's, or everyone's) without events, oldest update first."""
+        return await in_thread(self.client, lambda: self._list_now(app_name, user_id))
+
+    def _list_now(self, app_name: str, user_id: str | None) -> ListSessionsResponse:
+        prefix = session_id_for(app_name, user_id) + "/"
+        found = []
+        scopes: dict[str, dict[str, Any]] = {}
+        for row in scan(self.client.store, prefix):
+            info = row.metadata.get(_NS)
+            if not isinstance(info, Mapping) or info.get("kind") != "session":
+                continue
+            if info.get("app_name") != app_name or user_id not in (None, info.get("user_id")):
+                continue
+            found.append(self._merged(self._bare(row), scopes))
+        found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=found)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        """Erase a session: its records go, except those a plait branch of it still shares."""
+        session_id = session_id.strip() if session_id else session_id
+        doomed = session_id_for(app_name, user_id, session_id)
+        await settled(self.client, lambda: self._erase_now(doomed))
+
+    def _erase_now(self, doomed: str) -> None:
+        try:
+            self.client.sessions.erase(doomed)
+        except SessionNotFoundError:
+            return
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        """The user's state in this app, without the ``user:`` prefix."""
+        return await in_thread(self.client, lambda: self._scope(session_id_for(app_name, user_id)))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Store an event and its state deltas (``temp:`` keys are applied, never stored).
+
+        Raises:
+            SessionNotFoundError: (ADK's) the session is not stored.
+            StaleSessionError: (ADK's) the stored session changed after ``session`` was read.
+        """
+        if event.partial:
+            return event
+        info = await in_thread(self.client, lambda: self._check_append(session, event))
+        if info is None:
+            return event  # an equal re-delivery: neither stored twice nor applied twice
+        # The session in hand takes the event (temp: keys applied, then trimmed) on the loop;
+        # the store gets the trimmed event in the worker thread.
+        event = await super().append_event(session, event)
+        await settled(self.client, lambda: self._persist(session, event, info))
+        session.last_update_time = event.timestamp
+        return event
+
+    def _check_append(self, session: Session, event: Event) -> dict[str, JSONValue] | None:
+        """The stored session's metadata, or None for an equal re-delivery of its newest event.
+
+        Raises:
+            SessionNotFoundError, StaleSessionError: ADK's, as :meth:`append_event` says.
+        """
+        sid = session_id_for(session.app_name, session.user_id, session.id)
+        row = self._row(sid)
+        if row is None:
+            raise AdkSessionNotFoundError(f"Session {session.id} not found.")
+        info = dict(cast(Mapping[str, JSONValue], row.metadata.get(_NS) or {}))
+        stored_time = info.get("last_update_time")
+        if isinstance(stored_time, int | float) and stored_time > session.last_update_time:
+            raise StaleSessionError(
+                "The last_update_time provided in the session object is earlier than the "
+                "update_time in storage. Please check if it is a stale session."
+            )
+        newest = self._events(row, 1, None)
+        if newest and newest[-1].id == event.id and newest[-1] == event:
+            return None
+        return info
+
+    def _persist(self, session: Session, event: Event, info: dict[str, JSONValue]) -> None:
+        """Store an event, then its app, user and session state deltas."""
+        sid = session_id_for(session.app_name, session.user_id, session.id)
+        self._store_event(sid, event)
+        delta = event.actions.state_delta if event.actions else {}
+        app, user, own = _split(delta or {})
+        self._put_scope(session_id_for(session.app_name), session.app_name, None, app)
+        self._put_scope(
+            session_id_for(session.app_name, session.user_id),
+            session.app_name,
+            session.user_id,
+            user,
+        )
+        state = dict(cast(Mapping[str, JSONValue], info.get("state") or {}))
+        state.update({k: _json(v) for k, v in own.items()})
+        info["state"] = state
+        info["last_update_time"] = event.timestamp
+        self.client.handle(self.client.lookup(sid)).set_metadata(_NS, info)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _store_event(self, sid: str, event: Event) -> None:
+        """Append an event's records; a rewind event first rewinds plait's view too."""
+        target = event.actions.rewind_before_invocation_id if event.actions else None
+        last: PlaitStaleSessionError | None = None
+        for _ in range(_RETRIES):
+            row = self.client.lookup(sid)
+            plait = self.client.handle(row)
+            try:
+                keep = self._before_invocation(row, target) if target else None
+                if keep is not None:
+                    # ADK rewinds by an event its readers apply; plait's view follows, and
+                    # the rewound events stay in a hidden head that get_session still reads.
+                    plait.rewind(keep, expect_version=plait.version)
+                plait.inject_many(_messages(event, plait.version), expect_version=plait.version)
+                return
+            except PlaitStaleSessionError as exc:
+                last = exc  # another writer came first: the event goes after its write
+        assert last is not None
+        raise last
+
+    def _before_invocation(self, row: SessionRow, invocation: str) -> int | None:
+        """How many messages come before the invocation's first event (None: not in view)."""
+        count = 0
+        for record in self.client.store.read(row, row.layout.view_start, row.layout.end_seq):
+            if record.kind == "event":
+                continue  # plait's own events are not messages: rewind does not count them
+            kept = record.meta.get(_NS)
+            if isinstance(kept, Mapping) and "event" in kept:
+                found = cast(Mapping[str, Any], kept["event"]).get("invocation_id")
+                if found == invocation:
+                    return count
+            count += 1
+        return None
+
+    def _row(self, session_id: str) -> SessionRow | None:
+        try:
+            return self.client.lookup(session_id)
+        except SessionNotFoundError:
+            return None
+
+    def _bare(self, row: SessionRow) -> Session:
+        """The ADK session of a stored row: its own state, no events yet."""
+        info = cast(Mapping[str, Any], row.metadata.get(_NS) or {})
+        return Session(
+            id=info["session_id"],
+            app_name=info["app_name"],
+            user_id=info["user_id"],
+            state=dict(info.get("state") or {}),
+            last_update_time=float(info.get("last_update_time", 0.0)),
+        )
+
+    def _merged(self, session: Session, scopes: dict[str, dict[str, Any]] | None = None) -> Session:
+        """``session`` with the app's and the user's state merged in under their prefixes.
+
+        ``scopes`` keeps the scopes already read, so a listing reads each one once.
+        """
+        for key, value in self._scope(session_id_for(session.app_name), scopes).items():
+            session.state[State.APP_PREFIX + key] = value
+        user = self._scope(session_id_for(session.app_name, session.user_id), scopes)
+        for key, value in user.items():
+            session.state[State.USER_PREFIX + key] = value
+        return session
+
+    def _scope(
+        self, scope_id: str, scopes: dict[str, dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        if scopes is not None:
+            if scope_id not in scopes:
+                scopes[scope_id] = self._scope(scope_id)
+            return copy.deepcopy(scopes[scope_id])
+        row = self._row(scope_id)
+        if row is None:
+            return {}
+        # Each value is wrapped ({"v": value}) so that a None value is kept, not removed.
+        return {
+            key.removeprefix(_STATE): value["v"]
+            for key, value in row.metadata.items()
+            if key.startswith(_STATE) and isinstance(value, Mapping)
+        }
+
+    def _put_scope(
+        self, scope_id: str, app_name: str, user_id: str | None, delta: Mapping[str, Any]
+    ) -> None:
+        """Store app or user state values, one metadata value per key."""
+        if not delta:
+            return
+        row = self._row(scope_id)
+        if row is None:
+            kind = "app_state" if user_id is None else "user_state"
+            info: dict[str, JSONValue] = {"kind": kind, "app_name": app_name, "user_id": user_id}
+            values: dict[str, JSONValue] = {_STATE + k: {"v": _json(v)} for k, v in delta.items()}
+            try:
+                self.client.sessions.create(
+                    session_id=scope_id,
+                    lineage_operator="google_adk.state",
+                    metadata={_NS: info, **values},
+                )
+                return
+            except SessionExistsError:
+                row = self.client.lookup(scope_id)  # another writer made it: update it
+        scope = self.client.handle(row)
+        for key, value in delta.items():
+            scope.set_metadata(_STATE + key, {"v": _json(value)})
+
+    def _events(self, row: SessionRow, want: int | None, after: float | None) -> list[Event]:
+        """The session's events, reading back from the head only as far as the filters need.
+
+        After a rewind, the events it cut are in hidden heads: every head is read, and the
+        events ordered by the version they were written at.
+        """
+        hidden = self.client.handle(row).hidden_heads()
+        if not hidden:
+            return list(self._read_back(row, want, after))
+        store = self.client.store
+        found = _keyed_events(store.read(row, 0, row.layout.end_seq))
+        for head_id in hidden:
+            held = self._row(head_id)
+            if held is not None:
+                found.update(_keyed_events(store.read(held, 0, held.layout.end_seq)))
+        return [found[at] for at in sorted(found)]
+
+    def _read_back(self, row: SessionRow, want: int | None, after: float | None) -> Iterator[Event]:
+        hi = row.layout.end_seq
+        chunk = max(2 * want, 16) if want else hi
+        found: list[Event] = []
+        while hi > 0:
+            lo = max(0, hi - chunk)
+            batch = [e for e in map(_event_of, self.client.store.read(row, lo, hi)) if e]
+            found[:0] = batch
+            hi = lo
+            enough = want is None or len(found) >= want
+            reached = after is None or (bool(found) and found[0].timestamp < after)
+            if enough and reached:
+                break
+            chunk *= 2
+        yield from found
