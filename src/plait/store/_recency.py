@@ -43,6 +43,11 @@ class Recency:
         self._owed: dict[int, int] = {}  # pk -> its newest record's time, in append order
 
     @property
+    def ttl(self) -> float:
+        """Seconds a check of the order is trusted (and the longest a move stays owed)."""
+        return self._ttl
+
+    @property
     def owed(self) -> bool:
         """Whether moves are queued."""
         return bool(self._owed)

@@ -15,21 +15,17 @@ exact schema and why each column is there):
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
-from plait._files import usable_path
 from plait._time import now_micros
 from plait.errors import (
     InvalidArgumentError,
-    InvalidMessageError,
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
@@ -40,6 +36,15 @@ from plait.errors import (
 from plait.layout import Layout, Segment, segments
 from plait.records import Record, collector_paused, decode_rows, dumps
 from plait.store._flock import FileLocks
+from plait.store._liteconn import (
+    TOP_TTL as _TOP_TTL,
+)
+from plait.store._liteconn import (
+    LiteConnection,
+    failed,
+    not_unicode,
+    path_argument,
+)
 from plait.store._litegc import collect, collect_all, owners_found
 from plait.store._litesql import (
     APPEND_STATE,
@@ -64,19 +69,13 @@ from plait.store._rows import (
 )
 from plait.store._schema import (
     Migration,
-    apply_migrations,
-    check_schema,
     checked_migrations,
     migrations,
-    schema_table,
 )
 from plait.store._sql import (
-    Connection,
     Dialect,
-    SQLStore,
     check_start,
     created_row,
-    describe,
     first_mpos,
     written_row,
 )
@@ -90,12 +89,7 @@ MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
 _CHECKPOINT_PAGES: Final = 8192
 """WAL pages between automatic checkpoints (SQLite's default is 1000)."""
 
-_KEYS_PER_READ: Final = 500
-"""Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
-_TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n
 
-_TOP_TTL: Final = 0.1
-"""Seconds an append trusts that its session is live (see store/_recency.py)."""
 _log = logging.getLogger("plait.store")
 
 
@@ -124,47 +118,6 @@ _SEQ_MAX: Final = SEQ_MAX
 Durability = Literal["normal", "full"]
 
 
-_DAMAGED: Final = frozenset({11, 26})
-"""SQLite's primary result codes for a damaged file: ``SQLITE_CORRUPT`` and ``SQLITE_NOTADB``."""
-
-
-def _failed(what: str, exc: sqlite3.DatabaseError) -> StoreError:
-    """The store's error for a driver error: every SQLite error of this store passes here.
-
-    A damaged file (a page that does not decode, a header that is not SQLite's)
-    is :class:`StoreCorruptError`, naming the check that finds what is lost;
-    anything else (a lock held too long, a full disk) is :class:`StoreError`.
-    """
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in _DAMAGED:
-        return StoreCorruptError(
-            f"{what}: {exc} (the database file is damaged; `plait db check --deep` "
-            "names the sessions and records it affects, and how to recover them)"
-        )
-    return StoreError(f"{what}: {exc}")
-
-
-def _not_unicode(exc: UnicodeEncodeError) -> InvalidMessageError:
-    """Text with a lone surrogate cannot be stored as UTF-8: bad input, nothing written."""
-    return InvalidMessageError(f"text is not valid Unicode ({exc.reason} at {exc.start})")
-
-
-def _path_argument(path: object) -> str:
-    """The database file a path argument names (a usable path: see :func:`usable_path`)."""
-    try:
-        raw = os.fspath(path)  # type: ignore[call-overload]
-    except TypeError:
-        raise InvalidArgumentError(f"a store path is a str or a path, not {shown(path)}") from None
-    return usable_path(raw, path)
-
-
-def _rollback(db: sqlite3.Connection) -> None:
-    """End the open transaction, if any, keeping the error that ended it."""
-    if db.in_transaction:
-        with contextlib.suppress(sqlite3.Error):
-            db.execute("ROLLBACK")
-
-
 def default_path() -> Path:
     """Return the default database path.
 
@@ -181,7 +134,7 @@ def default_path() -> Path:
 _row_from_db = row_from_columns  # shared with the other SQL store (store/_rows.py)
 
 
-class SQLiteStore(SQLStore):
+class SQLiteStore(LiteConnection):
     """Sessions in one SQLite file, in WAL mode.
 
     Args:
@@ -231,7 +184,7 @@ class SQLiteStore(SQLStore):
         if self._memory:
             target = ":memory:"
         else:
-            resolved = default_path() if path is None else Path(_path_argument(path)).expanduser()
+            resolved = default_path() if path is None else Path(path_argument(path)).expanduser()
             try:
                 resolved.parent.mkdir(parents=True, exist_ok=True)
                 target = str(resolved.resolve())
@@ -266,183 +219,7 @@ class SQLiteStore(SQLStore):
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
         except sqlite3.DatabaseError as exc:
-            raise _failed(f"{target}: cannot open as a plait store", exc) from exc
-
-    # -- plumbing ---------------------------------------------------------------------
-
-    @property
-    def location(self) -> str:
-        """The database path, or ``:memory:``."""
-        return self._path
-
-    @property
-    def schema_version(self) -> int:
-        """The schema version of the open database."""
-        with self._lock:
-            return self._current_version()
-
-    def _current_version(self) -> int:
-        row = self._db.execute("SELECT MAX(version) FROM plait_schema").fetchone()
-        return int(row[0] or 0)
-
-    def _migrate(self, auto: bool) -> None:
-        with self._lock:
-            self._db.execute(schema_table(SQLITE_DDL))
-            if check_schema(self._path, self._current_version(), self.code_version, auto=auto):
-                self.migrate()
-
-    def migrate(self) -> list[int]:
-        """Apply every pending migration, each in its own transaction.
-
-        Returns:
-            The versions applied (empty when already current).
-        """
-        with self._lock:
-            return apply_migrations(
-                self._migrations,
-                self._tx,
-                lambda _: self._current_version(),  # another process may have migrated
-                param="?",
-                now_us=now_micros,
-            )
-
-    @contextmanager
-    def _tx(self, what: str = "write") -> Iterator[sqlite3.Connection]:
-        """One write transaction, taken up front so it never deadlocks on upgrade."""
-        with self._lock:
-            db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    # See append(): the moves owed first, and then any other write may
-                    # change the order, or the liveness of a session.
-                    self._recency.write_owed(db, now_micros())
-                    self._recency.forget()
-                    yield db
-                except BaseException:
-                    _rollback(db)
-                    raise
-                db.execute("COMMIT")
-                self._recency.settle()
-            except sqlite3.DatabaseError as exc:
-                _rollback(db)
-                raise _failed(what, exc) from exc
-
-    @contextmanager
-    def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
-        """A read transaction: several statements see one state of the database."""
-        with self._lock:
-            self._check_open()
-            db = self._db
-            try:
-                db.execute("BEGIN")
-                try:
-                    yield db
-                finally:
-                    # A read changes nothing: roll back, which (unlike COMMIT) still
-                    # works after a statement that met a damaged page.
-                    _rollback(db)
-            except sqlite3.DatabaseError as exc:
-                raise _failed(describe(what, subject), exc) from exc
-
-    # -- the connection hooks of the shared statements (store/_sql.py) -------------------
-
-    # Reads are the commonest calls: plain methods under the lock, with the error's
-    # text built only when there is an error.
-
-    def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"{self._path}: the store is closed")
-            try:
-                return self._db.execute(query, params).fetchone()
-            except sqlite3.DatabaseError as exc:
-                raise _failed(describe(what, subject), exc) from exc
-
-    def _all(
-        self, query: str, params: Sequence[Any], what: str, subject: object = None
-    ) -> list[Any]:
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"{self._path}: the store is closed")
-            try:
-                return self._db.execute(query, params).fetchall()
-            except sqlite3.DatabaseError as exc:
-                raise _failed(describe(what, subject), exc) from exc
-
-    def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
-        return self._immediate(what, reorders=True)
-
-    _transaction = _write  # SQLite has one writer: every write is a whole transaction
-
-    def _side_write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
-        # Object-space writes move no session either.
-        return self._immediate(what, reorders=False)
-
-    def _counting(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
-        # Counting moves no session in the "most recent" order, so the append fast
-        # path may keep trusting what it knows (see append()).
-        return self._immediate(what, reorders=False)
-
-    @contextmanager
-    def _immediate(self, what: str, *, reorders: bool) -> Iterator[sqlite3.Connection]:
-        """A write transaction with the store's errors (one generator: it is on every write)."""
-        self._check_open()
-        with self._lock:
-            db = self._db
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                try:
-                    if reorders:  # see append(): this write may change the order
-                        self._recency.write_owed(db, now_micros())
-                        self._recency.forget()
-                    yield db
-                except BaseException:
-                    db.execute("ROLLBACK")
-                    raise
-                db.execute("COMMIT")
-                if reorders:
-                    self._recency.settle()
-            except UnicodeEncodeError as exc:
-                raise _not_unicode(exc) from exc
-            except sqlite3.DatabaseError as exc:
-                raise _failed(what, exc) from exc
-
-    def _update_tallies(
-        self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
-    ) -> int:
-        # conn is self._db, under the lock: executemany is sqlite3's own.
-        return self._db.executemany(
-            "UPDATE records SET tokens = ?, running = ? WHERE key = ? AND running IS NULL",
-            zip(tokens, running, keys, strict=True),
-        ).rowcount
-
-    def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
-        if len(keys) == 1:
-            return super()._tally_rows(session_id, keys)
-        # Several keys in one statement: one read of the WAL, not one per key.
-        out: list[tuple[int, str]] = []
-        for i in range(0, len(keys), _KEYS_PER_READ):
-            chunk = keys[i : i + _KEYS_PER_READ]
-            query = _TALLIES_IN.get(len(chunk))
-            if query is None:
-                query = _TALLIES_IN[len(chunk)] = (
-                    "SELECT key, running FROM records WHERE running IS NOT NULL "
-                    f"AND key IN ({', '.join('?' * len(chunk))})"
-                )
-            out.extend(self._all(query, chunk, "read tallies of", session_id))
-        return out
-
-    def _engine_problems(self, conn: Connection) -> list[str]:
-        return [
-            str(line)
-            for (line,) in conn.execute("PRAGMA integrity_check").fetchall()
-            if line != "ok"
-        ]
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StoreError(f"{self._path}: the store is closed")
+            raise failed(f"{target}: cannot open as a plait store", exc) from exc
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -487,9 +264,9 @@ class SQLiteStore(SQLStore):
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
                 )
         except UnicodeEncodeError as exc:
-            raise _not_unicode(exc) from exc
+            raise not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise _failed(f"create {row.id!r}", exc) from exc
+            raise failed(f"create {row.id!r}", exc) from exc
         return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
@@ -558,10 +335,10 @@ class SQLiteStore(SQLStore):
                 self._recency.settle()
                 self._recency.confirmed(expected.pk)
             except UnicodeEncodeError as exc:
-                raise _not_unicode(exc) from exc
+                raise not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
-                raise _failed(f"append {expected.id!r}", exc) from exc
+                raise failed(f"append {expected.id!r}", exc) from exc
         return expected.with_head(
             Layout(
                 lay.bases,
@@ -596,10 +373,10 @@ class SQLiteStore(SQLStore):
             except sqlite3.IntegrityError:
                 raise self._stale(self._db, expected) from None
             except UnicodeEncodeError as exc:
-                raise _not_unicode(exc) from exc
+                raise not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
-                raise _failed(f"append {expected.id!r}", exc) from exc
+                raise failed(f"append {expected.id!r}", exc) from exc
             if self._recency.appended(expected.pk, record.created_at_us):
                 self._arm_owed_timer()
         return SessionRow(
@@ -621,38 +398,6 @@ class SQLiteStore(SQLStore):
             expected.scratchpad_version,
             expected.metadata,
         )
-
-    def _arm_owed_timer(self) -> None:
-        """Write the queued moves ``_TOP_TTL`` from now, if this store is idle by then."""
-        if self._owed_timer is None:
-            timer = threading.Timer(_TOP_TTL, self._owed_due)
-            timer.daemon = True
-            self._owed_timer = timer
-            timer.start()
-
-    def _owed_due(self) -> None:
-        with self._lock:
-            self._owed_timer = None
-            if not self._closed:
-                self._write_owed()
-
-    def _write_owed(self) -> None:
-        """Write the queued moves in a transaction of their own (under the lock)."""
-        if not self._recency.owed:
-            return
-        db = self._db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            try:
-                self._recency.write_owed(db, now_micros())
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
-            self._recency.settle()
-        except sqlite3.DatabaseError as exc:
-            # Still owed: the next write transaction writes them first.
-            _log.warning("%s: could not order recent appends yet: %s", self._path, exc)
 
     def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
         """Return up to ``limit`` live sessions, most recently written first."""
@@ -709,9 +454,9 @@ class SQLiteStore(SQLStore):
                         (expected.pk, *scratchpad_values(scratchpad), now),
                     )
         except UnicodeEncodeError as exc:
-            raise _not_unicode(exc) from exc
+            raise not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
-            raise _failed(f"write {expected.id!r}", exc) from exc
+            raise failed(f"write {expected.id!r}", exc) from exc
         return written_row(expected, updated, now)
 
     # -- records ----------------------------------------------------------------------
