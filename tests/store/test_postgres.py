@@ -32,7 +32,8 @@ from plait.errors import (
 from plait.layout import branch
 from plait.records import Record, UserRecord
 from plait.store import SessionRow, open_store
-from plait.store.postgres import MIGRATIONS, PostgresStore, lock_key
+from plait.store._pglocks import lock_key
+from plait.store.postgres import MIGRATIONS, PostgresStore
 from tests.conftest import POSTGRES_URL
 
 URL = POSTGRES_URL or "postgresql://unset"
