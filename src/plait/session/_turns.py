@@ -52,6 +52,7 @@ DEFAULT_LOCK_TIMEOUT: Final = 10.0
 _FIRST_PAUSE: Final = 0.002
 _LONGEST_PAUSE: Final = 0.1
 
+
 class _Hold:
     """One session's holders on one store, and the mutex that orders them."""
 

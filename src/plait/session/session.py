@@ -39,14 +39,12 @@ from plait.records import (
 )
 from plait.render import LineageBox
 from plait.session import (
-    binding,
-    branching,
-    checkpoints,
     context,
     export,
     reading,
     writes,
 )
+from plait.session._branch_verbs import BranchVerbs
 from plait.session._head import Head
 from plait.session._rewind_verbs import RewindVerbs
 from plait.session._run_verbs import RunVerbs
@@ -54,7 +52,6 @@ from plait.session._values import (
     ScratchpadUpdate,
     Snapshot,
     check_count,
-    folder_path,
     json_object,
 )
 from plait.session._workspace_verbs import WorkspaceVerbs
@@ -68,7 +65,7 @@ if TYPE_CHECKING:
 __all__ = ["ChunkTable", "Session"]
 
 
-class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
+class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
     """A handle on one session: its transcript, lineage, title and scratchpad.
 
     Get one from a :class:`plait.Client` (``client.session``,
@@ -541,89 +538,6 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs):
                 opaque items of other formats are not sent.
         """
         return context.request_messages(self._head, reads)
-
-    # -- branching --------------------------------------------------------------------------
-
-    def _spawn(self, row: SessionRow, records: Iterable[Record] = ()) -> Session:
-        branch = self.host.handle(self.store.create(row, list(records)))
-        binding.share(self._head, branch.head)
-        return branch
-
-    def fork(
-        self, dst: str | None = None, *, workspace: str | os.PathLike[str] | None = None
-    ) -> Session:
-        """Branch from the current state: one new row sharing this transcript, no records.
-
-        Args:
-            dst: the branch's id (default: a new UUIDv7).
-            workspace: a folder for the branch's own copy of the files as they are now
-                (the branch's tools then work there; the parent's files are untouched).
-
-        Raises:
-            SessionNotFoundError: never stored. SessionExistsError: ``dst`` is taken.
-        """
-        if workspace is None:
-            return self._spawn(branching.fork_row(self._head, dst))
-        folder = folder_path(workspace)
-        checkpoint = self.workspace_checkpoint()
-        branch = self._spawn(branching.fork_row(self._head, dst))
-        return self._own_workspace(branch, folder, checkpoint)
-
-    def fork_at(
-        self,
-        keep_first: int,
-        dst: str | None = None,
-        *,
-        workspace: str | os.PathLike[str] | None = None,
-    ) -> Session:
-        """Branch keeping only the first ``keep_first`` messages in view (seed 003).
-
-        Args:
-            keep_first: how many messages the branch keeps.
-            dst: the branch's id.
-            workspace: a folder for the branch's own copy of the files as they were
-                after those messages (from the workspace checkpoints).
-        """
-        if workspace is None:
-            return self._spawn(branching.fork_at_row(self._head, keep_first, dst))
-        folder = folder_path(workspace)
-        row = self._head.fresh()
-        records = context.view(self._head, row)
-        # Refused before anything is written: no branch without its files.
-        checkpoint = checkpoints.checkpoint_at(records, check_count(keep_first, "keep_first"))
-        branch = self._spawn(branching.fork_at_row(self._head, keep_first, dst))
-        return self._own_workspace(branch, folder, checkpoint)
-
-    def _own_workspace(self, branch: Session, target: str, checkpoint: str | None) -> Session:
-        """Point ``branch`` at ``target`` (same backend and policy), filled from ``checkpoint``."""
-        if checkpoint is not None:
-            checkpoints.checkpoints_of(self.store).restore(target, checkpoint)
-        os.makedirs(target, exist_ok=True)
-        backend = self.sandbox_backend or "local"
-        return branch.to(backend, spec=target, policy=self.sandbox_policy)
-
-    def detach(self, dst: str | None = None) -> Session:
-        """Share this transcript in a new lineage root (``metadata["detached_from"]``)."""
-        return self._spawn(branching.detach_row(self._head, dst))
-
-    def merge(
-        self, *others: Session, dst: str | None = None, operator: str = "Session.merge"
-    ) -> Session:
-        """Join other branches into a new session whose parents are all of them.
-
-        The transcript is this session's (shared), then each other's records past
-        the prefix it shares with this one (copied), in the order given.
-
-        Args:
-            others: the sessions to join.
-            dst: the new session's id.
-            operator: the lineage operator recorded (``Session.run`` for a run's output).
-        """
-        for other in others:
-            if not isinstance(other, Session):
-                raise InvalidArgumentError(f"merge takes sessions, not {type(other).__name__}")
-        heads = [o.head for o in others]
-        return self._spawn(*branching.merge_rows(self._head, heads, dst, operator))
 
     # -- export -----------------------------------------------------------------------------
 
