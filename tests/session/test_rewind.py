@@ -224,3 +224,17 @@ def test_sigkill_during_rewinds_leaves_one_head_or_the_other(tmp_path: Path) -> 
                     assert len(store.read(row, 0, row.layout.end_seq)) == row.layout.end_seq
         finally:
             store.close()
+
+
+def test_deleting_a_hidden_head_keeps_what_the_session_still_reads(client: Client) -> None:
+    s = client.open("shared-rows")
+    _talk(s, 4)
+    first = s.rewind(3)  # the session reads the first 3 of the hidden head's rows
+    client.sessions.delete(first)
+    assert [m.text for m in client.sessions.get("shared-rows").history()] == ["q0", "a0", "q1"]
+    s.inject({"role": "assistant", "content": "a1 again"})
+    second = s.rewind(2)
+    s.undo_rewind(second)  # back on the row that reads the deleted head's rows
+    client.sessions.delete(s.hidden_heads()[0])
+    assert [m.text for m in client.sessions.get("shared-rows").history()][-1] == "a1 again"
+    assert client.store.integrity_check() == []
