@@ -44,3 +44,9 @@ def test_bad_durations_are_usage_errors(run: Run) -> None:
         assert bad.exit_code == 2 and "is not a duration" in bad.output
     blank = run("token", "create", "  ")
     assert blank.exit_code == 1 and "principal" in blank.stderr
+
+
+def test_a_minted_token_never_reads_as_an_option() -> None:
+    from plait.auth import new_token
+
+    assert not any(new_token().startswith("-") for _ in range(2000))

@@ -40,8 +40,15 @@ _UUID: Final = re.compile(
 
 
 def new_token() -> str:
-    """Return a new bearer token: 32 random bytes, URL-safe base64 (43 characters)."""
-    return secrets.token_urlsafe(TOKEN_BYTES)
+    """Return a new bearer token: 32 random bytes, URL-safe base64 (43 characters).
+
+    Never one that starts with ``-``: a command line would read it as an option
+    (``plait token expire -x...``), one token in 64 otherwise.
+    """
+    while True:
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        if not token.startswith("-"):
+            return token
 
 
 def token_hash(token: str) -> str:
