@@ -98,6 +98,8 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
     s = make_served(tmp_path, store=store)
     yield s
     s.client.close()
+    if store is not None:
+        store.close()  # the client closes only a store it opened (each holds connections)
 
 
 @pytest.fixture

@@ -66,6 +66,7 @@ class App:
     """An app with tools, a scripted tool-calling model per run, and bearer tokens."""
 
     def __init__(self, store: Store, ws: Path, **options: Any) -> None:
+        self.store = store
         self.client = Client(ws, store=store)
         self.providers: list[ScriptedProvider] = []
         self.script: tuple[str, dict[str, Any]] = ("probe", {})
@@ -85,6 +86,7 @@ class App:
 
     def close(self) -> None:
         self.client.close()
+        self.store.close()  # the client closes only a store it opened
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=needs_postgres)])
