@@ -35,21 +35,11 @@ __all__ = [
     "system_prompt",
 ]  # re-exported
 
-_NOT_IN_HISTORY = frozenset({"event", "system", "opaque"})
+_NOT_IN_HISTORY = frozenset({"event", "system"})
 
 
-def _message(record: Record, reads: Collection[str]) -> Message | None:
-    """The message of a record a history shows, or None (an opaque item nobody reads)."""
-    if isinstance(record, OpaqueRecord):
-        if record.format not in reads:
-            return None
-        return Message("opaque", "", seq=record.seq, item=record.item, format=record.format)
-    return Message.from_record(record)
-
-
-def _shown(
-    records: Sequence[Record], reads: Collection[str], skip: frozenset[str]
-) -> list[Message]:
+def _shown(records: Sequence[Record], reads: Collection[str]) -> list[Message]:
+    """The messages of ``records`` a history shows: an opaque item only to its readers."""
     out: list[Message] = []
     add = out.append
     view = Message.from_record
@@ -57,14 +47,13 @@ def _shown(
     with collector_paused():
         for r in records:
             kind = r.kind
-            if kind in skip:
-                if not (reads and kind == "opaque"):
-                    continue
-                m = _message(r, reads)
-                if m is not None:
-                    add(m)
-            else:
-                add(view(r))
+            if kind in _NOT_IN_HISTORY:
+                continue
+            if kind == "opaque":
+                if isinstance(r, OpaqueRecord) and r.format in reads:
+                    add(Message("opaque", "", seq=r.seq, item=r.item, format=r.format))
+                continue
+            add(view(r))
     return out
 
 
@@ -81,7 +70,7 @@ def history(records: Sequence[Record], reads: Collection[str] = ()) -> list[Mess
     if summary is None:
         return full_history(records, reads)
     after = [r for r in records if r.seq >= summary.folds_to and r.kind != "summary"]
-    return [Message.from_record(summary), *_shown(after, reads, _NOT_IN_HISTORY)]
+    return [Message.from_record(summary), *_shown(after, reads)]
 
 
 def full_history(records: Sequence[Record], reads: Collection[str] = ()) -> list[Message]:
@@ -92,7 +81,7 @@ def full_history(records: Sequence[Record], reads: Collection[str] = ()) -> list
     """
     hidden = hidden_summaries(records)
     kept = [r for r in records if not (isinstance(r, SummaryRecord) and r.seq in hidden)]
-    return _shown(kept, reads, _NOT_IN_HISTORY)
+    return _shown(kept, reads)
 
 
 def system_prompt(records: Sequence[Record]) -> str | None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, Final, Literal, TypeAlias
 
+from plait._checks import check_int
 from plait.context._tokens import Encoding, bare_model_name, check_encoding, encoding_for
 from plait.errors import InvalidArgumentError, UnknownOptionError
 
@@ -64,13 +65,7 @@ _MAX_WINDOW: Final = 100_000_000
 
 
 def _count(name: str, value: object, lo: int, hi: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an int, not {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise InvalidArgumentError(f"{name} must be between {lo} and {hi}, got {value}")
-    return value
+    return None if value is None else check_int(value, name, lo=lo, hi=hi)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Final
 
+from plait._checks import check_int
 from plait.errors import InvalidArgumentError, UnknownOptionError
 from plait.providers.base import Request, ToolSpec
 from plait.records import JSONValue, Message, dumps
@@ -37,13 +38,7 @@ def _number(name: str, value: object, lo: float, hi: float) -> float | None:
 
 
 def _integer(name: str, value: object, lo: int, hi: int) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"{name} must be an int, not {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise InvalidArgumentError(f"{name} must be between {lo} and {hi}, got {value}")
-    return value
+    return None if value is None else check_int(value, name, lo=lo, hi=hi)
 
 
 @dataclass(frozen=True, slots=True)
