@@ -19,6 +19,7 @@ from plait.errors import (
 )
 from plait.layout import Layout
 from plait.records import JSONValue, record_from_message
+from plait.run.worker import StoreWorker
 from plait.session import _turns
 from plait.session._turns import WriterLockMode
 from plait.session._values import clean_title, json_object
@@ -50,6 +51,8 @@ class SessionHost:
         self.workspace: str = workspace
         self.runs: RunBoard = RunBoard()
         """The runs in progress on this host's sessions, their subscribers and caches."""
+        self.store_calls: StoreWorker = StoreWorker()
+        """Where code on an event loop (a run, the server) makes this host's store calls."""
         self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._current: Session | None = None
         self._handles_lock = threading.Lock()
