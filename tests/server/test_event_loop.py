@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi", reason="the [server] extra is not installed")
-blockbuster = pytest.importorskip("blockbuster", reason="blockbuster is in the [test] extra")
+pytest.importorskip("blockbuster", reason="blockbuster is in the [test] extra")
 
+import blockbuster
 import httpx
 import uvicorn
 

@@ -30,6 +30,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
+from functools import partial
 from typing import Any, Final, Protocol, Unpack
 
 from plait._time import now_micros
@@ -226,15 +227,17 @@ async def _steps(
     for step in range(1, spec.max_steps + 1):
         for message in run.take_steering():
             await add({"role": "user", "content": message, "meta": {"steered": True}})
-        reserve = settings.max_tokens
-        if await calls.run(
-            lambda: session.compaction_due(
-                model=provider.model, tools=specs, declared=declared, reserve=reserve
-            )
-        ):
+        due = partial(
+            session.compaction_due,
+            model=provider.model,
+            tools=specs,
+            declared=declared,
+            reserve=settings.max_tokens,
+        )
+        if await calls.run(due):
             await compact()  # seed 001: at the model's compact_percent, by itself
-        reads = reads_formats(provider)
-        request = settings.request(await calls.run(lambda: session.request_messages(reads)), specs)
+        messages = await calls.run(partial(session.request_messages, reads_formats(provider)))
+        request = settings.request(messages, specs)
         tee = _Tee(provider, run)
         started = now_micros()
         try:
@@ -269,7 +272,7 @@ async def _steps(
                 if isinstance(value, int):
                     usage[key] = usage.get(key, 0) + value
         pending = list(reply.tool_calls)
-        before = len(appended)
+        so_far = len(appended)
         try:
             await add(
                 {
@@ -281,7 +284,7 @@ async def _steps(
             )
         except asyncio.CancelledError:
             # Cancelled while the reply was written: its calls are answered as interrupted.
-            if len(appended) > before and pending:
+            if len(appended) > so_far and pending:
                 await interrupted(pending)
             raise
         reply_text = reply.text
@@ -338,7 +341,7 @@ async def _steps(
                 "during": "tools",
                 "error": type(exc).__name__,
             }
-            await calls.run(lambda: session.log_event("run_interrupted", data))
+            await calls.run(partial(session.log_event, "run_interrupted", data))
             raise
         run.emit(IterationEnd(step, session.id))
     return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)

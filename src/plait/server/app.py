@@ -268,12 +268,12 @@ def create_app(
         try:
             yield
         finally:
-            feed.stop()
+            await asyncio.to_thread(feed.stop)  # it waits for the feed's thread
             for entry in tuple(state.runs.values()):
                 entry.cancel()
             state.hub.close_all()
             if state.owns_client:
-                client.close()
+                await asyncio.to_thread(client.close)
 
     app = FastAPI(
         title="plait",
@@ -299,7 +299,7 @@ def create_app(
             return await call_next(request)
         finally:
             if request.method not in ("GET", "HEAD", "OPTIONS"):
-                state.client.release_idle()
+                await state.call(state.client.release_idle)
 
     _install_errors(app)
     routers = [m.router for m in (sessions, runs, approvals, events, live, auth)]

@@ -114,8 +114,10 @@ class RequestGuard:
             await self._app(scope, receive, send)
             return
         if self._guarded(scope):
-            found = authenticate(
-                _bearer(scope), static_keys=self._state.api_keys, sessions=self._state.bearers
+            given = _bearer(scope)
+            state = self._state
+            found = await state.call(
+                lambda: authenticate(given, static_keys=state.api_keys, sessions=state.bearers)
             )
             if found is None:
                 why = "a valid bearer credential is required"
