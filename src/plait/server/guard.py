@@ -25,7 +25,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from plait.auth import authenticate
 from plait.server.errors import error_body
 from plait.server.state import CALLER_KEY, ServerState, caller
 
@@ -114,11 +113,7 @@ class RequestGuard:
             await self._app(scope, receive, send)
             return
         if self._guarded(scope):
-            given = _bearer(scope)
-            state = self._state
-            found = await state.call(
-                lambda: authenticate(given, static_keys=state.api_keys, sessions=state.bearers)
-            )
+            found = await self._state.authenticate(_bearer(scope))
             if found is None:
                 why = "a valid bearer credential is required"
                 await _refuse(scope, receive, send, 401, "unauthorized", why)

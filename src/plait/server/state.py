@@ -125,6 +125,18 @@ class ServerState:
         """
         return await self.client.store_calls.run(fn)
 
+    async def authenticate(self, bearer: str | None) -> Authenticated | None:
+        """Who ``bearer`` stands for: a static key, checked here, else a durable session.
+
+        Only a durable session is a store call (made on the store worker).
+        """
+        found = authenticate(bearer, static_keys=self.api_keys)
+        if found is not None or bearer is None:
+            return found
+        return await self.call(
+            lambda: authenticate(bearer, static_keys=self.api_keys, sessions=self.bearers)
+        )
+
     def provider_for_run(self) -> Provider | str | None:
         """The provider a new run uses (a factory is called once per run)."""
         source = self.provider
@@ -220,15 +232,7 @@ async def caller(
         return checked
     state = server_state(request)
     token = credentials.credentials if credentials is not None else None
-    found = (
-        await state.call(
-            lambda: authenticate(
-                f"Bearer {token}", static_keys=state.api_keys, sessions=state.bearers
-            )
-        )
-        if token
-        else None
-    )
+    found = await state.authenticate(f"Bearer {token}") if token else None
     if found is None:
         raise ApiError(401, "unauthorized", "a valid bearer credential is required")
     return found

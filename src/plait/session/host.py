@@ -216,6 +216,11 @@ class SessionHost:
         """Whether a handle of this host holds the session's writer lock (False for a non-id)."""
         return isinstance(session_id, str) and session_id in self._locked
 
+    @property
+    def idle_locks(self) -> bool:
+        """Whether :meth:`release_idle` has a lock to give up (a cheap check, no store call)."""
+        return any(not self.runs.running(i) for i in tuple(self._locked))
+
     def release_idle(self) -> int:
         """Give up the writer locks of this host's sessions that have no run in progress.
 

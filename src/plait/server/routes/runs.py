@@ -83,26 +83,35 @@ def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None
 
 
 async def _started(
-    state: ServerState, session: Session, who: Writer, start: Callable[[], Run], run_id: str
-) -> Run:
-    """Start a run on the store worker and launch it here, even if the request is cancelled.
+    state: ServerState,
+    session_id: str,
+    client_id: str | None,
+    who: Writer,
+    start: Callable[[Session, str], Run],
+) -> tuple[Session, str]:
+    """Check the caller may drive the session, start a run, and launch it here.
 
-    The checks and the first writes are store calls; a run made there is already on
-    the session's board, so it is launched whatever happens to the request.
+    The checks and the first writes are store calls, made in one call on the store
+    worker; a run made there is already on the session's board, so it is launched
+    whatever happens to the request meanwhile.
+
+    Returns:
+        The session and the run's id.
     """
-    run, cancelled = await state.client.store_calls.run_through(
-        lambda: _made(session, who, start)
-    )
+    run_id = new_id()
+
+    def made() -> tuple[Session, Run]:
+        session = state.session(session_id)
+        state.check_driver(session, client_id, who)
+        act_for(session, who)
+        return session, start(session, run_id)
+
+    (session, run), cancelled = await state.client.store_calls.run_through(made)
     with entered(session):
         _launch(state, session, run, run_id)
     if cancelled is not None:
         raise cancelled
-    return run
-
-
-def _made(session: Session, who: Writer, start: Callable[[], Run]) -> Run:
-    act_for(session, who)
-    return start()
+    return session, run_id
 
 
 async def stream_events(
@@ -175,17 +184,17 @@ async def start_run(
     its tool calls wait for the controller's approval when one is attached.
     """
     state = server_state(request)
-    session = await _driven(state, session_id, body.client_id, who)
+    # Watched (and the run's own stream joined) before the run starts: it misses nothing.
     await state.hub.watch(session_id)
     sub = (await state.hub.open(session_id, None))[1] if body.stream else None
-    run_id = new_id()
     provider = state.provider_for_run()
     try:
-        await _started(
+        session, run_id = await _started(
             state,
-            session,
+            session_id,
+            body.client_id,
             who,
-            lambda: session.stream(
+            lambda session, run_id: session.stream(
                 body.text,
                 provider=provider,
                 tools=state.tools,
@@ -194,7 +203,6 @@ async def start_run(
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
             ),
-            run_id,
         )
     except BaseException:
         if sub is not None:
@@ -240,17 +248,16 @@ async def resume_run(
 ) -> JSONResponse | StreamingResponse:
     """Pick up an interrupted request (seed 001 ``resume``); 409 ``nothing_to_do`` if none."""
     state = server_state(request)
-    session = await _driven(state, session_id, body.client_id, who)
     await state.hub.watch(session_id)
     sub = (await state.hub.open(session_id, None))[1] if body.stream else None
-    run_id = new_id()
     provider = state.provider_for_run()
     try:
-        await _started(
+        session, run_id = await _started(
             state,
-            session,
+            session_id,
+            body.client_id,
             who,
-            lambda: session.resume_stream(
+            lambda session, run_id: session.resume_stream(
                 provider=provider,
                 tools=state.tools,
                 on_approval=approver(state, session, run_id),
@@ -258,7 +265,6 @@ async def resume_run(
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
             ),
-            run_id,
         )
     except BaseException:
         if sub is not None:
