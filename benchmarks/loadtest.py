@@ -3,8 +3,9 @@
 ``make loadtest`` runs it against SQLite and PostgreSQL (PostgreSQL when
 ``PLAIT_TEST_POSTGRES_URL`` is set, else it says why it skips). For each store:
 
-1. a server (the real application under uvicorn) starts in a child process on a
-   loopback port, on a fresh store, with an endless scripted model (each reply
+1. a server (the real application, under uvicorn as ``plait serve`` runs it) starts
+   in a child process on a loopback port, on a fresh store, with an endless scripted
+   model (each reply
    streams in a few text deltas) and no tools;
 2. ``--writers`` sessions are created; ``--observers`` event streams
    (``GET /sessions/{id}/events?after=-1``) are spread over them;
@@ -90,6 +91,7 @@ class LagProbe:
 
     def __init__(self, app: Any) -> None:
         self.app = app
+        self.state = app.state  # what plait's serving reads (the hub, to end its streams)
         self.lags: list[float] = []
         self.task: asyncio.Task[None] | None = None
 
@@ -118,10 +120,9 @@ class LagProbe:
 
 
 def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from plait import Client
     from plait.server import create_app
+    from plait.server.serving import serve_app
 
     if args.kind == "postgres":
         from plait.store.postgres import PostgresStore
@@ -136,14 +137,8 @@ def serve(args: argparse.Namespace) -> None:
     app = create_app(
         client, api_keys={KEY: "loadtest"}, provider=model, ping_interval=1.0, max_queue=100_000
     )
-    uvicorn.run(
-        LagProbe(app),
-        host="127.0.0.1",
-        port=args.port,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-        backlog=1024,
-    )
+    # As `plait serve` runs it (its connection limits, its process settings).
+    serve_app(LagProbe(app), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 # -- the load (parent process) ----------------------------------------------------------
