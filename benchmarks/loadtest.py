@@ -5,8 +5,7 @@
 
 1. a server (the real application, under uvicorn as ``plait serve`` runs it) starts
    in a child process on a loopback port, on a fresh store, with an endless scripted
-   model (each reply
-   streams in a few text deltas) and no tools;
+   model (each reply streams in a few text deltas) and no tools;
 2. ``--writers`` sessions are created; ``--observers`` event streams
    (``GET /sessions/{id}/events?after=-1``) are spread over them;
 3. each writer runs requests on its session back to back for ``--seconds``
