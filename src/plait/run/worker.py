@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,13 +42,16 @@ class StoreWorker:
 
     def __init__(self) -> None:
         self._pool: ThreadPoolExecutor | None = None
+        self._pid = 0
         self._lock = threading.Lock()
         self._thread: int | None = None
 
     def _submit(self, fn: Callable[[], _T]) -> Future[_T]:
         with self._lock:
-            if self._pool is None:
+            # A forked child inherits the pool but not its thread: it starts its own.
+            if self._pool is None or self._pid != os.getpid():
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_NAME)
+                self._pid = os.getpid()
             pool = self._pool
         context = contextvars.copy_context()
         return pool.submit(self._enter, context, fn)
