@@ -153,10 +153,42 @@ async def _drive(http: httpx.AsyncClient) -> dict[str, Any]:
             if event["event"] == "run_end":
                 break
     await asyncio.wait_for(observer, 30)
-    for path in ("", "/history", "/records", "/context", "/clients", "/runs/current"):
-        (await http.get(f"/sessions/{sid}{path}")).raise_for_status()
-    (await http.get("/sessions")).raise_for_status()
+    await _the_other_routes(http, sid)
     return {"ran": ran, "observed": observed}
+
+
+async def _the_other_routes(http: httpx.AsyncClient, sid: str) -> None:
+    """Reads and writes outside a run, each through the store, and a durable credential."""
+    url = f"/sessions/{sid}"
+    for path in ("", "/history", "/records", "/context", "/clients", "/runs/current"):
+        (await http.get(url + path)).raise_for_status()
+    for path in ("/lineage", "/approvals", "/model-settings", "/export?format=md"):
+        (await http.get(url + path)).raise_for_status()
+    (await http.get("/sessions")).raise_for_status()
+    writes: list[tuple[str, str, dict[str, Any]]] = [
+        ("POST", f"{url}/clients/ui/heartbeat", {}),
+        ("POST", f"{url}/clients/ui/release", {}),
+        ("PATCH", url, {"title": "renamed"}),
+        ("PUT", f"{url}/model-settings", {"model_settings": {"temperature": 0.5}}),
+        ("POST", f"{url}/messages", {"messages": [{"role": "user", "content": "hi"}]}),
+        ("POST", f"{url}/fork", {}),
+        ("POST", f"{url}/fork_at", {"keep_first": 1}),
+        ("POST", f"{url}/compact", {"dry_run": True, "keep_last": 1}),
+        ("POST", f"{url}/compact", {"keep_last": 1}),
+        ("POST", f"{url}/uncompact", {}),
+        ("POST", f"{url}/rewind", {"keep_first": 2}),
+        ("POST", f"{url}/rewind", {"undo": True}),
+        ("POST", f"{url}/close", {}),
+    ]
+    for method, path, body in writes:
+        answer = await http.request(method, path, json=body)
+        assert answer.status_code in (200, 201), (path, answer.text)
+    minted = await http.post("/auth/sessions", json={"principal": "p", "ttl_seconds": 60})
+    token = minted.raise_for_status().json()["id"]
+    durable = {"Authorization": f"Bearer {token}"}
+    (await http.get("/auth/whoami", headers=durable)).raise_for_status()
+    (await http.get(url, headers=durable)).raise_for_status()
+    (await http.delete("/auth/sessions/current", headers=durable)).raise_for_status()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=needs_postgres)])
