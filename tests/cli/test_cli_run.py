@@ -118,7 +118,8 @@ def test_reasoning_is_shown_apart_from_the_reply(
     from plait.providers import Finish, ReasoningDelta, TextDelta
 
     s = conversation(api)
-    model.add([ReasoningDelta("Weighing "), ReasoningDelta("it up."), TextDelta("42."), Finish("stop")])
+    thought = [ReasoningDelta("Weighing "), ReasoningDelta("it up.")]
+    model.add([*thought, TextDelta("42."), Finish("stop")])
     result = run("run", "the answer?", "--session", s.id)
     assert result.exit_code == 0, result.output
     assert "Weighing it up." in result.stderr and "Weighing" not in result.stdout

@@ -261,6 +261,9 @@ def run_turn(
     """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid.
 
     Args:
+        out: where the reply, tool calls and notices are printed.
+        start: starts the run (called inside the interruptible part).
+        approver: asked before each tool call; it is told the run while it lasts.
         thinking: where the model's reasoning goes (default: ``out``).
 
     Returns:
