@@ -169,17 +169,24 @@ async def _steps(
         return record
 
     async def interrupted(pending: Sequence[ToolCall]) -> None:
+        # Every call gets its result, even when the run is cancelled again meanwhile.
+        again: asyncio.CancelledError | None = None
         for call in pending:
-            await add(
-                {
-                    "role": "tool",
-                    "tool_call_id": call.id,
-                    "tool_name": call.name,
-                    "content": INTERRUPTED,
-                    "ok": False,
-                    "meta": {"interrupted": True},
-                }
-            )
+            try:
+                await add(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "tool_name": call.name,
+                        "content": INTERRUPTED,
+                        "ok": False,
+                        "meta": {"interrupted": True},
+                    }
+                )
+            except asyncio.CancelledError as exc:  # raised once its write ended
+                again = again or exc
+        if again is not None:
+            raise again
 
     info = await calls.run(session.resumable)
     if info is not None and info.kind == "recover_tools":
