@@ -31,7 +31,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from functools import partial
-from typing import Any, Final, Protocol, Unpack
+from typing import Any, Final, Protocol, TypeVar, Unpack
 
 from plait._time import now_micros
 from plait.compaction import (
@@ -51,7 +51,7 @@ from plait.providers import (
     declared_limits,
     reads_formats,
 )
-from plait.records import JSONValue, Record, ToolCall
+from plait.records import JSONValue, Message, Record, ToolCall
 from plait.run.events import (
     Approval,
     IterationEnd,
@@ -72,6 +72,8 @@ from plait.tools import Tool, ToolContext, ToolOutcome, open_tools
 __all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
 
 _log = logging.getLogger("plait")
+
+_T = TypeVar("_T")
 
 INTERRUPTED: Final = (
     "interrupted: the run stopped while this tool call was pending; it may or may not "
@@ -160,43 +162,50 @@ async def _steps(
 ) -> RunResult:
     appended: list[Record] = []
 
-    async def add(message: dict[str, JSONValue]) -> Record:
-        record, cancelled = await calls.run_through(lambda: session.inject(message))
-        appended.append(record)
-        run.emit(RecordAdded(record))
+    async def in_one_call(job: Callable[[Callable[[dict[str, JSONValue]], Record]], _T]) -> _T:
+        """Run ``job`` in one store call, with the append it is given; report what it appended.
+
+        A hop to the worker costs more than most store calls, so the appends and reads
+        of one step share one. The records are reported even when the job fails or the
+        run is cancelled meanwhile; then the failure (or the cancellation) goes on.
+        """
+        written: list[Record] = []
+
+        def inject(message: dict[str, JSONValue]) -> Record:
+            record = session.inject(message)
+            written.append(record)
+            return record
+
+        try:
+            value, cancelled = await calls.run_through(lambda: job(inject))
+        finally:
+            for record in written:
+                appended.append(record)
+                run.emit(RecordAdded(record))
         if cancelled is not None:
             raise cancelled
-        return record
+        return value
+
+    async def add(message: dict[str, JSONValue]) -> Record:
+        return await in_one_call(lambda inject: inject(message))
 
     async def interrupted(pending: Sequence[ToolCall]) -> None:
-        # Every call gets its result, even when the run is cancelled again meanwhile.
-        again: asyncio.CancelledError | None = None
-        for call in pending:
-            try:
-                await add(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "tool_name": call.name,
-                        "content": INTERRUPTED,
-                        "ok": False,
-                        "meta": {"interrupted": True},
-                    }
-                )
-            except asyncio.CancelledError as exc:  # raised once its write ended
-                again = again or exc
-        if again is not None:
-            raise again
+        # One call: every pending call gets its result, even if the run is cancelled again.
+        await in_one_call(lambda inject: [inject(_interrupted(call)) for call in pending])
 
-    info = await calls.run(session.resumable)
-    if info is not None and info.kind == "recover_tools":
-        await interrupted(info.missing)
-    if spec.text is not None:
-        await add({"role": "user", "content": spec.text})
-    elif info is None:
-        raise NothingToDoError(f"session {session.id} was not interrupted")
-    elif info.kind == "continue_response":
-        await add({"role": "user", "content": CONTINUE, "meta": {"resume": "continue_response"}})
+    def begin(inject: Callable[[dict[str, JSONValue]], Record]) -> None:
+        info = session.resumable()
+        if info is not None and info.kind == "recover_tools":
+            for call in info.missing:
+                inject(_interrupted(call))
+        if spec.text is not None:
+            inject({"role": "user", "content": spec.text})
+        elif info is None:
+            raise NothingToDoError(f"session {session.id} was not interrupted")
+        elif info.kind == "continue_response":
+            inject({"role": "user", "content": CONTINUE, "meta": {"resume": "continue_response"}})
+
+    await in_one_call(begin)
 
     provider = spec.provider
     by_name = {t.name: t for t in tools}
@@ -231,9 +240,11 @@ async def _steps(
     declared = await declared_limits(provider)
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
+    reads = reads_formats(provider)
     for step in range(1, spec.max_steps + 1):
-        for message in run.take_steering():
-            await add({"role": "user", "content": message, "meta": {"steered": True}})
+        steered: list[dict[str, JSONValue]] = [
+            {"role": "user", "content": m, "meta": {"steered": True}} for m in run.take_steering()
+        ]
         due = partial(
             session.compaction_due,
             model=provider.model,
@@ -241,9 +252,21 @@ async def _steps(
             declared=declared,
             reserve=settings.max_tokens,
         )
-        if await calls.run(due):
+
+        def prepare(
+            inject: Callable[[dict[str, JSONValue]], Record],
+            steered: list[dict[str, JSONValue]] = steered,
+            due: Callable[[], bool] = due,
+        ) -> list[Message] | None:
+            """The steering appended, then the request's messages (None: compact first)."""
+            for message in steered:
+                inject(message)
+            return None if due() else session.request_messages(reads)
+
+        messages = await in_one_call(prepare)
+        if messages is None:
             await compact()  # seed 001: at the model's compact_percent, by itself
-        messages = await calls.run(partial(session.request_messages, reads_formats(provider)))
+            messages = await calls.run(partial(session.request_messages, reads))
         request = settings.request(messages, specs)
         tee = _Tee(provider, run)
         started = now_micros()
@@ -352,6 +375,18 @@ async def _steps(
             raise
         run.emit(IterationEnd(step, session.id))
     return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)
+
+
+def _interrupted(call: ToolCall) -> dict[str, JSONValue]:
+    """The result of a call its run stopped before it had one."""
+    return {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "content": INTERRUPTED,
+        "ok": False,
+        "meta": {"interrupted": True},
+    }
 
 
 async def _cut_off(
