@@ -89,7 +89,7 @@ from plait.store._rows import (
     ROW_COLUMNS,
     SEQ_BITS,
     SEQ_MAX,
-    bases_text,
+    prefix_text,
     row_values,
     scratchpad_values,
 )
@@ -161,6 +161,10 @@ class PostgresStore(PgConnection):
         # cannot hold the NUL SQLite's tombstones use).
         tombstone="deleted = true, id = chr(1) || pk",
         row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
+        # A lateral point read per step: without statistics (a new schema, autovacuum
+        # off) the planner joins the walk to a scan of every edge, once per step.
+        first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
+        "WHERE child_id = up.id AND ord = 0 LIMIT 1) l",
     )
 
     def __init__(
@@ -248,10 +252,13 @@ class PostgresStore(PgConnection):
         from psycopg import errors as pgerrors
 
         mpos = first_mpos(row, records)
-        owners = sorted({owner for owner, _ in row.layout.bases})
+        bases = row.layout.bases
+        owners = sorted({owner for owner, _ in bases})
         now = now_micros()
+        values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
         params: dict[str, Any] = {
-            "owners": owners,
+            # As an array literal: psycopg's list dumper costs a millisecond per thousand.
+            "owners": f"{{{','.join(map(str, owners))}}}",
             "n_owners": len(owners),
             "id": row.id,
             "workspace": row.workspace,
@@ -259,10 +266,10 @@ class PostgresStore(PgConnection):
             "parent_ids": dumps(list(row.parent_ids)),
             "lineage_operator": row.lineage_operator,
             "branched_at": row.branched_at,
-            **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
+            **values,
             "parents": list(dict.fromkeys(row.parent_ids)),
-            "last_owner": row.layout.bases[-1][0] if row.layout.bases else None,
-            "prefix": bases_text(row.layout.bases[:-1]),
+            "last_owner": bases[-1][0] if bases else None,
+            "prefix": prefix_text(bases, values["bases"]) if bases else "[]",
             **record_arrays(records, mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:

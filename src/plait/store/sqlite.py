@@ -235,7 +235,8 @@ class SQLiteStore(LiteConnection):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                found = owners_found(db, row.layout.bases)
+                values = row_values(row)
+                found = owners_found(db, row.layout.bases, values[1])
                 if found is None:
                     raise SessionNotFoundError(
                         row.parent_ids[0] if row.parent_ids else row.id,
@@ -251,9 +252,9 @@ class SQLiteStore(LiteConnection):
                     row.branched_at,
                 )
                 if self._links:
-                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *values))
                 else:
-                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *values))
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
