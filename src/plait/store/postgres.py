@@ -78,8 +78,8 @@ from plait.store._pgsql import (
     CREATE,
     CREATE_UNLINKED,
     HEAD,
+    KEPT,
     READ,
-    REFERENCED,
     SELECT_ROW,
     WRITE,
     WRITE_UNLINKED,
@@ -253,13 +253,9 @@ class PostgresStore(PgConnection):
 
         mpos = first_mpos(row, records)
         bases = row.layout.bases
-        owners = sorted({owner for owner, _ in bases})
         now = now_micros()
         values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
         params: dict[str, Any] = {
-            # As an array literal: psycopg's list dumper costs a millisecond per thousand.
-            "owners": f"{{{','.join(map(str, owners))}}}",
-            "n_owners": len(owners),
             "id": row.id,
             "workspace": row.workspace,
             "now": now,
@@ -510,25 +506,27 @@ class PostgresStore(PgConnection):
                 current = locked[0]
 
     def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Drop every tombstone no live layout reads, reading every layout.
+        """Drop every tombstone no kept layout lists, reading every layout.
 
         Lock the candidates first, then look again: a fork that locked one of them
-        (``FOR KEY SHARE``, see ``CREATE``) has committed by then and is seen by
-        the second look (a fresh snapshot); a fork that comes later waits for this
-        transaction and then finds its source gone.
+        (see ``CREATE``) has committed by then and is seen by the second look (a
+        fresh snapshot); a fork that comes later waits for this transaction and
+        then finds its source gone. A branch being created locks only its source:
+        its other owners are its source's, kept with it (see :data:`KEPT`), or,
+        when its source is a candidate, the first look waits for the branch.
         """
         candidates = [
             int(r[0])
             for r in conn.execute(
-                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({REFERENCED}) "
-                "ORDER BY pk FOR UPDATE"
+                f"{KEPT} SELECT pk FROM sessions WHERE deleted "
+                "AND pk NOT IN (SELECT pk FROM kept) ORDER BY pk FOR UPDATE"
             ).fetchall()
         ]
         if not candidates:
             return
         conn.execute(
-            f"WITH garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
-            f"AND deleted AND pk NOT IN ({REFERENCED})), "
+            f"{KEPT}, garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
+            "AND deleted AND pk NOT IN (SELECT pk FROM kept)), "
             "gone AS (DELETE FROM records r USING garbage g "
             "WHERE r.key >= (g.pk << 32) AND r.key < ((g.pk + 1) << 32)) "
             "DELETE FROM sessions WHERE pk IN (SELECT pk FROM garbage)",
