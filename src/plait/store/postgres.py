@@ -161,6 +161,7 @@ class PostgresStore(PgConnection):
         # cannot hold the NUL SQLite's tombstones use).
         tombstone="deleted = true, id = chr(1) || pk",
         row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
+        by_bytes=' COLLATE "C"',
         # A lateral point read per step: without statistics (a new schema, autovacuum
         # off) the planner joins the walk to a scan of every edge, once per step.
         first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
