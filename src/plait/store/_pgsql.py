@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
-from plait.store._rows import SEQ_MAX
+from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 __all__ = [
     "APPEND",
@@ -26,6 +26,7 @@ __all__ = [
     "SELECT_ROW",
     "WRITE",
     "WRITE_UNLINKED",
+    "key_ranges",
     "record_arrays",
 ]
 
@@ -203,6 +204,17 @@ READ: Final = (
     "ORDER BY key LIMIT g.hi - g.lo) r "
     "ORDER BY g.n, r.key"
 )
+
+
+def key_ranges(parts: Sequence[tuple[int, int, int]]) -> tuple[str, str]:
+    """The ``READ`` parameters of segments ``(owner, lo, hi)``: two bigint array literals.
+
+    Literals, not lists: psycopg's list dumper costs about a microsecond an element,
+    and a tail deep in a chain of branches has a segment per record.
+    """
+    los = ",".join(str((owner << SEQ_BITS) | a) for owner, a, _ in parts)
+    his = ",".join(str((owner << SEQ_BITS) | b) for owner, _, b in parts)
+    return f"{{{los}}}", f"{{{his}}}"
 
 
 def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:

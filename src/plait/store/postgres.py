@@ -83,11 +83,11 @@ from plait.store._pgsql import (
     SELECT_ROW,
     WRITE,
     WRITE_UNLINKED,
+    key_ranges,
     record_arrays,
 )
 from plait.store._rows import (
     ROW_COLUMNS,
-    SEQ_BITS,
     SEQ_MAX,
     prefix_text,
     row_values,
@@ -115,7 +115,6 @@ Applied each in one transaction under an advisory lock.
 """
 
 
-_SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
@@ -162,8 +161,7 @@ class PostgresStore(PgConnection):
         tombstone="deleted = true, id = chr(1) || pk",
         row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
         by_bytes=' COLLATE "C"',
-        # A lateral point read per step: without statistics (a new schema, autovacuum
-        # off) the planner joins the walk to a scan of every edge, once per step.
+        # A point read per step: without statistics the planner scans every edge per step.
         first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
         "WHERE child_id = up.id AND ord = 0 LIMIT 1) l",
     )
@@ -399,13 +397,9 @@ class PostgresStore(PgConnection):
         if not parts:
             self._check_open()
             return out
-        # As array literals: psycopg's list dumper costs a microsecond an element, and a
-        # tail deep in a chain of branches has a range per record.
-        los = ",".join(str((owner << _SHIFT) | a) for owner, a, _ in parts)
-        his = ",".join(str((owner << _SHIFT) | b) for owner, _, b in parts)
         counts = [0] * len(parts)
         with self._conn(f"read {row.id!r}") as conn, collector_paused():
-            cursor = conn.execute(READ, (f"{{{los}}}", f"{{{his}}}"))
+            cursor = conn.execute(READ, key_ranges(parts))
             # Decoded a batch at a time: the read holds its records and one batch of rows.
             while rows := cursor.fetchmany(_READ_BATCH):
                 for r in rows:
@@ -511,12 +505,10 @@ class PostgresStore(PgConnection):
     def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         """Drop every tombstone no kept layout lists, reading every layout.
 
-        Lock the candidates first, then look again: a fork that locked one of them
-        (see ``CREATE``) has committed by then and is seen by the second look (a
-        fresh snapshot); a fork that comes later waits for this transaction and
-        then finds its source gone. A branch being created locks only its source:
-        its other owners are its source's, kept with it (see :data:`KEPT`), or,
-        when its source is a candidate, the first look waits for the branch.
+        Lock the candidates first, then look again: a fork that locked one (its
+        source, see ``CREATE``) has committed by then and is seen by the second look
+        (a fresh snapshot); a later one waits, then finds its source gone. The
+        source's owners are kept with it (:data:`KEPT`), so they need no lock.
         """
         candidates = [
             int(r[0])
