@@ -22,6 +22,7 @@ from typing import Any
 
 from plait._checks import check_json
 from plait.errors import StoreCorruptError
+from plait.records._messages import Message, build_message
 from plait.records._model import (
     AssistantRecord,
     EventRecord,
@@ -35,7 +36,14 @@ from plait.records._model import (
     UserRecord,
 )
 
-__all__ = ["collector_paused", "decode_record", "decode_rows", "encode_payload"]
+__all__ = [
+    "MESSAGE_KINDS",
+    "collector_paused",
+    "decode_record",
+    "decode_rows",
+    "decode_view_rows",
+    "encode_payload",
+]
 
 _ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
 _PLAIN_KINDS = frozenset({"system", "user", "assistant"})
@@ -254,6 +262,65 @@ def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) ->
                 )
             )
         return out
+
+
+MESSAGE_KINDS: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+"""Kinds whose view is a :class:`Message` of the record alone (a summary's needs its folds)."""
+_ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
+"""Each plain kind's role, one shared string: a message does not keep a copy per row."""
+
+
+def decode_view_rows(
+    rows: Iterable[Sequence[Any]], seq_mask: int
+) -> tuple[list[Message | Record | None], list[int]]:
+    """Decode the rows of a view read: each message as its :class:`Message`, the rest whole.
+
+    Each row is ``(key, kind, payload)``, or ``(key, kind, payload, id, meta,
+    created_at, tokens, ...)`` when the store selected every column of the rows
+    that need them. A row of a message kind becomes the message a history shows
+    (its meta, id, time and count are not what a message holds, and are not
+    decoded); a summary, event or opaque row with all its columns becomes its
+    record, and one with three is ``None``, its index listed for the store to read
+    whole.
+
+    Returns:
+        The decoded items in row order, and the indexes of the ``None`` ones.
+
+    Raises:
+        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
+    """
+    with collector_paused():
+        out: list[Message | Record | None] = []
+        whole: list[int] = []
+        add = out.append
+        build = build_message
+        role_of = _ROLES.get
+        scan = _scan_string
+        head = _CONTENT_ONLY
+        for row in rows:
+            key, kind, payload = row[0], row[1], row[2]
+            role = role_of(kind)
+            if (
+                role is not None
+                and type(payload) is str
+                and payload.startswith(head)
+                and payload.endswith('"}')
+            ):
+                text, end = scan(payload, 12)
+                if end == len(payload) - 1:
+                    add(build(role, text, (), None, None, None, 0, key & seq_mask))
+                    continue
+            if kind in MESSAGE_KINDS:
+                # The record is built only to be checked and viewed: its other columns
+                # are not the message's, so they are not read.
+                record = decode_record(kind, payload, seq=key & seq_mask, id="", created_at_us=0)
+                add(Message.from_record(record))
+            elif len(row) >= 7:
+                add(decode_rows((row[:7],), seq_mask)[0])
+            else:
+                whole.append(len(out))
+                add(None)
+        return out, whole
 
 
 def decode_record(

@@ -27,7 +27,7 @@ from plait.records._model import (
     dumps,
 )
 
-__all__ = ["Message", "messages_of", "record_from_message"]
+__all__ = ["Message", "build_message", "messages_of", "record_from_message"]
 
 # -- building records from message dicts -------------------------------------------------
 
@@ -356,17 +356,19 @@ def _message_builder() -> Callable[..., Message]:
     return build
 
 
-_build: Final = _message_builder()
+build_message: Final = _message_builder()
+"""``build_message(role, text, tool_calls, tool_call_id, tool_name, ok, images, seq)``: the
+:class:`Message` with those fields (``item`` and ``format`` None), built field by field."""
 _VIEWS: Final[dict[type, Callable[[Any], Message]]] = {
-    UserRecord: lambda r: _build("user", r.content, (), None, None, None, r.images, r.seq),
-    AssistantRecord: lambda r: _build(
+    UserRecord: lambda r: build_message("user", r.content, (), None, None, None, r.images, r.seq),
+    AssistantRecord: lambda r: build_message(
         "assistant", r.content, r.tool_calls, None, None, None, r.images, r.seq
     ),
-    ToolRecord: lambda r: _build(
+    ToolRecord: lambda r: build_message(
         "tool", r.content, (), r.tool_call_id, r.tool_name, r.ok, r.images, r.seq
     ),
-    SummaryRecord: lambda r: _build("summary", r.content, (), None, None, None, 0, r.seq),
-    SystemRecord: lambda r: _build("system", r.content, (), None, None, None, 0, r.seq),
+    SummaryRecord: lambda r: build_message("summary", r.content, (), None, None, None, 0, r.seq),
+    SystemRecord: lambda r: build_message("system", r.content, (), None, None, None, 0, r.seq),
 }
 """The message view of each record kind that has one, built field by field."""
 

@@ -34,7 +34,7 @@ from plait.errors import (
     shown,
 )
 from plait.layout import Layout, Segment, segments
-from plait.records import Record, collector_paused, decode_rows, dumps
+from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows, dumps
 from plait.store._flock import FileLocks
 from plait.store._liteconn import (
     TOP_TTL as _TOP_TTL,
@@ -104,6 +104,15 @@ _READ_RANGES: Final = (
     "ORDER BY g.key, r.key"
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
+_VIEW_RANGE: Final = (
+    "SELECT key, kind, payload FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+)
+"""A view read: a message is its kind and payload (``records.decode_view_rows``)."""
+_READ_KEYS: Final = (
+    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
+    "WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
+)
+"""The whole rows of a few keys (a JSON list): the summaries and events of a view read."""
 _READ_BATCH: Final = 4096
 """Rows fetched and decoded at a time by a long read."""
 _SMALL_READ: Final = 512
@@ -482,6 +491,46 @@ class SQLiteStore(LiteConnection):
                 while rows := cursor.fetchmany(_READ_BATCH):
                     got += len(rows)
                     out.extend(decode_rows(rows, _SEQ_MAX))
+                if got != b - a:
+                    raise StoreCorruptError(
+                        f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
+                        f"of owner {owner}, found {got}"
+                    )
+        return out
+
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
+
+        A message's row is read for its kind and payload only; the few others
+        (summaries, events, opaque items) are read whole, a statement per batch
+        that holds any, in the same read transaction.
+        """
+        self._check_open()
+        parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
+        if not parts:
+            return []
+        if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
+            return list(self._read_small(row, parts))
+        out: list[Message | Record] = []
+        with self._snapshot("read", row.id) as db, collector_paused():
+            for owner, a, b in parts:
+                base = owner << _SHIFT
+                cursor = db.execute(_VIEW_RANGE, (base | a, base | b, b - a))
+                got = 0
+                while rows := cursor.fetchmany(_READ_BATCH):
+                    got += len(rows)
+                    items, whole = decode_view_rows(rows, _SEQ_MAX)
+                    if whole:
+                        keys = dumps([rows[i][0] for i in whole])
+                        found = decode_rows(db.execute(_READ_KEYS, (keys,)).fetchall(), _SEQ_MAX)
+                        if len(found) != len(whole):
+                            raise StoreCorruptError(
+                                f"session {row.id!r}: rows of owner {owner} at [{a}, {b}) "
+                                "changed during the read"
+                            )
+                        for i, record in zip(whole, found, strict=True):
+                            items[i] = record
+                    out.extend(items)  # type: ignore[arg-type]  # every None was filled
                 if got != b - a:
                     raise StoreCorruptError(
                         f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
