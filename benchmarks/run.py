@@ -126,6 +126,7 @@ def check_targets(rows: dict[str, Row]) -> list[Target]:
             f"({tail['1k']:.0f} -> {tail['100k']:.0f} µs)",
         )
     )
+    targets += _load_targets(rows)
     listing, history = rows["list_20"].values, rows["history_full"].values
     top = max(listing, key=lambda k: int(k.removesuffix("k")))
     targets.append(
@@ -138,6 +139,49 @@ def check_targets(rows: dict[str, Row]) -> list[Target]:
         )
     )
     return targets
+
+
+def _load_targets(rows: dict[str, Row]) -> list[Target]:
+    """(e) full loads at 10k: at or ahead of the peer, within 1.5x the raw floor; (f) flat."""
+    targets: list[Target] = []
+    for key in ("history_full", "history", "records"):
+        label = rows[key].label
+        floor = rows[f"{key}_vs_floor"]
+        peer = rows.get(f"{key}_vs_peer")
+        ok_floor = floor.values["10k"] >= 1 / 1.5
+        detail = f"floor/plait {_spread(floor, '10k')}"
+        if peer is not None:
+            detail += f"; peer/plait {_spread(peer, '10k')}"
+        else:
+            detail += "; peer not installed (pip install openai-agents)"
+        targets.append(
+            Target(
+                f"e_{key}",
+                f"(e) {label} of 10k: >= 1x openai-agents' get_items(), within 1.5x the raw floor",
+                ok_floor and peer is not None and peer.values["10k"] >= 1.0,
+                detail,
+            )
+        )
+    per = rows["history_full_per_record"].values
+    top = max(per, key=lambda k: int(k.removesuffix("k")))
+    growth = per[top] / per["1k"]
+    targets.append(
+        Target(
+            "f_load_flat",
+            f"(f) history(full=True) per record at {top} within 1.5x of 1k",
+            growth <= 1.5,
+            f"{top}/1k = {growth:.2f}x ({per['1k']:.2f} -> {per[top]:.2f} µs/record)",
+        )
+    )
+    return targets
+
+
+def _spread(row: Row, col: str) -> str:
+    """A ratio cell: the median and the range of the per-round ratios."""
+    got = row.samples.get(col, [])
+    if len(got) < 2:
+        return f"{row.values[col]:.2f}x"
+    return f"{row.values[col]:.2f}x ({min(got):.2f}-{max(got):.2f})"
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -175,7 +219,16 @@ def render(console: Console, rows: list[Row], targets: list[Target], columns: li
         if group is not None and row.group != group:
             table.add_section()
         group = row.group
-        cells = [fmt(row.values[c], row.unit) if c in row.values else "—" for c in columns]
+        cells = [
+            (
+                "—"
+                if c not in row.values
+                else _spread(row, c)
+                if row.unit == "x"
+                else fmt(row.values[c], row.unit)
+            )
+            for c in columns
+        ]
         style = "dim" if row.label.startswith("  ") else None
         table.add_row(
             row.label.strip() if style is None else row.label, row.unit, *cells, style=style
@@ -235,7 +288,7 @@ def run_suite(console: Console, cfg: Config, tmp: Path) -> list[Row]:
             transcripts.append(build_transcript(tmp, label, size))
         # Reads and branches first: appends grow the transcripts.
         console.print("[dim]reads …[/dim]")
-        reads = measure_reads(transcripts, cfg)
+        reads = measure_reads(transcripts, cfg, tmp)
         console.print("[dim]fork, fork_at, detach …[/dim]")
         branches = measure_branches(transcripts, cfg)
         console.print("[dim]appends (and the raw sqlite3 floor) …[/dim]")

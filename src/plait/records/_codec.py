@@ -40,6 +40,7 @@ __all__ = [
     "MESSAGE_KINDS",
     "collector_paused",
     "decode_record",
+    "decode_records",
     "decode_rows",
     "decode_view_rows",
     "encode_payload",
@@ -229,36 +230,45 @@ def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) ->
     Raises:
         StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
     """
+    rows = rows if isinstance(rows, Sequence) else list(rows)
+    end = first + 7
+    return decode_records(
+        [row[first + 1 : end] for row in rows], [row[first] & seq_mask for row in rows]
+    )
+
+
+def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[Record]:
+    """Decode rows ``(id, kind, payload, meta, created_at, tokens)`` at positions ``seqs``.
+
+    A store that reads one contiguous run of positions passes a ``range`` (and
+    selects no key); the collector is paused while it runs.
+
+    Raises:
+        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
+    """
     with collector_paused():
         out: list[Record] = []
         add = out.append
         plain = _PLAIN.get
         scan = _scan_string
         head = _CONTENT_ONLY
-        if first:
-            rows = (row[first : first + 7] for row in rows)
-        for key, rid, kind, payload, meta, created, tokens in rows:
+        # seqs may run on past the rows (a range to a segment's end): zip stops with them.
+        for seq, (rid, kind, payload, meta, created, tokens) in zip(seqs, rows, strict=False):
             build = plain(kind)
-            if (
-                build is not None
-                and meta is None
-                and type(payload) is str
-                and payload.startswith(head)
-                and payload.endswith('"}')
-            ):
-                text, end = scan(payload, 12)
-                if end == len(payload) - 1:
-                    add(build(key & seq_mask, rid, created, {}, tokens, text))
-                    continue
+            if build is not None and meta is None:
+                # Anything but a text-only message's JSON (or a payload that is not text)
+                # is left to decode_record, which checks it and says what is wrong.
+                try:
+                    if payload.startswith(head) and payload.endswith('"}'):
+                        text, stop = scan(payload, 12)
+                        if stop == len(payload) - 1:
+                            add(build(seq, rid, created, {}, tokens, text))
+                            continue
+                except (AttributeError, TypeError, ValueError):
+                    pass
             add(
                 decode_record(
-                    kind,
-                    payload,
-                    seq=key & seq_mask,
-                    id=rid,
-                    created_at_us=created,
-                    meta=meta,
-                    tokens=tokens,
+                    kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
                 )
             )
         return out
@@ -271,17 +281,16 @@ _ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
 
 
 def decode_view_rows(
-    rows: Iterable[Sequence[Any]], seq_mask: int
+    rows: Iterable[Sequence[Any]], seqs: Iterable[int]
 ) -> tuple[list[Message | Record | None], list[int]]:
-    """Decode the rows of a view read: each message as its :class:`Message`, the rest whole.
+    """Decode the rows of a view read, at positions ``seqs``: messages as :class:`Message`.
 
-    Each row is ``(key, kind, payload)``, or ``(key, kind, payload, id, meta,
-    created_at, tokens, ...)`` when the store selected every column of the rows
-    that need them. A row of a message kind becomes the message a history shows
-    (its meta, id, time and count are not what a message holds, and are not
-    decoded); a summary, event or opaque row with all its columns becomes its
-    record, and one with three is ``None``, its index listed for the store to read
-    whole.
+    Each row is ``(kind, payload)``, or ``(kind, payload, id, meta, created_at,
+    tokens, ...)`` when the store selected every column of the rows that need
+    them. A row of a message kind becomes the message a history shows (its meta,
+    id, time and count are not what a message holds, and are not decoded); a
+    summary, event or opaque row with all its columns becomes its record, and one
+    with two is ``None``, its index listed for the store to read whole.
 
     Returns:
         The decoded items in row order, and the indexes of the ``None`` ones.
@@ -293,30 +302,40 @@ def decode_view_rows(
         out: list[Message | Record | None] = []
         whole: list[int] = []
         add = out.append
-        build = build_message
         role_of = _ROLES.get
         scan = _scan_string
         head = _CONTENT_ONLY
-        for row in rows:
-            key, kind, payload = row[0], row[1], row[2]
+        build = build_message
+        for seq, row in zip(seqs, rows, strict=False):  # seqs may run on past the rows
+            kind, payload = row[0], row[1]
             role = role_of(kind)
-            if (
-                role is not None
-                and type(payload) is str
-                and payload.startswith(head)
-                and payload.endswith('"}')
-            ):
-                text, end = scan(payload, 12)
-                if end == len(payload) - 1:
-                    add(build(role, text, (), None, None, None, 0, key & seq_mask))
-                    continue
+            if role is not None:
+                try:
+                    if payload.startswith(head) and payload.endswith('"}'):
+                        text, stop = scan(payload, 12)
+                        if stop == len(payload) - 1:
+                            add(build(role, text, (), None, None, None, 0, seq))
+                            continue
+                except (AttributeError, TypeError, ValueError):
+                    pass
             if kind in MESSAGE_KINDS:
                 # The record is built only to be checked and viewed: its other columns
                 # are not the message's, so they are not read.
-                record = decode_record(kind, payload, seq=key & seq_mask, id="", created_at_us=0)
+                record = decode_record(kind, payload, seq=seq, id="", created_at_us=0)
                 add(Message.from_record(record))
-            elif len(row) >= 7:
-                add(decode_rows((row[:7],), seq_mask)[0])
+            elif len(row) >= 6:
+                rid, meta, created, tokens = row[2], row[3], row[4], row[5]
+                add(
+                    decode_record(
+                        kind,
+                        payload,
+                        seq=seq,
+                        id=rid,
+                        created_at_us=created,
+                        meta=meta,
+                        tokens=tokens,
+                    )
+                )
             else:
                 whole.append(len(out))
                 add(None)

@@ -22,6 +22,7 @@ __all__ = [
     "CREATE_UNLINKED",
     "HEAD",
     "READ",
+    "READ_VIEW",
     "REFERENCED",
     "SELECT_ROW",
     "WRITE",
@@ -181,6 +182,19 @@ READ: Final = (
     "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
     "ORDER BY g.n, r.key"
 )
+
+READ_VIEW: Final = (
+    "SELECT r.kind, r.payload, "
+    + ", ".join(
+        f"CASE WHEN r.kind IN ('summary', 'event', 'opaque') THEN r.{c} END"
+        for c in ("id", "meta", "created_at", "tokens")
+    )
+    + ", r.key, g.n FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
+    "ORDER BY g.n, r.key"
+)
+"""``READ`` for a view read (``records.decode_view_rows``): a message's row is its kind and
+payload; the other columns come only with the rows whose records a view keeps whole."""
 
 
 def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:

@@ -47,8 +47,8 @@ psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from plait._time import now_micros
 from plait.errors import (
@@ -56,11 +56,10 @@ from plait.errors import (
     MissingDependencyError,
     SessionExistsError,
     SessionNotFoundError,
-    StoreCorruptError,
     StoreError,
 )
 from plait.layout import segments
-from plait.records import Record, collector_paused, decode_rows, dumps, encode_payload
+from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection
 from plait.store._pgfeed import ChangeFeed, Notifier
@@ -72,6 +71,7 @@ from plait.store._pgopen import (
     open_schema,
     parse_target,
 )
+from plait.store._pgread import Rows, records_of, scan, view_of
 from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
@@ -79,6 +79,7 @@ from plait.store._pgsql import (
     CREATE_UNLINKED,
     HEAD,
     READ,
+    READ_VIEW,
     REFERENCED,
     SELECT_ROW,
     WRITE,
@@ -119,9 +120,12 @@ _SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
-_READ_BATCH: Final = 4096  # rows fetched and decoded at a time by a long read
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
+
+
+
+_T = TypeVar("_T")
 
 
 class PostgresStore(PgConnection):
@@ -390,28 +394,31 @@ class PostgresStore(PgConnection):
 
         All segments are read by one statement, so from one snapshot.
         """
-        out: list[Record] = []
+        return self._scan(row, lo, hi, READ, 0, records_of)
+
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
+
+        One statement, as :meth:`read`; a message's id, meta, time and count are
+        not sent (the statement sends them only with summaries, events and opaque items).
+        """
+        return self._scan(row, lo, hi, READ_VIEW, 7, view_of)
+
+    def _scan(
+        self,
+        row: SessionRow,
+        lo: int,
+        hi: int,
+        statement: str,
+        segment_at: int,
+        decode: Callable[[Rows], Sequence[_T]],
+    ) -> list[_T]:
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             self._check_open()
-            return out
-        los = [(owner << _SHIFT) | a for owner, a, _ in parts]
-        his = [(owner << _SHIFT) | b for owner, _, b in parts]
-        counts = [0] * len(parts)
-        with self._conn(f"read {row.id!r}") as conn, collector_paused():
-            cursor = conn.execute(READ, (los, his))
-            # Decoded a batch at a time: the read holds its records and one batch of rows.
-            while rows := cursor.fetchmany(_READ_BATCH):
-                for r in rows:
-                    counts[r[0] - 1] += 1
-                out.extend(decode_rows(rows, _SEQ_MAX, first=1))
-        for (owner, a, b), got in zip(parts, counts, strict=True):
-            if got != b - a:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                    f"of owner {owner}, found {got}"
-                )
-        return out
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan(conn, row, parts, statement, segment_at, decode)
 
     # -- collections ------------------------------------------------------------------
 

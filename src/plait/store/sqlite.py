@@ -34,7 +34,16 @@ from plait.errors import (
     shown,
 )
 from plait.layout import Layout, Segment, segments
-from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows, dumps
+from plait.records import (
+    MESSAGE_KINDS,
+    Message,
+    Record,
+    collector_paused,
+    decode_records,
+    decode_rows,
+    decode_view_rows,
+    dumps,
+)
 from plait.store._flock import FileLocks
 from plait.store._liteconn import (
     TOP_TTL as _TOP_TTL,
@@ -94,9 +103,11 @@ _log = logging.getLogger("plait.store")
 
 
 _READ_RANGE: Final = (
-    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
+    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
     "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
+"""One segment's run of positions: each row's position is its place in the run (the
+count is checked), so the key is not selected."""
 _READ_RANGES: Final = (
     "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
     "FROM json_each(?) AS g CROSS JOIN records AS r "
@@ -105,7 +116,7 @@ _READ_RANGES: Final = (
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
 _VIEW_RANGE: Final = (
-    "SELECT key, kind, payload FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+    "SELECT kind, payload FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
 """A view read: a message is its kind and payload (``records.decode_view_rows``)."""
 _READ_KEYS: Final = (
@@ -489,8 +500,8 @@ class SQLiteStore(LiteConnection):
                 # Rows are decoded a batch at a time and dropped: a long read holds its
                 # records and one batch of rows, never all of both.
                 while rows := cursor.fetchmany(_READ_BATCH):
+                    out.extend(decode_records(rows, range(a + got, b)))
                     got += len(rows)
-                    out.extend(decode_rows(rows, _SEQ_MAX))
                 if got != b - a:
                     raise StoreCorruptError(
                         f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
@@ -510,7 +521,8 @@ class SQLiteStore(LiteConnection):
         if not parts:
             return []
         if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
-            return list(self._read_small(row, parts))
+            small = self._read_small(row, parts)
+            return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
         out: list[Message | Record] = []
         with self._snapshot("read", row.id) as db, collector_paused():
             for owner, a, b in parts:
@@ -518,10 +530,9 @@ class SQLiteStore(LiteConnection):
                 cursor = db.execute(_VIEW_RANGE, (base | a, base | b, b - a))
                 got = 0
                 while rows := cursor.fetchmany(_READ_BATCH):
-                    got += len(rows)
-                    items, whole = decode_view_rows(rows, _SEQ_MAX)
+                    items, whole = decode_view_rows(rows, range(a + got, b))
                     if whole:
-                        keys = dumps([rows[i][0] for i in whole])
+                        keys = dumps([base | (a + got + i) for i in whole])
                         found = decode_rows(db.execute(_READ_KEYS, (keys,)).fetchall(), _SEQ_MAX)
                         if len(found) != len(whole):
                             raise StoreCorruptError(
@@ -531,6 +542,7 @@ class SQLiteStore(LiteConnection):
                         for i, record in zip(whole, found, strict=True):
                             items[i] = record
                     out.extend(items)  # type: ignore[arg-type]  # every None was filled
+                    got += len(rows)
                 if got != b - a:
                     raise StoreCorruptError(
                         f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "

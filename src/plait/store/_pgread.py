@@ -1,0 +1,74 @@
+"""PostgreSQL's record reads: one statement over a read's segments, decoded a batch at a time.
+
+:func:`scan` runs ``READ`` (records) or ``READ_VIEW`` (a history's messages as
+messages, ``records.decode_view_rows``) and checks that every segment had all
+its rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from plait.errors import StoreCorruptError
+from plait.layout import Segment
+from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows
+from plait.store._rows import SEQ_BITS, SEQ_MAX
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from plait.store.base import SessionRow
+
+__all__ = ["READ_BATCH", "records_of", "scan", "view_of"]
+
+READ_BATCH: Final = 4096
+"""Rows fetched and decoded at a time by a long read."""
+
+_T = TypeVar("_T")
+Rows = list[tuple[Any, ...]]
+
+
+def records_of(rows: Rows) -> list[Record]:
+    """The records of ``READ``'s rows (the segment number first)."""
+    return decode_rows(rows, SEQ_MAX, first=1)
+
+
+def view_of(rows: Rows) -> list[Message | Record]:
+    """The items of ``READ_VIEW``'s rows (the segment number last)."""
+    # Every row has the columns its item needs.
+    items, _ = decode_view_rows(rows, [r[6] & SEQ_MAX for r in rows])
+    return items  # type: ignore[return-value]  # so none is None
+
+
+def scan(
+    conn: psycopg.Connection[tuple[Any, ...]],
+    row: SessionRow,
+    parts: list[Segment],
+    statement: str,
+    segment_at: int,
+    decode: Callable[[Rows], Sequence[_T]],
+) -> list[_T]:
+    """``statement`` over ``parts``; column ``segment_at`` of each row numbers its segment.
+
+    Raises:
+        StoreCorruptError: a segment lacks rows, or a row does not decode.
+    """
+    los = [(owner << SEQ_BITS) | a for owner, a, _ in parts]
+    his = [(owner << SEQ_BITS) | b for owner, _, b in parts]
+    counts = [0] * len(parts)
+    out: list[_T] = []
+    with collector_paused():
+        cursor = conn.execute(statement, (los, his))
+        # Decoded a batch at a time: the read holds its items and one batch of rows.
+        while rows := cursor.fetchmany(READ_BATCH):
+            for r in rows:
+                counts[r[segment_at] - 1] += 1
+            out.extend(decode(rows))
+    for (owner, a, b), got in zip(parts, counts, strict=True):
+        if got != b - a:
+            raise StoreCorruptError(
+                f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
+                f"of owner {owner}, found {got}"
+            )
+    return out
