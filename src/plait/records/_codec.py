@@ -252,8 +252,9 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
         plain = _PLAIN.get
         scan = _scan_string
         head = _CONTENT_ONLY
-        # seqs may run on past the rows (a range to a segment's end): zip stops with them.
-        for seq, (rid, kind, payload, meta, created, tokens) in zip(seqs, rows, strict=False):
+        # seqs may run on past the rows (a range to a segment's end, or one iterator over
+        # several batches): zip stops at the last row, before taking another seq.
+        for (rid, kind, payload, meta, created, tokens), seq in zip(rows, seqs, strict=False):
             build = plain(kind)
             if build is not None and meta is None:
                 # Anything but a text-only message's JSON (or a payload that is not text)
@@ -280,17 +281,27 @@ _ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
 """Each plain kind's role, one shared string: a message does not keep a copy per row."""
 
 
+def _whole(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
+    """The ``[id, meta, created_at, tokens]`` of a view row kept whole."""
+    try:
+        rid, meta, created, tokens = _loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreCorruptError(f"record seq={seq}: its columns do not decode: {exc!r}") from exc
+    return rid, meta, created, tokens
+
+
 def decode_view_rows(
     rows: Iterable[Sequence[Any]], seqs: Iterable[int]
 ) -> tuple[list[Message | Record | None], list[int]]:
     """Decode the rows of a view read, at positions ``seqs``: messages as :class:`Message`.
 
-    Each row is ``(kind, payload)``, or ``(kind, payload, id, meta, created_at,
-    tokens, ...)`` when the store selected every column of the rows that need
-    them. A row of a message kind becomes the message a history shows (its meta,
-    id, time and count are not what a message holds, and are not decoded); a
-    summary, event or opaque row with all its columns becomes its record, and one
-    with two is ``None``, its index listed for the store to read whole.
+    Each row is ``(kind, payload)``, or ``(kind, payload, whole)``: ``whole`` is
+    None for a message and, for the rows a view keeps whole, the JSON array
+    ``[id, meta, created_at, tokens]`` (a store that can send it with the row).
+    A row of a message kind becomes the message a history shows (its meta, id,
+    time and count are not what a message holds, and are not decoded); a summary,
+    event or opaque row with its ``whole`` becomes its record, and one without is
+    ``None``, its index listed for the store to read whole.
 
     Returns:
         The decoded items in row order, and the indexes of the ``None`` ones.
@@ -306,7 +317,7 @@ def decode_view_rows(
         scan = _scan_string
         head = _CONTENT_ONLY
         build = build_message
-        for seq, row in zip(seqs, rows, strict=False):  # seqs may run on past the rows
+        for row, seq in zip(rows, seqs, strict=False):  # seqs may run on: see decode_records
             kind, payload = row[0], row[1]
             role = role_of(kind)
             if role is not None:
@@ -323,8 +334,8 @@ def decode_view_rows(
                 # are not the message's, so they are not read.
                 record = decode_record(kind, payload, seq=seq, id="", created_at_us=0)
                 add(Message.from_record(record))
-            elif len(row) >= 6:
-                rid, meta, created, tokens = row[2], row[3], row[4], row[5]
+            elif len(row) > 2 and row[2] is not None:
+                rid, meta, created, tokens = _whole(row[2], seq)
                 add(
                     decode_record(
                         kind,

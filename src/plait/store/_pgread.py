@@ -1,18 +1,20 @@
 """PostgreSQL's record reads: one statement over a read's segments, decoded a batch at a time.
 
-:func:`scan` runs ``READ`` (records) or ``READ_VIEW`` (a history's messages as
-messages, ``records.decode_view_rows``) and checks that every segment had all
-its rows.
+:func:`scan` runs ``READ`` (records), :func:`scan_view` ``READ_VIEW`` (a history's
+messages as messages, ``records.decode_view_rows``); each checks that every segment
+had all its rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows
+from plait.store._pgsql import READ_VIEW, READ_VIEW_ONE
 from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 
     from plait.store.base import SessionRow
 
-__all__ = ["READ_BATCH", "records_of", "scan", "view_of"]
+__all__ = ["READ_BATCH", "records_of", "scan", "scan_view"]
 
 READ_BATCH: Final = 4096
 """Rows fetched and decoded at a time by a long read."""
@@ -32,13 +34,6 @@ Rows = list[tuple[Any, ...]]
 def records_of(rows: Rows) -> list[Record]:
     """The records of ``READ``'s rows (the segment number first)."""
     return decode_rows(rows, SEQ_MAX, first=1)
-
-
-def view_of(rows: Rows) -> list[Message | Record]:
-    """The items of ``READ_VIEW``'s rows (the segment number last)."""
-    # Every row has the columns its item needs.
-    items, _ = decode_view_rows(rows, [r[6] & SEQ_MAX for r in rows])
-    return items  # type: ignore[return-value]  # so none is None
 
 
 def scan(
@@ -71,4 +66,36 @@ def scan(
                 f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
                 f"of owner {owner}, found {got}"
             )
+    return out
+
+
+def scan_view(
+    conn: psycopg.Connection[tuple[Any, ...]], row: SessionRow, parts: list[Segment]
+) -> list[Message | Record]:
+    """``READ_VIEW`` over ``parts`` (``READ_VIEW_ONE`` for one segment).
+
+    Raises:
+        StoreCorruptError: the segments lack rows, or a row does not decode.
+    """
+    if len(parts) == 1:
+        owner, a, b = parts[0]
+        params: tuple[Any, ...] = ((owner << SEQ_BITS) | a, (owner << SEQ_BITS) | b)
+        cursor = conn.execute(READ_VIEW_ONE, params)
+    else:
+        los = [(owner << SEQ_BITS) | a for owner, a, _ in parts]
+        his = [(owner << SEQ_BITS) | b for owner, _, b in parts]
+        cursor = conn.execute(READ_VIEW, (los, his))
+    # Rows come segment by segment in key order, and a segment's range holds at most its
+    # span: when all rows came, each segment's are its span, position by position.
+    seqs = chain.from_iterable(range(a, b) for _, a, b in parts)
+    out: list[Message | Record] = []
+    with collector_paused():
+        while rows := cursor.fetchmany(READ_BATCH):
+            items, _ = decode_view_rows(rows, seqs)  # every row kept whole has its columns
+            out.extend(items)  # type: ignore[arg-type]  # so no item is None
+    want = sum(b - a for _, a, b in parts)
+    if len(out) != want:
+        raise StoreCorruptError(
+            f"session {row.id!r}: expected {want} rows in {len(parts)} segment(s), found {len(out)}"
+        )
     return out

@@ -23,6 +23,7 @@ __all__ = [
     "HEAD",
     "READ",
     "READ_VIEW",
+    "READ_VIEW_ONE",
     "REFERENCED",
     "SELECT_ROW",
     "WRITE",
@@ -183,18 +184,23 @@ READ: Final = (
     "ORDER BY g.n, r.key"
 )
 
+_VIEW_COLUMNS: Final = (
+    "SELECT r.kind, r.payload, CASE WHEN r.kind IN ('summary', 'event', 'opaque') "
+    "THEN json_build_array(r.id, r.meta, r.created_at, r.tokens)::text END "
+)
 READ_VIEW: Final = (
-    "SELECT r.kind, r.payload, "
-    + ", ".join(
-        f"CASE WHEN r.kind IN ('summary', 'event', 'opaque') THEN r.{c} END"
-        for c in ("id", "meta", "created_at", "tokens")
-    )
-    + ", r.key, g.n FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+    _VIEW_COLUMNS + "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
     "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
     "ORDER BY g.n, r.key"
 )
 """``READ`` for a view read (``records.decode_view_rows``): a message's row is its kind and
-payload; the other columns come only with the rows whose records a view keeps whole."""
+payload; the other columns come, as one JSON array, only with the rows a view keeps whole.
+No key, no segment number: a segment's range holds at most its span of rows, so when
+the read has them all, each segment has all of its own, in order."""
+READ_VIEW_ONE: Final = (
+    _VIEW_COLUMNS + "FROM records r WHERE r.key >= %s AND r.key < %s ORDER BY r.key"
+)
+"""``READ_VIEW`` of one segment (most reads): a range scan in key order, nothing to sort."""
 
 
 def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:

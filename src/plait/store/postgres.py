@@ -71,7 +71,7 @@ from plait.store._pgopen import (
     open_schema,
     parse_target,
 )
-from plait.store._pgread import Rows, records_of, scan, view_of
+from plait.store._pgread import Rows, records_of, scan, scan_view
 from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
@@ -79,7 +79,6 @@ from plait.store._pgsql import (
     CREATE_UNLINKED,
     HEAD,
     READ,
-    READ_VIEW,
     REFERENCED,
     SELECT_ROW,
     WRITE,
@@ -122,7 +121,6 @@ _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
-
 
 
 _T = TypeVar("_T")
@@ -402,7 +400,12 @@ class PostgresStore(PgConnection):
         One statement, as :meth:`read`; a message's id, meta, time and count are
         not sent (the statement sends them only with summaries, events and opaque items).
         """
-        return self._scan(row, lo, hi, READ_VIEW, 7, view_of)
+        parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
+        if not parts:
+            self._check_open()
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan_view(conn, row, parts)
 
     def _scan(
         self,
