@@ -153,11 +153,14 @@ _CLASSES: dict[str, type[Record]] = {
 }
 
 
-def _setter(cls: type, name: str) -> Callable[[object, Any], None]:
+Setter = Callable[[object, Any], None]
+
+
+def _setter(cls: type, name: str) -> Setter:
     """The slot descriptor's setter of a field (what a frozen dataclass's __init__ calls)."""
     for klass in cls.__mro__:
         if name in vars(klass):
-            setter: Callable[[object, Any], None] = vars(klass)[name].__set__
+            setter: Setter = vars(klass)[name].__set__
             return setter
     raise AttributeError(name)  # pragma: no cover - every record class has these slots
 
@@ -201,6 +204,24 @@ _PLAIN: dict[str, Callable[[int, str, int, Any, Any, str], Record]] = {
         ("assistant", AssistantRecord),
     )
 }
+
+
+_RECORD_SLOTS = tuple(_setter(Record, n) for n in ("seq", "id", "created_at_us", "meta", "tokens"))
+"""The setters of the fields every record has."""
+_PLAIN_SLOTS: dict[str, tuple[type[Record], Setter, Setter | None, Setter | None]] = {
+    kind: (
+        cls,
+        _setter(cls, "content"),
+        _setter(cls, "images") if cls is not SystemRecord else None,
+        _setter(cls, "tool_calls") if cls is AssistantRecord else None,
+    )
+    for kind, cls in (
+        ("system", SystemRecord),
+        ("user", UserRecord),
+        ("assistant", AssistantRecord),
+    )
+}
+"""Each plain kind's class and the setters of its own fields (content, images, tool calls)."""
 
 
 @contextmanager
@@ -249,21 +270,36 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
     with collector_paused():
         out: list[Record] = []
         add = out.append
-        plain = _PLAIN.get
+        plain = _PLAIN_SLOTS.get
         scan = _scan_string
         head = _CONTENT_ONLY
+        new = object.__new__
+        seq_, id_, created_, meta_, tokens_ = _RECORD_SLOTS
         # seqs may run on past the rows (a range to a segment's end, or one iterator over
         # several batches): zip stops at the last row, before taking another seq.
         for (rid, kind, payload, meta, created, tokens), seq in zip(rows, seqs, strict=False):
-            build = plain(kind)
-            if build is not None and meta is None:
+            slots = plain(kind)
+            if slots is not None and meta is None:
                 # Anything but a text-only message's JSON (or a payload that is not text)
                 # is left to decode_record, which checks it and says what is wrong.
                 try:
                     if payload.startswith(head) and payload.endswith('"}'):
                         text, stop = scan(payload, 12)
                         if stop == len(payload) - 1:
-                            add(build(seq, rid, created, {}, tokens, text))
+                            # _plain_builder's record, its calls made here: one per row.
+                            cls, content_, images_, calls_ = slots
+                            record = new(cls)
+                            seq_(record, seq)
+                            id_(record, rid)
+                            created_(record, created)
+                            meta_(record, {})
+                            tokens_(record, tokens)
+                            content_(record, text)
+                            if images_ is not None:
+                                images_(record, 0)
+                            if calls_ is not None:
+                                calls_(record, ())
+                            add(record)
                             continue
                 except (AttributeError, TypeError, ValueError):
                     pass

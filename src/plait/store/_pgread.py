@@ -1,20 +1,19 @@
 """PostgreSQL's record reads: one statement over a read's segments, decoded a batch at a time.
 
-:func:`scan` runs ``READ`` (records), :func:`scan_view` ``READ_VIEW`` (a history's
+:func:`scan_records` runs ``READ`` (records), :func:`scan_view` ``READ_VIEW`` (a history's
 messages as messages, ``records.decode_view_rows``); each checks that every segment
 had all its rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows
-from plait.store._pgsql import READ_VIEW, READ_VIEW_ONE
+from plait.store._pgsql import READ, READ_VIEW, READ_VIEW_ONE
 from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
@@ -22,29 +21,16 @@ if TYPE_CHECKING:
 
     from plait.store.base import SessionRow
 
-__all__ = ["READ_BATCH", "records_of", "scan", "scan_view"]
+__all__ = ["READ_BATCH", "scan_records", "scan_view"]
 
 READ_BATCH: Final = 4096
 """Rows fetched and decoded at a time by a long read."""
 
-_T = TypeVar("_T")
-Rows = list[tuple[Any, ...]]
 
-
-def records_of(rows: Rows) -> list[Record]:
-    """The records of ``READ``'s rows (the segment number first)."""
-    return decode_rows(rows, SEQ_MAX, first=1)
-
-
-def scan(
-    conn: psycopg.Connection[tuple[Any, ...]],
-    row: SessionRow,
-    parts: list[Segment],
-    statement: str,
-    segment_at: int,
-    decode: Callable[[Rows], Sequence[_T]],
-) -> list[_T]:
-    """``statement`` over ``parts``; column ``segment_at`` of each row numbers its segment.
+def scan_records(
+    conn: psycopg.Connection[tuple[Any, ...]], row: SessionRow, parts: list[Segment]
+) -> list[Record]:
+    """``READ`` over ``parts``: the segment number of each row first, then its columns.
 
     Raises:
         StoreCorruptError: a segment lacks rows, or a row does not decode.
@@ -52,14 +38,14 @@ def scan(
     los = [(owner << SEQ_BITS) | a for owner, a, _ in parts]
     his = [(owner << SEQ_BITS) | b for owner, _, b in parts]
     counts = [0] * len(parts)
-    out: list[_T] = []
+    out: list[Record] = []
     with collector_paused():
-        cursor = conn.execute(statement, (los, his))
-        # Decoded a batch at a time: the read holds its items and one batch of rows.
+        cursor = conn.execute(READ, (los, his))
+        # Decoded a batch at a time: the read holds its records and one batch of rows.
         while rows := cursor.fetchmany(READ_BATCH):
             for r in rows:
-                counts[r[segment_at] - 1] += 1
-            out.extend(decode(rows))
+                counts[r[0] - 1] += 1
+            out.extend(decode_rows(rows, SEQ_MAX, first=1))
     for (owner, a, b), got in zip(parts, counts, strict=True):
         if got != b - a:
             raise StoreCorruptError(

@@ -47,8 +47,8 @@ psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from plait._time import now_micros
 from plait.errors import (
@@ -58,7 +58,7 @@ from plait.errors import (
     SessionNotFoundError,
     StoreError,
 )
-from plait.layout import segments
+from plait.layout import Segment, segments
 from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection
@@ -71,14 +71,13 @@ from plait.store._pgopen import (
     open_schema,
     parse_target,
 )
-from plait.store._pgread import Rows, records_of, scan, scan_view
+from plait.store._pgread import scan_records, scan_view
 from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
     CREATE,
     CREATE_UNLINKED,
     HEAD,
-    READ,
     REFERENCED,
     SELECT_ROW,
     WRITE,
@@ -121,9 +120,6 @@ _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
-
-
-_T = TypeVar("_T")
 
 
 class PostgresStore(PgConnection):
@@ -392,7 +388,11 @@ class PostgresStore(PgConnection):
 
         All segments are read by one statement, so from one snapshot.
         """
-        return self._scan(row, lo, hi, READ, 0, records_of)
+        parts = self._parts(row, lo, hi)
+        if not parts:
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan_records(conn, row, parts)
 
     def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
         """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
@@ -400,28 +400,18 @@ class PostgresStore(PgConnection):
         One statement, as :meth:`read`; a message's id, meta, time and count are
         not sent (the statement sends them only with summaries, events and opaque items).
         """
-        parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
+        parts = self._parts(row, lo, hi)
         if not parts:
-            self._check_open()
             return []
         with self._conn(f"read {row.id!r}") as conn:
             return scan_view(conn, row, parts)
 
-    def _scan(
-        self,
-        row: SessionRow,
-        lo: int,
-        hi: int,
-        statement: str,
-        segment_at: int,
-        decode: Callable[[Rows], Sequence[_T]],
-    ) -> list[_T]:
+    def _parts(self, row: SessionRow, lo: int, hi: int) -> list[Segment]:
+        """The segments a read of ``[lo, hi)`` scans (none: the store is only checked open)."""
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             self._check_open()
-            return []
-        with self._conn(f"read {row.id!r}") as conn:
-            return scan(conn, row, parts, statement, segment_at, decode)
+        return parts
 
     # -- collections ------------------------------------------------------------------
 

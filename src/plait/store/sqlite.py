@@ -41,7 +41,6 @@ from plait.records import (
     collector_paused,
     decode_records,
     decode_rows,
-    decode_view_rows,
     dumps,
 )
 from plait.store._flock import FileLocks
@@ -55,6 +54,7 @@ from plait.store._liteconn import (
     path_argument,
 )
 from plait.store._litegc import collect, collect_all, owners_found
+from plait.store._literead import read_view
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
@@ -115,15 +115,6 @@ _READ_RANGES: Final = (
     "ORDER BY g.key, r.key"
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
-_VIEW_RANGE: Final = (
-    "SELECT kind, payload FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
-)
-"""A view read: a message is its kind and payload (``records.decode_view_rows``)."""
-_READ_KEYS: Final = (
-    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
-    "WHERE key IN (SELECT value FROM json_each(?)) ORDER BY key"
-)
-"""The whole rows of a few keys (a JSON list): the summaries and events of a view read."""
 _READ_BATCH: Final = 4096
 """Rows fetched and decoded at a time by a long read."""
 _SMALL_READ: Final = 512
@@ -513,8 +504,7 @@ class SQLiteStore(LiteConnection):
         """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
 
         A message's row is read for its kind and payload only; the few others
-        (summaries, events, opaque items) are read whole, a statement per batch
-        that holds any, in the same read transaction.
+        (summaries, events, opaque items) are read whole (``_literead``).
         """
         self._check_open()
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
@@ -523,32 +513,8 @@ class SQLiteStore(LiteConnection):
         if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
             small = self._read_small(row, parts)
             return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
-        out: list[Message | Record] = []
-        with self._snapshot("read", row.id) as db, collector_paused():
-            for owner, a, b in parts:
-                base = owner << _SHIFT
-                cursor = db.execute(_VIEW_RANGE, (base | a, base | b, b - a))
-                got = 0
-                while rows := cursor.fetchmany(_READ_BATCH):
-                    items, whole = decode_view_rows(rows, range(a + got, b))
-                    if whole:
-                        keys = dumps([base | (a + got + i) for i in whole])
-                        found = decode_rows(db.execute(_READ_KEYS, (keys,)).fetchall(), _SEQ_MAX)
-                        if len(found) != len(whole):
-                            raise StoreCorruptError(
-                                f"session {row.id!r}: rows of owner {owner} at [{a}, {b}) "
-                                "changed during the read"
-                            )
-                        for i, record in zip(whole, found, strict=True):
-                            items[i] = record
-                    out.extend(items)  # type: ignore[arg-type]  # every None was filled
-                    got += len(rows)
-                if got != b - a:
-                    raise StoreCorruptError(
-                        f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                        f"of owner {owner}, found {got}"
-                    )
-        return out
+        with self._snapshot("read", row.id) as db:
+            return read_view(db, row, parts)
 
     def _read_small(self, row: SessionRow, parts: list[Segment]) -> list[Record]:
         """A short read over several segments (a tail deep in a chain of branches): one statement.
