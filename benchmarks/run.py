@@ -1,7 +1,9 @@
 """plait's performance suite: ``make bench`` (``.venv/bin/python benchmarks/run.py``).
 
 Builds transcripts of 1k, 10k and 100k messages in file SQLite stores and
-measures appends (against a raw sqlite3 floor), full history loads, ``tail``,
+measures appends (against a raw sqlite3 floor), full loads (``history(full=True)``,
+``history()``, ``records``, each beside the raw floor of a load and openai-agents'
+``SQLiteSession.get_items()`` of the same messages, in the same rounds), ``tail``,
 copy-on-write branches (time and bytes per op) and session listing. Prints a
 table of medians and a PASS/FAIL line per performance target, and writes
 everything to ``benchmarks/results/latest.json``.
