@@ -229,20 +229,20 @@ def summarizer(model: Provider, max_tokens: int | None = None) -> Summarize:
     return summarize
 
 
-def _window_start(head: Head, row: SessionRow) -> tuple[int, Tally | None]:
-    """Where the next request starts, and the head's tally.
+def _window_start(head: Head, row: SessionRow) -> tuple[int, Tally | None, SummaryRecord | None]:
+    """Where the next request starts, the head's tally, and the summary it starts with.
 
     The tally says where the newest visible summary is; the window starts at what it
     kept (or at the view's start when there is none, or no tally to be had cheaply).
     """
     lay = row.layout
     tally = _head_tally(head, row)
-    lo = lay.view_start
+    lo, summary = lay.view_start, None
     if tally is not None and tally.summary >= lay.view_start:
         found = _at(head, row, tally.summary)
         if isinstance(found, SummaryRecord):
-            lo = max(lo, min(found.folds_to, found.seq))
-    return lo, tally
+            lo, summary = max(lo, min(found.folds_to, found.seq)), found
+    return lo, tally, summary
 
 
 def history_start(head: Head, row: SessionRow) -> tuple[int, SummaryRecord | None] | None:
@@ -252,22 +252,16 @@ def history_start(head: Head, row: SessionRow) -> tuple[int, SummaryRecord | Non
     shown; None when the tallies cannot say (a long uncounted tail), and only the
     records can.
     """
-    lay = row.layout
-    tally = _head_tally(head, row)
-    if tally is None:
+    lo, tally, summary = _window_start(head, row)
+    if tally is None or (summary is None and tally.summary >= row.layout.view_start):
         return None
-    if tally.summary < lay.view_start:
-        return lay.view_start, None
-    found = _at(head, row, tally.summary)
-    if not isinstance(found, SummaryRecord):
-        return None
-    return max(lay.view_start, min(found.folds_to, found.seq)), found
+    return lo, summary
 
 
 def _window(head: Head, row: SessionRow) -> tuple[list[Record], Tally | None]:
     """The records from where the next request starts to the head, and the head's tally."""
     memo = head.memo(row)
-    lo, tally = _window_start(head, row)
+    lo, tally, _ = _window_start(head, row)
     end = row.layout.end_seq
     held = memo.records(lo, end) if memo is not None else None
     if held is not None:
@@ -316,7 +310,7 @@ def history_messages(head: Head) -> list[Message]:
     messages (:func:`~plait.session.reading.view_items`).
     """
     row = head.fresh()
-    lo, tally = _window_start(head, row)
+    lo, tally, _ = _window_start(head, row)
     end = row.layout.end_seq
     memo = head.memo(row)
     held = memo.records(lo, end) if memo is not None else None
