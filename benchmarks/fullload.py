@@ -260,8 +260,7 @@ def main(argv: list[str] | None = None) -> int:
             folder = tmp / _label(n)
             console.print(f"[dim]building {_label(n)} …[/dim]")
             build(folder, n)
-            rounds = args.rounds if n <= 100_000 else max(3, args.rounds // 2)
-            secs = per_record(folder, n, rounds)
+            secs = per_record(folder, n, args.rounds)
             us = {k: statistics.median(v) / n * 1e6 for k, v in secs.items()}
             timing.add_row(
                 _label(n),
