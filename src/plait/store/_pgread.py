@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows
-from plait.store._pgsql import READ, READ_VIEW, READ_VIEW_ONE
+from plait.store._pgsql import READ, READ_VIEW, READ_VIEW_ONE, key_ranges
 from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
@@ -35,12 +35,10 @@ def scan_records(
     Raises:
         StoreCorruptError: a segment lacks rows, or a row does not decode.
     """
-    los = [(owner << SEQ_BITS) | a for owner, a, _ in parts]
-    his = [(owner << SEQ_BITS) | b for owner, _, b in parts]
     counts = [0] * len(parts)
     out: list[Record] = []
     with collector_paused():
-        cursor = conn.execute(READ, (los, his))
+        cursor = conn.execute(READ, key_ranges(parts))
         # Decoded a batch at a time: the read holds its records and one batch of rows.
         while rows := cursor.fetchmany(READ_BATCH):
             for r in rows:
@@ -68,9 +66,7 @@ def scan_view(
         params: tuple[Any, ...] = ((owner << SEQ_BITS) | a, (owner << SEQ_BITS) | b)
         cursor = conn.execute(READ_VIEW_ONE, params)
     else:
-        los = [(owner << SEQ_BITS) | a for owner, a, _ in parts]
-        his = [(owner << SEQ_BITS) | b for owner, _, b in parts]
-        cursor = conn.execute(READ_VIEW, (los, his))
+        cursor = conn.execute(READ_VIEW, key_ranges(parts))
     # Rows come segment by segment in key order, and a segment's range holds at most its
     # span: when all rows came, each segment's are its span, position by position.
     seqs = chain.from_iterable(range(a, b) for _, a, b in parts)
