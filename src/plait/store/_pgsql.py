@@ -23,6 +23,8 @@ __all__ = [
     "HEAD",
     "KEPT",
     "READ",
+    "READ_VIEW",
+    "READ_VIEW_ONE",
     "SELECT_ROW",
     "WRITE",
     "WRITE_UNLINKED",
@@ -204,6 +206,25 @@ READ: Final = (
     "ORDER BY key LIMIT g.hi - g.lo) r "
     "ORDER BY g.n, r.key"
 )
+
+_VIEW_COLUMNS: Final = (
+    "SELECT r.kind, r.payload, CASE WHEN r.kind IN ('summary', 'event', 'opaque') "
+    "THEN json_build_array(r.id, r.meta, r.created_at, r.tokens)::text END "
+)
+READ_VIEW: Final = (
+    _VIEW_COLUMNS + "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi "
+    "ORDER BY key LIMIT g.hi - g.lo) r "
+    "ORDER BY g.n, r.key"
+)
+"""``READ`` for a view read (``records.decode_view_rows``): a message's row is its kind and
+payload; the other columns come, as one JSON array, only with the rows a view keeps whole.
+No key, no segment number: a segment's range holds at most its span of rows, so when
+the read has them all, each segment has all of its own, in order."""
+READ_VIEW_ONE: Final = (
+    _VIEW_COLUMNS + "FROM records r WHERE r.key >= %s AND r.key < %s ORDER BY r.key"
+)
+"""``READ_VIEW`` of one segment (most reads): a range scan in key order, nothing to sort."""
 
 
 def key_ranges(parts: Sequence[tuple[int, int, int]]) -> tuple[str, str]:

@@ -56,11 +56,10 @@ from plait.errors import (
     MissingDependencyError,
     SessionExistsError,
     SessionNotFoundError,
-    StoreCorruptError,
     StoreError,
 )
-from plait.layout import segments
-from plait.records import Record, collector_paused, decode_rows, dumps, encode_payload
+from plait.layout import Segment, segments
+from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection
 from plait.store._pgfeed import ChangeFeed, Notifier
@@ -72,6 +71,7 @@ from plait.store._pgopen import (
     open_schema,
     parse_target,
 )
+from plait.store._pgread import scan_records, scan_view
 from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
@@ -79,11 +79,9 @@ from plait.store._pgsql import (
     CREATE_UNLINKED,
     HEAD,
     KEPT,
-    READ,
     SELECT_ROW,
     WRITE,
     WRITE_UNLINKED,
-    key_ranges,
     record_arrays,
 )
 from plait.store._rows import (
@@ -118,7 +116,6 @@ Applied each in one transaction under an advisory lock.
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
-_READ_BATCH: Final = 4096  # rows fetched and decoded at a time by a long read
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
@@ -392,26 +389,30 @@ class PostgresStore(PgConnection):
 
         All segments are read by one statement, so from one snapshot.
         """
-        out: list[Record] = []
+        parts = self._parts(row, lo, hi)
+        if not parts:
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan_records(conn, row, parts)
+
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
+
+        One statement, as :meth:`read`; a message's id, meta, time and count are
+        not sent (the statement sends them only with summaries, events and opaque items).
+        """
+        parts = self._parts(row, lo, hi)
+        if not parts:
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan_view(conn, row, parts)
+
+    def _parts(self, row: SessionRow, lo: int, hi: int) -> list[Segment]:
+        """The segments a read of ``[lo, hi)`` scans (none: the store is only checked open)."""
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             self._check_open()
-            return out
-        counts = [0] * len(parts)
-        with self._conn(f"read {row.id!r}") as conn, collector_paused():
-            cursor = conn.execute(READ, key_ranges(parts))
-            # Decoded a batch at a time: the read holds its records and one batch of rows.
-            while rows := cursor.fetchmany(_READ_BATCH):
-                for r in rows:
-                    counts[r[0] - 1] += 1
-                out.extend(decode_rows(rows, _SEQ_MAX, first=1))
-        for (owner, a, b), got in zip(parts, counts, strict=True):
-            if got != b - a:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                    f"of owner {owner}, found {got}"
-                )
-        return out
+        return parts
 
     # -- collections ------------------------------------------------------------------
 

@@ -35,7 +35,15 @@ from plait.errors import (
     shown,
 )
 from plait.layout import Layout, Segment, segments
-from plait.records import Record, collector_paused, decode_rows, dumps
+from plait.records import (
+    MESSAGE_KINDS,
+    Message,
+    Record,
+    collector_paused,
+    decode_records,
+    decode_rows,
+    dumps,
+)
 from plait.store._flock import FileLocks
 from plait.store._liteconn import (
     TOP_TTL as _TOP_TTL,
@@ -47,6 +55,7 @@ from plait.store._liteconn import (
     path_argument,
 )
 from plait.store._litegc import collect, collect_all, owners_found
+from plait.store._literead import read_view
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
@@ -97,9 +106,11 @@ _log = logging.getLogger("plait.store")
 
 
 _READ_RANGE: Final = (
-    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
+    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
     "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
+"""One segment's run of positions: each row's position is its place in the run (the
+count is checked), so the key is not selected."""
 _READ_RANGES: Final = (
     "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
     "FROM json_each(?) AS g CROSS JOIN records AS r "
@@ -485,14 +496,30 @@ class SQLiteStore(LiteConnection):
                 # Rows are decoded a batch at a time and dropped: a long read holds its
                 # records and one batch of rows, never all of both.
                 while rows := cursor.fetchmany(_READ_BATCH):
+                    out.extend(decode_records(rows, range(a + got, b)))
                     got += len(rows)
-                    out.extend(decode_rows(rows, _SEQ_MAX))
                 if got != b - a:
                     raise StoreCorruptError(
                         f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
                         f"of owner {owner}, found {got}"
                     )
         return out
+
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
+
+        A message's row is read for its kind and payload only; the few others
+        (summaries, events, opaque items) are read whole (``_literead``).
+        """
+        self._check_open()
+        parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
+        if not parts:
+            return []
+        if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
+            small = self._read_small(row, parts)
+            return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
+        with self._snapshot("read", row.id) as db:
+            return read_view(db, row, parts)
 
     def _read_small(self, row: SessionRow, parts: list[Segment]) -> list[Record]:
         """A short read over several segments (a tail deep in a chain of branches): one statement.
