@@ -30,14 +30,25 @@ from plait.errors import (
     shown,
 )
 from plait.store._litesql import SQLITE_DDL
+from plait.store._liteturn import Turn
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
 from plait.store._sql import Connection, SQLStore, describe
 
-__all__ = ["TOP_TTL", "LiteConnection", "failed", "not_unicode", "path_argument", "rollback"]
+__all__ = [
+    "CHECKPOINT_PAGES",
+    "TOP_TTL",
+    "LiteConnection",
+    "failed",
+    "not_unicode",
+    "path_argument",
+    "rollback",
+]
 
 TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is live (see store/_recency.py)."""
+CHECKPOINT_PAGES: Final = 8192
+"""Rows a store writes between its checkpoints of the log (about a page each; D27, D211)."""
 _KEYS_PER_READ: Final = 500
 """Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
 _TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n
@@ -97,6 +108,9 @@ class LiteConnection(SQLStore):
     _recency: Recency
     _owed_timer: threading.Timer | None
     _migrations: tuple[Migration, ...]
+    _memory: bool
+    _turn: Turn | None
+    _synced_changes: int
 
     @property
     def location(self) -> str:
@@ -139,6 +153,7 @@ class LiteConnection(SQLStore):
         """One write transaction, taken up front so it never deadlocks on upgrade."""
         with self._lock:
             db = self._db
+            self._take_turn(what)
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
@@ -155,6 +170,9 @@ class LiteConnection(SQLStore):
             except sqlite3.DatabaseError as exc:
                 rollback(db)
                 raise failed(what, exc) from exc
+            finally:
+                self._give_turn()
+            self._wrote(db.total_changes)
 
     @contextmanager
     def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
@@ -218,6 +236,7 @@ class LiteConnection(SQLStore):
         self._check_open()
         with self._lock:
             db = self._db
+            self._take_turn(what)
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
@@ -235,6 +254,9 @@ class LiteConnection(SQLStore):
                 raise not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 raise failed(what, exc) from exc
+            finally:
+                self._give_turn()
+            self._wrote(db.total_changes)
 
     def _update_tallies(
         self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
@@ -294,14 +316,55 @@ class LiteConnection(SQLStore):
             return
         db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")
+            self._take_turn("order recent appends")
             try:
-                self._recency.write_owed(db, now_micros())
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._recency.write_owed(db, now_micros())
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            finally:
+                self._give_turn()
             self._recency.settle()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreError) as exc:
             # Still owed: the next write transaction writes them first.
             _log.warning("%s: could not order recent appends yet: %s", self._path, exc)
+
+    # -- turns and checkpoints (D211) -----------------------------------------------------
+
+    def _take_turn(self, what: str) -> None:
+        """Wait for this process's turn to write the file (store/_liteturn.py); under the lock."""
+        if self._turn is not None:
+            try:
+                self._turn.take()
+            except OSError as exc:
+                raise StoreError(f"{self._path}: {what}: cannot take the turn: {exc}") from exc
+
+    def _give_turn(self) -> None:
+        if self._turn is not None:
+            self._turn.give()
+
+    def _wrote(self, changes: int) -> None:
+        """After a commit, with the turn given back: checkpoint once enough was written.
+
+        SQLite's own automatic checkpoint runs inside the commit that crosses its threshold,
+        and under several writers its log never restarts, so it ran again on nearly every
+        commit from then on, each time syncing both files while holding the write turn.
+        The store checkpoints itself instead, after every ``CHECKPOINT_PAGES`` rows it
+        wrote, outside the turn (a passive checkpoint never holds writers off), and when
+        it closes. ``changes`` is the connection's running count of rows changed.
+        """
+        if changes - self._synced_changes >= CHECKPOINT_PAGES:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file, as far as readers allow."""
+        self._synced_changes = self._db.total_changes
+        if self._memory:
+            return
+        try:
+            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        except sqlite3.DatabaseError as exc:  # the next one copies what this one could not
+            _log.warning("%s: could not checkpoint the write-ahead log: %s", self._path, exc)

@@ -37,13 +37,14 @@ from plait.layout import Layout, Segment, segments
 from plait.records import Record, collector_paused, decode_rows, dumps
 from plait.store._flock import FileLocks
 from plait.store._liteconn import (
-    TOP_TTL as _TOP_TTL,
-)
-from plait.store._liteconn import (
+    CHECKPOINT_PAGES,
     LiteConnection,
     failed,
     not_unicode,
     path_argument,
+)
+from plait.store._liteconn import (
+    TOP_TTL as _TOP_TTL,
 )
 from plait.store._litegc import collect, collect_all, owners_found
 from plait.store._litesql import (
@@ -57,6 +58,7 @@ from plait.store._litesql import (
     UPDATE_SESSION_UNLINKED,
     record_params,
 )
+from plait.store._liteturn import turn_for
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
@@ -85,10 +87,6 @@ __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
 
 MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
 """The schema, numbered and ordered (written once for both SQL stores, in ``_schema.py``)."""
-
-_CHECKPOINT_PAGES: Final = 8192
-"""WAL pages between automatic checkpoints (SQLite's default is 1000)."""
-
 
 _log = logging.getLogger("plait.store")
 
@@ -200,6 +198,9 @@ class SQLiteStore(LiteConnection):
         self._closed = False
         self._recency = Recency(_TOP_TTL)
         self._owed_timer: threading.Timer | None = None
+        # Writers of the file take turns on a kernel lock (store/_liteturn.py, D211).
+        self._turn = None if self._memory else turn_for(target)
+        self._synced_changes = 0
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -210,10 +211,10 @@ class SQLiteStore(LiteConnection):
                 if str(mode).lower() != "wal":
                     raise StoreError(f"{target}: could not switch to WAL (got {mode})")
             self._db.execute(f"PRAGMA synchronous = {durability.upper()}")
-            # Checkpoint every 8192 WAL pages (32 MiB) instead of SQLite's 1000: each
-            # checkpoint syncs the files, and an agent appends a page per step, so this
-            # takes most syncs off the append path (decisions D27).
-            self._db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
+            # The store checkpoints the log itself, every CHECKPOINT_PAGES rows it writes
+            # and outside its write turn, rather than inside whichever commit crosses
+            # SQLite's threshold (see LiteConnection._wrote; D27, D211).
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._migrate(auto_migrate)
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
@@ -305,6 +306,7 @@ class SQLiteStore(LiteConnection):
         # writing, which closes that window.)
         with self._lock:
             db = self._db
+            self._take_turn(f"append {expected.id!r}")
             try:
                 db.execute("BEGIN IMMEDIATE")
                 try:
@@ -339,6 +341,9 @@ class SQLiteStore(LiteConnection):
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
                 raise failed(f"append {expected.id!r}", exc) from exc
+            finally:
+                self._give_turn()
+            self._wrote(db.total_changes)
         return expected.with_head(
             Layout(
                 lay.bases,
@@ -366,19 +371,31 @@ class SQLiteStore(LiteConnection):
                 return None
             if self._closed:
                 raise StoreError(f"{self._path}: the store is closed")
+            db = self._db
             try:
-                self._db.execute(
-                    INSERT_RECORD, record_params(expected.pk, (record,), lay.end_msgs)[0]
-                )
+                params = record_params(expected.pk, (record,), lay.end_msgs)[0]
+                turn = self._turn
+                if turn is None:
+                    db.execute(INSERT_RECORD, params)
+                else:
+                    turn.take()
+                    try:
+                        db.execute(INSERT_RECORD, params)
+                    finally:
+                        turn.give()
             except sqlite3.IntegrityError:
-                raise self._stale(self._db, expected) from None
+                raise self._stale(db, expected) from None
             except UnicodeEncodeError as exc:
                 raise not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
                 raise failed(f"append {expected.id!r}", exc) from exc
+            except OSError as exc:
+                raise StoreError(f"{self._path}: cannot take the write turn: {exc}") from exc
             if self._recency.appended(expected.pk, record.created_at_us):
                 self._arm_owed_timer()
+            if db.total_changes - self._synced_changes >= CHECKPOINT_PAGES:
+                self._checkpoint()
         return SessionRow(
             expected.id,
             expected.workspace,
@@ -609,6 +626,8 @@ class SQLiteStore(LiteConnection):
                 self._write_owed()
                 if self._owed_timer is not None:
                     self._owed_timer.cancel()
+                if self._db.total_changes > self._synced_changes:
+                    self._checkpoint()  # what this store wrote is not left to others to copy
                 self._closed = True
                 if self._locks is not None:
                     self._locks.release_all()
