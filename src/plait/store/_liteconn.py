@@ -48,7 +48,7 @@ __all__ = [
 TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is live (see store/_recency.py)."""
 CHECKPOINT_PAGES: Final = 8192
-"""Rows a store writes between its checkpoints of the log (about a page each; D27, D211)."""
+"""Rows a store writes between its checkpoints of the log (about a page each; D211)."""
 _KEYS_PER_READ: Final = 500
 """Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
 _TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n

@@ -213,7 +213,7 @@ class SQLiteStore(LiteConnection):
             self._db.execute(f"PRAGMA synchronous = {durability.upper()}")
             # The store checkpoints the log itself, every CHECKPOINT_PAGES rows it writes
             # and outside its write turn, rather than inside whichever commit crosses
-            # SQLite's threshold (see LiteConnection._wrote; D27, D211).
+            # SQLite's threshold (see LiteConnection._wrote; D211).
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._migrate(auto_migrate)
             # A store opened with fewer migrations (tests make old files so) has no base
