@@ -111,6 +111,7 @@ class LiteConnection(SQLStore):
     _memory: bool
     _turn: Turn | None
     _synced_changes: int
+    _checkpoint_every: int
 
     @property
     def location(self) -> str:
@@ -356,7 +357,7 @@ class LiteConnection(SQLStore):
         wrote, outside the turn (a passive checkpoint never holds writers off), and when
         it closes. ``changes`` is the connection's running count of rows changed.
         """
-        if changes - self._synced_changes >= CHECKPOINT_PAGES:
+        if changes - self._synced_changes >= self._checkpoint_every:
             self._checkpoint()
 
     def _checkpoint(self) -> None:

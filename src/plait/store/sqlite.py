@@ -201,6 +201,7 @@ class SQLiteStore(LiteConnection):
         # Writers of the file take turns on a kernel lock (store/_liteturn.py, D211).
         self._turn = None if self._memory else turn_for(target)
         self._synced_changes = 0
+        self._checkpoint_every = CHECKPOINT_PAGES
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -219,6 +220,7 @@ class SQLiteStore(LiteConnection):
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
+            self._synced_changes = self._db.total_changes  # opening wrote nothing to copy
         except sqlite3.DatabaseError as exc:
             raise failed(f"{target}: cannot open as a plait store", exc) from exc
 
@@ -394,7 +396,7 @@ class SQLiteStore(LiteConnection):
                 raise StoreError(f"{self._path}: cannot take the write turn: {exc}") from exc
             if self._recency.appended(expected.pk, record.created_at_us):
                 self._arm_owed_timer()
-            if db.total_changes - self._synced_changes >= CHECKPOINT_PAGES:
+            if db.total_changes - self._synced_changes >= self._checkpoint_every:
                 self._checkpoint()
         return SessionRow(
             expected.id,
