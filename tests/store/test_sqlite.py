@@ -490,4 +490,5 @@ def test_the_store_checkpoints_its_log_itself(
         for i in range(25):
             s.inject({"role": "user", "content": str(i)})
         assert len(runs) == 2
+    store.close()
     assert len(runs) == 3  # and one on close, for what it wrote since
