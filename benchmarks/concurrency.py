@@ -35,7 +35,7 @@ from rich.table import Table
 import plait
 
 COUNTS = (1, 8)
-Result = tuple[float, float, float]  # records/s, p50 µs, p99 µs
+Result = tuple[float, float, float, float]  # records/s, p50 µs, p99 µs, CPU µs per append
 
 
 def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: int) -> None:
@@ -48,23 +48,27 @@ def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: in
             os.write(wfd, b"ready\n")
             os.read(go, 1)  # every writer starts together
             lat: list[int] = []
+            cpu = time.process_time_ns()
             start = time.monotonic_ns()
             for i in range(appends):
                 t0 = time.perf_counter_ns()
                 s.inject({"role": "user", "content": f"{i} {text}"})
                 lat.append(time.perf_counter_ns() - t0)
             end = time.monotonic_ns()
-        os.write(wfd, (f"{start} {end} " + " ".join(map(str, lat)) + "\n").encode())
+            cpu = time.process_time_ns() - cpu
+        os.write(wfd, (f"{start} {end} {cpu} " + " ".join(map(str, lat)) + "\n").encode())
         code = 0
     finally:
         os._exit(code)
 
 
 def run(store_target: str, ws: Path, n: int, appends: int) -> Result:
-    """Return (records/s, p50 µs, p99 µs) for ``n`` processes on ``store_target``.
+    """Return (records/s, p50 µs, p99 µs, CPU µs per append) for ``n`` processes.
 
     The rate counts from the first writer's start to the last one's end, once
-    every writer has opened its store and appended once (set-up is not timed).
+    every writer has opened its store and appended once (set-up is not timed). The CPU
+    time is the writers' own (every thread of theirs, not the database server's): unlike
+    the rate, it hardly moves when other programs share the machine.
     """
     with plait.Client(ws, store=store_target) as client:
         sids = [client.sessions.create([{"role": "system", "content": "bench"}]).id
@@ -94,6 +98,7 @@ def run(store_target: str, ws: Path, n: int, appends: int) -> Result:
     lat: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
+    cpu = 0
     for (pid, rfd), head in zip(kids, outputs, strict=True):
         chunks = [head]
         while chunk := os.read(rfd, 1 << 16):
@@ -105,11 +110,12 @@ def run(store_target: str, ws: Path, n: int, appends: int) -> Result:
         values = [int(x) for x in b"".join(chunks).split()]
         starts.append(values[0])
         ends.append(values[1])
-        lat.extend(values[2:])
+        cpu += values[2]
+        lat.extend(values[3:])
     os.close(go_w)
     wall = (max(ends) - min(starts)) / 1e9
     qs = statistics.quantiles(lat, n=100)
-    return n * appends / wall, qs[49] / 1000, qs[98] / 1000
+    return n * appends / wall, qs[49] / 1000, qs[98] / 1000, cpu / 1000 / (n * appends)
 
 
 def _run_in(tree: Path, store_target: str, ws: Path, n: int, appends: int) -> Result:
@@ -119,8 +125,8 @@ def _run_in(tree: Path, store_target: str, ws: Path, n: int, appends: int) -> Re
         [sys.executable, __file__, "--one", store_target, str(ws), str(n), str(appends)],
         env=env, check=True, capture_output=True, text=True,
     ).stdout
-    rate, p50, p99 = (float(x) for x in out.split())
-    return rate, p50, p99
+    rate, p50, p99, cpu = (float(x) for x in out.split())
+    return rate, p50, p99, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         title=f"N processes x {args.appends} appends, one session each "
         f"(medians of {args.rounds} interleaved rounds)"
     )
-    columns = ["store", "N", "records/s", "x N=1", "p50 µs", "p99 µs"]
+    columns = ["store", "N", "records/s", "x N=1", "p50 µs", "p99 µs", "CPU µs"]
     if args.against is not None:
         columns[1:1] = ["code"]
         columns.append("this / other")
@@ -175,10 +181,10 @@ def main(argv: list[str] | None = None) -> int:
             one = statistics.median(r[0] for r in got[label, COUNTS[0]])
             for n in COUNTS:
                 runs = got[label, n]
-                rate, p50, p99 = (statistics.median(r[i] for r in runs) for i in range(3))
+                rate, p50, p99, cpu = (statistics.median(r[i] for r in runs) for i in range(4))
                 rates = ", ".join(f"{r[0] / one:.2f}" for r in runs)
                 row = [name, str(n), f"{rate:,.0f}", f"{rate / one:.2f}x ({rates})",
-                       f"{p50:,.0f}", f"{p99:,.0f}"]
+                       f"{p50:,.0f}", f"{p99:,.0f}", f"{cpu:,.1f}"]
                 if args.against is not None:
                     row[1:1] = [label]
                     ratios = [a[0] / b[0] for a, b in

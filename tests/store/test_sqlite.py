@@ -427,10 +427,12 @@ sys.stdin.readline()
 
 
 def test_a_writer_waits_for_the_turn_another_process_holds(tmp_path: Path) -> None:
-    """Writers of one file take turns on ``<db>-turn``: a write waits while another holds it."""
+    """Contending writers take turns on ``<db>-turn``: a write waits while another holds it."""
     import subprocess
     import sys
     import threading
+
+    from plait.store._liteturn import turn_for
 
     path = tmp_path / "turn.db"
     with Client(tmp_path, store=path) as client:
@@ -442,6 +444,7 @@ def test_a_writer_waits_for_the_turn_another_process_holds(tmp_path: Path) -> No
         )
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline().strip() == "held"
+        turn_for(str(path.resolve())).waited()  # as after a write that met another writer
         writer = threading.Thread(target=s.inject, args=({"role": "user", "content": "after"},))
         writer.start()
         writer.join(0.3)

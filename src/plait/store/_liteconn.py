@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from time import perf_counter
 from typing import Any, Final
 
 from plait._files import usable_path
@@ -30,7 +31,7 @@ from plait.errors import (
     shown,
 )
 from plait.store._litesql import SQLITE_DDL
-from plait.store._liteturn import Turn
+from plait.store._liteturn import SLOW, Turn
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
 from plait.store._sql import Connection, SQLStore, describe
@@ -156,7 +157,7 @@ class LiteConnection(SQLStore):
             db = self._db
             self._take_turn(what)
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     # See append(): the moves owed first, and then any other write may
                     # change the order, or the liveness of a session.
@@ -239,7 +240,7 @@ class LiteConnection(SQLStore):
             db = self._db
             self._take_turn(what)
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     if reorders:  # see append(): this write may change the order
                         self._recency.write_owed(db, now_micros())
@@ -319,7 +320,7 @@ class LiteConnection(SQLStore):
         try:
             self._take_turn("order recent appends")
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     self._recency.write_owed(db, now_micros())
                 except BaseException:
@@ -343,6 +344,13 @@ class LiteConnection(SQLStore):
             except OSError as exc:
                 raise StoreError(f"{self._path}: {what}: cannot take the turn: {exc}") from exc
 
+    def _begin(self, db: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``; one that waited for SQLite's lock makes writers take turns."""
+        started = perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        if self._turn is not None and perf_counter() - started > SLOW:
+            self._turn.waited()
+
     def _give_turn(self) -> None:
         if self._turn is not None:
             self._turn.give()
@@ -350,12 +358,14 @@ class LiteConnection(SQLStore):
     def _wrote(self, changes: int) -> None:
         """After a commit, with the turn given back: checkpoint once enough was written.
 
-        SQLite's own automatic checkpoint runs inside the commit that crosses its threshold,
-        and under several writers its log never restarts, so it ran again on nearly every
-        commit from then on, each time syncing both files while holding the write turn.
-        The store checkpoints itself instead, after every ``CHECKPOINT_PAGES`` rows it
-        wrote, outside the turn (a passive checkpoint never holds writers off), and when
-        it closes. ``changes`` is the connection's running count of rows changed.
+        SQLite's own automatic checkpoint runs inside whichever commit finds the log past
+        its threshold. Under writers that never pause the log could then never start
+        over (a writer was always appending while it was copied), so nearly every commit
+        ran one, each syncing both files, and the log and its index kept growing. The
+        store checkpoints itself instead, after every ``CHECKPOINT_PAGES`` rows it wrote
+        and when it closes, in a turn of its own: no writer of the store appends while
+        the log is copied, so the next one starts it over. ``changes`` is the
+        connection's running count of rows changed.
         """
         if changes - self._synced_changes >= self._checkpoint_every:
             self._checkpoint()
@@ -366,6 +376,10 @@ class LiteConnection(SQLStore):
         if self._memory:
             return
         try:
-            self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.DatabaseError as exc:  # the next one copies what this one could not
+            self._take_turn("checkpoint")
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                self._give_turn()
+        except (sqlite3.DatabaseError, StoreError) as exc:  # the next one copies the rest
             _log.warning("%s: could not checkpoint the write-ahead log: %s", self._path, exc)

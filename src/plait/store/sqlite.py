@@ -21,6 +21,7 @@ import sqlite3
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from time import perf_counter
 from typing import Final, Literal
 
 from plait._time import now_micros
@@ -58,7 +59,7 @@ from plait.store._litesql import (
     UPDATE_SESSION_UNLINKED,
     record_params,
 )
-from plait.store._liteturn import turn_for
+from plait.store._liteturn import SLOW, turn_for
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
@@ -310,7 +311,7 @@ class SQLiteStore(LiteConnection):
             db = self._db
             self._take_turn(f"append {expected.id!r}")
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     self._recency.write_owed(db, now_micros())
                     state = db.execute(APPEND_STATE, (expected.pk,)).fetchone()
@@ -382,7 +383,10 @@ class SQLiteStore(LiteConnection):
                 else:
                     turn.take()
                     try:
+                        started = perf_counter()
                         db.execute(INSERT_RECORD, params)
+                        if perf_counter() - started > SLOW:
+                            turn.waited()  # it slept in SQLite's busy handler: take turns
                     finally:
                         turn.give()
             except sqlite3.IntegrityError:
