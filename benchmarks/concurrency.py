@@ -14,6 +14,7 @@ the two alternate within each round, and the table adds this checkout's rate ove
 other's, per round.
 
 Usage: python benchmarks/concurrency.py [--appends K] [--rounds R] [--against DIR]
+       [--only sqlite|postgres]
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--appends", type=int, default=1000, help="appends per process")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
     parser.add_argument("--against", type=Path, help="another checkout to compare with")
+    parser.add_argument("--only", choices=("sqlite", "postgres"), help="run one store only")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # one run, for --against
     args = parser.parse_args(argv)
     if args.one:
@@ -151,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             return f"{pg}{'&' if '?' in pg else '?'}schema={schemas[-1]}"
 
         targets["postgres"] = fresh_schema
+    if args.only is not None:
+        targets = {k: v for k, v in targets.items() if k == args.only}
     here = Path(__file__).resolve().parent.parent
     trees: dict[str, Path | None] = {"": None}
     if args.against is not None:
