@@ -64,6 +64,9 @@ class Dialect:
     """The lock a live-client write takes on its session row (``FOR KEY SHARE`` or none)."""
     tombstone: str
     """The ``SET`` list that makes a row a tombstone giving up its id (to a value no id takes)."""
+    by_bytes: str = ""
+    """What makes a comparison of ids go by code point (``COLLATE "C"``), where the
+    engine's default may not (PostgreSQL follows the database's collation)."""
     row_lock: str = ""
     """A statement locking the session row ``pk = ?`` against appends, or none (SQLite's
     ``BEGIN IMMEDIATE`` already holds every writer off)."""
@@ -96,6 +99,13 @@ class Statements:
         self.row_by_pk = d.sql("{select_row} WHERE s.pk = ? AND {live_s}")
         self.recent_all = d.sql("{select_row} WHERE {live_s}" + shown + order)
         self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s}" + shown + order)
+        after = f"s.id{d.by_bytes} >= ? AND s.id{d.by_bytes} < ? AND "
+        self.prefix_all = d.sql("{select_row} WHERE " + after + "{live_s}" + shown + order)
+        # The workspace is compared as an expression, which no index serves: the range of
+        # ids is what narrows the listing (a workspace may hold every session).
+        self.prefix = d.sql(
+            "{select_row} WHERE " + after + "s.workspace || '' = ? AND {live_s}" + shown + order
+        )
         self.live_rows = d.sql("{select_row} WHERE {live_s}")
         self.children = d.sql(
             "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "

@@ -29,6 +29,7 @@ __all__ = [
     "BearerRow",
     "BearerStore",
     "LineageStore",
+    "ListingStore",
     "LiveClientRow",
     "LiveClientStore",
     "ObjectStore",
@@ -337,6 +338,23 @@ class LineageStore(Protocol):
         live: a deleted parent ends it, and so does a session met twice (a
         reused id can close a loop). The last id is the session's root; empty
         for a root or an unknown id.
+        """
+        ...
+
+
+@runtime_checkable
+class ListingStore(Protocol):
+    """Listings the store narrows itself, so they cost what they return."""
+
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first.
+
+        The same rows, in the same order, as :meth:`TranscriptStore.recent` filtered to
+        ids that start with ``prefix`` (compared character by character, case and all;
+        ``""`` matches every id), read through an index on the id rather than by reading
+        every row. ``workspace=None`` lists every workspace.
         """
         ...
 

@@ -162,6 +162,7 @@ class PostgresStore(PgConnection):
         # cannot hold the NUL SQLite's tombstones use).
         tombstone="deleted = true, id = chr(1) || pk",
         row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
+        by_bytes=' COLLATE "C"',
     )
 
     def __init__(

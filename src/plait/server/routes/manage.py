@@ -124,6 +124,7 @@ async def session_context(request: Request, session_id: str, who: Caller) -> s.C
             measured_by=report.measured_by,
             partial=report.partial,
             shares=[s.ShareOut(name=x.name, tokens=x.tokens, items=x.items) for x in report.shares],
+            window_source=report.window_source,
         ),
     )
 
