@@ -390,9 +390,12 @@ def test_appends_in_turn_keep_the_order_of_their_appends(pg: PostgresStore) -> N
         rows[sid] = pg.append(rows[sid], users(rows[sid].layout.end_seq, 1))
         if i == 2:
             assert [r.id for r in pg.recent("/ws", 5)] == ["c", "b", "a"]
-    assert [r.id for r in pg.recent("/ws", 5)] == ["b", "a", "c"]
+    assert [r.id for r in pg.recent_with_prefix("/ws", "", 5)] == ["b", "a", "c"]
+    rows["a"] = pg.append(rows["a"], users(rows["a"].layout.end_seq, 1))
+    assert [r.id for r in pg.recent_with_prefix("/ws", "a", 5)] == ["a"]
+    assert [r.id for r in pg.recent("/ws", 5)] == ["a", "b", "c"]
     rows["c"] = pg.write(rows["c"], replace(rows["c"], title="now"))  # a write moves after the owed
-    assert [r.id for r in pg.recent("/ws", 5)] == ["c", "b", "a"]
+    assert [r.id for r in pg.recent("/ws", 5)] == ["c", "a", "b"]
 
 
 def test_an_idle_store_writes_the_order_it_owes(

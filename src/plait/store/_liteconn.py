@@ -35,6 +35,7 @@ from plait.store._liteturn import SLOW, Turn
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
 from plait.store._sql import Connection, SQLStore, describe
+from plait.store.base import SessionRow
 
 __all__ = [
     "CHECKPOINT_PAGES",
@@ -333,6 +334,22 @@ class LiteConnection(SQLStore):
         except (sqlite3.DatabaseError, StoreError) as exc:
             # Still owed: the next write transaction writes them first.
             _log.warning("%s: could not order recent appends yet: %s", self._path, exc)
+
+    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions, most recently written first."""
+        with self._lock:
+            self._check_open()
+            self._write_owed()  # this store's appends are in the order before it is read
+        return super().recent(workspace, limit)
+
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first."""
+        with self._lock:
+            self._check_open()
+            self._write_owed()  # as recent()
+        return super().recent_with_prefix(workspace, prefix, limit)
 
     # -- turns and checkpoints (D211) -----------------------------------------------------
 

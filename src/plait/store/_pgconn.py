@@ -209,6 +209,15 @@ class PgConnection(SQLStore):
         self._owed.flush()  # this store's appends are in the order before it is read
         return super().recent(workspace, limit)
 
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first."""
+        if self._closed:
+            raise StoreError(f"{self._location}: the store is closed")
+        self._owed.flush()  # as recent()
+        return super().recent_with_prefix(workspace, prefix, limit)
+
     def _move_owed(self, pks: list[int], times: list[int]) -> None:
         """Write the moves the appends owe (store/_pgrecency.py)."""
         with self._conn("order recent appends") as conn:

@@ -422,13 +422,6 @@ class SQLiteStore(LiteConnection):
             expected.metadata,
         )
 
-    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first."""
-        with self._lock:
-            self._check_open()
-            self._write_owed()  # this store's appends are in the order before it is read
-        return super().recent(workspace, limit)
-
     def write(
         self,
         expected: SessionRow,
