@@ -114,6 +114,7 @@ class LiteConnection(SQLStore):
     _turn: Turn | None
     _synced_changes: int
     _checkpoint_every: int
+    _data_version: int
 
     @property
     def location(self) -> str:
@@ -366,7 +367,19 @@ class LiteConnection(SQLStore):
         started = perf_counter()
         db.execute("BEGIN IMMEDIATE")
         if self._turn is not None and perf_counter() - started > SLOW:
+            self._slow()
+
+    def _slow(self) -> None:
+        """A write statement took long: if another connection wrote meanwhile, take turns.
+
+        A statement is slow when it slept in SQLite's busy handler, but also when the
+        process was merely preempted; ``data_version`` moves only when another connection
+        has committed since this one last asked, which tells the two apart.
+        """
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version and self._turn is not None:
             self._turn.waited()
+        self._data_version = version
 
     def _give_turn(self) -> None:
         if self._turn is not None:

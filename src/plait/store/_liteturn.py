@@ -4,14 +4,14 @@ SQLite lets one connection write at a time. A connection that finds the write lo
 taken sleeps in SQLite's busy handler, whose shortest pause is a whole millisecond (then
 2, 5, 10 ms...): a hundred times an append's own work, so writers of several processes
 spent more time asleep than writing. So while writers contend (a write of this process
-was found waiting, in the last second) a store takes an exclusive ``flock`` on
-``<db>-turn`` before each write transaction: a writer that finds it taken sleeps in the
-kernel, which wakes it the moment the holder lets go, and SQLite's write lock is then
-free. A writer alone takes no turns (two system calls per append, ~8% of one). Only
-plait's stores take turns: any other writer of the file (the ``sqlite3``
-shell, an older plait) is still waited for by SQLite's busy timeout, so the turn decides
-how a writer waits, never whether a write is safe. The kernel drops the lock of a process
-that dies, kill -9 included.
+waited while another connection committed, in the last second) a store takes an
+exclusive ``flock`` on ``<db>-turn`` before each write transaction: a writer that finds
+it taken sleeps in the kernel, which wakes it the moment the holder lets go, and
+SQLite's write lock is then free. A writer alone takes no turns (two system calls per
+append, ~8% of one). Only plait's stores take turns: any other writer of the file (the
+``sqlite3`` shell, an older plait) is still waited for by SQLite's busy timeout, so the
+turn decides how a writer waits, never whether a write is safe. The kernel drops the
+lock of a process that dies, kill -9 included.
 
 Within a process every store of one file shares one descriptor, with a thread lock in
 front of it (a ``flock`` does not keep apart two threads using one descriptor). A thread
@@ -45,7 +45,7 @@ class Turn:
     """The turn of one database file in this process (see the module).
 
     ``take`` and ``give`` pair up; the same thread may nest them. Turns are taken only
-    while writers contend: a store reports a write that waited (:meth:`waited`), and
+    while writers contend: a store reports a write that waited for another (:meth:`waited`), and
     turns are then taken until none has been found taken for ``_QUIET`` seconds. A
     writer alone on its file thus pays nothing for them.
     """

@@ -222,6 +222,7 @@ class SQLiteStore(LiteConnection):
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
             self._synced_changes = self._db.total_changes  # opening wrote nothing to copy
+            self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise failed(f"{target}: cannot open as a plait store", exc) from exc
 
@@ -386,7 +387,7 @@ class SQLiteStore(LiteConnection):
                         started = perf_counter()
                         db.execute(INSERT_RECORD, params)
                         if perf_counter() - started > SLOW:
-                            turn.waited()  # it slept in SQLite's busy handler: take turns
+                            self._slow()  # it may have slept in SQLite's busy handler
                     finally:
                         turn.give()
             except sqlite3.IntegrityError:
