@@ -532,6 +532,7 @@ class Client(SessionHost):
 
     def close(self) -> None:
         """Close the store if the client opened it. Idempotent."""
+        self.store_calls.close()  # what runs and the server handed over runs first
         if self._owns_store:
             self.store.close()
 

@@ -167,26 +167,32 @@ async def compact(
             raise InvalidArgumentError("give strategy or compact_strategy, not both")
         more["compact_strategy"] = strategy
     parsed = parse_options(more)
-    head.require()
+    calls = head.host.store_calls  # the store is called off the event loop (D202)
+    await calls.run(head.require)
     taken = await head.take_turn()  # a compaction is one turn, from its plan to its summary
     try:
-        row = head.fresh()
-        # The plan's token figures are the stored counts.
-        count_pending(head.store, row, persist=True, memo=head.memo(row))
-        found = plan_compaction(view(head, head.fresh()), parsed)
+
+        def planned() -> CompactionPlan | None:
+            row = head.fresh()
+            # The plan's token figures are the stored counts.
+            count_pending(head.store, row, persist=True, memo=head.memo(row))
+            return plan_compaction(view(head, head.fresh()), parsed)
+
+        found = await calls.run(planned)
         if found is None:
             return None
         model = summary_provider or provider
         if summarize is None and model is not None:
             from plait.providers import declared_limits
 
-            window = known_model(head, model.model, await declared_limits(model)).window
+            limits = await declared_limits(model)
+            window = (await calls.run(lambda: known_model(head, model.model, limits))).window
             summarize = summarizer(model, summary_budget(window))
         done = await write_compaction(found, parsed, summarize=summarize)
-        head.mutate(head.messages([done.message()]))
+        await calls.run(lambda: head.mutate(head.messages([done.message()])))
         return done
     finally:
-        head.end_turn(taken)
+        await calls.run(lambda: head.end_turn(taken))
 
 
 def uncompact(head: Head) -> SummaryRecord:

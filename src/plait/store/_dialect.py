@@ -70,6 +70,8 @@ class Dialect:
     row_lock: str = ""
     """A statement locking the session row ``pk = ?`` against appends, or none (SQLite's
     ``BEGIN IMMEDIATE`` already holds every writer off)."""
+    first_parent: str = "JOIN lineage l ON l.child_id = up.id AND l.ord = 0"
+    """How a step of the ancestors' walk joins ``up.id`` to its first parent's edge ``l``."""
 
     def sql(self, template: str) -> str:
         """Spell a shared statement in this dialect.
@@ -117,8 +119,7 @@ class Statements:
         # layout a deep chain makes long.
         self.ancestors = d.sql(
             "WITH RECURSIVE up(id, n) AS (SELECT CAST(? AS TEXT), 0 UNION ALL "
-            "SELECT l.parent_id, up.n + 1 FROM up JOIN lineage l "
-            "ON l.child_id = up.id AND l.ord = 0 WHERE up.n < ? "
+            f"SELECT l.parent_id, up.n + 1 FROM up {d.first_parent} WHERE up.n < ? "
             "AND EXISTS (SELECT 1 FROM sessions p WHERE p.id = l.parent_id)) "
             "SELECT id FROM up WHERE n > 0 ORDER BY n"
         )

@@ -56,6 +56,7 @@ from plait.store._rows import (
     bases_text,
     bearer_row_from_columns,
     live_row_from_columns,
+    prefix_text,
     row_from_columns,
     scratchpad_entry_from_columns,
 )
@@ -289,7 +290,8 @@ class SQLStore(SQLObjects, ABC):
             if not head.pk and bases and self._links:
                 # The new head is a branch of the row it shares its layout with: link it,
                 # so a delete walks up from it (see the engines' _collect).
-                conn.execute(self._q.link_base_owner, (bases[-1][0], bases_text(bases[:-1]), pk))
+                prefix = prefix_text(bases, bases_text(bases))
+                conn.execute(self._q.link_base_owner, (bases[-1][0], prefix, pk))
             r = conn.execute(self._q.row_by_pk, (pk,)).fetchone()
         self._changed(expected.id)
         return row_from_columns(r)

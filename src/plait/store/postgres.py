@@ -79,18 +79,18 @@ from plait.store._pgsql import (
     CREATE,
     CREATE_UNLINKED,
     HEAD,
+    KEPT,
     READ,
-    REFERENCED,
     SELECT_ROW,
     WRITE,
     WRITE_UNLINKED,
+    key_ranges,
     record_arrays,
 )
 from plait.store._rows import (
     ROW_COLUMNS,
-    SEQ_BITS,
     SEQ_MAX,
-    bases_text,
+    prefix_text,
     row_values,
     scratchpad_values,
 )
@@ -116,7 +116,6 @@ Applied each in one transaction under an advisory lock.
 """
 
 
-_SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
@@ -163,6 +162,9 @@ class PostgresStore(PgConnection):
         tombstone="deleted = true, id = chr(1) || pk",
         row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
         by_bytes=' COLLATE "C"',
+        # A point read per step: without statistics the planner scans every edge per step.
+        first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
+        "WHERE child_id = up.id AND ord = 0 LIMIT 1) l",
     )
 
     def __init__(
@@ -251,21 +253,20 @@ class PostgresStore(PgConnection):
         from psycopg import errors as pgerrors
 
         mpos = first_mpos(row, records)
-        owners = sorted({owner for owner, _ in row.layout.bases})
+        bases = row.layout.bases
         now = now_micros()
+        values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
         params: dict[str, Any] = {
-            "owners": owners,
-            "n_owners": len(owners),
             "id": row.id,
             "workspace": row.workspace,
             "now": now,
             "parent_ids": dumps(list(row.parent_ids)),
             "lineage_operator": row.lineage_operator,
             "branched_at": row.branched_at,
-            **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
+            **values,
             "parents": list(dict.fromkeys(row.parent_ids)),
-            "last_owner": row.layout.bases[-1][0] if row.layout.bases else None,
-            "prefix": bases_text(row.layout.bases[:-1]),
+            "last_owner": bases[-1][0] if bases else None,
+            "prefix": prefix_text(bases, values["bases"]) if bases else "[]",
             **record_arrays(records, mpos),
         }
         self._owed.flush()  # the moves owed first: the new session is the most recent
@@ -404,11 +405,9 @@ class PostgresStore(PgConnection):
         if not parts:
             self._check_open()
             return out
-        los = [(owner << _SHIFT) | a for owner, a, _ in parts]
-        his = [(owner << _SHIFT) | b for owner, _, b in parts]
         counts = [0] * len(parts)
         with self._conn(f"read {row.id!r}") as conn, collector_paused():
-            cursor = conn.execute(READ, (los, his))
+            cursor = conn.execute(READ, key_ranges(parts))
             # Decoded a batch at a time: the read holds its records and one batch of rows.
             while rows := cursor.fetchmany(_READ_BATCH):
                 for r in rows:
@@ -512,25 +511,25 @@ class PostgresStore(PgConnection):
                 current = locked[0]
 
     def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Drop every tombstone no live layout reads, reading every layout.
+        """Drop every tombstone no kept layout lists, reading every layout.
 
-        Lock the candidates first, then look again: a fork that locked one of them
-        (``FOR KEY SHARE``, see ``CREATE``) has committed by then and is seen by
-        the second look (a fresh snapshot); a fork that comes later waits for this
-        transaction and then finds its source gone.
+        Lock the candidates first, then look again: a fork that locked one (its
+        source, see ``CREATE``) has committed by then and is seen by the second look
+        (a fresh snapshot); a later one waits, then finds its source gone. The
+        source's owners are kept with it (:data:`KEPT`), so they need no lock.
         """
         candidates = [
             int(r[0])
             for r in conn.execute(
-                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({REFERENCED}) "
-                "ORDER BY pk FOR UPDATE"
+                f"{KEPT} SELECT pk FROM sessions WHERE deleted "
+                "AND pk NOT IN (SELECT pk FROM kept) ORDER BY pk FOR UPDATE"
             ).fetchall()
         ]
         if not candidates:
             return
         conn.execute(
-            f"WITH garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
-            f"AND deleted AND pk NOT IN ({REFERENCED})), "
+            f"{KEPT}, garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
+            "AND deleted AND pk NOT IN (SELECT pk FROM kept)), "
             "gone AS (DELETE FROM records r USING garbage g "
             "WHERE r.key >= (g.pk << 32) AND r.key < ((g.pk + 1) << 32)) "
             "DELETE FROM sessions WHERE pk IN (SELECT pk FROM garbage)",

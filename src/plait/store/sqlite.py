@@ -20,6 +20,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from time import perf_counter
 from typing import Final, Literal
@@ -53,10 +54,12 @@ from plait.store._litesql import (
     INSERT_RECORD,
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
+    READ_RANGES_MAX,
     SELECT_ROW,
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
+    read_ranges,
     record_params,
 )
 from plait.store._liteturn import SLOW, turn_for
@@ -103,6 +106,7 @@ _READ_RANGES: Final = (
     "ORDER BY g.key, r.key"
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
+_range_and_key: Final = itemgetter(0, 1)
 _READ_BATCH: Final = 4096
 """Rows fetched and decoded at a time by a long read."""
 _SMALL_READ: Final = 512
@@ -240,7 +244,8 @@ class SQLiteStore(LiteConnection):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                found = owners_found(db, row.layout.bases)
+                values = row_values(row)
+                found = owners_found(db, row.layout.bases, values[1])
                 if found is None:
                     raise SessionNotFoundError(
                         row.parent_ids[0] if row.parent_ids else row.id,
@@ -256,9 +261,9 @@ class SQLiteStore(LiteConnection):
                     row.branched_at,
                 )
                 if self._links:
-                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *values))
                 else:
-                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *values))
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
@@ -511,9 +516,13 @@ class SQLiteStore(LiteConnection):
 
         Sorting a few rows costs less than a statement per segment.
         """
-        ranges = dumps([[(o << _SHIFT) | a, (o << _SHIFT) | b] for o, a, b in parts])
+        ranges = [((o << _SHIFT) | a, (o << _SHIFT) | b) for o, a, b in parts]
         with self._snapshot("read", row.id) as db:
-            rows = db.execute(_READ_RANGES, (ranges,)).fetchall()
+            if len(ranges) <= READ_RANGES_MAX:
+                keys = [k for r in ranges for k in r]
+                rows = sorted(db.execute(read_ranges(len(ranges)), keys), key=_range_and_key)
+            else:
+                rows = db.execute(_READ_RANGES, (dumps(ranges),)).fetchall()
         counts = [0] * len(parts)
         for r in rows:
             counts[r[0]] += 1
