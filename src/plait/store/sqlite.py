@@ -22,7 +22,6 @@ import threading
 from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
-from time import perf_counter
 from typing import Final, Literal
 
 from plait._time import now_micros
@@ -71,7 +70,6 @@ from plait.store._litesql import (
     read_ranges,
     record_params,
 )
-from plait.store._liteturn import SLOW, turn_for
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
@@ -214,8 +212,6 @@ class SQLiteStore(LiteConnection):
         self._closed = False
         self._recency = Recency(_TOP_TTL)
         self._owed_timer: threading.Timer | None = None
-        # Writers of the file take turns on a kernel lock (store/_liteturn.py, D211).
-        self._turn = None if self._memory else turn_for(target)
         self._synced_changes = 0
         self._checkpoint_every = CHECKPOINT_PAGES
         try:
@@ -229,7 +225,7 @@ class SQLiteStore(LiteConnection):
                     raise StoreError(f"{target}: could not switch to WAL (got {mode})")
             self._db.execute(f"PRAGMA synchronous = {durability.upper()}")
             # The store checkpoints the log itself, every CHECKPOINT_PAGES rows it writes
-            # and outside its write turn, rather than inside whichever commit crosses
+            # after its commit, rather than inside whichever commit crosses
             # SQLite's threshold (see LiteConnection._wrote; D211).
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._migrate(auto_migrate)
@@ -237,7 +233,6 @@ class SQLiteStore(LiteConnection):
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
             self._synced_changes = self._db.total_changes  # opening wrote nothing to copy
-            self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise failed(f"{target}: cannot open as a plait store", exc) from exc
 
@@ -326,9 +321,8 @@ class SQLiteStore(LiteConnection):
         # writing, which closes that window.)
         with self._lock:
             db = self._db
-            self._take_turn(f"append {expected.id!r}")
             try:
-                self._begin(db)
+                db.execute("BEGIN IMMEDIATE")
                 try:
                     self._recency.write_owed(db, now_micros())
                     state = db.execute(APPEND_STATE, (expected.pk,)).fetchone()
@@ -361,8 +355,6 @@ class SQLiteStore(LiteConnection):
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
                 raise failed(f"append {expected.id!r}", exc) from exc
-            finally:
-                self._give_turn()
             self._wrote(db.total_changes)
         return expected.with_head(
             Layout(
@@ -394,18 +386,7 @@ class SQLiteStore(LiteConnection):
             db = self._db
             try:
                 params = record_params(expected.pk, (record,), lay.end_msgs)[0]
-                turn = self._turn
-                if turn is None:
-                    db.execute(INSERT_RECORD, params)
-                else:
-                    turn.take()
-                    try:
-                        started = perf_counter()
-                        db.execute(INSERT_RECORD, params)
-                        if perf_counter() - started > SLOW:
-                            self._slow()  # it may have slept in SQLite's busy handler
-                    finally:
-                        turn.give()
+                db.execute(INSERT_RECORD, params)
             except sqlite3.IntegrityError:
                 raise self._stale(db, expected) from None
             except UnicodeEncodeError as exc:
@@ -413,8 +394,6 @@ class SQLiteStore(LiteConnection):
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
                 raise failed(f"append {expected.id!r}", exc) from exc
-            except OSError as exc:
-                raise StoreError(f"{self._path}: cannot take the write turn: {exc}") from exc
             if self._recency.appended(expected.pk, record.created_at_us):
                 self._arm_owed_timer()
             if db.total_changes - self._synced_changes >= self._checkpoint_every:
