@@ -136,13 +136,13 @@ SELECT (SELECT updated_at FROM upd)
 """
 
 # A new session. Its base owner is the owner of its last segment when its other segments
-# are that owner's own bases (see PostgresStore._collect); else NULL. The sessions it
+# are that owner's own bases (see _pggc.collect); else NULL. The sessions it
 # shares rows with must all still have their rows (a tombstone counts: its rows are still
 # there), and keep them until it is in:
 # - A branch of its base owner locks only that row, FOR SHARE: no write can change that
 #   layout meanwhile, and a stored layout's owners are kept while it is (a collection
 #   walks down the base-owner links to them, or keeps every owner of a kept layout, see
-#   _collect and _collect_all), which are all the branch's other owners.
+#   _pggc.collect and collect_all), which are all the branch's other owners.
 # - Any other layout locks every owner FOR KEY SHARE (read from its bases in the statement).
 # A delete that collects a row locks it first, so the two never cross. The base owner
 # first: the source of a fork is the newest owner of its layout, and a delete locks its

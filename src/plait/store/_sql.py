@@ -289,7 +289,7 @@ class SQLStore(SQLObjects, ABC):
             bases = head.layout.bases
             if not head.pk and bases and self._links:
                 # The new head is a branch of the row it shares its layout with: link it,
-                # so a delete walks up from it (see the engines' _collect).
+                # so a delete walks up from it (see _litegc.collect and _pggc.collect).
                 prefix = prefix_text(bases, bases_text(bases))
                 conn.execute(self._q.link_base_owner, (bases[-1][0], prefix, pk))
             r = conn.execute(self._q.row_by_pk, (pk,)).fetchone()

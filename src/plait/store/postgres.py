@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from plait._time import now_micros
 from plait.errors import (
@@ -63,6 +63,7 @@ from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection
 from plait.store._pgfeed import ChangeFeed, Notifier
+from plait.store._pggc import collect, collect_all
 from plait.store._pglocks import AdvisoryLocks
 from plait.store._pgopen import (
     PG_DDL,
@@ -79,7 +80,6 @@ from plait.store._pgsql import (
     CREATE,
     CREATE_UNLINKED,
     HEAD,
-    KEPT,
     SELECT_ROW,
     WRITE,
     WRITE_UNLINKED,
@@ -101,9 +101,6 @@ from plait.store._sql import (
     written_row,
 )
 from plait.store.base import ScratchpadEntry, SessionRow
-
-if TYPE_CHECKING:
-    import psycopg
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -452,9 +449,9 @@ class PostgresStore(PgConnection):
             if found is None:
                 raise SessionNotFoundError(session_id)
             if self._links:
-                self._collect(conn, [pk for _, pk in doomed])
+                collect(conn, [pk for _, pk in doomed])
             else:
-                self._collect_all(conn)
+                collect_all(conn)
         for sid, _ in doomed:
             self._notifier.changed(sid)
 
@@ -469,73 +466,8 @@ class PostgresStore(PgConnection):
         """
         with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
             erase_sessions(conn, self.dialect, session_id)
-            self._collect_all(conn)  # erasing reads every layout anyway
+            collect_all(conn)  # erasing reads every layout anyway
         self._changed(session_id)
-
-    def _collect(self, conn: psycopg.Connection[tuple[Any, ...]], pks: list[int]) -> None:
-        """Drop the tombstones no live layout reads any more, with their rows.
-
-        Walks up the base owner links from each of ``pks`` as the SQLite store does (see
-        ``SQLiteStore._collect``): each tombstone is locked, then looked at again
-        (a fresh snapshot: a fork that held it ``FOR KEY SHARE`` has committed by
-        then and is seen; a later one waits, then finds it gone), and dropped when
-        no row names it as its base owner. A stored layout that is not a branch of
-        its base owner makes it read every layout instead (:meth:`_collect_all`).
-        """
-        for pk in pks:
-            current: int | None = pk
-            while current is not None:
-                locked = conn.execute(
-                    "SELECT base_owner FROM sessions WHERE pk = %s AND deleted FOR UPDATE",
-                    (current,),
-                ).fetchone()
-                if locked is None:
-                    break
-                looked = conn.execute(
-                    "SELECT EXISTS (SELECT FROM sessions WHERE base_owner = %s), EXISTS (SELECT "
-                    "FROM sessions WHERE base_owner IS NULL AND bases <> '[]')",
-                    (current,),
-                ).fetchone()
-                assert looked is not None  # a SELECT of two values returns one row
-                read_by, irregular = looked
-                if irregular:
-                    self._collect_all(conn)
-                    return
-                if read_by:
-                    break
-                conn.execute(
-                    "WITH gone AS (DELETE FROM records WHERE key >= (%(pk)s::bigint << 32) "
-                    "AND key < ((%(pk)s::bigint + 1) << 32)) "
-                    "DELETE FROM sessions WHERE pk = %(pk)s",
-                    {"pk": current},
-                )
-                current = locked[0]
-
-    def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Drop every tombstone no kept layout lists, reading every layout.
-
-        Lock the candidates first, then look again: a fork that locked one (its
-        source, see ``CREATE``) has committed by then and is seen by the second look
-        (a fresh snapshot); a later one waits, then finds its source gone. The
-        source's owners are kept with it (:data:`KEPT`), so they need no lock.
-        """
-        candidates = [
-            int(r[0])
-            for r in conn.execute(
-                f"{KEPT} SELECT pk FROM sessions WHERE deleted "
-                "AND pk NOT IN (SELECT pk FROM kept) ORDER BY pk FOR UPDATE"
-            ).fetchall()
-        ]
-        if not candidates:
-            return
-        conn.execute(
-            f"{KEPT}, garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
-            "AND deleted AND pk NOT IN (SELECT pk FROM kept)), "
-            "gone AS (DELETE FROM records r USING garbage g "
-            "WHERE r.key >= (g.pk << 32) AND r.key < ((g.pk + 1) << 32)) "
-            "DELETE FROM sessions WHERE pk IN (SELECT pk FROM garbage)",
-            (candidates,),
-        )
 
     def stamp(self, session_id: str) -> str | None:
         """Return ``<created>.<version>.<head>`` of a live session, or None."""
