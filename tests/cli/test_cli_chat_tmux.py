@@ -40,7 +40,8 @@ DRIVER = textwrap.dedent(
                      finish_reason="tool_calls")
 
     provider = ScriptedProvider([
-        call(1), "never reached",            # Ctrl-C at the question: denied, run stopped
+        call(1),                             # Ctrl-C at the question: denied, run stopped
+                                             # before it asks the model again
         "Hello there.",                      # a plain turn: the chat is alive
         call(2), call(3), "Both ran.",       # 'a' for the first: the second runs unasked
         "Edited fine.",
