@@ -61,11 +61,15 @@ def _samples(m: dict[str, Any], name: str, variant: str | None) -> list[float] |
     return found
 
 
-def _rows(report: dict[str, Any], names: list[str]) -> list[tuple[str, dict[str, str]]]:
+def _rows(
+    report: dict[str, Any], names: list[str], sizes: set[str] | None, short: bool
+) -> list[tuple[str, dict[str, str]]]:
     adapters = report["adapters"]
     plait_names = {n for n in names if n.startswith("plait")}
     rows: list[tuple[str, dict[str, str]]] = []
     for m in report["measurements"]:
+        if sizes is not None and (m["op"], m["size"]) not in sizes and m["size"] not in sizes:
+            continue
         variants: list[str | None] = [None]
         if m["op"] == "load":
             plait_variants = sorted(
@@ -94,24 +98,35 @@ def _rows(report: dict[str, Any], names: list[str]) -> list[tuple[str, dict[str,
                 theirs = _samples(m, partner, variant)
                 if name in plait_names or theirs is None:
                     cells[name] = value
+                elif short:
+                    cells[name] = cell_ratio(ratio(mine, theirs))
                 else:
                     cells[name] = f"{value} · {cell_ratio(ratio(mine, theirs))}"
             rows.append((label, cells))
     return rows
 
 
-def markdown(report: dict[str, Any]) -> str:
-    """Return the run's tables in Markdown: one per engine group, then peak memory."""
+def markdown(
+    report: dict[str, Any], sizes: set[Any] | None = None, short: bool = False
+) -> str:
+    """Return the run's tables in Markdown: one per engine group, then peak memory.
+
+    Args:
+        report: the run's JSON report.
+        sizes: only these columns (``"10k"``) or (verb, size) pairs; None for all.
+        short: peers' cells show the ratio alone (the README's form).
+    """
     out: list[str] = []
     adapters = report["adapters"]
     for title, engines in GROUPS:
         names = [n for n, a in adapters.items() if a["engine"] in engines]
         if not names:
             continue
-        out.append(f"**{title}**: time per call; peers' cells are `value · ratio (spread)`\n")
+        form = "ratio (spread)" if short else "value · ratio (spread)"
+        out.append(f"**{title}**: plait's time per call; peers' cells are `{form}`\n")
         out.append("| operation | " + " | ".join(names) + " |")
         out.append("|---|" + "---:|" * len(names))
-        for label, cells in _rows(report, names):
+        for label, cells in _rows(report, names, sizes, short):
             if all(c == "n/a" for c in cells.values()):
                 continue
             out.append(f"| {label} | " + " | ".join(cells[n] for n in names) + " |")

@@ -117,9 +117,12 @@ QUICK = Plan(
 )
 
 
+_START = time.perf_counter()
+
+
 def log(text: str) -> None:
-    """Progress on stderr, so stdout holds only the tables."""
-    print(text, file=sys.stderr, flush=True)
+    """Progress on stderr (with the seconds since the start), so stdout holds only the tables."""
+    print(f"{time.perf_counter() - _START:6.0f}s {text}", file=sys.stderr, flush=True)
 
 
 def _importable(module: str) -> bool:
@@ -222,11 +225,12 @@ def run_timed(
         if label in plan.append_sizes:
             ops += ["append_one", "append_batch"]
         settings = replace(plan.settings, rounds=plan.rounds_at.get(label, plan.settings.rounds))
-        adapters = {
-            c.name: make(c, tmp, label, pg)
-            for c in classes
-            if c.name not in dropped and c.ops & set(ops)
-        }
+        chosen = [c for c in classes if c.name not in dropped and c.ops & set(ops)]
+        # plait on an engine none of the remaining peers uses has nothing to be compared with.
+        engines = {c.engine for c in chosen if not c.name.startswith("plait")}
+        if any(not c.name.startswith("plait") for c in classes):  # else plait runs alone
+            chosen = [c for c in chosen if not c.name.startswith("plait") or c.engine in engines]
+        adapters = {c.name: make(c, tmp, label, pg) for c in chosen}
         try:
             skips = too_slow | build_all(adapters, size, rates, plan.settings.build_budget, log)
             for name in skips:
