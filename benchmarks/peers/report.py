@@ -92,7 +92,10 @@ def _rows(
                 if mine is None:
                     skipped = report.get("skipped", {}).get(m["size"], {}).get(name)
                     has_op = m["op"] in adapters[name]["ops"]
-                    cells[name] = "skipped" if skipped and has_op else "n/a"
+                    if name in plait_names and has_op:
+                        cells[name] = "—"  # left out: no peer of its engine at this size
+                    else:
+                        cells[name] = "skipped" if skipped and has_op else "n/a"
                     continue
                 value = _num(statistics.median(mine))
                 theirs = _samples(m, partner, variant)
