@@ -35,6 +35,7 @@ test: lint typecheck unit
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/fullload.py
 	$(BIN)/python benchmarks/depth.py
 	$(BIN)/python benchmarks/concurrency.py
 	$(BIN)/python benchmarks/stores.py

@@ -8,9 +8,12 @@ Repeats of one measurement are interleaved across sizes (see
 
 from __future__ import annotations
 
+import asyncio
+import json
+import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -90,9 +93,17 @@ class Transcript:
     floor: RawFloor
     written: int
     """Messages written to the session so far (the next message's number)."""
+    closers: list[Callable[[], object]] = field(default_factory=list)
+    """What the read comparisons opened beside it (floor connections, peers)."""
+
+    def close_extras(self) -> None:
+        """Close what the read comparisons opened."""
+        while self.closers:
+            self.closers.pop()()
 
     def close(self) -> None:
-        """Close the client (and its store) and the raw floor."""
+        """Close the client (and its store), the raw floor and the comparisons."""
+        self.close_extras()
         self.client.close()
         self.floor.close()
 
@@ -231,11 +242,68 @@ def _records(session: plait.Session) -> list[plait.Record]:
     return session.records
 
 
-def measure_reads(transcripts: list[Transcript], cfg: Config) -> list[Row]:
-    """Time full history loads (``history(full=True)``, ``records``) and ``tail(20)``."""
+def _floor_load(t: Transcript) -> Callable[[], list[object]]:
+    """The raw floor of a full load: sqlite3 ``SELECT payload`` of the session's rows + json.loads.
+
+    It reads plait's own rows of the session (the same pages plait reads), on a
+    connection of its own.
+    """
+    db = sqlite3.connect(t.path)
+    t.closers.append(db.close)
+    pk = db.execute("SELECT pk FROM sessions WHERE id = ?", (t.session.id,)).fetchone()[0]
+    query = "SELECT payload FROM records WHERE key >= ? AND key < ? ORDER BY key"
+    span = (pk << 32, (pk << 32) + t.size)
+    loads = json.loads
+
+    def load() -> list[object]:
+        return [loads(p) for (p,) in db.execute(query, span)]
+
+    return load
+
+
+def _peer_load(t: Transcript, tmp: Path) -> Callable[[], object] | None:
+    """openai-agents' ``SQLiteSession.get_items()`` of the same messages; None if not installed."""
+    try:
+        from agents import SQLiteSession
+    except ImportError:
+        return None
+    peer = SQLiteSession("bench", tmp / f"peer-{t.label}.db")
+    runner = asyncio.Runner()
+    t.closers += [peer.close, runner.close]
+    for start in range(0, t.size, BUILD_BATCH):
+        items = [message(i) for i in range(start, min(t.size, start + BUILD_BATCH))]
+        runner.run(peer.add_items(items))  # type: ignore[arg-type]
+    return lambda: runner.run(peer.get_items())
+
+
+def _ratios(a: list[float], b: list[float]) -> list[float]:
+    """Per-round ratios ``b / a`` (how many times faster ``a`` is): same-round pairs."""
+    return [y / x for x, y in zip(a, b, strict=True)]
+
+
+def measure_reads(transcripts: list[Transcript], cfg: Config, tmp: Path) -> list[Row]:
+    """Time full loads (``history(full=True)``, ``history()``, ``records``) and ``tail(20)``.
+
+    Each full load is interleaved with the raw floor and (when openai-agents is
+    installed) its ``SQLiteSession.get_items()`` of the same messages, in the same
+    rounds; the ratio rows are per-round ratios (floor / plait, peer / plait: above 1
+    is plait ahead), with their spread.
+    """
     group = "read"
-    hist = Row("history_full", "history(full=True)", "ms", group)
-    recs = Row("records", "records (every record in view)", "ms", group)
+    loads = {
+        "h": Row("history_full", "history(full=True)", "ms", group),
+        "k": Row("history", "history()", "ms", group),
+        "r": Row("records", "records (every record in view)", "ms", group),
+    }
+    floor = Row("load_floor", "raw floor: SELECT payload + json.loads", "ms", group)
+    peer = Row("load_peer", "openai-agents SQLiteSession.get_items()", "ms", group)
+    per = Row("history_full_per_record", "  history(full=True) per record", "µs", group)
+    vs_floor = {
+        k: Row(f"{r.key}_vs_floor", f"  floor / {r.label}", "x", group) for k, r in loads.items()
+    }
+    vs_peer = {
+        k: Row(f"{r.key}_vs_peer", f"  peer / {r.label}", "x", group) for k, r in loads.items()
+    }
     tail = Row("tail_20", "tail(20)", "µs", group)
 
     def check() -> None:
@@ -244,14 +312,27 @@ def measure_reads(transcripts: list[Transcript], cfg: Config) -> list[Row]:
                 raise RuntimeError(f"{t.label}: unexpected read result")
 
     check()
-    secs = interleave(
-        {f"{t.label}:h": partial(t.session.history, full=True) for t in transcripts}
-        | {f"{t.label}:r": partial(_records, t.session) for t in transcripts},
-        cfg.history_repeats,
-    )
     for t in transcripts:
-        hist.add(t.label, _per_op(secs[f"{t.label}:h"], 1, 1e3))
-        recs.add(t.label, _per_op(secs[f"{t.label}:r"], 1, 1e3))
+        tasks: dict[str, Callable[[], object]] = {
+            "h": partial(t.session.history, full=True),
+            "k": t.session.history,
+            "r": partial(_records, t.session),
+            "floor": _floor_load(t),
+        }
+        get_items = _peer_load(t, tmp)
+        if get_items is not None:
+            tasks["peer"] = get_items
+        secs = interleave(tasks, cfg.history_repeats)
+        for k, row in loads.items():
+            row.add(t.label, _per_op(secs[k], 1, 1e3))
+            vs_floor[k].add(t.label, _ratios(secs[k], secs["floor"]))
+            if "peer" in secs:
+                vs_peer[k].add(t.label, _ratios(secs[k], secs["peer"]))
+        floor.add(t.label, _per_op(secs["floor"], 1, 1e3))
+        if "peer" in secs:
+            peer.add(t.label, _per_op(secs["peer"], 1, 1e3))
+        per.add(t.label, _per_op(secs["h"], t.size, 1e6))
+        t.close_extras()
 
     secs = interleave(
         {t.label: _repeat(partial(t.session.tail, 20), cfg.tail_calls) for t in transcripts},
@@ -259,7 +340,8 @@ def measure_reads(transcripts: list[Transcript], cfg: Config) -> list[Row]:
     )
     for t in transcripts:
         tail.add(t.label, _per_op(secs[t.label], cfg.tail_calls, 1e6))
-    return [hist, recs, tail]
+    rows = [*loads.values(), floor, peer, per, *vs_floor.values(), *vs_peer.values(), tail]
+    return [r for r in rows if r.values]
 
 
 # -- branches ---------------------------------------------------------------------------------

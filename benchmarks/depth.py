@@ -10,17 +10,26 @@ with its fork is timed in a store of few sessions and in one of many.
 The machine may be shared: every figure is a median of interleaved rounds, and
 the ratios within one round are what to compare.
 
+The depth table runs on SQLite and on PostgreSQL side by side:
+``PLAIT_BENCH_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``)
+names the server, a fresh schema is made and dropped after, and PostgreSQL is
+skipped, saying why, when nobody answers there.
+
 Usage: python benchmarks/depth.py [--size N] [--depth D] [--sessions S] [--rounds R]
+       [--engines sqlite,postgres] [--no-delete]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -29,6 +38,9 @@ from rich.table import Table
 
 import plait
 from cases import message
+from plait.errors import StoreError
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 
 
 def _per_call_us(op: Callable[[], object], n: int) -> float:
@@ -38,8 +50,7 @@ def _per_call_us(op: Callable[[], object], n: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
-def _chain(tmp: Path, size: int, depth: int) -> tuple[plait.Client, str, str]:
-    client = plait.Client(tmp, store=tmp / "depth.db")
+def _chain(client: plait.Client, size: int, depth: int) -> tuple[str, str]:
     # Not the client's current session: both ends are opened alike, by id.
     root = client.sessions.create([message(0)])
     for start in range(1, size, 1000):
@@ -48,16 +59,53 @@ def _chain(tmp: Path, size: int, depth: int) -> tuple[plait.Client, str, str]:
     for d in range(depth):
         current = current.fork()
         current.inject(message(size + d))
-    return client, root.id, current.id
+    return root.id, current.id
+
+
+@contextmanager
+def _engine(name: str, tmp: Path) -> Iterator[plait.Client]:
+    """A client on a fresh store of the named engine (a PostgreSQL schema dropped after).
+
+    Raises:
+        StoreError: PostgreSQL does not answer (or psycopg is missing: ImportError).
+    """
+    if name == "sqlite":
+        client = plait.Client(tmp, store=tmp / "depth.db")
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    url = os.environ.get("PLAIT_BENCH_POSTGRES_URL", DEFAULT_PG)
+    schema = f"plait_bench_{uuid.uuid4().hex[:10]}"
+    from plait.store.postgres import PostgresStore
+
+    store = PostgresStore(url, schema=schema, connect_timeout=3)
+    try:
+        client = plait.Client(tmp, store=store)
+        try:
+            yield client
+        finally:
+            client.close()
+    finally:
+        store.close()
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 Measured = tuple[str, float, float, list[float]]
 
 
-def measure_depth(size: int, depth: int, rounds: int) -> list[Measured]:
-    """Return ``(operation, µs at depth 0, µs at depth, per-round ratios)`` rows."""
-    with tempfile.TemporaryDirectory() as tmp:
-        client, shallow, deep = _chain(Path(tmp), size, depth)
+def measure_depth(engine: str, size: int, depth: int, rounds: int) -> list[Measured]:
+    """Return ``(operation, µs at depth 0, µs at depth, per-round ratios)`` rows.
+
+    Raises:
+        StoreError: the engine's store cannot be opened (PostgreSQL not answering).
+    """
+    with tempfile.TemporaryDirectory() as tmp, _engine(engine, Path(tmp)) as client:
+        shallow, deep = _chain(client, size, depth)
         for sid in (shallow, deep):
             client.open(sid).context()  # the first count of new records is done once
         ops: dict[str, tuple[Callable[[str], object], int]] = {
@@ -76,7 +124,6 @@ def measure_depth(size: int, depth: int, rounds: int) -> list[Measured]:
                 b.append(_per_call_us(partial(op, deep), n))
             ratios = [y / x for x, y in zip(a, b, strict=True)]
             out.append((name, statistics.median(a), statistics.median(b), ratios))
-        client.close()
     return out
 
 
@@ -119,18 +166,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=1000, help="forks in the chain")
     parser.add_argument("--sessions", type=int, default=20_000, help="sessions for delete")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--engines", default="sqlite,postgres", help="stores to run, in order")
+    parser.add_argument("--no-delete", action="store_true", help="skip the delete table")
     args = parser.parse_args(argv)
-    console = Console() if sys.stdout.isatty() else Console(width=110)
+    console = Console() if sys.stdout.isatty() else Console(width=120)
     table = Table(
         title=f"a chain of {args.depth} forks (one message each) on a {args.size:,}-message "
         f"root: medians of {args.rounds} interleaved rounds"
     )
-    for col in ("operation", "depth 0 µs", f"depth {args.depth} µs", "ratio", "per round"):
+    columns = ("engine", "operation", "depth 0 µs", f"depth {args.depth} µs", "ratio")
+    for col in (*columns, "per round"):
         table.add_column(col, justify="right")
-    for name, a, b, ratios in measure_depth(args.size, args.depth, args.rounds):
-        spread = ", ".join(f"{r:.2f}" for r in ratios)
-        table.add_row(name, f"{a:,.0f}", f"{b:,.0f}", f"{statistics.median(ratios):.2f}x", spread)
+    for engine in args.engines.split(","):
+        try:
+            rows = measure_depth(engine, args.size, args.depth, args.rounds)
+        except (StoreError, ImportError) as exc:
+            console.print(f"[yellow]{engine} skipped: {exc}[/yellow]")
+            continue
+        for name, a, b, ratios in rows:
+            spread = ", ".join(f"{r:.2f}" for r in ratios)
+            ratio = f"{statistics.median(ratios):.2f}x"
+            table.add_row(engine, name, f"{a:,.0f}", f"{b:,.0f}", ratio, spread)
+        table.add_section()
     console.print(table)
+    if args.no_delete:
+        return 0
     few, many = 100, args.sessions
     a, b, ratios = measure_delete(few, many, args.rounds)
     table = Table(title="delete() of a session and its fork")

@@ -3,9 +3,9 @@
 ``make loadtest`` runs it against SQLite and PostgreSQL (PostgreSQL when
 ``PLAIT_TEST_POSTGRES_URL`` is set, else it says why it skips). For each store:
 
-1. a server (the real application under uvicorn) starts in a child process on a
-   loopback port, on a fresh store, with an endless scripted model (each reply
-   streams in a few text deltas) and no tools;
+1. a server (the real application, under uvicorn as ``plait serve`` runs it) starts
+   in a child process on a loopback port, on a fresh store, with an endless scripted
+   model (each reply streams in a few text deltas) and no tools;
 2. ``--writers`` sessions are created; ``--observers`` event streams
    (``GET /sessions/{id}/events?after=-1``) are spread over them;
 3. each writer runs requests on its session back to back for ``--seconds``
@@ -15,9 +15,11 @@
 
 Reported per store: runs, records and events delivered, p50/p99 delivery latency
 (a record's ``created_at`` in the server to its arrival at the observer; both
-processes read the same clock), errors (failed requests, failed runs, broken
-streams) and lost records (expected minus received, over all observers), and
-duplicates. The target is 0 errors, 0 lost.
+processes read the same clock), the server's event-loop lag while the writers run
+(a task in the server sleeps 10 ms again and again; lag is how much later than asked
+it wakes: p50, p99, max), errors (failed requests, failed runs, broken streams) and
+lost records (expected minus received, over all observers), and duplicates. The
+target is 0 errors, 0 lost.
 
 Usage::
 
@@ -76,11 +78,50 @@ class EndlessModel:
         yield Finish("stop")
 
 
-def serve(args: argparse.Namespace) -> None:
-    import uvicorn
+LAG_PATH = "/_loadtest/lag"
+LAG_TICK = 0.010
 
+
+class LagProbe:
+    """ASGI wrapper: a task measuring the event loop's oversleep, read at ``LAG_PATH``.
+
+    A GET there answers the lags (ms) seen since the previous GET and starts over.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.state = app.state  # what plait's serving reads (the hub, to end its streams)
+        self.lags: list[float] = []
+        self.task: asyncio.Task[None] | None = None
+
+    async def probe(self) -> None:
+        while True:
+            before = time.perf_counter()
+            await asyncio.sleep(LAG_TICK)
+            self.lags.append((time.perf_counter() - before - LAG_TICK) * 1000.0)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if self.task is None and scope["type"] in ("http", "lifespan"):
+            self.task = asyncio.get_running_loop().create_task(self.probe())
+        if scope["type"] == "http" and scope["path"] == LAG_PATH:
+            lags, self.lags = self.lags, []
+            body = json.dumps(lags).encode()
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        await self.app(scope, receive, send)
+
+
+def serve(args: argparse.Namespace) -> None:
     from plait import Client
     from plait.server import create_app
+    from plait.server.serving import serve_app
 
     if args.kind == "postgres":
         from plait.store.postgres import PostgresStore
@@ -95,14 +136,8 @@ def serve(args: argparse.Namespace) -> None:
     app = create_app(
         client, api_keys={KEY: "loadtest"}, provider=model, ping_interval=1.0, max_queue=100_000
     )
-    uvicorn.run(
-        app,
-        host="127.0.0.1",
-        port=args.port,
-        log_level="warning",
-        timeout_graceful_shutdown=2,
-        backlog=1024,
-    )
+    # As `plait serve` runs it (its connection limits, its process settings).
+    serve_app(LagProbe(app), host="127.0.0.1", port=args.port, log_level="warning")
 
 
 # -- the load (parent process) ----------------------------------------------------------
@@ -239,10 +274,12 @@ async def drive(base: str, args: argparse.Namespace) -> dict[str, Any]:
         stop = asyncio.Event()
         watchers = [asyncio.create_task(observe(http, o, tally, stop)) for o in observers]
         await asyncio.wait_for(asyncio.gather(*(o.connected.wait() for o in observers)), timeout=60)
+        (await http.get(LAG_PATH)).raise_for_status()  # the lags from here on
         started = time.monotonic()
         until = started + args.seconds
         await asyncio.gather(*(write(http, sid, tally, until, args.think) for sid in sids))
         elapsed = time.monotonic() - started
+        lags = [int(x * 1000) for x in (await http.get(LAG_PATH)).json()]
         expected: dict[str, int] = {}
         for sid in sids:
             r = await http.get(f"/sessions/{sid}/records", params={"limit": 1})
@@ -272,6 +309,9 @@ async def drive(base: str, args: argparse.Namespace) -> dict[str, Any]:
         "p99_ms": round(percentile(lat, 0.99), 2),
         "max_ms": round(max(lat) / 1000.0, 2) if lat else float("nan"),
         "mean_ms": round(statistics.fmean(lat) / 1000.0, 2) if lat else float("nan"),
+        "lag_p50_ms": round(percentile(lags, 0.50), 2),
+        "lag_p99_ms": round(percentile(lags, 0.99), 2),
+        "lag_max_ms": round(max(lags) / 1000.0, 2) if lags else float("nan"),
         "errors": errors,
         "lost": lost,
         "duplicates": tally.duplicates,
@@ -376,6 +416,8 @@ def main() -> None:
                 f"{r['runs']} runs ({r['runs_per_s']}/s), {r['records_written']} records written, "
                 f"{r['records_delivered']} delivered ({r['events_delivered']} events); "
                 f"latency p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, max {r['max_ms']} ms; "
+                f"loop lag p50 {r['lag_p50_ms']} ms, p99 {r['lag_p99_ms']} ms, "
+                f"max {r['lag_max_ms']} ms; "
                 f"errors {r['errors']}, lost {r['lost']}, duplicates {r['duplicates']}"
             )
             for sample in r["error_samples"]:

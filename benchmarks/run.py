@@ -1,7 +1,9 @@
 """plait's performance suite: ``make bench`` (``.venv/bin/python benchmarks/run.py``).
 
 Builds transcripts of 1k, 10k and 100k messages in file SQLite stores and
-measures appends (against a raw sqlite3 floor), full history loads, ``tail``,
+measures appends (against a raw sqlite3 floor), full loads (``history(full=True)``,
+``history()``, ``records``, each beside the raw floor of a load and openai-agents'
+``SQLiteSession.get_items()`` of the same messages, in the same rounds), ``tail``,
 copy-on-write branches (time and bytes per op) and session listing. Prints a
 table of medians and a PASS/FAIL line per performance target, and writes
 everything to ``benchmarks/results/latest.json``.
@@ -126,6 +128,7 @@ def check_targets(rows: dict[str, Row]) -> list[Target]:
             f"({tail['1k']:.0f} -> {tail['100k']:.0f} µs)",
         )
     )
+    targets += _load_targets(rows)
     listing, history = rows["list_20"].values, rows["history_full"].values
     top = max(listing, key=lambda k: int(k.removesuffix("k")))
     targets.append(
@@ -138,6 +141,54 @@ def check_targets(rows: dict[str, Row]) -> list[Target]:
         )
     )
     return targets
+
+
+def _load_targets(rows: dict[str, Row]) -> list[Target]:
+    """(e) full loads at 10k: at or ahead of the peer, within 1.5x the raw floor; (f) flat."""
+    targets: list[Target] = []
+    for key in ("history_full", "history", "records"):
+        label = rows[key].label
+        floor = rows[f"{key}_vs_floor"]
+        peer = rows.get(f"{key}_vs_peer")
+        ok_floor = floor.values["10k"] >= 1 / 1.5
+        detail = f"floor/plait {_spread(floor, '10k')}"
+        if peer is not None:
+            detail += f"; peer/plait {_spread(peer, '10k')}"
+        else:
+            detail += "; peer not installed (pip install openai-agents)"
+        targets.append(
+            Target(
+                f"e_{key}",
+                f"(e) {label} of 10k: >= 1x openai-agents' get_items(), within 1.5x the raw floor",
+                ok_floor and peer is not None and peer.values["10k"] >= 1.0,
+                detail,
+            )
+        )
+    per = rows["history_full_per_record"].values
+    floor = rows["load_floor"].values
+    top = max(per, key=lambda k: int(k.removesuffix("k")))
+    growth = per[top] / per["1k"]
+    # The floor's own cost a record grows too (1k rows stay in the CPU's caches): what
+    # plait adds must not grow faster than what every reader of the same rows pays.
+    floor_growth = (floor[top] / int(top.removesuffix("k"))) / floor["1k"]
+    targets.append(
+        Target(
+            "f_load_flat",
+            f"(f) history(full=True) per record at {top}/1k within 1.5x of the floor's own growth",
+            growth <= 1.5 * floor_growth,
+            f"plait {top}/1k = {growth:.2f}x ({per['1k']:.2f} -> {per[top]:.2f} µs/record); "
+            f"floor {top}/1k = {floor_growth:.2f}x",
+        )
+    )
+    return targets
+
+
+def _spread(row: Row, col: str) -> str:
+    """A ratio cell: the median and the range of the per-round ratios."""
+    got = row.samples.get(col, [])
+    if len(got) < 2:
+        return f"{row.values[col]:.2f}x"
+    return f"{row.values[col]:.2f}x ({min(got):.2f}-{max(got):.2f})"
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -175,7 +226,16 @@ def render(console: Console, rows: list[Row], targets: list[Target], columns: li
         if group is not None and row.group != group:
             table.add_section()
         group = row.group
-        cells = [fmt(row.values[c], row.unit) if c in row.values else "—" for c in columns]
+        cells = [
+            (
+                "—"
+                if c not in row.values
+                else _spread(row, c)
+                if row.unit == "x"
+                else fmt(row.values[c], row.unit)
+            )
+            for c in columns
+        ]
         style = "dim" if row.label.startswith("  ") else None
         table.add_row(
             row.label.strip() if style is None else row.label, row.unit, *cells, style=style
@@ -235,7 +295,7 @@ def run_suite(console: Console, cfg: Config, tmp: Path) -> list[Row]:
             transcripts.append(build_transcript(tmp, label, size))
         # Reads and branches first: appends grow the transcripts.
         console.print("[dim]reads …[/dim]")
-        reads = measure_reads(transcripts, cfg)
+        reads = measure_reads(transcripts, cfg, tmp)
         console.print("[dim]fork, fork_at, detach …[/dim]")
         branches = measure_branches(transcripts, cfg)
         console.print("[dim]appends (and the raw sqlite3 floor) …[/dim]")

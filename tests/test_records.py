@@ -207,6 +207,58 @@ def test_decode_rows_refuses_what_decode_record_refuses() -> None:
             decode_rows([bad], mask)
 
 
+def test_decode_view_rows_gives_the_messages_of_what_decode_rows_gives() -> None:
+    import dataclasses
+    import json
+
+    from plait.records import decode_view_rows
+
+    records: list[Record] = [
+        SystemRecord(seq=0, content="sys \u00e9 \\"),
+        UserRecord(seq=1, content='say "hi"\n\u2028', tokens=4, meta={"m": 1}),
+        AssistantRecord(seq=2, content="plain"),
+        UserRecord(seq=3, content="two images", images=2),
+        AssistantRecord(seq=4, content="", tool_calls=(ToolCall("c", "ls", {"p": "."}),)),
+        ToolRecord(seq=5, content="out", tool_call_id="c", tool_name="ls", ok=False),
+        SummaryRecord(seq=6, content="sum", folds_from=0, folds_to=3),
+        EventRecord(seq=7, name="e", data={"k": [1]}, meta={"n": 2}),
+        OpaqueRecord(seq=8, format="f", item={"a": 1}),
+    ]
+    rows = [_columns(r, json.dumps(r.meta) if r.meta else None) for r in records]
+    full = decode_rows(rows, (1 << 32) - 1)
+    kept = ("summary", "event", "opaque")
+    views = [r if r.kind in kept else Message.from_record(r) for r in full]
+    # (kind, payload): the rows kept whole are left for the store to read.
+    got, whole = decode_view_rows([(r[2], r[3]) for r in rows], range(9))
+    assert whole == [6, 7, 8] and [got[i] for i in whole] == [None, None, None]
+    assert [g for g in got if g is not None] == [v for v in views if isinstance(v, Message)]
+    # (kind, payload, whole): the others' columns as one JSON array, None for a message.
+    def shaped(r: tuple[object, ...]) -> tuple[object, ...]:
+        keep = r[2] in kept
+        return (r[2], r[3], json.dumps([r[1], r[4], r[5], r[6]]) if keep else None)
+
+    got, whole = decode_view_rows([shaped(r) for r in rows], iter(range(9)))
+    assert whole == [] and got == views
+    for g, v in zip(got, views, strict=True):
+        assert type(g) is type(v) and dataclasses.asdict(g) == dataclasses.asdict(v)  # type: ignore[arg-type]
+
+
+def test_decode_view_rows_refuses_what_decode_record_refuses() -> None:
+    from plait.records import decode_view_rows
+
+    for bad in [
+        ("user", b'{"content":"x"}'),  # bytes, not text
+        ("user", '{"content":"x"'),  # cut short
+        ("user", '{"content":"x"}x"}'),
+        ("user", '{"content":"a\x01b"}'),  # a raw control character in the string
+        ("assistant", '{"content":7}'),
+        ("nope", '{"content":"x"}', '["i", null, 1, null]'),
+        ("event", '{"name":"e"}', "not json"),
+    ]:
+        with pytest.raises(StoreCorruptError):
+            decode_view_rows([bad], range(1))
+
+
 def test_message_views_are_what_the_constructor_makes() -> None:
     import dataclasses
 

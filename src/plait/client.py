@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from plait._checks import check_int
+from plait._checks import MAX_INT, check_int
 from plait._files import usable_path
 from plait._ids import is_session_id
 from plait._time import from_micros
@@ -28,7 +28,7 @@ from plait.session import (
     validate_workspace_policy,
 )
 from plait.store import Store, open_store
-from plait.store.base import SessionRow
+from plait.store.base import ListingStore, SessionRow
 from plait.views import full_history, history
 
 __all__ = ["Client", "SessionCollection", "SessionInfo", "SessionStats"]
@@ -129,20 +129,36 @@ class SessionCollection:
         self._client = client
 
     def list(
-        self, limit: int = DEFAULT_LIMIT, *, all_workspaces: bool = False
+        self,
+        limit: int = DEFAULT_LIMIT,
+        *,
+        all_workspaces: bool = False,
+        prefix: str | None = None,
     ) -> builtins.list[SessionInfo]:
         """List stored sessions, most recently active first.
 
         Args:
             limit: at most this many (a positive int).
             all_workspaces: list every workspace's sessions, not only this one's.
+            prefix: only sessions whose id starts with this (``"user/42/"``: the
+                conversations kept under one key); plait's stores read only those.
 
         Raises:
-            InvalidArgumentError (a ValueError): ``limit`` is not a positive int.
+            InvalidArgumentError (a ValueError): ``limit`` is not a positive int, or
+                ``prefix`` is not text.
         """
         n = _check_limit(limit)
         ws = None if all_workspaces else self._client.workspace
-        return [SessionInfo.from_row(r) for r in self._client.store.recent(ws, n)]
+        store = self._client.store
+        if prefix is None:
+            rows = store.recent(ws, n)
+        elif not isinstance(prefix, str):
+            raise InvalidArgumentError(f"prefix must be text, not {type(prefix).__name__}")
+        elif isinstance(store, ListingStore):
+            rows = store.recent_with_prefix(ws, prefix, n)
+        else:
+            rows = [r for r in store.recent(ws, MAX_INT) if r.id.startswith(prefix)][:n]
+        return [SessionInfo.from_row(r) for r in rows]
 
     def new(self) -> Session:
         """Start an empty conversation and make it current (stored when first written)."""
@@ -516,6 +532,7 @@ class Client(SessionHost):
 
     def close(self) -> None:
         """Close the store if the client opened it. Idempotent."""
+        self.store_calls.close()  # what runs and the server handed over runs first
         if self._owns_store:
             self.store.close()
 

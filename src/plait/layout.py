@@ -97,21 +97,20 @@ def segments(layout: Layout, own: int, lo: int, hi: int) -> list[Segment]:
     """
     bases = layout.bases
     n = len(bases)
-    # Segments ending at or before lo contribute nothing: start at the first that ends
-    # past it (a binary search), so a read near the head of a long chain of branches
-    # costs the segments it reads, not the chain's length.
+    # Segments ending at or before lo contribute nothing, nor do those after the first
+    # that reaches hi: two binary searches, so a read near the head of a long chain of
+    # branches costs the segments it reads, not the chain's length.
     i = bisect_right(bases, lo, key=_end) if n and lo > 0 else 0
+    stop = bisect_left(bases, hi, lo=i, key=_end) if n else 0
+    picked = bases[i : stop + 1] if stop < n else (*bases[i:], (own, layout.end_seq))
     start = bases[i - 1][1] if i else 0
     out: list[Segment] = []
-    while i <= n:
-        owner, end = bases[i] if i < n else (own, layout.end_seq)
-        a, b = max(start, lo), min(end, hi)
+    for owner, end in picked:
+        a = start if start > lo else lo
+        b = end if end < hi else hi
         if a < b:
             out.append((owner, a, b))
         start = end
-        if start >= hi:
-            break
-        i += 1
     return out
 
 

@@ -6,7 +6,7 @@ pick the prompt-visible part of it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -27,25 +27,40 @@ __all__ = [
     "CUT_OFF",
     "ResumeInfo",
     "ResumeKind",
+    "ViewItem",
     "full_history",
     "history",
     "model_messages",
     "newest_summary",
     "resume_info",
+    "shown",
     "system_prompt",
 ]  # re-exported
 
 _NOT_IN_HISTORY = frozenset({"event", "system"})
 
+ViewItem: TypeAlias = Record | Message
+"""What a view reads: records, or (from a store's view read) messages standing for theirs."""
 
-def _shown(records: Sequence[Record], reads: Collection[str]) -> list[Message]:
-    """The messages of ``records`` a history shows: an opaque item only to its readers."""
+
+def shown(
+    items: Iterable[ViewItem], reads: Collection[str], hidden: Collection[int] = ()
+) -> list[Message]:
+    """Return the messages of ``items`` a history shows: an opaque item only to its readers.
+
+    A message a view read made is shown as it is; a summary at a position in
+    ``hidden`` is left out.
+    """
     out: list[Message] = []
     add = out.append
     view = Message.from_record
     # A message per record, all kept: collections would find nothing to free.
     with collector_paused():
-        for r in records:
+        for r in items:
+            if isinstance(r, Message):
+                if r.role != "system":
+                    add(r)
+                continue
             kind = r.kind
             if kind in _NOT_IN_HISTORY:
                 continue
@@ -53,35 +68,37 @@ def _shown(records: Sequence[Record], reads: Collection[str]) -> list[Message]:
                 if isinstance(r, OpaqueRecord) and r.format in reads:
                     add(Message("opaque", "", seq=r.seq, item=r.item, format=r.format))
                 continue
+            if kind == "summary" and r.seq in hidden:
+                continue
             add(view(r))
     return out
 
 
-def history(records: Sequence[Record], reads: Collection[str] = ()) -> list[Message]:
+def history(records: Sequence[ViewItem], reads: Collection[str] = ()) -> list[Message]:
     """Return the messages the model works with: the newest summary, then what it kept.
 
     A summary folds the records ``[folds_from, folds_to)``; everything from
     ``folds_to`` on (the records the compaction kept and those written since)
     follows it. Events, system prompts, older summaries and opaque items are left
     out; an opaque item whose ``format`` is in ``reads`` (what a provider can read)
-    is kept, as a ``Message`` with role ``opaque``.
+    is kept, as a ``Message`` with role ``opaque``. ``records`` may hold messages in
+    place of their records (a store's view read).
     """
     summary = newest_summary(records)
     if summary is None:
         return full_history(records, reads)
-    after = [r for r in records if r.seq >= summary.folds_to and r.kind != "summary"]
-    return [Message.from_record(summary), *_shown(after, reads)]
+    after = (r for r in records if r.seq >= summary.folds_to and not isinstance(r, SummaryRecord))
+    return [Message.from_record(summary), *shown(after, reads)]
 
 
-def full_history(records: Sequence[Record], reads: Collection[str] = ()) -> list[Message]:
+def full_history(records: Sequence[ViewItem], reads: Collection[str] = ()) -> list[Message]:
     """Return every prompt-visible message as written, each summary where its compaction ran.
 
     A summary an ``uncompact`` hid is left out: that compaction was undone. Opaque
-    items are left out unless their ``format`` is in ``reads``.
+    items are left out unless their ``format`` is in ``reads``. ``records`` may hold
+    messages in place of their records (a store's view read).
     """
-    hidden = hidden_summaries(records)
-    kept = [r for r in records if not (isinstance(r, SummaryRecord) and r.seq in hidden)]
-    return _shown(kept, reads)
+    return shown(records, reads, hidden_summaries(records))
 
 
 def system_prompt(records: Sequence[Record]) -> str | None:

@@ -213,3 +213,16 @@ def test_python_dash_m_plait_is_the_command() -> None:
         [sys.executable, "-m", "plait", "--version"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and done.stdout.startswith("plait, version")
+
+
+def test_chat_shows_reasoning_on_its_own_lines(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    from plait.providers import Finish, ReasoningDelta, TextDelta
+
+    model.add([ReasoningDelta("Thinking about it"), TextDelta("Sure."), Finish("stop")])
+    result = run("chat", "--yes", input="do it\n/quit\n")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "Thinking about it" in lines and "Sure." in lines  # each on its own line
+    assert lines.index("Thinking about it") < lines.index("Sure.")

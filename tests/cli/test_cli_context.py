@@ -28,6 +28,18 @@ def test_a_bar_per_source_and_the_total(tmp_path: Path) -> None:
     assert [line.split("  ")[0].strip() for line in lines[:4]] == names
     assert all("█" in line for line in lines[:4])
     assert "/ 128,000 tokens" in result.output and "free" in result.output
+    assert lines[-1] == "window from the model family's table"
+
+
+def test_the_window_names_where_it_came_from(tmp_path: Path) -> None:
+    base, sid = _base(tmp_path)
+    env = {"PLAIT_CONTEXT_WINDOW": "4096"}
+    result = CliRunner().invoke(cli, [*base, "context", sid], env=env)
+    assert result.exit_code == 0, result.output
+    assert "/ 4,096 tokens" in result.output
+    assert result.output.splitlines()[-1] == "window from PLAIT_CONTEXT_WINDOW"
+    data = json.loads(CliRunner().invoke(cli, [*base, "context", sid, "--json"], env=env).output)
+    assert (data["window"], data["window_source"]) == (4096, "environment")
 
 
 def test_json_has_every_field_of_the_report(tmp_path: Path) -> None:
@@ -36,7 +48,8 @@ def test_json_has_every_field_of_the_report(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert set(data) == {
-        "window", "used", "from_provider", "measured_by", "partial", "free", "fraction", "shares"
+        "window", "used", "from_provider", "measured_by", "partial", "free", "fraction", "shares",
+        "window_source",
     }
     assert data["window"] == 128_000  # gpt-4o's window ...
     assert data["measured_by"].endswith("cl100k_base")  # ... counts made for the session's model

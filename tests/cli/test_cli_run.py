@@ -109,3 +109,19 @@ def test_a_reply_cut_at_the_output_limit_says_how_to_continue(
     session_id = result.stdout.strip().splitlines()[-1].split()[-1]
     resumed = run("run", "--resume", "--session", session_id, "--json")
     assert json.loads(resumed.stdout.splitlines()[-1])["text"] == "the second half."
+
+
+def test_reasoning_is_shown_apart_from_the_reply(
+    run: Run, api: Client, model: ScriptedProvider  # noqa: F811
+) -> None:
+    """The model's reasoning streams to stderr, dim; stdout stays the reply alone."""
+    from plait.providers import Finish, ReasoningDelta, TextDelta
+
+    s = conversation(api)
+    thought = [ReasoningDelta("Weighing "), ReasoningDelta("it up.")]
+    model.add([*thought, TextDelta("42."), Finish("stop")])
+    result = run("run", "the answer?", "--session", s.id)
+    assert result.exit_code == 0, result.output
+    assert "Weighing it up." in result.stderr and "Weighing" not in result.stdout
+    assert result.stdout.splitlines()[0] == "42."
+    assert api.sessions.get(s.id).history()[-1].text == "42."

@@ -110,6 +110,17 @@ def test_list_is_per_workspace_unless_all(
     assert "workspace" in table.splitlines()[0] and everything[0]["short_id"] in table
 
 
+def test_list_by_id_prefix(run: Run, api: Client) -> None:
+    for sid in ("app/u1/a", "app/u1/b", "app/u10/a", "other/u1/a"):
+        api.sessions.create([{"role": "user", "content": sid}], session_id=sid)
+    listed = json.loads(run("sessions", "list", "--json", "--prefix", "app/u1/").stdout)
+    assert [i["id"] for i in listed] == ["app/u1/b", "app/u1/a"]
+    table = run("sessions", "list", "--prefix", "app/").stdout
+    assert "app/u10/a" in table and "other/u1/a" not in table
+    none = run("sessions", "list", "--prefix", "nobody/")
+    assert none.exit_code == 0 and "no sessions with an id starting 'nobody/'" in none.stdout
+
+
 def test_list_empty(run: Run) -> None:
     result = run("sessions", "list")
     assert result.exit_code == 0

@@ -193,15 +193,22 @@ def test_session_settings_beat_the_environment_and_the_server(
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = _session_near(client, 10)
         assert s.model_info("qwen2.5:7b").window == 128_000
+        before = s.context("qwen2.5:7b")
+        assert before is not None and before.window_source == "table"
         declared = ModelLimits(context_window=2048)
         assert s.model_info("qwen2.5:7b", declared=declared).source == "server"
         monkeypatch.setenv("PLAIT_CONTEXT_WINDOW", "4096")
         assert s.model_info("qwen2.5:7b", declared=declared).window == 4096
+        from_env = s.context("qwen2.5:7b")
+        assert from_env is not None and (from_env.window, from_env.window_source) == (
+            4096,
+            "environment",
+        )
         s.set_settings(model_info={"context_window": 1024, "tokenizer": "o200k_base"})
         found = s.model_info("qwen2.5:7b", declared=declared)
         assert (found.window, found.encoding, found.source) == (1024, "o200k_base", "settings")
         report = s.context("qwen2.5:7b")
-        assert report is not None and report.window == 1024
+        assert report is not None and (report.window, report.window_source) == (1024, "settings")
         with pytest.raises(InvalidArgumentError):
             s.set_settings(model_info={"context_window": 0})
         assert s.settings["model_info"] == {"context_window": 1024, "tokenizer": "o200k_base"}

@@ -115,7 +115,8 @@ def test_a_session_seen_and_worked_on_from_the_page(
         bar_width, _ = _size(page.locator("#context-bar"))
         widths = [_size(segments.nth(i))[0] for i in range(segments.count())]
         assert all(w > 0 for w in widths) and sum(widths) == pytest.approx(bar_width, abs=4)
-        assert "/ 128,000 tokens" in page.inner_text("#context-total")
+        total = page.inner_text("#context-total")
+        assert "/ 128,000 tokens" in total and "window from the model family's table" in total
 
         # Long tool output is folded: one line until opened.
         output = page.locator("#transcript li.tool details.folded")

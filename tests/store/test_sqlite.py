@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from plait import Client, Session, StaleSessionError
-from plait.errors import SchemaOutdatedError, SchemaTooNewError, StoreError
+from plait.errors import SchemaOutdatedError, SchemaTooNewError, StoreCorruptError, StoreError
 from plait.store import SQLiteStore, default_path, open_store
 from plait.store.sqlite import MIGRATIONS
 
@@ -284,6 +284,31 @@ def test_reads_and_branches_deep_in_a_chain_cost_the_same_statements(tmp_path: P
     shallow, deep = count(chain[1]), count(chain[-1])
     assert deep <= shallow
     assert [r.text for r in c.open(chain[-1]).tail(3)] == ["link 197", "link 198", "link 199"]
+    store.close()
+
+
+def test_a_short_read_over_many_segments_keeps_their_order_and_finds_a_missing_row(
+    tmp_path: Path,
+) -> None:
+    """A tail across a chain: one arm per segment up to 64 segments, a JSON list past that."""
+    store = SQLiteStore(tmp_path / "deep.db")
+    c = Client(tmp_path, store=store)
+    current = Session.from_user_message("root", client=c)
+    for i in range(100):
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+    row = store.get(current.id)
+    assert row is not None
+    end = row.layout.end_seq
+    for n in (20, 64, 65, 100):
+        assert [r.text for r in store.read(row, end - n, end)] == [
+            f"link {i}" for i in range(100 - n, 100)
+        ]
+    owner = row.layout.bases[-10][0]  # the owner of position end - 10
+    store._db.execute("DELETE FROM records WHERE key >> 32 = ?", (owner,))
+    for n in (20, 100):
+        with pytest.raises(StoreCorruptError, match=f"of owner {owner}, found 0"):
+            store.read(row, end - n, end)
     store.close()
 
 

@@ -40,7 +40,7 @@ from plait._prefix import resolve_session_id
 from plait.cli._terminal import safe, safe_text
 from plait.client import Client
 from plait.errors import PlaitError, RunInterruptedError
-from plait.providers import ModelSettings, TextDelta
+from plait.providers import ModelSettings, ReasoningDelta, TextDelta
 from plait.records import JSONValue, ToolCall
 from plait.run import Run, RunEvent, RunResult
 from plait.session import Session
@@ -84,21 +84,41 @@ def is_terminal(stream: TextIO | None) -> bool:
 
 
 class Printer:
-    """Prints a run's events: text as it streams, tool calls and their results."""
+    """Prints a run's events: text as it streams, tool calls and their results.
 
-    def __init__(self, out: Console) -> None:
+    The model's reasoning, when its provider streams it, is printed dim as it comes,
+    to ``thinking`` (the same console in a chat; stderr for ``plait run``, whose stdout
+    is the reply alone), and a line ends between it and the reply.
+    """
+
+    def __init__(self, out: Console, thinking: Console | None = None) -> None:
         self.out = out
+        self.thinking = thinking if thinking is not None else out
         self.mid_line = False
+        self.mid_thought = False
 
     def newline(self) -> None:
-        """End a line of streamed text, if one is open."""
+        """End a line of streamed text or reasoning, if one is open."""
+        self._end_thought()
         if self.mid_line:
             self.out.print()
             self.mid_line = False
 
+    def _end_thought(self) -> None:
+        if self.mid_thought:
+            self.thinking.print()
+            self.mid_thought = False
+
     def __call__(self, event: RunEvent) -> None:
         """Print one event (the kinds a person reads; the others are skipped)."""
-        if isinstance(event, TextDelta):
+        if isinstance(event, ReasoningDelta):
+            if not self.mid_thought and self.mid_line and self.thinking is self.out:
+                self.out.print()
+                self.mid_line = False
+            self.thinking.print(safe_text(event.text, "dim italic"), end="", soft_wrap=True)
+            self.mid_thought = bool(event.text) and not event.text.endswith("\n")
+        elif isinstance(event, TextDelta):
+            self._end_thought()
             self.out.print(safe_text(event.text), end="", soft_wrap=True)
             self.mid_line = not event.text.endswith("\n")
         elif event.type == "tool_start":
@@ -232,13 +252,24 @@ async def drive(run: Run, printer: Callable[[RunEvent], None]) -> RunResult:
     return await run
 
 
-def run_turn(out: Console, start: Callable[[], Run], approver: Approver) -> RunResult | None:
+def run_turn(
+    out: Console,
+    start: Callable[[], Run],
+    approver: Approver,
+    thinking: Console | None = None,
+) -> RunResult | None:
     """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid.
+
+    Args:
+        out: where the reply, tool calls and notices are printed.
+        start: starts the run (called inside the interruptible part).
+        approver: asked before each tool call; it is told the run while it lasts.
+        thinking: where the model's reasoning goes (default: ``out``).
 
     Returns:
         The run's result, or None when it was interrupted.
     """
-    printer = Printer(out)
+    printer = Printer(out, thinking)
     try:
         run = start()
         approver.run = run

@@ -9,6 +9,8 @@ It reads stored counts (counted once) and writes nothing.
 
 from __future__ import annotations
 
+from typing import Final
+
 import click
 from rich.console import Console
 from rich.table import Table
@@ -25,9 +27,16 @@ from plait.cli._common import (
 )
 from plait.context import UNATTRIBUTED, ContextReport
 
-__all__ = ["context_command", "print_report", "report_json"]
+__all__ = ["WINDOW_SOURCES", "context_command", "print_report", "report_json"]
 
 _BAR = 30
+WINDOW_SOURCES: Final = {
+    "table": "the model family's table",
+    "server": "the model's server",
+    "environment": "PLAIT_CONTEXT_WINDOW",
+    "settings": "the session's model_info setting",
+}
+"""How each :attr:`ContextReport.window_source` is named to a person."""
 
 
 def _bar(part: int, whole: int) -> Text:
@@ -47,6 +56,7 @@ def report_json(report: ContextReport) -> dict[str, object]:
         "free": report.free,
         "fraction": report.fraction,
         "shares": [{"name": s.name, "tokens": s.tokens, "items": s.items} for s in report.shares],
+        "window_source": report.window_source,
     }
 
 
@@ -94,6 +104,7 @@ def print_report(out: Console, report: ContextReport) -> None:
         markup=False,
     )
     out.print(_bar(report.used, report.window))  # and how full the window is
+    out.print(Text(f"window from {WINDOW_SOURCES[report.window_source]}", style="dim"))
     if any(share.name == UNATTRIBUTED for share in report.shares):
         out.print(
             Text(

@@ -157,7 +157,7 @@ def run_command(
                 return
             out = console()
             try:
-                done = run_turn(out, start, approver)
+                done = run_turn(out, start, approver, thinking=err)
             except (PlaitError, OSError):
                 kept = _forget_if_unanswered(client, session, was_new)
                 if kept is None:

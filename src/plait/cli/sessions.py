@@ -55,8 +55,16 @@ def sessions_group() -> None:
     help="Show at most this many sessions.",
 )
 @click.option("--all", "all_workspaces", is_flag=True, help="List every workspace's sessions.")
+@click.option(
+    "--prefix",
+    metavar="P",
+    default=None,
+    help="Only sessions whose id starts with P (a framework's key: 'my-app/user-42/').",
+)
 @pass_settings
-def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces: bool) -> None:
+def list_sessions(
+    settings: Settings, as_json: bool, limit: int, all_workspaces: bool, prefix: str | None
+) -> None:
     """List the workspace's sessions, most recently active first.
 
     Each row: a short id (a prefix unique in the store: every command takes it),
@@ -64,7 +72,7 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
     and when it was last active.
     """
     client = open_client(settings)
-    infos = client.sessions.list(limit, all_workspaces=all_workspaces)
+    infos = client.sessions.list(limit, all_workspaces=all_workspaces, prefix=prefix)
     described = describe(client, infos)
     if as_json:
         echo_json([described_json(d) for d in described])
@@ -72,7 +80,8 @@ def list_sessions(settings: Settings, as_json: bool, limit: int, all_workspaces:
     out = console()
     if not infos:
         where = "this store" if all_workspaces else client.workspace
-        out.print(safe_text(f"no sessions in {where}", style="dim"))
+        under = f" with an id starting {prefix!r}" if prefix else ""
+        out.print(safe_text(f"no sessions{under} in {where}", style="dim"))
         return
     table = Table(box=None, header_style="bold", pad_edge=False)
     # A title (or first prompt) that does not fit is cut to one line with an

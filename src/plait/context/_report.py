@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from plait.context._models import InfoSource
 from plait.errors import InvalidArgumentError
 from plait.records import Record
 
@@ -82,6 +83,10 @@ class ContextReport:
     counter did, no share can be negative, and the shares add up to a little more.
     """
 
+    window_source: InfoSource = "table"
+    """Where ``window`` came from (:attr:`ModelInfo.source`): the family ``table``, the
+    model's ``server``, the ``environment`` or the session's ``settings``."""
+
     def __post_init__(self) -> None:
         # Every builder of a report gets the rest as a share, so no view of it can
         # show sources that silently fall short of the total.
@@ -114,6 +119,7 @@ def build_report(
     tool_schema_count: int = 0,
     provider_used: int | None = None,
     measured_by: str,
+    window_source: InfoSource = "table",
 ) -> ContextReport:
     """Build a context report from the history view's records and their stored counts.
 
@@ -129,6 +135,7 @@ def build_report(
         provider_used: the provider's own prompt-token count for this history, if a reply gave
             one; it becomes ``used`` and sets ``from_provider``.
         measured_by: the counter's name (:func:`plait.context.counter_name`).
+        window_source: where ``window`` came from (:attr:`ModelInfo.source`).
 
     Returns:
         The report; ``partial`` when a record or a part has no count.
@@ -180,4 +187,5 @@ def build_report(
         measured_by=measured_by,
         partial=partial,
         shares=shares,
+        window_source=window_source,
     )

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from plait.store import Store
-from plait.store.base import SessionRow
+from plait.store.base import ListingStore, SessionRow
 
 __all__ = ["MAX_ID", "id_part", "scan", "unescape"]
 
@@ -44,10 +44,13 @@ def unescape(part: str) -> str:
 def scan(store: Store, prefix: str) -> Iterator[SessionRow]:
     """The live sessions of the store whose id starts with ``prefix``, newest first.
 
-    The store protocol lists sessions by recency, not by id, so this reads
-    every live row once: listing is for pickers and resume candidates, not
-    for a turn's hot path.
+    A store that narrows listings itself (:class:`~plait.store.base.ListingStore`,
+    as plait's SQL stores do) reads only these sessions; another store's every
+    live row is read once and filtered here.
     """
+    if isinstance(store, ListingStore):
+        yield from store.recent_with_prefix(None, prefix, _EVERY)
+        return
     for row in store.recent(None, _EVERY):
         if row.id.startswith(prefix):
             yield row

@@ -14,6 +14,8 @@ from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError
 from plait.providers.base import (
     Finish,
+    ItemDone,
+    ReasoningDelta,
     Reply,
     Request,
     ScriptExhaustedError,
@@ -30,7 +32,7 @@ __all__ = ["ScriptedProvider", "ScriptedReply"]
 ScriptedReply: TypeAlias = str | Reply | Sequence[StreamEvent]
 """One scripted answer: plain text, a whole :class:`Reply`, or the exact events to stream."""
 
-_EVENT_TYPES = (TextDelta, ToolCallDelta, Usage, Finish)
+_EVENT_TYPES = (TextDelta, ToolCallDelta, ReasoningDelta, ItemDone, Usage, Finish)
 
 
 def _pieces(text: str, parts: int = 3) -> list[str]:

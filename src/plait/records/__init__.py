@@ -13,7 +13,15 @@ record has the same ``seq`` in every branch that holds it.
 
 from __future__ import annotations
 
-from plait.records._codec import collector_paused, decode_record, decode_rows, encode_payload
+from plait.records._codec import (
+    MESSAGE_KINDS,
+    collector_paused,
+    decode_record,
+    decode_records,
+    decode_rows,
+    decode_view_rows,
+    encode_payload,
+)
 from plait.records._messages import Message, messages_of, record_from_message
 from plait.records._model import (
     COMPACTION_UNDONE,
@@ -39,6 +47,7 @@ from plait.records._model import (
 __all__ = [
     "COMPACTION_UNDONE",
     "KINDS",
+    "MESSAGE_KINDS",
     "MESSAGE_ROLES",
     "AssistantRecord",
     "EventRecord",
@@ -55,7 +64,9 @@ __all__ = [
     "UserRecord",
     "collector_paused",
     "decode_record",
+    "decode_records",
     "decode_rows",
+    "decode_view_rows",
     "dumps",
     "encode_payload",
     "hidden_summaries",

@@ -22,6 +22,7 @@ from typing import Any
 
 from plait._checks import check_json
 from plait.errors import StoreCorruptError
+from plait.records._messages import Message, build_message
 from plait.records._model import (
     AssistantRecord,
     EventRecord,
@@ -35,7 +36,15 @@ from plait.records._model import (
     UserRecord,
 )
 
-__all__ = ["collector_paused", "decode_record", "decode_rows", "encode_payload"]
+__all__ = [
+    "MESSAGE_KINDS",
+    "collector_paused",
+    "decode_record",
+    "decode_records",
+    "decode_rows",
+    "decode_view_rows",
+    "encode_payload",
+]
 
 _ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
 _PLAIN_KINDS = frozenset({"system", "user", "assistant"})
@@ -144,11 +153,14 @@ _CLASSES: dict[str, type[Record]] = {
 }
 
 
-def _setter(cls: type, name: str) -> Callable[[object, Any], None]:
+Setter = Callable[[object, Any], None]
+
+
+def _setter(cls: type, name: str) -> Setter:
     """The slot descriptor's setter of a field (what a frozen dataclass's __init__ calls)."""
     for klass in cls.__mro__:
         if name in vars(klass):
-            setter: Callable[[object, Any], None] = vars(klass)[name].__set__
+            setter: Setter = vars(klass)[name].__set__
             return setter
     raise AttributeError(name)  # pragma: no cover - every record class has these slots
 
@@ -194,6 +206,24 @@ _PLAIN: dict[str, Callable[[int, str, int, Any, Any, str], Record]] = {
 }
 
 
+_RECORD_SLOTS = tuple(_setter(Record, n) for n in ("seq", "id", "created_at_us", "meta", "tokens"))
+"""The setters of the fields every record has."""
+_PLAIN_SLOTS: dict[str, tuple[type[Record], Setter, Setter | None, Setter | None]] = {
+    kind: (
+        cls,
+        _setter(cls, "content"),
+        _setter(cls, "images") if cls is not SystemRecord else None,
+        _setter(cls, "tool_calls") if cls is AssistantRecord else None,
+    )
+    for kind, cls in (
+        ("system", SystemRecord),
+        ("user", UserRecord),
+        ("assistant", AssistantRecord),
+    )
+}
+"""Each plain kind's class and the setters of its own fields (content, images, tool calls)."""
+
+
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector for a bulk read, and leave it as it was found.
@@ -221,39 +251,142 @@ def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) ->
     Raises:
         StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
     """
+    rows = rows if isinstance(rows, Sequence) else list(rows)
+    end = first + 7
+    return decode_records(
+        [row[first + 1 : end] for row in rows], [row[first] & seq_mask for row in rows]
+    )
+
+
+def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[Record]:
+    """Decode rows ``(id, kind, payload, meta, created_at, tokens)`` at positions ``seqs``.
+
+    A store that reads one contiguous run of positions passes a ``range`` (and
+    selects no key); the collector is paused while it runs.
+
+    Raises:
+        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
+    """
     with collector_paused():
         out: list[Record] = []
         add = out.append
-        plain = _PLAIN.get
+        plain = _PLAIN_SLOTS.get
         scan = _scan_string
         head = _CONTENT_ONLY
-        if first:
-            rows = (row[first : first + 7] for row in rows)
-        for key, rid, kind, payload, meta, created, tokens in rows:
-            build = plain(kind)
-            if (
-                build is not None
-                and meta is None
-                and type(payload) is str
-                and payload.startswith(head)
-                and payload.endswith('"}')
-            ):
-                text, end = scan(payload, 12)
-                if end == len(payload) - 1:
-                    add(build(key & seq_mask, rid, created, {}, tokens, text))
-                    continue
+        new = object.__new__
+        seq_, id_, created_, meta_, tokens_ = _RECORD_SLOTS
+        # seqs may run on past the rows (a range to a segment's end, or one iterator over
+        # several batches): zip stops at the last row, before taking another seq.
+        for (rid, kind, payload, meta, created, tokens), seq in zip(rows, seqs, strict=False):
+            slots = plain(kind)
+            if slots is not None and meta is None:
+                # Anything but a text-only message's JSON (or a payload that is not text)
+                # is left to decode_record, which checks it and says what is wrong.
+                try:
+                    if payload.startswith(head) and payload.endswith('"}'):
+                        text, stop = scan(payload, 12)
+                        if stop == len(payload) - 1:
+                            # _plain_builder's record, its calls made here: one per row.
+                            cls, content_, images_, calls_ = slots
+                            record = new(cls)
+                            seq_(record, seq)
+                            id_(record, rid)
+                            created_(record, created)
+                            meta_(record, {})
+                            tokens_(record, tokens)
+                            content_(record, text)
+                            if images_ is not None:
+                                images_(record, 0)
+                            if calls_ is not None:
+                                calls_(record, ())
+                            add(record)
+                            continue
+                except (AttributeError, TypeError, ValueError):
+                    pass
             add(
                 decode_record(
-                    kind,
-                    payload,
-                    seq=key & seq_mask,
-                    id=rid,
-                    created_at_us=created,
-                    meta=meta,
-                    tokens=tokens,
+                    kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
                 )
             )
         return out
+
+
+MESSAGE_KINDS: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
+"""Kinds whose view is a :class:`Message` of the record alone (a summary's needs its folds)."""
+_ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
+"""Each plain kind's role, one shared string: a message does not keep a copy per row."""
+
+
+def _whole(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
+    """The ``[id, meta, created_at, tokens]`` of a view row kept whole."""
+    try:
+        rid, meta, created, tokens = _loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreCorruptError(f"record seq={seq}: its columns do not decode: {exc!r}") from exc
+    return rid, meta, created, tokens
+
+
+def decode_view_rows(
+    rows: Iterable[Sequence[Any]], seqs: Iterable[int]
+) -> tuple[list[Message | Record | None], list[int]]:
+    """Decode the rows of a view read, at positions ``seqs``: messages as :class:`Message`.
+
+    Each row is ``(kind, payload)``, or ``(kind, payload, whole)``: ``whole`` is
+    None for a message and, for the rows a view keeps whole, the JSON array
+    ``[id, meta, created_at, tokens]`` (a store that can send it with the row).
+    A row of a message kind becomes the message a history shows (its meta, id,
+    time and count are not what a message holds, and are not decoded); a summary,
+    event or opaque row with its ``whole`` becomes its record, and one without is
+    ``None``, its index listed for the store to read whole.
+
+    Returns:
+        The decoded items in row order, and the indexes of the ``None`` ones.
+
+    Raises:
+        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
+    """
+    with collector_paused():
+        out: list[Message | Record | None] = []
+        whole: list[int] = []
+        add = out.append
+        role_of = _ROLES.get
+        scan = _scan_string
+        head = _CONTENT_ONLY
+        build = build_message
+        for row, seq in zip(rows, seqs, strict=False):  # seqs may run on: see decode_records
+            kind, payload = row[0], row[1]
+            role = role_of(kind)
+            if role is not None:
+                try:
+                    if payload.startswith(head) and payload.endswith('"}'):
+                        text, stop = scan(payload, 12)
+                        if stop == len(payload) - 1:
+                            add(build(role, text, (), None, None, None, 0, seq))
+                            continue
+                except (AttributeError, TypeError, ValueError):
+                    pass
+            if kind in MESSAGE_KINDS:
+                # The record is built only to be checked and viewed: its other columns
+                # are not the message's, so they are not read.
+                record = decode_record(kind, payload, seq=seq, id="", created_at_us=0)
+                add(Message.from_record(record))
+            elif len(row) > 2 and row[2] is not None:
+                rid, meta, created, tokens = _whole(row[2], seq)
+                add(
+                    decode_record(
+                        kind,
+                        payload,
+                        seq=seq,
+                        id=rid,
+                        created_at_us=created,
+                        meta=meta,
+                        tokens=tokens,
+                    )
+                )
+            else:
+                whole.append(len(out))
+                add(None)
+        return out, whole
 
 
 def decode_record(

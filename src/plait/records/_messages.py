@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from plait.errors import InvalidMessageError
@@ -27,7 +27,7 @@ from plait.records._model import (
     dumps,
 )
 
-__all__ = ["Message", "messages_of", "record_from_message"]
+__all__ = ["Message", "build_message", "messages_of", "record_from_message"]
 
 # -- building records from message dicts -------------------------------------------------
 
@@ -320,53 +320,79 @@ class Message:
         return out
 
 
-def _message_builder() -> Callable[..., Message]:
-    """Build a :class:`Message` from all its fields in order, at half the constructor's cost.
+class _Blank:
+    """:class:`Message`'s slots, without its frozen ``__setattr__``: a bulk decoder's blank.
 
-    Every field is set (the same object ``Message(*fields)`` makes); the message
-    views of a full history are tens of thousands of these.
+    A decoder sets every field of one (plain slot stores, the cheapest Python has),
+    then assigns ``__class__ = Message``: the layouts are the same, so the object
+    *is* that message from then on, frozen, equal to ``Message(...)`` of the same
+    fields. Building tens of thousands of messages this way costs half what the
+    slot descriptors' setters do and a third of the frozen constructor.
     """
-    new = object.__new__
-    setters = [vars(Message)[f.name].__set__ for f in fields(Message)]
-    role_, text_, calls_, call_id_, name_, ok_, images_, seq_, item_, format_ = setters
 
-    def build(
-        role: str,
-        text: str,
-        calls: tuple[ToolCall, ...],
-        call_id: str | None,
-        name: str | None,
-        ok: bool | None,
-        images: int,
-        seq: int,
-    ) -> Message:
-        m: Message = new(Message)
-        role_(m, role)
-        text_(m, text)
-        calls_(m, calls)
-        call_id_(m, call_id)
-        name_(m, name)
-        ok_(m, ok)
-        images_(m, images)
-        seq_(m, seq)
-        item_(m, None)
-        format_(m, None)
-        return m
-
-    return build
+    __slots__ = Message.__slots__
+    role: str
+    text: str
+    tool_calls: tuple[ToolCall, ...]
+    tool_call_id: str | None
+    tool_name: str | None
+    ok: bool | None
+    images: int
+    seq: int
+    item: Mapping[str, JSONValue] | None
+    format: str | None
 
 
-_build: Final = _message_builder()
+def _blank_message(
+    role: str,
+    text: str,
+    calls: tuple[ToolCall, ...],
+    call_id: str | None,
+    name: str | None,
+    ok: bool | None,
+    images: int,
+    seq: int,
+) -> Message:
+    """``Message(role, text, calls, call_id, name, ok, images, seq)``, built in a blank."""
+    m = _new(_Blank)
+    m.role = role
+    m.text = text
+    m.tool_calls = calls
+    m.tool_call_id = call_id
+    m.tool_name = name
+    m.ok = ok
+    m.images = images
+    m.seq = seq
+    m.item = None
+    m.format = None
+    m.__class__ = Message  # type: ignore[assignment]  # the same slots: see _Blank
+    return m  # type: ignore[return-value]
+
+
+_new: Final = object.__new__
+
+
+def _blank_works() -> bool:
+    try:
+        return _blank_message("user", "", (), None, None, None, 0, -1) == Message("user", "")
+    except TypeError:  # pragma: no cover - a Python that refuses the class assignment
+        return False
+
+
+build_message: Final[Callable[..., Message]] = _blank_message if _blank_works() else Message
+"""``build_message(role, text, tool_calls, tool_call_id, tool_name, ok, images, seq)``: the
+:class:`Message` of those fields (``item`` and ``format`` None), built in a
+:class:`_Blank` (or by the constructor, where a Python refuses that)."""
 _VIEWS: Final[dict[type, Callable[[Any], Message]]] = {
-    UserRecord: lambda r: _build("user", r.content, (), None, None, None, r.images, r.seq),
-    AssistantRecord: lambda r: _build(
+    UserRecord: lambda r: build_message("user", r.content, (), None, None, None, r.images, r.seq),
+    AssistantRecord: lambda r: build_message(
         "assistant", r.content, r.tool_calls, None, None, None, r.images, r.seq
     ),
-    ToolRecord: lambda r: _build(
+    ToolRecord: lambda r: build_message(
         "tool", r.content, (), r.tool_call_id, r.tool_name, r.ok, r.images, r.seq
     ),
-    SummaryRecord: lambda r: _build("summary", r.content, (), None, None, None, 0, r.seq),
-    SystemRecord: lambda r: _build("system", r.content, (), None, None, None, 0, r.seq),
+    SummaryRecord: lambda r: build_message("summary", r.content, (), None, None, None, 0, r.seq),
+    SystemRecord: lambda r: build_message("system", r.content, (), None, None, None, 0, r.seq),
 }
 """The message view of each record kind that has one, built field by field."""
 

@@ -315,8 +315,12 @@ COMPACTION_UNDONE: Final = "compaction_undone"
 """The event ``Session.uncompact`` appends: ``data["summary_seq"]`` names the summary it hides."""
 
 
-def hidden_summaries(records: Iterable[Record]) -> set[int]:
-    """Return the positions of the summaries an ``uncompact`` has hidden."""
+def hidden_summaries(records: Iterable[object]) -> set[int]:
+    """Return the positions of the summaries an ``uncompact`` has hidden.
+
+    ``records`` may hold other things beside records (a view read's messages): only
+    its events are looked at.
+    """
     hidden: set[int] = set()
     for record in records:
         if isinstance(record, EventRecord) and record.name == COMPACTION_UNDONE:
@@ -326,8 +330,11 @@ def hidden_summaries(records: Iterable[Record]) -> set[int]:
     return hidden
 
 
-def newest_summary(records: Sequence[Record]) -> SummaryRecord | None:
+def newest_summary(records: Sequence[object]) -> SummaryRecord | None:
     """Return the newest compaction summary that no ``uncompact`` has hidden, or None.
+
+    ``records`` may hold other things beside records (a view read's messages): only
+    its summaries and events are looked at.
 
     This is the one place that decides which summary a view starts with: the
     history views, compaction planning and the renderers all ask it.

@@ -31,6 +31,7 @@ from plait.run.events import (
 from plait.run.handle import Run, as_current, check_timeout, current_id
 from plait.run.loop import ASK_USER, CONTINUE, INTERRUPTED, drive, prompt
 from plait.run.target import RunTarget
+from plait.run.worker import StoreWorker
 
 __all__ = [
     "ASK_USER",
@@ -47,6 +48,7 @@ __all__ = [
     "RunResult",
     "RunSpec",
     "RunTarget",
+    "StoreWorker",
     "ToolFinished",
     "ToolStarted",
     "as_current",

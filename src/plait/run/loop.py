@@ -16,6 +16,11 @@ The transcript is valid after every step, and after every way a step can end:
   again (``views.model_messages``);
 * a run that starts on a transcript a crash left with unanswered calls first
   adds those interrupted results (``recover_tools``).
+
+Every call the loop makes on its target reads or writes the store, so each runs on
+the host's :class:`~plait.run.worker.StoreWorker`, never on the event loop (D202);
+a write runs to its end even when the run is cancelled meanwhile, and the record it
+appended is reported before the cancellation goes on.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Final, Protocol, Unpack
+from functools import partial
+from typing import Any, Final, Protocol, TypeVar, Unpack
 
 from plait._time import now_micros
 from plait.compaction import (
@@ -45,7 +51,7 @@ from plait.providers import (
     declared_limits,
     reads_formats,
 )
-from plait.records import JSONValue, Record, ToolCall
+from plait.records import JSONValue, Message, Record, ToolCall
 from plait.run.events import (
     Approval,
     IterationEnd,
@@ -60,11 +66,14 @@ from plait.run.events import (
 from plait.run.handle import Run
 from plait.run.target import RunTarget
 from plait.run.telemetry import RunTelemetry
+from plait.run.worker import StoreWorker, default_worker
 from plait.tools import Tool, ToolContext, ToolOutcome, open_tools
 
 __all__ = ["ASK_USER", "CONTINUE", "INTERRUPTED", "drive", "prompt"]
 
 _log = logging.getLogger("plait")
+
+_T = TypeVar("_T")
 
 INTERRUPTED: Final = (
     "interrupted: the run stopped while this tool call was pending; it may or may not "
@@ -120,10 +129,14 @@ async def _answer(callback: Callable[..., Any] | None, *args: object) -> Any:
     return result
 
 
-async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
+async def drive(
+    session: RunTarget, spec: RunSpec, run: Run, *, worker: StoreWorker | None = None
+) -> RunResult:
     """Run ``spec`` on ``session`` to the end, reporting every step through ``run``.
 
     The run is one trace (:mod:`plait.run.telemetry`) when OpenTelemetry is installed.
+    Every call on ``session`` runs on ``worker`` (the process's own when None), off
+    the event loop.
 
     Raises:
         NothingToDoError: a resume found nothing to pick up.
@@ -135,7 +148,8 @@ async def drive(session: RunTarget, spec: RunSpec, run: Run) -> RunResult:
     with telemetry.agent():
         # A toolset (an MCP server) is connected for the run and closed when it ends (D196).
         async with open_tools(spec.tools) as tools:
-            return await _steps(session, spec, tools, run, telemetry)
+            calls = worker if worker is not None else default_worker()
+            return await _steps(session, spec, tools, run, telemetry, calls)
 
 
 async def _steps(
@@ -144,37 +158,54 @@ async def _steps(
     tools: Sequence[Tool],
     run: Run,
     telemetry: RunTelemetry,
+    calls: StoreWorker,
 ) -> RunResult:
     appended: list[Record] = []
 
-    def add(message: dict[str, JSONValue]) -> Record:
-        record = session.inject(message)
-        appended.append(record)
-        run.emit(RecordAdded(record))
-        return record
+    async def in_one_call(job: Callable[[Callable[[dict[str, JSONValue]], Record]], _T]) -> _T:
+        """Run ``job`` in one store call, with the append it is given; report what it appended.
 
-    def interrupted(calls: Sequence[ToolCall]) -> None:
-        for call in calls:
-            add(
-                {
-                    "role": "tool",
-                    "tool_call_id": call.id,
-                    "tool_name": call.name,
-                    "content": INTERRUPTED,
-                    "ok": False,
-                    "meta": {"interrupted": True},
-                }
-            )
+        A hop to the worker costs more than most store calls, so the appends and reads
+        of one step share one. The records are reported even when the job fails or the
+        run is cancelled meanwhile; then the failure (or the cancellation) goes on.
+        """
+        written: list[Record] = []
 
-    info = session.resumable()
-    if info is not None and info.kind == "recover_tools":
-        interrupted(info.missing)
-    if spec.text is not None:
-        add({"role": "user", "content": spec.text})
-    elif info is None:
-        raise NothingToDoError(f"session {session.id} was not interrupted")
-    elif info.kind == "continue_response":
-        add({"role": "user", "content": CONTINUE, "meta": {"resume": "continue_response"}})
+        def inject(message: dict[str, JSONValue]) -> Record:
+            record = session.inject(message)
+            written.append(record)
+            return record
+
+        try:
+            value, cancelled = await calls.run_through(lambda: job(inject))
+        finally:
+            for record in written:
+                appended.append(record)
+                run.emit(RecordAdded(record))
+        if cancelled is not None:
+            raise cancelled
+        return value
+
+    async def add(message: dict[str, JSONValue]) -> Record:
+        return await in_one_call(lambda inject: inject(message))
+
+    async def interrupted(pending: Sequence[ToolCall]) -> None:
+        # One call: every pending call gets its result, even if the run is cancelled again.
+        await in_one_call(lambda inject: [inject(_interrupted(call)) for call in pending])
+
+    def begin(inject: Callable[[dict[str, JSONValue]], Record]) -> None:
+        info = session.resumable()
+        if info is not None and info.kind == "recover_tools":
+            for call in info.missing:
+                inject(_interrupted(call))
+        if spec.text is not None:
+            inject({"role": "user", "content": spec.text})
+        elif info is None:
+            raise NothingToDoError(f"session {session.id} was not interrupted")
+        elif info.kind == "continue_response":
+            inject({"role": "user", "content": CONTINUE, "meta": {"resume": "continue_response"}})
+
+    await in_one_call(begin)
 
     provider = spec.provider
     by_name = {t.name: t for t in tools}
@@ -200,7 +231,7 @@ async def _steps(
         except NothingToDoError:
             return None
         if done is not None:
-            run.emit(RecordAdded(session.tail(1)[-1]))
+            run.emit(RecordAdded((await calls.run(lambda: session.tail(1)))[-1]))
         return done
 
     settings = spec.settings
@@ -209,14 +240,34 @@ async def _steps(
     declared = await declared_limits(provider)
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
+    reads = reads_formats(provider)
     for step in range(1, spec.max_steps + 1):
-        for message in run.take_steering():
-            add({"role": "user", "content": message, "meta": {"steered": True}})
-        if session.compaction_due(
-            model=provider.model, tools=specs, declared=declared, reserve=settings.max_tokens
-        ):
+        steered: list[dict[str, JSONValue]] = [
+            {"role": "user", "content": m, "meta": {"steered": True}} for m in run.take_steering()
+        ]
+        due = partial(
+            session.compaction_due,
+            model=provider.model,
+            tools=specs,
+            declared=declared,
+            reserve=settings.max_tokens,
+        )
+
+        def prepare(
+            inject: Callable[[dict[str, JSONValue]], Record],
+            steered: list[dict[str, JSONValue]] = steered,
+            due: Callable[[], bool] = due,
+        ) -> list[Message] | None:
+            """The steering appended, then the request's messages (None: compact first)."""
+            for message in steered:
+                inject(message)
+            return None if due() else session.request_messages(reads)
+
+        messages = await in_one_call(prepare)
+        if messages is None:
             await compact()  # seed 001: at the model's compact_percent, by itself
-        request = settings.request(session.request_messages(reads_formats(provider)), specs)
+            messages = await calls.run(partial(session.request_messages, reads))
+        request = settings.request(messages, specs)
         tee = _Tee(provider, run)
         started = now_micros()
         try:
@@ -224,10 +275,10 @@ async def _steps(
                 reply = await complete(tee, request)
                 chat.done(reply)
         except asyncio.CancelledError:
-            _cut_off(add, tee, provider, "interrupted", started)
+            await _cut_off(add, tee, provider, "interrupted", started)
             raise
         except ProviderError as exc:
-            _cut_off(add, tee, provider, "error", started, str(exc))
+            await _cut_off(add, tee, provider, "error", started, str(exc))
             raise
         meta: dict[str, JSONValue] = {
             "provider": provider.name,
@@ -244,20 +295,28 @@ async def _steps(
         if declared is not None:  # so a later report, read without the server, knows it
             meta["model_limits"] = dict(declared.to_json())
         for item in reply.items:  # kept verbatim, before the reply they came with
-            add({"role": "opaque", "format": item.format, "item": dict(item.item)})
+            await add({"role": "opaque", "format": item.format, "item": dict(item.item)})
         if reply.usage is not None:
             meta["usage"] = reply.usage.to_json()
             for key, value in reply.usage.to_json().items():
                 if isinstance(value, int):
                     usage[key] = usage.get(key, 0) + value
-        add(
-            {
-                "role": "assistant",
-                "content": reply.text,
-                "tool_calls": [c.to_json() for c in reply.tool_calls],
-                "meta": meta,
-            }
-        )
+        pending = list(reply.tool_calls)
+        so_far = len(appended)
+        try:
+            await add(
+                {
+                    "role": "assistant",
+                    "content": reply.text,
+                    "tool_calls": [c.to_json() for c in reply.tool_calls],
+                    "meta": meta,
+                }
+            )
+        except asyncio.CancelledError:
+            # Cancelled while the reply was written: its calls are answered as interrupted.
+            if len(appended) > so_far and pending:
+                await interrupted(pending)
+            raise
         reply_text = reply.text
         if not reply.tool_calls:
             run.emit(IterationEnd(step, session.id))
@@ -268,9 +327,8 @@ async def _steps(
         if settings.tool_choice not in (None, "auto", "none"):
             # A forced tool call was made: later calls may answer, or the run would loop.
             settings = replace(settings, tool_choice=None)
-        pending = list(reply.tool_calls)
         try:
-            ctx = session.tool_context()
+            ctx = await calls.run(session.tool_context)
             while pending:
                 call = pending[0]
                 found = by_name.get(call.name)
@@ -295,7 +353,7 @@ async def _steps(
                 }
                 if before is not None and after is not None:
                     tool_meta["workspace"] = {"before": before, "after": after}
-                add(
+                await add(
                     {
                         "role": "tool",
                         "tool_call_id": call.id,
@@ -307,17 +365,32 @@ async def _steps(
                 )
                 run.emit(ToolFinished(call, outcome.ok, outcome.content))
         except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
-            interrupted(pending)
-            session.log_event(
-                "run_interrupted", {"step": step, "during": "tools", "error": type(exc).__name__}
-            )
+            await interrupted(pending)
+            data: dict[str, JSONValue] = {
+                "step": step,
+                "during": "tools",
+                "error": type(exc).__name__,
+            }
+            await calls.run(partial(session.log_event, "run_interrupted", data))
             raise
         run.emit(IterationEnd(step, session.id))
     return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)
 
 
-def _cut_off(
-    add: Callable[[dict[str, JSONValue]], Record],
+def _interrupted(call: ToolCall) -> dict[str, JSONValue]:
+    """The result of a call its run stopped before it had one."""
+    return {
+        "role": "tool",
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "content": INTERRUPTED,
+        "ok": False,
+        "meta": {"interrupted": True},
+    }
+
+
+async def _cut_off(
+    add: Callable[[dict[str, JSONValue]], Awaitable[Record]],
     tee: _Tee,
     provider: Provider,
     reason: str,
@@ -335,7 +408,7 @@ def _cut_off(
     if error is not None:
         meta["error"] = error
     if text:
-        add({"role": "assistant", "content": text, "meta": meta})
+        await add({"role": "assistant", "content": text, "meta": meta})
 
 
 async def _checkpoint(session: RunTarget, ctx: ToolContext) -> str | None:

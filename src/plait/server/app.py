@@ -7,9 +7,10 @@ and its static files carry no data and need none. Every error is one JSON
 shape (:mod:`plait.server.errors`).
 
 Handlers are ``async`` and run on the server's one event loop, with the runs
-they start: a store call from a handler is a plain call (SQLite answers in
-microseconds), and the session handles, the runs and the event hub are never
-touched from two threads (decisions D81).
+they start and the event hub. Their store calls (a round trip each on
+PostgreSQL) run on the client's store worker, one thread that makes them one at a
+time in the order they came, so the session handles are never touched from two
+threads and the loop serves others meanwhile (decisions D202).
 """
 
 from __future__ import annotations
@@ -268,12 +269,12 @@ def create_app(
         try:
             yield
         finally:
-            feed.stop()
+            await asyncio.to_thread(feed.stop)  # it waits for the feed's thread
             for entry in tuple(state.runs.values()):
                 entry.cancel()
             state.hub.close_all()
             if state.owns_client:
-                client.close()
+                await asyncio.to_thread(client.close)
 
     app = FastAPI(
         title="plait",
@@ -298,8 +299,8 @@ def create_app(
         try:
             return await call_next(request)
         finally:
-            if request.method not in ("GET", "HEAD", "OPTIONS"):
-                state.client.release_idle()
+            if request.method not in ("GET", "HEAD", "OPTIONS") and state.client.idle_locks:
+                await state.call(state.client.release_idle)
 
     _install_errors(app)
     routers = [m.router for m in (sessions, runs, approvals, events, live, auth)]

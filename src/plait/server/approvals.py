@@ -208,8 +208,8 @@ def _append_decision(
         return data, True
 
 
-def _announce(state: ServerState, session_id: str, data: dict[str, JSONValue]) -> None:
-    state.hub.poke(session_id)
+async def _announce(state: ServerState, session_id: str, data: dict[str, JSONValue]) -> None:
+    await state.hub.refresh(session_id)  # the decision's record goes out first
     state.hub.publish(session_id, "approval_resolved", data)
 
 
@@ -243,18 +243,18 @@ async def record_decision(
     deadline = loop.time() + LOCK_WAIT_SECONDS
     while True:
         try:
-            stands, mine = _append_decision(state, session, data, call)
+            stands, mine = await state.call(lambda: _append_decision(state, session, data, call))
         except SessionLockedError:
             if loop.time() >= deadline:
                 raise
             await asyncio.sleep(0.05)
             continue
         if mine:
-            _announce(state, session.id, data)
+            await _announce(state, session.id, data)
         return stands, mine
 
 
-async def _take_back(session: Session) -> None:
+async def _take_back(state: ServerState, session: Session) -> None:
     """Take the writer lock back before the run goes on.
 
     Bounded: if another process keeps it, the run's next write raises SessionLockedError.
@@ -267,7 +267,7 @@ async def _take_back(session: Session) -> None:
     deadline = loop.time() + LOCK_WAIT_SECONDS
     while True:
         try:
-            session.acquire()
+            await state.call(session.acquire)
             return
         except SessionLockedError:
             if loop.time() >= deadline:
@@ -275,7 +275,7 @@ async def _take_back(session: Session) -> None:
             await asyncio.sleep(0.05)
 
 
-def _cancelled(state: ServerState, session: Session, call: WaitingCall) -> None:
+async def _cancelled(state: ServerState, session: Session, call: WaitingCall) -> None:
     data: dict[str, JSONValue] = {
         "request_id": call.request_id,
         "call_id": call.call_id,
@@ -286,12 +286,12 @@ def _cancelled(state: ServerState, session: Session, call: WaitingCall) -> None:
         "client_id": None,
     }
     try:
-        _, mine = _append_decision(state, session, data, call)
+        _, mine = await state.call(lambda: _append_decision(state, session, data, call))
     except PlaitError:  # the run stops either way
         _log.warning("session %s: could not record the approval of %s", session.id, call.call_id)
         return
     if mine:
-        _announce(state, session.id, data)
+        await _announce(state, session.id, data)
 
 
 def approver(state: ServerState, session: Session, run_id: str) -> Approval:
@@ -314,14 +314,14 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
             await asyncio.wait({pending.future}, timeout=min(POLL_SECONDS, left))
             if pending.future.done():  # answered here: the route recorded it
                 return pending.future.result()[0]
-            found = _decision_after(state, session.id, call)
+            found = await state.call(lambda: _decision_after(state, session.id, call))
             if found is not None:  # answered through another server: recorded there
-                state.hub.poke(session.id)
+                await state.hub.refresh(session.id)
                 state.hub.publish(session.id, "approval_resolved", found)
                 return found.get("approve") is True
 
     async def approve(call: ToolCall) -> bool:
-        controller = state.live.controller_id(session)
+        controller = await state.call(lambda: state.live.controller_id(session))
         if controller is None:
             return state.approval_default == "allow"
         key = (session.id, call.id)
@@ -334,11 +334,13 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
             "run_id": run_id,
         }
         try:
-            route = state.live.route_permission(
-                session,
-                controller,
-                request,
-                metadata={"timeout_seconds": state.approval_timeout},
+            route = await state.call(
+                lambda: state.live.route_permission(
+                    session,
+                    controller,
+                    request,
+                    metadata={"timeout_seconds": state.approval_timeout},
+                )
             )
         except NotControllerError:  # control changed between the two reads: fail closed
             return False
@@ -360,18 +362,19 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
         )
         waiting = WaitingCall.of(pending)
         state.approvals[key] = pending
-        state.hub.poke(session.id)  # the route's record goes out before the request
-        state.hub.publish(session.id, "approval_requested", waiting.to_json())
-        session.release()  # another server process may now append the answer (D109)
         try:
+            await state.hub.refresh(session.id)  # the route's record goes out before the request
+            state.hub.publish(session.id, "approval_requested", waiting.to_json())
+            # Another server process may now append the answer (D109).
+            await state.call(session.release)
             answer = await wait(pending, waiting)
         except asyncio.CancelledError:  # the run was cancelled (or passed its own timeout)
             state.approvals.pop(key, None)
-            _cancelled(state, session, waiting)
+            await _cancelled(state, session, waiting)
             raise
         finally:
             state.approvals.pop(key, None)
-        await _take_back(session)
+        await _take_back(state, session)
         return answer
 
     return approve

@@ -25,7 +25,6 @@ from starlette.responses import JSONResponse
 from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from plait.auth import authenticate
 from plait.server.errors import error_body
 from plait.server.state import CALLER_KEY, ServerState, caller
 
@@ -114,9 +113,7 @@ class RequestGuard:
             await self._app(scope, receive, send)
             return
         if self._guarded(scope):
-            found = authenticate(
-                _bearer(scope), static_keys=self._state.api_keys, sessions=self._state.bearers
-            )
+            found = await self._state.authenticate(_bearer(scope))
             if found is None:
                 why = "a valid bearer credential is required"
                 await _refuse(scope, receive, send, 401, "unauthorized", why)

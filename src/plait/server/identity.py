@@ -41,6 +41,7 @@ __all__ = [
     "bind_child",
     "bind_creator",
     "check_child",
+    "act_for",
     "enter_run",
     "is_agent",
 ]
@@ -123,8 +124,16 @@ def enter_run(session: Session, who: Authenticated) -> AbstractContextManager[Se
     """Record the caller as the acting principal and enter the session for a run.
 
     A run made inside the returned context copies it into its task, so its
-    tools and callbacks see ``plait.current_id()`` and ``actor_chain()``. When
-    that changes a bound chain (another principal acts now), an
+    tools and callbacks see ``plait.current_id()`` and ``actor_chain()``.
+    """
+    act_for(session, who)
+    return entered(session)
+
+
+def act_for(session: Session, who: Authenticated) -> None:
+    """Record the caller as the acting principal of the session's next run (store calls).
+
+    When that changes a bound chain (another principal acts now), an
     ``identity.actor_chain`` event ``{principal, actor_chain, previous}``
     records it: the chain names who acts now, the transcript keeps who did.
     """
@@ -135,4 +144,3 @@ def enter_run(session: Session, who: Authenticated) -> AbstractContextManager[Se
             ACTOR_CHAIN_EVENT,
             {"principal": who.principal, "actor_chain": after, "previous": before},
         )
-    return entered(session)

@@ -43,7 +43,8 @@ async def resolve_path_session(request: Request, who: Caller) -> None:
     if len(given) == _FULL:
         return
     try:
-        params["session_id"] = resolve_session_id(server_state(request).client, given)
+        state = server_state(request)
+        params["session_id"] = await state.call(lambda: resolve_session_id(state.client, given))
     except AmbiguousSessionIdError as exc:
         raise ApiError(
             404, "ambiguous_session_id", str(exc), {"candidates": list(exc.candidates)}

@@ -289,6 +289,10 @@ class ContextReportOut(_Out):
     measured_by: str
     partial: bool
     shares: list[ShareOut]
+    window_source: Literal["table", "server", "environment", "settings"] = Field(
+        description="Where the window came from: the model family's table, the model's "
+        "server, an environment variable or the session's model_info setting."
+    )
 
 
 class ContextOut(_Out):

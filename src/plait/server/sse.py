@@ -19,9 +19,12 @@ and a counter. A client that reconnects with ``Last-Event-ID`` (or
 stream: it loses no record. Deltas are not replayed: they only preview a
 record that arrives whole.
 
-Everything here runs on the server's event loop thread, so reading the backlog
-and joining the channel happen with no await in between: no event can fall
-into the gap, and none is sent twice.
+Everything here runs on the server's event loop thread; the store is read on
+the host's store worker (D202). A poke is one task per channel at a time (a poke
+meanwhile asks it for another round), and it publishes only what lies past the
+channel's last record when its read comes back, so a record is never sent twice
+nor out of order. An observer joins the channel before its backlog is read, and the
+backlog stops where the live stream began: no record falls into the gap.
 """
 
 from __future__ import annotations
@@ -29,14 +32,18 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Final
+from functools import partial
+from typing import Final, TypeVar
 
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.records import JSONValue, Record, ToolCall
-from plait.session import SessionHost
+from plait.session import Session, SessionHost
 from plait.store.base import SessionRow
+
+_T = TypeVar("_T")
 
 __all__ = [
     "DEFAULT_MAX_QUEUE",
@@ -48,6 +55,8 @@ __all__ = [
     "parse_event_id",
     "record_json",
 ]
+
+_log = logging.getLogger("plait.server")
 
 DEFAULT_MAX_QUEUE: Final = 10_000
 """How far an observer may fall behind before its stream ends (it reconnects, losing nothing)."""
@@ -152,6 +161,10 @@ class Channel:
     counter: int = 0
     """Events published since that record."""
     subscribers: set[Subscriber] = field(default_factory=set)
+    poking: asyncio.Task[None] | None = None
+    """The poke reading the store now, if one is."""
+    again: bool = False
+    """Whether a poke was asked for while one was reading (it reads once more)."""
 
 
 class Hub:
@@ -168,10 +181,13 @@ class Hub:
         self._channels: dict[str, Channel] = {}
         self._hooked: set[str] = set()
 
+    async def _call(self, fn: Callable[[], _T]) -> _T:
+        return await self._host.store_calls.run(fn)
+
     def _row(self, session_id: str) -> SessionRow:
         return self._host.lookup(session_id)
 
-    def channel(self, session_id: str) -> Channel:
+    async def channel(self, session_id: str) -> Channel:
         """Return the session's channel, subscribing to its run events the first time.
 
         Raises:
@@ -180,18 +196,25 @@ class Hub:
         found = self._channels.get(session_id)
         if found is not None:
             return found
-        row = self._row(session_id)
+
+        def opened() -> tuple[SessionRow, Session]:
+            row = self._row(session_id)
+            return row, self._host.handle(row)
+
+        row, handle = await self._call(opened)
+        found = self._channels.get(session_id)  # another request made it meanwhile
+        if found is not None:
+            return found
         channel = Channel(session_id, last_seq=row.layout.end_seq - 1)
         self._channels[session_id] = channel
         if session_id not in self._hooked:
-            handle = self._host.handle(row)
             handle.subscribe(lambda event: self.on_run_event(session_id, event))
             self._hooked.add(session_id)
         return channel
 
-    def watch(self, session_id: str) -> None:
+    async def watch(self, session_id: str) -> None:
         """Make sure the session's run events reach its channel (call before a run starts)."""
-        self.channel(session_id)
+        await self.channel(session_id)
 
     def on_run_event(self, session_id: str, event: object) -> None:
         """Publish one run event (a session subscriber; never raises into the run)."""
@@ -209,7 +232,7 @@ class Hub:
                 if record.seq == channel.last_seq + 1:
                     self._publish_record(channel, record)
                 elif record.seq > channel.last_seq:
-                    self.poke(session_id)
+                    self.poke(session_id)  # a gap: what lies before it is in the store
             return
         self.publish(session_id, str(getattr(event, "type", "event")), event_json(event))
 
@@ -241,34 +264,67 @@ class Hub:
         payload: dict[str, JSONValue] = {"session_id": session_id, **data}
         self._send(channel, SseEvent(f"{channel.last_seq}.{channel.counter}", name, payload))
 
-    def _read(self, session_id: str, after: int) -> tuple[SessionRow, list[Record]]:
+    def _read(self, session_id: str, after: int, upto: int | None = None) -> list[Record]:
+        """The records in view past ``after`` (and at most ``upto``); a store call."""
         row = self._row(session_id)
         lo = max(after + 1, row.layout.view_start)
-        if lo >= row.layout.end_seq:
-            return row, []
-        return row, self._host.store.read(row, lo, row.layout.end_seq)
+        hi = row.layout.end_seq if upto is None else min(row.layout.end_seq, upto + 1)
+        if lo >= hi:
+            return []
+        return self._host.store.read(row, lo, hi)
 
     def poke(self, session_id: str) -> None:
-        """Publish the records the store holds past the channel's last one.
+        """Publish, soon, the records the store holds past the channel's last one.
 
-        A session deleted meanwhile ends its streams.
+        The store is read by a task of the channel's own; :meth:`refresh` waits
+        for it. A session deleted meanwhile ends its streams.
         """
         channel = self._channels.get(session_id)
         if channel is None:
             return
-        if not channel.subscribers:
-            try:
-                channel.last_seq = self._row(session_id).layout.end_seq - 1
-            except SessionNotFoundError:
-                self._channels.pop(session_id, None)
+        if channel.poking is not None:
+            channel.again = True  # it may have read before the write that asks for this
             return
+        channel.poking = asyncio.get_running_loop().create_task(self._poke(channel))
+
+    async def refresh(self, session_id: str) -> None:
+        """:meth:`poke`, and wait until what the store holds now is published."""
+        self.poke(session_id)
+        channel = self._channels.get(session_id)
+        task = channel.poking if channel is not None else None
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def _poke(self, channel: Channel) -> None:
+        session_id = channel.session_id
         try:
-            _, records = self._read(session_id, channel.last_seq)
-        except SessionNotFoundError:
-            self._end(channel)
-            return
-        for record in records:
-            self._publish_record(channel, record)
+            while True:
+                channel.again = False
+                if not channel.subscribers:
+                    try:
+                        row = await self._call(lambda: self._row(session_id))
+                    except SessionNotFoundError:
+                        if self._channels.get(session_id) is channel:
+                            self._channels.pop(session_id, None)
+                        return
+                    if not channel.subscribers:
+                        channel.last_seq = row.layout.end_seq - 1
+                else:
+                    after = channel.last_seq
+                    try:
+                        records = await self._call(partial(self._read, session_id, after))
+                    except SessionNotFoundError:
+                        self._end(channel)
+                        return
+                    for record in records:
+                        if record.seq == channel.last_seq + 1:  # else published meanwhile
+                            self._publish_record(channel, record)
+                if not channel.again:
+                    return
+        except Exception:  # a store failure: the next poke (a keep-alive tick) tries again
+            _log.exception("reading session %s for its observers failed", session_id)
+        finally:
+            channel.poking = None
 
     def poke_watched(self, session_id: str) -> None:
         """:meth:`poke` a session only if someone is watching it (for change feeds)."""
@@ -280,9 +336,12 @@ class Hub:
         for sub in tuple(channel.subscribers):
             sub.queue.put_nowait(None)
         channel.subscribers.clear()
-        self._channels.pop(channel.session_id, None)
+        if self._channels.get(channel.session_id) is channel:
+            self._channels.pop(channel.session_id, None)
 
-    def open(self, session_id: str, after: int | None) -> tuple[list[SseEvent], Subscriber]:
+    async def open(
+        self, session_id: str, after: int | None
+    ) -> tuple[list[SseEvent], Subscriber]:
         """Join a session's channel: return the backlog after ``after`` and the live queue.
 
         Args:
@@ -292,22 +351,27 @@ class Hub:
         Raises:
             SessionNotFoundError: an unknown id.
         """
-        channel = self.channel(session_id)
-        self.poke(session_id)  # bring the channel up to the store before joining it
+        channel = await self.channel(session_id)
+        await self.refresh(session_id)  # bring the channel up to the store before joining it
+        if self._channels.get(session_id) is not channel:  # deleted meanwhile
+            raise SessionNotFoundError(session_id)
+        sub = Subscriber()
+        channel.subscribers.add(sub)  # what comes after this mark goes to the queue
+        mark = channel.last_seq
         backlog: list[SseEvent] = []
-        if after is not None and after < channel.last_seq:
-            _, records = self._read(session_id, after)
+        if after is not None and after < mark:
+            try:
+                records = await self._call(lambda: self._read(session_id, after, mark))
+            except BaseException:
+                channel.subscribers.discard(sub)
+                raise
             for record in records:
-                if record.seq > channel.last_seq:
-                    break
                 data: dict[str, JSONValue] = {
                     "session_id": session_id,
                     "seq": record.seq,
                     "record": record_json(record),
                 }
                 backlog.append(SseEvent(str(record.seq), "record", data))
-        sub = Subscriber()
-        channel.subscribers.add(sub)
         return backlog, sub
 
     def close(self, session_id: str, sub: Subscriber) -> None:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, Final, Literal, TypeAlias
+from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
 
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -61,6 +61,8 @@ ProviderSource: TypeAlias = "Provider | str | Callable[[], Provider] | None"
 """A provider, a model spec, a factory called once per run, or None (the session's own)."""
 
 _log = logging.getLogger("plait.server")
+
+_T = TypeVar("_T")
 
 
 @dataclass(eq=False)
@@ -114,6 +116,26 @@ class ServerState:
     runs: dict[str, RunEntry] = field(default_factory=dict)
     approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
     """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
+
+    async def call(self, fn: Callable[[], _T]) -> _T:
+        """Run ``fn``, which calls the store, on the client's store worker, off the loop (D202).
+
+        Raises:
+            asyncio.CancelledError: the request was cancelled; raised once ``fn`` ended.
+        """
+        return await self.client.store_calls.run(fn)
+
+    async def authenticate(self, bearer: str | None) -> Authenticated | None:
+        """Who ``bearer`` stands for: a static key, checked here, else a durable session.
+
+        Only a durable session is a store call (made on the store worker).
+        """
+        found = authenticate(bearer, static_keys=self.api_keys)
+        if found is not None or bearer is None:
+            return found
+        return await self.call(
+            lambda: authenticate(bearer, static_keys=self.api_keys, sessions=self.bearers)
+        )
 
     def provider_for_run(self) -> Provider | str | None:
         """The provider a new run uses (a factory is called once per run)."""
@@ -210,11 +232,7 @@ async def caller(
         return checked
     state = server_state(request)
     token = credentials.credentials if credentials is not None else None
-    found = (
-        authenticate(f"Bearer {token}", static_keys=state.api_keys, sessions=state.bearers)
-        if token
-        else None
-    )
+    found = await state.authenticate(f"Bearer {token}") if token else None
     if found is None:
         raise ApiError(401, "unauthorized", "a valid bearer credential is required")
     return found

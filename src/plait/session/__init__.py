@@ -6,7 +6,8 @@ concern has its own module working through the session's
 ``branching``, ``settings`` (settings, metadata, workspace and roots),
 ``binding`` (the sandbox), ``context`` and ``counting`` (the context report,
 requests, compaction), ``runs`` (starting runs, the run board, usage),
-``reading`` (snapshot, ancestry, resume state) and ``export``.
+``reading`` (snapshot, ancestry, resume state, view reads), ``streaming`` (reads
+a batch at a time) and ``export``.
 :class:`SessionHost` keeps one handle per id over a store.
 """
 

@@ -301,11 +301,20 @@ class Head:
         """
         if self.writer or self.row is None:
             return False
+        calls = self.host.store_calls  # each try is a store call: off the loop (D202)
         if not self.takes_turns or self.host.holds_lock(self.id):
-            self.ensure_writer()
+            await calls.run(self.ensure_writer)
             return False
-        await _turns.wait_take_async(self.store, self.id, self.host.lock_timeout)
-        self._taken()
+
+        def attempt() -> bool:
+            if not _turns.take(self.store, self.id):
+                return False
+            self._taken()
+            return True
+
+        await _turns.wait_take_async(
+            lambda: calls.run(attempt), self.id, self.host.lock_timeout
+        )
         return True
 
     def end_turn(self, taken: bool) -> None:

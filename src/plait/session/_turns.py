@@ -21,6 +21,7 @@ import random
 import threading
 import time
 import weakref
+from collections.abc import Awaitable, Callable
 from typing import Final, Literal
 
 from plait.errors import InvalidArgumentError, SessionLockTimeoutError
@@ -189,14 +190,21 @@ def wait_take(store: WriterLocks, session_id: str, timeout: float) -> None:
         time.sleep(pause)
 
 
-async def wait_take_async(store: WriterLocks, session_id: str, timeout: float) -> None:
+async def wait_take_async(
+    attempt: Callable[[], Awaitable[bool]], session_id: str, timeout: float
+) -> None:
     """:func:`wait_take` that lets the event loop run while it waits.
+
+    Args:
+        attempt: one try at the lock (:func:`take`, made off the loop); True when taken.
+        session_id: the session, for the error.
+        timeout: seconds to keep trying.
 
     Raises:
         SessionLockTimeoutError: another process kept it for all of ``timeout``.
     """
     backoff = _Backoff(timeout)
-    while not take(store, session_id):
+    while not await attempt():
         pause = backoff.next()
         if pause is None:
             raise SessionLockTimeoutError(session_id, timeout)

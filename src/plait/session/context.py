@@ -8,7 +8,7 @@ rows whatever the transcript's length. Compaction only appends a summary record
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from plait._checks import check_list, check_name
@@ -26,8 +26,9 @@ from plait.errors import InvalidArgumentError, NothingToDoError, StoreError
 from plait.providers import Provider, Request
 from plait.records import COMPACTION_UNDONE, Message, Record, SummaryRecord, newest_summary
 from plait.session.counting import context_report, count_pending, info_for, tool_spec_texts
+from plait.session.reading import view_items
 from plait.store.base import SessionRow
-from plait.views import history, model_messages, system_prompt
+from plait.views import ViewItem, history, model_messages, system_prompt
 
 if TYPE_CHECKING:
     from plait.session._head import Head
@@ -36,6 +37,7 @@ __all__ = [
     "compact",
     "compaction_due",
     "history_messages",
+    "history_start",
     "known_model",
     "measure",
     "merged_options",
@@ -167,26 +169,32 @@ async def compact(
             raise InvalidArgumentError("give strategy or compact_strategy, not both")
         more["compact_strategy"] = strategy
     parsed = parse_options(more)
-    head.require()
+    calls = head.host.store_calls  # the store is called off the event loop (D202)
+    await calls.run(head.require)
     taken = await head.take_turn()  # a compaction is one turn, from its plan to its summary
     try:
-        row = head.fresh()
-        # The plan's token figures are the stored counts.
-        count_pending(head.store, row, persist=True, memo=head.memo(row))
-        found = plan_compaction(view(head, head.fresh()), parsed)
+
+        def planned() -> CompactionPlan | None:
+            row = head.fresh()
+            # The plan's token figures are the stored counts.
+            count_pending(head.store, row, persist=True, memo=head.memo(row))
+            return plan_compaction(view(head, head.fresh()), parsed)
+
+        found = await calls.run(planned)
         if found is None:
             return None
         model = summary_provider or provider
         if summarize is None and model is not None:
             from plait.providers import declared_limits
 
-            window = known_model(head, model.model, await declared_limits(model)).window
+            limits = await declared_limits(model)
+            window = (await calls.run(lambda: known_model(head, model.model, limits))).window
             summarize = summarizer(model, summary_budget(window))
         done = await write_compaction(found, parsed, summarize=summarize)
-        head.mutate(head.messages([done.message()]))
+        await calls.run(lambda: head.mutate(head.messages([done.message()])))
         return done
     finally:
-        head.end_turn(taken)
+        await calls.run(lambda: head.end_turn(taken))
 
 
 def uncompact(head: Head) -> SummaryRecord:
@@ -227,27 +235,46 @@ def summarizer(model: Provider, max_tokens: int | None = None) -> Summarize:
     return summarize
 
 
-def _window(head: Head, row: SessionRow) -> tuple[list[Record], Tally | None]:
-    """The records from where the next request starts to the head, and the head's tally.
+def _window_start(head: Head, row: SessionRow) -> tuple[int, Tally | None, SummaryRecord | None]:
+    """Where the next request starts, the head's tally, and the summary it starts with.
 
     The tally says where the newest visible summary is; the window starts at what it
     kept (or at the view's start when there is none, or no tally to be had cheaply).
     """
-    store = head.store
     lay = row.layout
-    memo = head.memo(row)
     tally = _head_tally(head, row)
-    lo = lay.view_start
+    lo, summary = lay.view_start, None
     if tally is not None and tally.summary >= lay.view_start:
         found = _at(head, row, tally.summary)
         if isinstance(found, SummaryRecord):
-            lo = max(lo, min(found.folds_to, found.seq))
-    held = memo.records(lo, lay.end_seq) if memo is not None else None
+            lo, summary = max(lo, min(found.folds_to, found.seq)), found
+    return lo, tally, summary
+
+
+def history_start(head: Head, row: SessionRow) -> tuple[int, SummaryRecord | None] | None:
+    """Where ``history()`` starts reading, and the summary it starts with; None if unknown.
+
+    From the stored tallies (a few rows): ``(view start, None)`` when no summary is
+    shown; None when the tallies cannot say (a long uncounted tail), and only the
+    records can.
+    """
+    lo, tally, summary = _window_start(head, row)
+    if tally is None or (summary is None and tally.summary >= row.layout.view_start):
+        return None
+    return lo, summary
+
+
+def _window(head: Head, row: SessionRow) -> tuple[list[Record], Tally | None]:
+    """The records from where the next request starts to the head, and the head's tally."""
+    memo = head.memo(row)
+    lo, tally, _ = _window_start(head, row)
+    end = row.layout.end_seq
+    held = memo.records(lo, end) if memo is not None else None
     if held is not None:
         if memo is not None and lo > memo.window_lo:
             memo.seed(lo, held)  # what a compaction folded is no longer sent: let it go
         return held, tally
-    records = store.read(row, lo, lay.end_seq)
+    records = head.store.read(row, lo, end)
     if memo is not None:
         memo.seed(lo, records)
     return records, tally
@@ -284,14 +311,21 @@ def request_messages(head: Head, reads: Collection[str] = ()) -> list[Message]:
 def history_messages(head: Head) -> list[Message]:
     """``history()``: the newest summary, then what it kept, read from the summary on.
 
-    Like a request, it reads what it returns, not the transcript before the summary.
+    Like a request, it reads what it returns, not the transcript before the summary;
+    what a writer's memo holds is not read again, and what is read is read as
+    messages (:func:`~plait.session.reading.view_items`).
     """
     row = head.fresh()
-    records, tally = _window(head, row)
+    lo, tally, _ = _window_start(head, row)
+    end = row.layout.end_seq
+    memo = head.memo(row)
+    held = memo.records(lo, end) if memo is not None else None
+    items: Sequence[ViewItem] = held if held is not None else view_items(head, row, lo, end)
     summary_in_view = tally is not None and tally.summary >= row.layout.view_start
-    if summary_in_view and newest_summary(records) is None:
-        records = view(head, row)  # the window missed the summary: read the whole view
-    return history(records)
+    if summary_in_view and newest_summary(items) is None:
+        # The window missed the summary: read the whole view.
+        items = view_items(head, row, row.layout.view_start, end)
+    return history(items)
 
 
 def _head_tally(head: Head, row: SessionRow) -> Tally | None:

@@ -386,6 +386,7 @@ def context_report(
         measured_by=counter_name(counting),
         partial=counted.partial,
         shares=shares,
+        window_source=info.source,
     )
     return report, info
 
@@ -463,4 +464,5 @@ def _read_view(
         tool_schema_tokens=schema_tokens,
         tool_schema_count=schema_count,
         measured_by=counter_name(encoding),
+        window_source=info.source,
     )

@@ -19,6 +19,7 @@ from plait.errors import (
 )
 from plait.layout import Layout
 from plait.records import JSONValue, record_from_message
+from plait.run.worker import StoreWorker
 from plait.session import _turns
 from plait.session._turns import WriterLockMode
 from plait.session._values import clean_title, json_object
@@ -50,6 +51,8 @@ class SessionHost:
         self.workspace: str = workspace
         self.runs: RunBoard = RunBoard()
         """The runs in progress on this host's sessions, their subscribers and caches."""
+        self.store_calls: StoreWorker = StoreWorker()
+        """Where code on an event loop (a run, the server) makes this host's store calls."""
         self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._current: Session | None = None
         self._handles_lock = threading.Lock()
@@ -212,6 +215,11 @@ class SessionHost:
     def holds_lock(self, session_id: str) -> bool:
         """Whether a handle of this host holds the session's writer lock (False for a non-id)."""
         return isinstance(session_id, str) and session_id in self._locked
+
+    @property
+    def idle_locks(self) -> bool:
+        """Whether :meth:`release_idle` has a lock to give up (a cheap check, no store call)."""
+        return any(not self.runs.running(i) for i in tuple(self._locked))
 
     def release_idle(self) -> int:
         """Give up the writer locks of this host's sessions that have no run in progress.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from plait._time import from_micros
@@ -10,13 +11,25 @@ from plait.lineage import Ancestry
 from plait.records import Record
 from plait.render import LineageBox, collect_lineage
 from plait.session._values import Snapshot
-from plait.store.base import SessionRow
-from plait.views import ResumeInfo, resume_info, system_prompt
+from plait.store.base import SessionRow, ViewReader
+from plait.views import ResumeInfo, ViewItem, resume_info, system_prompt
 
 if TYPE_CHECKING:
     from plait.session._head import Head
 
-__all__ = ["ancestry", "lineage", "resumable", "snapshot"]
+__all__ = ["ancestry", "lineage", "resumable", "snapshot", "view_items"]
+
+
+def view_items(head: Head, row: SessionRow, lo: int, hi: int) -> Sequence[ViewItem]:
+    """The records at ``[lo, hi)`` as a history reads them: messages as messages.
+
+    A store that offers a view read (:class:`~plait.store.base.ViewReader`) leaves
+    unread what a message does not show; any other store's records serve as they are.
+    """
+    store = head.store
+    if isinstance(store, ViewReader):
+        return store.read_view(row, lo, hi)
+    return store.read(row, lo, hi)
 
 
 def snapshot(head: Head) -> Snapshot | None:

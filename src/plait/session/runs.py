@@ -213,11 +213,12 @@ def start_run(
 
     async def body(run: Run) -> RunResult:
         # The run is one turn: the writer lock is held from its first write to its end.
+        calls = head.host.store_calls
         taken = await head.take_turn()
         try:
-            return await drive(target, spec, run)
+            return await drive(target, spec, run, worker=calls)
         finally:
-            head.end_turn(taken)
+            await calls.run(lambda: head.end_turn(taken))
 
     def make() -> Run:
         return Run(

@@ -18,7 +18,7 @@ the ones that call a model or run a tool are ``async``.
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,7 @@ from plait.session import (
     context,
     export,
     reading,
+    streaming,
     writes,
 )
 from plait.session._branch_verbs import BranchVerbs
@@ -58,6 +59,17 @@ from plait.session._workspace_verbs import WorkspaceVerbs
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
 from plait.views import full_history
+
+READ_BATCH = 4096
+"""Positions :meth:`Session.iter_history` and :meth:`Session.iter_records` read at a time."""
+
+
+def _batch(batch: object) -> int:
+    n = check_count(batch, "batch")
+    if n == 0:
+        raise InvalidArgumentError("batch must be at least 1")
+    return n
+
 
 if TYPE_CHECKING:
     from plait.session.host import SessionHost
@@ -286,8 +298,35 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
         # A read and a message per record, all kept: collections would find nothing to free.
         with collector_paused():
             if full:
-                return full_history(self.records)
+                row = self._head.fresh()
+                lay = row.layout
+                items = reading.view_items(self._head, row, lay.view_start, lay.end_seq)
+                return full_history(items)
             return context.history_messages(self._head)
+
+    def iter_history(self, full: bool = False, *, batch: int = READ_BATCH) -> Iterator[Message]:
+        """:meth:`history`'s messages, read ``batch`` positions at a time.
+
+        What it holds does not grow with the transcript: one batch of records at a
+        time. The session's row is read now: the iteration yields what
+        :meth:`history` returns now, whatever is written meanwhile. Showing every
+        message (``full=True``) of a compacted session reads the part after its first
+        summary twice (whether a summary was undone is told by the events after it).
+
+        Raises:
+            SessionNotFoundError: the session was never stored, or is deleted while read.
+            InvalidArgumentError: ``batch`` is not a positive int.
+        """
+        return streaming.iter_history(self._head, full, _batch(batch))
+
+    def iter_records(self, *, batch: int = READ_BATCH) -> Iterator[Record]:
+        """:attr:`records`, read ``batch`` positions at a time (held: one batch).
+
+        Raises:
+            SessionNotFoundError: the session was never stored, or is deleted while read.
+            InvalidArgumentError: ``batch`` is not a positive int.
+        """
+        return streaming.iter_records(self._head, _batch(batch))
 
     def snapshot(self) -> Snapshot | None:
         """Return a read-only snapshot, or None for a session not stored (seed 003)."""

@@ -64,9 +64,14 @@ class Dialect:
     """The lock a live-client write takes on its session row (``FOR KEY SHARE`` or none)."""
     tombstone: str
     """The ``SET`` list that makes a row a tombstone giving up its id (to a value no id takes)."""
+    by_bytes: str = ""
+    """What makes a comparison of ids go by code point (``COLLATE "C"``), where the
+    engine's default may not (PostgreSQL follows the database's collation)."""
     row_lock: str = ""
     """A statement locking the session row ``pk = ?`` against appends, or none (SQLite's
     ``BEGIN IMMEDIATE`` already holds every writer off)."""
+    first_parent: str = "JOIN lineage l ON l.child_id = up.id AND l.ord = 0"
+    """How a step of the ancestors' walk joins ``up.id`` to its first parent's edge ``l``."""
 
     def sql(self, template: str) -> str:
         """Spell a shared statement in this dialect.
@@ -96,6 +101,13 @@ class Statements:
         self.row_by_pk = d.sql("{select_row} WHERE s.pk = ? AND {live_s}")
         self.recent_all = d.sql("{select_row} WHERE {live_s}" + shown + order)
         self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s}" + shown + order)
+        after = f"s.id{d.by_bytes} >= ? AND s.id{d.by_bytes} < ? AND "
+        self.prefix_all = d.sql("{select_row} WHERE " + after + "{live_s}" + shown + order)
+        # The workspace is compared as an expression, which no index serves: the range of
+        # ids is what narrows the listing (a workspace may hold every session).
+        self.prefix = d.sql(
+            "{select_row} WHERE " + after + "s.workspace || '' = ? AND {live_s}" + shown + order
+        )
         self.live_rows = d.sql("{select_row} WHERE {live_s}")
         self.children = d.sql(
             "SELECT s.id FROM lineage l JOIN sessions s ON s.id = l.child_id "
@@ -107,8 +119,7 @@ class Statements:
         # layout a deep chain makes long.
         self.ancestors = d.sql(
             "WITH RECURSIVE up(id, n) AS (SELECT CAST(? AS TEXT), 0 UNION ALL "
-            "SELECT l.parent_id, up.n + 1 FROM up JOIN lineage l "
-            "ON l.child_id = up.id AND l.ord = 0 WHERE up.n < ? "
+            f"SELECT l.parent_id, up.n + 1 FROM up {d.first_parent} WHERE up.n < ? "
             "AND EXISTS (SELECT 1 FROM sessions p WHERE p.id = l.parent_id)) "
             "SELECT id FROM up WHERE n > 0 ORDER BY n"
         )

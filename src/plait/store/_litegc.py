@@ -11,7 +11,7 @@ import sqlite3
 from typing import Final
 
 from plait.records import dumps
-from plait.store._rows import SEQ_BITS, bases_of
+from plait.store._rows import SEQ_BITS, prefix_text
 
 __all__ = ["collect", "collect_all", "owners_found"]
 
@@ -29,31 +29,32 @@ _READ_BY: Final = "SELECT 1 FROM sessions WHERE base_owner = ? LIMIT 1"
 """A row (live, or a tombstone still read) whose layout is a branch of this owner."""
 
 
-def owners_found(db: sqlite3.Connection, bases: tuple[tuple[int, int], ...]) -> int | None:
+def owners_found(
+    db: sqlite3.Connection, bases: tuple[tuple[int, int], ...], text: str
+) -> int | None:
     """Whether every owner a new layout reads still has its row (tombstones count).
 
-    Returns None if one is missing; else the layout's base owner (the owner of
-    its last segment) when the layout is a branch of it, or 0 (a root, or a
-    layout of any other shape).
+    ``text`` is the layout's ``bases`` column. Returns None if one is missing;
+    else the layout's base owner (the owner of its last segment) when the
+    layout is a branch of it, or 0 (a root, or a layout of any other shape).
 
     A stored row's owners are all kept while it is (a collection frees an owner
     only when no live layout reads it, and a layout reads the owners before
     each of its segments too), so when the newest owner is there with exactly
     the segments before it as its own bases, the rest are there: one point
-    read, however long the chain of branches. Any other layout has every
-    owner looked up, in one statement.
+    read, a compare of the texts, however long the chain of branches. Any
+    other layout has every owner looked up, in one statement.
     """
     if not bases:
         return 0
     last = bases[-1][0]
-    found = db.execute("SELECT bases FROM sessions WHERE pk = ?", (last,)).fetchone()
+    found = db.execute(
+        "SELECT bases = ? FROM sessions WHERE pk = ?", (prefix_text(bases, text), last)
+    ).fetchone()
     if found is None:
         return None
-    try:
-        if bases_of(found[0]) == bases[:-1]:
-            return int(last)
-    except (ValueError, TypeError):
-        pass  # an undecodable layout proves nothing: look every owner up
+    if found[0]:
+        return int(last)
     owners = sorted({owner for owner, _ in bases})
     if db.execute(_OWNERS_FOUND, (dumps(owners),)).fetchone()[0] != len(owners):
         return None

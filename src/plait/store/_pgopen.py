@@ -50,6 +50,9 @@ PG_DDL: Final = DDL(
     blob="BYTEA",
     tombstone="chr(1) || pk",  # a text value cannot hold NUL
     last_owner="(bases::jsonb -> -1 ->> 0)::bigint",
+    # The id's own index follows the database's collation, which need not be code point
+    # order; a prefix is a range only in that order.
+    id_bytes_index='CREATE INDEX sessions_id_bytes ON sessions (id COLLATE "C") WHERE NOT deleted',
 )
 """How PostgreSQL spells the schema of ``_schema.py``."""
 

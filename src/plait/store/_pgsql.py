@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
-from plait.store._rows import SEQ_MAX
+from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 __all__ = [
     "APPEND",
@@ -21,11 +21,14 @@ __all__ = [
     "CREATE",
     "CREATE_UNLINKED",
     "HEAD",
+    "KEPT",
     "READ",
-    "REFERENCED",
+    "READ_VIEW",
+    "READ_VIEW_ONE",
     "SELECT_ROW",
     "WRITE",
     "WRITE_UNLINKED",
+    "key_ranges",
     "record_arrays",
 ]
 
@@ -126,15 +129,27 @@ SELECT (SELECT updated_at FROM upd)
 """
 
 # A new session. Its base owner is the owner of its last segment when its other segments
-# are that owner's own bases (see PostgresStore._collect); else NULL. The rows of the
-# sessions it shares rows with are locked FOR KEY SHARE and must all still exist (a
-# tombstone counts: its rows are still there); a delete that collects them locks them
-# first (see _collect), so the two never cross. Newest first: the source of a fork is
-# the newest owner of its layout, and a delete locks its target before anything else,
-# so a fork racing the delete of its source waits holding nothing.
+# are that owner's own bases (see PostgresStore._collect); else NULL. The sessions it
+# shares rows with must all still have their rows (a tombstone counts: its rows are still
+# there), and keep them until it is in:
+# - A branch of its base owner locks only that row, FOR SHARE: no write can change that
+#   layout meanwhile, and a stored layout's owners are kept while it is (a collection
+#   walks down the base-owner links to them, or keeps every owner of a kept layout, see
+#   _collect and _collect_all), which are all the branch's other owners.
+# - Any other layout locks every owner FOR KEY SHARE (read from its bases in the statement).
+# A delete that collects a row locks it first, so the two never cross. The base owner
+# first: the source of a fork is the newest owner of its layout, and a delete locks its
+# target before anything else, so a fork racing the delete of its source waits holding
+# nothing.
 CREATE: Final = f"""
-WITH b AS (
-    SELECT pk FROM sessions WHERE pk = ANY(%(owners)s::bigint[])
+WITH o AS (
+    SELECT pk, bases = %(prefix)s AS branch FROM sessions WHERE pk = %(last_owner)s
+    FOR SHARE
+), owners AS (
+    SELECT DISTINCT (e.value ->> 0)::bigint AS pk FROM jsonb_array_elements(
+        (CASE WHEN (SELECT branch FROM o) THEN '[]' ELSE %(bases)s END)::jsonb) e
+), b AS (
+    SELECT pk FROM sessions WHERE pk IN (SELECT pk FROM owners)
     ORDER BY pk DESC FOR KEY SHARE
 ), new AS (
     INSERT INTO sessions (id, workspace, title, created_at, updated_at, version, bases,
@@ -143,8 +158,9 @@ WITH b AS (
     SELECT %(id)s, %(workspace)s, %(title)s, %(now)s, %(now)s, 1, %(bases)s, %(end_seq)s,
         %(end_msgs)s, %(view_start)s, %(view_msgs)s, %(parent_ids)s, %(lineage_operator)s,
         %(branched_at)s, %(status)s, %(scratchpad)s, %(scratchpad_version)s, %(metadata)s,
-        (SELECT o.pk FROM sessions o WHERE o.pk = %(last_owner)s AND o.bases = %(prefix)s)
-    WHERE (SELECT count(*) FROM b) = %(n_owners)s
+        (SELECT pk FROM o WHERE branch)
+    WHERE (SELECT branch FROM o)
+        OR (SELECT count(*) FROM b) = (SELECT count(*) FROM owners)
     RETURNING pk
 ), ins AS (
     INSERT INTO records {_RECORD_COLUMNS}
@@ -161,26 +177,65 @@ SELECT (SELECT pk FROM new)
 
 # The same in a schema before version 6 (no sessions.base_owner; tests make old ones).
 CREATE_UNLINKED: Final = CREATE.replace("metadata, base_owner)", "metadata)").replace(
-    ",\n        (SELECT o.pk FROM sessions o WHERE o.pk = %(last_owner)s AND o.bases = %(prefix)s)",
-    "",
+    ",\n        (SELECT pk FROM o WHERE branch)", ""
 )
 WRITE_UNLINKED: Final = WRITE.replace(
     ",\n        base_owner = CASE WHEN s.bases = %(bases)s THEN s.base_owner END", ""
 )
 
-# Owners still read by a live layout. A tombstone read only by other tombstones is
-# garbage: every layout lists all the owners it reads, so live ones are enough.
-REFERENCED: Final = (
-    "SELECT DISTINCT (e.value->>0)::bigint AS pk FROM sessions l, "
-    "jsonb_array_elements(l.bases::jsonb) e WHERE NOT l.deleted AND l.bases <> '[]'"
+# The rows to keep: every live one, and every owner a kept layout lists (a tombstone
+# still read is kept, and so are the owners its own layout lists). A tombstone no
+# kept layout lists is garbage. Each layout lists all the owners it reads, so this is
+# every owner a live layout lists, and more only where a layout read by a live one
+# lists owners that live one does not: a branch being created (see CREATE) counts on
+# its source's owners staying while its source does.
+KEPT: Final = (
+    "WITH RECURSIVE kept(pk) AS (SELECT pk FROM sessions WHERE NOT deleted UNION "
+    "SELECT (e.value ->> 0)::bigint FROM kept JOIN sessions l ON l.pk = kept.pk "
+    "CROSS JOIN jsonb_array_elements(l.bases::jsonb) e WHERE l.bases <> '[]')"
 )
 
+# The records of key ranges, in the ranges' order. ORDER BY and LIMIT in the lateral
+# read: prepared, the statement runs a generic plan once custom ones have cost about as
+# much (after a few long reads), and without them that plan joins each range to a scan
+# of the whole table.
 READ: Final = (
     "SELECT g.n, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
     "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
-    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi) r "
+    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi "
+    "ORDER BY key LIMIT g.hi - g.lo) r "
     "ORDER BY g.n, r.key"
 )
+
+_VIEW_COLUMNS: Final = (
+    "SELECT r.kind, r.payload, CASE WHEN r.kind IN ('summary', 'event', 'opaque') "
+    "THEN json_build_array(r.id, r.meta, r.created_at, r.tokens)::text END "
+)
+READ_VIEW: Final = (
+    _VIEW_COLUMNS + "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+    "CROSS JOIN LATERAL (SELECT * FROM records WHERE key >= g.lo AND key < g.hi "
+    "ORDER BY key LIMIT g.hi - g.lo) r "
+    "ORDER BY g.n, r.key"
+)
+"""``READ`` for a view read (``records.decode_view_rows``): a message's row is its kind and
+payload; the other columns come, as one JSON array, only with the rows a view keeps whole.
+No key, no segment number: a segment's range holds at most its span of rows, so when
+the read has them all, each segment has all of its own, in order."""
+READ_VIEW_ONE: Final = (
+    _VIEW_COLUMNS + "FROM records r WHERE r.key >= %s AND r.key < %s ORDER BY r.key"
+)
+"""``READ_VIEW`` of one segment (most reads): a range scan in key order, nothing to sort."""
+
+
+def key_ranges(parts: Sequence[tuple[int, int, int]]) -> tuple[str, str]:
+    """The ``READ`` parameters of segments ``(owner, lo, hi)``: two bigint array literals.
+
+    Literals, not lists: psycopg's list dumper costs about a microsecond an element,
+    and a tail deep in a chain of branches has a segment per record.
+    """
+    los = ",".join(str((owner << SEQ_BITS) | a) for owner, a, _ in parts)
+    his = ",".join(str((owner << SEQ_BITS) | b) for owner, _, b in parts)
+    return f"{{{los}}}", f"{{{his}}}"
 
 
 def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:

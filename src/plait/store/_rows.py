@@ -28,6 +28,7 @@ __all__ = [
     "bases_text",
     "bearer_row_from_columns",
     "live_row_from_columns",
+    "prefix_text",
     "row_from_columns",
     "row_values",
     "scratchpad_entry_from_columns",
@@ -81,19 +82,43 @@ def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
     a layout holds). A layout deep in a chain of branches has a pair per
     ancestor and is its source's layout plus one pair: when the source's text
     is known (it was just read, see :func:`bases_of`), only that pair is encoded.
+    Found by the tuples' identity, not their value: hashing a thousand pairs
+    would cost more than the read it serves.
     """
     if len(bases) * 8 <= _SHORT_BASES:
         return _ENCODE_PAIRS(bases)
-    text = _texts_seen.get(bases)
-    if text is None:
-        source = _texts_seen.get(bases[:-1])
-        if source is not None:
-            owner, hi = bases[-1]
-            text = f"{source[:-1]},[{int(owner)},{int(hi)}]]"
-        else:
-            text = _ENCODE_PAIRS(bases)
-        _keep(text, bases)
+    kept = _by_identity.get(id(bases))
+    if kept is not None and kept[0] is bases:
+        return kept[1]
+    # A branch's segments before its last are its source's, the very same pair objects.
+    source = _by_last_pair.get(id(bases[-2]))
+    if (
+        source is not None
+        and len(source[0]) == len(bases) - 1
+        and source[1].endswith("]]")  # the list's own bracket ends it (a text read may vary)
+        and source[0] == bases[:-1]
+    ):
+        owner, hi = bases[-1]
+        text = f"{source[1][:-1]},[{int(owner)},{int(hi)}]]"
+    else:
+        text = _ENCODE_PAIRS(bases)
+    _keep(text, bases)
     return text
+
+
+def prefix_text(bases: tuple[tuple[int, int], ...], text: str) -> str:
+    """The ``bases`` text of all but the last segment, given the text of them all.
+
+    Cut out of ``text`` when its last pair is spelled as :func:`bases_text`
+    spells it (so an owner's stored text compares equal to it); encoded anew if not.
+    """
+    if len(bases) <= 1:
+        return "[]"
+    owner, hi = bases[-1]
+    last = f",[{int(owner)},{int(hi)}]]"
+    if text.endswith(last):
+        return f"{text[: -len(last)]}]"
+    return bases_text(bases[:-1])
 
 
 _ENCODE_PAIRS = json.JSONEncoder(separators=(",", ":")).encode  # C encoder; tuples as arrays
@@ -123,7 +148,7 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             if head_end > end_seq:
                 end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
                 updated = max(updated, r[22])
-        bases = bases_of(r[7])
+        bases = bases_of(r[7], r[0])
         row = SessionRow(
             r[1],
             r[2],
@@ -215,27 +240,41 @@ def _wrong_column(row: SessionRow) -> str:
 _BASES_CACHED: Final = 256
 """Long layouts kept decoded (a layout grows by a segment per branch in a chain)."""
 _SHORT_BASES: Final = 256
-"""Layout texts at most this long are decoded each time: cheaper than hashing them."""
-_bases_seen: dict[str, tuple[tuple[int, int], ...]] = {}
-_texts_seen: dict[tuple[tuple[int, int], ...], str] = {}
+"""Layout texts at most this long are decoded each time: cheaper than looking them up."""
+_Bases = tuple[tuple[int, int], ...]
+_by_owner: dict[int, tuple[str, _Bases]] = {}
+"""The long layout last read per session key, with its text."""
+_by_text: dict[str, _Bases] = {}
+"""Long layouts by their text (a row's first read: a branch's text was just written)."""
+_by_identity: dict[int, tuple[_Bases, str]] = {}
+"""Long layouts by ``id()``; each entry holds its tuple, so the id stays that tuple's."""
+_by_last_pair: dict[int, tuple[_Bases, str]] = {}
+"""The same by the ``id()`` of their last pair (held by the tuple), to find a branch's source."""
 
 
-def _keep(text: str, bases: tuple[tuple[int, int], ...]) -> None:
-    """Remember a long layout both ways (a bounded cache: cleared when full)."""
-    if len(_bases_seen) >= _BASES_CACHED or len(_texts_seen) >= _BASES_CACHED:
-        _bases_seen.clear()
-        _texts_seen.clear()
-    _bases_seen[text] = bases
-    _texts_seen[bases] = text
+def _keep(text: str, bases: _Bases, pk: int | None = None) -> None:
+    """Remember a long layout's text (a bounded cache: cleared when full)."""
+    if len(_by_identity) >= _BASES_CACHED or len(_by_owner) >= _BASES_CACHED:
+        _by_owner.clear()
+        _by_text.clear()
+        _by_identity.clear()
+        _by_last_pair.clear()
+    if pk is not None:
+        _by_owner[pk] = (text, bases)
+    _by_text[text] = bases
+    _by_identity[id(bases)] = (bases, text)
+    _by_last_pair[id(bases[-1])] = (bases, text)
 
 
-def bases_of(text: str) -> tuple[tuple[int, int], ...]:
-    """Decode a ``bases`` column; long ones are decoded once and kept, by their text.
+def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:
+    """Decode a ``bases`` column; long ones are decoded once and kept.
 
     Every read of a row decodes its layout, and a session deep in a chain of
-    branches has a segment per ancestor (12 KB of JSON at a thousand): keyed by
-    the text itself, a kept layout can never be the wrong one, and finding it
-    costs a hash and a compare of the text.
+    branches has a segment per ancestor (12 KB of JSON at a thousand). The
+    layout is kept by its text, and by the row's key ``pk`` with its text: a
+    row read again is found by its key when the text read is equal to the kept
+    one (a compare of the bytes, cheaper than hashing them); either way the
+    kept layout can never be the wrong one.
 
     Raises:
         ValueError: the text is not a list of ``[owner, hi]`` pairs (or TypeError).
@@ -244,10 +283,14 @@ def bases_of(text: str) -> tuple[tuple[int, int], ...]:
         return ()
     if len(text) <= _SHORT_BASES:
         return tuple((int(o), int(h)) for o, h in json.loads(text))
-    found = _bases_seen.get(text)
+    if pk is not None:
+        kept = _by_owner.get(pk)
+        if kept is not None and kept[0] == text:
+            return kept[1]
+    found = _by_text.get(text)
     if found is None:
         found = tuple((int(o), int(h)) for o, h in json.loads(text))
-        _keep(text, found)
+    _keep(text, found, pk)
     return found
 
 

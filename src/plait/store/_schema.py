@@ -56,6 +56,9 @@ class DDL:
     which no session id holds (D170), so the id is free again and never met."""
     last_owner: str
     """The owner of the last segment of the JSON ``bases`` column, as an integer."""
+    id_bytes_index: str = ""
+    """An index of live ids in byte order, where the id's own index may not be in it
+    (PostgreSQL's follows the database's collation); empty where it is (SQLite)."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -243,6 +246,13 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 "CREATE INDEX sessions_irregular ON sessions (pk) "
                 "WHERE base_owner IS NULL AND bases <> '[]'",
             ),
+        ),
+        (
+            7,
+            "live ids in byte order",
+            # Listing the ids that start with a prefix is a range of this index
+            # ([prefix, its successor) in code point order), whatever the collation.
+            tuple(s for s in (d.id_bytes_index,) if s),
         ),
     )
 

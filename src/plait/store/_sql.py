@@ -56,6 +56,7 @@ from plait.store._rows import (
     bases_text,
     bearer_row_from_columns,
     live_row_from_columns,
+    prefix_text,
     row_from_columns,
     scratchpad_entry_from_columns,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "created_row",
     "describe",
     "first_mpos",
+    "successor",
     "written_row",
 ]
 
@@ -151,6 +153,22 @@ def _tally(row: SessionRow, seq: int, text: str) -> Tally:
         return Tally.from_json(text)
     except InvalidArgumentError as exc:
         raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
+
+
+def successor(prefix: str) -> str | None:
+    """The first string after every string that starts with ``prefix``, in code point order.
+
+    ``[prefix, successor(prefix))`` is then exactly the strings that start with
+    ``prefix``. None when there is none (a prefix of nothing but the last code point).
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if 0xD800 <= code <= 0xDFFF:
+            code = 0xE000  # surrogates are no characters: the next one is U+E000
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(code)
+    return None
 
 
 class SQLStore(SQLObjects, ABC):
@@ -272,7 +290,8 @@ class SQLStore(SQLObjects, ABC):
             if not head.pk and bases and self._links:
                 # The new head is a branch of the row it shares its layout with: link it,
                 # so a delete walks up from it (see the engines' _collect).
-                conn.execute(self._q.link_base_owner, (bases[-1][0], bases_text(bases[:-1]), pk))
+                prefix = prefix_text(bases, bases_text(bases))
+                conn.execute(self._q.link_base_owner, (bases[-1][0], prefix, pk))
             r = conn.execute(self._q.row_by_pk, (pk,)).fetchone()
         self._changed(expected.id)
         return row_from_columns(r)
@@ -292,12 +311,31 @@ class SQLStore(SQLObjects, ABC):
         naming it, and the next one listed in its place: one damaged session does
         not hide the others.
         """
+        if workspace is None:
+            return self._listed(self._q.recent_all, (), limit)
+        return self._listed(self._q.recent, (workspace,), limit)
+
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first.
+
+        One range of the ids' index, ``[prefix, successor)`` in code point order, so
+        the listing reads only the sessions it returns; damaged rows are left out as
+        :meth:`recent` leaves them.
+        """
+        upper = successor(prefix)
+        if not prefix or upper is None:  # every id (or past the last code point)
+            rows = self.recent(workspace, MAX_INT if prefix else limit)
+            return [r for r in rows if r.id.startswith(prefix)][:limit]
+        if workspace is None:
+            return self._listed(self._q.prefix_all, (prefix, upper), limit)
+        return self._listed(self._q.prefix, (prefix, upper, workspace), limit)
+
+    def _listed(self, query: str, params: tuple[Any, ...], limit: int) -> list[SessionRow]:
         wanted = limit
         while True:
-            if workspace is None:
-                rows = self._all(self._q.recent_all, (wanted,), "list sessions")
-            else:
-                rows = self._all(self._q.recent, (workspace, wanted), "list sessions")
+            rows = self._all(query, (*params, wanted), "list sessions")
             out: list[SessionRow] = []
             bad: list[str] = []
             for r in rows:
@@ -314,7 +352,7 @@ class SQLStore(SQLObjects, ABC):
                     f"{len(bad)} session row(s) could not be read and are not listed "
                     f"({'; '.join(bad[:3])}); `plait db check --deep` names what is damaged"
                 ),
-                stacklevel=2,
+                stacklevel=3,  # the caller of recent() or recent_with_prefix()
             )
         return out[:limit]
 

@@ -22,13 +22,14 @@ from typing import Final, Protocol, runtime_checkable
 
 from plait.context import Tally
 from plait.layout import Layout
-from plait.records import JSONValue, Record
+from plait.records import JSONValue, Message, Record
 
 __all__ = [
     "HIDDEN_OPERATOR",
     "BearerRow",
     "BearerStore",
     "LineageStore",
+    "ListingStore",
     "LiveClientRow",
     "LiveClientStore",
     "ObjectStore",
@@ -37,6 +38,7 @@ __all__ = [
     "Store",
     "TallyStore",
     "TranscriptStore",
+    "ViewReader",
     "WriterLocks",
 ]
 
@@ -342,6 +344,23 @@ class LineageStore(Protocol):
 
 
 @runtime_checkable
+class ListingStore(Protocol):
+    """Listings the store narrows itself, so they cost what they return."""
+
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first.
+
+        The same rows, in the same order, as :meth:`TranscriptStore.recent` filtered to
+        ids that start with ``prefix`` (compared character by character, case and all;
+        ``""`` matches every id), read through an index on the id rather than by reading
+        every row. ``workspace=None`` lists every workspace.
+        """
+        ...
+
+
+@runtime_checkable
 class WriterLocks(Protocol):
     """One writer process per session: a lock that dies with the process that holds it."""
 
@@ -551,3 +570,26 @@ class Store(
     PostgreSQL) is one. ``plait.testing`` checks a backend against each part
     it implements.
     """
+
+
+@runtime_checkable
+class ViewReader(Protocol):
+    """A store that reads a view's rows the way a history shows them (optional).
+
+    A history needs a message's role, text, tool fields and position, not its id,
+    time, count or meta: a store that can leave those columns unread offers
+    :meth:`read_view`; for one that does not, :meth:`TranscriptStore.read` serves.
+    """
+
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at positions ``[lo, hi)``, in order, the messages as messages.
+
+        A system, user, assistant or tool record is its
+        :meth:`Message.from_record <plait.records.Message.from_record>` (equal to it);
+        a summary, event or opaque item is its record, as :meth:`TranscriptStore.read`
+        returns it.
+
+        Raises:
+            StoreCorruptError: a row does not decode (as :meth:`TranscriptStore.read`).
+        """
+        ...

@@ -56,11 +56,10 @@ from plait.errors import (
     MissingDependencyError,
     SessionExistsError,
     SessionNotFoundError,
-    StoreCorruptError,
     StoreError,
 )
-from plait.layout import segments
-from plait.records import Record, collector_paused, decode_rows, dumps, encode_payload
+from plait.layout import Segment, segments
+from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection
 from plait.store._pgfeed import ChangeFeed, Notifier
@@ -72,14 +71,14 @@ from plait.store._pgopen import (
     open_schema,
     parse_target,
 )
+from plait.store._pgread import scan_records, scan_view
 from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
     CREATE,
     CREATE_UNLINKED,
     HEAD,
-    READ,
-    REFERENCED,
+    KEPT,
     SELECT_ROW,
     WRITE,
     WRITE_UNLINKED,
@@ -87,9 +86,8 @@ from plait.store._pgsql import (
 )
 from plait.store._rows import (
     ROW_COLUMNS,
-    SEQ_BITS,
     SEQ_MAX,
-    bases_text,
+    prefix_text,
     row_values,
     scratchpad_values,
 )
@@ -115,11 +113,9 @@ Applied each in one transaction under an advisory lock.
 """
 
 
-_SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
-_READ_BATCH: Final = 4096  # rows fetched and decoded at a time by a long read
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
@@ -161,6 +157,10 @@ class PostgresStore(PgConnection):
         # cannot hold the NUL SQLite's tombstones use).
         tombstone="deleted = true, id = chr(1) || pk",
         row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
+        by_bytes=' COLLATE "C"',
+        # A point read per step: without statistics the planner scans every edge per step.
+        first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
+        "WHERE child_id = up.id AND ord = 0 LIMIT 1) l",
     )
 
     def __init__(
@@ -248,21 +248,20 @@ class PostgresStore(PgConnection):
         from psycopg import errors as pgerrors
 
         mpos = first_mpos(row, records)
-        owners = sorted({owner for owner, _ in row.layout.bases})
+        bases = row.layout.bases
         now = now_micros()
+        values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
         params: dict[str, Any] = {
-            "owners": owners,
-            "n_owners": len(owners),
             "id": row.id,
             "workspace": row.workspace,
             "now": now,
             "parent_ids": dumps(list(row.parent_ids)),
             "lineage_operator": row.lineage_operator,
             "branched_at": row.branched_at,
-            **dict(zip(ROW_COLUMNS, row_values(row), strict=True)),
+            **values,
             "parents": list(dict.fromkeys(row.parent_ids)),
-            "last_owner": row.layout.bases[-1][0] if row.layout.bases else None,
-            "prefix": bases_text(row.layout.bases[:-1]),
+            "last_owner": bases[-1][0] if bases else None,
+            "prefix": prefix_text(bases, values["bases"]) if bases else "[]",
             **record_arrays(records, mpos),
         }
         with self._conn(f"create {row.id!r}") as conn:
@@ -390,28 +389,30 @@ class PostgresStore(PgConnection):
 
         All segments are read by one statement, so from one snapshot.
         """
-        out: list[Record] = []
+        parts = self._parts(row, lo, hi)
+        if not parts:
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan_records(conn, row, parts)
+
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
+
+        One statement, as :meth:`read`; a message's id, meta, time and count are
+        not sent (the statement sends them only with summaries, events and opaque items).
+        """
+        parts = self._parts(row, lo, hi)
+        if not parts:
+            return []
+        with self._conn(f"read {row.id!r}") as conn:
+            return scan_view(conn, row, parts)
+
+    def _parts(self, row: SessionRow, lo: int, hi: int) -> list[Segment]:
+        """The segments a read of ``[lo, hi)`` scans (none: the store is only checked open)."""
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             self._check_open()
-            return out
-        los = [(owner << _SHIFT) | a for owner, a, _ in parts]
-        his = [(owner << _SHIFT) | b for owner, _, b in parts]
-        counts = [0] * len(parts)
-        with self._conn(f"read {row.id!r}") as conn, collector_paused():
-            cursor = conn.execute(READ, (los, his))
-            # Decoded a batch at a time: the read holds its records and one batch of rows.
-            while rows := cursor.fetchmany(_READ_BATCH):
-                for r in rows:
-                    counts[r[0] - 1] += 1
-                out.extend(decode_rows(rows, _SEQ_MAX, first=1))
-        for (owner, a, b), got in zip(parts, counts, strict=True):
-            if got != b - a:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                    f"of owner {owner}, found {got}"
-                )
-        return out
+        return parts
 
     # -- collections ------------------------------------------------------------------
 
@@ -503,25 +504,25 @@ class PostgresStore(PgConnection):
                 current = locked[0]
 
     def _collect_all(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
-        """Drop every tombstone no live layout reads, reading every layout.
+        """Drop every tombstone no kept layout lists, reading every layout.
 
-        Lock the candidates first, then look again: a fork that locked one of them
-        (``FOR KEY SHARE``, see ``CREATE``) has committed by then and is seen by
-        the second look (a fresh snapshot); a fork that comes later waits for this
-        transaction and then finds its source gone.
+        Lock the candidates first, then look again: a fork that locked one (its
+        source, see ``CREATE``) has committed by then and is seen by the second look
+        (a fresh snapshot); a later one waits, then finds its source gone. The
+        source's owners are kept with it (:data:`KEPT`), so they need no lock.
         """
         candidates = [
             int(r[0])
             for r in conn.execute(
-                f"SELECT pk FROM sessions WHERE deleted AND pk NOT IN ({REFERENCED}) "
-                "ORDER BY pk FOR UPDATE"
+                f"{KEPT} SELECT pk FROM sessions WHERE deleted "
+                "AND pk NOT IN (SELECT pk FROM kept) ORDER BY pk FOR UPDATE"
             ).fetchall()
         ]
         if not candidates:
             return
         conn.execute(
-            f"WITH garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
-            f"AND deleted AND pk NOT IN ({REFERENCED})), "
+            f"{KEPT}, garbage AS (SELECT pk FROM sessions WHERE pk = ANY(%s::bigint[]) "
+            "AND deleted AND pk NOT IN (SELECT pk FROM kept)), "
             "gone AS (DELETE FROM records r USING garbage g "
             "WHERE r.key >= (g.pk << 32) AND r.key < ((g.pk + 1) << 32)) "
             "DELETE FROM sessions WHERE pk IN (SELECT pk FROM garbage)",

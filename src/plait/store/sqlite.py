@@ -20,6 +20,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import Final, Literal
 
@@ -34,7 +35,15 @@ from plait.errors import (
     shown,
 )
 from plait.layout import Layout, Segment, segments
-from plait.records import Record, collector_paused, decode_rows, dumps
+from plait.records import (
+    MESSAGE_KINDS,
+    Message,
+    Record,
+    collector_paused,
+    decode_records,
+    decode_rows,
+    dumps,
+)
 from plait.store._flock import FileLocks
 from plait.store._liteconn import (
     TOP_TTL as _TOP_TTL,
@@ -46,15 +55,18 @@ from plait.store._liteconn import (
     path_argument,
 )
 from plait.store._litegc import collect, collect_all, owners_found
+from plait.store._literead import read_view
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
+    READ_RANGES_MAX,
     SELECT_ROW,
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
+    read_ranges,
     record_params,
 )
 from plait.store._moves import erase_sessions, hidden_heads
@@ -94,9 +106,11 @@ _log = logging.getLogger("plait.store")
 
 
 _READ_RANGE: Final = (
-    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
+    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
     "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
+"""One segment's run of positions: each row's position is its place in the run (the
+count is checked), so the key is not selected."""
 _READ_RANGES: Final = (
     "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
     "FROM json_each(?) AS g CROSS JOIN records AS r "
@@ -104,6 +118,7 @@ _READ_RANGES: Final = (
     "ORDER BY g.key, r.key"
 )
 """Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
+_range_and_key: Final = itemgetter(0, 1)
 _READ_BATCH: Final = 4096
 """Rows fetched and decoded at a time by a long read."""
 _SMALL_READ: Final = 512
@@ -235,7 +250,8 @@ class SQLiteStore(LiteConnection):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                found = owners_found(db, row.layout.bases)
+                values = row_values(row)
+                found = owners_found(db, row.layout.bases, values[1])
                 if found is None:
                     raise SessionNotFoundError(
                         row.parent_ids[0] if row.parent_ids else row.id,
@@ -251,9 +267,9 @@ class SQLiteStore(LiteConnection):
                     row.branched_at,
                 )
                 if self._links:
-                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION, (*lineage, found or None, *values))
                 else:
-                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *row_values(row)))
+                    cur = db.execute(INSERT_SESSION_UNLINKED, (*lineage, *values))
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
@@ -480,8 +496,8 @@ class SQLiteStore(LiteConnection):
                 # Rows are decoded a batch at a time and dropped: a long read holds its
                 # records and one batch of rows, never all of both.
                 while rows := cursor.fetchmany(_READ_BATCH):
+                    out.extend(decode_records(rows, range(a + got, b)))
                     got += len(rows)
-                    out.extend(decode_rows(rows, _SEQ_MAX))
                 if got != b - a:
                     raise StoreCorruptError(
                         f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
@@ -489,14 +505,34 @@ class SQLiteStore(LiteConnection):
                     )
         return out
 
+    def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
+        """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
+
+        A message's row is read for its kind and payload only; the few others
+        (summaries, events, opaque items) are read whole (``_literead``).
+        """
+        self._check_open()
+        parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
+        if not parts:
+            return []
+        if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
+            small = self._read_small(row, parts)
+            return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
+        with self._snapshot("read", row.id) as db:
+            return read_view(db, row, parts)
+
     def _read_small(self, row: SessionRow, parts: list[Segment]) -> list[Record]:
         """A short read over several segments (a tail deep in a chain of branches): one statement.
 
         Sorting a few rows costs less than a statement per segment.
         """
-        ranges = dumps([[(o << _SHIFT) | a, (o << _SHIFT) | b] for o, a, b in parts])
+        ranges = [((o << _SHIFT) | a, (o << _SHIFT) | b) for o, a, b in parts]
         with self._snapshot("read", row.id) as db:
-            rows = db.execute(_READ_RANGES, (ranges,)).fetchall()
+            if len(ranges) <= READ_RANGES_MAX:
+                keys = [k for r in ranges for k in r]
+                rows = sorted(db.execute(read_ranges(len(ranges)), keys), key=_range_and_key)
+            else:
+                rows = db.execute(_READ_RANGES, (dumps(ranges),)).fetchall()
         counts = [0] * len(parts)
         for r in rows:
             counts[r[0]] += 1

@@ -9,6 +9,8 @@ API, one class of tests per protocol:
   writes, copy-on-write reads across forks, listing, lineage, probes, stamps,
   scratchpad history, deletion that keeps shared rows, the integrity check.
 * :class:`LineageConformance`: the chain of first parents, walked by the store.
+* :class:`ListingConformance`: sessions listed by id prefix, exactly the ids
+  that start with it, in ``recent``'s order.
 * :class:`HeadConformance`: moving a session's head (a rewind and its undo) and
   erasing a session, on the store itself.
 * :class:`SessionVerbConformance`: the public verbs over this store: ``rewind`` /
@@ -82,6 +84,7 @@ pytest.register_assert_rewrite(
 from plait.testing._factory import StoreFactory  # noqa: E402
 from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._ids import SessionIdConformance  # noqa: E402
+from plait.testing._listing import ListingConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._objects import ObjectConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
@@ -97,6 +100,7 @@ __all__ = [
     "LineageConformance",
     "LiveClientConformance",
     "ObjectConformance",
+    "ListingConformance",
     "SessionIdConformance",
     "StoreConformance",
     "SessionVerbConformance",
@@ -110,6 +114,7 @@ __all__ = [
 class StoreConformance(
     TranscriptConformance,
     LineageConformance,
+    ListingConformance,
     HeadConformance,
     SessionVerbConformance,
     TallyConformance,

@@ -2,7 +2,8 @@
 
 :class:`HeadConformance` checks ``move_head`` and ``erase`` on the store itself;
 :class:`SessionVerbConformance` drives the same store through plait's public API
-(``rewind``, ``undo_rewind``, opaque items, ``tail`` counting messages, ``erase``),
+(``rewind``, ``undo_rewind``, opaque items, ``tail`` counting messages, ``erase``,
+the streamed reads ``iter_history`` / ``iter_records``),
 so a third-party backend learns that what users call works on it.
 """
 
@@ -17,7 +18,8 @@ import pytest
 from plait.client import Client
 from plait.errors import InvalidArgumentError, SessionNotFoundError, StaleSessionError
 from plait.layout import branch
-from plait.records import EventRecord, OpaqueRecord
+from plait.records import EventRecord, Message, OpaqueRecord, hidden_summaries
+from plait.session import Session
 from plait.store.base import HIDDEN_OPERATOR, ScratchpadEntry, Store
 from plait.testing._factory import ConformanceBase
 from plait.testing._transcript import appended, new_row, users
@@ -191,3 +193,59 @@ class SessionVerbConformance(ConformanceBase):
         assert not client.exists("secret")
         assert [m.text for m in client.sessions.get(fork.id).history()] == ["private 0"]
         assert client.store.integrity_check() == []
+
+    def _mixed(self, client: Client, sid: str) -> Session:
+        """A session of every kind: tool calls, meta, events, an opaque item, two compactions."""
+        s = client.open(sid)
+        s.inject({"role": "system", "content": "Be brief."})
+        for i in range(5):
+            s.inject({"role": "user", "content": f"q{i}", "meta": {"n": i}})
+            s.inject({
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": f"c{i}", "name": "look", "arguments": {"i": i}}],
+            })
+            s.inject({"role": "tool", "content": f"r{i}", "tool_call_id": f"c{i}", "ok": i != 2})
+            s.log_event("tick", {"i": i})
+            s.inject({"role": "assistant", "content": f"a{i}", "images": 1})
+        s.inject({"role": "opaque", "format": "x", "item": {"k": [1, None]}})
+        s.inject({"role": "summary", "content": "first", "folds": [1, 11]})
+        s.inject({"role": "user", "content": "after one"})
+        s.inject({"role": "summary", "content": "second", "folds": [1, 21]})
+        return s
+
+    def test_streamed_reads_are_the_reads(self, client: Client) -> None:
+        """``iter_history`` / ``iter_records`` yield what ``history`` / ``records`` return."""
+        s = self._mixed(client, "streamed")
+
+        def same(s: Session) -> None:
+            again = client.sessions.get(s.id)  # a reader: no writer's memo
+            for handle in (s, again):
+                for batch in (1, 3, 4096):
+                    assert list(handle.iter_records(batch=batch)) == handle.records
+                    for full in (False, True):
+                        got = list(handle.iter_history(full, batch=batch))
+                        assert got == handle.history(full)
+            # The messages a view read makes are the messages of the records.
+            records = again.records
+            hidden = hidden_summaries(records)
+            shown = [
+                r
+                for r in records
+                if r.kind not in ("event", "system", "opaque") and r.seq not in hidden
+            ]
+            assert again.history(full=True) == [Message.from_record(r) for r in shown]
+
+        same(s)
+        assert [m.text for m in s.history()] == ["second", "q4", "", "r4", "a4", "after one"]
+        fork = s.fork()
+        fork.inject({"role": "user", "content": "in the fork"})
+        same(fork)  # the base's rows, then the fork's
+        assert [m.text for m in fork.history()][::6] == ["second", "in the fork"]
+        s.uncompact()  # "first" is shown again, where it ran
+        same(s)
+        assert s.history()[0].text == "first"
+        s.uncompact()
+        same(s)
+        with pytest.raises(InvalidArgumentError):
+            s.iter_history(batch=0)

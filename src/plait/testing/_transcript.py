@@ -16,8 +16,26 @@ from plait.errors import (
     StoreError,
 )
 from plait.layout import Layout, branch
-from plait.records import EventRecord, Record, UserRecord
-from plait.store.base import LineageStore, ScratchpadEntry, SessionRow, Store, TranscriptStore
+from plait.records import (
+    AssistantRecord,
+    EventRecord,
+    Message,
+    OpaqueRecord,
+    Record,
+    SummaryRecord,
+    SystemRecord,
+    ToolCall,
+    ToolRecord,
+    UserRecord,
+)
+from plait.store.base import (
+    LineageStore,
+    ScratchpadEntry,
+    SessionRow,
+    Store,
+    TranscriptStore,
+    ViewReader,
+)
 from plait.testing._factory import ConformanceBase
 
 __all__ = [
@@ -192,6 +210,55 @@ class TranscriptConformance(ConformanceBase):
         assert [r.text for r in store.read(base, 3, 6)] == ["m3", "m4", "m5"]
         # Shared rows are the same rows.
         assert store.read(child, 0, 3) == store.read(base, 0, 3)
+
+    def test_a_view_read_is_the_read_with_messages_for_records(self, store: Store) -> None:
+        """``read_view`` (if offered): each message the message of its record, the rest records.
+
+        Over inherited segments, and past a few thousand rows, so that a store
+        reading in batches meets summaries and events in more than one.
+        """
+        if not isinstance(store, ViewReader):
+            pytest.skip("the store offers no view read (read serves)")
+
+        def record(seq: int) -> Record:
+            match seq % 9:
+                case 0:
+                    return SystemRecord(seq=seq, content=f"sys{seq}")
+                case 1:
+                    return UserRecord(seq=seq, content=f'u{seq} \u00e9"\\', meta={"m": seq})
+                case 2:
+                    call = ToolCall(f"c{seq}", "look", {"a": [seq, None]})
+                    return AssistantRecord(seq=seq, content="", tool_calls=(call,), images=1)
+                case 3:
+                    return ToolRecord(seq=seq, content="out", tool_call_id=f"c{seq - 1}", ok=False)
+                case 4:
+                    return EventRecord(seq=seq, name="tick", data={"i": seq})
+                case 5:
+                    return OpaqueRecord(seq=seq, format="x", item={"k": seq})
+                case 6:
+                    return SummaryRecord(seq=seq, content=f"s{seq}", folds_from=0, folds_to=seq)
+                case 7:
+                    return UserRecord(seq=seq, content=f"plain {seq}", images=2)
+                case _:
+                    return AssistantRecord(seq=seq, content=f"plain {seq}")
+
+        n = 5000
+        base = store.create(appended(new_row("a"), []))
+        for lo in range(0, n, 1000):
+            base = store.append(base, [record(i) for i in range(lo, min(n, lo + 1000))])
+        lay = branch(base.layout, base.pk, 4500, base.layout.end_msgs)
+        child = store.create(new_row("b", layout=lay, parent_ids=("a",)))
+        child = store.append(child, [record(i) for i in range(4500, 4600)])
+
+        def as_view(r: Record) -> Message | Record:
+            return r if r.kind in ("summary", "event", "opaque") else Message.from_record(r)
+
+        reads = ((base, 0, n), (base, 4090, 4100), (child, 0, 4600), (child, 4495, 4505))
+        for row, lo, hi in reads:
+            got = store.read_view(row, lo, hi)
+            assert got == [as_view(r) for r in store.read(row, lo, hi)]
+            assert [type(x) for x in got] == [type(as_view(r)) for r in store.read(row, lo, hi)]
+        assert store.read_view(child, 4600, 4700) == []
 
     def test_probe_reports_message_counts(self, store: Store) -> None:
         """Probe reports message counts."""

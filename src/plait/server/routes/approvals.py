@@ -10,6 +10,7 @@ from plait.server.approvals import WaitingCall, record_decision, waiting_calls
 from plait.server.errors import ApprovalNotFoundError
 from plait.server.prefix import resolve_path_session
 from plait.server.state import Caller, Writer, server_state
+from plait.session import Session
 
 __all__ = ["router"]
 
@@ -26,8 +27,7 @@ async def list_approvals(request: Request, session_id: str, who: Caller) -> s.Ap
     Read from the transcript, so every server process on the store lists them (D109).
     """
     state = server_state(request)
-    session = state.session(session_id)
-    pending = waiting_calls(state, session)
+    pending = await state.call(lambda: waiting_calls(state, state.session(session_id)))
     for (sid, call_id), p in state.approvals.items():  # this process's own, in case
         if sid == session_id and call_id not in pending and not p.future.done():
             pending[call_id] = WaitingCall.of(p)
@@ -70,25 +70,29 @@ async def answer_approval(
     (D109); of two answers one is recorded, the other is 409 ``nothing_to_do``.
     """
     state = server_state(request)
-    session = state.session(session_id)
     local = state.approvals.get((session_id, call_id))
-    call = waiting_calls(state, session).get(call_id)
-    if call is None and local is not None and not local.future.done():
-        call = WaitingCall.of(local)
-    if call is None:
-        raise ApprovalNotFoundError(session_id, call_id)
-    state.check_owner(session, body.client_id, who)
-    controller = state.live.controller_id(session)
-    if controller != body.client_id:
-        raise NotControllerError(session_id, body.client_id, controller)
-    held = session.holds_lock
+
+    def checked() -> tuple[Session, WaitingCall, bool]:
+        session = state.session(session_id)
+        call = waiting_calls(state, session).get(call_id)
+        if call is None and local is not None and not local.future.done():
+            call = WaitingCall.of(local)
+        if call is None:
+            raise ApprovalNotFoundError(session_id, call_id)
+        state.check_owner(session, body.client_id, who)
+        controller = state.live.controller_id(session)
+        if controller != body.client_id:
+            raise NotControllerError(session_id, body.client_id, controller)
+        return session, call, session.holds_lock
+
+    session, call, held = await state.call(checked)
     try:
         _, mine = await record_decision(
             state, session, call, body.approve, "controller", body.client_id
         )
     finally:
         if local is None and not held:  # the run is elsewhere: let its process write again
-            session.release()
+            await state.call(session.release)
     if not mine:
         raise NothingToDoError(f"tool call {call_id!r} was answered already")
     if local is not None and not local.future.done():

@@ -37,11 +37,13 @@ async def create_bearer(request: Request, body: s.AuthSessionIn, who: Caller) ->
     if who.method != "static_key":
         raise ApiError(403, "forbidden", "only a static API key may mint bearer sessions")
     state = server_state(request)
-    made = state.bearers.create(
-        body.principal,
-        ttl=timedelta(seconds=body.ttl_seconds),
-        attributes=body.attributes,
-        scopes=body.scopes,
+    made = await state.call(
+        lambda: state.bearers.create(
+            body.principal,
+            ttl=timedelta(seconds=body.ttl_seconds),
+            attributes=body.attributes,
+            scopes=body.scopes,
+        )
     )
     return s.AuthSessionOut(**made.to_dict(include_id=True))
 
@@ -51,5 +53,6 @@ async def expire_bearer(request: Request, who: Caller) -> s.OkOut:
     """Expire the durable bearer session this request authenticated with (409 for a static key)."""
     if who.session is None:
         raise ApiError(409, "nothing_to_do", "a static API key cannot be revoked over HTTP")
-    server_state(request).bearers.expire(who.session.id)
+    state, token = server_state(request), who.session.id
+    await state.call(lambda: state.bearers.expire(token))
     return s.OkOut()

@@ -46,7 +46,7 @@ async def session_events(
     """
     state = server_state(request)
     since = after if after is not None else parse_event_id(last_event_id)
-    backlog, sub = state.hub.open(session_id, since)
+    backlog, sub = await state.hub.open(session_id, since)
     return StreamingResponse(
         stream_events(state, session_id, backlog, sub),
         media_type="text/event-stream",

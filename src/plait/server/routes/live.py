@@ -30,8 +30,7 @@ def _change(change: Any) -> s.LiveChangeOut:
 async def list_clients(request: Request, session_id: str, who: Caller) -> s.ClientsOut:
     """The attached clients, in the order they attached, and the controller."""
     state = server_state(request)
-    session = state.session(session_id)
-    clients = state.live.live_clients(session)
+    clients = await state.call(lambda: state.live.live_clients(state.session(session_id)))
     return s.ClientsOut(
         session_id=session_id,
         controller_id=next((c.client_id for c in clients if c.mode == "controller"), None),
@@ -51,16 +50,20 @@ async def attach_client(
     if body.mode == "controller":
         await writer(who)
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_owner(session, body.client_id, who)
-    change = state.live.attach(
-        session,
-        body.client_id,
-        mode=body.mode,
-        takeover=body.takeover,
-        metadata=state.owned_metadata(body.metadata, who),
-    )
-    state.hub.poke(session_id)
+
+    def attach() -> Any:
+        session = state.session(session_id)
+        state.check_owner(session, body.client_id, who)
+        return state.live.attach(
+            session,
+            body.client_id,
+            mode=body.mode,
+            takeover=body.takeover,
+            metadata=state.owned_metadata(body.metadata, who),
+        )
+
+    change = await state.call(attach)
+    await state.hub.refresh(session_id)
     return _change(change)
 
 
@@ -74,12 +77,16 @@ async def takeover_client(
 ) -> s.LiveChangeOut:
     """Attach ``client_id`` as the controller, demoting the old one to observer."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_owner(session, client_id, who)
-    change = state.live.takeover(
-        session, client_id, metadata=state.owned_metadata(body.metadata, who)
-    )
-    state.hub.poke(session_id)
+
+    def takeover() -> Any:
+        session = state.session(session_id)
+        state.check_owner(session, client_id, who)
+        return state.live.takeover(
+            session, client_id, metadata=state.owned_metadata(body.metadata, who)
+        )
+
+    change = await state.call(takeover)
+    await state.hub.refresh(session_id)
     return _change(change)
 
 
@@ -93,13 +100,17 @@ async def heartbeat_client(
 ) -> s.LiveChangeOut:
     """Refresh the client's last-seen marker (and its metadata, if given); 404 if not attached."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_owner(session, client_id, who)
     opts: dict[str, Any] = {}
     if body.metadata is not None:
         opts["metadata"] = state.owned_metadata(body.metadata, who)
-    change = state.live.heartbeat(session, client_id, opts)
-    state.hub.poke(session_id)
+
+    def heartbeat() -> Any:
+        session = state.session(session_id)
+        state.check_owner(session, client_id, who)
+        return state.live.heartbeat(session, client_id, opts)
+
+    change = await state.call(heartbeat)
+    await state.hub.refresh(session_id)
     return _change(change)
 
 
@@ -113,15 +124,19 @@ async def release_client(
 ) -> s.LiveChangeOut:
     """Detach the client (seed 003 ``detach``); a controller lets go of control."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_owner(session, client_id, who)
     opts: dict[str, Any] = {}
     if body.reason is not None:
         opts["reason"] = body.reason
     if body.metadata is not None:
         opts["metadata"] = body.metadata
-    change = state.live.release_client(session, client_id, opts)
-    state.hub.poke(session_id)
+
+    def release() -> Any:
+        session = state.session(session_id)
+        state.check_owner(session, client_id, who)
+        return state.live.release_client(session, client_id, opts)
+
+    change = await state.call(release)
+    await state.hub.refresh(session_id)
     return _change(change)
 
 
@@ -135,10 +150,14 @@ async def inject_prompt(
 ) -> s.OkOut:
     """Append a user prompt from the active controller; anyone else gets 403 ``not_controller``."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_owner(session, client_id, who)
-    state.live.client_inject_prompt(session, client_id, body.content, metadata=body.metadata)
-    state.hub.poke(session_id)
+
+    def inject() -> None:
+        session = state.session(session_id)
+        state.check_owner(session, client_id, who)
+        state.live.client_inject_prompt(session, client_id, body.content, metadata=body.metadata)
+
+    await state.call(inject)
+    await state.hub.refresh(session_id)
     return s.OkOut()
 
 
@@ -152,8 +171,14 @@ async def route_permission(
 ) -> s.PermissionOut:
     """Record that the active controller owns routing for a permission request (else 403)."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_owner(session, client_id, who)
-    route = state.live.route_permission(session, client_id, body.request, metadata=body.metadata)
-    state.hub.poke(session_id)
+
+    def route_it() -> Any:
+        session = state.session(session_id)
+        state.check_owner(session, client_id, who)
+        return state.live.route_permission(
+            session, client_id, body.request, metadata=body.metadata
+        )
+
+    route = await state.call(route_it)
+    await state.hub.refresh(session_id)
     return s.PermissionOut(**route.to_dict())

@@ -19,6 +19,7 @@ from plait._ids import id_slug
 from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.server import schemas as s
 from plait.server.state import Caller, Writer, server_state
+from plait.session import Session
 
 __all__ = ["router"]
 
@@ -38,12 +39,12 @@ async def compact_session(
     when nothing is worth folding.
     """
     state = server_state(request)
-    session = state.session(session_id)
+    session = await state.call(lambda: state.session(session_id))
     options: dict[str, object] = {}
     if body.keep_last is not None:
         options["keep_last"] = body.keep_last
     if body.dry_run:
-        plan = session.compact_preview(options)
+        plan = await state.call(lambda: session.compact_preview(options))
         if plan is None:
             raise NothingToDoError("nothing worth folding")
         return s.CompactOut(
@@ -54,10 +55,10 @@ async def compact_session(
             folds=[plan.folds_from, plan.folds_to],
             summary=None,
         )
-    done = await session.compact(options)
+    done = await session.compact(options)  # its store calls are made off the loop
     if done is None:
         raise NothingToDoError("nothing worth folding")
-    state.hub.poke(session_id)
+    await state.hub.refresh(session_id)
     return s.CompactOut(
         session_id=session_id,
         dry_run=False,
@@ -82,24 +83,30 @@ async def rewind_session(
     if body.undo == (body.keep_first is not None):
         raise InvalidArgumentError("give keep_first, or undo: true")
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_driver(session, body.client_id, who)
-    if body.keep_first is not None:
-        hidden = session.rewind(body.keep_first)
-    else:
-        hidden = session.undo_rewind()
-    state.hub.poke(session_id)
-    return s.RewindOut(
-        session_id=session.id, length=session.length, version=session.version, hidden_head=hidden
-    )
+    keep_first = body.keep_first
+
+    def rewound() -> s.RewindOut:
+        session = state.session(session_id)
+        state.check_driver(session, body.client_id, who)
+        hidden = session.rewind(keep_first) if keep_first is not None else session.undo_rewind()
+        return s.RewindOut(
+            session_id=session.id,
+            length=session.length,
+            version=session.version,
+            hidden_head=hidden,
+        )
+
+    out = await state.call(rewound)
+    await state.hub.refresh(session_id)
+    return out
 
 
 @router.post("/sessions/{session_id}/uncompact", response_model=s.OkOut, summary="Uncompact")
 async def uncompact_session(request: Request, session_id: str, who: Writer) -> s.OkOut:
     """Undo the newest compaction: what it folded shows again (409 when there is none)."""
     state = server_state(request)
-    state.session(session_id).uncompact()
-    state.hub.poke(session_id)
+    await state.call(lambda: state.session(session_id).uncompact())
+    await state.hub.refresh(session_id)
     return s.OkOut(ok=True)
 
 
@@ -110,7 +117,8 @@ async def session_context(request: Request, session_id: str, who: Caller) -> s.C
     The shares add up to ``used`` (the provider's count, when a reply gave one, can hold
     what no source accounts for: the ``Unattributed`` share).
     """
-    report = server_state(request).session(session_id).context()
+    state = server_state(request)
+    report = await state.call(lambda: state.session(session_id).context())
     if report is None:
         return s.ContextOut(session_id=session_id, report=None)
     return s.ContextOut(
@@ -124,6 +132,7 @@ async def session_context(request: Request, session_id: str, who: Caller) -> s.C
             measured_by=report.measured_by,
             partial=report.partial,
             shares=[s.ShareOut(name=x.name, tokens=x.tokens, items=x.items) for x in report.shares],
+            window_source=report.window_source,
         ),
     )
 
@@ -146,14 +155,19 @@ async def export_session(
     format: Annotated[Literal["html", "md"], Query()] = "html",
 ) -> Response:
     """The session as the document ``plait export`` writes, as a download."""
-    session = server_state(request).session(session_id)
-    with tempfile.TemporaryDirectory(prefix="plait-export-") as folder:
-        target = Path(folder) / f"page.{format}"
-        if format == "html":
-            session.export(target)
-        else:
-            session.export_markdown(target)
-        body = target.read_bytes()
+    state = server_state(request)
+
+    def exported() -> tuple[Session, bytes]:
+        session = state.session(session_id)
+        with tempfile.TemporaryDirectory(prefix="plait-export-") as folder:
+            target = Path(folder) / f"page.{format}"
+            if format == "html":
+                session.export(target)
+            else:
+                session.export_markdown(target)
+            return session, target.read_bytes()
+
+    session, body = await state.call(exported)
     name = f"plait-{id_slug(session.id)}.{format}"
     return Response(
         body,

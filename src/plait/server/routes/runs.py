@@ -5,25 +5,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from plait._ids import new_id
+from plait.auth import entered
 from plait.errors import NothingToDoError
 from plait.records import JSONValue
 from plait.run import Run
 from plait.server import schemas as s
 from plait.server.approvals import approver
 from plait.server.errors import error_body, status_and_code
-from plait.server.identity import enter_run
+from plait.server.identity import act_for
 from plait.server.paths import session_url
 from plait.server.prefix import resolve_path_session
 from plait.server.sse import SseEvent, Subscriber
 from plait.server.state import Caller, RunEntry, ServerState, Writer, server_state
 from plait.session import Session
+from plait.views import ResumeInfo
 
 __all__ = ["SSE_RESPONSE", "router", "stream_events"]
 
@@ -66,15 +68,50 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
         entry = state.runs.get(session_id)
         if entry is not None and entry.run_id == entry_id:
             del state.runs[session_id]
-        state.client.release_idle()  # the run is over: its session's lock goes (D94)
-    state.hub.poke(session_id)  # every record is out before run_end
+        # The run is over: its session's lock goes (D94).
+        await state.call(state.client.release_idle)
+    await state.hub.refresh(session_id)  # every record is out before run_end
     state.hub.publish(session_id, "run_end", data)
 
 
 def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None:
+    # The task copies the context entered for the run (who acts, which session), and the
+    # run's own task, started by it, copies it in turn.
     task = asyncio.get_running_loop().create_task(_follow(state, run, run_id, session.id))
     state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
     state.hub.publish(session.id, "run_start", {"run_id": run_id})
+
+
+async def _started(
+    state: ServerState,
+    session_id: str,
+    client_id: str | None,
+    who: Writer,
+    start: Callable[[Session, str], Run],
+) -> tuple[Session, str]:
+    """Check the caller may drive the session, start a run, and launch it here.
+
+    The checks and the first writes are store calls, made in one call on the store
+    worker; a run made there is already on the session's board, so it is launched
+    whatever happens to the request meanwhile.
+
+    Returns:
+        The session and the run's id.
+    """
+    run_id = new_id()
+
+    def made() -> tuple[Session, Run]:
+        session = state.session(session_id)
+        state.check_driver(session, client_id, who)
+        act_for(session, who)
+        return session, start(session, run_id)
+
+    (session, run), cancelled = await state.client.store_calls.run_through(made)
+    with entered(session):
+        _launch(state, session, run, run_id)
+    if cancelled is not None:
+        raise cancelled
+    return session, run_id
 
 
 async def stream_events(
@@ -147,33 +184,49 @@ async def start_run(
     its tool calls wait for the controller's approval when one is attached.
     """
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_driver(session, body.client_id, who)
-    state.hub.watch(session_id)
-    sub = state.hub.open(session_id, None)[1] if body.stream else None
-    run_id = new_id()
+    # Watched (and the run's own stream joined) before the run starts: it misses nothing.
+    await state.hub.watch(session_id)
+    sub = (await state.hub.open(session_id, None))[1] if body.stream else None
+    provider = state.provider_for_run()
     try:
-        with enter_run(session, who):  # the run's task copies this context
-            run = session.stream(
+        session, run_id = await _started(
+            state,
+            session_id,
+            body.client_id,
+            who,
+            lambda session, run_id: session.stream(
                 body.text,
-                provider=state.provider_for_run(),
+                provider=provider,
                 tools=state.tools,
                 on_approval=approver(state, session, run_id),
                 timeout=body.timeout,
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
-            )
+            ),
+        )
     except BaseException:
         if sub is not None:
             state.hub.close(session_id, sub)
         raise
-    return _answer(state, session, run, run_id, sub)
+    return _answer(state, session, run_id, sub)
+
+
+async def _driven(
+    state: ServerState, session_id: str, client_id: str | None, who: Writer
+) -> Session:
+    """The session, once the caller is known to be allowed to drive it."""
+
+    def checked() -> Session:
+        session = state.session(session_id)
+        state.check_driver(session, client_id, who)
+        return session
+
+    return await state.call(checked)
 
 
 def _answer(
-    state: ServerState, session: Session, run: Run, run_id: str, sub: Subscriber | None
+    state: ServerState, session: Session, run_id: str, sub: Subscriber | None
 ) -> JSONResponse | StreamingResponse:
-    _launch(state, session, run, run_id)
     if sub is None:
         return JSONResponse(_run_out(session.id, run_id).model_dump(), status_code=202)
     return StreamingResponse(
@@ -195,26 +248,29 @@ async def resume_run(
 ) -> JSONResponse | StreamingResponse:
     """Pick up an interrupted request (seed 001 ``resume``); 409 ``nothing_to_do`` if none."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_driver(session, body.client_id, who)
-    state.hub.watch(session_id)
-    sub = state.hub.open(session_id, None)[1] if body.stream else None
-    run_id = new_id()
+    await state.hub.watch(session_id)
+    sub = (await state.hub.open(session_id, None))[1] if body.stream else None
+    provider = state.provider_for_run()
     try:
-        with enter_run(session, who):
-            run = session.resume_stream(
-                provider=state.provider_for_run(),
+        session, run_id = await _started(
+            state,
+            session_id,
+            body.client_id,
+            who,
+            lambda session, run_id: session.resume_stream(
+                provider=provider,
                 tools=state.tools,
                 on_approval=approver(state, session, run_id),
                 timeout=body.timeout,
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
-            )
+            ),
+        )
     except BaseException:
         if sub is not None:
             state.hub.close(session_id, sub)
         raise
-    return _answer(state, session, run, run_id, sub)
+    return _answer(state, session, run_id, sub)
 
 
 @router.get(
@@ -223,9 +279,13 @@ async def resume_run(
 async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStateOut:
     """Whether a run is in progress here, and how resume would pick up an interrupted one."""
     state = server_state(request)
-    session = state.session(session_id)
     entry = state.runs.get(session_id)
-    info = None if entry is not None else session.resumable()
+
+    def resume_info() -> ResumeInfo | None:
+        session = state.session(session_id)
+        return None if entry is not None else session.resumable()
+
+    info = await state.call(resume_info)
     resumable: dict[str, JSONValue] | None = None
     if info is not None:
         resumable = {
@@ -245,8 +305,7 @@ async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStat
 async def steer_run(request: Request, session_id: str, body: s.SteerIn, who: Writer) -> s.OkOut:
     """Add a message to the run in progress before its next model call; 409 if none."""
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_driver(session, body.client_id, who)
+    session = await _driven(state, session_id, body.client_id, who)
     if session_id not in state.runs:
         raise NothingToDoError(f"no run is in progress on session {session_id}")
     session.steer(body.message)
@@ -270,8 +329,7 @@ async def cancel_run(
     With a live controller attached only it may cancel (``?client_id=``), else 403.
     """
     state = server_state(request)
-    session = state.session(session_id)
-    state.check_driver(session, client_id, who)
+    await _driven(state, session_id, client_id, who)
     entry = state.runs.get(session_id)
     if entry is None:
         raise NothingToDoError(f"no run is in progress on session {session_id}")

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from plait._prefix import Described, describe
 from plait.client import SessionInfo
 from plait.errors import SessionNotFoundError
-from plait.records import Message
+from plait.records import Message, Record
 from plait.render import lineage_svg
 from plait.server import schemas as s
 from plait.server.identity import bind_child, bind_creator, check_child
@@ -108,11 +108,15 @@ async def list_sessions(
     """Stored sessions, most recently active first (this server's workspace unless asked)."""
     state = _state(request)
     ws = None if all_workspaces else state.client.workspace
-    rows = state.client.store.recent(ws, limit)
-    described = describe(state.client, [SessionInfo.from_row(r) for r in rows])
-    return s.SessionListOut(
-        sessions=[session_out(state, r, d) for r, d in zip(rows, described, strict=True)]
-    )
+
+    def listed() -> s.SessionListOut:
+        rows = state.client.store.recent(ws, limit)
+        described = describe(state.client, [SessionInfo.from_row(r) for r in rows])
+        return s.SessionListOut(
+            sessions=[session_out(state, r, d) for r, d in zip(rows, described, strict=True)]
+        )
+
+    return await state.call(listed)
 
 
 @router.post(
@@ -132,39 +136,44 @@ async def create_session(
     """
     state = _state(request)
     client = state.client
-    existed = body.id is not None and client.exists(body.id)
-    if body.messages is not None:
-        made = client.sessions.create(body.messages, session_id=body.id, title=body.title)
-        existed = False
-        session = made
-        if body.workspace_anchor is not None or body.workspace_policy is not None:
+
+    def opened() -> tuple[Session, bool]:
+        existed = body.id is not None and client.exists(body.id)
+        if body.messages is not None:
+            made = client.sessions.create(body.messages, session_id=body.id, title=body.title)
+            existed = False
+            session = made
+            if body.workspace_anchor is not None or body.workspace_policy is not None:
+                session = client.open(
+                    made.id,
+                    workspace_anchor=body.workspace_anchor,
+                    workspace_policy=body.workspace_policy,
+                )
+        else:
             session = client.open(
-                made.id,
+                body.id,
                 workspace_anchor=body.workspace_anchor,
                 workspace_policy=body.workspace_policy,
             )
-    else:
-        session = client.open(
-            body.id,
-            workspace_anchor=body.workspace_anchor,
-            workspace_policy=body.workspace_policy,
-        )
-        if not session.stored:
-            session.set_settings()
-        if body.title is not None and session.title != body.title.strip():
-            session.rename(body.title)
-    bind_creator(session, who)
-    state.hub.poke(session.id)
+            if not session.stored:
+                session.set_settings()
+            if body.title is not None and session.title != body.title.strip():
+                session.rename(body.title)
+        bind_creator(session, who)
+        return session, existed
+
+    session, existed = await state.call(opened)
+    await state.hub.refresh(session.id)
     if existed:
         response.status_code = 200
-    return _detail(state, session)
+    return await state.call(lambda: _detail(state, session))
 
 
 @router.get("/sessions/{session_id}", response_model=s.SessionDetail, summary="Open a session")
 async def get_session(request: Request, session_id: str, who: Caller) -> s.SessionDetail:
     """One session: its snapshot fields (not the transcript), lineage and live clients."""
     state = _state(request)
-    return _detail(state, state.session(session_id))
+    return await state.call(lambda: _detail(state, state.session(session_id)))
 
 
 @router.patch("/sessions/{session_id}", response_model=s.SessionDetail, summary="Rename")
@@ -173,10 +182,15 @@ async def rename_session(
 ) -> s.SessionDetail:
     """Give the session a title (trimmed)."""
     state = _state(request)
-    session = state.session(session_id)
-    session.rename(body.title)
-    state.hub.poke(session_id)
-    return _detail(state, session)
+
+    def renamed() -> Session:
+        session = state.session(session_id)
+        session.rename(body.title)
+        return session
+
+    session = await state.call(renamed)
+    await state.hub.refresh(session_id)
+    return await state.call(lambda: _detail(state, session))
 
 
 def _model_settings_out(session: Session) -> s.ModelSettingsOut:
@@ -193,8 +207,8 @@ async def get_model_settings(
     request: Request, session_id: str, who: Caller
 ) -> s.ModelSettingsOut:
     """The model settings the session keeps; each run's own are laid over them."""
-    session = _state(request).session(session_id)
-    return _model_settings_out(session)
+    state = _state(request)
+    return await state.call(lambda: _model_settings_out(state.session(session_id)))
 
 
 @router.put(
@@ -207,10 +221,15 @@ async def put_model_settings(
 ) -> s.ModelSettingsOut:
     """Replace the model settings the session keeps (null or {}: keep none); 422 if invalid."""
     state = _state(request)
-    session = state.session(session_id)
-    session.set_model_settings(body.model_settings)
-    state.hub.poke(session_id)
-    return _model_settings_out(session)
+
+    def changed() -> s.ModelSettingsOut:
+        session = state.session(session_id)
+        session.set_model_settings(body.model_settings)
+        return _model_settings_out(session)
+
+    out = await state.call(changed)
+    await state.hub.refresh(session_id)
+    return out
 
 
 @router.get("/sessions/{session_id}/history", response_model=s.MessagesOut, summary="History")
@@ -219,10 +238,14 @@ async def get_history(
 ) -> s.MessagesOut:
     """What the model works with, or with ``full=true`` every message as written."""
     state = _state(request)
-    messages = state.session(session_id).history(full=full)
-    return s.MessagesOut(
-        session_id=session_id, full=full, messages=[message_out(m) for m in messages]
-    )
+
+    def shown() -> s.MessagesOut:
+        messages = state.session(session_id).history(full=full)
+        return s.MessagesOut(
+            session_id=session_id, full=full, messages=[message_out(m) for m in messages]
+        )
+
+    return await state.call(shown)
 
 
 @router.get("/sessions/{session_id}/records", response_model=s.RecordsOut, summary="Records")
@@ -235,15 +258,19 @@ async def get_records(
 ) -> s.RecordsOut:
     """The records in view with a seq greater than ``after``, oldest first (events included)."""
     state = _state(request)
-    row = state.client.lookup(session_id)
-    lo = max(after + 1, row.layout.view_start)
-    hi = min(row.layout.end_seq, lo + limit)
-    records = state.client.store.read(row, lo, hi) if lo < hi else []
-    return s.RecordsOut(
-        session_id=session_id,
-        records=[s.RecordOut(**record_json(r)) for r in records],
-        end_seq=row.layout.end_seq,
-    )
+
+    def read() -> s.RecordsOut:
+        row = state.client.lookup(session_id)
+        lo = max(after + 1, row.layout.view_start)
+        hi = min(row.layout.end_seq, lo + limit)
+        records = state.client.store.read(row, lo, hi) if lo < hi else []
+        return s.RecordsOut(
+            session_id=session_id,
+            records=[s.RecordOut(**record_json(r)) for r in records],
+            end_seq=row.layout.end_seq,
+        )
+
+    return await state.call(read)
 
 
 @router.post(
@@ -257,14 +284,19 @@ async def inject_messages(
     With a live controller attached only it may inject (``client_id``), else 403.
     """
     state = _state(request)
-    session = state.session(session_id)
-    state.check_driver(session, body.client_id, who)
-    added = session.inject_many(body.messages)
-    state.hub.poke(session_id)
+
+    def injected() -> list[Record]:
+        session = state.session(session_id)
+        state.check_driver(session, body.client_id, who)
+        return session.inject_many(body.messages)
+
+    added = await state.call(injected)
+    await state.hub.refresh(session_id)
+    end = await state.call(lambda: state.client.lookup(session_id).layout.end_seq)
     return s.RecordsOut(
         session_id=session_id,
         records=[s.RecordOut(**record_json(r)) for r in added],
-        end_seq=state.client.lookup(session_id).layout.end_seq,
+        end_seq=end,
     )
 
 
@@ -284,12 +316,17 @@ async def fork_session(
     the parent does not hold is refused (403 ``scope_violation``, nothing made).
     """
     state = _state(request)
-    parent = state.session(session_id)
-    check_child(parent, who)
-    branch = parent.fork(dst=body.dst)
-    bind_child(parent, branch, who)
-    state.hub.poke(session_id)
-    return _detail(state, branch)
+
+    def forked() -> Session:
+        parent = state.session(session_id)
+        check_child(parent, who)
+        branch = parent.fork(dst=body.dst)
+        bind_child(parent, branch, who)
+        return branch
+
+    branch = await state.call(forked)
+    await state.hub.refresh(session_id)
+    return await state.call(lambda: _detail(state, branch))
 
 
 @router.post(
@@ -306,12 +343,17 @@ async def fork_at_session(
     Its actor chain is made as for ``fork``.
     """
     state = _state(request)
-    parent = state.session(session_id)
-    check_child(parent, who)
-    branch = parent.fork_at(body.keep_first, dst=body.dst)
-    bind_child(parent, branch, who)
-    state.hub.poke(session_id)
-    return _detail(state, branch)
+
+    def forked() -> Session:
+        parent = state.session(session_id)
+        check_child(parent, who)
+        branch = parent.fork_at(body.keep_first, dst=body.dst)
+        bind_child(parent, branch, who)
+        return branch
+
+    branch = await state.call(forked)
+    await state.hub.refresh(session_id)
+    return await state.call(lambda: _detail(state, branch))
 
 
 @router.post("/sessions/{session_id}/close", response_model=s.SessionDetail, summary="Close")
@@ -323,20 +365,29 @@ async def close_session(
     With a live controller attached only it may close (``client_id``), else 403.
     """
     state = _state(request)
-    session = state.session(session_id)
-    state.check_driver(session, body.client_id, who)
     status: Any = body.status
-    session.close(status)
-    state.hub.poke(session_id)
-    return _detail(state, session)
+
+    def closed() -> Session:
+        session = state.session(session_id)
+        state.check_driver(session, body.client_id, who)
+        session.close(status)
+        return session
+
+    session = await state.call(closed)
+    await state.hub.refresh(session_id)
+    return await state.call(lambda: _detail(state, session))
 
 
 @router.get("/sessions/{session_id}/lineage", response_model=s.LineageOut, summary="Lineage")
 async def get_lineage(request: Request, session_id: str, who: Caller) -> s.LineageOut:
     """The session with its ancestors and descendants, and an SVG drawing of them."""
     state = _state(request)
-    row = state.client.lookup(session_id)
-    boxes = state.client.handle(row).lineage()
+
+    def drawn() -> tuple[SessionRow, Any]:
+        row = state.client.lookup(session_id)
+        return row, state.client.handle(row).lineage()
+
+    row, boxes = await state.call(drawn)
     out: list[s.LineageBoxOut] = []
     for box in boxes:
         out.append(

@@ -310,9 +310,17 @@ async function showContext(id) {
   const source = r.from_provider ? "the provider's count" : r.measured_by;
   $("context-total").textContent = r.used.toLocaleString() + " / " + r.window.toLocaleString() +
     " tokens (" + Math.round(100 * r.fraction) + "%), " + r.free.toLocaleString() + " free · " +
-    source + (r.partial ? " · partial" : "");
+    source + (r.partial ? " · partial" : "") + " · window from " +
+    (WINDOW_SOURCES[r.window_source] || r.window_source);
   $("context-fill").value = Math.min(r.fraction, 1);
 }
+
+const WINDOW_SOURCES = {
+  table: "the model family's table",
+  server: "the model's server",
+  environment: "PLAIT_CONTEXT_WINDOW",
+  settings: "the session's model_info setting",
+};
 
 async function showSession(id) {
   stopFollowing();

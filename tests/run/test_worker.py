@@ -1,0 +1,130 @@
+"""The store worker: calls off the event loop, in order, waited for through cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+import pytest
+
+from plait.run import StoreWorker
+
+_NAME: contextvars.ContextVar[str] = contextvars.ContextVar("name", default="none")
+
+
+def test_calls_run_on_one_other_thread_in_the_order_they_were_made() -> None:
+    worker = StoreWorker()
+    seen: list[tuple[int, int]] = []
+
+    async def main() -> list[int]:
+        loop_thread = threading.get_ident()
+
+        def call(n: int) -> int:
+            seen.append((n, threading.get_ident()))
+            assert threading.get_ident() != loop_thread
+            return n * 2
+
+        return list(await asyncio.gather(*(worker.run(lambda n=n: call(n)) for n in range(20))))
+
+    try:
+        assert asyncio.run(main()) == [n * 2 for n in range(20)]
+    finally:
+        worker.close()
+    assert [n for n, _ in seen] == list(range(20))
+    assert len({t for _, t in seen}) == 1
+
+
+def test_an_error_is_raised_to_the_caller_and_the_worker_goes_on() -> None:
+    worker = StoreWorker()
+
+    def fail() -> None:
+        raise KeyError("gone")
+
+    async def main() -> int:
+        with pytest.raises(KeyError):
+            await worker.run(fail)
+        return await worker.run(lambda: 7)
+
+    try:
+        assert asyncio.run(main()) == 7
+    finally:
+        worker.close()
+
+
+def test_a_call_sees_the_callers_context_variables() -> None:
+    worker = StoreWorker()
+
+    async def main() -> str:
+        _NAME.set("caller")
+        return await worker.run(_NAME.get)
+
+    try:
+        assert asyncio.run(main()) == "caller"
+    finally:
+        worker.close()
+
+
+def test_a_cancelled_caller_waits_for_its_call_and_is_cancelled_after() -> None:
+    worker = StoreWorker()
+    started, release = threading.Event(), threading.Event()
+    done: list[str] = []
+
+    def write() -> str:
+        started.set()
+        release.wait(30)
+        done.append("written")
+        return "written"
+
+    async def main() -> None:
+        task = asyncio.ensure_future(worker.run(write))
+        await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        await asyncio.sleep(0)
+        assert not task.done()  # still waiting for the write it handed over
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert done == ["written"]
+
+    try:
+        asyncio.run(main())
+    finally:
+        worker.close()
+
+
+def test_run_through_returns_what_was_written_with_the_cancellation() -> None:
+    worker = StoreWorker()
+    started, release = threading.Event(), threading.Event()
+
+    def write() -> str:
+        started.set()
+        release.wait(30)
+        return "record"
+
+    async def main() -> tuple[str, asyncio.CancelledError | None]:
+        outcome: list[tuple[str, asyncio.CancelledError | None]] = []
+
+        async def caller() -> None:
+            outcome.append(await worker.run_through(write))
+
+        task = asyncio.ensure_future(caller())
+        await asyncio.to_thread(started.wait, 30)
+        task.cancel()
+        release.set()
+        await task  # run_through does not raise the cancellation itself
+        return outcome[0]
+
+    try:
+        value, cancelled = asyncio.run(main())
+    finally:
+        worker.close()
+    assert value == "record" and isinstance(cancelled, asyncio.CancelledError)
+
+
+def test_a_closed_worker_starts_again_on_the_next_call() -> None:
+    worker = StoreWorker()
+    assert asyncio.run(worker.run(lambda: 1)) == 1
+    worker.close()
+    assert asyncio.run(worker.run(lambda: 2)) == 2
+    worker.close()
