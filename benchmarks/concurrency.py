@@ -8,7 +8,13 @@ machine, so 8 processes also contend for the CPU), and the ratio of N = 8 to N =
 the PostgreSQL server the same runs use beside SQLite, each in a fresh schema that is dropped
 afterwards; without a server answering there, only SQLite runs.
 
-Usage: python benchmarks/concurrency.py [--appends K] [--rounds R]
+``--against DIR`` compares this checkout with another (DIR is its root, e.g. a worktree of
+``main``): every run then happens in a fresh interpreter importing one checkout's ``src``,
+the two alternate within each round, and the table adds this checkout's rate over the
+other's, per round.
+
+Usage: python benchmarks/concurrency.py [--appends K] [--rounds R] [--against DIR]
+       [--only sqlite|postgres]
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,6 +36,7 @@ from rich.table import Table
 import plait
 
 COUNTS = (1, 8)
+Result = tuple[float, float, float, float]  # records/s, p50 µs, p99 µs, CPU µs per append
 
 
 def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: int) -> None:
@@ -41,23 +49,27 @@ def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: in
             os.write(wfd, b"ready\n")
             os.read(go, 1)  # every writer starts together
             lat: list[int] = []
+            cpu = time.process_time_ns()
             start = time.monotonic_ns()
             for i in range(appends):
                 t0 = time.perf_counter_ns()
                 s.inject({"role": "user", "content": f"{i} {text}"})
                 lat.append(time.perf_counter_ns() - t0)
             end = time.monotonic_ns()
-        os.write(wfd, (f"{start} {end} " + " ".join(map(str, lat)) + "\n").encode())
+            cpu = time.process_time_ns() - cpu
+        os.write(wfd, (f"{start} {end} {cpu} " + " ".join(map(str, lat)) + "\n").encode())
         code = 0
     finally:
         os._exit(code)
 
 
-def run(store_target: str, ws: Path, n: int, appends: int) -> tuple[float, float, float]:
-    """Return (records/s, p50 µs, p99 µs) for ``n`` processes on ``store_target``.
+def run(store_target: str, ws: Path, n: int, appends: int) -> Result:
+    """Return (records/s, p50 µs, p99 µs, CPU µs per append) for ``n`` processes.
 
     The rate counts from the first writer's start to the last one's end, once
-    every writer has opened its store and appended once (set-up is not timed).
+    every writer has opened its store and appended once (set-up is not timed). The CPU
+    time is the writers' own (every thread of theirs, not the database server's): unlike
+    the rate, it hardly moves when other programs share the machine.
     """
     with plait.Client(ws, store=store_target) as client:
         sids = [client.sessions.create([{"role": "system", "content": "bench"}]).id
@@ -87,6 +99,7 @@ def run(store_target: str, ws: Path, n: int, appends: int) -> tuple[float, float
     lat: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
+    cpu = 0
     for (pid, rfd), head in zip(kids, outputs, strict=True):
         chunks = [head]
         while chunk := os.read(rfd, 1 << 16):
@@ -98,11 +111,23 @@ def run(store_target: str, ws: Path, n: int, appends: int) -> tuple[float, float
         values = [int(x) for x in b"".join(chunks).split()]
         starts.append(values[0])
         ends.append(values[1])
-        lat.extend(values[2:])
+        cpu += values[2]
+        lat.extend(values[3:])
     os.close(go_w)
     wall = (max(ends) - min(starts)) / 1e9
     qs = statistics.quantiles(lat, n=100)
-    return n * appends / wall, qs[49] / 1000, qs[98] / 1000
+    return n * appends / wall, qs[49] / 1000, qs[98] / 1000, cpu / 1000 / (n * appends)
+
+
+def _run_in(tree: Path, store_target: str, ws: Path, n: int, appends: int) -> Result:
+    """:func:`run` in a fresh interpreter that imports the checkout at ``tree``."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", store_target, str(ws), str(n), str(appends)],
+        env=env, check=True, capture_output=True, text=True,
+    ).stdout
+    rate, p50, p99, cpu = (float(x) for x in out.split())
+    return rate, p50, p99, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +135,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--appends", type=int, default=1000, help="appends per process")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds")
+    parser.add_argument("--against", type=Path, help="another checkout to compare with")
+    parser.add_argument("--only", choices=("sqlite", "postgres"), help="run one store only")
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # one run, for --against
     args = parser.parse_args(argv)
+    if args.one:
+        target, ws, n, appends = args.one
+        print(*run(target, Path(ws), int(n), int(appends)))
+        return 0
     targets: dict[str, Callable[[Path], str]] = {"sqlite": lambda d: str(d / "c.db")}
     pg = os.environ.get("PLAIT_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
     schemas: list[str] = []
@@ -121,27 +153,52 @@ def main(argv: list[str] | None = None) -> int:
             return f"{pg}{'&' if '?' in pg else '?'}schema={schemas[-1]}"
 
         targets["postgres"] = fresh_schema
+    if args.only is not None:
+        targets = {k: v for k, v in targets.items() if k == args.only}
+    here = Path(__file__).resolve().parent.parent
+    trees: dict[str, Path | None] = {"": None}
+    if args.against is not None:
+        trees = {"this": here, "other": args.against.resolve()}
     table = Table(
         title=f"N processes x {args.appends} appends, one session each "
         f"(medians of {args.rounds} interleaved rounds)"
     )
-    for col in ("store", "N", "records/s", "x N=1", "p50 µs", "p99 µs"):
+    columns = ["store", "N", "records/s", "x N=1", "p50 µs", "p99 µs", "CPU µs"]
+    if args.against is not None:
+        columns[1:1] = ["code"]
+        columns.append("this / other")
+    for col in columns:
         table.add_column(col, justify="right")
     for name, target in targets.items():
-        got: dict[int, list[tuple[float, float, float]]] = {n: [] for n in COUNTS}
+        got: dict[tuple[str, int], list[Result]] = {(t, n): [] for t in trees for n in COUNTS}
         for _ in range(args.rounds):  # N=1, N=8, N=1, ...: noise hits both alike
             for n in COUNTS:
-                with tempfile.TemporaryDirectory() as tmp:
-                    got[n].append(run(target(Path(tmp)), Path(tmp), n, args.appends))
-        one = statistics.median(r[0] for r in got[COUNTS[0]])
-        for n in COUNTS:
-            rate, p50, p99 = (statistics.median(r[i] for r in got[n]) for i in range(3))
-            rates = ", ".join(f"{r[0] / one:.2f}" for r in got[n])
-            table.add_row(
-                name, str(n), f"{rate:,.0f}", f"{rate / one:.2f}x ({rates})",
-                f"{p50:,.0f}", f"{p99:,.0f}",
-            )
-    console = Console() if sys.stdout.isatty() else Console(width=100)
+                for label, tree in trees.items():
+                    with tempfile.TemporaryDirectory() as tmp:
+                        where = target(Path(tmp))
+                        got[label, n].append(
+                            run(where, Path(tmp), n, args.appends)
+                            if tree is None
+                            else _run_in(tree, where, Path(tmp), n, args.appends)
+                        )
+        for label in trees:
+            one = statistics.median(r[0] for r in got[label, COUNTS[0]])
+            for n in COUNTS:
+                runs = got[label, n]
+                rate, p50, p99, cpu = (statistics.median(r[i] for r in runs) for i in range(4))
+                rates = ", ".join(f"{r[0] / one:.2f}" for r in runs)
+                row = [name, str(n), f"{rate:,.0f}", f"{rate / one:.2f}x ({rates})",
+                       f"{p50:,.0f}", f"{p99:,.0f}", f"{cpu:,.1f}"]
+                if args.against is not None:
+                    row[1:1] = [label]
+                    ratios = [a[0] / b[0] for a, b in
+                              zip(got["this", n], got["other", n], strict=True)]
+                    row.append(
+                        f"{statistics.median(ratios):.2f}x "
+                        f"({', '.join(f'{r:.2f}' for r in ratios)})" if label == "this" else ""
+                    )
+                table.add_row(*row)
+    console = Console() if sys.stdout.isatty() else Console(width=130)
     console.print(table)
     if schemas:
         import psycopg

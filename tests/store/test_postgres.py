@@ -379,9 +379,32 @@ def test_append_writes_the_session_row_only_when_another_is_ahead(pg: PostgresSt
     before = row_updated_at("b")
     b = pg.append(b, users(0, 1))  # b is already the most recent: the row is not written
     assert row_updated_at("b") == before
-    a = pg.append(a, users(0, 1))  # b is ahead: a's activity time moves past it
-    assert row_updated_at("a") > row_updated_at("b")
+    a = pg.append(a, users(0, 1))  # b is ahead: a owes a move, written before the order is read
     assert [r.id for r in pg.recent("/ws", 5)] == ["a", "b"]
+    assert row_updated_at("a") > row_updated_at("b")
+
+
+def test_appends_in_turn_keep_the_order_of_their_appends(pg: PostgresStore) -> None:
+    rows = {sid: pg.create(SessionRow(id=sid, workspace="/ws")) for sid in "abc"}
+    for i, sid in enumerate("abcbab"):  # every append but the first finds another ahead
+        rows[sid] = pg.append(rows[sid], users(rows[sid].layout.end_seq, 1))
+        if i == 2:
+            assert [r.id for r in pg.recent("/ws", 5)] == ["c", "b", "a"]
+    assert [r.id for r in pg.recent_with_prefix("/ws", "", 5)] == ["b", "a", "c"]
+    rows["a"] = pg.append(rows["a"], users(rows["a"].layout.end_seq, 1))
+    assert [r.id for r in pg.recent_with_prefix("/ws", "a", 5)] == ["a"]
+    assert [r.id for r in pg.recent("/ws", 5)] == ["a", "b", "c"]
+    rows["c"] = pg.write(rows["c"], replace(rows["c"], title="now"))  # a write moves after the owed
+    assert [r.id for r in pg.recent("/ws", 5)] == ["c", "a", "b"]
+
+
+def test_an_idle_store_writes_the_order_it_owes(
+    pg: PostgresStore, other: PostgresStore
+) -> None:
+    a = pg.create(SessionRow(id="a", workspace="/ws"))
+    pg.create(SessionRow(id="b", workspace="/ws"))
+    pg.append(a, users(0, 1))  # owes a move; the writer reads nothing after
+    assert eventually(lambda: [r.id for r in other.recent("/ws", 5)] == ["a", "b"], 30)
 
 
 def test_delete_collects_rows_no_layout_reads(pg: PostgresStore) -> None:

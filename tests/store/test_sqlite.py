@@ -440,3 +440,83 @@ def test_an_idle_store_writes_the_order_it_owes(
         time.sleep(0.1)
     other.close()
     store.close()
+
+
+_TURN_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_writer_waits_for_the_turn_another_process_holds(tmp_path: Path) -> None:
+    """Contending writers take turns on ``<db>-turn``: a write waits while another holds it."""
+    import subprocess
+    import sys
+    import threading
+
+    from plait.store._liteturn import turn_for
+
+    path = tmp_path / "turn.db"
+    with Client(tmp_path, store=path) as client:
+        s = client.open("s")
+        s.inject({"role": "user", "content": "before"})
+        holder = subprocess.Popen(
+            [sys.executable, "-c", _TURN_HOLDER, f"{path}-turn"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+        assert holder.stdout is not None and holder.stdin is not None
+        assert holder.stdout.readline().strip() == "held"
+        turn_for(str(path.resolve())).waited()  # as after a write that met another writer
+        writer = threading.Thread(target=s.inject, args=({"role": "user", "content": "after"},))
+        writer.start()
+        writer.join(0.3)
+        assert writer.is_alive()  # waiting for its turn, not failing
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        holder.wait()
+        writer.join(30)
+        assert not writer.is_alive()
+        assert [m.text for m in s.history()] == ["before", "after"]
+
+
+def test_a_forked_child_takes_turns_of_its_own(tmp_path: Path) -> None:
+    import os
+
+    path = tmp_path / "fork.db"
+    with Client(tmp_path, store=path) as client:
+        client.open("parent").inject({"role": "user", "content": "p"})
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            code = 1
+            try:
+                with Client(tmp_path, store=path) as mine:
+                    mine.open("child").inject({"role": "user", "content": "c"})
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        client.open("parent").inject({"role": "user", "content": "p2"})
+        assert client.sessions.history_of("child")[0].text == "c"
+
+
+def test_the_store_checkpoints_its_log_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No commit runs SQLite's automatic checkpoint; the store runs one per so many rows."""
+    store = SQLiteStore(tmp_path / "ckpt.db")
+    assert store._db.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
+    runs: list[int] = []
+    real = store._checkpoint
+    monkeypatch.setattr(store, "_checkpoint", lambda: (runs.append(1), real())[1])
+    store._checkpoint_every = 10
+    with Client(tmp_path, store=store) as client:
+        s = client.open("s")
+        for i in range(25):
+            s.inject({"role": "user", "content": str(i)})
+        assert len(runs) == 2
+    store.close()
+    assert len(runs) == 3  # and one on close, for what it wrote since

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from time import perf_counter
 from typing import Any, Final
 
 from plait._files import usable_path
@@ -30,14 +31,26 @@ from plait.errors import (
     shown,
 )
 from plait.store._litesql import SQLITE_DDL
+from plait.store._liteturn import SLOW, Turn
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
 from plait.store._sql import Connection, SQLStore, describe
+from plait.store.base import SessionRow
 
-__all__ = ["TOP_TTL", "LiteConnection", "failed", "not_unicode", "path_argument", "rollback"]
+__all__ = [
+    "CHECKPOINT_PAGES",
+    "TOP_TTL",
+    "LiteConnection",
+    "failed",
+    "not_unicode",
+    "path_argument",
+    "rollback",
+]
 
 TOP_TTL: Final = 0.1
 """Seconds an append trusts that its session is live (see store/_recency.py)."""
+CHECKPOINT_PAGES: Final = 8192
+"""Rows a store writes between its checkpoints of the log (about a page each; D211)."""
 _KEYS_PER_READ: Final = 500
 """Keys one ``IN (...)`` read asks for (well under SQLite's limit on parameters)."""
 _TALLIES_IN: dict[int, str] = {}  # the tallies read for n keys, built once per n
@@ -97,6 +110,11 @@ class LiteConnection(SQLStore):
     _recency: Recency
     _owed_timer: threading.Timer | None
     _migrations: tuple[Migration, ...]
+    _memory: bool
+    _turn: Turn | None
+    _synced_changes: int
+    _checkpoint_every: int
+    _data_version: int
 
     @property
     def location(self) -> str:
@@ -139,8 +157,9 @@ class LiteConnection(SQLStore):
         """One write transaction, taken up front so it never deadlocks on upgrade."""
         with self._lock:
             db = self._db
+            self._take_turn(what)
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     # See append(): the moves owed first, and then any other write may
                     # change the order, or the liveness of a session.
@@ -155,6 +174,9 @@ class LiteConnection(SQLStore):
             except sqlite3.DatabaseError as exc:
                 rollback(db)
                 raise failed(what, exc) from exc
+            finally:
+                self._give_turn()
+            self._wrote(db.total_changes)
 
     @contextmanager
     def _snapshot(self, what: str = "read", subject: object = None) -> Iterator[sqlite3.Connection]:
@@ -218,8 +240,9 @@ class LiteConnection(SQLStore):
         self._check_open()
         with self._lock:
             db = self._db
+            self._take_turn(what)
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     if reorders:  # see append(): this write may change the order
                         self._recency.write_owed(db, now_micros())
@@ -235,6 +258,9 @@ class LiteConnection(SQLStore):
                 raise not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 raise failed(what, exc) from exc
+            finally:
+                self._give_turn()
+            self._wrote(db.total_changes)
 
     def _update_tallies(
         self, conn: Connection, keys: list[int], tokens: list[int], running: list[str]
@@ -294,14 +320,96 @@ class LiteConnection(SQLStore):
             return
         db = self._db
         try:
-            db.execute("BEGIN IMMEDIATE")
+            self._take_turn("order recent appends")
             try:
-                self._recency.write_owed(db, now_micros())
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                self._begin(db)
+                try:
+                    self._recency.write_owed(db, now_micros())
+                except BaseException:
+                    db.execute("ROLLBACK")
+                    raise
+                db.execute("COMMIT")
+            finally:
+                self._give_turn()
             self._recency.settle()
-        except sqlite3.DatabaseError as exc:
+        except (sqlite3.DatabaseError, StoreError) as exc:
             # Still owed: the next write transaction writes them first.
             _log.warning("%s: could not order recent appends yet: %s", self._path, exc)
+
+    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions, most recently written first."""
+        with self._lock:
+            self._check_open()
+            self._write_owed()  # this store's appends are in the order before it is read
+        return super().recent(workspace, limit)
+
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first."""
+        with self._lock:
+            self._check_open()
+            self._write_owed()  # as recent()
+        return super().recent_with_prefix(workspace, prefix, limit)
+
+    # -- turns and checkpoints (D211) -----------------------------------------------------
+
+    def _take_turn(self, what: str) -> None:
+        """Wait for this process's turn to write the file (store/_liteturn.py); under the lock."""
+        if self._turn is not None:
+            try:
+                self._turn.take()
+            except OSError as exc:
+                raise StoreError(f"{self._path}: {what}: cannot take the turn: {exc}") from exc
+
+    def _begin(self, db: sqlite3.Connection) -> None:
+        """``BEGIN IMMEDIATE``; one that waited for SQLite's lock makes writers take turns."""
+        started = perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        if self._turn is not None and perf_counter() - started > SLOW:
+            self._slow()
+
+    def _slow(self) -> None:
+        """A write statement took long: if another connection wrote meanwhile, take turns.
+
+        A statement is slow when it slept in SQLite's busy handler, but also when the
+        process was merely preempted; ``data_version`` moves only when another connection
+        has committed since this one last asked, which tells the two apart.
+        """
+        version = self._db.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version and self._turn is not None:
+            self._turn.waited()
+        self._data_version = version
+
+    def _give_turn(self) -> None:
+        if self._turn is not None:
+            self._turn.give()
+
+    def _wrote(self, changes: int) -> None:
+        """After a commit, with the turn given back: checkpoint once enough was written.
+
+        SQLite's own automatic checkpoint runs inside whichever commit finds the log past
+        its threshold. Under writers that never pause the log could then never start
+        over (a writer was always appending while it was copied), so nearly every commit
+        ran one, each syncing both files, and the log and its index kept growing. The
+        store checkpoints itself instead, after every ``CHECKPOINT_PAGES`` rows it wrote
+        and when it closes, in a turn of its own: no writer of the store appends while
+        the log is copied, so the next one starts it over. ``changes`` is the
+        connection's running count of rows changed.
+        """
+        if changes - self._synced_changes >= self._checkpoint_every:
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Copy the write-ahead log into the database file, as far as readers allow."""
+        self._synced_changes = self._db.total_changes
+        if self._memory:
+            return
+        try:
+            self._take_turn("checkpoint")
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            finally:
+                self._give_turn()
+        except (sqlite3.DatabaseError, StoreError) as exc:  # the next one copies the rest
+            _log.warning("%s: could not checkpoint the write-ahead log: %s", self._path, exc)

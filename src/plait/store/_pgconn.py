@@ -19,8 +19,10 @@ from plait.errors import InvalidMessageError, StoreCorruptError, StoreError
 from plait.store._pgfeed import Notifier
 from plait.store._pglocks import lock_key
 from plait.store._pgopen import apply_schema, current_version
+from plait.store._pgrecency import MOVE_OWED, OwedMoves
 from plait.store._schema import Migration
 from plait.store._sql import Connection, Counted, SQLStore, describe
+from plait.store.base import SessionRow
 
 if TYPE_CHECKING:
     import psycopg
@@ -46,6 +48,7 @@ class PgConnection(SQLStore):
     _schema: str | None
     _migrations: tuple[Migration, ...]
     _notifier: Notifier
+    _owed: OwedMoves
 
     @property
     def location(self) -> str:
@@ -128,10 +131,13 @@ class PgConnection(SQLStore):
             return conn.execute(query, params).fetchall()
 
     def _write(self, what: str) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
+        # A write may move a session in the "most recent" order: the moves owed go first.
+        self._owed.flush()
         return self._conn(what)  # one statement is its own transaction (autocommit)
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        self._owed.flush()  # as _write
         with self._conn(what) as conn, conn.transaction():
             yield conn
 
@@ -195,6 +201,27 @@ class PgConnection(SQLStore):
             "SELECT pg_advisory_xact_lock(%s::bigint)",
             (lock_key(self._namespace + "\0live", session_id),),
         )
+
+    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions, most recently written first."""
+        if self._closed:
+            raise StoreError(f"{self._location}: the store is closed")
+        self._owed.flush()  # this store's appends are in the order before it is read
+        return super().recent(workspace, limit)
+
+    def recent_with_prefix(
+        self, workspace: str | None, prefix: str, limit: int
+    ) -> list[SessionRow]:
+        """Return up to ``limit`` live sessions whose id starts with ``prefix``, newest first."""
+        if self._closed:
+            raise StoreError(f"{self._location}: the store is closed")
+        self._owed.flush()  # as recent()
+        return super().recent_with_prefix(workspace, prefix, limit)
+
+    def _move_owed(self, pks: list[int], times: list[int]) -> None:
+        """Write the moves the appends owe (store/_pgrecency.py)."""
+        with self._conn("order recent appends") as conn:
+            conn.execute(MOVE_OWED, (pks, times))
 
     def _changed(self, session_id: str) -> None:
         # After the commit, never in it (see store/_pgfeed.py): to every process listening.

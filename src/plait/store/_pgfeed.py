@@ -29,8 +29,8 @@ __all__ = ["ChangeFeed", "Notifier"]
 
 _log = logging.getLogger("plait.store")
 _NOTIFY = "SELECT pg_notify(%s, t.id) FROM unnest(%s::text[]) AS t(id)"
-_LINGER = 0.002
-"""Seconds the notifier waits, once woken, for more writes to announce together."""
+_LINGER = 0.01
+"""Seconds the notifier waits, once woken, for more writes to announce together (D212)."""
 _FLUSH_WAIT = 5.0
 """Seconds close() waits for the announcements still queued."""
 
@@ -106,7 +106,7 @@ class Notifier:
     """Announce committed writes on the channel, after their commit, batched.
 
     :meth:`changed` queues a session id and returns at once; a thread started on
-    first use sends what is queued (lingering 2 ms for more), in order with repeats
+    first use sends what is queued (lingering 10 ms for more), in order with repeats
     folded, one transaction per batch on a connection of its own. An announcement
     reaches listeners a few milliseconds after the commit instead of with it; a
     process that dies in that window loses it (listeners also re-read on their
@@ -135,6 +135,7 @@ class Notifier:
         with self._cond:
             if self._closed:
                 return
+            idle = not self._pending
             self._pending[session_id] = None
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -142,7 +143,11 @@ class Notifier:
                 )
                 self._thread.start()
                 _running.add(self)
-            self._cond.notify()
+            # Only a thread waiting for work needs waking: one lingering over a batch
+            # would wake on every write just to go back to sleep, taking the writer's
+            # interpreter lock each time.
+            if idle:
+                self._cond.notify()
 
     def flush(self, timeout: float = _FLUSH_WAIT) -> bool:
         """Wait until everything queued so far is sent; False if ``timeout`` passed first."""

@@ -62,8 +62,20 @@ _ONE_RECORD: Final = (
 )
 
 
-def _append_sql(source: str) -> str:
-    """The append statement reading its records from ``source`` (see PostgresStore.append)."""
+def _append_sql(source: str, *, move: bool) -> str:
+    """The append statement reading its records from ``source`` (see PostgresStore.append).
+
+    With ``move``, it moves the session to the top of the "most recent" order when
+    another session is there; without, it returns which session is (the store queues
+    the move, store/_pgrecency.py).
+    """
+    moved = """, moved AS (
+    UPDATE sessions s SET updated_at = GREATEST(s.updated_at, %(now)s, t.updated_at + 1)
+    FROM top t
+    WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
+    RETURNING s.updated_at
+)
+SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved)"""
     return f"""
 WITH live AS (
     SELECT pk FROM sessions WHERE pk = %(pk)s AND NOT deleted FOR KEY SHARE
@@ -77,19 +89,14 @@ WITH live AS (
 ), top AS (
     SELECT pk, updated_at FROM sessions WHERE NOT deleted
     ORDER BY updated_at DESC, pk DESC LIMIT 1
-), moved AS (
-    UPDATE sessions s SET updated_at = GREATEST(s.updated_at, %(now)s, t.updated_at + 1)
-    FROM top t
-    WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
-    RETURNING s.updated_at
-)
-SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved)
+){moved if move else chr(10) + "SELECT EXISTS (SELECT FROM live), (SELECT pk FROM top)"}
 """
 
 
-# The append, in one statement and so one round trip: any number of records, or one.
-APPEND: Final = _append_sql(_UNNEST_RECORDS)
-APPEND_ONE: Final = _append_sql(_ONE_RECORD)
+# The append, in one statement and so one round trip: any number of records, moving the
+# session in the order; or one record (every agent step), reading the order only.
+APPEND: Final = _append_sql(_UNNEST_RECORDS, move=True)
+APPEND_ONE: Final = _append_sql(_ONE_RECORD, move=False)
 
 # The head of session s: one past its newest own record, or the row's end_seq.
 HEAD: Final = (

@@ -72,6 +72,7 @@ from plait.store._pgopen import (
     parse_target,
 )
 from plait.store._pgread import scan_records, scan_view
+from plait.store._pgrecency import OWED_FOR, OwedMoves
 from plait.store._pgsql import (
     APPEND,
     APPEND_ONE,
@@ -199,6 +200,7 @@ class PostgresStore(PgConnection):
         self._closed = False
         self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
         self._notifier = Notifier(conninfo, kwargs, self._channel)
+        self._owed = OwedMoves(self._move_owed, OWED_FOR)
         # One direct connection first: an unreachable server fails here at once (a pool
         # would retry in the background), and it sets up or checks the schema.
         try:
@@ -264,6 +266,7 @@ class PostgresStore(PgConnection):
             "prefix": prefix_text(bases, values["bases"]) if bases else "[]",
             **record_arrays(records, mpos),
         }
+        self._owed.flush()  # the moves owed first: the new session is the most recent
         with self._conn(f"create {row.id!r}") as conn:
             try:
                 found = conn.execute(CREATE if self._links else CREATE_UNLINKED, params).fetchone()
@@ -288,7 +291,8 @@ class PostgresStore(PgConnection):
         one transaction): the session must be live (its row is locked ``FOR KEY
         SHARE``, which only a delete conflicts with); its ``updated_at`` moves
         only when another session is ahead of it in "most recently active"
-        order. Once it has committed, ``plait_session`` is notified.
+        order, and for one record that move is queued and written soon after
+        (store/_pgrecency.py). Once it has committed, ``plait_session`` is notified.
 
         Raises:
             StaleSessionError: another writer appended first (nothing written).
@@ -324,6 +328,7 @@ class PostgresStore(PgConnection):
         else:
             params.update(record_arrays(records, lay.end_msgs))
             statement = APPEND
+            self._owed.flush()  # this one moves itself: the moves owed before it go first
         with self._conn(f"append {expected.id!r}") as conn:
             try:
                 found = conn.execute(statement, params).fetchone()
@@ -335,7 +340,9 @@ class PostgresStore(PgConnection):
         if found is None or not found[0]:
             raise SessionNotFoundError(expected.id)
         self._notifier.changed(expected.id)
-        if found[1] is not None:
+        if statement is APPEND_ONE:
+            self._owed.appended(expected.pk, created, found[1])
+        elif found[1] is not None:
             created = int(found[1])
         return expected.with_head(
             lay.appended(len(records), messages), max(created, expected.updated_at_us)
@@ -369,6 +376,7 @@ class PostgresStore(PgConnection):
             **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
             **record_arrays(records, expected.layout.end_msgs),
         }
+        self._owed.flush()  # the moves owed first: this write moves its session to the top
         with self._conn(f"write {expected.id!r}") as conn:
             try:
                 found = conn.execute(WRITE if self._links else WRITE_UNLINKED, params).fetchone()
@@ -639,9 +647,10 @@ class PostgresStore(PgConnection):
 
         if self._closed:
             return
-        self._closed = True
         # Every step runs even if one fails (a server that went away): what this store
         # holds is let go whatever happens.
+        self._owed.close()  # this store's appends are in the order before it lets go
+        self._closed = True
         with contextlib.suppress(psycopg.Error):
             self._pool.close()
         self._notifier.close()  # what this store wrote is announced before it lets go

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Sequence
 from operator import itemgetter
 from pathlib import Path
+from time import perf_counter
 from typing import Final, Literal
 
 from plait._time import now_micros
@@ -46,13 +47,14 @@ from plait.records import (
 )
 from plait.store._flock import FileLocks
 from plait.store._liteconn import (
-    TOP_TTL as _TOP_TTL,
-)
-from plait.store._liteconn import (
+    CHECKPOINT_PAGES,
     LiteConnection,
     failed,
     not_unicode,
     path_argument,
+)
+from plait.store._liteconn import (
+    TOP_TTL as _TOP_TTL,
 )
 from plait.store._litegc import collect, collect_all, owners_found
 from plait.store._literead import read_view
@@ -69,6 +71,7 @@ from plait.store._litesql import (
     read_ranges,
     record_params,
 )
+from plait.store._liteturn import SLOW, turn_for
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
@@ -97,10 +100,6 @@ __all__ = ["MIGRATIONS", "MemoryStore", "SQLiteStore", "default_path"]
 
 MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
 """The schema, numbered and ordered (written once for both SQL stores, in ``_schema.py``)."""
-
-_CHECKPOINT_PAGES: Final = 8192
-"""WAL pages between automatic checkpoints (SQLite's default is 1000)."""
-
 
 _log = logging.getLogger("plait.store")
 
@@ -215,6 +214,10 @@ class SQLiteStore(LiteConnection):
         self._closed = False
         self._recency = Recency(_TOP_TTL)
         self._owed_timer: threading.Timer | None = None
+        # Writers of the file take turns on a kernel lock (store/_liteturn.py, D211).
+        self._turn = None if self._memory else turn_for(target)
+        self._synced_changes = 0
+        self._checkpoint_every = CHECKPOINT_PAGES
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -225,14 +228,16 @@ class SQLiteStore(LiteConnection):
                 if str(mode).lower() != "wal":
                     raise StoreError(f"{target}: could not switch to WAL (got {mode})")
             self._db.execute(f"PRAGMA synchronous = {durability.upper()}")
-            # Checkpoint every 8192 WAL pages (32 MiB) instead of SQLite's 1000: each
-            # checkpoint syncs the files, and an agent appends a page per step, so this
-            # takes most syncs off the append path (decisions D27).
-            self._db.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
+            # The store checkpoints the log itself, every CHECKPOINT_PAGES rows it writes
+            # and outside its write turn, rather than inside whichever commit crosses
+            # SQLite's threshold (see LiteConnection._wrote; D211).
+            self._db.execute("PRAGMA wal_autocheckpoint = 0")
             self._migrate(auto_migrate)
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
+            self._synced_changes = self._db.total_changes  # opening wrote nothing to copy
+            self._data_version = self._db.execute("PRAGMA data_version").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise failed(f"{target}: cannot open as a plait store", exc) from exc
 
@@ -321,8 +326,9 @@ class SQLiteStore(LiteConnection):
         # writing, which closes that window.)
         with self._lock:
             db = self._db
+            self._take_turn(f"append {expected.id!r}")
             try:
-                db.execute("BEGIN IMMEDIATE")
+                self._begin(db)
                 try:
                     self._recency.write_owed(db, now_micros())
                     state = db.execute(APPEND_STATE, (expected.pk,)).fetchone()
@@ -355,6 +361,9 @@ class SQLiteStore(LiteConnection):
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
                 raise failed(f"append {expected.id!r}", exc) from exc
+            finally:
+                self._give_turn()
+            self._wrote(db.total_changes)
         return expected.with_head(
             Layout(
                 lay.bases,
@@ -382,19 +391,34 @@ class SQLiteStore(LiteConnection):
                 return None
             if self._closed:
                 raise StoreError(f"{self._path}: the store is closed")
+            db = self._db
             try:
-                self._db.execute(
-                    INSERT_RECORD, record_params(expected.pk, (record,), lay.end_msgs)[0]
-                )
+                params = record_params(expected.pk, (record,), lay.end_msgs)[0]
+                turn = self._turn
+                if turn is None:
+                    db.execute(INSERT_RECORD, params)
+                else:
+                    turn.take()
+                    try:
+                        started = perf_counter()
+                        db.execute(INSERT_RECORD, params)
+                        if perf_counter() - started > SLOW:
+                            self._slow()  # it may have slept in SQLite's busy handler
+                    finally:
+                        turn.give()
             except sqlite3.IntegrityError:
-                raise self._stale(self._db, expected) from None
+                raise self._stale(db, expected) from None
             except UnicodeEncodeError as exc:
                 raise not_unicode(exc) from exc
             except sqlite3.DatabaseError as exc:
                 self._recency.forget()
                 raise failed(f"append {expected.id!r}", exc) from exc
+            except OSError as exc:
+                raise StoreError(f"{self._path}: cannot take the write turn: {exc}") from exc
             if self._recency.appended(expected.pk, record.created_at_us):
                 self._arm_owed_timer()
+            if db.total_changes - self._synced_changes >= self._checkpoint_every:
+                self._checkpoint()
         return SessionRow(
             expected.id,
             expected.workspace,
@@ -414,13 +438,6 @@ class SQLiteStore(LiteConnection):
             expected.scratchpad_version,
             expected.metadata,
         )
-
-    def recent(self, workspace: str | None, limit: int) -> list[SessionRow]:
-        """Return up to ``limit`` live sessions, most recently written first."""
-        with self._lock:
-            self._check_open()
-            self._write_owed()  # this store's appends are in the order before it is read
-        return super().recent(workspace, limit)
 
     def write(
         self,
@@ -645,6 +662,8 @@ class SQLiteStore(LiteConnection):
                 self._write_owed()
                 if self._owed_timer is not None:
                     self._owed_timer.cancel()
+                if self._db.total_changes > self._synced_changes:
+                    self._checkpoint()  # what this store wrote is not left to others to copy
                 self._closed = True
                 if self._locks is not None:
                     self._locks.release_all()
