@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench soak loadtest clean
+.PHONY: demo test lint typecheck unit bench bench-peers soak loadtest clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,23 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/rewind.py
 
+# plait beside openai-agents, LangGraph and Google ADK on one synthetic agent transcript, in
+# one run. The peers live in their own venv (.venv-peers, from a pinned requirements file,
+# plait installed editable beside them), so .venv never holds them. Not part of `make test`
+# or `make bench`. PostgreSQL peers run when PLAIT_BENCH_POSTGRES_URL (default
+# postgresql://postgres@127.0.0.1:5432/test) answers. Smaller: PEERS_ARGS=--quick.
+PEERS_VENV  := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed
+
+$(PEERS_STAMP): benchmarks/peers/requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r benchmarks/peers/requirements.txt -e '.[postgres]'
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_VENV)/bin/python benchmarks/peers/run.py $(PEERS_ARGS)
+
 soak: $(STAMP)
 	$(BIN)/python -m tests.durability.soak --trials 1000
 
@@ -53,4 +70,4 @@ loadtest: $(STAMP)
 	$(BIN)/python benchmarks/loadtest.py --store both $(LOADTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS_VENV) .mypy_cache .pytest_cache .ruff_cache
