@@ -159,6 +159,7 @@ def _columns(r: Record, meta: str | None = None) -> tuple[object, ...]:
 def test_decode_rows_gives_what_the_constructors_give() -> None:
     import dataclasses
     import gc
+    import json
 
     records: list[Record] = [
         SystemRecord(seq=0, content="sys \u00e9 \\"),
@@ -172,11 +173,20 @@ def test_decode_rows_gives_what_the_constructors_give() -> None:
         OpaqueRecord(seq=8, format="f", item={"a": 1}),
     ]
     rows = [_columns(r) for r in records]
-    rows.append(_columns(UserRecord(seq=9, content="with meta", meta={"m": 1}), '{"m":1}'))
-    expected = [*records, UserRecord(seq=9, content="with meta", meta={"m": 1})]
-    for r in expected[-1:]:
-        object.__setattr__(r, "id", rows[-1][1])
-        object.__setattr__(r, "created_at_us", rows[-1][5])
+    with_meta: list[Record] = [
+        UserRecord(seq=9, content="with meta", meta={"m": 1}),
+        AssistantRecord(
+            seq=10, content="t", tool_calls=(ToolCall("d", "rd", {"a": [1]}),), images=1,
+            meta={"usage": {"input_tokens": 3}},
+        ),
+        ToolRecord(seq=11, content="r", tool_call_id="d", images=2, meta={"m": 2}),
+    ]
+    for r in with_meta:
+        rows.append(_columns(r, json.dumps(r.meta)))
+    expected = [*records, *with_meta]
+    for r, row in zip(with_meta, rows[-3:], strict=True):
+        object.__setattr__(r, "id", row[1])
+        object.__setattr__(r, "created_at_us", row[5])
     got = decode_rows(rows, (1 << 32) - 1)
     assert got == expected
     for g, e in zip(got, expected, strict=True):
@@ -202,6 +212,9 @@ def test_decode_rows_refuses_what_decode_record_refuses() -> None:
         (1, "i", "user", '{"content":"x"}x"}', None, 1, None),
         (1, "i", "nope", '{"content":"x"}', None, 1, None),
         (1, "i", "assistant", '{"content":7}', None, 1, None),
+        (1, "i", "assistant", '{"content":"","tool_calls":[{"id":1,"name":"t"}]}', None, 1, None),
+        (1, "i", "tool", '{"content":"o","tool_call_id":"c"}', "[1]", 1, None),  # meta no object
+        (1, "i", "tool", '{"content":"o","tool_name":"t"}', None, 1, None),
     ]:
         with pytest.raises(StoreCorruptError):
             decode_rows([bad], mask)
@@ -252,6 +265,16 @@ def test_decode_view_rows_refuses_what_decode_record_refuses() -> None:
         ("user", '{"content":"x"}x"}'),
         ("user", '{"content":"a\x01b"}'),  # a raw control character in the string
         ("assistant", '{"content":7}'),
+        ("assistant", '{"content":"","tool_calls":[1]}'),
+        ("assistant", '{"content":"","tool_calls":[{"id":"c","name":2}]}'),
+        ("assistant", '{"content":"","tool_calls":[{"id":"c","name":"t","arguments":[1]}]}'),
+        ("assistant", '{"content":"","images":true}'),
+        ("tool", '{"content":"o","tool_call_id":3}'),
+        ("tool", '{"content":"o","tool_call_id":"c","tool_name":4}'),
+        ("tool", '{"content":"o"}'),
+        ("tool", '{"content":"o","tool_call_id":"c","images":-1}'),
+        ("user", '["content"]'),
+        ("system", '{"content":null}'),
         ("nope", '{"content":"x"}', '["i", null, 1, null]'),
         ("event", '{"name":"e"}', "not json"),
     ]:

@@ -303,8 +303,11 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
                             continue
                 except (AttributeError, TypeError, ValueError):
                     pass
+            called = _called_record(kind, payload, seq, rid, created, meta, tokens)
             add(
-                decode_record(
+                called
+                if called is not None
+                else decode_record(
                     kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
                 )
             )
@@ -324,6 +327,119 @@ def _whole(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
     except (TypeError, ValueError, RecursionError) as exc:
         raise StoreCorruptError(f"record seq={seq}: its columns do not decode: {exc!r}") from exc
     return rid, meta, created, tokens
+
+
+Fields = tuple[str, tuple[ToolCall, ...], str | None, str | None, bool | None, int]
+"""A message row's own fields: content, tool calls, tool call id, tool name, ok, images."""
+
+
+def _fields(kind: str, payload: Any) -> Fields:
+    """The fields of a message row's payload, checked as :func:`_checked` checks a record.
+
+    Raises:
+        KeyError, TypeError, ValueError: the payload does not fit its kind.
+    """
+    body = _loads(payload) if isinstance(payload, str) else payload
+    if not isinstance(body, Mapping):
+        raise TypeError("the payload is not a JSON object")
+    content = body.get("content", "") if kind == "assistant" else body["content"]
+    if not isinstance(content, str):
+        raise TypeError("content is not a string")
+    if kind == "system":
+        return content, (), None, None, None, 0
+    images = body.get("images", 0)
+    if type(images) is not int or images < 0:
+        raise TypeError("images is not a count")
+    if kind == "tool":
+        call_id, name = body["tool_call_id"], body.get("tool_name")
+        if not isinstance(call_id, str):
+            raise TypeError("tool_call_id is not a string")
+        if name is not None and not isinstance(name, str):
+            raise TypeError("tool_name is not a string")
+        return content, (), call_id, name, bool(body.get("ok", True)), images
+    calls: tuple[ToolCall, ...] = ()
+    if kind == "assistant":
+        calls = tuple(
+            ToolCall(c["id"], c["name"], c.get("arguments") or {})
+            for c in body.get("tool_calls") or ()
+        )
+        for call in calls:
+            if not (isinstance(call.id, str) and isinstance(call.name, str)):
+                raise TypeError("a tool call id or name is not a string")
+            if not isinstance(call.arguments, Mapping):
+                raise TypeError("tool call arguments are not an object")
+    return content, calls, None, None, None, images
+
+
+_CORRUPT = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
+"""What a payload that does not fit its kind raises while it is decoded."""
+
+
+def _view_message(kind: str, payload: Any, seq: int) -> Message:
+    """The message a history shows of a message row, checked as :func:`decode_record` checks.
+
+    Built straight from the payload, with no record in between: a tool call or a tool
+    result (half of an agent's transcript) costs its JSON and one message. The result
+    equals ``Message.from_record(decode_record(...))`` of the same row.
+
+    Raises:
+        StoreCorruptError: the payload does not fit its kind.
+    """
+    try:
+        content, calls, call_id, name, ok, images = _fields(kind, payload)
+    except _CORRUPT as exc:
+        raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc
+    return build_message(_ROLES.get(kind, kind), content, calls, call_id, name, ok, images, seq)
+
+
+_CALLED: dict[str, tuple[type[Record], tuple[Setter, ...]]] = {
+    "assistant": (
+        AssistantRecord,
+        tuple(_setter(AssistantRecord, n) for n in ("content", "tool_calls", "images")),
+    ),
+    "tool": (
+        ToolRecord,
+        tuple(
+            _setter(ToolRecord, n)
+            for n in ("content", "tool_call_id", "tool_name", "ok", "images")
+        ),
+    ),
+}
+"""The kinds whose records carry calls or results, with the setters of their own fields."""
+
+
+def _called_record(
+    kind: str, payload: Any, seq: int, rid: str, created: int, meta: Any, tokens: Any
+) -> Record | None:
+    """A tool call's or tool result's record, its fields set as its constructor would.
+
+    Equal to :func:`decode_record` of the same row; None when its meta is not a JSON
+    object or its payload does not fit (decode_record then says what is wrong).
+    """
+    found = _CALLED.get(kind)
+    if found is None:
+        return None
+    try:
+        meta_map = {} if meta is None else _loads(meta) if isinstance(meta, str) else meta
+        if not isinstance(meta_map, Mapping):
+            return None
+        content, calls, call_id, name, ok, images = _fields(kind, payload)
+    except _CORRUPT:
+        return None
+    cls, setters = found
+    record: Record = object.__new__(cls)
+    seq_, id_, created_, meta_, tokens_ = _RECORD_SLOTS
+    seq_(record, seq)
+    id_(record, rid)
+    created_(record, created)
+    meta_(record, meta_map)
+    tokens_(record, tokens)
+    values: tuple[object, ...] = (
+        (content, call_id, name, ok, images) if kind == "tool" else (content, calls, images)
+    )
+    for set_, value in zip(setters, values, strict=True):
+        set_(record, value)
+    return record
 
 
 def decode_view_rows(
@@ -366,10 +482,8 @@ def decode_view_rows(
                 except (AttributeError, TypeError, ValueError):
                     pass
             if kind in MESSAGE_KINDS:
-                # The record is built only to be checked and viewed: its other columns
-                # are not the message's, so they are not read.
-                record = decode_record(kind, payload, seq=seq, id="", created_at_us=0)
-                add(Message.from_record(record))
+                # Its other columns are not the message's, so they are not read.
+                add(_view_message(kind, payload, seq))
             elif len(row) > 2 and row[2] is not None:
                 rid, meta, created, tokens = _whole(row[2], seq)
                 add(
