@@ -161,21 +161,3 @@ def test_release_idle_lets_go_of_every_lock_but_a_running_session(tmp_path: Path
 
         asyncio.run(during_a_run())
         assert _probe(tmp_path, path) == "False"
-
-
-@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts /proc/self/fd")
-def test_open_files_do_not_grow_with_the_sessions_written(tmp_path: Path) -> None:
-    path = tmp_path / "many.db"
-    with Client(tmp_path, store=path) as client:
-        client.open("shared").inject({"role": "user", "content": "x"})
-        before = len(os.listdir("/proc/self/fd"))
-        sessions = [client.open(f"s{i}") for i in range(300)]
-        for s in sessions:
-            s.inject({"role": "user", "content": "x"})
-        assert len(os.listdir("/proc/self/fd")) <= before + 1  # the listing's own descriptor
-        # Every one of them is still this process's to write, and no other's.
-        assert _probe(tmp_path, path) == "True"
-        assert all(s.holds_lock for s in sessions)
-        sessions[0].release()
-        assert not client.sessions.open_elsewhere("s0")
-    assert _probe(tmp_path, path) == "False"

