@@ -11,7 +11,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-from plait._checks import MAX_INT, check_int
+from plait._checks import check_int
 from plait._files import usable_path
 from plait._ids import is_session_id
 from plait._time import from_micros
@@ -28,7 +28,7 @@ from plait.session import (
     validate_workspace_policy,
 )
 from plait.store import Store, open_store
-from plait.store.base import ListingStore, SessionRow
+from plait.store.base import SessionRow, sessions_with_prefix
 from plait.views import full_history, history
 
 __all__ = ["Client", "SessionCollection", "SessionInfo", "SessionStats"]
@@ -154,10 +154,8 @@ class SessionCollection:
             rows = store.recent(ws, n)
         elif not isinstance(prefix, str):
             raise InvalidArgumentError(f"prefix must be text, not {type(prefix).__name__}")
-        elif isinstance(store, ListingStore):
-            rows = store.recent_with_prefix(ws, prefix, n)
         else:
-            rows = [r for r in store.recent(ws, MAX_INT) if r.id.startswith(prefix)][:n]
+            rows = sessions_with_prefix(store, ws, prefix, n)
         return [SessionInfo.from_row(r) for r in rows]
 
     def new(self) -> Session:

@@ -11,11 +11,10 @@ whole, so the same key always gives the same id.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import Final
 
 from plait.store import Store
-from plait.store.base import ListingStore, SessionRow
+from plait.store.base import SessionRow, sessions_with_prefix
 
 __all__ = ["MAX_ID", "id_part", "scan", "unescape"]
 
@@ -41,16 +40,10 @@ def unescape(part: str) -> str:
     return part.replace("%2F", "/").replace("%25", "%")
 
 
-def scan(store: Store, prefix: str) -> Iterator[SessionRow]:
+def scan(store: Store, prefix: str) -> list[SessionRow]:
     """The live sessions of the store whose id starts with ``prefix``, newest first.
 
     A store that narrows listings itself (:class:`~plait.store.base.ListingStore`,
-    as plait's SQL stores do) reads only these sessions; another store's every
-    live row is read once and filtered here.
+    as plait's SQL stores do) reads only these sessions.
     """
-    if isinstance(store, ListingStore):
-        yield from store.recent_with_prefix(None, prefix, _EVERY)
-        return
-    for row in store.recent(None, _EVERY):
-        if row.id.startswith(prefix):
-            yield row
+    return sessions_with_prefix(store, None, prefix, _EVERY)

@@ -69,25 +69,14 @@ def encode_payload(record: Record) -> str:
 
 
 def _checked(record: Record) -> Record:
-    """Check a decoded record's field types; a wrong one is a TypeError (the row is corrupt)."""
-    text = getattr(record, "content", "")
-    if not isinstance(text, str):
-        raise TypeError("content is not a string")
-    images = getattr(record, "images", 0)
-    if not isinstance(images, int) or isinstance(images, bool) or images < 0:
-        raise TypeError("images is not a count")
-    if isinstance(record, AssistantRecord):
-        for call in record.tool_calls:
-            if not (isinstance(call.id, str) and isinstance(call.name, str)):
-                raise TypeError("a tool call id or name is not a string")
-            if not isinstance(call.arguments, Mapping):
-                raise TypeError("tool call arguments are not an object")
-    elif isinstance(record, ToolRecord):
-        if not isinstance(record.tool_call_id, str):
-            raise TypeError("tool_call_id is not a string")
-        if record.tool_name is not None and not isinstance(record.tool_name, str):
-            raise TypeError("tool_name is not a string")
-    elif isinstance(record, SummaryRecord):
+    """Check a decoded summary's, event's or opaque item's field types.
+
+    A message row's fields are checked as they are read (:func:`_fields`). A wrong one
+    is a TypeError or ValueError: the row is corrupt.
+    """
+    if isinstance(record, SummaryRecord):
+        if not isinstance(record.content, str):
+            raise TypeError("content is not a string")
         lo, hi = record.folds_from, record.folds_to
         if not all(isinstance(x, int) and not isinstance(x, bool) for x in (lo, hi)):
             raise TypeError("folds are not positions")
@@ -111,28 +100,20 @@ _CONTENT_ONLY = '{"content":"'
 
 def _kind_fields(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """The kind-specific constructor arguments of a decoded payload."""
-    if kind in ("user", "system"):
-        fields: dict[str, Any] = {"content": body["content"]}
+    if kind in MESSAGE_KINDS:
+        content, calls, call_id, name, ok, images = _fields(kind, body)
+        if kind == "system":
+            return {"content": content}
         if kind == "user":
-            fields["images"] = body.get("images", 0)
-        return fields
-    if kind == "assistant":
-        calls = tuple(
-            ToolCall(c["id"], c["name"], c.get("arguments") or {})
-            for c in body.get("tool_calls") or ()
-        )
+            return {"content": content, "images": images}
+        if kind == "assistant":
+            return {"content": content, "tool_calls": calls, "images": images}
         return {
-            "content": body.get("content", ""),
-            "tool_calls": calls,
-            "images": body.get("images", 0),
-        }
-    if kind == "tool":
-        return {
-            "content": body["content"],
-            "tool_call_id": body["tool_call_id"],
-            "tool_name": body.get("tool_name"),
-            "ok": bool(body.get("ok", True)),
-            "images": body.get("images", 0),
+            "content": content,
+            "tool_call_id": call_id,
+            "tool_name": name,
+            "ok": ok,
+            "images": images,
         }
     if kind == "summary":
         lo, hi = body["folds"]
@@ -334,7 +315,7 @@ Fields = tuple[str, tuple[ToolCall, ...], str | None, str | None, bool | None, i
 
 
 def _fields(kind: str, payload: Any) -> Fields:
-    """The fields of a message row's payload, checked as :func:`_checked` checks a record.
+    """The fields of a message row's payload (a JSON text or its object), each checked.
 
     Raises:
         KeyError, TypeError, ValueError: the payload does not fit its kind.

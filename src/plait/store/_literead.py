@@ -1,6 +1,8 @@
-"""SQLite's view read: a history's messages read as messages (D205).
+"""SQLite's reads of a session's records, and its view read (D205).
 
-A message's row is read for its kind and payload only and decoded straight into
+A read of records reads each segment's key range, a batch of rows decoded at a time; a short
+read over several segments (a tail deep in a chain of branches) is one statement. In the
+view read, a message's row is read for its kind and payload only and decoded straight into
 its :class:`~plait.records.Message` (``records.decode_view_rows``); the few rows
 a view keeps whole (summaries, events, opaque items) are read whole by key, one
 statement per batch that holds any, in the caller's read transaction.
@@ -9,17 +11,44 @@ statement per batch that holds any, in the caller's read transaction.
 from __future__ import annotations
 
 import sqlite3
+from operator import itemgetter
 from typing import TYPE_CHECKING, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
-from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows, dumps
+from plait.records import (
+    Message,
+    Record,
+    collector_paused,
+    decode_records,
+    decode_rows,
+    decode_view_rows,
+    dumps,
+)
+from plait.store._litesql import READ_RANGES_MAX, read_ranges
 from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
     from plait.store.base import SessionRow
 
-__all__ = ["read_view"]
+__all__ = ["is_small", "read_records", "read_small", "read_view"]
+
+_READ_RANGE: Final = (
+    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
+    "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+)
+"""One segment's run of positions: each row's position is its place in the run (the
+count is checked), so the key is not selected."""
+_READ_RANGES: Final = (
+    "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
+    "FROM json_each(?) AS g CROSS JOIN records AS r "
+    "ON r.key >= json_extract(g.value, '$[0]') AND r.key < json_extract(g.value, '$[1]') "
+    "ORDER BY g.key, r.key"
+)
+"""Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
+_range_and_key: Final = itemgetter(0, 1)
+_SMALL_READ: Final = 512
+"""Positions a read spanning several segments may cover to be read in one statement."""
 
 _VIEW_RANGE: Final = (
     "SELECT kind, payload FROM records WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
@@ -32,6 +61,65 @@ _READ_KEYS: Final = (
 """The whole rows of a few keys (a JSON list): the summaries and events of a view read."""
 _BATCH: Final = 4096
 """Rows fetched and decoded at a time."""
+
+
+def is_small(parts: list[Segment]) -> bool:
+    """Whether a read of ``parts`` is one over several segments short enough for one statement."""
+    return len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ
+
+
+def read_records(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) -> list[Record]:
+    """The records of ``parts``, each segment's range, read in ``db``'s open read transaction.
+
+    Raises:
+        StoreCorruptError: a segment lacks rows, or a row does not decode.
+    """
+    out: list[Record] = []
+    with collector_paused():
+        for owner, a, b in parts:
+            base = owner << SEQ_BITS
+            # LIMIT: the scan stops at its last row instead of stepping to the
+            # next page, so a damaged page just past the range does not fail it.
+            cursor = db.execute(_READ_RANGE, (base | a, base | b, b - a))
+            got = 0
+            # Rows are decoded a batch at a time and dropped: a long read holds its
+            # records and one batch of rows, never all of both.
+            while rows := cursor.fetchmany(_BATCH):
+                out.extend(decode_records(rows, range(a + got, b)))
+                got += len(rows)
+            if got != b - a:
+                raise StoreCorruptError(
+                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
+                    f"of owner {owner}, found {got}"
+                )
+    return out
+
+
+def read_small(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) -> list[Record]:
+    """A short read over several segments, in one statement (see :func:`is_small`).
+
+    Sorting a few rows costs less than a statement per segment.
+
+    Raises:
+        StoreCorruptError: a segment lacks rows, or a row does not decode.
+    """
+    ranges = [((o << SEQ_BITS) | a, (o << SEQ_BITS) | b) for o, a, b in parts]
+    if len(ranges) <= READ_RANGES_MAX:
+        keys = [k for r in ranges for k in r]
+        rows = sorted(db.execute(read_ranges(len(ranges)), keys), key=_range_and_key)
+    else:
+        rows = db.execute(_READ_RANGES, (dumps(ranges),)).fetchall()
+    counts = [0] * len(parts)
+    for r in rows:
+        counts[r[0]] += 1
+    out = decode_rows(rows, SEQ_MAX, first=1)
+    for (owner, a, b), got in zip(parts, counts, strict=True):
+        if got != b - a:
+            raise StoreCorruptError(
+                f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
+                f"of owner {owner}, found {got}"
+            )
+    return out
 
 
 def read_view(

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol, runtime_checkable
 
+from plait._checks import MAX_INT
 from plait.context import Tally
 from plait.layout import Layout
 from plait.records import JSONValue, Message, Record
@@ -35,6 +36,7 @@ __all__ = [
     "ObjectStore",
     "ScratchpadEntry",
     "SessionRow",
+    "sessions_with_prefix",
     "Store",
     "TallyStore",
     "TranscriptStore",
@@ -358,6 +360,20 @@ class ListingStore(Protocol):
         every row. ``workspace=None`` lists every workspace.
         """
         ...
+
+
+def sessions_with_prefix(
+    store: TranscriptStore, workspace: str | None, prefix: str, limit: int
+) -> list[SessionRow]:
+    """Up to ``limit`` live sessions whose id starts with ``prefix``, newest first.
+
+    Through the store's own listing when it offers one (:class:`ListingStore`), which
+    reads only those; else every live row of :meth:`TranscriptStore.recent` is read
+    and filtered here.
+    """
+    if isinstance(store, ListingStore):
+        return store.recent_with_prefix(workspace, prefix, limit)
+    return [r for r in store.recent(workspace, MAX_INT) if r.id.startswith(prefix)][:limit]
 
 
 @runtime_checkable

@@ -20,7 +20,6 @@ import os
 import sqlite3
 import threading
 from collections.abc import Sequence
-from operator import itemgetter
 from pathlib import Path
 from typing import Final, Literal
 
@@ -30,18 +29,14 @@ from plait.errors import (
     SessionExistsError,
     SessionNotFoundError,
     StaleSessionError,
-    StoreCorruptError,
     StoreError,
     shown,
 )
-from plait.layout import Layout, Segment, segments
+from plait.layout import Layout, segments
 from plait.records import (
     MESSAGE_KINDS,
     Message,
     Record,
-    collector_paused,
-    decode_records,
-    decode_rows,
     dumps,
 )
 from plait.store._flock import FileLocks
@@ -56,24 +51,21 @@ from plait.store._liteconn import (
     TOP_TTL as _TOP_TTL,
 )
 from plait.store._litegc import collect, collect_all, owners_found
-from plait.store._literead import read_view
+from plait.store._literead import is_small, read_records, read_small, read_view
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
-    READ_RANGES_MAX,
     SELECT_ROW,
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
-    read_ranges,
     record_params,
 )
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
-    SEQ_BITS,
     SEQ_MAX,
     bases_text,
     row_from_columns,
@@ -102,29 +94,9 @@ MIGRATIONS: Final[tuple[Migration, ...]] = migrations(SQLITE_DDL)
 _log = logging.getLogger("plait.store")
 
 
-_READ_RANGE: Final = (
-    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
-    "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
-)
-"""One segment's run of positions: each row's position is its place in the run (the
-count is checked), so the key is not selected."""
-_READ_RANGES: Final = (
-    "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
-    "FROM json_each(?) AS g CROSS JOIN records AS r "
-    "ON r.key >= json_extract(g.value, '$[0]') AND r.key < json_extract(g.value, '$[1]') "
-    "ORDER BY g.key, r.key"
-)
-"""Several key ranges (a JSON list of ``[lo, hi]``) in one statement, in the list's order."""
-_range_and_key: Final = itemgetter(0, 1)
-_READ_BATCH: Final = 4096
-"""Rows fetched and decoded at a time by a long read."""
-_SMALL_READ: Final = 512
-"""Positions a read spanning several segments may cover to be read in one statement."""
-
 _LINKS_VERSION: Final = 6
 """The schema version that added ``sessions.base_owner``."""
 
-_SHIFT: Final = SEQ_BITS
 _SEQ_MAX: Final = SEQ_MAX
 
 Durability = Literal["normal", "full"]
@@ -476,30 +448,13 @@ class SQLiteStore(LiteConnection):
     def read(self, row: SessionRow, lo: int, hi: int) -> list[Record]:
         """Return the records at positions ``[lo, hi)``, reading each segment's range."""
         self._check_open()
-        out: list[Record] = []
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
-            return out
-        if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
-            return self._read_small(row, parts)
-        with self._snapshot("read", row.id) as db, collector_paused():
-            for owner, a, b in parts:
-                base = owner << _SHIFT
-                # LIMIT: the scan stops at its last row instead of stepping to the
-                # next page, so a damaged page just past the range does not fail it.
-                cursor = db.execute(_READ_RANGE, (base | a, base | b, b - a))
-                got = 0
-                # Rows are decoded a batch at a time and dropped: a long read holds its
-                # records and one batch of rows, never all of both.
-                while rows := cursor.fetchmany(_READ_BATCH):
-                    out.extend(decode_records(rows, range(a + got, b)))
-                    got += len(rows)
-                if got != b - a:
-                    raise StoreCorruptError(
-                        f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                        f"of owner {owner}, found {got}"
-                    )
-        return out
+            return []
+        with self._snapshot("read", row.id) as db:
+            if is_small(parts):
+                return read_small(db, row, parts)
+            return read_records(db, row, parts)
 
     def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
         """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
@@ -511,35 +466,11 @@ class SQLiteStore(LiteConnection):
         parts = segments(row.layout, row.pk, max(lo, 0), min(hi, row.layout.end_seq))
         if not parts:
             return []
-        if len(parts) > 1 and parts[-1][2] - parts[0][1] <= _SMALL_READ:
-            small = self._read_small(row, parts)
-            return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
         with self._snapshot("read", row.id) as db:
+            if is_small(parts):
+                small = read_small(db, row, parts)
+                return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
             return read_view(db, row, parts)
-
-    def _read_small(self, row: SessionRow, parts: list[Segment]) -> list[Record]:
-        """A short read over several segments (a tail deep in a chain of branches): one statement.
-
-        Sorting a few rows costs less than a statement per segment.
-        """
-        ranges = [((o << _SHIFT) | a, (o << _SHIFT) | b) for o, a, b in parts]
-        with self._snapshot("read", row.id) as db:
-            if len(ranges) <= READ_RANGES_MAX:
-                keys = [k for r in ranges for k in r]
-                rows = sorted(db.execute(read_ranges(len(ranges)), keys), key=_range_and_key)
-            else:
-                rows = db.execute(_READ_RANGES, (dumps(ranges),)).fetchall()
-        counts = [0] * len(parts)
-        for r in rows:
-            counts[r[0]] += 1
-        out = decode_rows(rows, _SEQ_MAX, first=1)
-        for (owner, a, b), got in zip(parts, counts, strict=True):
-            if got != b - a:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                    f"of owner {owner}, found {got}"
-                )
-        return out
 
     # -- collections ------------------------------------------------------------------
 
