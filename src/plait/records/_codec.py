@@ -199,21 +199,33 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
         plain = _PLAIN.get
         scan = _scan_string
         head = _CONTENT_ONLY
+        written, tool, assistant = _written_fields, tool_record, assistant_record
         # seqs may run on past the rows (a range to a segment's end, or one iterator over
         # several batches): zip stops at the last row, before taking another seq.
         for (rid, kind, payload, meta, created, tokens), seq in zip(rows, seqs, strict=False):
-            build = plain(kind)
-            if build is not None and meta is None:
-                # Anything but a text-only message's JSON (or a payload that is not text)
-                # is left to the paths below, which check it and say what is wrong.
-                try:
-                    if payload.startswith(head) and payload.endswith('"}'):
-                        text, stop = scan(payload, 12)
-                        if stop == len(payload) - 1:
-                            add(build(seq, rid, created, {}, tokens, text))
-                            continue
-                except (AttributeError, TypeError, ValueError):
-                    pass
+            if meta is None:
+                build = plain(kind)
+                if build is not None:
+                    # Anything but a text-only message's JSON (or a payload that is not
+                    # text) is left to the paths below, which check it and say what is wrong.
+                    try:
+                        if payload.startswith(head) and payload.endswith('"}'):
+                            text, stop = scan(payload, 12)
+                            if stop == len(payload) - 1:
+                                add(build(seq, rid, created, {}, tokens, text))
+                                continue
+                    except (AttributeError, TypeError, ValueError):
+                        pass
+                # A tool call or result as the codec writes it (none has images).
+                fields = written(kind, payload)
+                if fields is not None:
+                    content, calls, call_id, name, ok, _ = fields
+                    add(
+                        tool(seq, rid, created, {}, tokens, content, call_id, name, ok, 0)
+                        if kind == "tool"
+                        else assistant(seq, rid, created, {}, tokens, content, calls, 0)
+                    )
+                    continue
             called = _called_record(kind, payload, seq, rid, created, meta, tokens)
             add(
                 called
@@ -322,7 +334,8 @@ def _written_fields(kind: str, payload: Any) -> Fields | None:
         return None
     get = body.get
     if kind == "tool":
-        content, call_id, name, ok = get("content"), get("tool_call_id"), get("tool_name"), get("ok")
+        content, call_id = get("content"), get("tool_call_id")
+        name, ok = get("tool_name"), get("ok")
         if (
             len(body) == 4
             and type(content) is str
