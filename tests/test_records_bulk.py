@@ -29,12 +29,12 @@ from plait.records import (
     ToolCall,
     ToolRecord,
     UserRecord,
+    _blanks,
     decode_record,
     decode_records,
     decode_view_rows,
     encode_payload,
 )
-from plait.records import _blanks
 
 TEXT = st.text(max_size=30)
 ARGS = st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), TEXT, st.none()), max_size=3)
@@ -65,9 +65,11 @@ def test_the_blanks_are_what_the_constructors_make() -> None:
         (_blanks.system_record(1, "a", 2, {}, None, "s"),
          SystemRecord(seq=1, id="a", created_at_us=2, content="s")),
         (_blanks.user_record(1, "a", 2, {"m": 1}, 4, "u", 2),
-         UserRecord(seq=1, id="a", created_at_us=2, meta={"m": 1}, tokens=4, content="u", images=2)),
+         UserRecord(seq=1, id="a", created_at_us=2, meta={"m": 1}, tokens=4, content="u",
+                    images=2)),
         (_blanks.assistant_record(1, "a", 2, {}, None, "t", (call,), 1),
-         AssistantRecord(seq=1, id="a", created_at_us=2, content="t", tool_calls=(call,), images=1)),
+         AssistantRecord(seq=1, id="a", created_at_us=2, content="t", tool_calls=(call,),
+                         images=1)),
         (_blanks.tool_record(1, "a", 2, {}, None, "o", "c", None, False, 0),
          ToolRecord(seq=1, id="a", created_at_us=2, content="o", tool_call_id="c", ok=False)),
     ]
@@ -110,8 +112,8 @@ def test_tool_calls_and_results_decode_as_decode_record_does(
         _same(got, w)
     views, whole = decode_view_rows([(k, p) for _, k, p, *_ in rows], range(2))
     assert whole == []
-    for got, w in zip(views, want, strict=True):
-        _same(got, Message.from_record(w))
+    for view, w in zip(views, want, strict=True):
+        _same(view, Message.from_record(w))
 
 
 # Payloads near the codec's shape: each is read as decode_record reads it.
