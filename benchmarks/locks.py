@@ -1,9 +1,10 @@
 """The cost of one SQLite writer lock and unlock while a process holds many others.
 
 A store takes ``--held`` sessions' writer locks and keeps them; then a lock and unlock
-of 200 other sessions (each locked once before) is timed, again and again, and the table shows the median µs per
-lock+unlock and the descriptors the process has open, for each count held. A lock whose
-kernel list grows with the locks held shows it here as a cost that grows with them.
+of 200 other sessions (each locked once before) is timed, again and again, and the table
+shows the median µs per lock+unlock and the descriptors the process has open, for each
+count held. A lock whose kernel list grows with the locks held shows it here as a cost
+that grows with them.
 
 ``--against DIR`` compares this checkout with another (DIR is its root, e.g. a worktree
 of ``main``): every run happens in a fresh interpreter importing one checkout's ``src``,

@@ -300,7 +300,6 @@ FLOCK_HOLDER = """
 """
 
 
-@pytest.mark.skipif(not shard_locks.AVAILABLE, reason="on this system every store uses it")
 def test_the_flock_fallback_still_locks_per_session(tmp_path: Path) -> None:
     folder = tmp_path / "x.db-locks"
     proc = subprocess.Popen(
@@ -318,6 +317,28 @@ def test_the_flock_fallback_still_locks_per_session(tmp_path: Path) -> None:
         assert not locks.locked_elsewhere("s") and locks.lock("s") is True
     finally:
         locks.release_all()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def test_a_holder_of_the_old_per_session_file_is_seen(tmp_path: Path) -> None:
+    db = tmp_path / "mixed.db"
+    # A process of the layout before shards, on the same database's lock folder.
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(FLOCK_HOLDER), f"{db}-locks"],
+        stdout=subprocess.PIPE, text=True,
+    )
+    store = SQLiteStore(str(db))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert store.locked_elsewhere("s") and store.lock("s") is False
+        assert store.lock("t") is True  # its old file is nobody's
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not store.locked_elsewhere("s") and store.lock("s") is True
+    finally:
+        store.close()
         if proc.poll() is None:
             proc.kill()
         proc.wait()

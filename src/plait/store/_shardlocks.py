@@ -19,6 +19,12 @@ its parent's descriptions: it closes the descriptors it inherited without unlock
 
 Within one process every store on the same database shares each shard's descriptor and
 counts its holds per session, so two clients of one program never lock each other out.
+
+Before this layout a session's lock was a ``flock`` on a file of its own in the same
+folder (``<sha256(id)[:32]>.lock``, :class:`plait.store._flock.FlockLocks`), and a plait
+process of that time may still run beside this one. So a lock is not taken, and
+``locked_elsewhere`` says True, while another process holds the session's old file; the
+old file is only probed, never kept, since keeping it would cost a descriptor per session.
 """
 
 from __future__ import annotations
@@ -57,9 +63,28 @@ def place(session_id: str) -> tuple[int, int]:
     The offset takes 62 bits of the hash, so two ids of one shard share a byte with a
     chance of one in 2**62; the shard takes other bits of the same hash.
     """
-    digest = hashlib.sha256(session_id.encode("utf-8")).digest()
-    offset = int.from_bytes(digest[:8], "big") >> 2
-    return digest[8] % SHARDS, offset
+    return _place(hashlib.sha256(session_id.encode("utf-8")).digest())
+
+
+def _place(digest: bytes) -> tuple[int, int]:
+    return digest[8] % SHARDS, int.from_bytes(digest[:8], "big") >> 2
+
+
+def _old_file_taken(folder: str, digest: bytes) -> bool:
+    """Whether another process holds the session's lock file of the layout before shards."""
+    try:  # a path of strings: a Path here would cost as much as the lock itself
+        fd = os.open(folder + digest.hex()[:32] + ".lock", os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # no plait process of that layout ever locked the session
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in _BUSY:
+            return True
+        raise
+    finally:
+        os.close(fd)  # also drops the probe's shared lock
+    return False
 
 
 class _Shard:
@@ -119,13 +144,15 @@ class ShardLocks:
     def __init__(self, folder: Path) -> None:
         self._folder = folder
         self._paths = [str(folder / f"writers-{k:02x}.lock") for k in range(SHARDS)]
+        self._old = str(folder) + os.sep  # where the old layout's files are
         self._mine: set[str] = set()
         self._mine_lock = threading.Lock()
         _instances.add(self)
 
     def lock(self, session_id: str) -> bool:
         """Take the lock for this process; False if another process holds it."""
-        k, offset = place(session_id)
+        digest = hashlib.sha256(session_id.encode("utf-8")).digest()
+        k, offset = _place(digest)
         path = self._paths[k]
         with self._mine_lock:
             if session_id in self._mine:
@@ -140,6 +167,10 @@ class ShardLocks:
                     self._folder.mkdir(parents=True, exist_ok=True)
                     shard = _shards[path] = _Shard(path)
                 try:
+                    # A process of the old layout that takes the old file after this probe
+                    # is not seen: it never looks at the shards either.
+                    if _old_file_taken(self._old, digest):
+                        return False
                     _set(shard.fd, fcntl.F_WRLCK, offset)
                 except OSError as exc:
                     if exc.errno not in _BUSY:
@@ -177,22 +208,28 @@ class ShardLocks:
 
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the lock (this process's own hold is not "elsewhere")."""
-        k, offset = place(session_id)
+        digest = hashlib.sha256(session_id.encode("utf-8")).digest()
+        k, offset = _place(digest)
         path = self._paths[k]
         # Under the registry lock, so that no thread of this process takes the byte while
         # a probe through a description of its own would see that lock as another's.
         with _registry_lock:
             shard = _shards.get(path)
             if shard is not None:
-                return offset not in shard.holds and _taken_elsewhere(shard.fd, offset)
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:  # no process ever locked a session of this shard
-                return False
-            try:
-                return _taken_elsewhere(fd, offset)
-            finally:
-                os.close(fd)  # a description with no locks: closing it frees nothing
+                if offset in shard.holds:
+                    return False
+                taken = _taken_elsewhere(shard.fd, offset)
+            else:
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+                except FileNotFoundError:  # no process ever locked a session of this shard
+                    taken = False
+                else:
+                    try:
+                        taken = _taken_elsewhere(fd, offset)
+                    finally:
+                        os.close(fd)  # a description with no locks: closing it frees nothing
+            return taken or _old_file_taken(self._old, digest)
 
     def release_all(self) -> None:
         """Drop every hold of this store."""
