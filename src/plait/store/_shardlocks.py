@@ -5,10 +5,11 @@ one byte of one of :data:`SHARDS` files beside the database,
 ``<db>-locks/writers-XX.lock``: a hash of the session id names both the file and the
 byte (an offset below 2**62; a lock needs no byte to exist, so the files stay empty).
 The kernel keeps a file's record locks in one list that every lock and unlock walks,
-so one file for every session would make each cost grow with the locks the process
-holds; spread over the shards, a list holds 1/SHARDS of them. A process keeps one
-descriptor per shard in which it holds a lock, opened on the first and closed with the
-last, so its open files stay below SHARDS however many sessions it writes.
+so a single file for all sessions would make each cost grow with every lock held on it;
+spread over the shards, a list holds 1/SHARDS of them (a cost still grows, SHARDS times
+slower). A process keeps one descriptor per shard in which it holds a lock, opened on
+the first and closed with the last, so it keeps at most SHARDS open for them however
+many sessions it writes.
 
 Open file description locks belong to the description, not the process: closing some
 other descriptor of the file (a probe's) leaves them in place, and the kernel drops them
