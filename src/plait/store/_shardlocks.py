@@ -43,7 +43,7 @@ from pathlib import Path
 
 __all__ = ["AVAILABLE", "SHARDS", "ShardLocks", "place"]
 
-SHARDS = 64
+SHARDS = 128
 """How many shard files a store's locks are spread over: the most descriptors a process
 keeps for them, and what divides the locks each list walk passes over. Every process on
 one database must agree on it: changing it is a change of the lock files' layout."""
@@ -62,13 +62,13 @@ def place(session_id: str) -> tuple[int, int]:
     """The shard and the byte that are a session's lock: from one hash of its id.
 
     The offset takes 62 bits of the hash, so two ids of one shard share a byte with a
-    chance of one in 2**62; the shard takes other bits of the same hash.
+    chance of one in 2**62; the shard takes the next 32 bits of the same hash.
     """
     return _place(hashlib.sha256(session_id.encode("utf-8")).digest())
 
 
 def _place(digest: bytes) -> tuple[int, int]:
-    return digest[8] % SHARDS, int.from_bytes(digest[:8], "big") >> 2
+    return int.from_bytes(digest[8:12], "big") % SHARDS, int.from_bytes(digest[:8], "big") >> 2
 
 
 def _old_file_taken(folder: str, digest: bytes) -> bool:
