@@ -165,8 +165,12 @@ class ShardLocks:
                     self._mine.add(session_id)
                     return True
                 if shard is None:
-                    self._folder.mkdir(parents=True, exist_ok=True)
-                    shard = _shards[path] = _Shard(path)
+                    try:
+                        shard = _Shard(path)
+                    except FileNotFoundError:  # the folder's first lock: made only then
+                        self._folder.mkdir(parents=True, exist_ok=True)
+                        shard = _Shard(path)
+                    _shards[path] = shard
                 try:
                     # A process of the old layout that takes the old file after this probe
                     # is not seen: it never looks at the shards either.
