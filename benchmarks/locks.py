@@ -4,8 +4,8 @@ A store takes ``--held`` sessions' writer locks and keeps them; then a lock and 
 of 200 other sessions (each locked once before) is timed, again and again, and the table
 shows the median CPU µs (user and system: the kernel's list walks are system time, and
 CPU time moves less than wall time on a shared machine) per lock+unlock and the
-descriptors the process has open, for each count held. A lock whose kernel list grows with the locks held shows it here as a cost
-that grows with them.
+descriptors the process has open, for each count held. A lock whose kernel list grows
+with the locks held shows it here as a cost that grows with them.
 
 ``--against DIR`` compares this checkout with another (DIR is its root, e.g. a worktree
 of ``main``): every run happens in a fresh interpreter importing one checkout's ``src``,
