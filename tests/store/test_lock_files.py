@@ -270,7 +270,10 @@ def test_a_killed_parent_s_lock_goes_while_its_child_lives(tmp_path: Path) -> No
     store = SQLiteStore(db)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
+        listed = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        if not listed.exists():
+            pytest.skip("the kernel lists no children in /proc")
+        children = listed.read_text().split()
         assert len(children) == 1
         assert store.locked_elsewhere("s") and not store.lock("s")
         os.kill(proc.pid, signal.SIGKILL)
