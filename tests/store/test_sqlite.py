@@ -312,6 +312,56 @@ def test_a_short_read_over_many_segments_keeps_their_order_and_finds_a_missing_r
     store.close()
 
 
+def test_a_held_layout_is_compared_in_the_engine_and_a_changed_one_read_anew(
+    tmp_path: Path,
+) -> None:
+    """A deep row read again comes back without its layout text, which the engine compared
+    with the one this process holds; a layout changed meanwhile is read, never the old one."""
+    store = SQLiteStore(tmp_path / "kept.db")
+    c = Client(tmp_path, store=store)
+    current = Session.from_user_message("root", client=c)
+    for i in range(40):
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+    first = store.get(current.id)
+    assert first is not None and len(first.layout.bases) == 40
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    try:
+        again = store.get(current.id)
+    finally:
+        store._db.set_trace_callback(None)
+    assert again == first and again.layout.bases is first.layout.bases
+    assert any("CASE WHEN s.bases = " in q for q in statements)
+    # Another writer (here: by hand) gives the row another layout of as many segments.
+    pairs = [list(p) for p in first.layout.bases]
+    pairs[-1] = pairs[-2]
+    other = json.dumps(pairs)
+    store._db.execute("UPDATE sessions SET bases = ? WHERE pk = ?", (other, first.pk))
+    changed = store.get(current.id)
+    assert changed is not None
+    assert changed.layout.bases == tuple(tuple(p) for p in json.loads(other))
+    assert changed.layout.bases != first.layout.bases
+    store.close()
+
+
+def test_parent_ids_holding_quotes_backslashes_or_several_ids_read_back(tmp_path: Path) -> None:
+    """One parent is read without the JSON decoder; any id that needs an escape is not."""
+    from plait.store import SessionRow
+
+    store = SQLiteStore(tmp_path / "parents.db")
+    for i, parents in enumerate(
+        [("plain",), ('a"b',), ("x\\y",), ("p", "q"), ("",), ("é/ü",), ('"',)]
+    ):
+        store.create(SessionRow(id=f"s{i}", workspace="/ws", parent_ids=parents))
+        row = store.get(f"s{i}")
+        assert row is not None and row.parent_ids == parents
+    store._db.execute("UPDATE sessions SET parent_ids = ? WHERE id = 's0'", ('["]',))
+    with pytest.raises(StoreCorruptError, match="parent_ids"):
+        store.get("s0")
+    store.close()
+
+
 def _tombstones_and_referenced(store: SQLiteStore) -> tuple[set[int], set[int]]:
     db = store._db
     tombs = {int(pk) for (pk,) in db.execute("SELECT pk FROM sessions WHERE deleted = 1")}

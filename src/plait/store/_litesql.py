@@ -22,6 +22,7 @@ __all__ = [
     "INSERT_SESSION",
     "INSERT_SESSION_UNLINKED",
     "SELECT_ROW",
+    "SELECT_ROW_KEPT",
     "SQLITE_DDL",
     "UPDATE_SESSION",
     "UPDATE_SESSION_UNLINKED",
@@ -94,6 +95,13 @@ SELECT_ROW: Final = (
     "SELECT key FROM records WHERE key >= (s.pk << 32) AND key < ((s.pk + 1) << 32) "
     "ORDER BY key DESC LIMIT 1)"
 )
+
+
+SELECT_ROW_KEPT: Final = SELECT_ROW.replace(
+    "s.bases, ", "CASE WHEN s.bases = ? THEN NULL ELSE s.bases END, ", 1
+)
+"""SELECT_ROW with ``bases`` NULL where it equals the first parameter: a long layout held
+decoded is compared by the engine, and no copy of its text is made for the compare."""
 
 
 READ_RANGES_MAX: Final = 64
