@@ -150,7 +150,8 @@ def _prefix(layout: Layout, own: int, cut: int) -> tuple[tuple[int, int], ...]:
     kept = bases[:i]
     start = kept[-1][1] if kept else 0
     owner = bases[i][0] if i < len(bases) else own
-    return (*kept, (owner, cut)) if start < cut else kept
+    # A concatenation copies the pairs once (unpacking into a display copies them twice).
+    return kept + ((owner, cut),) if start < cut else kept
 
 
 def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:

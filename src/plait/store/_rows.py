@@ -137,11 +137,11 @@ def scratchpad_values(entry: ScratchpadEntry) -> tuple[Any, ...]:
     )
 
 
-def row_from_columns(r: Sequence[Any], kept: _Bases | None = None) -> SessionRow:
+def row_from_columns(r: Sequence[Any], kept: tuple[str, _Bases] | None = None) -> SessionRow:
     """Decode one selected row into a :class:`SessionRow`.
 
-    ``kept`` is the layout the statement compared the row's ``bases`` with (see
-    :func:`kept_for`): the column is NULL when they were equal.
+    ``kept`` is the layout (text and tuple) the statement compared the row's ``bases``
+    with (see :func:`kept_for`): the column is NULL when they were equal.
 
     Raises:
         StoreCorruptError: a column does not hold what it should.
@@ -155,7 +155,9 @@ def row_from_columns(r: Sequence[Any], kept: _Bases | None = None) -> SessionRow
                 updated = max(updated, r[22])
         text = r[7]
         if text is None and kept is not None:
-            bases = kept
+            bases = kept[1]
+            if _by_last_pair.get(id(bases[-1])) is None:
+                _keep(kept[0], bases, r[0])  # what a branch of it looks its text up by
         else:
             bases = bases_of(text, r[0])
             if len(text) > _SHORT_BASES:
@@ -291,6 +293,7 @@ def _keep(text: str, bases: _Bases, pk: int | None = None) -> None:
         _by_text.clear()
         _by_identity.clear()
         _by_last_pair.clear()
+        _by_id.clear()
     if pk is not None:
         _by_owner[pk] = (text, bases)
     _by_text[len(text), text[-_TEXT_END:]] = (text, bases)
@@ -313,8 +316,8 @@ def kept_as(pk: int, text: str, bases: _Bases) -> None:
     A new branch's text was just made by :func:`bases_text`: kept by the row's key,
     its first read is a compare of the text read with it, as any later read is.
     """
-    if len(text) > _SHORT_BASES:
-        _keep(text, bases, pk)
+    if len(text) > _SHORT_BASES and len(_by_owner) < _BASES_CACHED:
+        _by_owner[pk] = (text, bases)
 
 
 def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:

@@ -276,7 +276,7 @@ class SQLStore(SQLObjects, ABC):
             # The layout last read under this id is compared in the engine: when it is
             # the same, the row comes back without it and the decoded one is used.
             r = self._one(q.get_kept, (kept[0], session_id), "get", session_id)
-            return row_from_columns(r, kept[1]) if r is not None else None
+            return row_from_columns(r, kept) if r is not None else None
         r = self._one(q.get, (session_id,), "get", session_id)
         return row_from_columns(r) if r is not None else None
 
