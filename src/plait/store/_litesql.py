@@ -112,14 +112,15 @@ READ_RANGES_MAX: Final = 64
 def read_ranges(n: int) -> str:
     """Read ``n`` key ranges (parameters ``lo, hi`` each) in one statement, one arm each.
 
-    Each row starts with its range's number: sorted by it and the key, the rows are in
-    the ranges' order. A point search per arm, with neither a JSON list to build and
-    parse nor a sort in the engine, is what a tail deep in a chain of branches reads.
+    The ranges are a read's segments, whose positions run on from one to the next, so
+    a row's position (its key's low bits) orders the rows. A point search per arm, with
+    neither a JSON list to build and parse nor a sort in the engine, is what a tail deep
+    in a chain of branches reads.
     """
     return " UNION ALL ".join(
-        f"SELECT {i}, key, id, kind, payload, meta, created_at, tokens FROM records "
+        "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
         "WHERE key >= ? AND key < ?"
-        for i in range(n)
+        for _ in range(n)
     )
 
 
