@@ -39,7 +39,7 @@ from plait.records import (
     Record,
     dumps,
 )
-from plait.store._flock import FileLocks
+from plait.store._flock import FileLocks, file_locks
 from plait.store._liteconn import (
     CHECKPOINT_PAGES,
     LiteConnection,
@@ -178,9 +178,10 @@ class SQLiteStore(LiteConnection):
             except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
                 raise StoreError(f"{resolved}: cannot create its folder: {exc}") from exc
         self._path = target
-        # Writer locks: flock files beside the database; in memory nobody else can see
+        # Writer locks: lock files beside the database; in memory nobody else can see
         # the sessions, so the locks are this process's alone.
-        self._locks: FileLocks | None = None if self._memory else FileLocks(Path(target + "-locks"))
+        folder = Path(target + "-locks")
+        self._locks: FileLocks | None = None if self._memory else file_locks(folder)
         self._memory_locks: set[str] = set()
         self._migrations = checked_migrations(migrations)
         self._lock = threading.RLock()
