@@ -362,6 +362,44 @@ def test_parent_ids_holding_quotes_backslashes_or_several_ids_read_back(tmp_path
     store.close()
 
 
+def test_a_short_read_puts_rows_the_engine_gave_in_another_order_back_in_order(
+    tmp_path: Path,
+) -> None:
+    """The positions prove a short read's order; rows given in another order are sorted."""
+    from plait.layout import segments
+    from plait.store._literead import read_small
+
+    store = SQLiteStore(tmp_path / "order.db")
+    c = Client(tmp_path, store=store)
+    current = Session.from_user_message("root", client=c)
+    for i in range(30):
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+    row = store.get(current.id)
+    assert row is not None
+    end = row.layout.end_seq
+    parts = segments(row.layout, row.pk, end - 20, end)
+
+    class Reversed:
+        """A connection whose statements give their rows newest first."""
+
+        def __init__(self, db: sqlite3.Connection, drop: int = 0) -> None:
+            self.db, self.drop = db, drop
+
+        def execute(self, sql: str, params: list[int]) -> Reversed:
+            self.rows = self.db.execute(sql, params).fetchall()[::-1][self.drop :]
+            return self
+
+        def fetchall(self) -> list[tuple[object, ...]]:
+            return self.rows
+
+    got = read_small(Reversed(store._db), row, parts)  # type: ignore[arg-type]
+    assert [r.text for r in got] == [f"link {i}" for i in range(10, 30)]
+    with pytest.raises(StoreCorruptError, match="expected 1 rows at"):
+        read_small(Reversed(store._db, drop=1), row, parts)  # type: ignore[arg-type]
+    store.close()
+
+
 def _tombstones_and_referenced(store: SQLiteStore) -> tuple[set[int], set[int]]:
     db = store._db
     tombs = {int(pk) for (pk,) in db.execute("SELECT pk FROM sessions WHERE deleted = 1")}
