@@ -547,3 +547,14 @@ def test_the_store_checkpoints_its_log_itself(
         assert len(runs) == 2
     store.close()
     assert len(runs) == 3  # and one on close, for what it wrote since
+
+
+def test_a_layout_is_spelled_as_the_json_encoder_spells_it() -> None:
+    """A stored layout is compared as text (a branch's owner check), so every length of it
+    is spelled one way: compact JSON."""
+    from plait.store._rows import bases_text
+
+    rng = random.Random(7)
+    for n in (0, 1, 2, 31, 32, 33, 300):
+        bases = tuple((rng.randrange(1, 2**31), rng.randrange(0, 2**32)) for _ in range(n))
+        assert bases_text(bases) == json.dumps([list(p) for p in bases], separators=(",", ":"))

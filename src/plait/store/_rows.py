@@ -88,7 +88,9 @@ def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
     would cost more than the read it serves.
     """
     if len(bases) * 8 <= _SHORT_BASES:
-        return _ENCODE_PAIRS(bases)
+        # Spelled as the encoder spells them, without its Python layers (a root's branch
+        # has one pair).
+        return f"[{','.join([f'[{int(o)},{int(h)}]' for o, h in bases])}]"
     kept = _by_identity.get(id(bases))
     if kept is not None and kept[0] is bases:
         return kept[1]
