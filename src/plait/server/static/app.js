@@ -337,9 +337,17 @@ async function showSession(id) {
   setRunning(detail.running);
   $("session-view").hidden = false;
   $("session-view").dataset.id = id;
-  let after = -1;
+  let after = -1, head = null;
   for (;;) {
     const page = await api(sessionPath(id) + "/records?after=" + after + "&limit=1000");
+    if (head !== null && page.head !== head) {  // rewound between two pages: start again
+      $("transcript").replaceChildren();
+      state.messages = 0;
+      after = -1;
+      head = null;
+      continue;
+    }
+    head = page.head;
     for (const r of page.records) { addRecord(r); after = r.seq; }
     if (page.records.length === 0 || after >= page.end_seq - 1) break;
   }
@@ -348,7 +356,7 @@ async function showSession(id) {
   const clients = await api(sessionPath(id) + "/clients");
   setControlling(id, clients.controller_id === state.client);
   if (state.controlled === id) await loadApprovals(id);
-  follow(id, after);
+  follow(id, after + "~" + head);
 }
 
 function showFacts(detail) {
@@ -572,8 +580,22 @@ function stopFollowing() {
   state.follow = null;
 }
 
+// The session's head moved (a rewind, its undo): records from `keep` on are replaced by
+// the record events that follow.
+function headMoved(id, keep) {
+  for (const item of Array.from($("transcript").children)) {
+    if (Number(item.dataset.seq) >= keep) item.remove();
+  }
+  state.messages = $("transcript").querySelectorAll("li[data-n]").length;
+  showLineage(id).catch(() => {});
+  showContext(id).catch(() => {});
+  api(sessionPath(id)).then(showFacts).catch(() => {});
+}
+
 function handleEvent(id, name, data) {
-  if (name === "record") {
+  if (name === "head") {
+    headMoved(id, data.keep);
+  } else if (name === "record") {
     addRecord(data.record);
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
@@ -594,11 +616,12 @@ function handleEvent(id, name, data) {
   }
 }
 
-async function follow(id, after) {
+// `mark` is the last event id seen: "<seq>~<head>", the head the seq counts on.
+async function follow(id, mark) {
   $("live").dataset.connected = "no";
   const control = new AbortController();
   state.follow = control;
-  let lastId = String(after);
+  let lastId = mark;
   while (!control.signal.aborted && state.key) {
     try {
       const response = await fetch(sessionPath(id) + "/events", {
