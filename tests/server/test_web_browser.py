@@ -293,12 +293,13 @@ def test_an_open_page_follows_a_rewind(browser_page: Any, tmp_path: Path) -> Non
             done = http.post(f"/sessions/{s.id}/rewind", json={"keep_first": 1})
             assert done.status_code == 200, done.text
             page.locator("#transcript li").nth(1).wait_for(state="detached")
-            page.locator("#session-facts", has_text="1 messages").wait_for()  # redrawn
+            page.locator("#session-facts", has_text="1 message ·").wait_for()  # redrawn
             http.post(
                 f"/sessions/{s.id}/messages",
                 json={"messages": [{"role": "user", "content": "a new second"}]},
             )
         page.locator("#transcript li[data-seq='1']", has_text="a new second").wait_for()
+        page.locator("#session-facts", has_text="2 messages").wait_for()  # follows records
         shown = page.locator("#transcript li").all_inner_texts()
         assert len(shown) == 2
         assert "first words" in shown[0] and "a new second" in shown[1]

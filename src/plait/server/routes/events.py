@@ -47,6 +47,8 @@ async def session_events(
     its undo, a pop): records from position K on are replaced by those that follow.
     """
     state = server_state(request)
+    since: int | None
+    head: str | None
     if after is not None:
         since, head = after, None
     else:

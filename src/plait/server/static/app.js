@@ -14,6 +14,7 @@ const state = {
   controlled: null,  // the session this page controls, or null
   sessions: [],      // the list view's rows, for the search box
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
+  factsTimer: 0,     // the facts line redrawn once records stop arriving
 };
 sessionStorage.setItem("plait.client", state.client);
 
@@ -362,7 +363,8 @@ async function showSession(id) {
 function showFacts(detail) {
   $("session-title").textContent = detail.title || detail.first_prompt || "(empty)";
   $("session-facts").textContent = [
-    detail.length + " messages", detail.source || "plait", detail.status,
+    detail.length + (detail.length === 1 ? " message" : " messages"), detail.source || "plait",
+    detail.status,
     (detail.lineage_operator || "root").replace("Session.", ""), "active " + age(detail.updated_at),
     detail.id,
   ].join(" · ");
@@ -592,11 +594,21 @@ function headMoved(id, keep) {
   api(sessionPath(id)).then(showFacts).catch(() => {});
 }
 
+// The facts line (the count of messages, when last active) follows records written outside
+// a run, once they stop arriving; a run's end redraws it anyway.
+function factsSoon(id) {
+  clearTimeout(state.factsTimer);
+  state.factsTimer = setTimeout(() => {
+    if (currentId() === id) api(sessionPath(id)).then(showFacts).catch(() => {});
+  }, 300);
+}
+
 function handleEvent(id, name, data) {
   if (name === "head") {
     headMoved(id, data.keep);
   } else if (name === "record") {
     addRecord(data.record);
+    if ($("live-state").textContent !== "running") factsSoon(id);
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {
