@@ -58,6 +58,7 @@ from plait.store._litesql import (
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
     SELECT_ROW,
+    SELECT_ROW_KEPT,
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
@@ -68,6 +69,7 @@ from plait.store._recency import Recency
 from plait.store._rows import (
     SEQ_MAX,
     bases_text,
+    kept_as,
     row_from_columns,
     row_values,
     scratchpad_values,
@@ -148,6 +150,7 @@ class SQLiteStore(LiteConnection):
         live="deleted = 0",
         live_s="s.deleted = 0",
         select_row=SELECT_ROW,
+        select_row_kept=SELECT_ROW_KEPT,
         key_share="",
         tombstone="deleted = 1, id = char(0) || pk",
     )
@@ -256,6 +259,7 @@ class SQLiteStore(LiteConnection):
             raise not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise failed(f"create {row.id!r}", exc) from exc
+        kept_as(pk, values[1], row.layout.bases)
         return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:
