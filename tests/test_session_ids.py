@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from plait._ids import id_slug, is_session_id
 from plait.cli import cli
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.interop import write_bundle
+from plait.store import _shardlocks as shard_locks
 
 HOSTILE = [
     "../../etc/passwd",
@@ -92,11 +94,17 @@ def test_a_hostile_id_is_created_opened_written_and_exported_in_place(
     shown = runner.invoke(cli, [*base, "sessions", "show", "--", sid])
     assert shown.exit_code == 0 and "hello" in shown.stdout
     # Every new file is where it belongs: the workspace, the working directory, or the
-    # store's own folder (the database and its lock files, named by a hash).
+    # store's own folder (the database and its lock files: shards, or named by a hash).
     for new in files_under(tmp_path.parent) - before:
         assert new.parent in (ws, here) or db.parent in new.parents, new
         if new.parent.name == db.name + "-locks":
-            assert new.name.endswith(".lock") and len(new.name) == 37
+            assert _is_lock_file(new.name), new.name
+
+
+def _is_lock_file(name: str) -> bool:
+    if shard_locks.AVAILABLE:  # bytes of a shard file: ids name bytes, never paths
+        return re.fullmatch(r"writers-[0-9a-f]{2}\.lock", name) is not None
+    return re.fullmatch(r"[0-9a-f]{32}\.lock", name) is not None
 
 
 @pytest.mark.parametrize("bad", REFUSED)
@@ -131,8 +139,10 @@ def test_ids_are_compared_exactly(tmp_path: Path) -> None:
 def test_a_lock_on_a_hostile_id_locks_that_session_only(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     with Client(tmp_path, store=db) as client:
-        for sid in ("../../x", "x", "a/b"):
-            client.open(sid).inject({"role": "user", "content": sid})
-        locks = sorted(os.listdir(str(db) + "-locks"))
-        assert len(locks) == 3 and all(n.endswith(".lock") for n in locks)
+        handles = [client.open(sid) for sid in ("../../x", "x", "a/b")]
+        for h in handles:
+            h.inject({"role": "user", "content": h.id})
+        locks = os.listdir(str(db) + "-locks")
+        assert 1 <= len(locks) <= 3 and all(_is_lock_file(n) for n in locks)
+        assert all(h.holds_lock for h in handles)
         assert not (tmp_path.parent / "x").exists() and not (tmp_path / "a").exists()

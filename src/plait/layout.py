@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from operator import itemgetter
 
 from plait.records import Record, SummaryRecord
 
@@ -131,8 +132,8 @@ def segments_backward(layout: Layout, own: int) -> Iterator[Segment]:
             yield owner, lo, hi
 
 
-def _end(base: tuple[int, int]) -> int:
-    return base[1]
+_end: Callable[[tuple[int, int]], int] = itemgetter(1)
+"""A segment's end: the bisections' key (a C callable, called about ten times a search)."""
 
 
 def _prefix(layout: Layout, own: int, cut: int) -> tuple[tuple[int, int], ...]:
@@ -150,7 +151,8 @@ def _prefix(layout: Layout, own: int, cut: int) -> tuple[tuple[int, int], ...]:
     kept = bases[:i]
     start = kept[-1][1] if kept else 0
     owner = bases[i][0] if i < len(bases) else own
-    return (*kept, (owner, cut)) if start < cut else kept
+    # A concatenation copies the pairs once (unpacking into a display copies them twice).
+    return kept + ((owner, cut),) if start < cut else kept  # noqa: RUF005
 
 
 def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:

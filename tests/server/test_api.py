@@ -261,12 +261,12 @@ def test_a_run_streamed_as_sse(api: TestClient) -> None:
     assert events[-1]["data"]["ok"] is True and events[-1]["data"]["text"] == REPLY
     records = [e for e in events if e["event"] == "record"]
     assert [e["data"]["record"]["kind"] for e in records] == ["user", "assistant"]
-    assert [e["id"] for e in records] == ["0", "1"]
+    assert [e["id"].partition("~")[0] for e in records] == ["0", "1"]
     deltas = "".join(e["data"]["text"] for e in events if e["event"] == "text_delta")
     assert deltas == REPLY
     for e in events:
         if e["event"] != "record":
-            head, _, n = e["id"].partition(".")
+            head, _, n = e["id"].partition("~")[0].partition(".")
             assert int(head) >= -1 and int(n) >= 1
     assert "iteration_end" in names and "finish" in names
     hist = api.get(f"/sessions/{sid}/history").json()["messages"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -38,29 +39,99 @@ def test_observers_see_a_run_and_reconnect_without_losing_records(
             assert seen[0]["event"] == "run_start" and seen[0]["data"]["run_id"] == run_id
             assert seen[-1]["data"]["ok"] is True and seen[-1]["data"]["run_id"] == run_id
             records = [e for e in seen if e["event"] == "record"]
-            assert [e["id"] for e in records] == ["1", "2"]
+            assert [seq_of(e["id"]) for e in records] == ["1", "2"]
+            assert len({e["id"].partition("~")[2] for e in seen}) == 1  # one head throughout
             assert [e["data"]["record"]["kind"] for e in records] == ["user", "assistant"]
             assert "".join(e["data"]["text"] for e in seen if e["event"] == "text_delta") == REPLY
         # The observer dropped after record 1: reconnecting with its id replays record 2.
         with http.stream("GET", f"/sessions/{sid}/events", headers={"Last-Event-ID": "1"}) as again:
             ev = SseReader(again).next()
-            assert ev["event"] == "record" and ev["id"] == "2"
+            assert ev["event"] == "record" and seq_of(ev["id"]) == "2"
             assert ev["data"]["record"]["payload"]["content"] == REPLY
         # A delta's id names the record before it: reconnecting with it replays from there.
         delta_id = next(e["id"] for e in seen_a if e["event"] == "text_delta")
         with http.stream(
             "GET", f"/sessions/{sid}/events", headers={"Last-Event-ID": delta_id}
         ) as again:
-            assert SseReader(again).next()["id"] == "2"
+            assert seq_of(SseReader(again).next()["id"]) == "2"
         # ?after=-1 replays everything in view, in order, then follows.
         with http.stream("GET", f"/sessions/{sid}/events", params={"after": -1}) as replay:
             r = SseReader(replay)
-            assert [r.next()["id"] for _ in range(3)] == ["0", "1", "2"]
+            assert [seq_of(r.next()["id"]) for _ in range(3)] == ["0", "1", "2"]
             http.post(f"/sessions/{sid}/clients", json={"client_id": "late"})
             ev = r.next()
-            assert (
-                ev["id"] == "3" and ev["data"]["record"]["payload"]["name"] == "live_session_client"
+            assert seq_of(ev["id"]) == "3"
+            assert ev["data"]["record"]["payload"]["name"] == "live_session_client"
+
+
+def seq_of(event_id: str) -> str:
+    """The seq part of an event id (``"12~h"`` and ``"12.3~h"`` give ``"12"``)."""
+    return event_id.partition("~")[0].partition(".")[0]
+
+
+def _texts(events: list[dict[str, Any]]) -> list[tuple[int, str]]:
+    return [
+        (e["data"]["seq"], e["data"]["record"]["payload"]["content"])
+        for e in events
+        if e["event"] == "record"
+    ]
+
+
+def test_a_rewind_reaches_observers_as_a_moved_head(live: LiveServer, served: Served) -> None:
+    """After a rewind the stream says which records stand, then sends the new ones.
+
+    The positions past the cut are reused by the records written after it, so an
+    observer that only counted seqs would keep the rewound records and never see the
+    new ones.
+    """
+    with httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+        sid = http.post("/sessions", json={}).json()["id"]
+        said = [{"role": "user", "content": t} for t in ("one", "two", "three")]
+        http.post(f"/sessions/{sid}/messages", json={"messages": said})
+        with http.stream("GET", f"/sessions/{sid}/events", params={"after": -1}) as stream:
+            reader = SseReader(stream)
+            first = [reader.next() for _ in range(3)]
+            assert _texts(first) == [(0, "one"), (1, "two"), (2, "three")]
+            old_head = first[-1]["id"]
+            rewound = http.post(f"/sessions/{sid}/rewind", json={"keep_first": 1})
+            assert rewound.status_code == 200, rewound.text
+            moved = reader.next()
+            assert moved["event"] == "head"
+            assert (moved["data"]["keep"], moved["data"]["end_seq"]) == (1, 1)
+            assert moved["id"].partition("~")[2] != old_head.partition("~")[2]
+            http.post(
+                f"/sessions/{sid}/messages",
+                json={"messages": [{"role": "user", "content": "TWO"}]},
             )
+            again = reader.next()
+            assert _texts([again]) == [(1, "TWO")]
+            # The undo brings the old head back: keep one, then "two" and "three" again.
+            undone = http.post(f"/sessions/{sid}/rewind", json={"undo": True})
+            assert undone.status_code == 200, undone.text
+            back = reader.until(lambda e: e["event"] == "record" and e["data"]["seq"] == 2)
+            assert back[0]["event"] == "head" and back[0]["data"]["keep"] == 1
+            assert _texts(back) == [(1, "two"), (2, "three")]
+        # A reconnect with an id of the rewound head gets everything in view again.
+        http.post(f"/sessions/{sid}/rewind", json={"keep_first": 2})
+        with http.stream(
+            "GET", f"/sessions/{sid}/events", headers={"Last-Event-ID": old_head}
+        ) as stream:
+            reader = SseReader(stream)
+            reset = reader.next()
+            assert reset["event"] == "head" and reset["data"]["keep"] == 0
+            assert _texts([reader.next(), reader.next()]) == [(0, "one"), (1, "two")]
+        # The records page names the head its seqs count on; resuming from it is exact.
+        page = http.get(f"/sessions/{sid}/records").json()
+        mark = f"{page['records'][-1]['seq']}~{page['head']}"
+        with http.stream(
+            "GET", f"/sessions/{sid}/events", headers={"Last-Event-ID": mark}
+        ) as stream:
+            reader = SseReader(stream)
+            http.post(
+                f"/sessions/{sid}/messages",
+                json={"messages": [{"role": "user", "content": "four"}]},
+            )
+            assert _texts([reader.next()]) == [(2, "four")]
 
 
 def test_records_from_another_writer_reach_observers(live: LiveServer, served: Served) -> None:
@@ -85,8 +156,9 @@ def test_event_stream_errors(live: LiveServer) -> None:
         r = http.get("/sessions/0190f4a0-0000-7000-8000-0000000000ff/events", headers=AUTH)
         assert r.status_code == 404 and r.json()["error"]["code"] == "session_not_found"
         sid = http.post("/sessions", json={}, headers=AUTH).json()["id"]
-        r = http.get(f"/sessions/{sid}/events", headers={**AUTH, "Last-Event-ID": "abc"})
-        assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_argument"
+        for bad in ("abc", "3~", "x~1"):
+            r = http.get(f"/sessions/{sid}/events", headers={**AUTH, "Last-Event-ID": bad})
+            assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_argument"
 
 
 @needs_postgres

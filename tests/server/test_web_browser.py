@@ -271,3 +271,44 @@ def test_an_opaque_item_is_shown_as_what_it_is(browser_page: Any, tmp_path: Path
         page.goto("about:blank")
     served.client.close()
     assert s.length == 3
+
+
+def test_an_open_page_follows_a_rewind(browser_page: Any, tmp_path: Path) -> None:
+    """A rewind made elsewhere takes the rewound messages off an open page; new ones show."""
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    s = served.client.sessions.create(
+        [{"role": "user", "content": t} for t in ("first words", "second words", "third words")],
+        title="Rewound while watched",
+    )
+    page = browser_page
+    with LiveServer(served.app) as live:
+        page.goto(live.url + "/", wait_until="load")
+        page.fill("#api-key", KEY)
+        page.click("#connect")
+        page.wait_for_selector("#list-view:not([hidden]) a.session-link")
+        page.click("a.session-link:text('Rewound while watched')")
+        page.wait_for_selector("#transcript li[data-seq='2']")
+        page.wait_for_selector("#live[data-connected='yes']")
+        with httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+            done = http.post(f"/sessions/{s.id}/rewind", json={"keep_first": 1})
+            assert done.status_code == 200, done.text
+            page.locator("#transcript li").nth(1).wait_for(state="detached")
+            page.locator("#session-facts", has_text="1 message ·").wait_for()  # redrawn
+            http.post(
+                f"/sessions/{s.id}/messages",
+                json={"messages": [{"role": "user", "content": "a new second"}]},
+            )
+        page.locator("#transcript li[data-seq='1']", has_text="a new second").wait_for()
+        page.locator("#session-facts", has_text="2 messages").wait_for()  # follows records
+        shown = page.locator("#transcript li").all_inner_texts()
+        assert len(shown) == 2
+        assert "first words" in shown[0] and "a new second" in shown[1]
+        assert not any("second words" in t or "third words" in t for t in shown)
+        assert "#1 user" in shown[1].lower()  # numbered after what stands, not after what was shown
+        box = page.locator("#transcript li[data-seq='1']").bounding_box()
+        assert box is not None and box["height"] > 20 and box["width"] > 200
+        shots = Path(os.environ.get("PLAIT_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "after-rewind.png"), full_page=True)
+        page.goto("about:blank")
+    served.client.close()

@@ -478,3 +478,39 @@ def test_migration_5_renames_old_tombstones_out_of_the_ids_sessions_may_take(
         assert store.get(f"/{gone.pk}") is not None and store.integrity_check() == []
     finally:
         store.close()
+
+
+def test_migration_8_stores_layouts_uncompressed_and_reads_older_ones(pg_schema: str) -> None:
+    """A store made before migration 8 keeps its (compressed) layouts readable after it."""
+    import psycopg
+
+    old = PostgresStore(URL, schema=pg_schema, migrations=MIGRATIONS[:7])
+    c = Client("/ws", store=old)
+    current = c.sessions.create([{"role": "user", "content": "root"}])
+    for i in range(300):  # a layout long enough to be stored out of line
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+    deep = current.id
+    before = old.get(deep)
+    old.close()
+    store = PostgresStore(URL, schema=pg_schema, auto_migrate=True)
+    try:
+        assert store.schema_version == CURRENT >= 8
+        row = store.get(deep)
+        assert row is not None and before is not None and row.layout == before.layout
+        assert [r.text for r in Client("/ws", store=store).open(deep).tail(2)] == [
+            "link 298",
+            "link 299",
+        ]
+        branch_of = Client("/ws", store=store).open(deep).fork()
+        assert store.get(branch_of.id).layout.bases[:-1] == row.layout.bases  # type: ignore[union-attr]
+        with psycopg.connect(URL, autocommit=True) as conn:
+            storage = conn.execute(
+                "SELECT a.attstorage FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s AND c.relname = 'sessions' AND a.attname = 'bases'",
+                (pg_schema,),
+            ).fetchone()
+        assert storage == ("e",)
+    finally:
+        store.close()

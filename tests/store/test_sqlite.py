@@ -312,6 +312,94 @@ def test_a_short_read_over_many_segments_keeps_their_order_and_finds_a_missing_r
     store.close()
 
 
+def test_a_held_layout_is_compared_in_the_engine_and_a_changed_one_read_anew(
+    tmp_path: Path,
+) -> None:
+    """A deep row read again comes back without its layout text, which the engine compared
+    with the one this process holds; a layout changed meanwhile is read, never the old one."""
+    store = SQLiteStore(tmp_path / "kept.db")
+    c = Client(tmp_path, store=store)
+    current = Session.from_user_message("root", client=c)
+    for i in range(40):
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+    first = store.get(current.id)
+    assert first is not None and len(first.layout.bases) == 40
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    try:
+        again = store.get(current.id)
+    finally:
+        store._db.set_trace_callback(None)
+    assert again == first and again.layout.bases is first.layout.bases
+    assert any("CASE WHEN s.bases = " in q for q in statements)
+    # Another writer (here: by hand) gives the row another layout of as many segments.
+    pairs = [list(p) for p in first.layout.bases]
+    pairs[-1] = pairs[-2]
+    other = json.dumps(pairs)
+    store._db.execute("UPDATE sessions SET bases = ? WHERE pk = ?", (other, first.pk))
+    changed = store.get(current.id)
+    assert changed is not None
+    assert changed.layout.bases == tuple(tuple(p) for p in json.loads(other))
+    assert changed.layout.bases != first.layout.bases
+    store.close()
+
+
+def test_parent_ids_holding_quotes_backslashes_or_several_ids_read_back(tmp_path: Path) -> None:
+    """One parent is read without the JSON decoder; any id that needs an escape is not."""
+    from plait.store import SessionRow
+
+    store = SQLiteStore(tmp_path / "parents.db")
+    for i, parents in enumerate(
+        [("plain",), ('a"b',), ("x\\y",), ("p", "q"), ("",), ("é/ü",), ('"',)]
+    ):
+        store.create(SessionRow(id=f"s{i}", workspace="/ws", parent_ids=parents))
+        row = store.get(f"s{i}")
+        assert row is not None and row.parent_ids == parents
+    store._db.execute("UPDATE sessions SET parent_ids = ? WHERE id = 's0'", ('["]',))
+    with pytest.raises(StoreCorruptError, match="parent_ids"):
+        store.get("s0")
+    store.close()
+
+
+def test_a_short_read_puts_rows_the_engine_gave_in_another_order_back_in_order(
+    tmp_path: Path,
+) -> None:
+    """The positions prove a short read's order; rows given in another order are sorted."""
+    from plait.layout import segments
+    from plait.store._literead import read_small
+
+    store = SQLiteStore(tmp_path / "order.db")
+    c = Client(tmp_path, store=store)
+    current = Session.from_user_message("root", client=c)
+    for i in range(30):
+        current = current.fork()
+        current.inject({"role": "user", "content": f"link {i}"})
+    row = store.get(current.id)
+    assert row is not None
+    end = row.layout.end_seq
+    parts = segments(row.layout, row.pk, end - 20, end)
+
+    class Reversed:
+        """A connection whose statements give their rows newest first."""
+
+        def __init__(self, db: sqlite3.Connection, drop: int = 0) -> None:
+            self.db, self.drop = db, drop
+
+        def execute(self, sql: str, params: list[int]) -> Reversed:
+            self.rows = self.db.execute(sql, params).fetchall()[::-1][self.drop :]
+            return self
+
+        def fetchall(self) -> list[tuple[object, ...]]:
+            return self.rows
+
+    got = read_small(Reversed(store._db), row, parts)  # type: ignore[arg-type]
+    assert [r.text for r in got] == [f"link {i}" for i in range(10, 30)]
+    with pytest.raises(StoreCorruptError, match="expected 1 rows at"):
+        read_small(Reversed(store._db, drop=1), row, parts)  # type: ignore[arg-type]
+    store.close()
+
+
 def _tombstones_and_referenced(store: SQLiteStore) -> tuple[set[int], set[int]]:
     db = store._db
     tombs = {int(pk) for (pk,) in db.execute("SELECT pk FROM sessions WHERE deleted = 1")}
@@ -459,3 +547,14 @@ def test_the_store_checkpoints_its_log_itself(
         assert len(runs) == 2
     store.close()
     assert len(runs) == 3  # and one on close, for what it wrote since
+
+
+def test_a_layout_is_spelled_as_the_json_encoder_spells_it() -> None:
+    """A stored layout is compared as text (a branch's owner check), so every length of it
+    is spelled one way: compact JSON."""
+    from plait.store._rows import bases_text
+
+    rng = random.Random(7)
+    for n in (0, 1, 2, 31, 32, 33, 300):
+        bases = tuple((rng.randrange(1, 2**31), rng.randrange(0, 2**32)) for _ in range(n))
+        assert bases_text(bases) == json.dumps([list(p) for p in bases], separators=(",", ":"))

@@ -2,68 +2,40 @@
 
 plait's store calls are plain calls (D1): they block for one round trip. A
 framework that awaits its session interface must not block its event loop on
-them, so each call runs in a worker thread (``asyncio.to_thread``). Calls made
-through one :class:`plait.Client` take turns on one lock, because a client's
-session handles keep the last row they read and are not meant to be written
-from two threads at once. A write, once started, is waited for even when the
-caller is cancelled, and the cancellation is raised after its outcome is known,
-so a cancelled caller never retries a write that in fact went through.
+them, so each call runs off the loop, on the client's store worker
+(:class:`plait.run.StoreWorker`, D202): the thread on which the client's runs and
+server make their store calls too, one at a time and in order, because a client's
+session handles keep the last row they read and are not meant to be written from
+two threads at once. A call, once started, is waited for even when the caller is
+cancelled, and the cancellation is raised after its outcome is known, so a cancelled
+caller never retries a write that in fact went through.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import weakref
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
+
+from plait.run import StoreWorker
 
 __all__ = ["in_thread", "settled"]
 
 _T = TypeVar("_T")
 
-_locks: weakref.WeakKeyDictionary[object, threading.Lock] = weakref.WeakKeyDictionary()
-_locks_guard = threading.Lock()
+
+class _Host(Protocol):
+    @property
+    def store_calls(self) -> StoreWorker: ...
 
 
-def _lock_for(owner: object) -> threading.Lock:
-    with _locks_guard:
-        lock = _locks.get(owner)
-        if lock is None:
-            lock = _locks[owner] = threading.Lock()
-        return lock
-
-
-def _serialized(owner: object, fn: Callable[[], _T]) -> Callable[[], _T]:
-    lock = _lock_for(owner)
-
-    def call() -> _T:
-        with lock:
-            return fn()
-
-    return call
-
-
-async def in_thread(owner: object, fn: Callable[[], _T]) -> _T:
-    """Run ``fn`` (a read) in a worker thread, one call per ``owner`` at a time."""
-    return await asyncio.to_thread(_serialized(owner, fn))
-
-
-async def settled(owner: object, fn: Callable[[], _T]) -> _T:
-    """Run ``fn`` (a write) in a worker thread and wait for its outcome through cancellation.
+async def in_thread(owner: _Host, fn: Callable[[], _T]) -> _T:
+    """Run ``fn`` (a read or a write) on ``owner``'s store worker.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled; raised only once ``fn`` finished.
     """
-    task = asyncio.ensure_future(asyncio.to_thread(_serialized(owner, fn)))
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    if cancelled is not None:
-        if not task.cancelled():
-            task.exception()  # retrieved, so the loop does not report it as lost
-        raise cancelled
-    return task.result()
+    return await owner.store_calls.run(fn)
+
+
+settled = in_thread
+"""Run a write on the store worker: the same wait through cancellation, named for the reader."""

@@ -14,7 +14,7 @@ the web page). Each item is one plait message (see
 in the transcript's length and the store's size, and atomic.
 
 The SDK's interface is async and plait's store calls are plain calls, so each
-call runs in a worker thread (D175). The client takes the writer lock for one
+call runs on the client's store worker (D219). The client takes the writer lock for one
 write at a time (``writer_lock="write"``), so several worker processes can serve
 one conversation.
 """

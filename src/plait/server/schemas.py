@@ -351,6 +351,13 @@ class RecordsOut(_Out):
     session_id: str
     records: list[RecordOut]
     end_seq: int = Field(description="The seq the next record will have.")
+    head: str | None = Field(
+        default=None,
+        description=(
+            "The head these seqs count on: resume its event stream from here with "
+            "``Last-Event-ID: <seq>~<head>``, which notices a rewind in between."
+        ),
+    )
 
 
 class LineageBoxOut(_Out):

@@ -14,10 +14,20 @@ things feed a channel:
 
 **Event ids.** A ``record`` event's id is the record's ``seq``; any other
 event's id is ``"<seq>.<n>"``: the seq of the last record published before it,
-and a counter. A client that reconnects with ``Last-Event-ID`` (or
-``?after=SEQ``) gets every record after that seq from the store, then the live
-stream: it loses no record. Deltas are not replayed: they only preview a
-record that arrives whole.
+and a counter. Each id ends with ``"~<head>"``, naming the head the seq counts
+on. A client that reconnects with ``Last-Event-ID`` (or ``?after=SEQ``) gets
+every record after that seq from the store, then the live stream: it loses no
+record. Deltas are not replayed: they only preview a record that arrives whole.
+
+**The head moves back.** A rewind, an undo of one or a pop gives the session's
+id another head, whose records past some position differ from those already
+published (positions are reused: the next record after a rewind takes the
+first freed seq). A channel notices when it next reads the store (every write
+route refreshes it; a run's start does too) and publishes a ``head`` event,
+``{"keep": K, "end_seq": E}``: the records before position K stand, those from
+K on are replaced by the ``record`` events that follow. A client reconnecting
+with an id of a head that is no longer the session's gets ``head`` with
+``keep`` 0 and every record in view again.
 
 Everything here runs on the server's event loop thread; the store is read on
 the host's store worker (D202). A poke is one task per channel at a time (a poke
@@ -39,6 +49,7 @@ from functools import partial
 from typing import Final, TypeVar
 
 from plait.errors import InvalidArgumentError, SessionNotFoundError
+from plait.layout import shared_prefix
 from plait.records import JSONValue, Record, ToolCall
 from plait.session import Session, SessionHost
 from plait.store.base import SessionRow
@@ -52,7 +63,9 @@ __all__ = [
     "SseEvent",
     "Subscriber",
     "event_json",
+    "head_mark",
     "parse_event_id",
+    "parse_event_mark",
     "record_json",
 ]
 
@@ -102,21 +115,48 @@ def event_json(event: object) -> dict[str, JSONValue]:
 
 
 def parse_event_id(value: str | None) -> int | None:
-    """Return the record seq an event id stands after (``"12"`` and ``"12.3"`` give 12).
+    """Return the record seq an event id stands after (``"12~3"`` and ``"12.3~3"`` give 12).
+
+    Raises:
+        InvalidArgumentError: the id is not one this service sent.
+    """
+    return parse_event_mark(value)[0]
+
+
+def parse_event_mark(value: str | None) -> tuple[int | None, str | None]:
+    """Return the record seq an event id stands after and the head it names, if any.
+
+    ``"12"`` and ``"12.3"`` (ids without a head) give ``(12, None)``; ``"12.3~h"``
+    gives ``(12, "h")``.
 
     Raises:
         InvalidArgumentError: the id is not one this service sent.
     """
     if value is None or not value.strip():
-        return None
-    head = value.strip().split(".", 1)[0]
+        return None, None
+    text, _, head = value.strip().partition("~")
     try:
-        seq = int(head)
+        seq = int(text.split(".", 1)[0])
     except ValueError:
         raise InvalidArgumentError(f"not an event id of this service: {value!r}") from None
-    if seq < -1:
+    if seq < -1 or (_ and not head):
         raise InvalidArgumentError(f"not an event id of this service: {value!r}")
-    return seq
+    return seq, head or None
+
+
+def head_mark(row: SessionRow) -> str:
+    """The token event ids carry for a head: its stored row, in base 36."""
+    return _base36(row.pk)
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, d = divmod(n, 36)
+        out = digits[d] + out
+        if n == 0:
+            return out
 
 
 @dataclass(frozen=True)
@@ -156,6 +196,8 @@ class Channel:
     """The live events of one session."""
 
     session_id: str
+    head: SessionRow
+    """The session's row as the channel last read it: the head its seqs count on."""
     last_seq: int = -1
     """The seq of the last record published (-1: none yet)."""
     counter: int = 0
@@ -205,7 +247,7 @@ class Hub:
         found = self._channels.get(session_id)  # another request made it meanwhile
         if found is not None:
             return found
-        channel = Channel(session_id, last_seq=row.layout.end_seq - 1)
+        channel = Channel(session_id, row, last_seq=row.layout.end_seq - 1)
         self._channels[session_id] = channel
         if session_id not in self._hooked:
             handle.subscribe(lambda event: self.on_run_event(session_id, event))
@@ -213,8 +255,13 @@ class Hub:
         return channel
 
     async def watch(self, session_id: str) -> None:
-        """Make sure the session's run events reach its channel (call before a run starts)."""
+        """Make sure the session's run events reach its channel (call before a run starts).
+
+        The channel is brought up to the store first, so a head moved since it last read
+        (a rewind) is published before the run's records, which count on the new head.
+        """
         await self.channel(session_id)
+        await self.refresh(session_id)
 
     def on_run_event(self, session_id: str, event: object) -> None:
         """Publish one run event (a session subscriber; never raises into the run)."""
@@ -253,7 +300,7 @@ class Hub:
             "seq": record.seq,
             "record": record_json(record),
         }
-        self._send(channel, SseEvent(str(record.seq), "record", data))
+        self._send(channel, SseEvent(f"{record.seq}~{head_mark(channel.head)}", "record", data))
 
     def publish(self, session_id: str, name: str, data: dict[str, JSONValue]) -> None:
         """Publish an event that is not a record (a delta, ``run_start``, ``run_end`` ...)."""
@@ -262,16 +309,57 @@ class Hub:
             return
         channel.counter += 1
         payload: dict[str, JSONValue] = {"session_id": session_id, **data}
-        self._send(channel, SseEvent(f"{channel.last_seq}.{channel.counter}", name, payload))
+        self._send(channel, self._mark_event(channel, name, payload))
 
-    def _read(self, session_id: str, after: int, upto: int | None = None) -> list[Record]:
-        """The records in view past ``after`` (and at most ``upto``); a store call."""
+    @staticmethod
+    def _mark_event(channel: Channel, name: str, data: dict[str, JSONValue]) -> SseEvent:
+        mark = f"{channel.last_seq}.{channel.counter}~{head_mark(channel.head)}"
+        return SseEvent(mark, name, data)
+
+    def _read(
+        self, session_id: str, after: int, upto: int | None = None
+    ) -> tuple[SessionRow, list[Record]]:
+        """The session's row, and its records in view past ``after`` (and at most ``upto``).
+
+        A store call.
+        """
         row = self._row(session_id)
+        return row, self._read_row(row, after, upto)
+
+    def _read_row(self, row: SessionRow, after: int, upto: int | None = None) -> list[Record]:
         lo = max(after + 1, row.layout.view_start)
         hi = row.layout.end_seq if upto is None else min(row.layout.end_seq, upto + 1)
         if lo >= hi:
             return []
         return self._host.store.read(row, lo, hi)
+
+    def _catch_up(self, channel: Channel) -> tuple[SessionRow, int | None, list[Record]]:
+        """Read what the channel has not published: ``(row, keep, records)``; a store call.
+
+        ``keep`` is None while the head is the one the channel knows; after the head
+        moved, it is the first position whose record differs from what was published,
+        and the records are read from there.
+        """
+        row = self._row(channel.session_id)
+        old = channel.head
+        if row.pk == old.pk:
+            return row, None, self._read_row(row, channel.last_seq)
+        keep = min(
+            shared_prefix(old.layout, old.pk, row.layout, row.pk), channel.last_seq + 1
+        )
+        return row, keep, self._read_row(row, keep - 1)
+
+    def _moved(self, channel: Channel, row: SessionRow, keep: int) -> None:
+        """Publish that the head moved: records from ``keep`` on are replaced."""
+        channel.head = row
+        channel.last_seq = keep - 1
+        channel.counter = 1
+        data: dict[str, JSONValue] = {
+            "session_id": channel.session_id,
+            "keep": keep,
+            "end_seq": row.layout.end_seq,
+        }
+        self._send(channel, self._mark_event(channel, "head", data))
 
     def poke(self, session_id: str) -> None:
         """Publish, soon, the records the store holds past the channel's last one.
@@ -308,14 +396,23 @@ class Hub:
                             self._channels.pop(session_id, None)
                         return
                     if not channel.subscribers:
+                        channel.head = row
                         channel.last_seq = row.layout.end_seq - 1
                 else:
-                    after = channel.last_seq
+                    known = channel.head.pk
                     try:
-                        records = await self._call(partial(self._read, session_id, after))
+                        row, keep, records = await self._call(partial(self._catch_up, channel))
                     except SessionNotFoundError:
                         self._end(channel)
                         return
+                    if keep is not None:
+                        if channel.head.pk != known:  # moved meanwhile: read once more
+                            channel.again = True
+                            records = []
+                        else:
+                            self._moved(channel, row, keep)
+                    elif row.pk == channel.head.pk:
+                        channel.head = row  # the same head, grown
                     for record in records:
                         if record.seq == channel.last_seq + 1:  # else published meanwhile
                             self._publish_record(channel, record)
@@ -340,13 +437,16 @@ class Hub:
             self._channels.pop(channel.session_id, None)
 
     async def open(
-        self, session_id: str, after: int | None
+        self, session_id: str, after: int | None, head: str | None = None
     ) -> tuple[list[SseEvent], Subscriber]:
         """Join a session's channel: return the backlog after ``after`` and the live queue.
 
         Args:
             session_id: the session.
             after: replay every record with a greater seq first; None for live only.
+            head: the head ``after`` counts on (from the client's last event id); when
+                it is no longer the session's, the backlog starts with a ``head`` event
+                that keeps nothing, and replays every record in view.
 
         Raises:
             SessionNotFoundError: an unknown id.
@@ -358,20 +458,23 @@ class Hub:
         sub = Subscriber()
         channel.subscribers.add(sub)  # what comes after this mark goes to the queue
         mark = channel.last_seq
+        current = channel.head
         backlog: list[SseEvent] = []
+        if head is not None and after is not None and head != head_mark(current):
+            data: dict[str, JSONValue] = {
+                "session_id": session_id, "keep": 0, "end_seq": current.layout.end_seq
+            }
+            backlog.append(SseEvent(f"-1.0~{head_mark(current)}", "head", data))
+            after = -1
         if after is not None and after < mark:
             try:
-                records = await self._call(lambda: self._read(session_id, after, mark))
+                row, records = await self._call(lambda: self._read(session_id, after, mark))
             except BaseException:
                 channel.subscribers.discard(sub)
                 raise
             for record in records:
-                data: dict[str, JSONValue] = {
-                    "session_id": session_id,
-                    "seq": record.seq,
-                    "record": record_json(record),
-                }
-                backlog.append(SseEvent(str(record.seq), "record", data))
+                data = {"session_id": session_id, "seq": record.seq, "record": record_json(record)}
+                backlog.append(SseEvent(f"{record.seq}~{head_mark(row)}", "record", data))
         return backlog, sub
 
     def close(self, session_id: str, sub: Subscriber) -> None:

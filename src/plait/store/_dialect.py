@@ -70,6 +70,10 @@ class Dialect:
     row_lock: str = ""
     """A statement locking the session row ``pk = ?`` against appends, or none (SQLite's
     ``BEGIN IMMEDIATE`` already holds every writer off)."""
+    select_row_kept: str = ""
+    """:attr:`select_row` with ``bases`` NULL where it equals the first parameter (a
+    layout this process holds decoded), or none: a long layout is then compared in the
+    engine instead of being handed over and compared again (SQLite, D217)."""
     first_parent: str = "JOIN lineage l ON l.child_id = up.id AND l.ord = 0"
     """How a step of the ancestors' walk joins ``up.id`` to its first parent's edge ``l``."""
 
@@ -98,6 +102,9 @@ class Statements:
         # A hidden head (what an id named before a rewind) is listed only in the lineage.
         shown = f" AND (s.lineage_operator IS NULL OR s.lineage_operator <> '{HIDDEN_OPERATOR}') "
         self.get = d.sql("{select_row} WHERE s.id = ? AND {live_s}")
+        self.get_kept = (
+            d.sql(d.select_row_kept + " WHERE s.id = ? AND {live_s}") if d.select_row_kept else ""
+        )
         self.row_by_pk = d.sql("{select_row} WHERE s.pk = ? AND {live_s}")
         self.recent_all = d.sql("{select_row} WHERE {live_s}" + shown + order)
         self.recent = d.sql("{select_row} WHERE s.workspace = ? AND {live_s}" + shown + order)

@@ -1,12 +1,18 @@
 """Process-wide writer locks on files, for stores that live in a file (SQLite).
 
-A session's writer lock is an exclusive ``flock`` on a small file beside the
-database. ``flock`` locks belong to an open file description, which the kernel
-drops when the process ends in any way (kill -9 included), so a lock can never
-outlive its process. Within one process every store on the same database
-shares one descriptor per session, counted, so two clients of one program never
-lock each other out. A forked child starts with no locks: it closes the
-descriptors it inherited (which leaves the parent's locks in place).
+:func:`file_locks` picks the mechanism. On 64-bit Linux it is :class:`ShardLocks`
+(bytes of a few shard files, :mod:`plait.store._shardlocks`): a process keeps a bounded
+number of descriptors whatever the number of sessions it writes. Where open file
+description locks are missing it is :class:`FlockLocks`, below.
+
+In :class:`FlockLocks` a session's writer lock is an exclusive ``flock`` on a small file
+of its own beside the database (``<db>-locks/<sha256(id)[:32]>.lock``, the holder's pid
+inside for people), so a process keeps one descriptor per session it holds. ``flock``
+locks belong to an open file description, which the kernel drops when the process ends
+in any way (kill -9 included), so a lock can never outlive its process. Within one
+process every store on the same database shares one descriptor per session, counted, so
+two clients of one program never lock each other out. A forked child starts with no
+locks: it closes the descriptors it inherited (which leaves the parent's locks in place).
 """
 
 from __future__ import annotations
@@ -20,13 +26,16 @@ import threading
 import time
 import weakref
 from pathlib import Path
+from typing import TypeAlias
 
-__all__ = ["FileLocks"]
+from plait.store._shardlocks import AVAILABLE, ShardLocks
+
+__all__ = ["FileLocks", "FlockLocks", "ShardLocks", "file_locks"]
 
 _registry_lock = threading.Lock()
 # lock file path -> [fd, holders]
 _held: dict[str, list[int]] = {}
-_instances: weakref.WeakSet[FileLocks] = weakref.WeakSet()
+_instances: weakref.WeakSet[FlockLocks] = weakref.WeakSet()
 
 
 def _forget_after_fork() -> None:
@@ -48,7 +57,7 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 _RETRY_FOR = 0.02
 
 
-class FileLocks:
+class FlockLocks:
     """The writer locks of one store: a folder of lock files, one per session.
 
     Args:
@@ -141,3 +150,16 @@ class FileLocks:
         """Drop every hold of this store."""
         for session_id in list(self._mine):
             self.unlock(session_id)
+
+
+FileLocks: TypeAlias = ShardLocks | FlockLocks
+"""The writer locks of a store that lives in a file, whichever mechanism this system has."""
+
+
+def file_locks(folder: Path) -> FileLocks:
+    """The writer locks of a store whose lock files live in ``folder``.
+
+    The mechanism is a property of the system, not of the store, so every process of one
+    program on one machine picks the same one.
+    """
+    return ShardLocks(folder) if AVAILABLE else FlockLocks(folder)

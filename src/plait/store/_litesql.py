@@ -22,6 +22,7 @@ __all__ = [
     "INSERT_SESSION",
     "INSERT_SESSION_UNLINKED",
     "SELECT_ROW",
+    "SELECT_ROW_KEPT",
     "SQLITE_DDL",
     "UPDATE_SESSION",
     "UPDATE_SESSION_UNLINKED",
@@ -96,6 +97,13 @@ SELECT_ROW: Final = (
 )
 
 
+SELECT_ROW_KEPT: Final = SELECT_ROW.replace(
+    "s.bases, ", "CASE WHEN s.bases = ? THEN NULL ELSE s.bases END, ", 1
+)
+"""SELECT_ROW with ``bases`` NULL where it equals the first parameter: a long layout held
+decoded is compared by the engine, and no copy of its text is made for the compare."""
+
+
 READ_RANGES_MAX: Final = 64
 """Key ranges :func:`read_ranges` spells in one statement (SQLite allows 500 arms)."""
 
@@ -104,14 +112,15 @@ READ_RANGES_MAX: Final = 64
 def read_ranges(n: int) -> str:
     """Read ``n`` key ranges (parameters ``lo, hi`` each) in one statement, one arm each.
 
-    Each row starts with its range's number: sorted by it and the key, the rows are in
-    the ranges' order. A point search per arm, with neither a JSON list to build and
-    parse nor a sort in the engine, is what a tail deep in a chain of branches reads.
+    The ranges are a read's segments, whose positions run on from one to the next, so
+    a row's position (its key's low bits) orders the rows. A point search per arm, with
+    neither a JSON list to build and parse nor a sort in the engine, is what a tail deep
+    in a chain of branches reads.
     """
     return " UNION ALL ".join(
-        f"SELECT {i}, key, id, kind, payload, meta, created_at, tokens FROM records "
+        "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
         "WHERE key >= ? AND key < ?"
-        for i in range(n)
+        for _ in range(n)
     )
 
 

@@ -27,6 +27,8 @@ __all__ = [
     "bases_of",
     "bases_text",
     "bearer_row_from_columns",
+    "kept_as",
+    "kept_for",
     "live_row_from_columns",
     "prefix_text",
     "row_from_columns",
@@ -86,7 +88,9 @@ def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
     would cost more than the read it serves.
     """
     if len(bases) * 8 <= _SHORT_BASES:
-        return _ENCODE_PAIRS(bases)
+        # Spelled as the encoder spells them, without its Python layers (a root's branch
+        # has one pair).
+        return f"[{','.join([f'[{int(o)},{int(h)}]' for o, h in bases])}]"
     kept = _by_identity.get(id(bases))
     if kept is not None and kept[0] is bases:
         return kept[1]
@@ -135,8 +139,11 @@ def scratchpad_values(entry: ScratchpadEntry) -> tuple[Any, ...]:
     )
 
 
-def row_from_columns(r: Sequence[Any]) -> SessionRow:
+def row_from_columns(r: Sequence[Any], kept: tuple[str, _Bases] | None = None) -> SessionRow:
     """Decode one selected row into a :class:`SessionRow`.
+
+    ``kept`` is the layout (text and tuple) the statement compared the row's ``bases``
+    with (see :func:`kept_for`): the column is NULL when they were equal.
 
     Raises:
         StoreCorruptError: a column does not hold what it should.
@@ -148,7 +155,17 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             if head_end > end_seq:
                 end_seq, end_msgs = head_end, r[20] + (r[21] != "event")
                 updated = max(updated, r[22])
-        bases = bases_of(r[7], r[0])
+        text = r[7]
+        if text is None and kept is not None:
+            bases = kept[1]
+            if _by_last_pair.get(id(bases[-1])) is None:
+                _keep(kept[0], bases, r[0])  # what a branch of it looks its text up by
+        else:
+            bases = bases_of(text, r[0])
+            if len(text) > _SHORT_BASES:
+                if len(_by_id) >= _BASES_CACHED:
+                    _by_id.clear()
+                _by_id[r[1]] = (text, bases)
         row = SessionRow(
             r[1],
             r[2],
@@ -158,7 +175,7 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             r[4],
             updated,
             r[3],
-            tuple(json.loads(r[12])) if r[12] != "[]" else (),
+            _parents(r[12]) if r[12] != "[]" else (),
             r[13],
             r[14],
             r[15],
@@ -176,6 +193,19 @@ def row_from_columns(r: Sequence[Any]) -> SessionRow:
             "does not hold what it should"
         )
     return row
+
+
+def _parents(text: str) -> tuple[str, ...]:
+    """Decode ``parent_ids``: one parent (a branch's) is read without the JSON decoder.
+
+    An id is printable (D170), so the text holds an escape only where the id holds a
+    quote or a backslash; such an id, and any other list, goes through the decoder.
+    """
+    if len(text) > 3 and text.startswith('["') and text.endswith('"]'):
+        inner = text[2:-2]
+        if '"' not in inner and "\\" not in inner and inner.isprintable():
+            return (inner,)
+    return tuple(json.loads(text))
 
 
 _JSON_COLUMNS: Final = ((7, "bases"), (12, "parent_ids"), (16, "scratchpad"), (18, "metadata"))
@@ -244,12 +274,18 @@ _SHORT_BASES: Final = 256
 _Bases = tuple[tuple[int, int], ...]
 _by_owner: dict[int, tuple[str, _Bases]] = {}
 """The long layout last read per session key, with its text."""
-_by_text: dict[str, _Bases] = {}
-"""Long layouts by their text (a row's first read: a branch's text was just written)."""
+_by_text: dict[tuple[int, str], tuple[str, _Bases]] = {}
+"""Long layouts by their text's length and end (a row's first read: a branch's text was
+just written), each with its whole text to compare: hashing 12 KB would cost more than
+the read it serves, and a branch's end names its source and its cut."""
 _by_identity: dict[int, tuple[_Bases, str]] = {}
 """Long layouts by ``id()``; each entry holds its tuple, so the id stays that tuple's."""
 _by_last_pair: dict[int, tuple[_Bases, str]] = {}
 """The same by the ``id()`` of their last pair (held by the tuple), to find a branch's source."""
+_by_id: dict[str, tuple[str, _Bases]] = {}
+"""The long layout last read under each session id, with its text (see :func:`kept_for`)."""
+_TEXT_END: Final = 48
+"""Characters of a long layout's end that, with its length, find it by its text."""
 
 
 def _keep(text: str, bases: _Bases, pk: int | None = None) -> None:
@@ -259,11 +295,31 @@ def _keep(text: str, bases: _Bases, pk: int | None = None) -> None:
         _by_text.clear()
         _by_identity.clear()
         _by_last_pair.clear()
+        _by_id.clear()
     if pk is not None:
         _by_owner[pk] = (text, bases)
-    _by_text[text] = bases
+    _by_text[len(text), text[-_TEXT_END:]] = (text, bases)
     _by_identity[id(bases)] = (bases, text)
     _by_last_pair[id(bases[-1])] = (bases, text)
+
+
+def kept_for(session_id: str) -> tuple[str, _Bases] | None:
+    """The long layout last read under this id, with its text, or None.
+
+    A store compares the text with the row's in the statement that reads the row
+    (a stale one just does not match), so the id only chooses what to compare.
+    """
+    return _by_id.get(session_id)
+
+
+def kept_as(pk: int, text: str, bases: _Bases) -> None:
+    """Remember that the row ``pk`` was written with ``bases``, whose column is ``text``.
+
+    A new branch's text was just made by :func:`bases_text`: kept by the row's key,
+    its first read is a compare of the text read with it, as any later read is.
+    """
+    if len(text) > _SHORT_BASES and len(_by_owner) < _BASES_CACHED:
+        _by_owner[pk] = (text, bases)
 
 
 def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:
@@ -271,7 +327,7 @@ def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:
 
     Every read of a row decodes its layout, and a session deep in a chain of
     branches has a segment per ancestor (12 KB of JSON at a thousand). The
-    layout is kept by its text, and by the row's key ``pk`` with its text: a
+    layout is kept by the row's key ``pk`` with its text, and by its text: a
     row read again is found by its key when the text read is equal to the kept
     one (a compare of the bytes, cheaper than hashing them); either way the
     kept layout can never be the wrong one.
@@ -287,8 +343,10 @@ def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:
         kept = _by_owner.get(pk)
         if kept is not None and kept[0] == text:
             return kept[1]
-    found = _by_text.get(text)
-    if found is None:
+    by_text = _by_text.get((len(text), text[-_TEXT_END:]))
+    if by_text is not None and by_text[0] == text:
+        found = by_text[1]
+    else:
         found = tuple((int(o), int(h)) for o, h in json.loads(text))
     _keep(text, found, pk)
     return found

@@ -59,6 +59,10 @@ class DDL:
     id_bytes_index: str = ""
     """An index of live ids in byte order, where the id's own index may not be in it
     (PostgreSQL's follows the database's collation); empty where it is (SQLite)."""
+    plain_layouts: str = ""
+    """The statement that keeps ``sessions.bases`` uncompressed, where the engine would
+    compress a long one on every write and expand it on every read (PostgreSQL's
+    TOAST); empty where it stores text as it is (SQLite)."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -253,6 +257,15 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
             # Listing the ids that start with a prefix is a range of this index
             # ([prefix, its successor) in code point order), whatever the collation.
             tuple(s for s in (d.id_bytes_index,) if s),
+        ),
+        (
+            8,
+            "layouts stored uncompressed",
+            # A layout deep in a chain of branches is long (12 KB at a thousand), and
+            # is written by every branch and read by every row read. Compressing it
+            # cost more than storing it whole; values already stored stay compressed
+            # until rewritten, and read the same (D217).
+            tuple(s for s in (d.plain_layouts,) if s),
         ),
     )
 

@@ -55,6 +55,7 @@ from plait.store._rows import (
     SEQ_MAX,
     bases_text,
     bearer_row_from_columns,
+    kept_for,
     live_row_from_columns,
     prefix_text,
     row_from_columns,
@@ -269,7 +270,14 @@ class SQLStore(SQLObjects, ABC):
 
     def get(self, session_id: str) -> SessionRow | None:
         """Return the stored row of a live session, or None."""
-        r = self._one(self._q.get, (session_id,), "get", session_id)
+        q = self._q
+        kept = kept_for(session_id) if q.get_kept else None
+        if kept is not None:
+            # The layout last read under this id is compared in the engine: when it is
+            # the same, the row comes back without it and the decoded one is used.
+            r = self._one(q.get_kept, (kept[0], session_id), "get", session_id)
+            return row_from_columns(r, kept) if r is not None else None
+        r = self._one(q.get, (session_id,), "get", session_id)
         return row_from_columns(r) if r is not None else None
 
     def move_head(

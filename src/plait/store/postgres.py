@@ -88,6 +88,7 @@ from plait.store._pgsql import (
 from plait.store._rows import (
     ROW_COLUMNS,
     SEQ_MAX,
+    kept_as,
     prefix_text,
     row_values,
     scratchpad_values,
@@ -277,6 +278,7 @@ class PostgresStore(PgConnection):
             source = row.parent_ids[0] if row.parent_ids else row.id
             raise SessionNotFoundError(source, "deleted while a branch of it was created")
         self._notifier.changed(row.id)
+        kept_as(int(found[0]), values["bases"], bases)
         return created_row(row, int(found[0]), now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:

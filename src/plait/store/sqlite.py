@@ -39,7 +39,7 @@ from plait.records import (
     Record,
     dumps,
 )
-from plait.store._flock import FileLocks
+from plait.store._flock import FileLocks, file_locks
 from plait.store._liteconn import (
     CHECKPOINT_PAGES,
     LiteConnection,
@@ -58,6 +58,7 @@ from plait.store._litesql import (
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
     SELECT_ROW,
+    SELECT_ROW_KEPT,
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
@@ -68,6 +69,7 @@ from plait.store._recency import Recency
 from plait.store._rows import (
     SEQ_MAX,
     bases_text,
+    kept_as,
     row_from_columns,
     row_values,
     scratchpad_values,
@@ -148,6 +150,7 @@ class SQLiteStore(LiteConnection):
         live="deleted = 0",
         live_s="s.deleted = 0",
         select_row=SELECT_ROW,
+        select_row_kept=SELECT_ROW_KEPT,
         key_share="",
         tombstone="deleted = 1, id = char(0) || pk",
     )
@@ -175,9 +178,10 @@ class SQLiteStore(LiteConnection):
             except (OSError, RuntimeError) as exc:  # RuntimeError: a loop of symlinks
                 raise StoreError(f"{resolved}: cannot create its folder: {exc}") from exc
         self._path = target
-        # Writer locks: flock files beside the database; in memory nobody else can see
+        # Writer locks: lock files beside the database; in memory nobody else can see
         # the sessions, so the locks are this process's alone.
-        self._locks: FileLocks | None = None if self._memory else FileLocks(Path(target + "-locks"))
+        folder = Path(target + "-locks")
+        self._locks: FileLocks | None = None if self._memory else file_locks(folder)
         self._memory_locks: set[str] = set()
         self._migrations = checked_migrations(migrations)
         self._lock = threading.RLock()
@@ -255,6 +259,7 @@ class SQLiteStore(LiteConnection):
             raise not_unicode(exc) from exc
         except sqlite3.DatabaseError as exc:
             raise failed(f"create {row.id!r}", exc) from exc
+        kept_as(pk, values[1], row.layout.bases)
         return created_row(row, pk, now)
 
     def append(self, expected: SessionRow, records: Sequence[Record]) -> SessionRow:

@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 
 from plait.server.prefix import resolve_path_session
 from plait.server.routes.runs import stream_events
-from plait.server.sse import parse_event_id
+from plait.server.sse import parse_event_mark
 from plait.server.state import Caller, server_state
 
 __all__ = ["router"]
@@ -40,13 +40,20 @@ async def session_events(
     """Stream the session's events as they happen.
 
     ``record`` events carry the record and have its ``seq`` as id; other
-    events' ids are ``<seq>.<n>``. Reconnect with ``Last-Event-ID`` (or
-    ``?after=SEQ``; ``-1`` replays everything in view) to get every record
-    after it first: nothing is lost across a reconnect.
+    events' ids are ``<seq>.<n>``; both end with ``~<head>``. Reconnect with
+    ``Last-Event-ID`` (or ``?after=SEQ``; ``-1`` replays everything in view) to get
+    every record after it first: nothing is lost across a reconnect. A ``head``
+    event (``{"keep": K, "end_seq": E}``) says the session's head moved (a rewind,
+    its undo, a pop): records from position K on are replaced by those that follow.
     """
     state = server_state(request)
-    since = after if after is not None else parse_event_id(last_event_id)
-    backlog, sub = await state.hub.open(session_id, since)
+    since: int | None
+    head: str | None
+    if after is not None:
+        since, head = after, None
+    else:
+        since, head = parse_event_mark(last_event_id)
+    backlog, sub = await state.hub.open(session_id, since, head)
     return StreamingResponse(
         stream_events(state, session_id, backlog, sub),
         media_type="text/event-stream",

@@ -15,7 +15,7 @@ from plait.server import schemas as s
 from plait.server.identity import bind_child, bind_creator, check_child
 from plait.server.prefix import resolve_path_session
 from plait.server.routes import manage
-from plait.server.sse import record_json
+from plait.server.sse import head_mark, record_json
 from plait.server.state import Caller, ServerState, Writer, server_state
 from plait.session import Session
 from plait.store.base import SessionRow
@@ -268,6 +268,7 @@ async def get_records(
             session_id=session_id,
             records=[s.RecordOut(**record_json(r)) for r in records],
             end_seq=row.layout.end_seq,
+            head=head_mark(row),
         )
 
     return await state.call(read)

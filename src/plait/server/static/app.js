@@ -14,6 +14,7 @@ const state = {
   controlled: null,  // the session this page controls, or null
   sessions: [],      // the list view's rows, for the search box
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
+  factsTimer: 0,     // the facts line redrawn once records stop arriving
 };
 sessionStorage.setItem("plait.client", state.client);
 
@@ -337,9 +338,17 @@ async function showSession(id) {
   setRunning(detail.running);
   $("session-view").hidden = false;
   $("session-view").dataset.id = id;
-  let after = -1;
+  let after = -1, head = null;
   for (;;) {
     const page = await api(sessionPath(id) + "/records?after=" + after + "&limit=1000");
+    if (head !== null && page.head !== head) {  // rewound between two pages: start again
+      $("transcript").replaceChildren();
+      state.messages = 0;
+      after = -1;
+      head = null;
+      continue;
+    }
+    head = page.head;
     for (const r of page.records) { addRecord(r); after = r.seq; }
     if (page.records.length === 0 || after >= page.end_seq - 1) break;
   }
@@ -348,13 +357,14 @@ async function showSession(id) {
   const clients = await api(sessionPath(id) + "/clients");
   setControlling(id, clients.controller_id === state.client);
   if (state.controlled === id) await loadApprovals(id);
-  follow(id, after);
+  follow(id, after + "~" + head);
 }
 
 function showFacts(detail) {
   $("session-title").textContent = detail.title || detail.first_prompt || "(empty)";
   $("session-facts").textContent = [
-    detail.length + " messages", detail.source || "plait", detail.status,
+    detail.length + (detail.length === 1 ? " message" : " messages"), detail.source || "plait",
+    detail.status,
     (detail.lineage_operator || "root").replace("Session.", ""), "active " + age(detail.updated_at),
     detail.id,
   ].join(" · ");
@@ -572,9 +582,33 @@ function stopFollowing() {
   state.follow = null;
 }
 
+// The session's head moved (a rewind, its undo): records from `keep` on are replaced by
+// the record events that follow.
+function headMoved(id, keep) {
+  for (const item of Array.from($("transcript").children)) {
+    if (Number(item.dataset.seq) >= keep) item.remove();
+  }
+  state.messages = $("transcript").querySelectorAll("li[data-n]").length;
+  showLineage(id).catch(() => {});
+  showContext(id).catch(() => {});
+  api(sessionPath(id)).then(showFacts).catch(() => {});
+}
+
+// The facts line (the count of messages, when last active) follows records written outside
+// a run, once they stop arriving; a run's end redraws it anyway.
+function factsSoon(id) {
+  clearTimeout(state.factsTimer);
+  state.factsTimer = setTimeout(() => {
+    if (currentId() === id) api(sessionPath(id)).then(showFacts).catch(() => {});
+  }, 300);
+}
+
 function handleEvent(id, name, data) {
-  if (name === "record") {
+  if (name === "head") {
+    headMoved(id, data.keep);
+  } else if (name === "record") {
     addRecord(data.record);
+    if ($("live-state").textContent !== "running") factsSoon(id);
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {
@@ -594,11 +628,12 @@ function handleEvent(id, name, data) {
   }
 }
 
-async function follow(id, after) {
+// `mark` is the last event id seen: "<seq>~<head>", the head the seq counts on.
+async function follow(id, mark) {
   $("live").dataset.connected = "no";
   const control = new AbortController();
   state.follow = control;
-  let lastId = String(after);
+  let lastId = mark;
   while (!control.signal.aborted && state.key) {
     try {
       const response = await fetch(sessionPath(id) + "/events", {
