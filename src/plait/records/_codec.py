@@ -209,9 +209,9 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
                     # Anything but a text-only message's JSON (or a payload that is not
                     # text) is left to the paths below, which check it and say what is wrong.
                     try:
-                        if payload.startswith(head) and payload.endswith('"}'):
+                        if payload.startswith(head):
                             text, stop = scan(payload, 12)
-                            if stop == len(payload) - 1:
+                            if stop == len(payload) - 1 and payload[-1] == "}":
                                 add(build(seq, rid, created, {}, tokens, text))
                                 continue
                     except (AttributeError, TypeError, ValueError):
@@ -438,9 +438,10 @@ def decode_view_rows(
             role = role_of(kind)
             if role is not None:
                 try:
-                    if payload.startswith(head) and payload.endswith('"}'):
+                    # The string ends one before the text's end, at its closing '}'.
+                    if payload.startswith(head):
                         text, stop = scan(payload, 12)
-                        if stop == len(payload) - 1:
+                        if stop == len(payload) - 1 and payload[-1] == "}":
                             add(build(role, text, (), None, None, None, 0, seq))
                             continue
                 except (AttributeError, TypeError, ValueError):
