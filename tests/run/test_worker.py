@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
+import os
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +134,73 @@ def test_a_closed_worker_starts_again_on_the_next_call() -> None:
     worker.close()
     assert asyncio.run(worker.run(lambda: 2)) == 2
     worker.close()
+
+
+def _worker_threads() -> int:
+    return sum(1 for t in threading.enumerate() if t.name == "plait-store" and t.is_alive())
+
+
+def test_a_worker_nobody_holds_ends_its_thread() -> None:
+    before = _worker_threads()
+    worker = StoreWorker()
+    assert asyncio.run(worker.run(lambda: 1)) == 1
+    assert _worker_threads() == before + 1
+    del worker
+    gc.collect()
+    for _ in range(200):  # the thread sees the end mark and returns
+        if _worker_threads() == before:
+            break
+        time.sleep(0.01)
+    assert _worker_threads() == before
+
+
+def test_a_forked_child_runs_its_calls_on_a_thread_of_its_own() -> None:
+    worker = StoreWorker()
+    parent_thread = asyncio.run(worker.run(threading.get_ident))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            child_thread = asyncio.run(worker.run(threading.get_ident))
+            os.write(write, f"{child_thread != threading.get_ident()}".encode())
+            worker.close()
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    try:
+        answer = os.read(read, 16)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(read)
+    assert os.waitstatus_to_exitcode(status) == 0 and answer == b"True"
+    assert asyncio.run(worker.run(threading.get_ident)) == parent_thread  # the parent's goes on
+    worker.close()
+
+
+def test_calls_handed_over_run_before_the_process_exits(tmp_path: Path) -> None:
+    """A program that never closes its worker still gets the writes it handed over."""
+    done = tmp_path / "done"
+    program = f"""
+import asyncio, time
+from pathlib import Path
+from plait.run import StoreWorker
+worker = StoreWorker()
+started = []
+
+def slow_write():
+    started.append(1)
+    time.sleep(0.3)
+    Path({str(done)!r}).write_text("written")
+
+async def main():
+    asyncio.get_running_loop().create_task(worker.run(slow_write))
+    while not started:
+        await asyncio.sleep(0.001)
+
+loop = asyncio.new_event_loop()
+loop.run_until_complete(main())  # returns while the write is still going
+"""
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+    assert done.read_text() == "written"

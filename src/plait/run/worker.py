@@ -18,12 +18,15 @@ that did not).
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import contextvars
 import os
 import threading
+import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Final, TypeVar
+from queue import SimpleQueue
+from typing import Any, Final, Generic, TypeVar
 
 __all__ = ["StoreWorker", "default_worker"]
 
@@ -32,38 +35,92 @@ _T = TypeVar("_T")
 _NAME: Final = "plait-store"
 
 
+class _Call(Generic[_T]):
+    """One call handed to the worker: what to run, and what came of it."""
+
+    __slots__ = ("context", "done", "fn", "loop", "ok", "value", "waiter")
+
+    def __init__(
+        self, fn: Callable[[], _T], loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]
+    ) -> None:
+        self.fn = fn
+        self.context = contextvars.copy_context()
+        self.loop = loop
+        self.waiter = waiter  # what the caller awaits now (a cancelled wait makes another)
+        self.done = False  # set on the loop's thread, with the outcome already in place
+        self.ok = False
+        self.value: Any = None
+
+
+def _finish(call: _Call[Any]) -> None:
+    # On the caller's loop: the outcome is in place before `done` says so.
+    call.done = True
+    if not call.waiter.done():
+        call.waiter.set_result(None)
+
+
+def _serve(queue: SimpleQueue[_Call[Any] | None]) -> None:
+    """The worker thread: run each call in its caller's context, in order, until told to end.
+
+    It holds the queue, not the worker: a worker nobody refers to any more ends it.
+    """
+    while (call := queue.get()) is not None:
+        try:
+            call.value = call.context.run(call.fn)
+            call.ok = True
+        except BaseException as exc:  # handed back to the caller, who raises it
+            call.value = exc
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the outcome
+            call.loop.call_soon_threadsafe(_finish, call)
+        del call  # the outcome is the caller's now; the thread keeps nothing of it
+
+
+_live: weakref.WeakSet[StoreWorker] = weakref.WeakSet()
+
+
+@atexit.register
+def _drain_at_exit() -> None:
+    # The worker thread is a daemon (an idle one must not keep the process alive), so at
+    # exit the calls already handed over are run to their end first.
+    for worker in list(_live):
+        worker.close()
+
+
 class StoreWorker:
     """One thread that runs store calls in order for the event loops awaiting them.
 
     The thread starts with the first call and is left to end with :meth:`close`
-    (or with the process). Calls run in a copy of the caller's context, so context
-    variables (the session a run drives, the acting principal) read the same there.
+    (or with the process, once the calls handed over have run). Calls run in a copy of
+    the caller's context, so context variables (the session a run drives, the acting
+    principal) read the same there. A call costs one hand-over through a queue and one
+    wake-up of the caller's loop.
     """
 
     def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
+        self._queue: SimpleQueue[_Call[Any] | None] | None = None
+        self._worker: threading.Thread | None = None
         self._pid = 0
         self._lock = threading.Lock()
-        self._thread: int | None = None
 
-    def _submit(self, fn: Callable[[], _T]) -> Future[_T]:
+    def _submit(self, call: _Call[Any]) -> None:
         with self._lock:
-            # A forked child inherits the pool but not its thread: it starts its own.
-            if self._pool is None or self._pid != os.getpid():
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=_NAME)
+            # A forked child inherits the queue but not the thread: it starts its own.
+            if self._queue is None or self._pid != os.getpid():
+                self._queue = SimpleQueue()
                 self._pid = os.getpid()
-            pool = self._pool
-        context = contextvars.copy_context()
-        return pool.submit(self._enter, context, fn)
-
-    def _enter(self, context: contextvars.Context, fn: Callable[[], _T]) -> _T:
-        self._thread = threading.get_ident()
-        return context.run(fn)
+                self._worker = threading.Thread(
+                    target=_serve, args=(self._queue,), name=_NAME, daemon=True
+                )
+                self._worker.start()
+                weakref.finalize(self, self._queue.put, None)
+                _live.add(self)
+            self._queue.put(call)
 
     @property
     def on_worker(self) -> bool:
         """Whether the calling thread is this worker's (a call from there runs at once)."""
-        return self._thread is not None and threading.get_ident() == self._thread
+        worker = self._worker
+        return worker is not None and worker.ident == threading.get_ident()
 
     async def run(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn`` in the worker and return its result (or raise its error).
@@ -87,23 +144,34 @@ class StoreWorker:
         """
         if self.on_worker:  # already off the loop (a store call inside a store call)
             return fn(), None
-        future = asyncio.wrap_future(self._submit(fn))
+        loop = asyncio.get_running_loop()
+        call: _Call[_T] = _Call(fn, loop, loop.create_future())
+        self._submit(call)
         cancelled: asyncio.CancelledError | None = None
-        while not future.done():
+        while not call.done:
             try:
-                await asyncio.wait({future})
+                await call.waiter
             except asyncio.CancelledError as exc:
                 cancelled = cancelled or exc
-        if cancelled is not None and future.exception() is not None:
-            raise cancelled  # the error is retrieved above, so it is not reported as lost
-        return future.result(), cancelled
+                if not call.done:  # the wait was cancelled, not the call: wait again
+                    call.waiter = loop.create_future()
+        if not call.ok:
+            if cancelled is not None:
+                raise cancelled
+            raise call.value
+        return call.value, cancelled
 
     def close(self) -> None:
         """Let the calls handed over run, then end the thread (a later call starts another)."""
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=not self.on_worker)
+            queue, self._queue = self._queue, None
+            worker, self._worker = self._worker, None
+            mine = self._pid == os.getpid()
+        if queue is None or worker is None or not mine:
+            return
+        queue.put(None)
+        if worker.ident != threading.get_ident():
+            worker.join()
 
 
 _DEFAULT = StoreWorker()
