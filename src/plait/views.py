@@ -38,6 +38,7 @@ __all__ = [
 ]  # re-exported
 
 _NOT_IN_HISTORY = frozenset({"event", "system"})
+_MESSAGES = frozenset({Message})
 
 ViewItem: TypeAlias = Record | Message
 """What a view reads: records, or (from a store's view read) messages standing for theirs."""
@@ -51,6 +52,9 @@ def shown(
     A message a view read made is shown as it is; a summary at a position in
     ``hidden`` is left out.
     """
+    if type(items) is list and set(map(type, items)) <= _MESSAGES:
+        # A view read of messages alone (most transcripts): no record to look at.
+        return [m for m in items if m.role != "system"]
     out: list[Message] = []
     add = out.append
     view = Message.from_record

@@ -22,6 +22,13 @@ from typing import Any
 
 from plait._checks import check_json
 from plait.errors import StoreCorruptError
+from plait.records._blanks import (
+    assistant_record,
+    system_record,
+    tool_call,
+    tool_record,
+    user_record,
+)
 from plait.records._messages import Message, build_message
 from plait.records._model import (
     AssistantRecord,
@@ -94,6 +101,7 @@ def _checked(record: Record) -> Record:
 
 
 _scan_string = json.decoder.scanstring  # type: ignore[attr-defined]  # the C string scanner
+_scan_value = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # json.loads' scanner
 _loads = json.loads
 _CONTENT_ONLY = '{"content":"'
 
@@ -134,75 +142,12 @@ _CLASSES: dict[str, type[Record]] = {
 }
 
 
-Setter = Callable[[object, Any], None]
-
-
-def _setter(cls: type, name: str) -> Setter:
-    """The slot descriptor's setter of a field (what a frozen dataclass's __init__ calls)."""
-    for klass in cls.__mro__:
-        if name in vars(klass):
-            setter: Setter = vars(klass)[name].__set__
-            return setter
-    raise AttributeError(name)  # pragma: no cover - every record class has these slots
-
-
-def _plain_builder(cls: type[Record]) -> Callable[[int, str, int, Any, Any, str], Record]:
-    """Build a text-only message of ``cls`` from its columns, every field set.
-
-    Equal to ``cls(seq=..., id=..., created_at_us=..., meta=..., tokens=..., content=...)``
-    with the other fields at their defaults, at half the cost.
-    """
-    new = object.__new__
-    seq_, id_, created_, meta_, tokens_ = (
-        _setter(cls, n) for n in ("seq", "id", "created_at_us", "meta", "tokens")
-    )
-    content_ = _setter(cls, "content")
-    images_ = _setter(cls, "images") if cls is not SystemRecord else None
-    calls_ = _setter(cls, "tool_calls") if cls is AssistantRecord else None
-
-    def build(seq: int, rid: str, created: int, meta: Any, tokens: Any, text: str) -> Record:
-        record: Record = new(cls)
-        seq_(record, seq)
-        id_(record, rid)
-        created_(record, created)
-        meta_(record, meta)
-        tokens_(record, tokens)
-        content_(record, text)
-        if images_ is not None:
-            images_(record, 0)
-        if calls_ is not None:
-            calls_(record, ())
-        return record
-
-    return build
-
-
-_PLAIN: dict[str, Callable[[int, str, int, Any, Any, str], Record]] = {
-    kind: _plain_builder(cls)
-    for kind, cls in (
-        ("system", SystemRecord),
-        ("user", UserRecord),
-        ("assistant", AssistantRecord),
-    )
+_PLAIN: dict[str, Callable[..., Record]] = {
+    "system": system_record,
+    "user": user_record,
+    "assistant": assistant_record,
 }
-
-
-_RECORD_SLOTS = tuple(_setter(Record, n) for n in ("seq", "id", "created_at_us", "meta", "tokens"))
-"""The setters of the fields every record has."""
-_PLAIN_SLOTS: dict[str, tuple[type[Record], Setter, Setter | None, Setter | None]] = {
-    kind: (
-        cls,
-        _setter(cls, "content"),
-        _setter(cls, "images") if cls is not SystemRecord else None,
-        _setter(cls, "tool_calls") if cls is AssistantRecord else None,
-    )
-    for kind, cls in (
-        ("system", SystemRecord),
-        ("user", UserRecord),
-        ("assistant", AssistantRecord),
-    )
-}
-"""Each plain kind's class and the setters of its own fields (content, images, tool calls)."""
+"""Each plain kind's builder: ``build(seq, id, created_at_us, meta, tokens, content)``."""
 
 
 @contextmanager
@@ -251,39 +196,36 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
     with collector_paused():
         out: list[Record] = []
         add = out.append
-        plain = _PLAIN_SLOTS.get
+        plain = _PLAIN.get
         scan = _scan_string
         head = _CONTENT_ONLY
-        new = object.__new__
-        seq_, id_, created_, meta_, tokens_ = _RECORD_SLOTS
+        written, tool, assistant = _written_fields, tool_record, assistant_record
         # seqs may run on past the rows (a range to a segment's end, or one iterator over
         # several batches): zip stops at the last row, before taking another seq.
         for (rid, kind, payload, meta, created, tokens), seq in zip(rows, seqs, strict=False):
-            slots = plain(kind)
-            if slots is not None and meta is None:
-                # Anything but a text-only message's JSON (or a payload that is not text)
-                # is left to decode_record, which checks it and says what is wrong.
-                try:
-                    if payload.startswith(head) and payload.endswith('"}'):
-                        text, stop = scan(payload, 12)
-                        if stop == len(payload) - 1:
-                            # _plain_builder's record, its calls made here: one per row.
-                            cls, content_, images_, calls_ = slots
-                            record = new(cls)
-                            seq_(record, seq)
-                            id_(record, rid)
-                            created_(record, created)
-                            meta_(record, {})
-                            tokens_(record, tokens)
-                            content_(record, text)
-                            if images_ is not None:
-                                images_(record, 0)
-                            if calls_ is not None:
-                                calls_(record, ())
-                            add(record)
-                            continue
-                except (AttributeError, TypeError, ValueError):
-                    pass
+            if meta is None:
+                build = plain(kind)
+                if build is not None:
+                    # Anything but a text-only message's JSON (or a payload that is not
+                    # text) is left to the paths below, which check it and say what is wrong.
+                    try:
+                        if payload.startswith(head):
+                            text, stop = scan(payload, 12)
+                            if stop == len(payload) - 1 and payload[-1] == "}":
+                                add(build(seq, rid, created, {}, tokens, text))
+                                continue
+                    except (AttributeError, TypeError, ValueError):
+                        pass
+                # A tool call or result as the codec writes it (none has images).
+                fields = written(kind, payload)
+                if fields is not None:
+                    content, calls, call_id, name, ok, _ = fields
+                    add(
+                        tool(seq, rid, created, {}, tokens, content, call_id, name, ok, 0)
+                        if kind == "tool"
+                        else assistant(seq, rid, created, {}, tokens, content, calls, 0)
+                    )
+                    continue
             called = _called_record(kind, payload, seq, rid, created, meta, tokens)
             add(
                 called
@@ -314,14 +256,43 @@ Fields = tuple[str, tuple[ToolCall, ...], str | None, str | None, bool | None, i
 """A message row's own fields: content, tool calls, tool call id, tool name, ok, images."""
 
 
+def _parse(text: str) -> Any:
+    """``json.loads(text)`` of a stored JSON text.
+
+    The codec writes one JSON value with nothing around it: the C scanner reads that
+    alone, without ``json.loads``'s checks around it (the BOM, the whitespace on both
+    sides), which cost about as much as scanning a short payload. Any other text goes
+    to ``json.loads``, which reads it or says what is wrong.
+    """
+    try:
+        value, end = _scan_value(text, 0)
+    except (StopIteration, ValueError):
+        return _loads(text)
+    return value if end == len(text) else _loads(text)
+
+
+def _call(raw: Any) -> ToolCall:
+    """The :class:`ToolCall` of one of a payload's ``tool_calls``, each field checked.
+
+    Raises:
+        KeyError, TypeError, AttributeError: it is not a tool call.
+    """
+    call_id, name, arguments = raw["id"], raw["name"], raw.get("arguments") or {}
+    if not (isinstance(call_id, str) and isinstance(name, str)):
+        raise TypeError("a tool call id or name is not a string")
+    if type(arguments) is not dict and not isinstance(arguments, Mapping):
+        raise TypeError("tool call arguments are not an object")
+    return tool_call(call_id, name, arguments)
+
+
 def _fields(kind: str, payload: Any) -> Fields:
     """The fields of a message row's payload (a JSON text or its object), each checked.
 
     Raises:
         KeyError, TypeError, ValueError: the payload does not fit its kind.
     """
-    body = _loads(payload) if isinstance(payload, str) else payload
-    if not isinstance(body, Mapping):
+    body = _parse(payload) if isinstance(payload, str) else payload
+    if type(body) is not dict and not isinstance(body, Mapping):
         raise TypeError("the payload is not a JSON object")
     content = body.get("content", "") if kind == "assistant" else body["content"]
     if not isinstance(content, str):
@@ -337,19 +308,55 @@ def _fields(kind: str, payload: Any) -> Fields:
             raise TypeError("tool_call_id is not a string")
         if name is not None and not isinstance(name, str):
             raise TypeError("tool_name is not a string")
-        return content, (), call_id, name, bool(body.get("ok", True)), images
-    calls: tuple[ToolCall, ...] = ()
-    if kind == "assistant":
-        calls = tuple(
-            ToolCall(c["id"], c["name"], c.get("arguments") or {})
-            for c in body.get("tool_calls") or ()
-        )
-        for call in calls:
-            if not (isinstance(call.id, str) and isinstance(call.name, str)):
-                raise TypeError("a tool call id or name is not a string")
-            if not isinstance(call.arguments, Mapping):
-                raise TypeError("tool call arguments are not an object")
+        ok = body.get("ok", True)
+        return content, (), call_id, name, ok if ok is True or ok is False else bool(ok), images
+    raw = body.get("tool_calls") if kind == "assistant" else None
+    calls = tuple([_call(c) for c in raw]) if raw else ()
     return content, calls, None, None, None, images
+
+
+def _written_fields(kind: str, payload: Any) -> Fields | None:
+    """The fields of a tool call's or tool result's payload in the shape the codec writes it.
+
+    ``{"content", "tool_call_id", "tool_name", "ok"}`` for a tool result,
+    ``{"content", "tool_calls": [{"id", "name", "arguments"}, ...]}`` for a tool call,
+    each value of its JSON type: read with the one scanner call and a check per field,
+    equal to :func:`_fields` of the same payload. None for any other payload or kind
+    (with images, say, or damaged): :func:`_fields` then reads it, or says what is wrong.
+    """
+    if kind != "tool" and kind != "assistant":
+        return None
+    try:
+        body, end = _scan_value(payload, 0)
+    except (StopIteration, TypeError, ValueError, RecursionError):
+        return None
+    if end != len(payload) or type(body) is not dict:
+        return None
+    get = body.get
+    if kind == "tool":
+        content, call_id = get("content"), get("tool_call_id")
+        name, ok = get("tool_name"), get("ok")
+        if (
+            len(body) == 4
+            and type(content) is str
+            and type(call_id) is str
+            and (name is None or type(name) is str)
+            and (ok is True or ok is False)
+        ):
+            return content, (), call_id, name, ok, 0
+        return None
+    content, raw = get("content"), get("tool_calls")
+    if len(body) != 2 or type(content) is not str or type(raw) is not list:
+        return None
+    calls: list[ToolCall] = []
+    for c in raw:
+        if type(c) is not dict or len(c) != 3:
+            return None
+        call_id, name, arguments = c.get("id"), c.get("name"), c.get("arguments")
+        if type(call_id) is not str or type(name) is not str or type(arguments) is not dict:
+            return None
+        calls.append(tool_call(call_id, name, arguments))
+    return content, tuple(calls), None, None, None, 0
 
 
 _CORRUPT = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
@@ -373,54 +380,30 @@ def _view_message(kind: str, payload: Any, seq: int) -> Message:
     return build_message(_ROLES.get(kind, kind), content, calls, call_id, name, ok, images, seq)
 
 
-_CALLED: dict[str, tuple[type[Record], tuple[Setter, ...]]] = {
-    "assistant": (
-        AssistantRecord,
-        tuple(_setter(AssistantRecord, n) for n in ("content", "tool_calls", "images")),
-    ),
-    "tool": (
-        ToolRecord,
-        tuple(
-            _setter(ToolRecord, n)
-            for n in ("content", "tool_call_id", "tool_name", "ok", "images")
-        ),
-    ),
-}
-"""The kinds whose records carry calls or results, with the setters of their own fields."""
-
-
 def _called_record(
     kind: str, payload: Any, seq: int, rid: str, created: int, meta: Any, tokens: Any
 ) -> Record | None:
-    """A tool call's or tool result's record, its fields set as its constructor would.
+    """A tool call's or tool result's record, built in a blank (``records._blanks``).
 
-    Equal to :func:`decode_record` of the same row; None when its meta is not a JSON
-    object or its payload does not fit (decode_record then says what is wrong).
+    Equal to :func:`decode_record` of the same row; None for another kind, or when its
+    meta is not a JSON object or its payload does not fit (decode_record then says
+    what is wrong).
     """
-    found = _CALLED.get(kind)
-    if found is None:
+    if kind != "tool" and kind != "assistant":
         return None
     try:
-        meta_map = {} if meta is None else _loads(meta) if isinstance(meta, str) else meta
-        if not isinstance(meta_map, Mapping):
+        meta_map = {} if meta is None else _parse(meta) if isinstance(meta, str) else meta
+        if type(meta_map) is not dict and not isinstance(meta_map, Mapping):
             return None
-        content, calls, call_id, name, ok, images = _fields(kind, payload)
+        fields = _written_fields(kind, payload)
+        content, calls, call_id, name, ok, images = (
+            _fields(kind, payload) if fields is None else fields
+        )
     except _CORRUPT:
         return None
-    cls, setters = found
-    record: Record = object.__new__(cls)
-    seq_, id_, created_, meta_, tokens_ = _RECORD_SLOTS
-    seq_(record, seq)
-    id_(record, rid)
-    created_(record, created)
-    meta_(record, meta_map)
-    tokens_(record, tokens)
-    values: tuple[object, ...] = (
-        (content, call_id, name, ok, images) if kind == "tool" else (content, calls, images)
-    )
-    for set_, value in zip(setters, values, strict=True):
-        set_(record, value)
-    return record
+    if kind == "tool":
+        return tool_record(seq, rid, created, meta_map, tokens, content, call_id, name, ok, images)
+    return assistant_record(seq, rid, created, meta_map, tokens, content, calls, images)
 
 
 def decode_view_rows(
@@ -455,16 +438,22 @@ def decode_view_rows(
             role = role_of(kind)
             if role is not None:
                 try:
-                    if payload.startswith(head) and payload.endswith('"}'):
+                    # The string ends one before the text's end, at its closing '}'.
+                    if payload.startswith(head):
                         text, stop = scan(payload, 12)
-                        if stop == len(payload) - 1:
+                        if stop == len(payload) - 1 and payload[-1] == "}":
                             add(build(role, text, (), None, None, None, 0, seq))
                             continue
                 except (AttributeError, TypeError, ValueError):
                     pass
             if kind in MESSAGE_KINDS:
                 # Its other columns are not the message's, so they are not read.
-                add(_view_message(kind, payload, seq))
+                fields = _written_fields(kind, payload)
+                add(
+                    _view_message(kind, payload, seq)
+                    if fields is None
+                    else build(_ROLES.get(kind, kind), *fields, seq)
+                )
             elif len(row) > 2 and row[2] is not None:
                 rid, meta, created, tokens = _whole(row[2], seq)
                 add(

@@ -315,6 +315,17 @@ COMPACTION_UNDONE: Final = "compaction_undone"
 """The event ``Session.uncompact`` appends: ``data["summary_seq"]`` names the summary it hides."""
 
 
+def _holds(records: Iterable[object], kind: type) -> bool:
+    """False when ``records`` is a list or tuple with nothing of type ``kind`` in it.
+
+    The types are gathered by C loops (``map``, ``set``) instead of an ``isinstance`` a
+    record: a full load asks this of tens of thousands of messages and records.
+    """
+    if not isinstance(records, list | tuple):
+        return True
+    return any(issubclass(t, kind) for t in set(map(type, records)))
+
+
 def hidden_summaries(records: Iterable[object]) -> set[int]:
     """Return the positions of the summaries an ``uncompact`` has hidden.
 
@@ -322,6 +333,8 @@ def hidden_summaries(records: Iterable[object]) -> set[int]:
     its events are looked at.
     """
     hidden: set[int] = set()
+    if not _holds(records, EventRecord):
+        return hidden
     for record in records:
         if isinstance(record, EventRecord) and record.name == COMPACTION_UNDONE:
             seq = record.data.get("summary_seq")
@@ -339,6 +352,8 @@ def newest_summary(records: Sequence[object]) -> SummaryRecord | None:
     This is the one place that decides which summary a view starts with: the
     history views, compaction planning and the renderers all ask it.
     """
+    if not _holds(records, SummaryRecord):
+        return None
     hidden = hidden_summaries(records)
     for record in reversed(records):
         if isinstance(record, SummaryRecord) and record.seq not in hidden:

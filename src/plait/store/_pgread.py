@@ -12,8 +12,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
-from plait.records import Message, Record, collector_paused, decode_rows, decode_view_rows
-from plait.store._pgsql import READ, READ_VIEW, READ_VIEW_ONE, key_ranges
+from plait.records import (
+    Message,
+    Record,
+    collector_paused,
+    decode_records,
+    decode_rows,
+    decode_view_rows,
+)
+from plait.store._pgsql import READ, READ_ONE, READ_VIEW, READ_VIEW_ONE, key_ranges
 from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
@@ -30,13 +37,27 @@ READ_BATCH: Final = 4096
 def scan_records(
     conn: psycopg.Connection[tuple[Any, ...]], row: SessionRow, parts: list[Segment]
 ) -> list[Record]:
-    """``READ`` over ``parts``: the segment number of each row first, then its columns.
+    """``READ`` over ``parts`` (``READ_ONE`` for one segment), each segment's rows checked.
 
     Raises:
         StoreCorruptError: a segment lacks rows, or a row does not decode.
     """
-    counts = [0] * len(parts)
     out: list[Record] = []
+    if len(parts) == 1:
+        owner, a, b = parts[0]
+        with collector_paused():
+            cursor = conn.execute(READ_ONE, ((owner << SEQ_BITS) | a, (owner << SEQ_BITS) | b))
+            # A segment's range holds at most its span: when all its rows came (checked
+            # below), each row's position is its place in the run.
+            while rows := cursor.fetchmany(READ_BATCH):
+                out.extend(decode_records(rows, range(a + len(out), b)))
+        if len(out) != b - a:
+            raise StoreCorruptError(
+                f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
+                f"of owner {owner}, found {len(out)}"
+            )
+        return out
+    counts = [0] * len(parts)
     with collector_paused():
         cursor = conn.execute(READ, key_ranges(parts))
         # Decoded a batch at a time: the read holds its records and one batch of rows.

@@ -214,6 +214,13 @@ READ: Final = (
     "ORDER BY g.n, r.key"
 )
 
+READ_ONE: Final = (
+    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
+    "WHERE key >= %s AND key < %s ORDER BY key"
+)
+"""``READ`` of one segment (most reads): a range scan in key order; a row's position is
+its place in the run (the count is checked), so neither key nor segment is selected."""
+
 _VIEW_COLUMNS: Final = (
     "SELECT r.kind, r.payload, CASE WHEN r.kind IN ('summary', 'event', 'opaque') "
     "THEN json_build_array(r.id, r.meta, r.created_at, r.tokens)::text END "
