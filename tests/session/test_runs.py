@@ -163,7 +163,8 @@ def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> No
 
     async def main() -> None:
         run = s.stream("slow one", provider=provider)
-        await asyncio.sleep(0.01)
+        while not provider.requests:  # the run is in its model call
+            await asyncio.sleep(0.001)
         assert s.running
         with pytest.raises(SessionBusyError):
             s.stream("second", provider=ScriptedProvider(["no"]))
@@ -225,7 +226,8 @@ def test_a_steer_during_the_final_reply_gets_one_more_model_call(
 
     async def main() -> None:
         run = s.stream("go", provider=provider)
-        await asyncio.sleep(0.01)
+        while not provider.requests:  # the run is in its first model call
+            await asyncio.sleep(0.001)
         s.steer("one more thing")
         provider.release.set()
         result = await run

@@ -252,9 +252,12 @@ FORKING_HOLDER = """
     from plait.store.sqlite import SQLiteStore
     store = SQLiteStore(sys.argv[1])
     assert store.lock("s")
+    r, w = os.pipe()
     if os.fork() == 0:
+        os.write(w, b"x")  # the fork's handlers have run: the inherited descriptors are closed
         time.sleep(120)
         os._exit(0)
+    os.read(r, 1)
     print("ready", flush=True)
     time.sleep(120)
 """
