@@ -29,7 +29,6 @@ from plait.session import (
 )
 from plait.store import Store, open_store
 from plait.store.base import SessionRow, sessions_with_prefix
-from plait.views import full_history, history
 
 __all__ = ["Client", "SessionCollection", "SessionInfo", "SessionStats"]
 
@@ -208,9 +207,8 @@ class SessionCollection:
         Raises:
             SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
         """
-        row = self._row_in(session_id, workspace)
-        records = self._client.store.read(row, row.layout.view_start, row.layout.end_seq)
-        return full_history(records) if full else history(records)
+        # Through the session's own reads: messages straight from the stored rows (D205).
+        return self._client.handle(self._row_in(session_id, workspace)).history(full=full)
 
     def stamp(
         self, session_id: str, *, workspace: str | os.PathLike[str] | None = None
