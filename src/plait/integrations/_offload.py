@@ -14,21 +14,16 @@ caller never retries a write that in fact went through.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
-from plait.run import StoreWorker
+from plait.session import SessionHost
 
 __all__ = ["in_thread", "settled"]
 
 _T = TypeVar("_T")
 
 
-class _Host(Protocol):
-    @property
-    def store_calls(self) -> StoreWorker: ...
-
-
-async def in_thread(owner: _Host, fn: Callable[[], _T]) -> _T:
+async def in_thread(owner: SessionHost, fn: Callable[[], _T]) -> _T:
     """Run ``fn`` (a read or a write) on ``owner``'s store worker.
 
     Raises:

@@ -64,7 +64,6 @@ __all__ = [
     "Subscriber",
     "event_json",
     "head_mark",
-    "parse_event_id",
     "parse_event_mark",
     "record_json",
 ]
@@ -114,15 +113,6 @@ def event_json(event: object) -> dict[str, JSONValue]:
     return out
 
 
-def parse_event_id(value: str | None) -> int | None:
-    """Return the record seq an event id stands after (``"12~3"`` and ``"12.3~3"`` give 12).
-
-    Raises:
-        InvalidArgumentError: the id is not one this service sent.
-    """
-    return parse_event_mark(value)[0]
-
-
 def parse_event_mark(value: str | None) -> tuple[int | None, str | None]:
     """Return the record seq an event id stands after and the head it names, if any.
 
@@ -145,18 +135,8 @@ def parse_event_mark(value: str | None) -> tuple[int | None, str | None]:
 
 
 def head_mark(row: SessionRow) -> str:
-    """The token event ids carry for a head: its stored row, in base 36."""
-    return _base36(row.pk)
-
-
-def _base36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while True:
-        n, d = divmod(n, 36)
-        out = digits[d] + out
-        if n == 0:
-            return out
+    """The token event ids carry for a head: its stored row's key, in hexadecimal."""
+    return f"{row.pk:x}"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from plait.records import (
     dumps,
 )
 from plait.store._litesql import READ_RANGES_MAX, read_ranges
-from plait.store._rows import SEQ_BITS, SEQ_MAX
+from plait.store._rows import SEQ_BITS, SEQ_MAX, missing_rows
 
 if TYPE_CHECKING:
     from plait.store.base import SessionRow
@@ -87,10 +87,7 @@ def read_records(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) 
                 out.extend(decode_records(rows, range(a + got, b)))
                 got += len(rows)
             if got != b - a:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                    f"of owner {owner}, found {got}"
-                )
+                raise missing_rows(row.id, owner, a, b, got)
     return out
 
 
@@ -139,10 +136,7 @@ def _check_counts(row: SessionRow, parts: list[Segment], positions: list[int]) -
     for owner, a, b in parts:
         got = bisect_left(positions, b) - bisect_left(positions, a)
         if got != b - a:
-            raise StoreCorruptError(
-                f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                f"of owner {owner}, found {got}"
-            )
+            raise missing_rows(row.id, owner, a, b, got)
     if len(positions) != len(set(positions)):
         raise StoreCorruptError(f"session {row.id!r}: a position was read twice")
 
@@ -177,8 +171,5 @@ def read_view(
                 out.extend(items)  # type: ignore[arg-type]  # every None was filled
                 got += len(rows)
             if got != b - a:
-                raise StoreCorruptError(
-                    f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                    f"of owner {owner}, found {got}"
-                )
+                raise missing_rows(row.id, owner, a, b, got)
     return out

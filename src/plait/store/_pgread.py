@@ -21,7 +21,7 @@ from plait.records import (
     decode_view_rows,
 )
 from plait.store._pgsql import READ, READ_ONE, READ_VIEW, READ_VIEW_ONE, key_ranges
-from plait.store._rows import SEQ_BITS, SEQ_MAX
+from plait.store._rows import SEQ_BITS, SEQ_MAX, missing_rows
 
 if TYPE_CHECKING:
     import psycopg
@@ -52,10 +52,7 @@ def scan_records(
             while rows := cursor.fetchmany(READ_BATCH):
                 out.extend(decode_records(rows, range(a + len(out), b)))
         if len(out) != b - a:
-            raise StoreCorruptError(
-                f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                f"of owner {owner}, found {len(out)}"
-            )
+            raise missing_rows(row.id, owner, a, b, len(out))
         return out
     counts = [0] * len(parts)
     with collector_paused():
@@ -67,10 +64,7 @@ def scan_records(
             out.extend(decode_rows(rows, SEQ_MAX, first=1))
     for (owner, a, b), got in zip(parts, counts, strict=True):
         if got != b - a:
-            raise StoreCorruptError(
-                f"session {row.id!r}: expected {b - a} rows at [{a}, {b}) "
-                f"of owner {owner}, found {got}"
-            )
+            raise missing_rows(row.id, owner, a, b, got)
     return out
 
 

@@ -30,6 +30,7 @@ __all__ = [
     "kept_as",
     "kept_for",
     "live_row_from_columns",
+    "missing_rows",
     "prefix_text",
     "row_from_columns",
     "row_values",
@@ -136,6 +137,14 @@ def scratchpad_values(entry: ScratchpadEntry) -> tuple[Any, ...]:
         entry.source,
         entry.reason,
         dumps(dict(entry.metadata)),
+    )
+
+
+def missing_rows(session_id: str, owner: int, lo: int, hi: int, found: int) -> StoreCorruptError:
+    """The error of a read whose segment ``[lo, hi)`` of ``owner`` gave ``found`` rows."""
+    return StoreCorruptError(
+        f"session {session_id!r}: expected {hi - lo} rows at [{lo}, {hi}) "
+        f"of owner {owner}, found {found}"
     )
 
 
