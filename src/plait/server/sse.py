@@ -237,11 +237,13 @@ class Hub:
     async def watch(self, session_id: str) -> None:
         """Make sure the session's run events reach its channel (call before a run starts).
 
-        The channel is brought up to the store first, so a head moved since it last read
-        (a rewind) is published before the run's records, which count on the new head.
+        A watched channel is brought up to the store first, so a head moved since it last
+        read (a rewind) is published before the run's records, which count on the new head;
+        an unwatched one is brought up when someone joins it.
         """
-        await self.channel(session_id)
-        await self.refresh(session_id)
+        channel = await self.channel(session_id)
+        if channel.subscribers:
+            await self.refresh(session_id)
 
     def on_run_event(self, session_id: str, event: object) -> None:
         """Publish one run event (a session subscriber; never raises into the run)."""
