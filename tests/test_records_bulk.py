@@ -30,8 +30,11 @@ from plait.records import (
     ToolRecord,
     UserRecord,
     _blanks,
+    _bulk,
+    decode_packed,
     decode_record,
     decode_records,
+    decode_rows,
     decode_view_rows,
     encode_payload,
 )
@@ -257,3 +260,152 @@ def test_a_damaged_tool_row_amid_a_full_load_is_corrupt_on_every_read(
         ):
             with pytest.raises(StoreCorruptError, match=f"seq={seq}"):
                 read()
+
+
+# SQLite's packed rows (records.decode_packed), read with json and, when installed, orjson.
+try:
+    import orjson
+except ImportError:  # the default install: json alone
+    orjson = None
+
+LOADERS: list[Any] = [None] + ([orjson.loads] if orjson is not None else [])
+CODES = {"assistant": 1, "user": 2, "tool": 3, "system": 4, "summary": 5, "event": 6, "opaque": 7}
+
+
+def _packed(r: Record, meta: str | None = None) -> tuple[Any, ...]:
+    if meta is None:
+        extra: Any = r.tokens
+    else:
+        extra = f"[{json.dumps(r.tokens)},{meta}]"
+    return (r.id, r.created_at_us * 8 + CODES[r.kind], encode_payload(r), extra)
+
+
+def _each_loader(check: Any) -> None:
+    for loads in LOADERS:
+        before = _bulk._fast_loads
+        _bulk._fast_loads = loads
+        try:
+            check()
+        finally:
+            _bulk._fast_loads = before
+
+
+@given(
+    content=TEXT,
+    call_id=TEXT,
+    name=st.one_of(st.none(), TEXT),
+    ok=st.booleans(),
+    images=st.integers(0, 2),
+    calls=CALLS,
+    meta=st.one_of(st.none(), st.just('{"m":1}')),
+    tokens=st.one_of(st.none(), st.integers(0, 9)),
+)
+def test_packed_rows_decode_as_decode_record_does(
+    content: str,
+    call_id: str,
+    name: str | None,
+    ok: bool,
+    images: int,
+    calls: tuple[ToolCall, ...],
+    meta: str | None,
+    tokens: int | None,
+) -> None:
+    written: list[Record] = [
+        ToolRecord(seq=0, content=content, tool_call_id=call_id, tool_name=name, ok=ok,
+                   images=images, tokens=tokens),
+        AssistantRecord(seq=1, content=content, tool_calls=calls, images=images, tokens=tokens),
+        AssistantRecord(seq=2, content=content, tokens=tokens),
+        UserRecord(seq=3, content=content, images=images, tokens=tokens),
+        SystemRecord(seq=4, content=content, tokens=tokens),
+    ]
+    want = [
+        decode_record(r.kind, encode_payload(r), seq=r.seq, id=r.id,
+                      created_at_us=r.created_at_us, meta=meta, tokens=r.tokens)
+        for r in written
+    ]
+
+    def check() -> None:
+        got, whole = decode_packed([_packed(r, meta) for r in written], range(5))
+        assert whole == []
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+
+    _each_loader(check)
+
+
+@pytest.mark.parametrize(("kind", "payload"), NEAR)
+def test_packed_payloads_near_the_written_shape_decode_as_decode_record_does(
+    kind: str, payload: str
+) -> None:
+    want = _decoded(kind, payload)
+
+    def check() -> None:
+        (got,), _ = decode_packed([("i", 5 * 8 + CODES[kind], payload, None)], range(3, 4))
+        _same(got, want)
+
+    _each_loader(check)
+
+
+@pytest.mark.parametrize(("kind", "payload"), BAD)
+def test_a_bad_packed_row_is_corrupt_and_named(kind: str, payload: str) -> None:
+    def check() -> None:
+        rows = [_packed(UserRecord(seq=0, content="q"))] * 3
+        rows[1] = ("x", 1 * 8 + CODES[kind], payload, None)
+        with pytest.raises(StoreCorruptError, match=f"seq=11 kind='{kind}'"):
+            decode_packed(rows, range(10, 13))
+
+    _each_loader(check)
+
+
+def test_packed_columns_a_store_did_not_pack_are_left_to_read_whole() -> None:
+    good = _packed(UserRecord(seq=0, content="q"))
+    odd = [
+        ("i", 5 * 8, '{"content":"x"}', None),  # no kind's code
+        ("i", 5.5, '{"content":"x"}', None),  # a time that is not an integer
+        ("i", 5 * 8 + 2, '{"content":"x"}', "-"),  # a count that is not an integer
+        ("i", 5 * 8 + 2, '{"content":"x"}', "[1,[2]]"),  # meta not an object
+        ("i", 5 * 8 + 2, '{"content":"x"}', "[1,{}],{}"),  # meta past its column
+        ("i", 5 * 8 + 2, '{"content":"x"}', "[1,{},2]"),
+    ]
+
+    def check() -> None:
+        got, whole = decode_packed([good, *odd, good], range(len(odd) + 2))
+        assert whole == list(range(1, len(odd) + 1))
+        assert all(got[i] is None for i in whole)
+        assert [type(got[0]), type(got[-1])] == [UserRecord, UserRecord]
+
+    _each_loader(check)
+
+
+def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
+    tmp_path: Path,
+) -> None:
+    db, ws = tmp_path / "plait.db", tmp_path / "ws"
+    ws.mkdir()
+    with Client(ws, store=db) as client:
+        sid = _agent_session(client, 3)
+        s = client.sessions.get(sid)
+        ids = [r.id for r in s.records]
+    with closing(sqlite3.connect(db)) as raw, raw:
+        raw.execute("UPDATE records SET meta = ?, tokens = 7 WHERE id = ?", ('{"m":[1]}', ids[0]))
+        raw.execute("UPDATE records SET tokens = 9 WHERE id = ?", (ids[1],))
+        raw.execute("UPDATE records SET meta = ' {\"a\":2} ' WHERE id = ?", (ids[2],))
+        raw.execute("UPDATE records SET tokens = 'many' WHERE id = ?", (ids[3],))
+        raw.execute("UPDATE records SET tokens = 2.5, meta = '{}' WHERE id = ?", (ids[4],))
+        rows = raw.execute(
+            "SELECT key, id, kind, payload, meta, created_at, tokens FROM records ORDER BY key"
+        ).fetchall()
+    want = decode_rows(rows, (1 << 32) - 1)
+    assert want[0].meta == {"m": [1]} and want[0].tokens == 7 and want[3].tokens == "many"
+
+    def check() -> None:
+        with Client(ws, store=db) as client:
+            got = client.sessions.get(sid).records
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+
+    _each_loader(check)
+    with closing(sqlite3.connect(db)) as raw, raw:
+        raw.execute("UPDATE records SET kind = 'nope' WHERE id = ?", (ids[5],))
+    with Client(ws, store=db) as client, pytest.raises(StoreCorruptError, match="'nope'"):
+        _ = client.sessions.get(sid).records

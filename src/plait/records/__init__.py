@@ -13,15 +13,14 @@ record has the same ``seq`` in every branch that holds it.
 
 from __future__ import annotations
 
-from plait.records._codec import (
-    MESSAGE_KINDS,
-    collector_paused,
-    decode_record,
+from plait.records._bulk import (
+    KIND_CODES,
+    decode_packed,
     decode_records,
     decode_rows,
     decode_view_rows,
-    encode_payload,
 )
+from plait.records._codec import MESSAGE_KINDS, collector_paused, decode_record, encode_payload
 from plait.records._messages import Message, messages_of, record_from_message
 from plait.records._model import (
     COMPACTION_UNDONE,
@@ -47,6 +46,7 @@ from plait.records._model import (
 __all__ = [
     "COMPACTION_UNDONE",
     "KINDS",
+    "KIND_CODES",
     "MESSAGE_KINDS",
     "MESSAGE_ROLES",
     "AssistantRecord",
@@ -63,6 +63,7 @@ __all__ = [
     "ToolRecord",
     "UserRecord",
     "collector_paused",
+    "decode_packed",
     "decode_record",
     "decode_records",
     "decode_rows",

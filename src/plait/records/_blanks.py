@@ -31,12 +31,22 @@ from plait.records._model import (
     UserRecord,
 )
 
-__all__ = ["assistant_record", "system_record", "tool_call", "tool_record", "user_record"]
+__all__ = [
+    "BLANKS_WORK",
+    "AssistantBlank",
+    "CallBlank",
+    "SystemBlank",
+    "ToolBlank",
+    "UserBlank",
+    "assistant_record",
+    "system_record",
+    "tool_call",
+    "tool_record",
+    "user_record",
+]
 
-_new: Final = object.__new__
 
-
-class _Call:
+class CallBlank:
     """:class:`ToolCall`'s slots, plainly settable (see the module's docstring)."""
 
     __slots__ = ToolCall.__slots__
@@ -45,33 +55,47 @@ class _Call:
     arguments: Mapping[str, JSONValue]
 
 
-class _System(Record):
+# Each blank is made by calling its class with no arguments: ``object``'s ``__init__``
+# (Record's would want the fields) costs less than ``object.__new__(cls)`` called by name.
+class SystemBlank(Record):
+    """:class:`SystemRecord`'s slots, plainly settable."""
+
     __slots__ = SystemRecord.__slots__
+    __init__ = object.__init__
     __setattr__ = object.__setattr__
     __delattr__ = object.__delattr__
 
 
-class _User(Record):
+class UserBlank(Record):
+    """:class:`UserRecord`'s slots, plainly settable."""
+
     __slots__ = UserRecord.__slots__
+    __init__ = object.__init__
     __setattr__ = object.__setattr__
     __delattr__ = object.__delattr__
 
 
-class _Assistant(Record):
+class AssistantBlank(Record):
+    """:class:`AssistantRecord`'s slots, plainly settable."""
+
     __slots__ = AssistantRecord.__slots__
+    __init__ = object.__init__
     __setattr__ = object.__setattr__
     __delattr__ = object.__delattr__
 
 
-class _Tool(Record):
+class ToolBlank(Record):
+    """:class:`ToolRecord`'s slots, plainly settable."""
+
     __slots__ = ToolRecord.__slots__
+    __init__ = object.__init__
     __setattr__ = object.__setattr__
     __delattr__ = object.__delattr__
 
 
 def _blank_call(call_id: str, name: str, arguments: Mapping[str, JSONValue]) -> ToolCall:
     """``ToolCall(call_id, name, arguments)``, built in a blank."""
-    c: Any = _new(_Call)
+    c: Any = CallBlank()
     c.id = call_id
     c.name = name
     c.arguments = arguments
@@ -82,7 +106,7 @@ def _blank_call(call_id: str, name: str, arguments: Mapping[str, JSONValue]) -> 
 def _blank_system(
     seq: int, rid: str, created: int, meta: Mapping[str, JSONValue], tokens: int | None, text: str
 ) -> Record:
-    r: Any = _new(_System)
+    r: Any = SystemBlank()
     r.seq = seq
     r.id = rid
     r.created_at_us = created
@@ -102,7 +126,7 @@ def _blank_user(
     text: str,
     images: int = 0,
 ) -> Record:
-    r: Any = _new(_User)
+    r: Any = UserBlank()
     r.seq = seq
     r.id = rid
     r.created_at_us = created
@@ -124,7 +148,7 @@ def _blank_assistant(
     calls: tuple[ToolCall, ...] = (),
     images: int = 0,
 ) -> Record:
-    r: Any = _new(_Assistant)
+    r: Any = AssistantBlank()
     r.seq = seq
     r.id = rid
     r.created_at_us = created
@@ -149,7 +173,7 @@ def _blank_tool(
     ok: bool,
     images: int,
 ) -> Record:
-    r: Any = _new(_Tool)
+    r: Any = ToolBlank()
     r.seq = seq
     r.id = rid
     r.created_at_us = created
@@ -259,6 +283,10 @@ try:
 except TypeError:  # pragma: no cover - a Python that refuses the class assignment
     _WORKS = False
 
+BLANKS_WORK: Final = _WORKS
+"""Whether a blank given its frozen class is what the constructor builds (checked at import):
+a bulk decoder that fills blanks itself, without these builders, does so only then."""
+
 tool_call: Final[Callable[[str, str, Mapping[str, JSONValue]], ToolCall]] = (
     _blank_call if _WORKS else ToolCall
 )
@@ -267,9 +295,7 @@ system_record: Final[Callable[..., Record]] = _blank_system if _WORKS else _made
 """``system_record(seq, id, created_at_us, meta, tokens, content)``: its :class:`SystemRecord`."""
 user_record: Final[Callable[..., Record]] = _blank_user if _WORKS else _made_user
 """``user_record(seq, id, created_at_us, meta, tokens, content, images=0)``."""
-assistant_record: Final[Callable[..., Record]] = (
-    _blank_assistant if _WORKS else _made_assistant
-)
+assistant_record: Final[Callable[..., Record]] = _blank_assistant if _WORKS else _made_assistant
 """``assistant_record(seq, id, created_at_us, meta, tokens, content, tool_calls=(), images=0)``."""
 tool_record: Final[Callable[..., Record]] = _blank_tool if _WORKS else _made_tool
 """``tool_record(seq, id, created_at_us, meta, tokens, content, tool_call_id, tool_name, ok,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -45,12 +45,14 @@ from plait.records._model import (
 
 __all__ = [
     "MESSAGE_KINDS",
+    "ROLES",
     "collector_paused",
+    "decode_one",
     "decode_record",
-    "decode_records",
-    "decode_rows",
-    "decode_view_rows",
     "encode_payload",
+    "view_message",
+    "whole_columns",
+    "written_fields",
 ]
 
 _ENCODE_STR = json.encoder.encode_basestring  # the C string encoder, ensure_ascii=False
@@ -167,83 +169,13 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) -> list[Record]:
-    """Decode the rows of one read: each ``(key, id, kind, payload, meta, created_at, tokens)``.
-
-    The columns start at index ``first`` of each row (a store may select others
-    before them); a record's ``seq`` is ``key & seq_mask``. The collector is
-    paused while it runs (and left as it was found).
-
-    Raises:
-        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
-    """
-    rows = rows if isinstance(rows, Sequence) else list(rows)
-    end = first + 7
-    return decode_records(
-        [row[first + 1 : end] for row in rows], [row[first] & seq_mask for row in rows]
-    )
-
-
-def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[Record]:
-    """Decode rows ``(id, kind, payload, meta, created_at, tokens)`` at positions ``seqs``.
-
-    A store that reads one contiguous run of positions passes a ``range`` (and
-    selects no key); the collector is paused while it runs.
-
-    Raises:
-        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
-    """
-    with collector_paused():
-        out: list[Record] = []
-        add = out.append
-        plain = _PLAIN.get
-        scan = _scan_string
-        head = _CONTENT_ONLY
-        written, tool, assistant = _written_fields, tool_record, assistant_record
-        # seqs may run on past the rows (a range to a segment's end, or one iterator over
-        # several batches): zip stops at the last row, before taking another seq.
-        for (rid, kind, payload, meta, created, tokens), seq in zip(rows, seqs, strict=False):
-            if meta is None:
-                build = plain(kind)
-                if build is not None:
-                    # Anything but a text-only message's JSON (or a payload that is not
-                    # text) is left to the paths below, which check it and say what is wrong.
-                    try:
-                        if payload.startswith(head):
-                            text, stop = scan(payload, 12)
-                            if stop == len(payload) - 1 and payload[-1] == "}":
-                                add(build(seq, rid, created, {}, tokens, text))
-                                continue
-                    except (AttributeError, TypeError, ValueError):
-                        pass
-                # A tool call or result as the codec writes it (none has images).
-                fields = written(kind, payload)
-                if fields is not None:
-                    content, calls, call_id, name, ok, _ = fields
-                    add(
-                        tool(seq, rid, created, {}, tokens, content, call_id, name, ok, 0)
-                        if kind == "tool"
-                        else assistant(seq, rid, created, {}, tokens, content, calls, 0)
-                    )
-                    continue
-            called = _called_record(kind, payload, seq, rid, created, meta, tokens)
-            add(
-                called
-                if called is not None
-                else decode_record(
-                    kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
-                )
-            )
-        return out
-
-
 MESSAGE_KINDS: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 """Kinds whose view is a :class:`Message` of the record alone (a summary's needs its folds)."""
-_ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
+ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
 """Each plain kind's role, one shared string: a message does not keep a copy per row."""
 
 
-def _whole(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
+def whole_columns(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
     """The ``[id, meta, created_at, tokens]`` of a view row kept whole."""
     try:
         rid, meta, created, tokens = _loads(text)
@@ -315,7 +247,7 @@ def _fields(kind: str, payload: Any) -> Fields:
     return content, calls, None, None, None, images
 
 
-def _written_fields(kind: str, payload: Any) -> Fields | None:
+def written_fields(kind: str, payload: Any) -> Fields | None:
     """The fields of a tool call's or tool result's payload in the shape the codec writes it.
 
     ``{"content", "tool_call_id", "tool_name", "ok"}`` for a tool result,
@@ -363,7 +295,7 @@ _CORRUPT = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
 """What a payload that does not fit its kind raises while it is decoded."""
 
 
-def _view_message(kind: str, payload: Any, seq: int) -> Message:
+def view_message(kind: str, payload: Any, seq: int) -> Message:
     """The message a history shows of a message row, checked as :func:`decode_record` checks.
 
     Built straight from the payload, with no record in between: a tool call or a tool
@@ -377,7 +309,7 @@ def _view_message(kind: str, payload: Any, seq: int) -> Message:
         content, calls, call_id, name, ok, images = _fields(kind, payload)
     except _CORRUPT as exc:
         raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc
-    return build_message(_ROLES.get(kind, kind), content, calls, call_id, name, ok, images, seq)
+    return build_message(ROLES.get(kind, kind), content, calls, call_id, name, ok, images, seq)
 
 
 def _called_record(
@@ -395,7 +327,7 @@ def _called_record(
         meta_map = {} if meta is None else _parse(meta) if isinstance(meta, str) else meta
         if type(meta_map) is not dict and not isinstance(meta_map, Mapping):
             return None
-        fields = _written_fields(kind, payload)
+        fields = written_fields(kind, payload)
         content, calls, call_id, name, ok, images = (
             _fields(kind, payload) if fields is None else fields
         )
@@ -406,71 +338,23 @@ def _called_record(
     return assistant_record(seq, rid, created, meta_map, tokens, content, calls, images)
 
 
-def decode_view_rows(
-    rows: Iterable[Sequence[Any]], seqs: Iterable[int]
-) -> tuple[list[Message | Record | None], list[int]]:
-    """Decode the rows of a view read, at positions ``seqs``: messages as :class:`Message`.
+def decode_one(
+    kind: str, payload: Any, seq: int, rid: str, created: int, meta: Any, tokens: Any
+) -> Record:
+    """The record of one stored row by the general path: :func:`decode_record`'s record.
 
-    Each row is ``(kind, payload)``, or ``(kind, payload, whole)``: ``whole`` is
-    None for a message and, for the rows a view keeps whole, the JSON array
-    ``[id, meta, created_at, tokens]`` (a store that can send it with the row).
-    A row of a message kind becomes the message a history shows (its meta, id,
-    time and count are not what a message holds, and are not decoded); a summary,
-    event or opaque row with its ``whole`` becomes its record, and one without is
-    ``None``, its index listed for the store to read whole.
-
-    Returns:
-        The decoded items in row order, and the indexes of the ``None`` ones.
+    A tool call or result is built in a blank; any other row, and one that does not
+    fit, by :func:`decode_record`, which says what is wrong.
 
     Raises:
-        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
+        StoreCorruptError: the row does not fit its kind.
     """
-    with collector_paused():
-        out: list[Message | Record | None] = []
-        whole: list[int] = []
-        add = out.append
-        role_of = _ROLES.get
-        scan = _scan_string
-        head = _CONTENT_ONLY
-        build = build_message
-        for row, seq in zip(rows, seqs, strict=False):  # seqs may run on: see decode_records
-            kind, payload = row[0], row[1]
-            role = role_of(kind)
-            if role is not None:
-                try:
-                    # The string ends one before the text's end, at its closing '}'.
-                    if payload.startswith(head):
-                        text, stop = scan(payload, 12)
-                        if stop == len(payload) - 1 and payload[-1] == "}":
-                            add(build(role, text, (), None, None, None, 0, seq))
-                            continue
-                except (AttributeError, TypeError, ValueError):
-                    pass
-            if kind in MESSAGE_KINDS:
-                # Its other columns are not the message's, so they are not read.
-                fields = _written_fields(kind, payload)
-                add(
-                    _view_message(kind, payload, seq)
-                    if fields is None
-                    else build(_ROLES.get(kind, kind), *fields, seq)
-                )
-            elif len(row) > 2 and row[2] is not None:
-                rid, meta, created, tokens = _whole(row[2], seq)
-                add(
-                    decode_record(
-                        kind,
-                        payload,
-                        seq=seq,
-                        id=rid,
-                        created_at_us=created,
-                        meta=meta,
-                        tokens=tokens,
-                    )
-                )
-            else:
-                whole.append(len(out))
-                add(None)
-        return out, whole
+    called = _called_record(kind, payload, seq, rid, created, meta, tokens)
+    if called is not None:
+        return called
+    return decode_record(
+        kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
+    )
 
 
 def decode_record(

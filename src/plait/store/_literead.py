@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import sqlite3
 from bisect import bisect_left
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import (
+    KIND_CODES,
     Message,
     Record,
     collector_paused,
-    decode_records,
+    decode_packed,
     decode_rows,
     decode_view_rows,
     dumps,
@@ -33,12 +34,21 @@ if TYPE_CHECKING:
 
 __all__ = ["is_small", "read_records", "read_small", "read_view"]
 
+_EXTRA: Final = (
+    "CASE WHEN meta IS NULL AND tokens IS NULL THEN NULL "
+    "WHEN typeof(tokens) NOT IN ('integer', 'null') THEN '-' "
+    "WHEN meta IS NULL THEN tokens "
+    "ELSE '[' || ifnull(tokens, 'null') || ',' || meta || ']' END"
+)
+"""A row's meta and tokens as one column (``records.decode_packed``); a count that is not
+an integer gives a text no row decodes from, so that row is read whole."""
 _READ_RANGE: Final = (
-    "SELECT id, kind, payload, meta, created_at, tokens FROM records "
+    f"SELECT id, created_at * 8 + {KIND_CODES}, payload, {_EXTRA} FROM records "
     "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
-"""One segment's run of positions: each row's position is its place in the run (the
-count is checked), so the key is not selected."""
+"""One segment's run of positions, packed (``records.decode_packed``: sqlite3 costs about
+a microsecond a column a row, more than SQLite takes to join them): each row's position
+is its place in the run (the count is checked), so the key is not selected."""
 _READ_RANGES: Final = (
     "SELECT g.key, r.key, r.id, r.kind, r.payload, r.meta, r.created_at, r.tokens "
     "FROM json_each(?) AS g CROSS JOIN records AS r "
@@ -84,11 +94,36 @@ def read_records(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) 
             # Rows are decoded a batch at a time and dropped: a long read holds its
             # records and one batch of rows, never all of both.
             while rows := cursor.fetchmany(_BATCH):
-                out.extend(decode_records(rows, range(a + got, b)))
+                records, whole = decode_packed(rows, range(a + got, b))
+                if whole:
+                    _fill(db, row, records, whole, base | (a + got))
+                out.extend(records)  # type: ignore[arg-type]  # every None was filled
                 got += len(rows)
             if got != b - a:
                 raise missing_rows(row.id, owner, a, b, got)
     return out
+
+
+def _fill(
+    db: sqlite3.Connection,
+    row: SessionRow,
+    items: list[Any],
+    whole: list[int],
+    first: int,
+) -> None:
+    """Fill ``items[i]`` for each ``i`` of ``whole`` with its row read whole, by its key.
+
+    ``first`` is the key of ``items[0]``; the rows are read in the caller's transaction.
+
+    Raises:
+        StoreCorruptError: a row does not decode, or is gone.
+    """
+    keys = dumps([first + i for i in whole])
+    found = decode_rows(db.execute(_READ_KEYS, (keys,)).fetchall(), SEQ_MAX)
+    if len(found) != len(whole):
+        raise StoreCorruptError(f"session {row.id!r}: rows changed during the read")
+    for i, record in zip(whole, found, strict=True):
+        items[i] = record
 
 
 def read_small(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) -> list[Record]:
@@ -159,15 +194,7 @@ def read_view(
                 # A row's position is its place in the run (the count is checked below).
                 items, whole = decode_view_rows(rows, range(a + got, b))
                 if whole:
-                    keys = dumps([base | (a + got + i) for i in whole])
-                    found = decode_rows(db.execute(_READ_KEYS, (keys,)).fetchall(), SEQ_MAX)
-                    if len(found) != len(whole):
-                        raise StoreCorruptError(
-                            f"session {row.id!r}: rows of owner {owner} at [{a}, {b}) "
-                            "changed during the read"
-                        )
-                    for i, record in zip(whole, found, strict=True):
-                        items[i] = record
+                    _fill(db, row, items, whole, base | (a + got))
                 out.extend(items)  # type: ignore[arg-type]  # every None was filled
                 got += len(rows)
             if got != b - a:
