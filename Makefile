@@ -45,16 +45,17 @@ bench: $(STAMP)
 
 # plait beside openai-agents, LangGraph and Google ADK on one synthetic agent transcript, in
 # one run. The peers live in their own venv (.venv-peers, from a pinned requirements file,
-# plait installed editable beside them), so .venv never holds them. Not part of `make test`
-# or `make bench`. PostgreSQL peers run when PLAIT_BENCH_POSTGRES_URL (default
-# postgresql://postgres@127.0.0.1:5432/test) answers. Smaller: PEERS_ARGS=--quick.
+# plait installed editable beside them with its [fast] extra, D223), so .venv never holds
+# them. Not part of `make test` or `make bench`. PostgreSQL peers run when
+# PLAIT_BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/test) answers.
+# Smaller: PEERS_ARGS=--quick.
 PEERS_VENV  := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed
 
 $(PEERS_STAMP): benchmarks/peers/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PEERS_VENV)/bin/python -m pip install --quiet -r benchmarks/peers/requirements.txt -e '.[postgres]'
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r benchmarks/peers/requirements.txt -e '.[postgres,fast]'
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)
