@@ -129,6 +129,7 @@ class Notifier:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._cursor: psycopg.Cursor[tuple[Any, ...]]
 
     def changed(self, session_id: str) -> None:
         """Queue the announcement that a session changed (its write has committed)."""
@@ -206,7 +207,8 @@ class Notifier:
                     conn = psycopg.connect(self._conninfo, **self._kwargs)
                     conn.execute("SET synchronous_commit = off")
                     self._conn = conn
-                conn.execute(_NOTIFY, (self._channel, batch))
+                    self._cursor = conn.cursor()  # one for every batch: its set-up is kept
+                self._cursor.execute(_NOTIFY, (self._channel, batch))
                 return
             except psycopg.Error as exc:
                 if self._conn is not None:
