@@ -187,6 +187,33 @@ def test_a_spare_connection_goes_back_to_the_pool_in_time(pg: PostgresStore) -> 
     assert pg._spare is not None
 
 
+def test_threads_beyond_the_pool_are_served_while_the_spare_goes_round(pg_schema: str) -> None:
+    # One connection in all: a thread waiting for the pool must get it when the thread
+    # holding it is done, not see it kept as the spare for that thread's next call.
+    store = PostgresStore(URL, schema=pg_schema, pool_size=1, connect_timeout=1)
+    try:
+        rows = [store.create(SessionRow(id=f"s{k}", workspace="/ws")) for k in range(3)]
+        failed: list[BaseException] = []
+
+        def write(k: int) -> None:
+            row = rows[k]
+            try:
+                for i in range(150):
+                    row = store.append(row, users(i, 1))
+            except BaseException as exc:  # reported below, by the test's own thread
+                failed.append(exc)
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert failed == []
+        assert [store.get(f"s{k}").layout.end_seq for k in range(3)] == [150] * 3  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
 # -- migrations --------------------------------------------------------------------------
 
 CURRENT = max(m[0] for m in MIGRATIONS)

@@ -85,6 +85,8 @@ class PgConnection(SQLStore):
     _spare: tuple[psycopg.Connection[tuple[Any, ...]]] | None
     """The connection the store keeps out of the pool for its next call (see ``_give``)."""
     _spare_mutex: threading.Lock
+    _waiting: int
+    """Threads waiting for a connection of the pool (under ``_spare_mutex``)."""
 
     @property
     def location(self) -> str:
@@ -150,9 +152,15 @@ class PgConnection(SQLStore):
         """A connection of the pool: the spare one if it is free (see :meth:`_give`)."""
         with self._spare_mutex:
             spare, self._spare = self._spare, None
+            if spare is None:
+                self._waiting += 1
         if spare is not None:
             return spare[0]
-        conn = self._pool.getconn()
+        try:
+            conn = self._pool.getconn()
+        finally:
+            with self._spare_mutex:
+                self._waiting -= 1
         conn.__dict__[_KEPT_UNTIL] = time.monotonic() + SPARE_FOR
         return conn
 
@@ -164,7 +172,9 @@ class PgConnection(SQLStore):
         thread takes the spare instead. It stays checked out of the pool for at most
         ``SPARE_FOR`` seconds, then goes back, and the pool applies its checks and
         lifetimes to it as to any other; one that is broken, closed or not idle goes
-        back at once, to be reset or replaced there.
+        back at once, to be reset or replaced there. While another thread waits for the
+        pool, every connection goes back to it: with the pool's last connection kept as
+        the spare, that thread would wait for as long as the others kept calling.
         """
         if (
             not self._closed
@@ -172,7 +182,7 @@ class PgConnection(SQLStore):
             and time.monotonic() < conn.__dict__[_KEPT_UNTIL]
         ):
             with self._spare_mutex:
-                if self._spare is None:
+                if self._spare is None and not self._waiting:
                     self._spare = (conn,)
                     return
         self._pool.putconn(conn)

@@ -202,6 +202,7 @@ class PostgresStore(PgConnection):
         self._idle_status = psycopg.pq.TransactionStatus.IDLE
         self._spare = None
         self._spare_mutex = threading.Lock()
+        self._waiting = 0
         self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
         self._notifier = Notifier(conninfo, kwargs, self._channel)
         self._owed = OwedMoves(self._move_owed, OWED_FOR)
