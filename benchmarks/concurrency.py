@@ -13,6 +13,11 @@ afterwards; without a server answering there, only SQLite runs.
 the two alternate within each round, and the table adds this checkout's rate over the
 other's, per round.
 
+Beside SQLite, the same writers as bare ``sqlite3`` INSERTs of record rows into the same
+kind of store file (``sqlite3 floor``): what the engine itself does with 8 writers on this
+machine, the bound for plait's own ratio (SQLite has one writer at a time, and each commit
+by another connection empties a connection's page cache).
+
 Usage: python benchmarks/concurrency.py [--appends K] [--rounds R] [--against DIR]
        [--only sqlite|postgres]
 """
@@ -20,6 +25,7 @@ Usage: python benchmarks/concurrency.py [--appends K] [--rounds R] [--against DI
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -63,17 +69,66 @@ def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: in
         os._exit(code)
 
 
-def run(store_target: str, ws: Path, n: int, appends: int) -> Result:
+# One user message as plait's codec writes it: the floor's rows are as long as plait's.
+_FLOOR_PAYLOAD = '{"text": "' + "y" * 200 + '", "images": 0}'
+
+
+def _floor_child(store_target: str, pk: int, appends: int, wfd: int, go: int) -> None:
+    """The same write with nothing of plait: bare self-committing INSERTs of record rows."""
+    import sqlite3
+
+    code = 1
+    try:
+        db = sqlite3.connect(store_target, isolation_level=None, timeout=30.0)
+        db.execute("PRAGMA busy_timeout = 30000")
+        db.execute("PRAGMA synchronous = NORMAL")
+        db.execute("PRAGMA wal_autocheckpoint = 0")  # as plait's store (D211)
+        insert = (
+            "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
+            "VALUES (?, ?, ?, 'user', ?, NULL, ?, NULL)"
+        )
+        base = (pk << 32) + 1  # after the session's system message
+        db.execute(insert, (base, 1, uuid.uuid4().hex, _FLOOR_PAYLOAD, time.time_ns() // 1000))
+        os.write(wfd, b"ready\n")
+        os.read(go, 1)
+        lat: list[int] = []
+        cpu = time.process_time_ns()
+        start = time.monotonic_ns()
+        for i in range(1, appends + 1):
+            t0 = time.perf_counter_ns()
+            db.execute(
+                insert, (base + i, i + 1, uuid.uuid4().hex, _FLOOR_PAYLOAD, time.time_ns() // 1000)
+            )
+            lat.append(time.perf_counter_ns() - t0)
+        end = time.monotonic_ns()
+        cpu = time.process_time_ns() - cpu
+        db.close()
+        os.write(wfd, (f"{start} {end} {cpu} " + " ".join(map(str, lat)) + "\n").encode())
+        code = 0
+    finally:
+        os._exit(code)
+
+
+def run(store_target: str, ws: Path, n: int, appends: int, *, floor: bool = False) -> Result:
     """Return (records/s, p50 µs, p99 µs, CPU µs per append) for ``n`` processes.
 
     The rate counts from the first writer's start to the last one's end, once
     every writer has opened its store and appended once (set-up is not timed). The CPU
     time is the writers' own (every thread of theirs, not the database server's): unlike
-    the rate, it hardly moves when other programs share the machine.
+    the rate, it hardly moves when other programs share the machine. ``floor``: each
+    writer is bare ``sqlite3`` INSERTs of record rows into the same store file instead
+    (what SQLite itself does with ``n`` writers on this machine).
     """
     with plait.Client(ws, store=store_target) as client:
         sids = [client.sessions.create([{"role": "system", "content": "bench"}]).id
                 for _ in range(n)]
+    pks: list[int] = []
+    if floor:
+        import sqlite3
+
+        with contextlib.closing(sqlite3.connect(store_target)) as db:
+            pks = [db.execute("SELECT pk FROM sessions WHERE id = ?", (sid,)).fetchone()[0]
+                   for sid in sids]
     go_r, go_w = os.pipe()
     kids: list[tuple[int, int]] = []
     for sid in sids:
@@ -82,6 +137,8 @@ def run(store_target: str, ws: Path, n: int, appends: int) -> Result:
         if pid == 0:  # pragma: no cover - child
             os.close(rfd)
             os.close(go_w)
+            if floor:
+                _floor_child(store_target, pks[sids.index(sid)], appends, wfd, go_r)
             _child(store_target, ws, sid, appends, wfd, go_r)
         os.close(wfd)
         kids.append((pid, rfd))
@@ -155,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
         targets["postgres"] = fresh_schema
     if args.only is not None:
         targets = {k: v for k, v in targets.items() if k == args.only}
+    floors: set[str] = set()
+    if "sqlite" in targets and args.against is None:
+        # What SQLite itself does with the same writers, beside plait on the same file.
+        targets["sqlite3 floor"] = targets["sqlite"]
+        floors.add("sqlite3 floor")
     here = Path(__file__).resolve().parent.parent
     trees: dict[str, Path | None] = {"": None}
     if args.against is not None:
@@ -177,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
                     with tempfile.TemporaryDirectory() as tmp:
                         where = target(Path(tmp))
                         got[label, n].append(
-                            run(where, Path(tmp), n, args.appends)
+                            run(where, Path(tmp), n, args.appends, floor=name in floors)
                             if tree is None
                             else _run_in(tree, where, Path(tmp), n, args.appends)
                         )

@@ -94,6 +94,9 @@ def test_plait_help_loads_no_command_and_no_store() -> None:
         "plait.cli._")}
     assert commands == set(), sorted(commands)
     assert not loaded & _HEAVY, sorted(loaded & _HEAVY)
+    # Nor the store or the record model: the default store file is named when a command runs.
+    assert not {m for m in loaded if m.startswith(("plait.store", "plait.records"))}, sorted(
+        m for m in loaded if m.startswith(("plait.store", "plait.records")))
 
 
 def test_every_error_derives_from_plait_error() -> None:

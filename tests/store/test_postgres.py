@@ -7,12 +7,15 @@ without it they skip. The rest (URL checks, a missing driver) run everywhere.
 
 from __future__ import annotations
 
+import gc
+import logging
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -133,6 +136,82 @@ def test_driver_errors_are_wrapped(pg: PostgresStore) -> None:
     pg.close()
     with pytest.raises(StoreError, match="closed"):
         pg.get("s")
+
+
+def test_one_spare_connection_serves_a_store_in_turn_and_goes_back_on_close(
+    pg: PostgresStore,
+) -> None:
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    pids = set()
+    for i in range(5):
+        row = pg.append(row, users(i, 1))
+        pids.add(pg._one("SELECT pg_backend_pid()", (), "read the backend"))
+    assert len(pids) == 1  # one connection, kept between calls, with its one cursor
+    spare = pg._spare
+    assert spare is not None and spare[0].__dict__.get("_plait_cursor") is not None
+    pg.close()
+    assert spare[0].closed  # given back to the pool, which closed it with the rest
+
+
+def test_a_spare_connection_the_server_dropped_is_replaced(
+    pg: PostgresStore, other: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The pool logs the connection it discards, and the test's log capture would keep it.
+    monkeypatch.setattr(logging.getLogger("psycopg.pool"), "disabled", True)
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    row = pg.append(row, users(0, 1))
+    spare = pg._spare
+    assert spare is not None
+    (pid,) = pg._one("SELECT pg_backend_pid()", (), "read the backend")
+    assert other._one("SELECT pg_terminate_backend(%s)", (pid,), "terminate")[0]
+    dropped = weakref.ref(spare[0])
+    del spare
+    with pytest.raises(StoreError):  # as a pooled connection would: the call fails
+        pg.append(row, users(1, 1))
+    assert pg._spare is None  # the broken one went back to the pool, to be replaced
+    gc.collect()
+    assert dropped() is None  # with its cursor: nothing keeps a replaced connection alive
+    assert eventually(lambda: pg.get("s") is not None)
+    row = pg.append(pg.get("s") or row, users(1, 1))
+    assert row.layout.end_seq == 2
+
+
+def test_a_spare_connection_goes_back_to_the_pool_in_time(pg: PostgresStore) -> None:
+    pg.create(SessionRow(id="s", workspace="/ws"))
+    spare = pg._spare
+    assert spare is not None
+    spare[0].__dict__["_plait_kept_until"] = time.monotonic()  # out of the pool long enough
+    pg.get("s")  # taken once more, then given back to the pool
+    assert pg._spare is None
+    pg.get("s")  # one from the pool is the spare now, for SPARE_FOR seconds
+    assert pg._spare is not None
+
+
+def test_threads_beyond_the_pool_are_served_while_the_spare_goes_round(pg_schema: str) -> None:
+    # One connection in all: a thread waiting for the pool must get it when the thread
+    # holding it is done, not see it kept as the spare for that thread's next call.
+    store = PostgresStore(URL, schema=pg_schema, pool_size=1, connect_timeout=1)
+    try:
+        rows = [store.create(SessionRow(id=f"s{k}", workspace="/ws")) for k in range(3)]
+        failed: list[BaseException] = []
+
+        def write(k: int) -> None:
+            row = rows[k]
+            try:
+                for i in range(150):
+                    row = store.append(row, users(i, 1))
+            except BaseException as exc:  # reported below, by the test's own thread
+                failed.append(exc)
+
+        threads = [threading.Thread(target=write, args=(k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert failed == []
+        assert [store.get(f"s{k}").layout.end_seq for k in range(3)] == [150] * 3  # type: ignore[union-attr]
+    finally:
+        store.close()
 
 
 # -- migrations --------------------------------------------------------------------------

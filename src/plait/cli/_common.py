@@ -23,12 +23,11 @@ from rich.console import Console
 
 from plait.cli._terminal import SafeConsole, safe
 from plait.errors import PlaitError, StoreCorruptWarning
-from plait.records import JSONValue, Message, Record
-from plait.store import default_path
 
 if TYPE_CHECKING:  # loaded by the commands that open a store, not by `plait --help`
     from plait._prefix import Described
     from plait.client import Client, SessionInfo
+    from plait.records import JSONValue, Message, Record
     from plait.session import Session
 
 __all__ = [
@@ -79,6 +78,8 @@ class Settings:
             Settings with the default store file from :func:`plait.store.default_path`
             (which honours ``$PLAIT_HOME``) when no store was named.
         """
+        from plait.store import default_path
+
         chosen = store or None  # an empty $PLAIT_STORE means "not set", as in open_store
         return cls(
             store=chosen if chosen is not None else str(default_path()),

@@ -11,11 +11,13 @@ feed.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
-from plait.errors import InvalidMessageError, StoreCorruptError, StoreError
+from plait.errors import InvalidMessageError, PlaitError, StoreCorruptError, StoreError
 from plait.store._pgfeed import Notifier
 from plait.store._pglocks import lock_key
 from plait.store._pgopen import apply_schema, current_version
@@ -33,6 +35,31 @@ __all__ = ["PgConnection"]
 _DAMAGED: Final = frozenset({"XX001", "XX002"})
 """SQLSTATEs of damaged storage: ``data_corrupted`` and ``index_corrupted``."""
 
+SPARE_FOR: Final = 30.0
+"""Seconds the store keeps a connection out of the pool as its spare (see ``_give``)."""
+
+_KEPT_UNTIL: Final = "_plait_kept_until"
+"""The attribute of a pooled connection: until when it may be the store's spare."""
+
+_CURSOR: Final = "_plait_cursor"
+"""The attribute of a pooled connection that holds its cursor (see :func:`cursor_of`)."""
+
+
+def cursor_of(conn: psycopg.Connection[tuple[Any, ...]]) -> psycopg.Cursor[tuple[Any, ...]]:
+    """The cursor kept on ``conn`` for statements whose rows are fetched at once.
+
+    A new cursor per statement costs a fresh adaptation context, whose dumpers and
+    loaders are looked up again on every call; one kept per connection reuses them.
+    It is kept on the connection object itself, not by the store, so it goes when the
+    pool drops the connection. Only for a statement fetched before the next one runs
+    on the connection: a result still being iterated must have a cursor of its own.
+    """
+    cur: psycopg.Cursor[tuple[Any, ...]] | None = conn.__dict__.get(_CURSOR)
+    if cur is None or cur.closed:
+        cur = conn.cursor()
+        setattr(conn, _CURSOR, cur)
+    return cur
+
 
 class PgConnection(SQLStore):
     """Pooled connections to one schema, and what every statement of the store runs in.
@@ -49,6 +76,17 @@ class PgConnection(SQLStore):
     _migrations: tuple[Migration, ...]
     _notifier: Notifier
     _owed: OwedMoves
+    _driver_errors: tuple[type[Exception], ...]
+    """What :meth:`_wrapped` turns into the store's errors: psycopg's, and bad text."""
+    _conflict: type[Exception]
+    """psycopg's ``UniqueViolation``: an append's compare-and-set that lost."""
+    _idle_status: int
+    """libpq's transaction status of a connection between statements (``IDLE``)."""
+    _spare: tuple[psycopg.Connection[tuple[Any, ...]]] | None
+    """The connection the store keeps out of the pool for its next call (see ``_give``)."""
+    _spare_mutex: threading.Lock
+    _waiting: int
+    """Threads waiting for a connection of the pool (under ``_spare_mutex``)."""
 
     @property
     def location(self) -> str:
@@ -78,27 +116,84 @@ class PgConnection(SQLStore):
 
         try:
             yield
-        except psycopg.Error as exc:
-            if getattr(exc, "sqlstate", None) in _DAMAGED:
-                raise StoreCorruptError(
-                    f"{self._location}: {what}: {exc} (the server reports damaged data; "
-                    "`plait db check --deep` names the sessions and records it affects)"
-                ) from exc
-            raise StoreError(f"{self._location}: {what}: {exc}") from exc
-        except UnicodeEncodeError as exc:
+        except (psycopg.Error, UnicodeEncodeError) as exc:
+            raise self._wrapped(what, exc) from exc
+
+    def _wrapped(self, what: str, exc: Exception) -> PlaitError:
+        """The store's error for a driver error (see :meth:`_guard`)."""
+        if isinstance(exc, UnicodeEncodeError):
             # Text with a lone surrogate cannot be sent as UTF-8: bad input, and nothing
             # was written (parameters are encoded before anything is sent).
-            raise InvalidMessageError(
+            return InvalidMessageError(
                 f"{what}: text is not valid Unicode ({exc.reason} at {exc.start})"
-            ) from exc
+            )
+        if getattr(exc, "sqlstate", None) in _DAMAGED:
+            return StoreCorruptError(
+                f"{self._location}: {what}: {exc} (the server reports damaged data; "
+                "`plait db check --deep` names the sessions and records it affects)"
+            )
+        return StoreError(f"{self._location}: {what}: {exc}")
 
     @contextmanager
     def _conn(self, what: str) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
         """A pooled connection (autocommit), with driver errors wrapped."""
         if self._closed:
             raise StoreError(f"{self._location}: the store is closed")
-        with self._guard(what), self._pool.connection() as conn:
-            yield conn
+        try:
+            conn = self._take()
+            try:
+                yield conn
+            finally:
+                self._give(conn)
+        except self._driver_errors as exc:
+            raise self._wrapped(what, exc) from exc
+
+    def _take(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """A connection of the pool: the spare one if it is free (see :meth:`_give`)."""
+        with self._spare_mutex:
+            spare, self._spare = self._spare, None
+            if spare is None:
+                self._waiting += 1
+        if spare is not None:
+            return spare[0]
+        try:
+            conn = self._pool.getconn()
+        finally:
+            with self._spare_mutex:
+                self._waiting -= 1
+        conn.__dict__[_KEPT_UNTIL] = time.monotonic() + SPARE_FOR
+        return conn
+
+    def _give(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+        """Keep ``conn`` as the spare connection, or give it back to the pool.
+
+        A round trip through the pool (its lock, statistics, logging and checks)
+        costs as much client time as the statement of an append: the next call of any
+        thread takes the spare instead. It stays checked out of the pool for at most
+        ``SPARE_FOR`` seconds, then goes back, and the pool applies its checks and
+        lifetimes to it as to any other; one that is broken, closed or not idle goes
+        back at once, to be reset or replaced there. While another thread waits for the
+        pool, every connection goes back to it: with the pool's last connection kept as
+        the spare, that thread would wait for as long as the others kept calling.
+        """
+        if (
+            not self._closed
+            and conn.pgconn.transaction_status == self._idle_status
+            and time.monotonic() < conn.__dict__[_KEPT_UNTIL]
+        ):
+            with self._spare_mutex:
+                if self._spare is None and not self._waiting:
+                    self._spare = (conn,)
+                    return
+        self._pool.putconn(conn)
+
+    def _close_pool(self) -> None:
+        """Give the spare connection back and close the pool."""
+        with self._spare_mutex:
+            spare, self._spare = self._spare, None
+        if spare is not None:
+            self._pool.putconn(spare[0])
+        self._pool.close()
 
     def migrate(self) -> list[int]:
         """Apply every pending migration, each in its own transaction.
@@ -121,14 +216,31 @@ class PgConnection(SQLStore):
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
     def _one(self, query: str, params: Sequence[Any], what: str, subject: object = None) -> Any:
-        with self._conn(describe(what, subject)) as conn:
-            return conn.execute(query, params).fetchone()
+        # What failed is named only when something did: most calls never need the text.
+        if self._closed:
+            raise StoreError(f"{self._location}: the store is closed")
+        try:
+            conn = self._take()
+            try:
+                return cursor_of(conn).execute(query, params).fetchone()
+            finally:
+                self._give(conn)
+        except self._driver_errors as exc:
+            raise self._wrapped(describe(what, subject), exc) from exc
 
     def _all(
         self, query: str, params: Sequence[Any], what: str, subject: object = None
     ) -> list[Any]:
-        with self._conn(describe(what, subject)) as conn:
-            return conn.execute(query, params).fetchall()
+        if self._closed:  # as _one
+            raise StoreError(f"{self._location}: the store is closed")
+        try:
+            conn = self._take()
+            try:
+                return cursor_of(conn).execute(query, params).fetchall()
+            finally:
+                self._give(conn)
+        except self._driver_errors as exc:
+            raise self._wrapped(describe(what, subject), exc) from exc
 
     def _write(self, what: str) -> AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
         # A write may move a session in the "most recent" order: the moves owed go first.

@@ -125,17 +125,18 @@ class Notifier:
         self._cond = threading.Condition()
         self._pending: dict[str, None] = {}
         self._sending = False
+        self._active = False  # the thread is lingering or sending: writes need not wake it
         self._hurry = 0  # callers of flush() waiting: no lingering
         self._closed = False
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._cursor: psycopg.Cursor[tuple[Any, ...]]
 
     def changed(self, session_id: str) -> None:
         """Queue the announcement that a session changed (its write has committed)."""
         with self._cond:
             if self._closed:
                 return
-            idle = not self._pending
             self._pending[session_id] = None
             if self._thread is None:
                 self._thread = threading.Thread(
@@ -144,9 +145,10 @@ class Notifier:
                 self._thread.start()
                 _running.add(self)
             # Only a thread waiting for work needs waking: one lingering over a batch
-            # would wake on every write just to go back to sleep, taking the writer's
-            # interpreter lock each time.
-            if idle:
+            # sends this write with it, and would wake on every write just to go back to
+            # sleep, taking the writer's interpreter lock each time.
+            if not self._active:
+                self._active = True
                 self._cond.notify()
 
     def flush(self, timeout: float = _FLUSH_WAIT) -> bool:
@@ -178,23 +180,36 @@ class Notifier:
                 self._cond.wait_for(lambda: self._pending or self._closed)
                 if not self._pending:
                     break
-                # Linger a moment so that writes committing close together go in one
-                # transaction (a writer appending a record per millisecond would otherwise
-                # double the server's transactions), unless someone waits for them.
-                self._cond.wait_for(lambda: self._closed or self._hurry > 0, _LINGER)
-                batch = list(self._pending)
-                self._pending.clear()
-                self._sending = True
-            try:
-                self._send(batch)
-            finally:
-                with self._cond:
-                    self._sending = False
-                    self._cond.notify_all()
+            # Active: a batch every linger while writes keep coming, and no write wakes
+            # the thread (a wake-up per batch is a context switch, on a busy machine as
+            # dear as the batch); a whole linger without one makes it idle again.
+            while self._send_lingered():
+                pass
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
+
+    def _send_lingered(self) -> bool:
+        """Linger, then send what is queued; False (and idle) if nothing was."""
+        with self._cond:
+            # Linger a moment so that writes committing close together go in one
+            # transaction (a writer appending a record per millisecond would otherwise
+            # double the server's transactions), unless someone waits for them.
+            self._cond.wait_for(lambda: self._closed or self._hurry > 0, _LINGER)
+            if not self._pending:
+                self._active = False
+                return False
+            batch = list(self._pending)
+            self._pending.clear()
+            self._sending = True
+        try:
+            self._send(batch)
+        finally:
+            with self._cond:
+                self._sending = False
+                self._cond.notify_all()
+        return True
 
     def _send(self, batch: list[str]) -> None:
         import psycopg
@@ -206,7 +221,8 @@ class Notifier:
                     conn = psycopg.connect(self._conninfo, **self._kwargs)
                     conn.execute("SET synchronous_commit = off")
                     self._conn = conn
-                conn.execute(_NOTIFY, (self._channel, batch))
+                    self._cursor = conn.cursor()  # one for every batch: its set-up is kept
+                self._cursor.execute(_NOTIFY, (self._channel, batch))
                 return
             except psycopg.Error as exc:
                 if self._conn is not None:

@@ -47,6 +47,7 @@ psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'`
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -61,7 +62,7 @@ from plait.errors import (
 from plait.layout import Segment, segments
 from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
-from plait.store._pgconn import PgConnection
+from plait.store._pgconn import PgConnection, cursor_of
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pggc import collect, collect_all
 from plait.store._pglocks import AdvisoryLocks
@@ -196,6 +197,12 @@ class PostgresStore(PgConnection):
         self._conninfo = conninfo
         self._kwargs = kwargs
         self._closed = False
+        self._driver_errors = (psycopg.Error, UnicodeEncodeError)
+        self._conflict = psycopg.errors.UniqueViolation
+        self._idle_status = psycopg.pq.TransactionStatus.IDLE
+        self._spare = None
+        self._spare_mutex = threading.Lock()
+        self._waiting = 0
         self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
         self._notifier = Notifier(conninfo, kwargs, self._channel)
         self._owed = OwedMoves(self._move_owed, OWED_FOR)
@@ -297,8 +304,6 @@ class PostgresStore(PgConnection):
             StaleSessionError: another writer appended first (nothing written).
             SessionNotFoundError: the session is gone.
         """
-        from psycopg import errors as pgerrors
-
         if not records:
             self._check_open()
             return expected
@@ -328,14 +333,22 @@ class PostgresStore(PgConnection):
             params.update(record_arrays(records, lay.end_msgs))
             statement = APPEND
             self._owed.flush()  # this one moves itself: the moves owed before it go first
-        with self._conn(f"append {expected.id!r}") as conn:
+        # The connection and the error guard spelled out, not context managers: this is
+        # the call of every agent step.
+        self._check_open()
+        try:
+            conn = self._take()
             try:
-                found = conn.execute(statement, params).fetchone()
-            except pgerrors.UniqueViolation:  # the compare-and-set: another writer was first
+                found = cursor_of(conn).execute(statement, params).fetchone()
+            except self._conflict:  # the compare-and-set: another writer was first
                 stale = self._stale(conn, expected)
                 if stale.actual is None:
                     raise SessionNotFoundError(expected.id) from None
                 raise stale from None
+            finally:
+                self._give(conn)
+        except self._driver_errors as exc:
+            raise self._wrapped(f"append {expected.id!r}", exc) from exc
         if found is None or not found[0]:
             raise SessionNotFoundError(expected.id)
         self._notifier.changed(expected.id)
@@ -586,7 +599,7 @@ class PostgresStore(PgConnection):
         self._owed.close()  # this store's appends are in the order before it lets go
         self._closed = True
         with contextlib.suppress(psycopg.Error):
-            self._pool.close()
+            self._close_pool()
         self._notifier.close()  # what this store wrote is announced before it lets go
         self._locks.close(StoreError)
         self._feed.close()
