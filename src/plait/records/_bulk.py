@@ -1,6 +1,6 @@
 """The bulk decoders: every row of a read into its record, or into its message for a view.
 
-Most of an agent's transcript is four shapes of row, each as the codec writes it: a
+Most of an agent's transcript is three shapes of row, each as the codec writes it: a
 text-only message (``{"content":"..."}``), a tool call (``{"content":"...","tool_calls":
 [{"id":"...","name":"...","arguments":{...}}]}``) and a tool result (``{"content":"...",
 "tool_call_id":"...","tool_name":"...","ok":true}``). A row in one of them is read piece by
@@ -10,6 +10,9 @@ for exactly that text, so it gives what ``json.loads`` gives, without the dicts 
 the payload that a record does not keep; anything else (another key order, images, extra
 keys, whitespace, a damaged row) is read by ``records._codec``'s general path, which checks
 it and names what is wrong. A record is built in a blank (``records._blanks``), inline.
+
+SQLite's full reads select four packed columns (:func:`decode_packed`); with orjson installed
+(``plait[fast]``) they read each payload with it and check the shapes on its dict (D223).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-try:  # the optional extra plait[fast]: orjson reads a payload in a few times less
+try:  # the optional extra plait[fast]: orjson reads a payload at a fraction of json's cost
     from orjson import loads as _orjson_loads  # type: ignore[import-not-found,unused-ignore]
 except ImportError:  # pragma: no cover - the default install
     _orjson_loads = None
