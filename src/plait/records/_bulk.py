@@ -21,11 +21,6 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
-try:  # the optional extra plait[fast]: orjson reads a payload at a fraction of json's cost
-    from orjson import loads as _orjson_loads  # type: ignore[import-not-found,unused-ignore]
-except ImportError:  # pragma: no cover - the default install
-    _orjson_loads = None
-
 from plait.records._blanks import (
     BLANKS_WORK,
     AssistantBlank,
@@ -53,6 +48,12 @@ from plait.records._model import (
     ToolRecord,
     UserRecord,
 )
+
+_orjson_loads: Callable[[str], Any] | None
+try:  # the optional extra plait[fast]: orjson reads a payload at a fraction of json's cost
+    from orjson import loads as _orjson_loads  # type: ignore[import-not-found,unused-ignore,no-redef]
+except ImportError:  # pragma: no cover - the default install
+    _orjson_loads = None
 
 __all__ = ["KIND_CODES", "decode_packed", "decode_records", "decode_rows", "decode_view_rows"]
 
