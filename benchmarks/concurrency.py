@@ -45,6 +45,22 @@ COUNTS = (1, 8)
 Result = tuple[float, float, float, float]  # records/s, p50 µs, p99 µs, CPU µs per append
 
 
+def _timed(append: Callable[[int], None], appends: int, wfd: int, go: int) -> None:
+    """Report ready, wait for the start, time ``appends`` calls of ``append``; report them."""
+    os.write(wfd, b"ready\n")
+    os.read(go, 1)  # every writer starts together
+    lat: list[int] = []
+    cpu = time.process_time_ns()
+    start = time.monotonic_ns()
+    for i in range(appends):
+        t0 = time.perf_counter_ns()
+        append(i)
+        lat.append(time.perf_counter_ns() - t0)
+    end = time.monotonic_ns()
+    cpu = time.process_time_ns() - cpu
+    os.write(wfd, (f"{start} {end} {cpu} " + " ".join(map(str, lat)) + "\n").encode())
+
+
 def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: int) -> None:
     code = 1
     try:
@@ -52,30 +68,18 @@ def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: in
             s = client.sessions.get(sid)
             text = "y" * 200
             s.inject({"role": "user", "content": f"warm {text}"})  # connected and warm
-            os.write(wfd, b"ready\n")
-            os.read(go, 1)  # every writer starts together
-            lat: list[int] = []
-            cpu = time.process_time_ns()
-            start = time.monotonic_ns()
-            for i in range(appends):
-                t0 = time.perf_counter_ns()
-                s.inject({"role": "user", "content": f"{i} {text}"})
-                lat.append(time.perf_counter_ns() - t0)
-            end = time.monotonic_ns()
-            cpu = time.process_time_ns() - cpu
-        os.write(wfd, (f"{start} {end} {cpu} " + " ".join(map(str, lat)) + "\n").encode())
+            _timed(lambda i: s.inject({"role": "user", "content": f"{i} {text}"}), appends,
+                   wfd, go)
         code = 0
     finally:
         os._exit(code)
 
 
-# One user message as plait's codec writes it: the floor's rows are as long as plait's.
-_FLOOR_PAYLOAD = '{"text": "' + "y" * 200 + '", "images": 0}'
-
-
 def _floor_child(store_target: str, pk: int, appends: int, wfd: int, go: int) -> None:
     """The same write with nothing of plait: bare self-committing INSERTs of record rows."""
     import sqlite3
+
+    from plait.records import UserRecord, encode_payload
 
     code = 1
     try:
@@ -87,23 +91,16 @@ def _floor_child(store_target: str, pk: int, appends: int, wfd: int, go: int) ->
             "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
             "VALUES (?, ?, ?, 'user', ?, NULL, ?, NULL)"
         )
+        # The payload plait's codec writes for the message plait's writers append.
+        payload = encode_payload(UserRecord(seq=0, content="0 " + "y" * 200))
         base = (pk << 32) + 1  # after the session's system message
-        db.execute(insert, (base, 1, uuid.uuid4().hex, _FLOOR_PAYLOAD, time.time_ns() // 1000))
-        os.write(wfd, b"ready\n")
-        os.read(go, 1)
-        lat: list[int] = []
-        cpu = time.process_time_ns()
-        start = time.monotonic_ns()
-        for i in range(1, appends + 1):
-            t0 = time.perf_counter_ns()
-            db.execute(
-                insert, (base + i, i + 1, uuid.uuid4().hex, _FLOOR_PAYLOAD, time.time_ns() // 1000)
-            )
-            lat.append(time.perf_counter_ns() - t0)
-        end = time.monotonic_ns()
-        cpu = time.process_time_ns() - cpu
+
+        def append(i: int) -> None:
+            db.execute(insert, (base + i, i + 1, uuid.uuid4().hex, payload, time.time_ns() // 1000))
+
+        append(0)  # connected and warm
+        _timed(lambda i: append(i + 1), appends, wfd, go)
         db.close()
-        os.write(wfd, (f"{start} {end} {cpu} " + " ".join(map(str, lat)) + "\n").encode())
         code = 0
     finally:
         os._exit(code)
