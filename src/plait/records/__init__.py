@@ -14,7 +14,7 @@ record has the same ``seq`` in every branch that holds it.
 from __future__ import annotations
 
 from plait.records._bulk import (
-    KIND_CODES,
+    PACKED_KINDS,
     decode_packed,
     decode_records,
     decode_rows,
@@ -46,7 +46,7 @@ from plait.records._model import (
 __all__ = [
     "COMPACTION_UNDONE",
     "KINDS",
-    "KIND_CODES",
+    "PACKED_KINDS",
     "MESSAGE_KINDS",
     "MESSAGE_ROLES",
     "AssistantRecord",

@@ -55,7 +55,7 @@ try:  # the optional extra plait[fast]: orjson reads a payload at a fraction of 
 except ImportError:  # pragma: no cover - the default install
     _orjson_loads = None
 
-__all__ = ["KIND_CODES", "decode_packed", "decode_records", "decode_rows", "decode_view_rows"]
+__all__ = ["PACKED_KINDS", "decode_packed", "decode_records", "decode_rows", "decode_view_rows"]
 
 _scan_string: Final = json.decoder.scanstring  # type: ignore[attr-defined]  # the C scanner
 _scan_value: Final = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
@@ -256,13 +256,8 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
         return out
 
 
-KIND_CODES: Final = (
-    "CASE kind WHEN 'assistant' THEN 1 WHEN 'user' THEN 2 WHEN 'tool' THEN 3 "
-    "WHEN 'system' THEN 4 WHEN 'summary' THEN 5 WHEN 'event' THEN 6 WHEN 'opaque' THEN 7 "
-    "ELSE 0 END"
-)
-"""SQL of a row's kind as its code in :func:`decode_packed`'s rows (0: not a kind)."""
-_KIND_OF: Final = ("", "assistant", "user", "tool", "system", "summary", "event", "opaque")
+PACKED_KINDS: Final = ("", "assistant", "user", "tool", "system", "summary", "event", "opaque")
+"""The kinds by their code in :func:`decode_packed`'s rows (0, the empty kind: not a kind)."""
 
 
 def decode_packed(
@@ -270,7 +265,7 @@ def decode_packed(
 ) -> tuple[list[Record | None], list[int]]:
     """Decode rows ``(id, created_at * 8 + code, payload, extra)`` at positions ``seqs``.
 
-    ``code`` is the kind's (:data:`KIND_CODES`); ``extra`` holds meta and tokens: None
+    ``code`` is the kind's place in :data:`PACKED_KINDS`; ``extra`` holds meta and tokens: None
     when both are NULL, the count when meta is NULL and the count an integer, else the
     text ``[tokens, meta]``. A store's driver costs about as much a column as the
     values cost to join, and these four hold what six would.
@@ -474,7 +469,7 @@ def _packed_row(rid: Any, cc: Any, payload: Any, extra: Any, seq: int) -> Record
         tokens, meta = both
         if type(meta) is not dict:
             return None
-    return decode_one(_KIND_OF[cc & 7], payload, seq, rid, cc >> 3, meta, tokens)
+    return decode_one(PACKED_KINDS[cc & 7], payload, seq, rid, cc >> 3, meta, tokens)
 
 
 def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) -> list[Record]:

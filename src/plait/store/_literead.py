@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import (
-    KIND_CODES,
+    PACKED_KINDS,
     Message,
     Record,
     collector_paused,
@@ -42,8 +42,14 @@ _EXTRA: Final = (
 )
 """A row's meta and tokens as one column (``records.decode_packed``); a count that is not
 an integer gives a text no row decodes from, so that row is read whole."""
+_KIND_CODE: Final = (
+    "CASE kind "
+    + " ".join(f"WHEN '{kind}' THEN {code}" for code, kind in enumerate(PACKED_KINDS) if kind)
+    + " ELSE 0 END"
+)
+"""A row's kind as its code in ``records.PACKED_KINDS`` (0: not a kind)."""
 _READ_RANGE: Final = (
-    f"SELECT id, created_at * 8 + {KIND_CODES}, payload, {_EXTRA} FROM records "
+    f"SELECT id, created_at * 8 + {_KIND_CODE}, payload, {_EXTRA} FROM records "
     "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
 """One segment's run of positions, packed (``records.decode_packed``: sqlite3 costs about
