@@ -19,14 +19,14 @@ import asyncio
 import importlib.metadata
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from plait.auth import DurableSessions
@@ -40,6 +40,7 @@ from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
 from plait.server.guard import RequestGuard
+from plait.server.letgo import ReleaseIdleLocks
 from plait.server.paths import SessionIdPaths
 from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
@@ -291,23 +292,14 @@ def create_app(
     )
     app.state.plait = state
 
-    @app.middleware("http")
-    async def let_go(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        # A write leaves no lock behind: only a run in progress holds its session (D94).
-        try:
-            return await call_next(request)
-        finally:
-            if request.method not in ("GET", "HEAD", "OPTIONS") and state.client.idle_locks:
-                await state.call(state.client.release_idle)
-
     _install_errors(app)
     routers = [m.router for m in (sessions, runs, approvals, events, live, auth)]
     for router in routers:
         app.include_router(router)
     mount_web(app)
     app.openapi = _openapi(app)  # type: ignore[method-assign]
+    # Innermost of the three: it sees each request's answer as the routes give it.
+    app.add_middleware(ReleaseIdleLocks, state=state)
     # Next to outermost: the credential is checked and the body bounded before anything reads it.
     app.add_middleware(
         RequestGuard, fastapi_app=app, routers=routers, state=state, max_body=max_body

@@ -1,0 +1,90 @@
+"""A write served leaves no writer lock behind; a run in progress keeps its own (D94, D227)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from starlette.testclient import TestClient
+
+from tests.server.conftest import AUTH, GatedProvider, make_served
+
+
+def new_session(api: TestClient) -> dict[str, Any]:
+    r = api.post("/sessions", json={})
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def _held_elsewhere(path: Path, session_id: str) -> bool:
+    """Whether another process, opening the same file, finds the session's writer lock taken."""
+    probe = (
+        "import sys\n"
+        "from plait.store import SQLiteStore\n"
+        "s = SQLiteStore(sys.argv[1])\n"
+        "print(s.locked_elsewhere(sys.argv[2]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(path), session_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.strip()
+    assert out in ("True", "False"), out
+    return out == "True"
+
+
+def _say(api: TestClient, session_id: str, body: dict[str, Any]) -> int:
+    return api.post(f"/sessions/{session_id}/messages", json={"messages": [body]}).status_code
+
+
+def test_a_write_answers_with_its_lock_already_given_up(tmp_path: Path) -> None:
+    served = make_served(tmp_path)
+    try:
+        with TestClient(served.app, headers=AUTH) as api:
+            sid = new_session(api)["id"]
+            assert _say(api, sid, {"role": "user", "content": "hi"}) == 200
+            # The answer is in the client's hands: the lock is gone, here and for other processes.
+            assert not served.client.idle_locks
+            assert not _held_elsewhere(tmp_path / "plait.db", sid)
+            # A write that fails is let go of too.
+            assert _say(api, sid, {"content": "no role"}) == 422
+            assert not served.client.idle_locks
+            assert not _held_elsewhere(tmp_path / "plait.db", sid)
+    finally:
+        served.client.close()
+
+
+def test_a_streamed_run_keeps_its_lock_until_it_ends(tmp_path: Path) -> None:
+    gated: list[GatedProvider] = []
+
+    def provider() -> GatedProvider:
+        gated.append(GatedProvider())
+        return gated[-1]
+
+    served = make_served(tmp_path, provider=provider)
+    try:
+        with TestClient(served.app, headers=AUTH) as api:
+            sid = new_session(api)["id"]
+            run = {"text": "go", "stream": True}
+            with api.stream("POST", f"/sessions/{sid}/runs", json=run) as r:
+                assert r.status_code == 200
+                lines = r.iter_lines()
+                first = next(line for line in lines if line.startswith("event: "))
+                assert first == "event: run_start"  # streamed as it goes, not held back
+                assert gated and gated[0].started.wait(10)
+                # Meanwhile another write is served: it lets go of nothing the run holds.
+                other = new_session(api)["id"]
+                assert _say(api, other, {"role": "user", "content": "x"}) == 200
+                assert _held_elsewhere(tmp_path / "plait.db", sid)
+                assert not _held_elsewhere(tmp_path / "plait.db", other)
+                gated[0].gate.set()
+                rest = [line for line in lines if line.startswith("event: ")]
+            assert rest[-1] == "event: run_end"
+            assert not _held_elsewhere(tmp_path / "plait.db", sid)
+    finally:
+        served.client.close()
