@@ -149,6 +149,21 @@ def test_records_from_another_writer_reach_observers(live: LiveServer, served: S
             )
 
 
+def test_a_quiet_stream_is_kept_open_by_pings(live: LiveServer) -> None:
+    """With nothing to send, the stream sends a comment every ping interval (0.2 s here)."""
+    with httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+        sid = http.post("/sessions", json={}).json()["id"]
+        with http.stream("GET", f"/sessions/{sid}/events") as stream:
+            lines = stream.iter_lines()
+            pings = 0
+            for line in lines:
+                assert not line.startswith("event: "), line  # nothing happened to report
+                pings += line == ": ping"
+                if pings == 2:
+                    break
+            assert pings == 2
+
+
 def test_event_stream_errors(live: LiveServer) -> None:
     with httpx.Client(base_url=live.url, timeout=30) as http:
         r = http.get("/sessions/0190f4a0-0000-7000-8000-0000000000ff/events")

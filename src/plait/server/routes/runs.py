@@ -134,7 +134,12 @@ async def stream_events(
             yield event.encode()
         while True:
             try:
-                first = await asyncio.wait_for(sub.queue.get(), timeout=state.ping_interval)
+                if sub.queue.empty():
+                    # A deadline on this task, not wait_for's task of its own per wait.
+                    async with asyncio.timeout(state.ping_interval):
+                        first = await sub.queue.get()
+                else:
+                    first = sub.queue.get_nowait()
             except TimeoutError:
                 state.hub.poke(session_id)
                 yield b": ping\n\n"
