@@ -147,3 +147,24 @@ def test_segments_backward_are_the_segments_newest_first() -> None:
         lay = Layout(tuple((rng.randint(1, 50), e) for e in ends))
         lay = Layout(lay.bases, (ends[-1] if ends else 0) + rng.randint(0, 5))
         assert list(segments_backward(lay, 99)) == segments(lay, 99, 0, lay.end_seq)[::-1]
+
+
+def test_a_branch_names_the_tuple_whose_pairs_it_repeats() -> None:
+    from dataclasses import replace
+
+    lay = Layout(tuple((i, 2 * i) for i in range(1, 301)), 605, 605)
+    child = branch(lay, 5000, 605, 605)
+    assert child.cut_from is lay.bases  # the source's own tuple, plus one pair
+    assert child.bases[:-1] == lay.bases and child.bases[-1] == (5000, 605)
+    # Cut at a segment's end: the source's pairs themselves, nothing added (all of
+    # them, the tuple itself, for a branch of a branch that has written nothing).
+    at_end = branch(lay, 5000, 300, 300)
+    assert at_end.bases == lay.bases[:150] and at_end.bases[-1] is lay.bases[149]
+    assert at_end.cut_from is None
+    assert branch(Layout(lay.bases, 600, 600), 5000, 600, 600).bases is lay.bases
+    mid = branch(lay, 5000, 151, 151)
+    assert mid.cut_from == lay.bases[:75] and mid.bases == (*lay.bases[:75], (76, 151))
+    # Any other layout names none, and the name is no part of its value.
+    assert child.appended(1, 1).cut_from is None
+    assert replace(child, bases=lay.bases).cut_from is None
+    assert child == Layout(child.bases, 605, 605) and "cut_from" not in repr(child)

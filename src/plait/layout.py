@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
 from plait.records import Record, SummaryRecord
@@ -60,6 +60,13 @@ class Layout:
     """The first position the session's views show; trim and reset move it forward."""
     view_msgs: int = 0
     """Messages at positions ``[0, view_start)``."""
+    cut_from: tuple[tuple[int, int], ...] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
+    """Set by :func:`branch` only: the very tuple whose pairs ``bases`` repeats before
+    its last, so that a store can spell the branch's layout from that tuple's text
+    without comparing a thousand pairs. Not an argument: every other layout (an
+    appended or replaced one too) has None, and a store then works it out as before."""
 
     @property
     def own_lo(self) -> int:
@@ -136,23 +143,34 @@ _end: Callable[[tuple[int, int]], int] = itemgetter(1)
 """A segment's end: the bisections' key (a C callable, called about ten times a search)."""
 
 
-def _prefix(layout: Layout, own: int, cut: int) -> tuple[tuple[int, int], ...]:
+def _prefix(
+    layout: Layout, own: int, cut: int
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...] | None]:
     """The segments of positions ``[0, cut)`` as ``(owner, hi)``, the empty ones left out.
 
     The whole segments before the cut are kept as they are (a slice of the
     tuple), so a branch of a session deep in a chain of branches copies its
-    segment list without walking it.
+    segment list without walking it. Returned with the tuple of those kept
+    segments when one segment was added after them (else None): see
+    :attr:`Layout.cut_from`.
     """
     bases = layout.bases
     if cut <= 0:
-        return ()
+        return (), None
     # The first segment that reaches the cut; every one before it ends short of it.
     i = bisect_left(bases, cut, key=_end)
+    if i < len(bases) and bases[i][1] == cut:
+        # The cut ends a segment: the pairs up to it are the source's own, the very
+        # objects (all of them, the tuple itself, for a branch of a session that has
+        # written nothing since it branched).
+        return bases[: i + 1], None
     kept = bases[:i]
     start = kept[-1][1] if kept else 0
     owner = bases[i][0] if i < len(bases) else own
+    if start >= cut:
+        return kept, None
     # A concatenation copies the pairs once (unpacking into a display copies them twice).
-    return kept + ((owner, cut),) if start < cut else kept  # noqa: RUF005
+    return kept + ((owner, cut),), kept  # noqa: RUF005
 
 
 def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
@@ -170,11 +188,13 @@ def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
     """
     if not 0 <= cut <= layout.end_seq:
         raise ValueError(f"cut {cut} outside [0, {layout.end_seq}]")
-    bases = _prefix(layout, own, cut)
+    bases, kept = _prefix(layout, own, cut)
     view_start, view_msgs = layout.view_start, layout.view_msgs
     if view_start > cut:
         view_start, view_msgs = cut, cut_msgs
-    return Layout(bases, cut, cut_msgs, view_start, view_msgs)
+    out = Layout(bases, cut, cut_msgs, view_start, view_msgs)
+    out.cut_from = kept
+    return out
 
 
 def shared_prefix(a: Layout, a_own: int, b: Layout, b_own: int) -> int:

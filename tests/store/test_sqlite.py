@@ -558,3 +558,41 @@ def test_a_layout_is_spelled_as_the_json_encoder_spells_it() -> None:
     for n in (0, 1, 2, 31, 32, 33, 300):
         bases = tuple((rng.randrange(1, 2**31), rng.randrange(0, 2**32)) for _ in range(n))
         assert bases_text(bases) == json.dumps([list(p) for p in bases], separators=(",", ":"))
+
+
+def test_a_branch_spelled_from_its_source_text_is_spelled_as_the_encoder_spells_it() -> None:
+    """A branch's layout text is its source's (read, so held) plus one pair, with no pair
+    compared; the owner check compares the source's very text."""
+    from plait.layout import Layout, branch
+    from plait.store._rows import bases_of, bases_text, prefix_text
+
+    def spelled(bases: tuple[tuple[int, int], ...]) -> str:
+        return json.dumps([list(p) for p in bases], separators=(",", ":"))
+
+    source_text = spelled(tuple((i, 10_000 + i) for i in range(1, 1001)))
+    source = bases_of(source_text, 77)
+    child = branch(Layout(source, 12_000, 12_000), 77, 12_000, 12_000)
+    assert child.cut_from is source
+    text = bases_text(child.bases, child.cut_from)
+    assert text == spelled(child.bases)
+    assert prefix_text(child.bases, text) is source_text
+    # Without the name (a layout built otherwise), the same text.
+    assert bases_text(tuple(child.bases)) == text
+    rebuilt = (*source, (77, 12_000))
+    assert bases_text(rebuilt) == text and prefix_text(rebuilt, text) == source_text
+
+
+def test_held_layouts_are_bounded_and_the_newest_stay_held() -> None:
+    """The held layouts drop their oldest entries when full, never all at once: a layout
+    read a moment ago is still found by its text (no decode) after many others."""
+    from plait.store import _rows
+
+    def text_of(k: int) -> str:
+        return json.dumps([[k, h] for h in range(1, 40)], separators=(",", ":"))
+
+    held = [_rows.bases_of(text_of(k), 10_000 + k) for k in range(3 * _rows._BASES_CACHED)]
+    assert len(_rows._by_text) <= _rows._BASES_CACHED
+    assert len(_rows._by_owner) <= _rows._BASES_CACHED
+    newest = 3 * _rows._BASES_CACHED - 1
+    for k in range(newest - _rows._BASES_CACHED // 2, newest + 1):
+        assert _rows.bases_of(text_of(k)) is held[k]  # found, not decoded anew

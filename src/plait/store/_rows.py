@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any, Final
 
 from plait.errors import StoreCorruptError
@@ -66,7 +67,7 @@ def row_values(row: SessionRow) -> tuple[Any, ...]:
     lay = row.layout
     return (
         row.title,
-        bases_text(lay.bases),
+        bases_text(lay.bases, lay.cut_from),
         lay.end_seq,
         lay.end_msgs,
         lay.view_start,
@@ -78,7 +79,9 @@ def row_values(row: SessionRow) -> tuple[Any, ...]:
     )
 
 
-def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
+def bases_text(
+    bases: tuple[tuple[int, int], ...], cut_from: tuple[tuple[int, int], ...] | None = None
+) -> str:
     """The ``bases`` column of a layout: compact JSON ``[[owner,hi],...]``.
 
     Encoded without the general encoder's checks (the values are the integers
@@ -86,7 +89,9 @@ def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
     ancestor and is its source's layout plus one pair: when the source's text
     is known (it was just read, see :func:`bases_of`), only that pair is encoded.
     Found by the tuples' identity, not their value: hashing a thousand pairs
-    would cost more than the read it serves.
+    would cost more than the read it serves. ``cut_from`` is the layout's
+    :attr:`~plait.layout.Layout.cut_from`: when given, ``bases`` is that tuple
+    plus one pair, and no pair is compared.
     """
     if len(bases) * 8 <= _SHORT_BASES:
         # Spelled as the encoder spells them, without its Python layers (a root's branch
@@ -95,16 +100,18 @@ def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
     kept = _by_identity.get(id(bases))
     if kept is not None and kept[0] is bases:
         return kept[1]
-    # A branch's segments before its last are its source's, the very same pair objects.
-    source = _by_last_pair.get(id(bases[-2]))
-    if (
-        source is not None
-        and len(source[0]) == len(bases) - 1
-        and source[1].endswith("]]")  # the list's own bracket ends it (a text read may vary)
-        and source[0] == bases[:-1]
-    ):
+    if cut_from is not None:
+        source = _by_identity.get(id(cut_from))
+        known = source is not None and source[0] is cut_from
+    else:
+        # A branch's segments before its last are its source's, the very same pair objects.
+        source = _by_last_pair.get(id(bases[-2]))
+        known = source is not None and len(source[0]) == len(bases) - 1 and source[0] == bases[:-1]
+    if known and source is not None and source[1].endswith("]]"):
+        # (The list's own bracket ends a text spelled here; one read back may differ.)
         owner, hi = bases[-1]
         text = f"{source[1][:-1]},[{int(owner)},{int(hi)}]]"
+        _spliced[0] = (text, source[1])
     else:
         text = _ENCODE_PAIRS(bases)
     _keep(text, bases)
@@ -114,16 +121,26 @@ def bases_text(bases: tuple[tuple[int, int], ...]) -> str:
 def prefix_text(bases: tuple[tuple[int, int], ...], text: str) -> str:
     """The ``bases`` text of all but the last segment, given the text of them all.
 
-    Cut out of ``text`` when its last pair is spelled as :func:`bases_text`
-    spells it (so an owner's stored text compares equal to it); encoded anew if not.
+    The source's own text when :func:`bases_text` just spelled ``text`` from it (the
+    very string: no copy); else cut out of ``text`` when its last pair is spelled as
+    :func:`bases_text` spells it (so an owner's stored text compares equal to it);
+    encoded anew if not.
     """
     if len(bases) <= 1:
         return "[]"
+    spliced = _spliced[0]
+    if spliced is not None and spliced[0] is text:
+        return spliced[1]
     owner, hi = bases[-1]
     last = f",[{int(owner)},{int(hi)}]]"
     if text.endswith(last):
         return f"{text[: -len(last)]}]"
     return bases_text(bases[:-1])
+
+
+_spliced: list[tuple[str, str] | None] = [None]
+"""The last text :func:`bases_text` spelled from its source's, with the source's text
+(held, so the identity of the one names the other): the prefix an owner check compares."""
 
 
 _ENCODE_PAIRS = json.JSONEncoder(separators=(",", ":")).encode  # C encoder; tuples as arrays
@@ -172,9 +189,7 @@ def row_from_columns(r: Sequence[Any], kept: tuple[str, _Bases] | None = None) -
         else:
             bases = bases_of(text, r[0])
             if len(text) > _SHORT_BASES:
-                if len(_by_id) >= _BASES_CACHED:
-                    _by_id.clear()
-                _by_id[r[1]] = (text, bases)
+                _put(_by_id, r[1], (text, bases))
         row = SessionRow(
             r[1],
             r[2],
@@ -298,18 +313,29 @@ _TEXT_END: Final = 48
 
 
 def _keep(text: str, bases: _Bases, pk: int | None = None) -> None:
-    """Remember a long layout's text (a bounded cache: cleared when full)."""
-    if len(_by_identity) >= _BASES_CACHED or len(_by_owner) >= _BASES_CACHED:
-        _by_owner.clear()
-        _by_text.clear()
-        _by_identity.clear()
-        _by_last_pair.clear()
-        _by_id.clear()
+    """Remember a long layout's text (bounded: the oldest entry goes when one is full).
+
+    Never emptied at once: a session read again and again (the end of a long chain)
+    would then decode its layout anew after every few hundred branches written.
+    """
     if pk is not None:
-        _by_owner[pk] = (text, bases)
-    _by_text[len(text), text[-_TEXT_END:]] = (text, bases)
-    _by_identity[id(bases)] = (bases, text)
-    _by_last_pair[id(bases[-1])] = (bases, text)
+        _put(_by_owner, pk, (text, bases))
+    _put(_by_text, (len(text), text[-_TEXT_END:]), (text, bases))
+    _put(_by_identity, id(bases), (bases, text))
+    _put(_by_last_pair, id(bases[-1]), (bases, text))
+
+
+def _put(kept: dict[Any, Any], key: Any, value: Any) -> None:
+    """Set ``kept[key]``, dropping the oldest eighth of the entries first when it is full.
+
+    (A few at a time: finding the oldest walks past the places of those dropped
+    before. Every entry holds what it is checked against, so one dict dropping an
+    entry the others still hold leaves nothing inconsistent.)
+    """
+    if len(kept) >= _BASES_CACHED and key not in kept:
+        for old in list(islice(kept, _BASES_CACHED // 8)):
+            del kept[old]
+    kept[key] = value
 
 
 def kept_for(session_id: str) -> tuple[str, _Bases] | None:
@@ -327,8 +353,8 @@ def kept_as(pk: int, text: str, bases: _Bases) -> None:
     A new branch's text was just made by :func:`bases_text`: kept by the row's key,
     its first read is a compare of the text read with it, as any later read is.
     """
-    if len(text) > _SHORT_BASES and len(_by_owner) < _BASES_CACHED:
-        _by_owner[pk] = (text, bases)
+    if len(text) > _SHORT_BASES:
+        _put(_by_owner, pk, (text, bases))
 
 
 def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:
