@@ -330,11 +330,12 @@ def _put(kept: dict[Any, Any], key: Any, value: Any) -> None:
 
     (A few at a time: finding the oldest walks past the places of those dropped
     before. Every entry holds what it is checked against, so one dict dropping an
-    entry the others still hold leaves nothing inconsistent.)
+    entry the others still hold leaves nothing inconsistent; rows are decoded
+    outside the store's lock, so another thread may have dropped one already.)
     """
     if len(kept) >= _BASES_CACHED and key not in kept:
         for old in list(islice(kept, _BASES_CACHED // 8)):
-            del kept[old]
+            kept.pop(old, None)
     kept[key] = value
 
 
