@@ -60,13 +60,20 @@ class Layout:
     """The first position the session's views show; trim and reset move it forward."""
     view_msgs: int = 0
     """Messages at positions ``[0, view_start)``."""
-    cut_from: tuple[tuple[int, int], ...] | None = field(
-        default=None, init=False, compare=False, repr=False
-    )
-    """Set by :func:`branch` only: the very tuple whose pairs ``bases`` repeats before
-    its last, so that a store can spell the branch's layout from that tuple's text
-    without comparing a thousand pairs. Not an argument: every other layout (an
-    appended or replaced one too) has None, and a store then works it out as before."""
+    _cut_from: tuple[tuple[int, int], ...] | None = field(init=False, compare=False, repr=False)
+    # Set by branch() only, and left unset otherwise (not even None): a layout is built
+    # per record appended, and one assignment more would cost each of those.
+
+    @property
+    def cut_from(self) -> tuple[tuple[int, int], ...] | None:
+        """The very tuple whose pairs ``bases`` repeats before its last, or None.
+
+        Set by :func:`branch` only, so that a store can spell the branch's layout
+        from that tuple's text without comparing a thousand pairs. Not an argument:
+        every other layout (an appended or replaced one too) has None, and a store
+        then works it out as before.
+        """
+        return getattr(self, "_cut_from", None)
 
     @property
     def own_lo(self) -> int:
@@ -193,7 +200,7 @@ def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
     if view_start > cut:
         view_start, view_msgs = cut, cut_msgs
     out = Layout(bases, cut, cut_msgs, view_start, view_msgs)
-    out.cut_from = kept
+    out._cut_from = kept
     return out
 
 
