@@ -16,7 +16,8 @@ other's, per round.
 Beside SQLite, the same writers as bare ``sqlite3`` INSERTs of record rows into the same
 kind of store file (``sqlite3 floor``): what the engine itself does with 8 writers on this
 machine, the bound for plait's own ratio (SQLite has one writer at a time, and each commit
-by another connection empties a connection's page cache).
+by another connection empties a connection's page cache). For SQLite the target is the
+floor's ratio, not 1x (D228).
 
 Usage: python benchmarks/concurrency.py [--appends K] [--rounds R] [--against DIR]
        [--only sqlite|postgres]
