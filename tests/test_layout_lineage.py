@@ -150,21 +150,29 @@ def test_segments_backward_are_the_segments_newest_first() -> None:
 
 
 def test_a_branch_names_the_tuple_whose_pairs_it_repeats() -> None:
-    from dataclasses import replace
+    from dataclasses import asdict, replace
+
+    from plait.layout import branched_from
 
     lay = Layout(tuple((i, 2 * i) for i in range(1, 301)), 605, 605)
     child = branch(lay, 5000, 605, 605)
-    assert child.cut_from is lay.bases  # the source's own tuple, plus one pair
+    assert branched_from(child.bases) is lay.bases  # the source's own tuple, plus one pair
     assert child.bases[:-1] == lay.bases and child.bases[-1] == (5000, 605)
     # Cut at a segment's end: the source's pairs themselves, nothing added (all of
     # them, the tuple itself, for a branch of a branch that has written nothing).
     at_end = branch(lay, 5000, 300, 300)
     assert at_end.bases == lay.bases[:150] and at_end.bases[-1] is lay.bases[149]
-    assert at_end.cut_from is None
+    assert branched_from(at_end.bases) is None
     assert branch(Layout(lay.bases, 600, 600), 5000, 600, 600).bases is lay.bases
     mid = branch(lay, 5000, 151, 151)
-    assert mid.cut_from == lay.bases[:75] and mid.bases == (*lay.bases[:75], (76, 151))
-    # Any other layout names none, and the name is no part of its value.
-    assert child.appended(1, 1).cut_from is None
-    assert replace(child, bases=lay.bases).cut_from is None
-    assert child == Layout(child.bases, 605, 605) and "cut_from" not in repr(child)
+    assert branched_from(mid.bases) == lay.bases[:75]
+    assert mid.bases == (*lay.bases[:75], (76, 151))
+    # Only the latest branch is known; any other layout's pairs name none.
+    assert branched_from(child.bases) is None
+    # A fact about the pairs, so true of any layout holding them (an append keeps them).
+    assert branched_from(mid.appended(1, 1).bases) == lay.bases[:75]
+    assert branched_from(replace(mid, bases=lay.bases).bases) is None
+    assert branched_from((*mid.bases[:-1], mid.bases[-1])) is None  # equal, not it
+    # The layout itself carries nothing more: it is a plain value.
+    assert mid == Layout(mid.bases, 151, 151)
+    assert set(asdict(mid)) == {"bases", "end_seq", "end_msgs", "view_start", "view_msgs"}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from operator import itemgetter
 
 from plait.records import Record, SummaryRecord
@@ -27,6 +27,7 @@ __all__ = [
     "Probe",
     "Segment",
     "branch",
+    "branched_from",
     "find_message",
     "merge_copies",
     "segments",
@@ -60,21 +61,6 @@ class Layout:
     """The first position the session's views show; trim and reset move it forward."""
     view_msgs: int = 0
     """Messages at positions ``[0, view_start)``."""
-    _cut_from: tuple[tuple[int, int], ...] | None = field(init=False, compare=False, repr=False)
-    # Set by branch() only, and left unset otherwise (not even None): a layout is built
-    # per record appended, and one assignment more would cost each of those.
-
-    @property
-    def cut_from(self) -> tuple[tuple[int, int], ...] | None:
-        """The very tuple whose pairs ``bases`` repeats before its last, or None.
-
-        Set by :func:`branch` only, so that a store can spell the branch's layout
-        from that tuple's text without comparing a thousand pairs. Not an argument:
-        every other layout (an appended or replaced one too) has None, and a store
-        then works it out as before.
-        """
-        return getattr(self, "_cut_from", None)
-
     @property
     def own_lo(self) -> int:
         """The first position of the rows the session wrote itself."""
@@ -199,9 +185,27 @@ def branch(layout: Layout, own: int, cut: int, cut_msgs: int) -> Layout:
     view_start, view_msgs = layout.view_start, layout.view_msgs
     if view_start > cut:
         view_start, view_msgs = cut, cut_msgs
-    out = Layout(bases, cut, cut_msgs, view_start, view_msgs)
-    out._cut_from = kept
-    return out
+    if kept is not None:
+        _branched[0] = (bases, kept)
+    return Layout(bases, cut, cut_msgs, view_start, view_msgs)
+
+
+_Pairs = tuple[tuple[int, int], ...]
+_branched: list[tuple[_Pairs, _Pairs] | None] = [None]
+# The last branch's pairs with the tuple they repeat before their last (replaced whole,
+# so a reader in another thread sees one branch's or another's, never a mix).
+
+
+def branched_from(bases: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...] | None:
+    """The very tuple whose pairs ``bases`` repeats before its last, or None.
+
+    Known for the pairs of the latest :func:`branch` only (one entry, by identity), so
+    that a store writing that branch spells its layout from the source's text without
+    comparing a thousand pairs. None for any other (an appended or replaced layout's, a
+    branch made before another): a store then works it out as before.
+    """
+    last = _branched[0]
+    return last[1] if last is not None and last[0] is bases else None
 
 
 def shared_prefix(a: Layout, a_own: int, b: Layout, b_own: int) -> int:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
+from plait.errors import StoreError
 from tests.server.conftest import AUTH, GatedProvider, make_served
 
 
@@ -86,5 +89,28 @@ def test_a_streamed_run_keeps_its_lock_until_it_ends(tmp_path: Path) -> None:
                 rest = [line for line in lines if line.startswith("event: ")]
             assert rest[-1] == "event: run_end"
             assert not _held_elsewhere(tmp_path / "plait.db", sid)
+    finally:
+        served.client.close()
+
+
+def test_a_failure_to_let_go_is_logged_and_the_write_keeps_its_answer(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    served = make_served(tmp_path)
+
+    def broken() -> int:
+        raise StoreError("the lock files are gone")
+
+    try:
+        with TestClient(served.app, headers=AUTH) as api:
+            sid = new_session(api)["id"]
+            with monkeypatch.context() as patched, caplog.at_level(logging.ERROR, "plait.server"):
+                patched.setattr(served.client, "release_idle", broken)
+                assert _say(api, sid, {"role": "user", "content": "kept"}) == 200
+            assert "could not give up the idle writer locks" in caplog.text
+            records = api.get(f"/sessions/{sid}/records").json()["records"]
+            assert [r["payload"]["content"] for r in records] == ["kept"]
+            assert _say(api, sid, {"role": "user", "content": "next"}) == 200
+            assert not served.client.idle_locks  # the next write let go of it
     finally:
         served.client.close()

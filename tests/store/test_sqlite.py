@@ -563,7 +563,7 @@ def test_a_layout_is_spelled_as_the_json_encoder_spells_it() -> None:
 def test_a_branch_spelled_from_its_source_text_is_spelled_as_the_encoder_spells_it() -> None:
     """A branch's layout text is its source's (read, so held) plus one pair, with no pair
     compared; the owner check compares the source's very text."""
-    from plait.layout import Layout, branch
+    from plait.layout import Layout, branch, branched_from
     from plait.store._rows import bases_of, bases_text, prefix_text
 
     def spelled(bases: tuple[tuple[int, int], ...]) -> str:
@@ -572,8 +572,8 @@ def test_a_branch_spelled_from_its_source_text_is_spelled_as_the_encoder_spells_
     source_text = spelled(tuple((i, 10_000 + i) for i in range(1, 1001)))
     source = bases_of(source_text, 77)
     child = branch(Layout(source, 12_000, 12_000), 77, 12_000, 12_000)
-    assert child.cut_from is source
-    text = bases_text(child.bases, child.cut_from)
+    assert branched_from(child.bases) is source
+    text = bases_text(child.bases, branched_from(child.bases))
     assert text == spelled(child.bases)
     assert prefix_text(child.bases, text) is source_text
     # Without the name (a layout built otherwise), the same text.
@@ -596,3 +596,38 @@ def test_held_layouts_are_bounded_and_the_newest_stay_held() -> None:
     newest = 3 * _rows._BASES_CACHED - 1
     for k in range(newest - _rows._BASES_CACHED // 2, newest + 1):
         assert _rows.bases_of(text_of(k)) is held[k]  # found, not decoded anew
+
+
+def test_held_layouts_take_reads_from_many_threads_at_once() -> None:
+    """Rows are decoded outside the store's lock: threads filling the held layouts past
+    their bound at once each get their own layout back, and none fails."""
+    import sys
+    import threading
+
+    from plait.store import _rows
+
+    def text_of(t: int, k: int) -> str:
+        return json.dumps([[t * 100_000 + k, h] for h in range(1, 40)], separators=(",", ":"))
+
+    failures: list[BaseException] = []
+
+    def reader(t: int) -> None:
+        try:
+            for k in range(2 * _rows._BASES_CACHED):
+                text = text_of(t, k)
+                assert _rows.bases_text(_rows.bases_of(text, t * 100_000 + k)) == text
+        except BaseException as exc:  # reported below, in the test's own thread
+            failures.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        threads = [threading.Thread(target=reader, args=(t,)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert failures == []
+    assert len(_rows._by_text) <= _rows._BASES_CACHED

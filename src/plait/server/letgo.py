@@ -5,11 +5,13 @@
 client holds for no run are let go, before the answer's head reaches the client, so
 a client that reads the answer can open the session from another process at once.
 It touches nothing of the body, so streamed answers (a run, an event stream) pass
-through as the application sends them (D227).
+through as the application sends them. A failure to let go is logged, and the request
+keeps its own answer: what it wrote is written, and the next write tries again (D227).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -19,6 +21,7 @@ from plait.server.state import ServerState
 __all__ = ["ReleaseIdleLocks"]
 
 _READS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
+_log = logging.getLogger("plait.server")
 
 
 class ReleaseIdleLocks:
@@ -43,8 +46,12 @@ class ReleaseIdleLocks:
         async def let_go() -> None:
             nonlocal pending
             pending = False
-            if self.state.client.idle_locks:
+            if not self.state.client.idle_locks:
+                return
+            try:
                 await self.state.call(self.state.client.release_idle)
+            except Exception:  # the request's own answer stands; the next write tries again
+                _log.exception("could not give up the idle writer locks")
 
         async def answer(message: Message) -> None:
             if pending and message["type"] == "http.response.start":

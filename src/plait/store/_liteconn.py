@@ -29,6 +29,7 @@ from plait.errors import (
     StoreError,
     shown,
 )
+from plait.store._due import DueCall
 from plait.store._litesql import SQLITE_DDL
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
@@ -106,7 +107,7 @@ class LiteConnection(SQLStore):
     _closed: bool
     _path: str
     _recency: Recency
-    _owed_timer: threading.Timer | None
+    _owed_timer: DueCall
     _migrations: tuple[Migration, ...]
     _memory: bool
     _synced_changes: int
@@ -292,15 +293,10 @@ class LiteConnection(SQLStore):
 
     def _arm_owed_timer(self) -> None:
         """Write the queued moves one trust period from now, if this store is idle by then."""
-        if self._owed_timer is None:
-            timer = threading.Timer(self._recency.ttl, self._owed_due)
-            timer.daemon = True
-            self._owed_timer = timer
-            timer.start()
+        self._owed_timer.arm()
 
     def _owed_due(self) -> None:
         with self._lock:
-            self._owed_timer = None
             if not self._closed:
                 self._write_owed()
 

@@ -10,7 +10,7 @@ known live (read in a full transaction less than ``ttl`` seconds ago, with no
 other write by this store since) is appended to directly, and the move it owes is
 queued; queued moves are written in append order, in one statement each inside
 one transaction, before anything that reads or changes the order, and at the
-latest ``ttl`` seconds after the first of them (the store's timer). Another
+latest ``ttl`` seconds after the first of them (the store's kept thread, ``_due.DueCall``). Another
 process's activity can thus take up to ``ttl`` to be ordered against this one's,
 as before.
 """

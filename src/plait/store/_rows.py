@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from itertools import islice
 from typing import Any, Final
 
 from plait.errors import StoreCorruptError
-from plait.layout import Layout
+from plait.layout import Layout, branched_from
 from plait.records import dumps
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
@@ -67,7 +66,7 @@ def row_values(row: SessionRow) -> tuple[Any, ...]:
     lay = row.layout
     return (
         row.title,
-        bases_text(lay.bases, lay.cut_from),
+        bases_text(lay.bases, branched_from(lay.bases)),
         lay.end_seq,
         lay.end_msgs,
         lay.view_start,
@@ -89,9 +88,9 @@ def bases_text(
     ancestor and is its source's layout plus one pair: when the source's text
     is known (it was just read, see :func:`bases_of`), only that pair is encoded.
     Found by the tuples' identity, not their value: hashing a thousand pairs
-    would cost more than the read it serves. ``cut_from`` is the layout's
-    :attr:`~plait.layout.Layout.cut_from`: when given, ``bases`` is that tuple
-    plus one pair, and no pair is compared.
+    would cost more than the read it serves. ``cut_from`` is
+    :func:`~plait.layout.branched_from` of ``bases``: when given, ``bases`` is that
+    tuple plus one pair, and no pair is compared.
     """
     if len(bases) * 8 <= _SHORT_BASES:
         # Spelled as the encoder spells them, without its Python layers (a root's branch
@@ -184,7 +183,8 @@ def row_from_columns(r: Sequence[Any], kept: tuple[str, _Bases] | None = None) -
         text = r[7]
         if text is None and kept is not None:
             bases = kept[1]
-            if _by_last_pair.get(id(bases[-1])) is None:
+            held = _by_identity.get(id(bases))
+            if held is None or held[0] is not bases:
                 _keep(kept[0], bases, r[0])  # what a branch of it looks its text up by
         else:
             bases = bases_of(text, r[0])
@@ -313,10 +313,12 @@ _TEXT_END: Final = 48
 
 
 def _keep(text: str, bases: _Bases, pk: int | None = None) -> None:
-    """Remember a long layout's text (bounded: the oldest entry goes when one is full).
+    """Remember a long layout's text (bounded: the oldest entries go when one is full).
 
-    Never emptied at once: a session read again and again (the end of a long chain)
-    would then decode its layout anew after every few hundred branches written.
+    Never emptied at once: emptied, every few hundred branches written, each session
+    read again and again would decode its layout anew in the same moment, and a
+    thousand-pair tuple for each of them would be freed together. (The oldest go first,
+    however often they were read since: a layout dropped is kept again at its next read.)
     """
     if pk is not None:
         _put(_by_owner, pk, (text, bases))
@@ -334,7 +336,8 @@ def _put(kept: dict[Any, Any], key: Any, value: Any) -> None:
     outside the store's lock, so another thread may have dropped one already.)
     """
     if len(kept) >= _BASES_CACHED and key not in kept:
-        for old in list(islice(kept, _BASES_CACHED // 8)):
+        # list(kept) is one call: another thread cannot change the dict while it is made.
+        for old in list(kept)[: _BASES_CACHED // 8]:
             kept.pop(old, None)
     kept[key] = value
 

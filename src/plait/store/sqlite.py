@@ -39,6 +39,7 @@ from plait.records import (
     Record,
     dumps,
 )
+from plait.store._due import DueCall
 from plait.store._flock import FileLocks, file_locks
 from plait.store._liteconn import (
     CHECKPOINT_PAGES,
@@ -187,7 +188,7 @@ class SQLiteStore(LiteConnection):
         self._lock = threading.RLock()
         self._closed = False
         self._recency = Recency(_TOP_TTL)
-        self._owed_timer: threading.Timer | None = None
+        self._owed_timer = DueCall(self._owed_due, self._recency.ttl, name="plait-owed-moves")
         self._synced_changes = 0
         self._checkpoint_every = CHECKPOINT_PAGES
         try:
@@ -575,8 +576,7 @@ class SQLiteStore(LiteConnection):
         with self._lock:
             if not self._closed:
                 self._write_owed()
-                if self._owed_timer is not None:
-                    self._owed_timer.cancel()
+                self._owed_timer.close()
                 if self._db.total_changes > self._synced_changes:
                     self._checkpoint()  # what this store wrote is not left to others to copy
                 self._closed = True
