@@ -161,3 +161,38 @@ def test_release_idle_lets_go_of_every_lock_but_a_running_session(tmp_path: Path
 
         asyncio.run(during_a_run())
         assert _probe(tmp_path, path) == "False"
+
+
+REWINDER = textwrap.dedent(
+    """
+    import sys
+    from plait import Client
+    with Client(sys.argv[1], store=sys.argv[2]) as client:
+        s = client.get(sys.argv[3])
+        s.rewind(2)
+        s.inject({"role": "assistant", "content": "after the rewind"})
+    """
+)
+
+
+@pytest.mark.parametrize("writer_lock", ["process", "write"])
+def test_a_writer_that_takes_its_lock_again_writes_on_the_head_another_moved(
+    tmp_path: Path, writer_lock: str
+) -> None:
+    """Another process rewinds while this one has given its lock up: the next write goes
+    on the rewound head (a new row), not on the end of the old one, hidden now."""
+    db = tmp_path / "s.db"
+    with Client(tmp_path, store=db, writer_lock=writer_lock) as client:  # type: ignore[arg-type]
+        s = client.sessions.create([{"role": "user", "content": f"m{i}"} for i in range(5)])
+        s.inject({"role": "assistant", "content": "a"})
+        s.release()
+        subprocess.run(
+            [sys.executable, "-c", REWINDER, str(tmp_path), str(db), s.id],
+            check=True,
+            timeout=120,
+        )
+        s.inject({"role": "user", "content": "mine"})
+        want = ["m0", "m1", "after the rewind", "mine"]
+        assert [m.text for m in s.history()] == want
+        with Client(tmp_path, store=db) as other:
+            assert [m.text for m in other.get(s.id).history()] == want

@@ -11,10 +11,9 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
-from plait.context import Tally
 from plait.errors import (
     SessionClosedError,
     SessionLockedError,
@@ -24,6 +23,7 @@ from plait.errors import (
 from plait.records import EventRecord, JSONValue, Record, record_from_message
 from plait.sandbox import Sandbox
 from plait.session import _turns
+from plait.session._memo import WINDOW_MAX, Memo
 from plait.session._values import SETTINGS, check_count
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -32,86 +32,12 @@ if TYPE_CHECKING:
     from plait.session.host import SessionHost
     from plait.session.session import Session
 
-__all__ = ["Build", "Head", "Memo", "appended"]
-
-WINDOW_MAX: Final = 4096
-"""The most records a memo's window holds (a longer request is read from the store)."""
+__all__ = ["WINDOW_MAX", "Build", "Head", "Memo", "appended"]
 
 _RETRIES: Final = 64  # each lost race means another writer progressed: lock-free, not a spin
 
 Build = Callable[[SessionRow], tuple[Sequence[Record], SessionRow | None, ScratchpadEntry | None]]
 """Given the head, return (records to append, the new row or None if only appending, pad)."""
-
-
-@dataclass(slots=True)
-class Memo:
-    """What a writer's head knows of its transcript without asking the store again.
-
-    Valid for one epoch of the row: the same ``pk`` and ``row_version`` (a change of
-    the row itself, such as a trim, a reset or a rewind, starts a new epoch; an
-    append does not). Records are immutable, so a position read or written in the
-    epoch stays what it was.
-    """
-
-    pk: int
-    """The row's store key."""
-    row_version: int
-    """The row version the memo belongs to."""
-    counted_end: int = 0
-    """Positions before this are counted, and their counts stored."""
-    tally: Tally | None = None
-    """The tally at ``counted_end - 1`` (None when nothing is counted)."""
-    tallies: dict[int, Tally] = field(default_factory=dict)
-    """Tallies this head counted, by position (within the window)."""
-    window_lo: int = 0
-    """``window`` holds the records at positions ``[window_lo, window_lo + len(window))``."""
-    window: list[Record] = field(default_factory=list)
-    """A contiguous run of records up to the head, as read or appended by this head."""
-    extra: dict[int, Record] = field(default_factory=dict)
-    """A few records read by position outside the window (system prompt, summary)."""
-    seeded: bool = False
-    """Whether ``window`` holds what a read found (until then appends are not kept)."""
-
-    def valid_for(self, row: SessionRow) -> bool:
-        """Whether the memo describes ``row``'s epoch."""
-        return self.pk == row.pk and self.row_version == row.row_version
-
-    @property
-    def window_end(self) -> int:
-        """One past the window's last position."""
-        return self.window_lo + len(self.window)
-
-    def record(self, seq: int) -> Record | None:
-        """The record at ``seq`` if the memo holds it."""
-        if self.seeded and self.window_lo <= seq < self.window_end:
-            return self.window[seq - self.window_lo]
-        return self.extra.get(seq)
-
-    def records(self, lo: int, hi: int) -> list[Record] | None:
-        """The records at ``[lo, hi)`` if the window holds them all, else None."""
-        if self.seeded and self.window_lo <= lo and hi <= self.window_end:
-            return self.window[lo - self.window_lo : hi - self.window_lo]
-        return None
-
-    def extend(self, records: Sequence[Record]) -> None:
-        """Records appended at the head: kept when they continue a window a read seeded.
-
-        A window that outgrows what one request carries is let go (the next request
-        reads), so a writer that only appends holds no more than that in memory.
-        """
-        if not self.seeded or not records or records[0].seq != self.window_end:
-            return
-        if len(self.window) + len(records) > WINDOW_MAX:
-            self.seeded, self.window = False, []
-            return
-        self.window.extend(records)
-
-    def seed(self, lo: int, records: Sequence[Record]) -> None:
-        """Records read at ``[lo, ...)`` up to the head become the window."""
-        self.seeded = len(records) <= WINDOW_MAX
-        self.window_lo, self.window = lo, list(records) if self.seeded else []
-        # The tally just before the window is what a report subtracts: keep it too.
-        self.tallies = {p: t for p, t in self.tallies.items() if p >= lo - 1}
 
 
 class Head:
@@ -124,7 +50,6 @@ class Head:
     """
 
     __slots__ = (
-        "_memo",
         "_owner",
         "host",
         "id",
@@ -148,7 +73,6 @@ class Head:
         self.sandbox: Sandbox | None = None
         self.sandbox_release: weakref.finalize[Any, Any] | None = None
         """Releases ``sandbox`` once: on ``close_sandbox``, or when the handle or process goes."""
-        self._memo: Memo | None = None
 
     def owner(self) -> Session | None:
         """The handle this head belongs to (None once it is gone)."""
@@ -202,13 +126,14 @@ class Head:
         return self.require()
 
     def memo(self, row: SessionRow) -> Memo | None:
-        """The writer's memo for ``row``'s epoch (a new one when the epoch changed)."""
+        """The writer's memo for ``row``'s epoch, kept by the host (a new one for a new epoch).
+
+        Kept across the writer lock given up and taken again, and across handles: what it
+        holds is true of its epoch whoever wrote meanwhile (see ``session/_memo.py``).
+        """
         if not self.writer:
             return None
-        memo = self._memo
-        if memo is None or not memo.valid_for(row):
-            memo = self._memo = Memo(row.pk, row.row_version)
-        return memo
+        return self.host.memos.for_row(self.id, row)
 
     def settings(self, row: SessionRow | None = None) -> dict[str, JSONValue]:
         """The settings in ``row`` (default: read now); empty for a session not stored."""
@@ -248,7 +173,6 @@ class Head:
     def _taken(self) -> None:
         self.writer = True
         self.trusted = False  # another process may have written while it was not held
-        self._memo = None
         self.host._locked.add(self.id)
 
     def release(self) -> None:
@@ -259,7 +183,6 @@ class Head:
         """
         if self.writer:
             self.writer = self.trusted = False
-            self._memo = None
             if self.host.holds_lock(self.id):
                 self.host._locked.discard(self.id)
                 _turns.give(self.store, self.id)
@@ -347,9 +270,11 @@ class Head:
             if expect_version != seen and not (self.takes_turns and self.row is not None):
                 raise StaleSessionError(self.id, expect_version, seen)
         with self.turn(self.row is not None) as taken:
-            if taken:
-                # A turn begins where another process's may have ended: read the head
-                # once rather than lose a compare-and-set on the row held.
+            if taken or not self.trusted:
+                # A turn begins where another process's may have ended, and a lock taken
+                # again finds a head another process may have moved meanwhile (a rewind
+                # moves it to another row, which no compare-and-set on the row held would
+                # catch): read the head once.
                 self.refresh()
             row = self.row
             if expect_version is not None and row is not None and expect_version != row.version:
@@ -410,8 +335,15 @@ class Head:
         or another writer moved the head first (the row is re-read): the caller then
         takes the general path through :meth:`mutate`.
         """
+        if self.row is None or not self.writer:
+            return None
+        if not self.trusted:
+            # The lock was taken (again) since the row was read: another process may have
+            # moved the head meanwhile (a rewind moves it to another row, which no append
+            # at the old row's end would collide with). One point read, then trusted.
+            self.refresh()
         row = self.row
-        if row is None or row.status != "open" or not self.writer:
+        if row is None or row.status != "open":
             return None
         lay = row.layout
         record = record_from_message(message, seq=lay.end_seq, default_folds_from=lay.view_start)
@@ -425,7 +357,7 @@ class Head:
         return record
 
     def _appended(self, records: Sequence[Record]) -> None:
-        memo = self._memo
+        memo = self.host.memos.kept(self.id)
         if memo is not None and self.row is not None and memo.valid_for(self.row):
             memo.extend(records)
 

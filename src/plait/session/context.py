@@ -274,6 +274,12 @@ def _window(head: Head, row: SessionRow) -> tuple[list[Record], Tally | None]:
         if memo is not None and lo > memo.window_lo:
             memo.seed(lo, held)  # what a compaction folded is no longer sent: let it go
         return held, tally
+    if memo is not None and memo.seeded and memo.window_lo <= lo <= memo.window_end < end:
+        # Written since by another handle or process: only what the window lacks is read.
+        memo.extend(head.store.read(row, memo.window_end, end))
+        held = memo.records(lo, end)
+        if held is not None:
+            return held, tally
     records = head.store.read(row, lo, end)
     if memo is not None:
         memo.seed(lo, records)

@@ -21,6 +21,7 @@ from plait.layout import Layout
 from plait.records import JSONValue, record_from_message
 from plait.run.worker import StoreWorker
 from plait.session import _turns
+from plait.session._memo import Memos
 from plait.session._turns import WriterLockMode
 from plait.session._values import clean_title, json_object
 from plait.session.runs import RunBoard
@@ -53,6 +54,8 @@ class SessionHost:
         """The runs in progress on this host's sessions, their subscribers and caches."""
         self.store_calls: StoreWorker = StoreWorker()
         """Where code on an event loop (a run, the server) makes this host's store calls."""
+        self.memos: Memos = Memos()
+        """What this host's writers know of their sessions' transcripts (``session/_memo.py``)."""
         self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._current: Session | None = None
         self._handles_lock = threading.Lock()
