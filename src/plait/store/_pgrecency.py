@@ -7,8 +7,10 @@ several sessions did about twice the work of one. An append of one record now on
 reads which session is the most recent; when another is, the move it owes is queued
 (:class:`OwedMoves`) and written soon after, with every move owed by then, in one
 statement: before anything of this store that reads or changes the order, and at the
-latest ``ttl`` seconds after the first of them (a timer). Another process's activity can
-thus take up to ``ttl`` to be ordered against this one's, as on SQLite (D166, D212).
+latest ``ttl`` seconds after the first of them (a thread of the store's, started on first
+use and kept: a timer thread started per move would make the appending thread wait for
+it to start, ten times a second). Another process's activity can thus take up to ``ttl``
+to be ordered against this one's, as on SQLite (D166, D212).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import threading
 from collections.abc import Callable
 
 from plait.errors import StoreError
+from plait.store._pgprep import prepare
 
 __all__ = ["MOVE_OWED", "OWED_FOR", "OwedMoves"]
 
@@ -26,11 +29,15 @@ _log = logging.getLogger("plait.store")
 OWED_FOR = 0.1
 """The longest, in seconds, a move stays owed (as SQLite's trust in a live session)."""
 
-MOVE_OWED = (
+_IDLE_FOR = 5.0
+"""Seconds without a move owed after which the thread ends (the next one starts another)."""
+
+MOVE_OWED = prepare(
+    "move_owed",
     "UPDATE sessions s SET updated_at = GREATEST(s.updated_at, u.at, m.top + u.n) "
-    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS u(pk, at, n), "
+    "FROM unnest(%(pks)s::bigint[], %(times)s::bigint[]) WITH ORDINALITY AS u(pk, at, n), "
     "(SELECT COALESCE(max(updated_at), 0) AS top FROM sessions WHERE NOT deleted) AS m "
-    "WHERE s.pk = u.pk AND NOT s.deleted"
+    "WHERE s.pk = u.pk AND NOT s.deleted",
 )
 """The owed moves, in append order, each above the most recent session and the one before."""
 
@@ -49,9 +56,11 @@ class OwedMoves:
         self._write = write
         self._ttl = ttl
         self._mutex = threading.Lock()
+        self._due = threading.Condition(self._mutex)  # the thread waits on it
         self._flushing = threading.Lock()  # one flush at a time, so moves land in order
         self._owed: dict[int, int] = {}  # pk -> its newest record's time, in append order
-        self._timer: threading.Timer | None = None
+        self._armed = False  # the thread writes the owed moves within ttl
+        self._thread: threading.Thread | None = None
         self._closed = False
 
     def appended(self, pk: int, created_us: int, top: int | None) -> None:
@@ -61,10 +70,17 @@ class OwedMoves:
                 return  # the most recent already, and nothing queued would pass it
             self._owed.pop(pk, None)  # queued last: the order is the order of appends
             self._owed[pk] = created_us
-            if self._timer is None and not self._closed:
-                self._timer = threading.Timer(self._ttl, self._due)
-                self._timer.daemon = True
-                self._timer.start()
+            if not self._armed and not self._closed:
+                self._arm()
+
+    def _arm(self) -> None:
+        """Have the thread write what is owed within ttl (under the mutex)."""
+        self._armed = True
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="plait-pg-recency", daemon=True)
+            self._thread.start()
+        else:
+            self._due.notify()
 
     def flush(self) -> None:
         """Write every move owed so far, in order (a no-op when none is owed).
@@ -90,26 +106,34 @@ class OwedMoves:
                         del self._owed[pk]
 
     def close(self) -> None:
-        """Write what is owed (a failure is logged: the store is closing) and stop the timer."""
+        """Write what is owed (a failure is logged: the store is closing) and stop the thread."""
         with self._mutex:
             self._closed = True
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+            self._due.notify()
         try:
             self.flush()
         except StoreError as exc:
             _log.warning("could not order recent appends: %s", exc)
 
-    def _due(self) -> None:
-        with self._mutex:
-            self._timer = None
-        try:
-            self.flush()
-        except StoreError as exc:  # still owed: the next write or flush tries again
-            _log.warning("could not order recent appends yet: %s", exc)
+    def _run(self) -> None:
+        due = self._due
+        while True:
             with self._mutex:
-                if self._owed and self._timer is None and not self._closed:
-                    self._timer = threading.Timer(self._ttl, self._due)
-                    self._timer.daemon = True
-                    self._timer.start()
+                due.wait_for(lambda: self._armed or self._closed, _IDLE_FOR)
+                if self._closed or not self._armed:
+                    # Idle: the thread ends, and holds the store no longer (a store
+                    # dropped unclosed can go); the next move owed starts another.
+                    self._thread = None
+                    return
+                # ttl after the move that armed it (close() cuts the wait short).
+                due.wait_for(lambda: self._closed, self._ttl)
+                if self._closed:
+                    return  # close() writes what is owed
+                self._armed = False  # an append from here on arms it again
+            try:
+                self.flush()
+            except StoreError as exc:  # still owed: the next write or flush tries again
+                _log.warning("could not order recent appends yet: %s", exc)
+                with self._mutex:
+                    if self._owed and not self._armed and not self._closed:
+                        self._arm()
