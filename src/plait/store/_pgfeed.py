@@ -128,7 +128,8 @@ class Notifier:
         self._conninfo = conninfo
         self._kwargs = kwargs
         self._channel = channel
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._pending: dict[str, None] = {}
         self._sending = False
         self._active = False  # the thread is lingering or sending: writes need not wake it
@@ -139,7 +140,7 @@ class Notifier:
 
     def changed(self, session_id: str) -> None:
         """Queue the announcement that a session changed (its write has committed)."""
-        with self._cond:
+        with self._mutex:  # the condition's own lock, without its Python-level wrapper
             if self._closed:
                 return
             self._pending[session_id] = None
