@@ -241,3 +241,29 @@ def test_a_failed_write_is_tried_again(caplog: pytest.LogCaptureFixture) -> None
     assert calls[:2] == [[1], [1]]
     assert "could not order recent appends yet" in caplog.text
     owed.close()
+
+
+def test_the_thread_keeps_a_store_alive_only_while_it_owes_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+    import weakref
+
+    class Owner:
+        def __init__(self) -> None:
+            self.calls: list[list[int]] = []
+            self.owed = OwedMoves(self.write, 0.01)
+
+        def write(self, pks: list[int], times: list[int]) -> None:
+            self.calls.append(pks)
+
+    monkeypatch.setattr(_pgrecency, "_IDLE_FOR", 60.0)  # the thread outlives the test
+    owner = Owner()
+    owner.owed.appended(1, 100, top=9)
+    calls, owed = owner.calls, owner.owed
+    ref = weakref.ref(owner)
+    del owner  # dropped unclosed, with a move owed: written all the same
+    assert eventually(lambda: calls == [[1]])
+    assert eventually(lambda: (gc.collect(), ref() is None)[1])  # then let go
+    assert owed._thread is not None and owed._thread.is_alive()  # while the thread waits
+    owed.close()

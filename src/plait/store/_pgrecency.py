@@ -15,8 +15,10 @@ to be ordered against this one's, as on SQLite (D166, D212).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
+import weakref
 from collections.abc import Callable
 
 from plait.errors import StoreError
@@ -28,6 +30,8 @@ _log = logging.getLogger("plait.store")
 
 OWED_FOR = 0.1
 """The longest, in seconds, a move stays owed (as SQLite's trust in a live session)."""
+
+Writer = Callable[[list[int], list[int]], None]
 
 _IDLE_FOR = 5.0
 """Seconds without a move owed after which the thread ends (the next one starts another)."""
@@ -52,8 +56,13 @@ class OwedMoves:
         ttl: the longest a move stays owed, in seconds (unless the write fails).
     """
 
-    def __init__(self, write: Callable[[list[int], list[int]], None], ttl: float) -> None:
-        self._write = write
+    def __init__(self, write: Writer, ttl: float) -> None:
+        # Held weakly (a store's method holds the store), and strongly only while moves
+        # are owed: the kept thread would otherwise keep a store dropped unclosed alive.
+        self._write_ref: Callable[[], Writer | None] = (
+            weakref.WeakMethod(write) if inspect.ismethod(write) else lambda: write
+        )
+        self._keep: Writer | None = None  # the write, while the thread has moves to write
         self._ttl = ttl
         self._mutex = threading.Lock()
         self._due = threading.Condition(self._mutex)  # the thread waits on it
@@ -76,6 +85,7 @@ class OwedMoves:
     def _arm(self) -> None:
         """Have the thread write what is owed within ttl (under the mutex)."""
         self._armed = True
+        self._keep = self._write_ref()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="plait-pg-recency", daemon=True)
             self._thread.start()
@@ -99,7 +109,10 @@ class OwedMoves:
             for created in batch.values():  # strictly increasing, as the order they make
                 at = max(created, at + 1)
                 times.append(at)
-            self._write(list(batch), times)
+            write = self._write_ref() or self._keep
+            if write is None:
+                return  # the store is gone
+            write(list(batch), times)
             with self._mutex:
                 for pk, created in batch.items():
                     if self._owed.get(pk) == created:  # not queued again meanwhile
@@ -114,6 +127,7 @@ class OwedMoves:
             self.flush()
         except StoreError as exc:
             _log.warning("could not order recent appends: %s", exc)
+        self._keep = None
 
     def _run(self) -> None:
         due = self._due
@@ -121,8 +135,7 @@ class OwedMoves:
             with self._mutex:
                 due.wait_for(lambda: self._armed or self._closed, _IDLE_FOR)
                 if self._closed or not self._armed:
-                    # Idle: the thread ends, and holds the store no longer (a store
-                    # dropped unclosed can go); the next move owed starts another.
+                    # Idle: the thread ends; the next move owed starts another.
                     self._thread = None
                     return
                 # ttl after the move that armed it (close() cuts the wait short).
@@ -134,6 +147,8 @@ class OwedMoves:
                 self.flush()
             except StoreError as exc:  # still owed: the next write or flush tries again
                 _log.warning("could not order recent appends yet: %s", exc)
-                with self._mutex:
-                    if self._owed and not self._armed and not self._closed:
-                        self._arm()
+            with self._mutex:
+                if self._owed and not self._armed and not self._closed:
+                    self._arm()  # failed, or raced: written within ttl from now
+                elif not self._armed:
+                    self._keep = None
