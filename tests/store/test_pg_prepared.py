@@ -267,3 +267,26 @@ def test_the_thread_keeps_a_store_alive_only_while_it_owes_moves(
     assert eventually(lambda: (gc.collect(), ref() is None)[1])  # then let go
     assert owed._thread is not None and owed._thread.is_alive()  # while the thread waits
     owed.close()
+
+
+def test_an_append_on_a_dropped_connection_fails_and_the_next_one_reconnects(
+    pg: PostgresStore,
+) -> None:
+    import psycopg
+
+    row = pg.create(SessionRow(id="s", workspace="/ws"))
+    row = pg.append(row, [UserRecord(seq=0, content="one")])
+    with pg._conn("test") as conn:  # the spare: the next append's connection
+        pid = conn.info.backend_pid
+    with psycopg.connect(URL, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    failed = 0
+    for seq, text in ((1, "two"), (1, "two"), (1, "two")):
+        try:
+            row = pg.append(row, [UserRecord(seq=seq, content=text)])
+            break
+        except StoreError:  # the dropped connection, named as the store's error
+            failed += 1
+    assert failed <= 1
+    fresh = pg.get("s")
+    assert fresh is not None and [r.text for r in pg.read(fresh, 0, 2)] == ["one", "two"]
