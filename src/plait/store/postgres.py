@@ -20,7 +20,8 @@ What differs, and why:
   all in one statement built from data-modifying CTEs.
   Records travel as arrays (``unnest``), so the statement's shape does not
   depend on how many there are and the server keeps it prepared; the common
-  one-record append sends scalars, cheaper to build and to send.
+  one-record append sends scalars, cheaper to build and to send, through
+  libpq rather than a cursor (``store/_pgprep.py``).
 * **Concurrency is row locks, not one writer.** An append takes ``FOR KEY
   SHARE`` on its session row, which only a delete (it changes the row's key)
   conflicts with; a row write is a conditional ``UPDATE`` whose ``WHERE`` is the
