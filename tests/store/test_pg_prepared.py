@@ -16,7 +16,7 @@ import pytest
 
 from plait.errors import StoreError
 from plait.records import UserRecord
-from plait.store import SessionRow, _pgrecency
+from plait.store import SessionRow, _due
 from plait.store._pgprep import int_array, prepare, run_prepared, text_array
 from plait.store._pgrecency import OwedMoves
 from plait.store.postgres import PostgresStore
@@ -201,25 +201,11 @@ def test_the_top_session_owes_nothing() -> None:
     assert write.calls == []
 
 
-def test_the_thread_ends_when_idle_and_another_starts(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_pgrecency, "_IDLE_FOR", 0.05)
-    write = Recorder()
-    owed = OwedMoves(write, 0.01)
-    owed.appended(1, 100, top=9)
-    assert eventually(lambda: len(write.calls) == 1)
-    assert eventually(lambda: owed._thread is None)  # idle: it let go of the store
-    owed.appended(2, 200, top=1)
-    assert eventually(lambda: len(write.calls) == 2)
-    assert write.calls[1] == ([2], [200])
-    owed.close()
-    assert eventually(lambda: owed._thread is None or not owed._thread.is_alive())
-
-
 def test_close_writes_what_is_owed_and_stops_the_thread() -> None:
     write = Recorder()
     owed = OwedMoves(write, 3600.0)  # the thread would wait an hour
     owed.appended(1, 100, top=9)
-    thread = owed._thread
+    thread = owed._due._thread
     assert thread is not None
     owed.close()
     assert write.calls == [([1], [100])]
@@ -257,16 +243,17 @@ def test_the_thread_keeps_a_store_alive_only_while_it_owes_moves(
         def write(self, pks: list[int], times: list[int]) -> None:
             self.calls.append(pks)
 
-    monkeypatch.setattr(_pgrecency, "_IDLE_FOR", 60.0)  # the thread outlives the test
+    monkeypatch.setattr(_due, "_IDLE_FOR", 60.0)  # the thread outlives the test
     owner = Owner()
     owner.owed.appended(1, 100, top=9)
-    calls, owed = owner.calls, owner.owed
+    calls, due = owner.calls, owner.owed._due
     ref = weakref.ref(owner)
     del owner  # dropped unclosed, with a move owed: written all the same
     assert eventually(lambda: calls == [[1]])
     assert eventually(lambda: (gc.collect(), ref() is None)[1])  # then let go
-    assert owed._thread is not None and owed._thread.is_alive()  # while the thread waits
-    owed.close()
+    thread = due._thread
+    assert thread is not None and thread.is_alive()  # while the thread waits
+    due.close()
 
 
 def test_an_append_on_a_dropped_connection_fails_and_the_next_one_reconnects(
