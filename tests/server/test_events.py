@@ -182,9 +182,8 @@ def test_postgres_notifies_wake_observers_at_once(tmp_path: Path, pg_store_schem
 
     The keep-alive tick is an hour here, so only the store's change feed can deliver it.
     """
-    served = make_served(
-        tmp_path, store=make_store("postgres", tmp_path, pg_store_schema), ping_interval=3600
-    )
+    served_store = make_store("postgres", tmp_path, pg_store_schema)
+    served = make_served(tmp_path, store=served_store, ping_interval=3600)
     other_store = make_store("postgres", tmp_path, pg_store_schema)
     try:
         with (
@@ -201,3 +200,4 @@ def test_postgres_notifies_wake_observers_at_once(tmp_path: Path, pg_store_schem
     finally:
         other_store.close()
         served.client.close()
+        served_store.close()  # a Client closes only a store it opened itself

@@ -21,6 +21,7 @@ from plait.errors import InvalidMessageError, PlaitError, StoreCorruptError, Sto
 from plait.store._pgfeed import Notifier
 from plait.store._pglocks import lock_key
 from plait.store._pgopen import apply_schema, current_version
+from plait.store._pgprep import int_array, run_prepared
 from plait.store._pgrecency import MOVE_OWED, OwedMoves
 from plait.store._schema import Migration
 from plait.store._sql import Connection, Counted, SQLStore, describe
@@ -333,7 +334,7 @@ class PgConnection(SQLStore):
     def _move_owed(self, pks: list[int], times: list[int]) -> None:
         """Write the moves the appends owe (store/_pgrecency.py)."""
         with self._conn("order recent appends") as conn:
-            conn.execute(MOVE_OWED, (pks, times))
+            run_prepared(conn, MOVE_OWED, (int_array(pks), int_array(times)))
 
     def _changed(self, session_id: str) -> None:
         # After the commit, never in it (see store/_pgfeed.py): to every process listening.

@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import StoreError
+from plait.store._pgprep import prepare, run_prepared, text_array
 
 if TYPE_CHECKING:
     import psycopg
@@ -28,9 +29,13 @@ if TYPE_CHECKING:
 __all__ = ["ChangeFeed", "Notifier"]
 
 _log = logging.getLogger("plait.store")
-_NOTIFY = "SELECT pg_notify(%s, t.id) FROM unnest(%s::text[]) AS t(id)"
+_NOTIFY = prepare(
+    "notify", "SELECT pg_notify(%(channel)s, t.id) FROM unnest(%(ids)s::text[]) AS t(id)"
+)
 _LINGER = 0.01
 """Seconds the notifier waits, once woken, for more writes to announce together (D212)."""
+_BUSY_LINGER = 0.05
+"""Seconds it waits for the next batch while writes keep coming (D225)."""
 _FLUSH_WAIT = 5.0
 """Seconds close() waits for the announcements still queued."""
 
@@ -106,11 +111,12 @@ class Notifier:
     """Announce committed writes on the channel, after their commit, batched.
 
     :meth:`changed` queues a session id and returns at once; a thread started on
-    first use sends what is queued (lingering 10 ms for more), in order with repeats
-    folded, one transaction per batch on a connection of its own. An announcement
-    reaches listeners a few milliseconds after the commit instead of with it; a
-    process that dies in that window loses it (listeners also re-read on their
-    keep-alive tick).
+    first use sends what is queued, in order with repeats folded, one transaction per
+    batch on a connection of its own: the first write after a pause 10 ms after it
+    woke, then a batch every 50 ms while writes keep coming (D225). An announcement
+    reaches listeners up to that long after the commit instead of with it; a process
+    that dies in that window loses it (listeners also re-read on their keep-alive
+    tick).
 
     Args:
         conninfo: how to connect.
@@ -122,7 +128,8 @@ class Notifier:
         self._conninfo = conninfo
         self._kwargs = kwargs
         self._channel = channel
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._pending: dict[str, None] = {}
         self._sending = False
         self._active = False  # the thread is lingering or sending: writes need not wake it
@@ -130,11 +137,10 @@ class Notifier:
         self._closed = False
         self._thread: threading.Thread | None = None
         self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
-        self._cursor: psycopg.Cursor[tuple[Any, ...]]
 
     def changed(self, session_id: str) -> None:
         """Queue the announcement that a session changed (its write has committed)."""
-        with self._cond:
+        with self._mutex:  # the condition's own lock, without its Python-level wrapper
             if self._closed:
                 return
             self._pending[session_id] = None
@@ -182,21 +188,25 @@ class Notifier:
                     break
             # Active: a batch every linger while writes keep coming, and no write wakes
             # the thread (a wake-up per batch is a context switch, on a busy machine as
-            # dear as the batch); a whole linger without one makes it idle again.
-            while self._send_lingered():
-                pass
+            # dear as the batch); a whole linger without one makes it idle again. The
+            # first batch after a pause goes soon; while a process keeps writing, its
+            # batches go less often: each costs the process and the server a
+            # transaction, however few writes it carries (D225).
+            linger = _LINGER
+            while self._send_lingered(linger):
+                linger = _BUSY_LINGER
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.close()
             self._conn = None
 
-    def _send_lingered(self) -> bool:
+    def _send_lingered(self, linger: float) -> bool:
         """Linger, then send what is queued; False (and idle) if nothing was."""
         with self._cond:
             # Linger a moment so that writes committing close together go in one
             # transaction (a writer appending a record per millisecond would otherwise
             # double the server's transactions), unless someone waits for them.
-            self._cond.wait_for(lambda: self._closed or self._hurry > 0, _LINGER)
+            self._cond.wait_for(lambda: self._closed or self._hurry > 0, linger)
             if not self._pending:
                 self._active = False
                 return False
@@ -221,10 +231,9 @@ class Notifier:
                     conn = psycopg.connect(self._conninfo, **self._kwargs)
                     conn.execute("SET synchronous_commit = off")
                     self._conn = conn
-                    self._cursor = conn.cursor()  # one for every batch: its set-up is kept
-                self._cursor.execute(_NOTIFY, (self._channel, batch))
+                run_prepared(conn, _NOTIFY, (self._channel, text_array(batch)))
                 return
-            except psycopg.Error as exc:
+            except (psycopg.Error, UnicodeEncodeError) as exc:
                 if self._conn is not None:
                     with contextlib.suppress(Exception):
                         self._conn.close()

@@ -7,8 +7,10 @@ several sessions did about twice the work of one. An append of one record now on
 reads which session is the most recent; when another is, the move it owes is queued
 (:class:`OwedMoves`) and written soon after, with every move owed by then, in one
 statement: before anything of this store that reads or changes the order, and at the
-latest ``ttl`` seconds after the first of them (a timer). Another process's activity can
-thus take up to ``ttl`` to be ordered against this one's, as on SQLite (D166, D212).
+latest ``ttl`` seconds after the first of them (the store's kept thread, ``_due.DueCall``,
+as SQLite's: a timer thread started per move made the appending thread wait for it to
+start, ten times a second at 8 writers). Another process's activity can thus take up to
+``ttl`` to be ordered against this one's, as on SQLite (D166, D212).
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import threading
 from collections.abc import Callable
 
 from plait.errors import StoreError
+from plait.store._due import DueCall
+from plait.store._pgprep import prepare
 
 __all__ = ["MOVE_OWED", "OWED_FOR", "OwedMoves"]
 
@@ -26,11 +30,14 @@ _log = logging.getLogger("plait.store")
 OWED_FOR = 0.1
 """The longest, in seconds, a move stays owed (as SQLite's trust in a live session)."""
 
-MOVE_OWED = (
+Writer = Callable[[list[int], list[int]], None]
+
+MOVE_OWED = prepare(
+    "move_owed",
     "UPDATE sessions s SET updated_at = GREATEST(s.updated_at, u.at, m.top + u.n) "
-    "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS u(pk, at, n), "
+    "FROM unnest(%(pks)s::bigint[], %(times)s::bigint[]) WITH ORDINALITY AS u(pk, at, n), "
     "(SELECT COALESCE(max(updated_at), 0) AS top FROM sessions WHERE NOT deleted) AS m "
-    "WHERE s.pk = u.pk AND NOT s.deleted"
+    "WHERE s.pk = u.pk AND NOT s.deleted",
 )
 """The owed moves, in append order, each above the most recent session and the one before."""
 
@@ -45,14 +52,12 @@ class OwedMoves:
         ttl: the longest a move stays owed, in seconds (unless the write fails).
     """
 
-    def __init__(self, write: Callable[[list[int], list[int]], None], ttl: float) -> None:
+    def __init__(self, write: Writer, ttl: float) -> None:
         self._write = write
-        self._ttl = ttl
         self._mutex = threading.Lock()
         self._flushing = threading.Lock()  # one flush at a time, so moves land in order
         self._owed: dict[int, int] = {}  # pk -> its newest record's time, in append order
-        self._timer: threading.Timer | None = None
-        self._closed = False
+        self._due = DueCall(self._write_due, ttl, name="plait-pg-owed-moves")
 
     def appended(self, pk: int, created_us: int, top: int | None) -> None:
         """Note an append to ``pk`` that found ``top`` the most recent session."""
@@ -61,10 +66,7 @@ class OwedMoves:
                 return  # the most recent already, and nothing queued would pass it
             self._owed.pop(pk, None)  # queued last: the order is the order of appends
             self._owed[pk] = created_us
-            if self._timer is None and not self._closed:
-                self._timer = threading.Timer(self._ttl, self._due)
-                self._timer.daemon = True
-                self._timer.start()
+        self._due.arm()  # within ttl of the first move still owed (a no-op while pending)
 
     def flush(self) -> None:
         """Write every move owed so far, in order (a no-op when none is owed).
@@ -90,26 +92,17 @@ class OwedMoves:
                         del self._owed[pk]
 
     def close(self) -> None:
-        """Write what is owed (a failure is logged: the store is closing) and stop the timer."""
-        with self._mutex:
-            self._closed = True
-            timer, self._timer = self._timer, None
-        if timer is not None:
-            timer.cancel()
+        """Write what is owed (a failure is logged: the store is closing) and stop the thread."""
+        self._due.close()
         try:
             self.flush()
         except StoreError as exc:
             _log.warning("could not order recent appends: %s", exc)
 
-    def _due(self) -> None:
-        with self._mutex:
-            self._timer = None
+    def _write_due(self) -> None:
         try:
             self.flush()
-        except StoreError as exc:  # still owed: the next write or flush tries again
+        except StoreError as exc:  # still owed: tried again within ttl, or by the next write
             _log.warning("could not order recent appends yet: %s", exc)
-            with self._mutex:
-                if self._owed and self._timer is None and not self._closed:
-                    self._timer = threading.Timer(self._ttl, self._due)
-                    self._timer.daemon = True
-                    self._timer.start()
+            if self._owed:
+                self._due.arm()

@@ -13,11 +13,13 @@ from typing import Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
+from plait.store._pgprep import prepare
 from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 __all__ = [
     "APPEND",
     "APPEND_ONE",
+    "APPEND_ONE_PREPARED",
     "CREATE",
     "CREATE_UNLINKED",
     "HEAD",
@@ -97,6 +99,8 @@ WITH live AS (
 # session in the order; or one record (every agent step), reading the order only.
 APPEND: Final = _append_sql(_UNNEST_RECORDS, move=True)
 APPEND_ONE: Final = _append_sql(_ONE_RECORD, move=False)
+APPEND_ONE_PREPARED: Final = prepare("append_one", APPEND_ONE)
+"""APPEND_ONE as the store sends it, through libpq (store/_pgprep.py)."""
 
 # The head of session s: one past its newest own record, or the row's end_seq.
 HEAD: Final = (
