@@ -120,9 +120,7 @@ def test_an_append_holding_nul_writes_nothing(pg: PostgresStore) -> None:
     assert fresh is not None and fresh.layout.end_seq == 0
 
 
-def test_ids_that_need_quoting_are_announced_as_they_are(
-    pg: PostgresStore, pg_schema: str
-) -> None:
+def test_ids_that_need_quoting_are_announced_as_they_are(pg: PostgresStore, pg_schema: str) -> None:
     other = PostgresStore(URL, schema=pg_schema)
     try:
         feed = other.changes(timeout=5.0)
@@ -277,3 +275,36 @@ def test_an_append_on_a_dropped_connection_fails_and_the_next_one_reconnects(
     assert failed <= 1
     fresh = pg.get("s")
     assert fresh is not None and [r.text for r in pg.read(fresh, 0, 2)] == ["one", "two"]
+
+
+def test_without_psycopgs_parts_the_statements_run_through_a_cursor(
+    pg: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A psycopg lacking the parts used below its API: the same statements, the same
+    results and errors, through a cursor."""
+    import psycopg
+
+    from plait.store import _pgprep
+
+    monkeypatch.setattr(_pgprep, "_execute", _pgprep._CURSOR)
+    with pg._conn("test") as conn:
+        stmt = prepare("t_cursor", "SELECT %(a)s::bigint + 1, %(b)s::text, %(c)s::text IS NULL")
+        result = run_prepared(conn, stmt, (41, "héllo", None))
+        assert [result.get_value(0, i) for i in range(3)] == [b"42", "héllo".encode(), b"t"]
+        arrays = prepare("t_cursor_arrays", "SELECT %(i)s::bigint[]")
+        assert run_prepared(conn, arrays, (int_array([1, 2**40]),)).get_value(0, 0) == (
+            b"{1,1099511627776}"
+        )
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            run_prepared(conn, prepare("t_cursor_err", "SELECT 1 / %(n)s::int"), (0,))
+    with pytest.raises(StoreError):
+        nul = pg.create(SessionRow(id="n", workspace="/ws"))
+        pg.append(nul, [UserRecord(seq=0, content="x", id="a\x00b")])
+    a = pg.create(SessionRow(id="a", workspace="/ws"))
+    b = pg.create(SessionRow(id="b", workspace="/ws"))
+    for i in range(3):
+        a = pg.append(a, [UserRecord(seq=i, content=f"a{i}")])
+        b = pg.append(b, [UserRecord(seq=i, content=f"b{i}")])
+    a = pg.append(a, [UserRecord(seq=3, content="a3")])  # owes its move past b
+    assert [r.text for r in pg.read(a, 0, 4)] == ["a0", "a1", "a2", "a3"]
+    assert [r.id for r in pg.recent(None, 2)] == ["a", "b"]

@@ -8,6 +8,11 @@ whose result is read as text needs none of that: it is prepared on the connectio
 first time it runs there and sent with ``PQsendQueryPrepared``, the wait for the result
 being psycopg's own (the interpreter lock released, an interrupt cancelling the query).
 Errors are psycopg's, raised as a cursor would raise them.
+
+That wait and the error mapping are psycopg's own parts below its documented API
+(``generators.execute``, ``Connection.wait``, ``errors.error_from_result``, all there
+since 3.0). A psycopg without them is not an error: the statement then runs through a
+cursor, as before, and reads the cursor's result the same way.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class Prepared(NamedTuple):
     """The statement text, with ``$1`` ... in place of the named placeholders."""
     keys: tuple[str, ...]
     """The parameter of each number, in order (what ``$1`` ... stand for)."""
+    source: str
+    """The statement as written, for a cursor (when psycopg lacks the parts used here)."""
 
 
 def prepare(name: str, sql: str) -> Prepared:
@@ -50,7 +57,7 @@ def prepare(name: str, sql: str) -> Prepared:
         return f"${keys.setdefault(m.group(1), len(keys) + 1)}"
 
     text = _PLACEHOLDER.sub(number, sql)
-    return Prepared(f"plait_{name}".encode(), text.encode(), tuple(keys))
+    return Prepared(f"plait_{name}".encode(), text.encode(), tuple(keys), sql)
 
 
 def run_prepared(
@@ -67,6 +74,8 @@ def run_prepared(
         UnicodeEncodeError: text the connection's encoding cannot hold.
     """
     execute = _execute or _load()
+    if execute is _CURSOR:
+        return _through_cursor(conn, stmt, params)
     state: tuple[set[bytes], str] | None = conn.__dict__.get(_READY)
     if state is None:
         state = (set(), conn.info.encoding)
@@ -114,17 +123,45 @@ _data_error: Any = None
 _fatal = _tuples = _command = -1  # libpq's result statuses, once psycopg is imported
 
 
+_CURSOR: Final = object()
+"""``_execute`` when psycopg lacks the parts used here: statements go through a cursor."""
+
+
 def _load() -> Any:
     # psycopg is imported on first use (the [postgres] extra), as everywhere in the store.
     global _execute, _data_error, _fatal, _tuples, _command
-    from psycopg import DataError, generators, pq
+    import psycopg
+    from psycopg import DataError, pq
 
     _data_error = DataError
     _fatal = pq.ExecStatus.FATAL_ERROR
     _tuples = pq.ExecStatus.TUPLES_OK
     _command = pq.ExecStatus.COMMAND_OK
-    _execute = generators.execute
+    try:
+        from psycopg import generators
+
+        found = generators.execute
+        psycopg.errors.error_from_result  # noqa: B018  (there, or the cursor is used)
+        psycopg.Connection.wait  # noqa: B018
+    except (ImportError, AttributeError):
+        found = _CURSOR
+    _execute = found
     return _execute
+
+
+def _through_cursor(
+    conn: psycopg.Connection[tuple[Any, ...]], stmt: Prepared, params: Sequence[Any]
+) -> PGresult:
+    """The statement through a cursor, its result read as :func:`run_prepared`'s is."""
+    for v in params:
+        if isinstance(v, str) and "\x00" in v:
+            raise _data_error("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+    cur = conn.cursor()
+    cur.execute(stmt.source, dict(zip(stmt.keys, params, strict=True)))
+    result = cur.pgresult
+    if result is None:  # a cursor that ran a statement has its result
+        raise _data_error("the statement returned no result")
+    return result
 
 
 def _state(result: PGresult) -> str | None:
