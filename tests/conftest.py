@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -200,3 +201,14 @@ def _plait_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mo
     """Keep every test's default store out of the user's home."""
     monkeypatch.setenv("PLAIT_HOME", str(tmp_path_factory.mktemp("plait-home")))
     monkeypatch.delenv("PLAIT_STORE", raising=False)
+
+
+def eventually(check: Callable[[], bool], seconds: float = 30.0) -> bool:
+    """Poll ``check`` until it holds: what another thread or process does is seen a moment
+    later (bounded; asserts nothing about time)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.01)
+    return check()

@@ -9,8 +9,6 @@ server. Tests that need one take the ``pg_schema`` fixture (PLAIT_TEST_POSTGRES_
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -20,26 +18,11 @@ from plait.store import SessionRow, _due
 from plait.store._pgprep import int_array, prepare, run_prepared, text_array
 from plait.store._pgrecency import OwedMoves
 from plait.store.postgres import PostgresStore
-from tests.conftest import POSTGRES_URL
+from tests.conftest import POSTGRES_URL, eventually
 
 URL = POSTGRES_URL or "postgresql://unset"
 
 
-def eventually(check: Callable[[], bool], seconds: float = 10.0) -> bool:
-    """Poll ``check`` until it holds (what a thread does is seen a moment later)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
-
-
-@pytest.fixture
-def pg(pg_schema: str) -> Iterator[PostgresStore]:
-    s = PostgresStore(URL, schema=pg_schema)
-    yield s
-    s.close()
 
 
 # -- numbering and literals (no server) -----------------------------------------------------

@@ -13,8 +13,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -25,7 +24,7 @@ from plait.layout import Layout, branch
 from plait.records import Record, UserRecord
 from plait.store import SessionRow
 from plait.store.postgres import PostgresStore
-from tests.conftest import POSTGRES_URL
+from tests.conftest import POSTGRES_URL, eventually
 
 URL = POSTGRES_URL or "postgresql://unset"
 
@@ -58,21 +57,6 @@ def root(store: PostgresStore, sid: str, n: int) -> SessionRow:
     )
 
 
-def eventually(check: Callable[[], bool], seconds: float = 30.0) -> bool:
-    """Poll ``check`` until it holds: waiting for another process to reach a state."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.01)
-    return check()
-
-
-@pytest.fixture
-def pg(pg_schema: str) -> Iterator[PostgresStore]:
-    s = PostgresStore(URL, schema=pg_schema)
-    yield s
-    s.close()
 
 
 class Held:

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from plait.records import Record, UserRecord
 from plait.store import SessionRow, open_store
 from plait.store._pglocks import lock_key
 from plait.store.postgres import MIGRATIONS, PostgresStore
-from tests.conftest import POSTGRES_URL
+from tests.conftest import POSTGRES_URL, eventually
 
 URL = POSTGRES_URL or "postgresql://unset"
 
@@ -51,21 +51,6 @@ def with_records(row: SessionRow, records: list[Record]) -> SessionRow:
     return replace(row, layout=row.layout.appended(len(records), msgs))
 
 
-def eventually(check: Callable[[], bool], seconds: float = 5.0) -> bool:
-    """Poll ``check`` until it holds (server-side effects of a closed socket are async)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.02)
-    return check()
-
-
-@pytest.fixture
-def pg(pg_schema: str) -> Iterator[PostgresStore]:
-    s = PostgresStore(URL, schema=pg_schema)
-    yield s
-    s.close()
 
 
 @pytest.fixture
