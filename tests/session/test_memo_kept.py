@@ -50,6 +50,9 @@ def test_a_request_after_the_lock_went_and_came_back_reads_nothing_again(
             now = s.request_messages()
             assert _texts(now) == [*_texts(first), *(f"u{t}" for t in range(turn + 1))]
             assert all(hi - lo <= 1 for lo, hi in reads), reads  # no transcript read again
+            del reads[:]
+            assert s.resumable() is not None  # a user message last: its reply is owed
+            assert reads == []  # the tail a run's start looks at is held too
 
 
 def test_a_new_handle_uses_what_the_host_knows(

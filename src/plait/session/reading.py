@@ -104,7 +104,10 @@ def resumable(head: Head) -> ResumeInfo | None:
     while True:
         row = head.fresh()
         lay = row.layout
-        tail = head.store.read(row, max(lay.view_start, lay.end_seq - n), lay.end_seq)
+        lo = max(lay.view_start, lay.end_seq - n)
+        memo = head.memo(row)  # a writer's: what a run's previous steps read or wrote
+        held = memo.records(lo, lay.end_seq) if memo is not None else None
+        tail = held if held is not None else head.store.read(row, lo, lay.end_seq)
         # The last user or assistant record decides; tool results and events after it count.
         if len(tail) < n or any(r.kind in ("user", "assistant") for r in tail):
             return resume_info(tail)
