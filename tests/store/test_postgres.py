@@ -113,6 +113,26 @@ def test_missing_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
         PostgresStore(URL)
 
 
+def test_the_store_opens_on_a_driver_imported_again(
+    pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package imported anew (a test hid it from sys.modules) finds its submodules in
+    sys.modules but not as its attributes: the store takes them by import."""
+    import psycopg
+    import psycopg.errors  # noqa: F401  (loaded, so that it stays in sys.modules)
+
+    monkeypatch.delitem(sys.modules, "psycopg")
+    store = PostgresStore(URL, schema=pg_schema)
+    try:
+        first = store.create(SessionRow(id="s", workspace="/ws"))
+        row = store.append(first, [UserRecord(seq=0, content="one")])
+        with pytest.raises(StaleSessionError):  # the driver's unique violation, recognised
+            store.append(first, [UserRecord(seq=0, content="again")])
+        assert [r.text for r in store.read(row, 0, 1)] == ["one"]
+    finally:
+        store.close()
+
+
 def test_driver_errors_are_wrapped(pg: PostgresStore) -> None:
     row = pg.create(SessionRow(id="s", workspace="/ws"))
     with pytest.raises(StoreError) as info:  # PostgreSQL text cannot hold NUL

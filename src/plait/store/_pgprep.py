@@ -138,10 +138,13 @@ def _load() -> Any:
     _tuples = pq.ExecStatus.TUPLES_OK
     _command = pq.ExecStatus.COMMAND_OK
     try:
-        from psycopg import generators
+        # Submodules by import, not as attributes of the package: a package imported again
+        # (a test that hid it from sys.modules) finds its submodules there but not as
+        # its attributes.
+        from psycopg import errors, generators
 
         found = generators.execute
-        psycopg.errors.error_from_result  # noqa: B018  (there, or the cursor is used)
+        errors.error_from_result  # noqa: B018  (there, or the cursor is used)
         psycopg.Connection.wait  # noqa: B018
     except (ImportError, AttributeError):
         found = _CURSOR

@@ -178,6 +178,7 @@ class PostgresStore(PgConnection):
         try:
             import psycopg
             import psycopg_pool
+            from psycopg import errors, pq  # submodules by import (see _pgprep._load)
         except ImportError as exc:
             raise MissingDependencyError("the PostgreSQL store", "postgres") from exc
         if pool_size < 1:
@@ -200,8 +201,8 @@ class PostgresStore(PgConnection):
         self._kwargs = kwargs
         self._closed = False
         self._driver_errors = (psycopg.Error, UnicodeEncodeError)
-        self._conflict = psycopg.errors.UniqueViolation
-        self._idle_status = psycopg.pq.TransactionStatus.IDLE
+        self._conflict = errors.UniqueViolation
+        self._idle_status = pq.TransactionStatus.IDLE
         self._spare = None
         self._spare_mutex = threading.Lock()
         self._waiting = 0
