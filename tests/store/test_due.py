@@ -110,3 +110,28 @@ def test_a_forked_child_starts_a_thread_of_its_own() -> None:
             os.waitpid(pid, 0)
             os.close(w)
     due.close()
+
+
+def test_a_child_forked_while_the_parent_held_the_lock_still_arms() -> None:
+    """The parent's thread may hold the lock at the moment of the fork: the child's is its own."""
+    r, w = os.pipe()
+    due = DueCall(lambda: os.write(w, b"1"), DELAY, name="test-due-fork-held")
+    due.arm()
+    with os.fdopen(r, "rb", buffering=0) as calls:
+        assert select.select([calls], [], [], 30)[0] and calls.read(1) == b"1"
+        with due._cond:  # held here, as the parent's thread holds it between its waits
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    due.arm()  # would wait forever on the parent's lock
+                    time.sleep(30)
+                finally:
+                    os._exit(0)
+        try:
+            assert select.select([calls], [], [], 30)[0], "the child's call was never made"
+            assert calls.read(1) == b"1"
+        finally:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            os.close(w)
+    due.close()

@@ -30,6 +30,7 @@ _IDLE_FOR: Final = 5.0
 """Seconds with nothing asked after which the thread ends."""
 
 _log = logging.getLogger("plait.store")
+_every: weakref.WeakSet[DueCall] = weakref.WeakSet()
 
 
 class DueCall:
@@ -55,6 +56,12 @@ class DueCall:
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._closed = False
+        _every.add(self)
+
+    def _forked(self) -> None:
+        """In a forked child: a lock of its own and no thread (the parent's is not here)."""
+        self._cond = threading.Condition(threading.Lock())
+        self._thread = None
 
     def arm(self) -> None:
         """Ask for the call ``delay`` seconds from now (a no-op while one is pending)."""
@@ -100,3 +107,11 @@ class DueCall:
             except Exception:  # the owner's own error; the next arm tries again
                 _log.exception("a delayed store call failed")
             del call  # held only while pending
+
+
+def _after_fork() -> None:
+    for due in list(_every):
+        due._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
