@@ -6,6 +6,7 @@ import asyncio
 import contextvars
 import gc
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -176,6 +177,33 @@ def test_a_forked_child_runs_its_calls_on_a_thread_of_its_own() -> None:
         os.close(read)
     assert os.waitstatus_to_exitcode(status) == 0 and answer == b"True"
     assert asyncio.run(worker.run(threading.get_ident)) == parent_thread  # the parent's goes on
+    worker.close()
+
+
+def test_a_child_forked_while_a_thread_held_the_workers_lock_still_runs_calls() -> None:
+    """Another thread may be handing a call over (holding the worker's lock) at the fork."""
+    worker = StoreWorker()
+    asyncio.run(worker.run(threading.get_ident))
+    read, write = os.pipe()
+    with worker._lock:  # held, as a thread in the middle of handing a call over holds it
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            code = 1
+            try:
+                os.write(write, str(asyncio.run(worker.run(lambda: 42))).encode())
+                code = 0
+            finally:
+                os._exit(code)
+    os.close(write)
+    try:
+        ready = select.select([read], [], [], 30)[0]
+        answer = os.read(read, 16) if ready else b"(no answer: the child waits on the lock)"
+    finally:
+        if not ready:
+            os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        os.close(read)
+    assert answer == b"42"
     worker.close()
 
 

@@ -76,6 +76,18 @@ def _serve(queue: SimpleQueue[_Call[Any] | None]) -> None:
 
 
 _live: weakref.WeakSet[StoreWorker] = weakref.WeakSet()
+_every: weakref.WeakSet[StoreWorker] = weakref.WeakSet()  # made, with a thread or not
+
+
+def _after_fork_in_child() -> None:
+    # A forked child has none of its parent's threads, and a worker's lock may have been
+    # held by one of them at the fork: each worker takes a lock of its own (its thread
+    # starts anew on its next call, as the process id says).
+    for worker in list(_every):
+        worker._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register
@@ -101,6 +113,7 @@ class StoreWorker:
         self._worker: threading.Thread | None = None
         self._pid = 0
         self._lock = threading.Lock()
+        _every.add(self)
 
     def _submit(self, call: _Call[Any]) -> None:
         with self._lock:
