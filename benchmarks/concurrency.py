@@ -17,7 +17,8 @@ Beside SQLite, the same writers as bare ``sqlite3`` INSERTs of record rows into 
 kind of store file (``sqlite3 floor``): what the engine itself does with 8 writers on this
 machine, the bound for plait's own ratio (SQLite has one writer at a time, and each commit
 by another connection empties a connection's page cache). For SQLite the target is the
-floor's ratio, not 1x (D228).
+floor's ratio, not 1x (D228). Two PASS/FAIL lines close the table: PostgreSQL's 8 writers
+at least 1.6x one, SQLite's ratio at least 0.9x the floor's.
 
 Usage: python benchmarks/concurrency.py [--appends K] [--rounds R] [--against DIR]
        [--only sqlite|postgres]
@@ -229,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         columns.append("this / other")
     for col in columns:
         table.add_column(col, justify="right")
+    scaling: dict[str, float] = {}  # store -> median N=8 rate over the median N=1 rate
     for name, target in targets.items():
         got: dict[tuple[str, int], list[Result]] = {(t, n): [] for t in trees for n in COUNTS}
         for _ in range(args.rounds):  # N=1, N=8, N=1, ...: noise hits both alike
@@ -243,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
                         )
         for label in trees:
             one = statistics.median(r[0] for r in got[label, COUNTS[0]])
+            if label == "":
+                scaling[name] = statistics.median(r[0] for r in got[label, COUNTS[-1]]) / one
             for n in COUNTS:
                 runs = got[label, n]
                 rate, p50, p99, cpu = (statistics.median(r[i] for r in runs) for i in range(4))
@@ -260,6 +264,16 @@ def main(argv: list[str] | None = None) -> int:
                 table.add_row(*row)
     console = Console() if sys.stdout.isatty() else Console(width=130)
     console.print(table)
+    # The targets (D228): PostgreSQL's writers scale; SQLite's cost what SQLite's own do.
+    if "postgres" in scaling:
+        ok = scaling["postgres"] >= 1.6
+        console.print(f"{'PASS' if ok else 'FAIL'} PostgreSQL: {COUNTS[-1]} writers make "
+                      f"{scaling['postgres']:.2f}x one (target >= 1.6x)")
+    if "sqlite" in scaling and "sqlite3 floor" in scaling:
+        ok = scaling["sqlite"] >= 0.9 * scaling["sqlite3 floor"]
+        console.print(f"{'PASS' if ok else 'FAIL'} SQLite: {COUNTS[-1]} writers make "
+                      f"{scaling['sqlite']:.2f}x one, bare sqlite3 {scaling['sqlite3 floor']:.2f}x "
+                      "(target: at least 0.9x the floor's ratio)")
     if schemas:
         import psycopg
 
