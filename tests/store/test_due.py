@@ -44,13 +44,13 @@ def test_one_thread_makes_every_call() -> None:
         threads.append(threading.get_ident())
         done.set()
 
-    due = DueCall(call, DELAY, name="test-due")
+    due = DueCall(call, DELAY, name="test-due-one-thread")  # no other test's thread
     for _ in range(4):
         done.clear()
         due.arm()
         _wait(done)
     assert len(threads) == 4 and len(set(threads)) == 1
-    assert sum(t.name == "test-due" for t in threading.enumerate()) == 1
+    assert sum(t.name == "test-due-one-thread" for t in threading.enumerate()) == 1
     due.close()
 
 

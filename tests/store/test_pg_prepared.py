@@ -159,10 +159,6 @@ class Recorder:
             self.calls.append((pks, times))
 
 
-def threads_named(name: str) -> int:
-    return sum(1 for t in threading.enumerate() if t.name == name)
-
-
 def test_owed_moves_are_written_by_the_thread_in_append_order() -> None:
     write = Recorder()
     owed = OwedMoves(write, 0.01)
