@@ -23,7 +23,7 @@ from plait.errors import (
 from plait.records import EventRecord, JSONValue, Record, record_from_message
 from plait.sandbox import Sandbox
 from plait.session import _turns
-from plait.session._memo import WINDOW_MAX, Memo
+from plait.session._memo import Memo
 from plait.session._values import SETTINGS, check_count
 from plait.store import Store
 from plait.store.base import ScratchpadEntry, SessionRow
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from plait.session.host import SessionHost
     from plait.session.session import Session
 
-__all__ = ["WINDOW_MAX", "Build", "Head", "Memo", "appended"]
+__all__ = ["Build", "Head", "appended"]
 
 _RETRIES: Final = 64  # each lost race means another writer progressed: lock-free, not a spin
 

@@ -45,7 +45,7 @@ from plait.errors import (
     StoreError,
 )
 from plait.records import AssistantRecord, Record, SummaryRecord, hidden_summaries, newest_summary
-from plait.session._head import WINDOW_MAX, Memo
+from plait.session._memo import WINDOW_MAX, Memo
 from plait.store.base import SessionRow, Store
 
 __all__ = [

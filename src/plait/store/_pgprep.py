@@ -88,7 +88,7 @@ def run_prepared(
         elif type(v) is int:
             values.append(b"%d" % v)
         elif "\x00" in v:  # libpq would cut text parameters short at a NUL
-            raise _data_error("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+            raise _nul()
         else:
             values.append(v.encode(encoding))
     pgconn = conn.pgconn
@@ -157,14 +157,20 @@ def _through_cursor(
 ) -> PGresult:
     """The statement through a cursor, its result read as :func:`run_prepared`'s is."""
     for v in params:
-        if isinstance(v, str) and "\x00" in v:
-            raise _data_error("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+        if isinstance(v, str) and "\x00" in v:  # refused as run_prepared refuses it
+            raise _nul()
     cur = conn.cursor()
     cur.execute(stmt.source, dict(zip(stmt.keys, params, strict=True)))
     result = cur.pgresult
     if result is None:  # a cursor that ran a statement has its result
         raise _data_error("the statement returned no result")
     return result
+
+
+def _nul() -> Exception:
+    """The error (psycopg's class) for text holding NUL, which PostgreSQL text cannot hold."""
+    error: Exception = _data_error("PostgreSQL text fields cannot contain NUL (0x00) bytes")
+    return error
 
 
 def _state(result: PGresult) -> str | None:
