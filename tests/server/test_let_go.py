@@ -114,3 +114,48 @@ def test_a_failure_to_let_go_is_logged_and_the_write_keeps_its_answer(
             assert not served.client.idle_locks  # the next write let go of it
     finally:
         served.client.close()
+
+
+def test_a_run_on_a_session_another_process_writes_is_refused_before_it_starts(
+    tmp_path: Path,
+) -> None:
+    served = make_served(tmp_path)
+    holder = (
+        "import sys\n"
+        "from plait import Client\n"
+        "with Client(sys.argv[2], store=sys.argv[1]) as c:\n"
+        "    c.sessions.get(sys.argv[3]).acquire()\n"
+        "    print('held', flush=True)\n"
+        "    sys.stdin.readline()\n"
+    )
+    try:
+        with TestClient(served.app, headers=AUTH) as api:
+            sid = new_session(api)["id"]
+            # A first run binds the caller to the session: later runs have nothing to write first.
+            first = api.post(f"/sessions/{sid}/runs", json={"text": "hi", "stream": True})
+            assert "event: run_end" in first.text
+            kept = api.get(f"/sessions/{sid}/records").json()["records"]
+            proc = subprocess.Popen(
+                [sys.executable, "-c", holder, str(tmp_path / "plait.db"), str(tmp_path), sid],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+                for stream in (False, True):
+                    r = api.post(f"/sessions/{sid}/runs", json={"text": "go", "stream": stream})
+                    assert r.status_code == 409, r.text
+                    assert r.json()["error"]["code"] == "session_locked"
+                    assert api.get(f"/sessions/{sid}/runs/current").json()["running"] is False
+                assert api.get(f"/sessions/{sid}/records").json()["records"] == kept
+            finally:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait(30)
+            # Once the other process is gone, the run goes ahead.
+            r = api.post(f"/sessions/{sid}/runs", json={"text": "go", "stream": True})
+            assert r.status_code == 200
+            assert "event: run_end" in r.text
+    finally:
+        served.client.close()

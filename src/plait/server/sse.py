@@ -43,7 +43,7 @@ import asyncio
 import dataclasses
 import json
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Final, TypeVar
@@ -364,6 +364,23 @@ class Hub:
         task = channel.poking if channel is not None else None
         if task is not None:
             await asyncio.shield(task)
+
+    async def published(self, session_id: str, records: Sequence[Record]) -> None:
+        """Make sure ``records``, written in order by this process, are out.
+
+        The channel publishes a run's records as they are written, so once it has
+        published the last of them, with no read under way, there is nothing to read;
+        else (a gap, or nothing written) this is :meth:`refresh`.
+        """
+        channel = self._channels.get(session_id)
+        if (
+            channel is not None
+            and records
+            and channel.poking is None
+            and channel.last_seq >= records[-1].seq
+        ):
+            return
+        await self.refresh(session_id)
 
     async def _poke(self, channel: Channel) -> None:
         session_id = channel.session_id

@@ -194,7 +194,8 @@ async def compact(
         await calls.run(lambda: head.mutate(head.messages([done.message()])))
         return done
     finally:
-        await calls.run(lambda: head.end_turn(taken))
+        if taken:
+            await calls.run(lambda: head.end_turn(taken))
 
 
 def uncompact(head: Head) -> SummaryRecord:

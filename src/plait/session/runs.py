@@ -218,7 +218,8 @@ def start_run(
         try:
             return await drive(target, spec, run, worker=calls)
         finally:
-            await calls.run(lambda: head.end_turn(taken))
+            if taken:  # else there is nothing to end, and no store call to make
+                await calls.run(lambda: head.end_turn(taken))
 
     def make() -> Run:
         return Run(

@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from plait._ids import new_id
 from plait.auth import entered
 from plait.errors import NothingToDoError
-from plait.records import JSONValue
+from plait.records import JSONValue, Record
 from plait.run import Run
 from plait.server import schemas as s
 from plait.server.approvals import approver
@@ -53,6 +53,7 @@ def _run_out(session_id: str, run_id: str) -> s.RunOut:
 async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) -> None:
     """Wait for a run to end; publish ``run_end`` (with the error's code if it failed)."""
     data: dict[str, JSONValue] = {"run_id": entry_id}
+    written: tuple[Record, ...] = ()
     try:
         result = await run.result()
     except Exception as exc:  # the run's own failure: reported to observers, never raised
@@ -61,6 +62,7 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
             _log.exception("run %s on session %s failed", entry_id, session_id)
         data.update(ok=False, status=status, error=error_body(code, str(exc)))
     else:
+        written = result.records
         data.update(
             ok=True, finish_reason=result.finish_reason, steps=result.steps, text=result.text
         )
@@ -70,7 +72,7 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
             del state.runs[session_id]
         # The run is over: its session's lock goes (D94).
         await state.call(state.client.release_idle)
-    await state.hub.refresh(session_id)  # every record is out before run_end
+    await state.hub.published(session_id, written)  # every record is out before run_end
     state.hub.publish(session_id, "run_end", data)
 
 
@@ -80,6 +82,17 @@ def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None
     task = asyncio.get_running_loop().create_task(_follow(state, run, run_id, session.id))
     state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
     state.hub.publish(session.id, "run_start", {"run_id": run_id})
+
+
+async def _watched(state: ServerState, session_id: str, stream: bool) -> Subscriber | None:
+    """Watch the session for a run about to start; with ``stream``, join its channel too.
+
+    Joining brings the channel up to the store, as watching does: one read, not two.
+    """
+    if stream:
+        return (await state.hub.open(session_id, None))[1]
+    await state.hub.watch(session_id)
+    return None
 
 
 async def _started(
@@ -104,6 +117,10 @@ async def _started(
         session = state.session(session_id)
         state.check_driver(session, client_id, who)
         act_for(session, who)
+        if session.host.writer_lock == "process":
+            # The run's lock, taken in this call rather than in a call of the run's own: a
+            # session another process writes is refused here (409), and no run starts.
+            session.acquire()
         return session, start(session, run_id)
 
     (session, run), cancelled = await state.client.store_calls.run_through(made)
@@ -190,8 +207,7 @@ async def start_run(
     """
     state = server_state(request)
     # Watched (and the run's own stream joined) before the run starts: it misses nothing.
-    await state.hub.watch(session_id)
-    sub = (await state.hub.open(session_id, None))[1] if body.stream else None
+    sub = await _watched(state, session_id, body.stream)
     provider = state.provider_for_run()
     try:
         session, run_id = await _started(
@@ -253,8 +269,7 @@ async def resume_run(
 ) -> JSONResponse | StreamingResponse:
     """Pick up an interrupted request (seed 001 ``resume``); 409 ``nothing_to_do`` if none."""
     state = server_state(request)
-    await state.hub.watch(session_id)
-    sub = (await state.hub.open(session_id, None))[1] if body.stream else None
+    sub = await _watched(state, session_id, body.stream)
     provider = state.provider_for_run()
     try:
         session, run_id = await _started(
