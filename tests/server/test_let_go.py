@@ -159,3 +159,21 @@ def test_a_run_on_a_session_another_process_writes_is_refused_before_it_starts(
             assert "event: run_end" in r.text
     finally:
         served.client.close()
+
+
+def test_a_run_refused_after_its_checks_leaves_no_lock_behind(tmp_path: Path) -> None:
+    served = make_served(tmp_path)
+    try:
+        with TestClient(served.app, headers=AUTH) as api:
+            sid = new_session(api)["id"]
+            assert _say(api, sid, {"role": "user", "content": "hi"}) == 200
+            assert _say(api, sid, {"role": "assistant", "content": "hello"}) == 200
+            # Nothing was interrupted: the resume is refused once its lock was taken.
+            for stream in (False, True):
+                r = api.post(f"/sessions/{sid}/resume", json={"stream": stream})
+                assert r.status_code == 409, r.text
+                assert r.json()["error"]["code"] == "nothing_to_do"
+                assert not served.client.idle_locks
+                assert not _held_elsewhere(tmp_path / "plait.db", sid)
+    finally:
+        served.client.close()
