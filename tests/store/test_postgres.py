@@ -244,6 +244,44 @@ def test_fresh_schema_is_created_and_versions_are_checked(pg_schema: str) -> Non
             PostgresStore(URL, schema=pg_schema, auto_migrate=auto)
 
 
+def test_a_schema_another_process_is_setting_up_is_waited_for_not_refused(
+    pg_schema: str,
+) -> None:
+    import psycopg
+
+    # The fourth migration takes a while: meanwhile the schema stands at version 3.
+    slow = tuple(
+        (v, name, (*steps, "SELECT pg_sleep(1)") if v == 4 else steps)
+        for v, name, steps in MIGRATIONS
+    )
+    opened: list[PostgresStore] = []
+    first = threading.Thread(
+        target=lambda: opened.append(PostgresStore(URL, schema=pg_schema, migrations=slow))
+    )
+    first.start()
+
+    def version() -> int:
+        with psycopg.connect(URL, autocommit=True) as conn:
+            table = conn.execute("SELECT to_regclass(%s)", (f"{pg_schema}.plait_schema",))
+            if table.fetchone() == (None,):
+                return 0
+            row = conn.execute(f"SELECT max(version) FROM {pg_schema}.plait_schema").fetchone()
+            return int(row[0] or 0) if row else 0
+
+    try:
+        assert eventually(lambda: version() == 3)
+        # Half set up, by another opener: this one waits for it, and finds it current.
+        second = PostgresStore(URL, schema=pg_schema, migrations=slow)
+        assert second.schema_version == CURRENT
+        second.close()
+        first.join(30)
+        assert len(opened) == 1 and opened[0].schema_version == CURRENT
+    finally:
+        first.join(30)
+        for s in opened:
+            s.close()
+
+
 def test_migrate_applies_pending_versions_once(pg_schema: str) -> None:
     PostgresStore(URL, schema=pg_schema).close()
     with pytest.raises(SchemaOutdatedError):

@@ -60,6 +60,7 @@ PG_DDL: Final = DDL(
 """How PostgreSQL spells the schema of ``_schema.py``."""
 
 _MIGRATE_LOCK_CLASS: Final = 0x706C6169  # "plai": the first key of the migration lock
+_SETUP_LOCK_CLASS: Final = 0x706C6173  # "plas": held by a process for all of its migrations
 
 _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,47}")
 
@@ -148,6 +149,11 @@ def open_schema(
         )
     current = current_version(conn) if found and found[0] else 0
     newest = max((m[0] for m in steps), default=0)
+    if 0 < current < newest and not auto:
+        # Another process may be setting the schema up, one migration at a time: what
+        # it has applied so far is no outdated schema. Once it is done, read again.
+        with _setup_lock(conn, namespace):
+            current = current_version(conn)
     if check_schema(location, current, newest, auto=auto):
         apply_schema(conn, namespace, schema, location, steps)
     return namespace
@@ -174,7 +180,7 @@ def apply_schema(
     """
     from psycopg import sql
 
-    key = signed(hashlib.blake2b(namespace.encode(), digest_size=4).digest())
+    key = _lock_key(namespace)
     newest = max((m[0] for m in steps), default=0)
 
     @contextmanager
@@ -199,4 +205,27 @@ def apply_schema(
             raise too_new(location, version, newest)
         return version
 
-    return apply_migrations(steps, transaction, current, param="%s", now_us=now_micros)
+    with _setup_lock(conn, namespace):
+        return apply_migrations(steps, transaction, current, param="%s", now_us=now_micros)
+
+
+def _lock_key(namespace: str) -> int:
+    """The second key of the schema's migration and setup locks."""
+    return signed(hashlib.blake2b(namespace.encode(), digest_size=4).digest())
+
+
+@contextmanager
+def _setup_lock(conn: psycopg.Connection[tuple[Any, ...]], namespace: str) -> Iterator[None]:
+    """Hold the schema's setup lock: one process applies all of its migrations at a time.
+
+    A session lock on the autocommit connection, not a transaction's: each migration
+    commits on its own, and a process opening the schema meanwhile waits for the last.
+    """
+    key = _lock_key(namespace)
+    conn.execute("SELECT pg_advisory_lock(%s::integer, %s::integer)", (_SETUP_LOCK_CLASS, key))
+    try:
+        yield
+    finally:
+        conn.execute(
+            "SELECT pg_advisory_unlock(%s::integer, %s::integer)", (_SETUP_LOCK_CLASS, key)
+        )
