@@ -416,3 +416,77 @@ def test_a_rewind_in_adk_is_a_rewind_in_plait(tmp_path: Path) -> None:
     held = service.client.sessions.history_of(hidden)
     assert [m.text for m in held if m.role == "user"] == ["add A-1", "add it again"]
     service.close()
+
+
+def _said(session: Any) -> list[tuple[str, str | None]]:
+    return [
+        (e.invocation_id, e.content.parts[0].text if e.content and e.content.parts else None)
+        for e in session.events
+    ]
+
+
+async def _fork_scenario(service: PlaitSessionService) -> dict[str, Any]:
+    """A plait fork of an ADK session (fork_at), used by ADK: read, listed, appended, rewound."""
+    out: dict[str, Any] = {}
+    s1 = await service.create_session(
+        app_name=APP, user_id="ann", session_id="s1", state={"k": 1, "user:u": 2}
+    )
+    for n, (author, role, text) in enumerate(
+        [("user", "user", "q1"), ("clerk", "model", "a1"), ("user", "user", "q2")]
+    ):
+        event = Event(
+            invocation_id=f"i{n // 2}",
+            author=author,
+            content=types.Content(role=role, parts=[types.Part(text=text)]),
+            actions=EventActions(state_delta={"n": n}),
+        )
+        await service.append_event(s1, event)
+    service.session(APP, "ann", "s1").fork_at(2, "adk/shop/ann/alt")
+    alt = await service.get_session(app_name=APP, user_id="ann", session_id="alt")
+    assert alt is not None
+    out["read"] = (alt.id, _said(alt), copy.deepcopy(alt.state))
+    out["listed"] = sorted(s.id for s in (await service.list_sessions(app_name=APP)).sessions)
+    for text in ("f-q", "f-a"):
+        event = Event(
+            invocation_id="f1",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text=text)]),
+            actions=EventActions(state_delta={"fk": text}),
+        )
+        await service.append_event(alt, event)
+    rewind = Event(
+        invocation_id="r",
+        author="user",
+        actions=EventActions(rewind_before_invocation_id="f1"),
+    )
+    await service.append_event(alt, rewind)
+    again = await service.get_session(app_name=APP, user_id="ann", session_id="alt")
+    assert again is not None
+    out["appended"] = (_said(again), again.state)
+    return out
+
+
+def test_a_plait_fork_is_an_adk_session(tmp_path: Path) -> None:
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    got = asyncio.run(_fork_scenario(service))
+    # What ADK has for a session of the two events the fork kept: the same events and state.
+    assert got["read"] == ("alt", [("i0", "q1"), ("i0", "a1")], {"k": 1, "n": 1, "user:u": 2})
+    assert got["listed"] == ["alt", "s1"]
+    # Every event after a rewind in the fork, the ones it kept from s1 in their place.
+    events, state = got["appended"]
+    assert events == [("i0", "q1"), ("i0", "a1"), ("f1", "f-q"), ("f1", "f-a"), ("r", None)]
+    assert state == {"k": 1, "n": 1, "fk": "f-a", "user:u": 2}
+    original = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert original is not None and [t for _, t in _said(original)] == ["q1", "a1", "q2"]
+    service.close()
+
+
+def test_a_plait_session_under_an_adk_id_is_not_an_adk_session(tmp_path: Path) -> None:
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    service.client.sessions.create(
+        [{"role": "user", "content": "hi"}], session_id="adk/shop/ann/plain"
+    )
+    got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="plain"))
+    assert got is None
+    assert asyncio.run(service.list_sessions(app_name=APP)).sessions == []
+    service.close()

@@ -23,6 +23,9 @@ How it is stored:
 * ADK's rewind (an event naming the invocation to rewind before) is a
   :meth:`~plait.session.Session.rewind` too: plait's view drops the rewound
   turns, a hidden head keeps them, and ``get_session`` still returns every event.
+* A plait fork of an ADK session (``fork``, ``fork_at``) under an ADK
+  session's id is an ADK session too: ADK reads its events, and its state
+  as ADK would have it after them (their deltas over the initial state).
 * Session state and the last update time are the session's metadata
   (``metadata["google_adk"]``). App state (``app:``) and user state
   (``user:``) are shared by many sessions, so each lives in a session of its
@@ -48,7 +51,7 @@ from typing import Any, Final, cast
 from plait.client import Client
 from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
 from plait.errors import StaleSessionError as PlaitStaleSessionError
-from plait.integrations._keys import id_part, scan
+from plait.integrations._keys import id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
 from plait.records import JSONValue, Record
 from plait.session import Session as PlaitSession
@@ -80,6 +83,7 @@ _STATE: Final = "state:"  # the metadata key prefix of one app or user state val
 _APP_BUDGET: Final = 50
 _USER_BUDGET: Final = 60
 _SESSION_BUDGET: Final = 200 - len(ID_PREFIX) - _APP_BUDGET - _USER_BUDGET - 3
+_ANCESTORS: Final = 64  # how far up its lineage a plait fork's ADK session is looked for
 
 
 def session_id_for(app_name: str, user_id: str | None = None, session_id: str | None = None) -> str:
@@ -259,6 +263,8 @@ class PlaitSessionService(BaseSessionService):
             "user_id": user_id,
             "session_id": session_id,
             "state": _json(own),
+            # What a plait fork of this session replays its events' deltas over.
+            "initial": _json(own),
             "last_update_time": now,
         }
         try:
@@ -292,7 +298,8 @@ class PlaitSessionService(BaseSessionService):
     ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
         row = self._row(session_id_for(app_name, user_id, session_id))
-        if row is None:
+        info = self._info(row) if row is not None else None
+        if row is None or info is None:
             return None
         want = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
@@ -304,7 +311,7 @@ class PlaitSessionService(BaseSessionService):
             while i >= 0 and events[i].timestamp >= after:
                 i -= 1
             events = events[i + 1 :]
-        session = self._bare(row)
+        session = self._bare(info)
         session.events = events
         return self._merged(session)
 
@@ -319,12 +326,12 @@ class PlaitSessionService(BaseSessionService):
         found = []
         scopes: dict[str, dict[str, Any]] = {}
         for row in scan(self.client.store, prefix):
-            info = row.metadata.get(_NS)
-            if not isinstance(info, Mapping) or info.get("kind") != "session":
+            info = self._info(row)
+            if info is None:
                 continue
             if info.get("app_name") != app_name or user_id not in (None, info.get("user_id")):
                 continue
-            found.append(self._merged(self._bare(row), scopes))
+            found.append(self._merged(self._bare(info), scopes))
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=found)
 
@@ -371,9 +378,9 @@ class PlaitSessionService(BaseSessionService):
         """
         sid = session_id_for(session.app_name, session.user_id, session.id)
         row = self._row(sid)
-        if row is None:
+        info = self._info(row) if row is not None else None
+        if row is None or info is None:
             raise AdkSessionNotFoundError(f"Session {session.id} not found.")
-        info = dict(cast(Mapping[str, JSONValue], row.metadata.get(_NS) or {}))
         stored_time = info.get("last_update_time")
         if isinstance(stored_time, int | float) and stored_time > session.last_update_time:
             raise StaleSessionError(
@@ -388,7 +395,8 @@ class PlaitSessionService(BaseSessionService):
     def _persist(self, session: Session, event: Event, info: dict[str, JSONValue]) -> None:
         """Store an event, then its app, user and session state deltas."""
         sid = session_id_for(session.app_name, session.user_id, session.id)
-        self._store_event(sid, event)
+        offset = info.get("offset")
+        self._store_event(sid, event, offset if isinstance(offset, int) else 0)
         delta = event.actions.state_delta if event.actions else {}
         app, user, own = _split(delta or {})
         self._put_scope(session_id_for(session.app_name), session.app_name, None, app)
@@ -406,8 +414,12 @@ class PlaitSessionService(BaseSessionService):
 
     # -- internals ------------------------------------------------------------------------
 
-    def _store_event(self, sid: str, event: Event) -> None:
-        """Append an event's records; a rewind event first rewinds plait's view too."""
+    def _store_event(self, sid: str, event: Event, offset: int) -> None:
+        """Append an event's records; a rewind event first rewinds plait's view too.
+
+        An event is ordered by the session's version before the write, plus ``offset``
+        in a plait fork: its version starts again below the orders of the events it kept.
+        """
         target = event.actions.rewind_before_invocation_id if event.actions else None
         last: PlaitStaleSessionError | None = None
         for _ in range(_RETRIES):
@@ -419,7 +431,8 @@ class PlaitSessionService(BaseSessionService):
                     # ADK rewinds by an event its readers apply; plait's view follows, and
                     # the rewound events stay in a hidden head that get_session still reads.
                     plait.rewind(keep, expect_version=plait.version)
-                plait.inject_many(_messages(event, plait.version), expect_version=plait.version)
+                messages = _messages(event, plait.version + offset)
+                plait.inject_many(messages, expect_version=plait.version)
                 return
             except PlaitStaleSessionError as exc:
                 last = exc  # another writer came first: the event goes after its write
@@ -446,9 +459,63 @@ class PlaitSessionService(BaseSessionService):
         except SessionNotFoundError:
             return None
 
-    def _bare(self, row: SessionRow) -> Session:
-        """The ADK session of a stored row: its own state, no events yet."""
-        info = cast(Mapping[str, Any], row.metadata.get(_NS) or {})
+    def _info(self, row: SessionRow) -> dict[str, JSONValue] | None:
+        """What the service keeps for the ADK session a row holds (None: it holds none).
+
+        A session this service made keeps it in its metadata. A plait fork of one
+        (``fork``, ``fork_at``, under an ADK session's id) keeps none: its identity is
+        read from its id, and its state is the one ADK would have at its last event,
+        the deltas of its events replayed over its source's initial state. The first
+        event appended to it stores what is read here.
+        """
+        info = row.metadata.get(_NS)
+        if isinstance(info, Mapping):
+            return dict(info) if info.get("kind") == "session" else None
+        parts = row.id.split("/")
+        if len(parts) != 4 or parts[0] != ID_PREFIX:
+            return None
+        app_name, user_id, session_id = (unescape(p) for p in parts[1:])
+        if session_id_for(app_name, user_id, session_id) != row.id:
+            return None  # a part too long for the id was shortened: it cannot be read back
+        source = self._source(row)
+        events = self._events(row, None, None)
+        if source is None and not events:
+            return None  # a plait session under an ADK-like id, not an ADK session's copy
+        initial = (source or {}).get("initial")
+        state = dict(cast(Mapping[str, JSONValue], initial)) if isinstance(initial, Mapping) else {}
+        for event in events:
+            delta = event.actions.state_delta if event.actions else {}
+            state.update({k: _json(v) for k, v in _split(delta or {})[2].items()})
+        kept = _keyed_events(self.client.store.read(row, 0, row.layout.end_seq))
+        return {
+            "kind": "session",
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "state": state,
+            "initial": cast(JSONValue, initial) if isinstance(initial, Mapping) else {},
+            "last_update_time": events[-1].timestamp if events else row.created_at_us / 1e6,
+            # Its events are ordered after those it kept (see _store_event).
+            "offset": max(kept, default=-1) + 1,
+        }
+
+    def _source(self, row: SessionRow) -> Mapping[str, JSONValue] | None:
+        """The stored info of the nearest ADK session up ``row``'s lineage, or None."""
+        seen = {row.id}
+        for _ in range(_ANCESTORS):
+            parent = self._row(row.parent_ids[0]) if row.parent_ids else None
+            if parent is None or parent.id in seen:
+                return None
+            info = parent.metadata.get(_NS)
+            if isinstance(info, Mapping) and info.get("kind") == "session":
+                return cast(Mapping[str, JSONValue], info)
+            seen.add(parent.id)
+            row = parent
+        return None
+
+    @staticmethod
+    def _bare(info: Mapping[str, Any]) -> Session:
+        """The ADK session of a stored row's info: its own state, no events yet."""
         return Session(
             id=info["session_id"],
             app_name=info["app_name"],
