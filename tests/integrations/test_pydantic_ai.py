@@ -430,3 +430,42 @@ def test_two_processes_save_one_conversation_by_compare_and_set(target: str) -> 
         store.close()
 
     run(scenario())
+
+
+def test_a_plait_fork_of_a_conversation_is_one_the_store_loads(target: str) -> None:
+    async def scenario() -> None:
+        store = PlaitConversationStore(target)
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        conversation = Conversation(conversation_id="main")
+        for prompt in ("one", "two"):
+            result = await agent.run(prompt, conversation=conversation)
+            await store.save(result, scope="ann")
+            conversation = result.conversation
+        plait = store.client.sessions.get("main")
+        plait.fork_at(2, "main/plait-alt")  # with plait's API (or `plait sessions fork`)
+        # As store.fork("main", at=2) would have it: the history kept, the scope, no usage.
+        fork = await store.load("main/plait-alt", scope="ann")
+        assert fork is not None and fork.messages == conversation.messages[:2]
+        assert fork.usage.requests == 0
+        record = await store.read_record("main/plait-alt")
+        assert record is not None and record.forked_from == "main"
+        listed = {r.conversation_id for r in await store.list_conversations(scope="ann")}
+        assert listed == {"main", "main/plait-alt"}
+        continued = await agent.run("alt two", conversation=fork)
+        await store.save(continued)
+        again = await store.load("main/plait-alt")
+        assert again is not None and again.messages == continued.all_messages()
+        whole = plait.fork("main/copy")
+        copy = await store.load(whole.id)
+        assert copy is not None and copy.messages == conversation.messages
+        assert copy.usage == conversation.usage
+        # A rewind's hidden branch is no conversation of its own.
+        plait.rewind(2)
+        assert {r.conversation_id for r in await store.list_conversations()} == {
+            "main",
+            "main/plait-alt",
+            "main/copy",
+        }
+        store.close()
+
+    run(scenario())

@@ -83,6 +83,8 @@ _OPERATOR: Final = "pydantic-ai"
 _USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 _DEFERRED: TypeAdapter[DeferredToolRequests | None] = TypeAdapter(DeferredToolRequests | None)
 _LISTED: Final = 10_000  # the most recent sessions read_records looks through
+_FORKS: Final = ("Session.fork", "Session.fork_at")  # plait's own forks (not a rewind's branch)
+_ANCESTORS: Final = 64  # how far up its lineage a plait fork's conversation is looked for
 
 
 # -- message history ------------------------------------------------------------------------
@@ -242,12 +244,39 @@ class PlaitConversationStore(ConversationStore):
 
     def _record(self, conversation_id: str) -> ConversationRecord | None:
         session = self._get(conversation_id)
-        if session is None:
-            return None
-        state = session.metadata.get(META_KEY)
-        if not isinstance(state, dict):
+        state = self._state_of(session) if session is not None else None
+        if session is None or state is None:
             return None  # a plait session, not a pydantic-ai conversation
         return self._record_of(session, state)
+
+    def _state_of(self, session: Session) -> dict[str, Any] | None:
+        """The conversation's stored state; for a plait fork of one, what ``fork`` would store.
+
+        A fork made with plait's ``fork`` / ``fork_at`` keeps no state of its own: it is a
+        fork of the nearest conversation up its lineage, in that one's scope, with the usage
+        and deferred requests only if it kept the whole history (as ``store.fork`` does).
+        The first save stores it.
+        """
+        state = session.metadata.get(META_KEY)
+        if isinstance(state, dict):
+            return state
+        row: Session | None = session
+        for _ in range(_ANCESTORS):
+            if row is None or row.lineage_operator not in _FORKS or not row.parent_session_ids:
+                return None
+            row = self._get(row.parent_session_ids[0])
+            found = row.metadata.get(META_KEY) if row is not None else None
+            if row is not None and isinstance(found, dict):
+                head = _head_of(session)
+                whole = head == _head_of(row)
+                return {
+                    "usage": found.get("usage") if whole else None,
+                    "deferred": found.get("deferred") if whole else None,
+                    "scope": found.get("scope"),
+                    "forked_from": row.id,
+                    "forked_at": head,
+                }
+        return None
 
     def _record_of(self, session: Session, state: dict[str, Any]) -> ConversationRecord:
         head = _head_of(session)
@@ -280,8 +309,8 @@ class PlaitConversationStore(ConversationStore):
             if limit is not None and len(out) >= limit:
                 break
             session = self._get(info.id)
-            state = session.metadata.get(META_KEY) if session is not None else None
-            if session is None or not isinstance(state, dict):
+            state = self._state_of(session) if session is not None else None
+            if session is None or state is None:
                 continue
             if scope is None or state.get("scope") == scope:
                 out.append(self._record_of(session, state))
