@@ -18,6 +18,8 @@ from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
 from pydantic_ai.conversation_store import ConversationConflict
 from pydantic_ai.messages import (
+    BinaryContent,
+    DocumentUrl,
     ImageUrl,
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -27,6 +29,7 @@ from pydantic_ai.messages import (
     RetryFeedbackPart,
     RetryInfo,
     SystemPromptPart,
+    TextContent,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -155,6 +158,31 @@ def test_parts_map_to_the_records_a_reader_expects(tmp_path: Path) -> None:
         assert {r.format for r in opaque} == {"pydantic-ai"}  # type: ignore[attr-defined]
         assert opaque[0].item["part_kind"] == "thinking"  # type: ignore[attr-defined]
         assert session.length == len(kinds)
+
+
+def test_a_prompts_typed_text_is_its_text_and_only_images_count_as_images(
+    tmp_path: Path,
+) -> None:
+    prompt = UserPromptPart(
+        [
+            "Compare",
+            TextContent("these two files"),
+            BinaryContent(b"%PDF-1.7", media_type="application/pdf"),
+            BinaryContent(b"\x89PNG", media_type="image/png"),
+            DocumentUrl("https://example.com/a.pdf"),
+        ],
+        timestamp=T0,
+    )
+    messages: list[ModelMessage] = [ModelRequest(parts=[prompt], timestamp=T0)]
+    with Client(tmp_path, store=":memory:") as client:
+        session = client.sessions.create(to_plait_messages(messages))
+        (said,) = session.history()
+        assert said.text == "Compare\nthese two files"
+        assert said.images == 1  # the PNG; a PDF is no image
+        # As pydantic-ai's own JSON reads them back (a PNG's BinaryContent as a BinaryImage).
+        assert from_records(session.records) == ModelMessagesTypeAdapter.validate_json(
+            _json(messages)
+        )
 
 
 def _weather_agent(model: Any) -> Agent[None, str]:

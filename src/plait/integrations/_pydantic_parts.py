@@ -5,7 +5,7 @@ Each ``ModelMessage`` is kept verbatim, as pydantic-ai's own
 plait record it maps to; its parts become the records a reader would expect:
 
 * a request's ``instructions`` and ``system-prompt`` parts -> system;
-* ``user-prompt`` -> user (text items joined, images counted);
+* ``user-prompt`` -> user (its text and ``TextContent`` items joined, images counted);
 * ``tool-return`` -> a tool result (a ``failed`` / ``retried`` outcome: failed);
 * ``retry-feedback`` (and the older ``retry-prompt`` without a tool) -> a user
   message; a ``retry-prompt`` for a tool call -> a failed tool result;
@@ -47,7 +47,6 @@ FORMAT: Final = "pydantic-ai"
 META_KEY: Final = "pydantic_ai"
 """Where a record keeps its message: ``meta["pydantic_ai"]``."""
 
-_IMAGES: Final = frozenset({"image-url", "binary"})
 _FAILED: Final = ("failed", "retried")
 
 
@@ -81,7 +80,13 @@ def _prompt(content: object) -> tuple[str, int]:
     for item in content if isinstance(content, list) else ():
         if isinstance(item, str):
             texts.append(item)
-        elif isinstance(item, Mapping) and item.get("kind") in _IMAGES:
+        elif not isinstance(item, Mapping):
+            continue
+        elif item.get("kind") == "text-content" and isinstance(item.get("content"), str):
+            texts.append(item["content"])  # TextContent (and StructuredContent, rendered)
+        elif item.get("kind") == "image-url" or (
+            item.get("kind") == "binary" and str(item.get("media_type", "")).startswith("image/")
+        ):
             images += 1
     return "\n".join(texts), images
 
