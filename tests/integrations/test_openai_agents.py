@@ -650,6 +650,31 @@ def test_items_round_trip_exactly_one_plait_message_each(target: str) -> None:
     run(scenario())
 
 
+def test_a_tool_result_in_plait_names_its_tool(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("named", target)
+        model = ScriptedModel(
+            [
+                [function_call("get_weather", {"city": "Oslo"}, call_id="c1")],
+                [assistant_message("Sunny.")],
+            ]
+        )
+        agent = Agent(name="a", model=model, tools=[get_weather])
+        await Runner.run(agent, "Weather in Oslo?", session=session)
+        # An output added apart from its call, as a run resumed after an approval adds it.
+        call = {"type": "function_call", "call_id": "c2", "name": "refund", "arguments": "{}"}
+        await session.add_items([call])
+        await session.add_items([{"type": "function_call_output", "call_id": "c2", "output": "ok"}])
+        await session.add_items([{"type": "function_call_output", "call_id": "c9", "output": "?"}])
+        plait = session.plait_session()
+        assert plait is not None
+        tools = [(m.tool_call_id, m.tool_name) for m in plait.history() if m.role == "tool"]
+        assert tools == [("c1", "get_weather"), ("c2", "refund"), ("c9", None)]
+        session.close()
+
+    run(scenario())
+
+
 def test_pop_item_is_one_rewind_that_can_be_undone(target: str) -> None:
     async def scenario() -> None:
         session = PlaitSession("undo", target)

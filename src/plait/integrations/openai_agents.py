@@ -36,9 +36,15 @@ from plait.errors import (
     StaleSessionError,
 )
 from plait.integrations._offload import in_thread, settled
-from plait.integrations._openai_items import FORMAT, item_message, record_items
+from plait.integrations._openai_items import (
+    FORMAT,
+    item_message,
+    name_results,
+    record_items,
+    unnamed_calls,
+)
 from plait.integrations._views import compacted
-from plait.records import Record, hidden_summaries
+from plait.records import AssistantRecord, Record, hidden_summaries
 from plait.session import Session as PlaitConversation
 from plait.store import Store
 
@@ -50,6 +56,7 @@ __all__ = ["FORMAT", "PlaitSession"]
 
 _T = TypeVar("_T")
 _OPERATOR: Final = "openai-agents"
+_CALLS_BACK: Final = 64  # how many messages back a tool result's call is looked for
 
 
 def _settings(value: object) -> SessionSettings:
@@ -217,6 +224,13 @@ class PlaitSession:
 
     def _append(self, messages: list[dict[str, Any]]) -> None:
         session = self.plait_session()
+        names: dict[str, str] = {}
+        if session is not None and (wanted := unnamed_calls(messages)):
+            # An output added apart from its call (a run resumed after an approval).
+            for record in session.tail(_CALLS_BACK):
+                if isinstance(record, AssistantRecord):
+                    names.update((c.id, c.name) for c in record.tool_calls if c.id in wanted)
+        name_results(messages, names)
         if session is None:
             try:
                 self._client.sessions.create(
