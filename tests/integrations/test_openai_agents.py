@@ -675,6 +675,30 @@ def test_a_tool_result_in_plait_names_its_tool(target: str) -> None:
     run(scenario())
 
 
+def test_pop_item_of_a_message_plait_wrote_pops_one_item(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("continued", target)
+        await session.add_items([{"role": "user", "content": "Refund order 7?"}])
+        plait = session.plait_session()
+        assert plait is not None
+        calls = [
+            {"id": "t1", "name": "lookup", "arguments": {"order": 7}},
+            {"id": "t2", "name": "refund", "arguments": {"order": 7}},
+        ]
+        # Continued with plait's own run: one message, read as three items.
+        plait.inject({"role": "assistant", "content": "Checking.", "tool_calls": calls})
+        before = await session.get_items()
+        assert len(before) == 4
+        popped = await session.pop_item()
+        assert popped == before[-1]  # as SQLiteSession pops: the newest item only
+        assert await session.get_items() == before[:-1]
+        assert await session.pop_item() == before[-2]
+        assert await session.get_items() == before[:-2]
+        session.close()
+
+    run(scenario())
+
+
 def test_pop_item_is_one_rewind_that_can_be_undone(target: str) -> None:
     async def scenario() -> None:
         session = PlaitSession("undo", target)

@@ -74,8 +74,8 @@ def _view_items(records: list[Record]) -> list[dict[str, Any]]:
     return [item for r in compacted(records) for item in record_items(r)]
 
 
-def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | None:
-    """The newest item ``get_items`` shows, and how many messages lie before its record.
+def _newest_items(session: PlaitConversation) -> tuple[int, list[dict[str, Any]]] | None:
+    """The items of the newest record ``get_items`` shows, and how many messages lie before it.
 
     Usually the last message (read from the tail). A message that shows as no item
     (a summary an ``uncompact`` hid, an opaque item of another format) still counts,
@@ -83,7 +83,7 @@ def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | Non
     """
     last = [r for r in session.tail(1) if r.kind != "event"]
     if last and last[-1].kind != "summary" and (items := record_items(last[-1])):
-        return session.length - 1, items[-1]
+        return session.length - 1, items
     records = session.records
     hidden = hidden_summaries(records)
     messages = [r for r in records if r.kind != "event"]
@@ -92,7 +92,7 @@ def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | Non
         if record.kind == "summary" and record.seq in hidden:
             continue
         if items := record_items(record):
-            return n, items[-1]
+            return n, items
     return None
 
 
@@ -245,7 +245,9 @@ class PlaitSession:
         """Remove and return the newest item (None when there is none): one atomic rewind.
 
         The removed item stays in the plait session's lineage as a hidden branch
-        (``undo_rewind`` brings it back).
+        (``undo_rewind`` brings it back). A message plait wrote itself that reads as
+        several items (an assistant's text and tool calls) is rewound, and the items
+        before the popped one appended again, under one hold of the writer lock.
         """
         return cast("TResponseInputItem | None", await self._write(self._pop))
 
@@ -255,15 +257,25 @@ class PlaitSession:
             return None
         while True:
             version = session.version
-            found = _newest_item(session)
+            found = _newest_items(session)
             if found is None:
                 return None
-            keep, item = found
-            try:
-                session.rewind(keep, expect_version=version)
-            except StaleSessionError:  # another writer moved the head: read it again
-                continue
-            return item
+            keep, items = found
+            if len(items) == 1:
+                try:
+                    session.rewind(keep, expect_version=version)
+                except StaleSessionError:  # another writer moved the head: read it again
+                    continue
+                return items[0]
+            # A message plait wrote (an assistant's text and its calls) is several items:
+            # it goes, and the items before the popped one come back, under one lock hold.
+            with self._client.locked(self.session_id):
+                try:
+                    session.rewind(keep, expect_version=version)
+                except StaleSessionError:
+                    continue
+                session.inject_many([item_message(i) for i in items[:-1]])
+            return items[-1]
 
     async def clear_session(self) -> None:
         """Remove every item (``clear="erase"``: the records; ``"rewind"``: from view)."""
