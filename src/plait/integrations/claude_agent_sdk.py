@@ -354,6 +354,15 @@ class PlaitSessionStore(SessionStore):
                 return keep
         return None
 
+    def _offset(self, row: SessionRow) -> int:
+        """What a session this store never wrote adds to its versions to order its batches.
+
+        A plait fork (``fork_at``) of a transcript starts its version again below the
+        batches it kept: its own batches are ordered after the newest of those.
+        """
+        kept = _entries_of(self.client.store.read(row, 0, row.layout.end_seq))
+        return max((at[0] for at in kept), default=-1) + 1
+
     def _mains(self, project_key: str) -> list[tuple[SessionRow, dict[str, Any]]]:
         prefix = id_part(project_key, _PROJECT_BUDGET) + "/"
         found = []
@@ -408,6 +417,7 @@ class PlaitSessionStore(SessionStore):
                 return
             session = self.client.handle(row)
             old = _info(row)
+            offset = old.get("offset", 0) if "mtime" in old else self._offset(row)
             parent = _prompt_parent(entries)
             keep = None
             if parent is not None and parent != old.get("tip"):
@@ -417,7 +427,7 @@ class PlaitSessionStore(SessionStore):
                     # Claude Code rewound: the prompt hangs off an earlier line. plait's view
                     # follows (the cut lines stay in a hidden head, and in load()).
                     session.rewind(keep, expect_version=session.version)
-                messages, title = _messages(entries, session.version)
+                messages, title = _messages(entries, session.version + offset)
                 session.inject_many(messages, expect_version=session.version)
             except StaleSessionError as exc:
                 last = exc  # another writer appended first: place the batch after it
@@ -436,6 +446,8 @@ class PlaitSessionStore(SessionStore):
                 "at_length": session.length,
                 "tip": _tip(entries, old.get("tip")),
             }
+            if offset:
+                info["offset"] = offset
             session.set_metadata(_NS, info)
             if title is not None and title != session.title:
                 session.rename(title)
