@@ -488,6 +488,11 @@ def test_a_plait_fork_at_continued_by_the_sdk_loads_in_order(tmp_path: Path) -> 
     fork: SessionKey = {"project_key": "proj", "session_id": "alt"}
     store.session(KEY).fork_at(4, session_id_for(fork))  # with plait's API
     assert asyncio.run(store.load(fork)) == lines[:4]
+    # Listed as the SDK lists a transcript it holds, with its summary.
+    listed = asyncio.run(store.list_sessions("proj"))
+    assert sorted(s["session_id"] for s in listed) == ["alt", "sess"]
+    summaries = asyncio.run(store.list_session_summaries("proj"))
+    assert sorted(s["session_id"] for s in summaries) == ["alt", "sess"]
     more = [
         _line("user", "f1", "a2", "fork q"),
         _line("assistant", "fa", "f1", "fork a"),

@@ -49,7 +49,7 @@ from plait.errors import (
     SessionNotFoundError,
     StaleSessionError,
 )
-from plait.integrations._keys import MAX_ID, id_part, scan
+from plait.integrations._keys import MAX_ID, id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
 from plait.interop import map_claude_code_entries
 from plait.records import JSONValue, Record
@@ -78,6 +78,7 @@ _NS: Final = "claude_agent_sdk"  # the metadata and meta key of everything this 
 _PROJECT_BUDGET: Final = 80
 _SESSION_BUDGET: Final = 60
 _RETRIES: Final = 16
+_FORKS: Final = ("Session.fork", "Session.fork_at")  # plait's own forks of a transcript
 
 
 def session_id_for(key: Mapping[str, object]) -> str:
@@ -368,11 +369,13 @@ class PlaitSessionStore(SessionStore):
         found = []
         for row in scan(self.client.store, prefix):
             info = _info(row)
-            if (
-                "/" not in row.id[len(prefix) :]
-                and info.get("project_key") == project_key
-                and "mtime" in info
-            ):
+            rest = row.id[len(prefix) :]
+            if not info and row.lineage_operator in _FORKS and row.layout.length:
+                # A plait fork of a transcript, not yet appended to: listed as it will be.
+                key = {"project_key": project_key, "session_id": unescape(rest)}
+                if session_id_for(key) == row.id:
+                    info = {**key, "mtime": row.updated_at_us // 1000}
+            if "/" not in rest and info.get("project_key") == project_key and "mtime" in info:
                 found.append((row, info))
         return found
 
