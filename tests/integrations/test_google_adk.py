@@ -490,3 +490,42 @@ def test_a_plait_session_under_an_adk_id_is_not_an_adk_session(tmp_path: Path) -
     assert got is None
     assert asyncio.run(service.list_sessions(app_name=APP)).sessions == []
     service.close()
+
+
+def test_state_json_cannot_hold_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    from plait.errors import InvalidArgumentError
+
+    async def scenario(service: BaseSessionService) -> tuple[Any, ...]:
+        made = await service.create_session(app_name=APP, user_id="ann", session_id="s1")
+        lossy = Event(
+            invocation_id="i1", author="clerk", actions=EventActions(state_delta={"f": len})
+        )
+        await service.append_event(made, lossy)
+        got = await service.get_session(app_name=APP, user_id="ann", session_id="s1")
+        assert got is not None
+        return got.state, len(got.events)
+
+    # A callable is kept as its string, as ADK's own database service keeps it.
+    reference = asyncio.run(scenario(SqliteSessionService(str(tmp_path / "adk.db"))))
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    assert asyncio.run(scenario(service)) == reference == ({"f": str(len)}, 1)
+
+    session = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert session is not None
+    bad = Event(
+        invocation_id="i2",
+        author="clerk",
+        content=types.Content(role="model", parts=[types.Part(text="hi")]),
+        actions=EventActions(state_delta={"user:x": float("nan")}),
+    )
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(service.append_event(session, bad))
+    assert len(session.events) == 1 and "user:x" not in session.state  # left as it was
+    again = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert again is not None and len(again.events) == 1
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(service.create_session(app_name=APP, user_id="ann", state={"b": b"\xff"}))
+    assert [s.id for s in asyncio.run(service.list_sessions(app_name=APP)).sessions] == ["s1"]
+    service.close()

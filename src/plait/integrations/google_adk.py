@@ -43,13 +43,19 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, cast
 
 from plait.client import Client
-from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
+from plait.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    SessionExistsError,
+    SessionNotFoundError,
+)
 from plait.errors import StaleSessionError as PlaitStaleSessionError
 from plait.integrations._keys import id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
@@ -78,6 +84,7 @@ EVENT_FORMAT: Final = "google-adk"
 ID_PREFIX: Final = "adk"
 """The first part of every plait session id this service makes."""
 _NS: Final = "google_adk"
+_log = logging.getLogger(__name__)
 _RETRIES: Final = 16
 _STATE: Final = "state:"  # the metadata key prefix of one app or user state value
 _APP_BUDGET: Final = 50
@@ -112,10 +119,40 @@ def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], di
 
 
 def _json(value: Any) -> JSONValue:
-    """A state value as stored: ADK's own JSON form (datetimes, models ... as JSON)."""
+    """A state value as stored: ADK's own JSON form (datetimes, models ... as JSON).
+
+    A value with no JSON form (a callable, an object) is kept as its string, with a
+    warning logged, as ADK's database services keep it.
+
+    Raises:
+        InvalidArgumentError: the value cannot be JSON at all (NaN, bytes not UTF-8).
+    """
     from pydantic_core import to_jsonable_python
 
-    return cast(JSONValue, to_jsonable_python(value))
+    lossy: list[str] = []
+
+    def as_text(unknown: Any) -> str:
+        lossy.append(type(unknown).__name__)
+        return str(unknown)
+
+    try:
+        out = to_jsonable_python(value, fallback=as_text)
+        json.dumps(out, allow_nan=False)
+    except ValueError as exc:  # UnicodeDecodeError is one too
+        raise InvalidArgumentError(f"an ADK state value has no JSON form: {exc}") from None
+    if lossy:
+        _log.warning("ADK state values of type %s are stored as their string", sorted(lossy))
+    return cast(JSONValue, out)
+
+
+def _check_state(state: Mapping[str, Any] | None) -> None:
+    """Refuse a state or delta that cannot be stored, before anything is written.
+
+    Raises:
+        InvalidArgumentError: a value cannot be JSON (see :func:`_json`).
+    """
+    for part in _split(state or {}):
+        _json(part)
 
 
 def _event_json(event: Event) -> dict[str, JSONValue]:
@@ -241,6 +278,8 @@ class PlaitSessionService(BaseSessionService):
 
         Raises:
             AlreadyExistsError: ``session_id`` is taken for this app and user.
+            plait.errors.InvalidArgumentError: a state value cannot be JSON (NaN, bytes
+                not UTF-8); nothing is stored.
         """
         return await settled(
             self.client, lambda: self._create_now(app_name, user_id, state, session_id)
@@ -250,6 +289,7 @@ class PlaitSessionService(BaseSessionService):
         self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
     ) -> Session:
         session_id = session_id.strip() if session_id else None
+        _check_state(state)
         if session_id and self._row(session_id_for(app_name, user_id, session_id)):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
         app, user, own = _split(state or {})
@@ -357,9 +397,12 @@ class PlaitSessionService(BaseSessionService):
         Raises:
             SessionNotFoundError: (ADK's) the session is not stored.
             StaleSessionError: (ADK's) the stored session changed after ``session`` was read.
+            plait.errors.InvalidArgumentError: a state value cannot be JSON (NaN, bytes
+                not UTF-8); nothing is stored and ``session`` is left as it was.
         """
         if event.partial:
             return event
+        _check_state(event.actions.state_delta if event.actions else None)
         info = await in_thread(self.client, lambda: self._check_append(session, event))
         if info is None:
             return event  # an equal re-delivery: neither stored twice nor applied twice
