@@ -497,3 +497,23 @@ def test_a_plait_fork_of_a_conversation_is_one_the_store_loads(target: str) -> N
         store.close()
 
     run(scenario())
+
+
+def test_a_message_with_no_json_form_is_refused_with_a_typed_error(tmp_path: Path) -> None:
+    from plait.errors import InvalidArgumentError
+
+    unwritable = ModelRequest(parts=[ToolReturnPart("f", object(), tool_call_id="c1")])
+
+    async def scenario() -> None:
+        with Client(tmp_path, store=str(tmp_path / "s.db")) as client:
+            session = client.open("bad")
+            with pytest.raises(InvalidArgumentError):
+                save_messages(session, [MESSAGES[0], unwritable])
+            assert session.length == 0  # neither message
+            store = PlaitConversationStore(client)
+            conversation = Conversation(conversation_id="bad/2", messages=[unwritable])
+            with pytest.raises(InvalidArgumentError):
+                await store.save(conversation)
+            assert await store.load("bad/2") is None
+
+    run(scenario())

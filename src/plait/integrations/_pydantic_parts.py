@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from plait.errors import MissingDependencyError
+from plait.errors import InvalidArgumentError, MissingDependencyError
 from plait.records import (
     AssistantRecord,
     JSONValue,
@@ -59,8 +59,18 @@ def _adapter() -> Any:
 
 
 def dump(messages: Sequence[ModelMessage]) -> list[dict[str, JSONValue]]:
-    """The messages as pydantic-ai's own JSON form (objects), one per message."""
-    return list(_adapter().dump_python(list(messages), mode="json"))
+    """The messages as pydantic-ai's own JSON form (objects), one per message.
+
+    Raises:
+        InvalidArgumentError: a message holds a value pydantic-ai cannot write as JSON
+            (a tool returned an object it has no form for); nothing is stored.
+    """
+    from pydantic_core import PydanticSerializationError
+
+    try:
+        return list(_adapter().dump_python(list(messages), mode="json"))
+    except PydanticSerializationError as exc:
+        raise InvalidArgumentError(f"a pydantic-ai message has no JSON form: {exc}") from exc
 
 
 def load(raw: Sequence[Mapping[str, JSONValue]]) -> list[ModelMessage]:

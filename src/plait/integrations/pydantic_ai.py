@@ -124,7 +124,11 @@ def load_messages(session: Session) -> list[ModelMessage]:
 
 
 def save_messages(session: Session, messages: Sequence[ModelMessage]) -> None:
-    """Append pydantic-ai messages (``result.new_messages()``) to a plait session, in one write."""
+    """Append pydantic-ai messages (``result.new_messages()``) to a plait session, in one write.
+
+    Raises:
+        InvalidArgumentError: a message holds a value with no JSON form; none is stored.
+    """
     if not messages:
         return
     parent = _head_of(session) if session.stored else None
