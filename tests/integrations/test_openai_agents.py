@@ -967,3 +967,20 @@ def test_pop_item_takes_the_newest_item_shown_past_another_formats_item(target: 
         session.close()
 
     run(scenario())
+
+
+def test_get_items_with_a_limit_reads_past_another_formats_items(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("mixed-tail", target)
+        items: list[Any] = [{"role": "user", "content": f"m{n}"} for n in range(4)]
+        await session.add_items(items)
+        plait = session.plait_session()
+        assert plait is not None
+        for text in ("x", "y", "z"):  # as a run of plait's with another provider leaves them
+            plait.inject({"role": "opaque", "format": "anthropic", "item": {"thinking": text}})
+        assert await session.get_items() == items
+        for n in (1, 2, 3, 4, 9):
+            assert await session.get_items(limit=n) == items[-n:]
+        session.close()
+
+    run(scenario())

@@ -205,10 +205,17 @@ class PlaitSession:
             return []
         if limit is None or limit < 0:
             return _view_items(session.records)
-        tail = session.tail(limit)
-        # A compaction's summary is written last but read first: read the whole view.
-        records = session.records if any(r.kind == "summary" for r in tail) else tail
-        return _view_items(records)[-limit:]
+        want = limit
+        while True:
+            tail = session.tail(want)
+            if any(r.kind == "summary" for r in tail):
+                # A compaction's summary is written last but read first: read the whole view.
+                return _view_items(session.records)[-limit:]
+            items = _view_items(tail)
+            # A message of another format reads as no item: read further back for them.
+            if len(items) >= limit or sum(r.kind != "event" for r in tail) < want:
+                return items[-limit:]
+            want *= 2
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items, in one transaction (one bad item and none is stored).
