@@ -517,3 +517,26 @@ def test_a_message_with_no_json_form_is_refused_with_a_typed_error(tmp_path: Pat
             assert await store.load("bad/2") is None
 
     run(scenario())
+
+
+def test_another_formats_item_at_the_end_leaves_the_conversation_whole(target: str) -> None:
+    async def scenario() -> None:
+        store = PlaitConversationStore(target)
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        first = await agent.run("one", conversation=Conversation(conversation_id="mixed"))
+        await store.save(first)
+        plait = store.client.sessions.get("mixed")
+        # As a plait run with another provider leaves its thinking: not pydantic-ai's.
+        plait.inject({"role": "opaque", "format": "anthropic", "item": {"thinking": "hm"}})
+        loaded = await store.load("mixed")
+        assert loaded is not None and loaded.messages == first.all_messages()
+        second = await agent.run("two", conversation=loaded)
+        await store.save(second)
+        entries = await store.load_entries("mixed")
+        assert entries is not None
+        assert [e.message for e in entries] == second.all_messages()
+        assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
+        assert load_messages(store.client.sessions.get("mixed")) == second.all_messages()
+        store.close()
+
+    run(scenario())

@@ -142,11 +142,20 @@ def _view_head(records: Sequence[Record]) -> str | None:
 
 
 def _head_of(session: Session) -> str | None:
-    """The entry id of a session's newest message: from its tail, past a summary from its view."""
-    tail = session.tail(1)
-    if any(r.kind == "summary" for r in tail):  # written last, read first (or hidden)
-        return _view_head(session.records)
-    return _head_entry(tail)
+    """The entry id of a session's newest message: from its tail, past a summary from its view.
+
+    A message that is none of pydantic-ai's (an opaque item of another format, which a
+    plait run may leave) is passed over: the tail is read further back.
+    """
+    want = 1
+    while True:
+        tail = session.tail(want)
+        if any(r.kind == "summary" for r in tail):  # written last, read first (or hidden)
+            return _view_head(session.records)
+        head = _head_entry(tail)
+        if head is not None or sum(r.kind != "event" for r in tail) < want:
+            return head
+        want *= 4
 
 
 def _head_entry(records: Sequence[Record]) -> str | None:
