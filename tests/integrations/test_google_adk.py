@@ -529,3 +529,65 @@ def test_state_json_cannot_hold_is_refused_before_anything_is_stored(tmp_path: P
         asyncio.run(service.create_session(app_name=APP, user_id="ann", state={"b": b"\xff"}))
     assert [s.id for s in asyncio.run(service.list_sessions(app_name=APP)).sessions] == ["s1"]
     service.close()
+
+
+_ONE_SESSION_WORKER = """
+import asyncio, os, sys, time
+from google.adk.errors import StaleSessionError
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from plait.integrations.google_adk import PlaitSessionService
+
+path, name, folder = sys.argv[1:4]
+service = PlaitSessionService(path, workspace=folder)
+open(folder + "/ready-" + name, "w").close()
+while not os.path.exists(folder + "/go"):
+    time.sleep(0.01)
+
+async def main():
+    landed = []
+    for n in range(25):
+        session = await service.get_session(app_name="shop", user_id="ann", session_id="s1")
+        event = Event(invocation_id="i", author=name, actions=EventActions(
+            state_delta={f"{name}_{n}": n}))
+        try:
+            await service.append_event(session, event)
+        except StaleSessionError:
+            continue  # the other worker came between the read and the append
+        landed.append(f"{name}_{n}")
+    print(" ".join(landed))
+
+asyncio.run(main())
+service.close()
+"""
+
+
+def test_two_workers_on_one_session_lose_no_state_delta(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    service = PlaitSessionService(path, workspace=tmp_path)
+    asyncio.run(service.create_session(app_name=APP, user_id="ann", session_id="s1"))
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ONE_SESSION_WORKER, path, name, str(tmp_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("w1", "w2")
+    ]
+    while not all((tmp_path / f"ready-{name}").exists() for name in ("w1", "w2")):
+        assert all(w.poll() is None for w in workers), "a worker stopped before it was ready"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    landed: set[str] = set()
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+        landed.update(out.split())
+    got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert got is not None
+    # Each append either landed with its delta or was refused as stale: none half-applied.
+    assert {key for e in got.events for key in (e.actions.state_delta or {})} == landed
+    assert set(got.state) == landed
+    service.close()

@@ -34,9 +34,11 @@ How it is stored:
   keys never undo each other.
 
 An event and its state deltas are several writes, not one transaction: the
-event first, then app, user and session state. A session whose stored update
-time is newer than the one a caller holds is refused with ADK's
-``StaleSessionError``, as ADK's persistent services refuse it.
+event first, then app, user and session state, all under one hold of the
+session's writer lock, so another process's append to the same session comes
+wholly before or after. A session whose stored update time is newer than the
+one a caller holds is refused with ADK's ``StaleSessionError``, as ADK's
+persistent services refuse it.
 """
 
 from __future__ import annotations
@@ -402,16 +404,34 @@ class PlaitSessionService(BaseSessionService):
         """
         if event.partial:
             return event
-        _check_state(event.actions.state_delta if event.actions else None)
-        info = await in_thread(self.client, lambda: self._check_append(session, event))
-        if info is None:
+        delta = event.actions.state_delta if event.actions else None
+        _check_state(delta)
+        temp = {k: v for k, v in (delta or {}).items() if k.startswith(State.TEMP_PREFIX)}
+        stored = await settled(self.client, lambda: self._append_now(session, event))
+        if stored is None:
             return event  # an equal re-delivery: neither stored twice nor applied twice
-        # The session in hand takes the event (temp: keys applied, then trimmed) on the loop;
-        # the store gets the trimmed event in the worker thread.
-        event = await super().append_event(session, event)
-        await settled(self.client, lambda: self._persist(session, event, info))
-        session.last_update_time = event.timestamp
-        return event
+        # Once stored, the session in hand takes the event as ADK's database service gives
+        # it: the temp: keys applied (the stored event has them trimmed), then the rest.
+        session.state.update(temp)
+        self._commit_event_to_session(session, stored)
+        session.last_update_time = stored.timestamp
+        return stored
+
+    def _append_now(self, session: Session, event: Event) -> Event | None:
+        """Check, then store, an event and its deltas under one hold of the session's lock.
+
+        Another process's append comes wholly before or after: its stored update time
+        makes this one stale, or this one's state is merged over what it stored.
+        Returns the stored (trimmed) event, or None for an equal re-delivery.
+        """
+        sid = session_id_for(session.app_name, session.user_id, session.id)
+        with self.client.locked(sid):
+            info = self._check_append(session, event)
+            if info is None:
+                return None
+            event = self._trim_temp_delta_state(event)
+            self._persist(session, event, info)
+            return event
 
     def _check_append(self, session: Session, event: Event) -> dict[str, JSONValue] | None:
         """The stored session's metadata, or None for an equal re-delivery of its newest event.
