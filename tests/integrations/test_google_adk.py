@@ -591,3 +591,21 @@ def test_two_workers_on_one_session_lose_no_state_delta(tmp_path: Path) -> None:
     assert {key for e in got.events for key in (e.actions.state_delta or {})} == landed
     assert set(got.state) == landed
     service.close()
+
+
+def test_a_users_image_is_counted_on_their_message(tmp_path: Path) -> None:
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    session = asyncio.run(service.create_session(app_name=APP, user_id="ann", session_id="s1"))
+    photo = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG"))
+    manual = types.Part(inline_data=types.Blob(mime_type="application/pdf", data=b"%PDF"))
+    event = Event(
+        invocation_id="i1",
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(text="what is this?"), photo, manual]),
+    )
+    asyncio.run(service.append_event(session, event))
+    (said,) = service.session(APP, "ann", "s1").history()
+    assert (said.role, said.text, said.images) == ("user", "what is this?", 1)
+    got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert got is not None and got.events == [event]  # the event itself, files and all
+    service.close()

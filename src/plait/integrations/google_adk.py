@@ -174,9 +174,13 @@ def _messages(event: Event, at: int) -> list[dict[str, JSONValue]]:
     texts: list[str] = []
     calls: list[JSONValue] = []
     results: list[dict[str, JSONValue]] = []
+    images = 0
     for part in parts:
         if part.thought:
             continue  # a model's thinking is not replayed; it stays in the verbatim event
+        blob = part.inline_data or part.file_data
+        if blob is not None and (blob.mime_type or "").startswith("image/"):
+            images += 1  # counted in the context report; the image stays in the event
         if part.text is not None:
             texts.append(part.text)
         elif part.function_call is not None and part.function_call.id:
@@ -204,6 +208,8 @@ def _messages(event: Event, at: int) -> list[dict[str, JSONValue]]:
         out.append(message)
     elif role == "user" and texts and not calls and not results:
         out.append({"role": "user", "content": "\n".join(texts)})
+    if images and out and out[0]["role"] in ("user", "assistant"):
+        out[0]["images"] = images
     if not out:
         return [{"role": "opaque", "format": EVENT_FORMAT, "item": verbatim, "meta": head_meta}]
     out[0]["meta"] = head_meta
