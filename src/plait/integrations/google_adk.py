@@ -44,8 +44,6 @@ persistent services refuse it.
 from __future__ import annotations
 
 import copy
-import json
-import logging
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -53,7 +51,6 @@ from typing import Any, Final, cast
 
 from plait.client import Client
 from plait.errors import (
-    InvalidArgumentError,
     MissingDependencyError,
     SessionExistsError,
     SessionNotFoundError,
@@ -61,7 +58,7 @@ from plait.errors import (
 from plait.errors import StaleSessionError as PlaitStaleSessionError
 from plait.integrations._keys import id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
-from plait.records import JSONValue, Record
+from plait.records import JSONValue
 from plait.session import Session as PlaitSession
 from plait.store import Store
 from plait.store.base import SessionRow
@@ -79,14 +76,21 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("plait.integrations.google_adk", "google-adk") from exc
 
+from plait.integrations._adk_events import (
+    EVENT_FORMAT,
+    NS,
+    check_state,
+    event_of,
+    keyed_events,
+    split,
+    to_json,
+)
+from plait.integrations._adk_events import messages as event_messages
+
 __all__ = ["EVENT_FORMAT", "ID_PREFIX", "PlaitSessionService", "session_id_for"]
 
-EVENT_FORMAT: Final = "google-adk"
-"""The ``format`` of the opaque items that hold events that are not messages."""
 ID_PREFIX: Final = "adk"
 """The first part of every plait session id this service makes."""
-_NS: Final = "google_adk"
-_log = logging.getLogger(__name__)
 _RETRIES: Final = 16
 _STATE: Final = "state:"  # the metadata key prefix of one app or user state value
 _APP_BUDGET: Final = 50
@@ -103,137 +107,6 @@ def session_id_for(app_name: str, user_id: str | None = None, session_id: str | 
     if session_id is not None:
         parts.append(id_part(session_id, _SESSION_BUDGET))
     return "/".join(parts)
-
-
-def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """App, user and session parts of a state or delta; ``temp:`` keys are dropped."""
-    app: dict[str, Any] = {}
-    user: dict[str, Any] = {}
-    own: dict[str, Any] = {}
-    for key, value in state.items():
-        if key.startswith(State.APP_PREFIX):
-            app[key.removeprefix(State.APP_PREFIX)] = value
-        elif key.startswith(State.USER_PREFIX):
-            user[key.removeprefix(State.USER_PREFIX)] = value
-        elif not key.startswith(State.TEMP_PREFIX):
-            own[key] = value
-    return app, user, own
-
-
-def _json(value: Any) -> JSONValue:
-    """A state value as stored: ADK's own JSON form (datetimes, models ... as JSON).
-
-    A value with no JSON form (a callable, an object) is kept as its string, with a
-    warning logged, as ADK's database services keep it.
-
-    Raises:
-        InvalidArgumentError: the value cannot be JSON at all (NaN, bytes not UTF-8).
-    """
-    from pydantic_core import to_jsonable_python
-
-    lossy: list[str] = []
-
-    def as_text(unknown: Any) -> str:
-        lossy.append(type(unknown).__name__)
-        return str(unknown)
-
-    try:
-        out = to_jsonable_python(value, fallback=as_text)
-        json.dumps(out, allow_nan=False)
-    except ValueError as exc:  # UnicodeDecodeError is one too
-        raise InvalidArgumentError(f"an ADK state value has no JSON form: {exc}") from None
-    if lossy:
-        _log.warning("ADK state values of type %s are stored as their string", sorted(lossy))
-    return cast(JSONValue, out)
-
-
-def _check_state(state: Mapping[str, Any] | None) -> None:
-    """Refuse a state or delta that cannot be stored, before anything is written.
-
-    Raises:
-        InvalidArgumentError: a value cannot be JSON (see :func:`_json`).
-    """
-    for part in _split(state or {}):
-        _json(part)
-
-
-def _event_json(event: Event) -> dict[str, JSONValue]:
-    return cast(dict[str, JSONValue], json.loads(event.model_dump_json(exclude_none=True)))
-
-
-def _messages(event: Event, at: int) -> list[dict[str, JSONValue]]:
-    """The plait records of an event: messages where it is one, else one opaque item.
-
-    ``at`` (the session's version before the write) orders events across the
-    session and its hidden heads.
-    """
-    verbatim = _event_json(event)
-    head_meta: dict[str, JSONValue] = {_NS: {"event": verbatim, "at": at}}
-    content = event.content
-    parts = list(content.parts or ()) if content is not None else []
-    texts: list[str] = []
-    calls: list[JSONValue] = []
-    results: list[dict[str, JSONValue]] = []
-    images = 0
-    for part in parts:
-        if part.thought:
-            continue  # a model's thinking is not replayed; it stays in the verbatim event
-        blob = part.inline_data or part.file_data
-        if blob is not None and (blob.mime_type or "").startswith("image/"):
-            images += 1  # counted in the context report; the image stays in the event
-        if part.text is not None:
-            texts.append(part.text)
-        elif part.function_call is not None and part.function_call.id:
-            call = part.function_call
-            arguments = _json(call.args or {})
-            calls.append({"id": call.id, "name": call.name or "", "arguments": arguments})
-        elif part.function_response is not None and part.function_response.id:
-            answer = part.function_response
-            results.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": answer.id,
-                    "tool_name": answer.name or "",
-                    "content": json.dumps(_json(answer.response or {}), ensure_ascii=False),
-                }
-            )
-    role = content.role if content is not None else None
-    out: list[dict[str, JSONValue]] = []
-    if results and not calls:
-        out.extend(results)
-    elif role == "model" and (texts or calls) and not results:
-        message: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts)}
-        if calls:
-            message["tool_calls"] = calls
-        out.append(message)
-    elif role == "user" and texts and not calls and not results:
-        out.append({"role": "user", "content": "\n".join(texts)})
-    if images and out and out[0]["role"] in ("user", "assistant"):
-        out[0]["images"] = images
-    if not out:
-        return [{"role": "opaque", "format": EVENT_FORMAT, "item": verbatim, "meta": head_meta}]
-    out[0]["meta"] = head_meta
-    for follower in out[1:]:
-        follower["meta"] = {_NS: {"part_of": event.id}}
-    return out
-
-
-def _event_of(record: Record) -> Event | None:
-    """The event a record carries (the first record of each event carries it)."""
-    kept = record.meta.get(_NS)
-    if not isinstance(kept, Mapping) or "event" not in kept:
-        return None
-    return Event.model_validate(kept["event"])
-
-
-def _keyed_events(records: list[Record]) -> dict[int, Event]:
-    """The events ``records`` carry, by the version they were written at."""
-    found: dict[int, Event] = {}
-    for record in records:
-        kept = record.meta.get(_NS)
-        if isinstance(kept, Mapping) and "event" in kept and isinstance(kept.get("at"), int):
-            found[cast(int, kept["at"])] = Event.model_validate(kept["event"])
-    return found
 
 
 class PlaitSessionService(BaseSessionService):
@@ -297,10 +170,10 @@ class PlaitSessionService(BaseSessionService):
         self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
     ) -> Session:
         session_id = session_id.strip() if session_id else None
-        _check_state(state)
+        check_state(state)
         if session_id and self._row(session_id_for(app_name, user_id, session_id)):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-        app, user, own = _split(state or {})
+        app, user, own = split(state or {})
         self._put_scope(session_id_for(app_name), app_name, None, app)
         self._put_scope(session_id_for(app_name, user_id), app_name, user_id, user)
         session_id = session_id or Event.new_id()
@@ -310,16 +183,16 @@ class PlaitSessionService(BaseSessionService):
             "app_name": app_name,
             "user_id": user_id,
             "session_id": session_id,
-            "state": _json(own),
+            "state": to_json(own),
             # What a plait fork of this session replays its events' deltas over.
-            "initial": _json(own),
+            "initial": to_json(own),
             "last_update_time": now,
         }
         try:
             self.client.sessions.create(
                 session_id=session_id_for(app_name, user_id, session_id),
                 lineage_operator="google_adk.create_session",
-                metadata={_NS: info},
+                metadata={NS: info},
             )
         except SessionExistsError:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
@@ -411,7 +284,7 @@ class PlaitSessionService(BaseSessionService):
         if event.partial:
             return event
         delta = event.actions.state_delta if event.actions else None
-        _check_state(delta)
+        check_state(delta)
         temp = {k: v for k, v in (delta or {}).items() if k.startswith(State.TEMP_PREFIX)}
         stored = await settled(self.client, lambda: self._append_now(session, event))
         if stored is None:
@@ -467,7 +340,7 @@ class PlaitSessionService(BaseSessionService):
         offset = info.get("offset")
         self._store_event(sid, event, offset if isinstance(offset, int) else 0)
         delta = event.actions.state_delta if event.actions else {}
-        app, user, own = _split(delta or {})
+        app, user, own = split(delta or {})
         self._put_scope(session_id_for(session.app_name), session.app_name, None, app)
         self._put_scope(
             session_id_for(session.app_name, session.user_id),
@@ -476,10 +349,10 @@ class PlaitSessionService(BaseSessionService):
             user,
         )
         state = dict(cast(Mapping[str, JSONValue], info.get("state") or {}))
-        state.update({k: _json(v) for k, v in own.items()})
+        state.update({k: to_json(v) for k, v in own.items()})
         info["state"] = state
         info["last_update_time"] = event.timestamp
-        self.client.handle(self.client.lookup(sid)).set_metadata(_NS, info)
+        self.client.handle(self.client.lookup(sid)).set_metadata(NS, info)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -500,7 +373,7 @@ class PlaitSessionService(BaseSessionService):
                     # ADK rewinds by an event its readers apply; plait's view follows, and
                     # the rewound events stay in a hidden head that get_session still reads.
                     plait.rewind(keep, expect_version=plait.version)
-                messages = _messages(event, plait.version + offset)
+                messages = event_messages(event, plait.version + offset)
                 plait.inject_many(messages, expect_version=plait.version)
                 return
             except PlaitStaleSessionError as exc:
@@ -514,7 +387,7 @@ class PlaitSessionService(BaseSessionService):
         for record in self.client.store.read(row, row.layout.view_start, row.layout.end_seq):
             if record.kind == "event":
                 continue  # plait's own events are not messages: rewind does not count them
-            kept = record.meta.get(_NS)
+            kept = record.meta.get(NS)
             if isinstance(kept, Mapping) and "event" in kept:
                 found = cast(Mapping[str, Any], kept["event"]).get("invocation_id")
                 if found == invocation:
@@ -537,7 +410,7 @@ class PlaitSessionService(BaseSessionService):
         the deltas of its events replayed over its source's initial state. The first
         event appended to it stores what is read here.
         """
-        info = row.metadata.get(_NS)
+        info = row.metadata.get(NS)
         if isinstance(info, Mapping):
             return dict(info) if info.get("kind") == "session" else None
         parts = row.id.split("/")
@@ -554,8 +427,8 @@ class PlaitSessionService(BaseSessionService):
         state = dict(cast(Mapping[str, JSONValue], initial)) if isinstance(initial, Mapping) else {}
         for event in events:
             delta = event.actions.state_delta if event.actions else {}
-            state.update({k: _json(v) for k, v in _split(delta or {})[2].items()})
-        kept = _keyed_events(self.client.store.read(row, 0, row.layout.end_seq))
+            state.update({k: to_json(v) for k, v in split(delta or {})[2].items()})
+        kept = keyed_events(self.client.store.read(row, 0, row.layout.end_seq))
         return {
             "kind": "session",
             "app_name": app_name,
@@ -575,7 +448,7 @@ class PlaitSessionService(BaseSessionService):
             parent = self._row(row.parent_ids[0]) if row.parent_ids else None
             if parent is None or parent.id in seen:
                 return None
-            info = parent.metadata.get(_NS)
+            info = parent.metadata.get(NS)
             if isinstance(info, Mapping) and info.get("kind") == "session":
                 return cast(Mapping[str, JSONValue], info)
             seen.add(parent.id)
@@ -632,19 +505,19 @@ class PlaitSessionService(BaseSessionService):
         if row is None:
             kind = "app_state" if user_id is None else "user_state"
             info: dict[str, JSONValue] = {"kind": kind, "app_name": app_name, "user_id": user_id}
-            values: dict[str, JSONValue] = {_STATE + k: {"v": _json(v)} for k, v in delta.items()}
+            values: dict[str, JSONValue] = {_STATE + k: {"v": to_json(v)} for k, v in delta.items()}
             try:
                 self.client.sessions.create(
                     session_id=scope_id,
                     lineage_operator="google_adk.state",
-                    metadata={_NS: info, **values},
+                    metadata={NS: info, **values},
                 )
                 return
             except SessionExistsError:
                 row = self.client.lookup(scope_id)  # another writer made it: update it
         scope = self.client.handle(row)
         for key, value in delta.items():
-            scope.set_metadata(_STATE + key, {"v": _json(value)})
+            scope.set_metadata(_STATE + key, {"v": to_json(value)})
 
     def _events(self, row: SessionRow, want: int | None, after: float | None) -> list[Event]:
         """The session's events, reading back from the head only as far as the filters need.
@@ -656,11 +529,11 @@ class PlaitSessionService(BaseSessionService):
         if not hidden:
             return list(self._read_back(row, want, after))
         store = self.client.store
-        found = _keyed_events(store.read(row, 0, row.layout.end_seq))
+        found = keyed_events(store.read(row, 0, row.layout.end_seq))
         for head_id in hidden:
             held = self._row(head_id)
             if held is not None:
-                found.update(_keyed_events(store.read(held, 0, held.layout.end_seq)))
+                found.update(keyed_events(store.read(held, 0, held.layout.end_seq)))
         return [found[at] for at in sorted(found)]
 
     def _read_back(self, row: SessionRow, want: int | None, after: float | None) -> Iterator[Event]:
@@ -669,7 +542,7 @@ class PlaitSessionService(BaseSessionService):
         found: list[Event] = []
         while hi > 0:
             lo = max(0, hi - chunk)
-            batch = [e for e in map(_event_of, self.client.store.read(row, lo, hi)) if e]
+            batch = [e for e in map(event_of, self.client.store.read(row, lo, hi)) if e]
             found[:0] = batch
             hi = lo
             enough = want is None or len(found) >= want
