@@ -540,3 +540,12 @@ def test_another_formats_item_at_the_end_leaves_the_conversation_whole(target: s
         store.close()
 
     run(scenario())
+
+
+@pytest.mark.parametrize("outcome", ["success", "failed", "denied", "interrupted", "retried"])
+def test_a_tool_return_is_ok_only_when_it_succeeded(tmp_path: Path, outcome: Any) -> None:
+    part = ToolReturnPart("refund", "no", tool_call_id="c1", outcome=outcome, timestamp=T0)
+    with Client(tmp_path, store=":memory:") as client:
+        session = client.sessions.create(to_plait_messages([ModelRequest(parts=[part])]))
+        (result,) = session.history()
+        assert (result.role, result.ok) == ("tool", outcome == "success")

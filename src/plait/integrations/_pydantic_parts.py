@@ -6,7 +6,7 @@ plait record it maps to; its parts become the records a reader would expect:
 
 * a request's ``instructions`` and ``system-prompt`` parts -> system;
 * ``user-prompt`` -> user (its text and ``TextContent`` items joined, images counted);
-* ``tool-return`` -> a tool result (a ``failed`` / ``retried`` outcome: failed);
+* ``tool-return`` -> a tool result (any outcome but ``success``, such as a denied call: failed);
 * ``retry-feedback`` (and the older ``retry-prompt`` without a tool) -> a user
   message; a ``retry-prompt`` for a tool call -> a failed tool result;
 * a response's ``text`` and ``tool-call`` parts -> one assistant message;
@@ -47,7 +47,7 @@ FORMAT: Final = "pydantic-ai"
 META_KEY: Final = "pydantic_ai"
 """Where a record keeps its message: ``meta["pydantic_ai"]``."""
 
-_FAILED: Final = ("failed", "retried")
+_FAILED: Final = ("failed", "retried", "denied", "interrupted")  # every outcome but success
 
 
 def _adapter() -> Any:
