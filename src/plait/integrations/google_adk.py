@@ -50,11 +50,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any, Final, cast
 
 from plait.client import Client
-from plait.errors import (
-    MissingDependencyError,
-    SessionExistsError,
-    SessionNotFoundError,
-)
+from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
 from plait.errors import StaleSessionError as PlaitStaleSessionError
 from plait.integrations._keys import id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
