@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.conversation_store import ConversationConflict, InMemoryConversationStore
 from pydantic_ai.messages import (
     BinaryContent,
     DocumentUrl,
@@ -401,7 +401,7 @@ def test_store_after_a_plait_compaction_loads_the_view_and_keeps_saving(target: 
 _SAVER = """
 import asyncio, sys
 from pydantic_ai import Agent
-from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.conversation_store import ConversationConflict, InMemoryConversationStore
 from pydantic_ai.models.test import TestModel
 from plait.integrations.pydantic_ai import PlaitConversationStore
 
@@ -549,3 +549,23 @@ def test_a_tool_return_is_ok_only_when_it_succeeded(tmp_path: Path, outcome: Any
         session = client.sessions.create(to_plait_messages([ModelRequest(parts=[part])]))
         (result,) = session.history()
         assert (result.role, result.ok) == ("tool", outcome == "success")
+
+
+def test_a_limit_past_the_conversations_length_loads_all_of_it(target: str) -> None:
+    async def scenario() -> None:
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        reference = InMemoryConversationStore()
+        store = PlaitConversationStore(target)
+        for each in (reference, store):
+            await each.save(await agent.run("one", conversation=Conversation(conversation_id="c")))
+        whole = await store.load("c")
+        assert whole is not None and len(whole.messages) == 2
+        for limit in (0, 1, 2, 3, 50):
+            mine = await store.load("c", limit=limit)
+            theirs = await reference.load("c", limit=limit)
+            assert mine is not None and theirs is not None
+            assert len(mine.messages) == len(theirs.messages) == min(limit, 2)
+            assert mine.messages == whole.messages[2 - min(limit, 2) :]
+        store.close()
+
+    run(scenario())

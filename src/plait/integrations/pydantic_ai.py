@@ -508,7 +508,7 @@ class PlaitConversationStore(ConversationStore):
             raise KeyError(head_id)
         kept = found[: ids.index(head_id) + 1]
         if limit is not None:
-            kept = kept[len(kept) - limit :] if limit else []
+            kept = kept[max(len(kept) - limit, 0) :] if limit else []
         messages = load([g.message for g in kept])
         for g in kept:
             self._where[g.entry] = session.id
