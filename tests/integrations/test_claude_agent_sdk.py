@@ -453,3 +453,55 @@ def test_the_web_service_serves_the_sdk_sessions(tmp_path: Path) -> None:
         assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
         boxes = http.get(f"/sessions/{sid}/lineage", headers=auth).json()["boxes"]
         assert "proj/sess/subagents/agent-1" in {b["id"] for b in boxes}
+
+
+def _line(kind: str, uuid: str, parent: str | None, text: str) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": kind, "content": text}
+    if kind == "assistant":
+        message = {
+            "id": f"m-{uuid}",
+            "role": kind,
+            "model": "m",
+            "content": [{"type": "text", "text": text}],
+        }
+    return {
+        "type": kind,
+        "uuid": uuid,
+        "parentUuid": parent,
+        "sessionId": "sess",
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": message,
+    }
+
+
+def test_a_plait_fork_at_continued_by_the_sdk_loads_in_order(tmp_path: Path) -> None:
+    store = PlaitSessionStore(str(tmp_path / "s.db"), workspace=tmp_path)
+    lines = [
+        _line("user", "u1", None, "q1"),
+        _line("assistant", "a1", "u1", "a1"),
+        _line("user", "u2", "a1", "q2"),
+        _line("assistant", "a2", "u2", "a2"),
+        _line("user", "u3", "a2", "q3"),
+    ]
+    for line in lines:  # one line a batch, as the SDK's eager flush writes them
+        asyncio.run(store.append(KEY, [line]))
+    fork: SessionKey = {"project_key": "proj", "session_id": "alt"}
+    store.session(KEY).fork_at(4, session_id_for(fork))  # with plait's API
+    assert asyncio.run(store.load(fork)) == lines[:4]
+    # Listed as the SDK lists a transcript it holds, with its summary.
+    listed = asyncio.run(store.list_sessions("proj"))
+    assert sorted(s["session_id"] for s in listed) == ["alt", "sess"]
+    summaries = asyncio.run(store.list_session_summaries("proj"))
+    assert sorted(s["session_id"] for s in summaries) == ["alt", "sess"]
+    more = [
+        _line("user", "f1", "a2", "fork q"),
+        _line("assistant", "fa", "f1", "fork a"),
+        _line("user", "r1", "a1", "rewound q"),  # a rewind in the fork
+    ]
+    for line in more:
+        asyncio.run(store.append(fork, [line]))
+    # What the SDK's InMemorySessionStore gives for these appends: the lines in order.
+    assert asyncio.run(store.load(fork)) == lines[:4] + more
+    assert asyncio.run(store.load(KEY)) == lines
+    assert [m.text for m in store.session(fork).history()] == ["q1", "a1", "rewound q"]
+    store.close()

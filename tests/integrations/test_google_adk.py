@@ -416,3 +416,196 @@ def test_a_rewind_in_adk_is_a_rewind_in_plait(tmp_path: Path) -> None:
     held = service.client.sessions.history_of(hidden)
     assert [m.text for m in held if m.role == "user"] == ["add A-1", "add it again"]
     service.close()
+
+
+def _said(session: Any) -> list[tuple[str, str | None]]:
+    return [
+        (e.invocation_id, e.content.parts[0].text if e.content and e.content.parts else None)
+        for e in session.events
+    ]
+
+
+async def _fork_scenario(service: PlaitSessionService) -> dict[str, Any]:
+    """A plait fork of an ADK session (fork_at), used by ADK: read, listed, appended, rewound."""
+    out: dict[str, Any] = {}
+    s1 = await service.create_session(
+        app_name=APP, user_id="ann", session_id="s1", state={"k": 1, "user:u": 2}
+    )
+    for n, (author, role, text) in enumerate(
+        [("user", "user", "q1"), ("clerk", "model", "a1"), ("user", "user", "q2")]
+    ):
+        event = Event(
+            invocation_id=f"i{n // 2}",
+            author=author,
+            content=types.Content(role=role, parts=[types.Part(text=text)]),
+            actions=EventActions(state_delta={"n": n}),
+        )
+        await service.append_event(s1, event)
+    service.session(APP, "ann", "s1").fork_at(2, "adk/shop/ann/alt")
+    alt = await service.get_session(app_name=APP, user_id="ann", session_id="alt")
+    assert alt is not None
+    out["read"] = (alt.id, _said(alt), copy.deepcopy(alt.state))
+    out["listed"] = sorted(s.id for s in (await service.list_sessions(app_name=APP)).sessions)
+    for text in ("f-q", "f-a"):
+        event = Event(
+            invocation_id="f1",
+            author="user",
+            content=types.Content(role="user", parts=[types.Part(text=text)]),
+            actions=EventActions(state_delta={"fk": text}),
+        )
+        await service.append_event(alt, event)
+    rewind = Event(
+        invocation_id="r",
+        author="user",
+        actions=EventActions(rewind_before_invocation_id="f1"),
+    )
+    await service.append_event(alt, rewind)
+    again = await service.get_session(app_name=APP, user_id="ann", session_id="alt")
+    assert again is not None
+    out["appended"] = (_said(again), again.state)
+    return out
+
+
+def test_a_plait_fork_is_an_adk_session(tmp_path: Path) -> None:
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    got = asyncio.run(_fork_scenario(service))
+    # What ADK has for a session of the two events the fork kept: the same events and state.
+    assert got["read"] == ("alt", [("i0", "q1"), ("i0", "a1")], {"k": 1, "n": 1, "user:u": 2})
+    assert got["listed"] == ["alt", "s1"]
+    # Every event after a rewind in the fork, the ones it kept from s1 in their place.
+    events, state = got["appended"]
+    assert events == [("i0", "q1"), ("i0", "a1"), ("f1", "f-q"), ("f1", "f-a"), ("r", None)]
+    assert state == {"k": 1, "n": 1, "fk": "f-a", "user:u": 2}
+    original = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert original is not None and [t for _, t in _said(original)] == ["q1", "a1", "q2"]
+    service.close()
+
+
+def test_a_plait_session_under_an_adk_id_is_not_an_adk_session(tmp_path: Path) -> None:
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    service.client.sessions.create(
+        [{"role": "user", "content": "hi"}], session_id="adk/shop/ann/plain"
+    )
+    got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="plain"))
+    assert got is None
+    assert asyncio.run(service.list_sessions(app_name=APP)).sessions == []
+    service.close()
+
+
+def test_state_json_cannot_hold_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    from google.adk.sessions.sqlite_session_service import SqliteSessionService
+
+    from plait.errors import InvalidArgumentError
+
+    async def scenario(service: BaseSessionService) -> tuple[Any, ...]:
+        made = await service.create_session(app_name=APP, user_id="ann", session_id="s1")
+        lossy = Event(
+            invocation_id="i1", author="clerk", actions=EventActions(state_delta={"f": len})
+        )
+        await service.append_event(made, lossy)
+        got = await service.get_session(app_name=APP, user_id="ann", session_id="s1")
+        assert got is not None
+        return got.state, len(got.events)
+
+    # A callable is kept as its string, as ADK's own database service keeps it.
+    reference = asyncio.run(scenario(SqliteSessionService(str(tmp_path / "adk.db"))))
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    assert asyncio.run(scenario(service)) == reference == ({"f": str(len)}, 1)
+
+    session = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert session is not None
+    bad = Event(
+        invocation_id="i2",
+        author="clerk",
+        content=types.Content(role="model", parts=[types.Part(text="hi")]),
+        actions=EventActions(state_delta={"user:x": float("nan")}),
+    )
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(service.append_event(session, bad))
+    assert len(session.events) == 1 and "user:x" not in session.state  # left as it was
+    again = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert again is not None and len(again.events) == 1
+    with pytest.raises(InvalidArgumentError):
+        asyncio.run(service.create_session(app_name=APP, user_id="ann", state={"b": b"\xff"}))
+    assert [s.id for s in asyncio.run(service.list_sessions(app_name=APP)).sessions] == ["s1"]
+    service.close()
+
+
+_ONE_SESSION_WORKER = """
+import asyncio, os, sys, time
+from google.adk.errors import StaleSessionError
+from google.adk.events.event import Event
+from google.adk.events.event_actions import EventActions
+from plait.integrations.google_adk import PlaitSessionService
+
+path, name, folder = sys.argv[1:4]
+service = PlaitSessionService(path, workspace=folder)
+open(folder + "/ready-" + name, "w").close()
+while not os.path.exists(folder + "/go"):
+    time.sleep(0.01)
+
+async def main():
+    landed = []
+    for n in range(25):
+        session = await service.get_session(app_name="shop", user_id="ann", session_id="s1")
+        event = Event(invocation_id="i", author=name, actions=EventActions(
+            state_delta={f"{name}_{n}": n}))
+        try:
+            await service.append_event(session, event)
+        except StaleSessionError:
+            continue  # the other worker came between the read and the append
+        landed.append(f"{name}_{n}")
+    print(" ".join(landed))
+
+asyncio.run(main())
+service.close()
+"""
+
+
+def test_two_workers_on_one_session_lose_no_state_delta(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    service = PlaitSessionService(path, workspace=tmp_path)
+    asyncio.run(service.create_session(app_name=APP, user_id="ann", session_id="s1"))
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-c", _ONE_SESSION_WORKER, path, name, str(tmp_path)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("w1", "w2")
+    ]
+    while not all((tmp_path / f"ready-{name}").exists() for name in ("w1", "w2")):
+        assert all(w.poll() is None for w in workers), "a worker stopped before it was ready"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    landed: set[str] = set()
+    for worker in workers:
+        out, err = worker.communicate(timeout=120)
+        assert worker.returncode == 0, err
+        landed.update(out.split())
+    got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert got is not None
+    # Each append either landed with its delta or was refused as stale: none half-applied.
+    assert {key for e in got.events for key in (e.actions.state_delta or {})} == landed
+    assert set(got.state) == landed
+    service.close()
+
+
+def test_a_users_image_is_counted_on_their_message(tmp_path: Path) -> None:
+    service = PlaitSessionService(str(tmp_path / "s.db"), workspace=tmp_path)
+    session = asyncio.run(service.create_session(app_name=APP, user_id="ann", session_id="s1"))
+    photo = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG"))
+    manual = types.Part(inline_data=types.Blob(mime_type="application/pdf", data=b"%PDF"))
+    event = Event(
+        invocation_id="i1",
+        author="user",
+        content=types.Content(role="user", parts=[types.Part(text="what is this?"), photo, manual]),
+    )
+    asyncio.run(service.append_event(session, event))
+    (said,) = service.session(APP, "ann", "s1").history()
+    assert (said.role, said.text, said.images) == ("user", "what is this?", 1)
+    got = asyncio.run(service.get_session(app_name=APP, user_id="ann", session_id="s1"))
+    assert got is not None and got.events == [event]  # the event itself, files and all
+    service.close()

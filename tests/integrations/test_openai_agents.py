@@ -650,6 +650,55 @@ def test_items_round_trip_exactly_one_plait_message_each(target: str) -> None:
     run(scenario())
 
 
+def test_a_tool_result_in_plait_names_its_tool(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("named", target)
+        model = ScriptedModel(
+            [
+                [function_call("get_weather", {"city": "Oslo"}, call_id="c1")],
+                [assistant_message("Sunny.")],
+            ]
+        )
+        agent = Agent(name="a", model=model, tools=[get_weather])
+        await Runner.run(agent, "Weather in Oslo?", session=session)
+        # An output added apart from its call, as a run resumed after an approval adds it.
+        call = {"type": "function_call", "call_id": "c2", "name": "refund", "arguments": "{}"}
+        await session.add_items([call])
+        await session.add_items([{"type": "function_call_output", "call_id": "c2", "output": "ok"}])
+        await session.add_items([{"type": "function_call_output", "call_id": "c9", "output": "?"}])
+        plait = session.plait_session()
+        assert plait is not None
+        tools = [(m.tool_call_id, m.tool_name) for m in plait.history() if m.role == "tool"]
+        assert tools == [("c1", "get_weather"), ("c2", "refund"), ("c9", None)]
+        session.close()
+
+    run(scenario())
+
+
+def test_pop_item_of_a_message_plait_wrote_pops_one_item(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("continued", target)
+        await session.add_items([{"role": "user", "content": "Refund order 7?"}])
+        plait = session.plait_session()
+        assert plait is not None
+        calls = [
+            {"id": "t1", "name": "lookup", "arguments": {"order": 7}},
+            {"id": "t2", "name": "refund", "arguments": {"order": 7}},
+        ]
+        # Continued with plait's own run: one message, read as three items.
+        plait.inject({"role": "assistant", "content": "Checking.", "tool_calls": calls})
+        before = await session.get_items()
+        assert len(before) == 4
+        popped = await session.pop_item()
+        assert popped == before[-1]  # as SQLiteSession pops: the newest item only
+        assert await session.get_items() == before[:-1]
+        assert await session.pop_item() == before[-2]
+        assert await session.get_items() == before[:-2]
+        session.close()
+
+    run(scenario())
+
+
 def test_pop_item_is_one_rewind_that_can_be_undone(target: str) -> None:
     async def scenario() -> None:
         session = PlaitSession("undo", target)
@@ -915,6 +964,23 @@ def test_pop_item_takes_the_newest_item_shown_past_another_formats_item(target: 
         assert await session.get_items() == items[:1]
         plait.undo_rewind()
         assert plait.length == 3 and await session.get_items() == items
+        session.close()
+
+    run(scenario())
+
+
+def test_get_items_with_a_limit_reads_past_another_formats_items(target: str) -> None:
+    async def scenario() -> None:
+        session = PlaitSession("mixed-tail", target)
+        items: list[Any] = [{"role": "user", "content": f"m{n}"} for n in range(4)]
+        await session.add_items(items)
+        plait = session.plait_session()
+        assert plait is not None
+        for text in ("x", "y", "z"):  # as a run of plait's with another provider leaves them
+            plait.inject({"role": "opaque", "format": "anthropic", "item": {"thinking": text}})
+        assert await session.get_items() == items
+        for n in (1, 2, 3, 4, 9):
+            assert await session.get_items(limit=n) == items[-n:]
         session.close()
 
     run(scenario())

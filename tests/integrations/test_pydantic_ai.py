@@ -16,8 +16,10 @@ from typing import Any
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.conversation import Conversation
-from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.conversation_store import ConversationConflict, InMemoryConversationStore
 from pydantic_ai.messages import (
+    BinaryContent,
+    DocumentUrl,
     ImageUrl,
     ModelMessage,
     ModelMessagesTypeAdapter,
@@ -27,6 +29,7 @@ from pydantic_ai.messages import (
     RetryFeedbackPart,
     RetryInfo,
     SystemPromptPart,
+    TextContent,
     TextPart,
     ThinkingPart,
     ToolCallPart,
@@ -155,6 +158,31 @@ def test_parts_map_to_the_records_a_reader_expects(tmp_path: Path) -> None:
         assert {r.format for r in opaque} == {"pydantic-ai"}  # type: ignore[attr-defined]
         assert opaque[0].item["part_kind"] == "thinking"  # type: ignore[attr-defined]
         assert session.length == len(kinds)
+
+
+def test_a_prompts_typed_text_is_its_text_and_only_images_count_as_images(
+    tmp_path: Path,
+) -> None:
+    prompt = UserPromptPart(
+        [
+            "Compare",
+            TextContent("these two files"),
+            BinaryContent(b"%PDF-1.7", media_type="application/pdf"),
+            BinaryContent(b"\x89PNG", media_type="image/png"),
+            DocumentUrl("https://example.com/a.pdf"),
+        ],
+        timestamp=T0,
+    )
+    messages: list[ModelMessage] = [ModelRequest(parts=[prompt], timestamp=T0)]
+    with Client(tmp_path, store=":memory:") as client:
+        session = client.sessions.create(to_plait_messages(messages))
+        (said,) = session.history()
+        assert said.text == "Compare\nthese two files"
+        assert said.images == 1  # the PNG; a PDF is no image
+        # As pydantic-ai's own JSON reads them back (a PNG's BinaryContent as a BinaryImage).
+        assert from_records(session.records) == ModelMessagesTypeAdapter.validate_json(
+            _json(messages)
+        )
 
 
 def _weather_agent(model: Any) -> Agent[None, str]:
@@ -373,7 +401,7 @@ def test_store_after_a_plait_compaction_loads_the_view_and_keeps_saving(target: 
 _SAVER = """
 import asyncio, sys
 from pydantic_ai import Agent
-from pydantic_ai.conversation_store import ConversationConflict
+from pydantic_ai.conversation_store import ConversationConflict, InMemoryConversationStore
 from pydantic_ai.models.test import TestModel
 from plait.integrations.pydantic_ai import PlaitConversationStore
 
@@ -427,6 +455,117 @@ def test_two_processes_save_one_conversation_by_compare_and_set(target: str) -> 
             ["start", *(f"left {n}" for n in range(5)), *(f"right {n}" for n in range(5))]
         )
         assert len(loaded.messages) == 22  # nothing lost, nothing twice
+        store.close()
+
+    run(scenario())
+
+
+def test_a_plait_fork_of_a_conversation_is_one_the_store_loads(target: str) -> None:
+    async def scenario() -> None:
+        store = PlaitConversationStore(target)
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        conversation = Conversation(conversation_id="main")
+        for prompt in ("one", "two"):
+            result = await agent.run(prompt, conversation=conversation)
+            await store.save(result, scope="ann")
+            conversation = result.conversation
+        plait = store.client.sessions.get("main")
+        plait.fork_at(2, "main/plait-alt")  # with plait's API (or `plait sessions fork`)
+        # As store.fork("main", at=2) would have it: the history kept, the scope, no usage.
+        fork = await store.load("main/plait-alt", scope="ann")
+        assert fork is not None and fork.messages == conversation.messages[:2]
+        assert fork.usage.requests == 0
+        record = await store.read_record("main/plait-alt")
+        assert record is not None and record.forked_from == "main"
+        listed = {r.conversation_id for r in await store.list_conversations(scope="ann")}
+        assert listed == {"main", "main/plait-alt"}
+        continued = await agent.run("alt two", conversation=fork)
+        await store.save(continued)
+        again = await store.load("main/plait-alt")
+        assert again is not None and again.messages == continued.all_messages()
+        whole = plait.fork("main/copy")
+        copy = await store.load(whole.id)
+        assert copy is not None and copy.messages == conversation.messages
+        assert copy.usage == conversation.usage
+        # A rewind's hidden branch is no conversation of its own.
+        plait.rewind(2)
+        assert {r.conversation_id for r in await store.list_conversations()} == {
+            "main",
+            "main/plait-alt",
+            "main/copy",
+        }
+        store.close()
+
+    run(scenario())
+
+
+def test_a_message_with_no_json_form_is_refused_with_a_typed_error(tmp_path: Path) -> None:
+    from plait.errors import InvalidArgumentError
+
+    unwritable = ModelRequest(parts=[ToolReturnPart("f", object(), tool_call_id="c1")])
+
+    async def scenario() -> None:
+        with Client(tmp_path, store=str(tmp_path / "s.db")) as client:
+            session = client.open("bad")
+            with pytest.raises(InvalidArgumentError):
+                save_messages(session, [MESSAGES[0], unwritable])
+            assert session.length == 0  # neither message
+            store = PlaitConversationStore(client)
+            conversation = Conversation(conversation_id="bad/2", messages=[unwritable])
+            with pytest.raises(InvalidArgumentError):
+                await store.save(conversation)
+            assert await store.load("bad/2") is None
+
+    run(scenario())
+
+
+def test_another_formats_item_at_the_end_leaves_the_conversation_whole(target: str) -> None:
+    async def scenario() -> None:
+        store = PlaitConversationStore(target)
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        first = await agent.run("one", conversation=Conversation(conversation_id="mixed"))
+        await store.save(first)
+        plait = store.client.sessions.get("mixed")
+        # As a plait run with another provider leaves its thinking: not pydantic-ai's.
+        plait.inject({"role": "opaque", "format": "anthropic", "item": {"thinking": "hm"}})
+        loaded = await store.load("mixed")
+        assert loaded is not None and loaded.messages == first.all_messages()
+        second = await agent.run("two", conversation=loaded)
+        await store.save(second)
+        entries = await store.load_entries("mixed")
+        assert entries is not None
+        assert [e.message for e in entries] == second.all_messages()
+        assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
+        assert load_messages(store.client.sessions.get("mixed")) == second.all_messages()
+        store.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("outcome", ["success", "failed", "denied", "interrupted", "retried"])
+def test_a_tool_return_is_ok_only_when_it_succeeded(tmp_path: Path, outcome: Any) -> None:
+    part = ToolReturnPart("refund", "no", tool_call_id="c1", outcome=outcome, timestamp=T0)
+    with Client(tmp_path, store=":memory:") as client:
+        session = client.sessions.create(to_plait_messages([ModelRequest(parts=[part])]))
+        (result,) = session.history()
+        assert (result.role, result.ok) == ("tool", outcome == "success")
+
+
+def test_a_limit_past_the_conversations_length_loads_all_of_it(target: str) -> None:
+    async def scenario() -> None:
+        agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
+        reference = InMemoryConversationStore()
+        store = PlaitConversationStore(target)
+        for each in (reference, store):
+            await each.save(await agent.run("one", conversation=Conversation(conversation_id="c")))
+        whole = await store.load("c")
+        assert whole is not None and len(whole.messages) == 2
+        for limit in (0, 1, 2, 3, 50):
+            mine = await store.load("c", limit=limit)
+            theirs = await reference.load("c", limit=limit)
+            assert mine is not None and theirs is not None
+            assert len(mine.messages) == len(theirs.messages) == min(limit, 2)
+            assert mine.messages == whole.messages[2 - min(limit, 2) :]
         store.close()
 
     run(scenario())

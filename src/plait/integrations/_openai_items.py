@@ -37,7 +37,7 @@ from plait.records import (
     UserRecord,
 )
 
-__all__ = ["FORMAT", "META_KEY", "item_message", "record_items"]
+__all__ = ["FORMAT", "META_KEY", "item_message", "name_results", "record_items", "unnamed_calls"]
 
 FORMAT: Final = "openai-agents"
 """The opaque-item format of the items plait does not model."""
@@ -135,6 +135,38 @@ def item_message(item: object) -> dict[str, JSONValue]:
             out["images"] = images
         return out
     return {"role": "opaque", "format": FORMAT, "item": verbatim}
+
+
+def name_results(messages: list[dict[str, JSONValue]], names: Mapping[str, str]) -> None:
+    """Name each tool result by its call (an output item carries only the call's id).
+
+    ``names`` maps call ids to tool names found before ``messages``; the calls among
+    ``messages`` are looked up too. A result whose call is in neither stays unnamed.
+    """
+    known = dict(names)
+    for msg in messages:
+        for call in msg.get("tool_calls") or ():
+            if isinstance(call, dict):
+                known[str(call["id"])] = str(call["name"])
+        if msg.get("role") == "tool" and "tool_name" not in msg:
+            name = known.get(str(msg.get("tool_call_id")))
+            if name is not None:
+                msg["tool_name"] = name
+
+
+def unnamed_calls(messages: list[dict[str, JSONValue]]) -> set[str]:
+    """The call ids of the tool results among ``messages`` whose call is not among them."""
+    calls = {
+        str(call["id"])
+        for msg in messages
+        for call in msg.get("tool_calls") or ()
+        if isinstance(call, dict)
+    }
+    return {
+        str(msg.get("tool_call_id"))
+        for msg in messages
+        if msg.get("role") == "tool" and str(msg.get("tool_call_id")) not in calls
+    }
 
 
 def _text_item(role: str, text: str) -> dict[str, Any]:

@@ -5,8 +5,8 @@ Each ``ModelMessage`` is kept verbatim, as pydantic-ai's own
 plait record it maps to; its parts become the records a reader would expect:
 
 * a request's ``instructions`` and ``system-prompt`` parts -> system;
-* ``user-prompt`` -> user (text items joined, images counted);
-* ``tool-return`` -> a tool result (a ``failed`` / ``retried`` outcome: failed);
+* ``user-prompt`` -> user (its text and ``TextContent`` items joined, images counted);
+* ``tool-return`` -> a tool result (any outcome but ``success``, such as a denied call: failed);
 * ``retry-feedback`` (and the older ``retry-prompt`` without a tool) -> a user
   message; a ``retry-prompt`` for a tool call -> a failed tool result;
 * a response's ``text`` and ``tool-call`` parts -> one assistant message;
@@ -25,7 +25,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from plait.errors import MissingDependencyError
+from plait.errors import InvalidArgumentError, MissingDependencyError
 from plait.records import (
     AssistantRecord,
     JSONValue,
@@ -47,8 +47,7 @@ FORMAT: Final = "pydantic-ai"
 META_KEY: Final = "pydantic_ai"
 """Where a record keeps its message: ``meta["pydantic_ai"]``."""
 
-_IMAGES: Final = frozenset({"image-url", "binary"})
-_FAILED: Final = ("failed", "retried")
+_FAILED: Final = ("failed", "retried", "denied", "interrupted")  # every outcome but success
 
 
 def _adapter() -> Any:
@@ -60,8 +59,18 @@ def _adapter() -> Any:
 
 
 def dump(messages: Sequence[ModelMessage]) -> list[dict[str, JSONValue]]:
-    """The messages as pydantic-ai's own JSON form (objects), one per message."""
-    return list(_adapter().dump_python(list(messages), mode="json"))
+    """The messages as pydantic-ai's own JSON form (objects), one per message.
+
+    Raises:
+        InvalidArgumentError: a message holds a value pydantic-ai cannot write as JSON
+            (a tool returned an object it has no form for); nothing is stored.
+    """
+    from pydantic_core import PydanticSerializationError
+
+    try:
+        return list(_adapter().dump_python(list(messages), mode="json"))
+    except PydanticSerializationError as exc:
+        raise InvalidArgumentError(f"a pydantic-ai message has no JSON form: {exc}") from exc
 
 
 def load(raw: Sequence[Mapping[str, JSONValue]]) -> list[ModelMessage]:
@@ -81,7 +90,13 @@ def _prompt(content: object) -> tuple[str, int]:
     for item in content if isinstance(content, list) else ():
         if isinstance(item, str):
             texts.append(item)
-        elif isinstance(item, Mapping) and item.get("kind") in _IMAGES:
+        elif not isinstance(item, Mapping):
+            continue
+        elif item.get("kind") == "text-content" and isinstance(item.get("content"), str):
+            texts.append(item["content"])  # TextContent (and StructuredContent, rendered)
+        elif item.get("kind") == "image-url" or (
+            item.get("kind") == "binary" and str(item.get("media_type", "")).startswith("image/")
+        ):
             images += 1
     return "\n".join(texts), images
 

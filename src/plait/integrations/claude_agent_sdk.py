@@ -49,7 +49,7 @@ from plait.errors import (
     SessionNotFoundError,
     StaleSessionError,
 )
-from plait.integrations._keys import MAX_ID, id_part, scan
+from plait.integrations._keys import MAX_ID, id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
 from plait.interop import map_claude_code_entries
 from plait.records import JSONValue, Record
@@ -78,6 +78,7 @@ _NS: Final = "claude_agent_sdk"  # the metadata and meta key of everything this 
 _PROJECT_BUDGET: Final = 80
 _SESSION_BUDGET: Final = 60
 _RETRIES: Final = 16
+_FORKS: Final = ("Session.fork", "Session.fork_at")  # plait's own forks of a transcript
 
 
 def session_id_for(key: Mapping[str, object]) -> str:
@@ -354,16 +355,27 @@ class PlaitSessionStore(SessionStore):
                 return keep
         return None
 
+    def _offset(self, row: SessionRow) -> int:
+        """What a session this store never wrote adds to its versions to order its batches.
+
+        A plait fork (``fork_at``) of a transcript starts its version again below the
+        batches it kept: its own batches are ordered after the newest of those.
+        """
+        kept = _entries_of(self.client.store.read(row, 0, row.layout.end_seq))
+        return max((at[0] for at in kept), default=-1) + 1
+
     def _mains(self, project_key: str) -> list[tuple[SessionRow, dict[str, Any]]]:
         prefix = id_part(project_key, _PROJECT_BUDGET) + "/"
         found = []
         for row in scan(self.client.store, prefix):
             info = _info(row)
-            if (
-                "/" not in row.id[len(prefix) :]
-                and info.get("project_key") == project_key
-                and "mtime" in info
-            ):
+            rest = row.id[len(prefix) :]
+            if not info and row.lineage_operator in _FORKS and row.layout.length:
+                # A plait fork of a transcript, not yet appended to: listed as it will be.
+                key = {"project_key": project_key, "session_id": unescape(rest)}
+                if session_id_for(key) == row.id:
+                    info = {**key, "mtime": row.updated_at_us // 1000}
+            if "/" not in rest and info.get("project_key") == project_key and "mtime" in info:
                 found.append((row, info))
         return found
 
@@ -408,6 +420,7 @@ class PlaitSessionStore(SessionStore):
                 return
             session = self.client.handle(row)
             old = _info(row)
+            offset = old.get("offset", 0) if "mtime" in old else self._offset(row)
             parent = _prompt_parent(entries)
             keep = None
             if parent is not None and parent != old.get("tip"):
@@ -417,7 +430,7 @@ class PlaitSessionStore(SessionStore):
                     # Claude Code rewound: the prompt hangs off an earlier line. plait's view
                     # follows (the cut lines stay in a hidden head, and in load()).
                     session.rewind(keep, expect_version=session.version)
-                messages, title = _messages(entries, session.version)
+                messages, title = _messages(entries, session.version + offset)
                 session.inject_many(messages, expect_version=session.version)
             except StaleSessionError as exc:
                 last = exc  # another writer appended first: place the batch after it
@@ -436,6 +449,8 @@ class PlaitSessionStore(SessionStore):
                 "at_length": session.length,
                 "tip": _tip(entries, old.get("tip")),
             }
+            if offset:
+                info["offset"] = offset
             session.set_metadata(_NS, info)
             if title is not None and title != session.title:
                 session.rename(title)

@@ -23,6 +23,9 @@ How it is stored:
 * ADK's rewind (an event naming the invocation to rewind before) is a
   :meth:`~plait.session.Session.rewind` too: plait's view drops the rewound
   turns, a hidden head keeps them, and ``get_session`` still returns every event.
+* A plait fork of an ADK session (``fork``, ``fork_at``) under an ADK
+  session's id is an ADK session too: ADK reads its events, and its state
+  as ADK would have it after them (their deltas over the initial state).
 * Session state and the last update time are the session's metadata
   (``metadata["google_adk"]``). App state (``app:``) and user state
   (``user:``) are shared by many sessions, so each lives in a session of its
@@ -31,15 +34,16 @@ How it is stored:
   keys never undo each other.
 
 An event and its state deltas are several writes, not one transaction: the
-event first, then app, user and session state. A session whose stored update
-time is newer than the one a caller holds is refused with ADK's
-``StaleSessionError``, as ADK's persistent services refuse it.
+event first, then app, user and session state, all under one hold of the
+session's writer lock, so another process's append to the same session comes
+wholly before or after. A session whose stored update time is newer than the
+one a caller holds is refused with ADK's ``StaleSessionError``, as ADK's
+persistent services refuse it.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -48,9 +52,9 @@ from typing import Any, Final, cast
 from plait.client import Client
 from plait.errors import MissingDependencyError, SessionExistsError, SessionNotFoundError
 from plait.errors import StaleSessionError as PlaitStaleSessionError
-from plait.integrations._keys import id_part, scan
+from plait.integrations._keys import id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
-from plait.records import JSONValue, Record
+from plait.records import JSONValue
 from plait.session import Session as PlaitSession
 from plait.store import Store
 from plait.store.base import SessionRow
@@ -68,18 +72,27 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("plait.integrations.google_adk", "google-adk") from exc
 
+from plait.integrations._adk_events import (
+    EVENT_FORMAT,
+    NS,
+    check_state,
+    event_of,
+    keyed_events,
+    split,
+    to_json,
+)
+from plait.integrations._adk_events import messages as event_messages
+
 __all__ = ["EVENT_FORMAT", "ID_PREFIX", "PlaitSessionService", "session_id_for"]
 
-EVENT_FORMAT: Final = "google-adk"
-"""The ``format`` of the opaque items that hold events that are not messages."""
 ID_PREFIX: Final = "adk"
 """The first part of every plait session id this service makes."""
-_NS: Final = "google_adk"
 _RETRIES: Final = 16
 _STATE: Final = "state:"  # the metadata key prefix of one app or user state value
 _APP_BUDGET: Final = 50
 _USER_BUDGET: Final = 60
 _SESSION_BUDGET: Final = 200 - len(ID_PREFIX) - _APP_BUDGET - _USER_BUDGET - 3
+_ANCESTORS: Final = 64  # how far up its lineage a plait fork's ADK session is looked for
 
 
 def session_id_for(app_name: str, user_id: str | None = None, session_id: str | None = None) -> str:
@@ -90,101 +103,6 @@ def session_id_for(app_name: str, user_id: str | None = None, session_id: str | 
     if session_id is not None:
         parts.append(id_part(session_id, _SESSION_BUDGET))
     return "/".join(parts)
-
-
-def _split(state: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """App, user and session parts of a state or delta; ``temp:`` keys are dropped."""
-    app: dict[str, Any] = {}
-    user: dict[str, Any] = {}
-    own: dict[str, Any] = {}
-    for key, value in state.items():
-        if key.startswith(State.APP_PREFIX):
-            app[key.removeprefix(State.APP_PREFIX)] = value
-        elif key.startswith(State.USER_PREFIX):
-            user[key.removeprefix(State.USER_PREFIX)] = value
-        elif not key.startswith(State.TEMP_PREFIX):
-            own[key] = value
-    return app, user, own
-
-
-def _json(value: Any) -> JSONValue:
-    """A state value as stored: ADK's own JSON form (datetimes, models ... as JSON)."""
-    from pydantic_core import to_jsonable_python
-
-    return cast(JSONValue, to_jsonable_python(value))
-
-
-def _event_json(event: Event) -> dict[str, JSONValue]:
-    return cast(dict[str, JSONValue], json.loads(event.model_dump_json(exclude_none=True)))
-
-
-def _messages(event: Event, at: int) -> list[dict[str, JSONValue]]:
-    """The plait records of an event: messages where it is one, else one opaque item.
-
-    ``at`` (the session's version before the write) orders events across the
-    session and its hidden heads.
-    """
-    verbatim = _event_json(event)
-    head_meta: dict[str, JSONValue] = {_NS: {"event": verbatim, "at": at}}
-    content = event.content
-    parts = list(content.parts or ()) if content is not None else []
-    texts: list[str] = []
-    calls: list[JSONValue] = []
-    results: list[dict[str, JSONValue]] = []
-    for part in parts:
-        if part.thought:
-            continue  # a model's thinking is not replayed; it stays in the verbatim event
-        if part.text is not None:
-            texts.append(part.text)
-        elif part.function_call is not None and part.function_call.id:
-            call = part.function_call
-            arguments = _json(call.args or {})
-            calls.append({"id": call.id, "name": call.name or "", "arguments": arguments})
-        elif part.function_response is not None and part.function_response.id:
-            answer = part.function_response
-            results.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": answer.id,
-                    "tool_name": answer.name or "",
-                    "content": json.dumps(_json(answer.response or {}), ensure_ascii=False),
-                }
-            )
-    role = content.role if content is not None else None
-    out: list[dict[str, JSONValue]] = []
-    if results and not calls:
-        out.extend(results)
-    elif role == "model" and (texts or calls) and not results:
-        message: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts)}
-        if calls:
-            message["tool_calls"] = calls
-        out.append(message)
-    elif role == "user" and texts and not calls and not results:
-        out.append({"role": "user", "content": "\n".join(texts)})
-    if not out:
-        return [{"role": "opaque", "format": EVENT_FORMAT, "item": verbatim, "meta": head_meta}]
-    out[0]["meta"] = head_meta
-    for follower in out[1:]:
-        follower["meta"] = {_NS: {"part_of": event.id}}
-    return out
-
-
-def _event_of(record: Record) -> Event | None:
-    """The event a record carries (the first record of each event carries it)."""
-    kept = record.meta.get(_NS)
-    if not isinstance(kept, Mapping) or "event" not in kept:
-        return None
-    return Event.model_validate(kept["event"])
-
-
-def _keyed_events(records: list[Record]) -> dict[int, Event]:
-    """The events ``records`` carry, by the version they were written at."""
-    found: dict[int, Event] = {}
-    for record in records:
-        kept = record.meta.get(_NS)
-        if isinstance(kept, Mapping) and "event" in kept and isinstance(kept.get("at"), int):
-            found[cast(int, kept["at"])] = Event.model_validate(kept["event"])
-    return found
 
 
 class PlaitSessionService(BaseSessionService):
@@ -237,6 +155,8 @@ class PlaitSessionService(BaseSessionService):
 
         Raises:
             AlreadyExistsError: ``session_id`` is taken for this app and user.
+            plait.errors.InvalidArgumentError: a state value cannot be JSON (NaN, bytes
+                not UTF-8); nothing is stored.
         """
         return await settled(
             self.client, lambda: self._create_now(app_name, user_id, state, session_id)
@@ -246,9 +166,10 @@ class PlaitSessionService(BaseSessionService):
         self, app_name: str, user_id: str, state: dict[str, Any] | None, session_id: str | None
     ) -> Session:
         session_id = session_id.strip() if session_id else None
+        check_state(state)
         if session_id and self._row(session_id_for(app_name, user_id, session_id)):
             raise AlreadyExistsError(f"Session with id {session_id} already exists.")
-        app, user, own = _split(state or {})
+        app, user, own = split(state or {})
         self._put_scope(session_id_for(app_name), app_name, None, app)
         self._put_scope(session_id_for(app_name, user_id), app_name, user_id, user)
         session_id = session_id or Event.new_id()
@@ -258,14 +179,16 @@ class PlaitSessionService(BaseSessionService):
             "app_name": app_name,
             "user_id": user_id,
             "session_id": session_id,
-            "state": _json(own),
+            "state": to_json(own),
+            # What a plait fork of this session replays its events' deltas over.
+            "initial": to_json(own),
             "last_update_time": now,
         }
         try:
             self.client.sessions.create(
                 session_id=session_id_for(app_name, user_id, session_id),
                 lineage_operator="google_adk.create_session",
-                metadata={_NS: info},
+                metadata={NS: info},
             )
         except SessionExistsError:
             raise AlreadyExistsError(f"Session with id {session_id} already exists.") from None
@@ -292,7 +215,8 @@ class PlaitSessionService(BaseSessionService):
     ) -> Session | None:
         session_id = session_id.strip() if session_id else session_id
         row = self._row(session_id_for(app_name, user_id, session_id))
-        if row is None:
+        info = self._info(row) if row is not None else None
+        if row is None or info is None:
             return None
         want = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
@@ -304,7 +228,7 @@ class PlaitSessionService(BaseSessionService):
             while i >= 0 and events[i].timestamp >= after:
                 i -= 1
             events = events[i + 1 :]
-        session = self._bare(row)
+        session = self._bare(info)
         session.events = events
         return self._merged(session)
 
@@ -319,12 +243,12 @@ class PlaitSessionService(BaseSessionService):
         found = []
         scopes: dict[str, dict[str, Any]] = {}
         for row in scan(self.client.store, prefix):
-            info = row.metadata.get(_NS)
-            if not isinstance(info, Mapping) or info.get("kind") != "session":
+            info = self._info(row)
+            if info is None:
                 continue
             if info.get("app_name") != app_name or user_id not in (None, info.get("user_id")):
                 continue
-            found.append(self._merged(self._bare(row), scopes))
+            found.append(self._merged(self._bare(info), scopes))
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=found)
 
@@ -350,18 +274,39 @@ class PlaitSessionService(BaseSessionService):
         Raises:
             SessionNotFoundError: (ADK's) the session is not stored.
             StaleSessionError: (ADK's) the stored session changed after ``session`` was read.
+            plait.errors.InvalidArgumentError: a state value cannot be JSON (NaN, bytes
+                not UTF-8); nothing is stored and ``session`` is left as it was.
         """
         if event.partial:
             return event
-        info = await in_thread(self.client, lambda: self._check_append(session, event))
-        if info is None:
+        delta = event.actions.state_delta if event.actions else None
+        check_state(delta)
+        temp = {k: v for k, v in (delta or {}).items() if k.startswith(State.TEMP_PREFIX)}
+        stored = await settled(self.client, lambda: self._append_now(session, event))
+        if stored is None:
             return event  # an equal re-delivery: neither stored twice nor applied twice
-        # The session in hand takes the event (temp: keys applied, then trimmed) on the loop;
-        # the store gets the trimmed event in the worker thread.
-        event = await super().append_event(session, event)
-        await settled(self.client, lambda: self._persist(session, event, info))
-        session.last_update_time = event.timestamp
-        return event
+        # Once stored, the session in hand takes the event as ADK's database service gives
+        # it: the temp: keys applied (the stored event has them trimmed), then the rest.
+        session.state.update(temp)
+        self._commit_event_to_session(session, stored)
+        session.last_update_time = stored.timestamp
+        return stored
+
+    def _append_now(self, session: Session, event: Event) -> Event | None:
+        """Check, then store, an event and its deltas under one hold of the session's lock.
+
+        Another process's append comes wholly before or after: its stored update time
+        makes this one stale, or this one's state is merged over what it stored.
+        Returns the stored (trimmed) event, or None for an equal re-delivery.
+        """
+        sid = session_id_for(session.app_name, session.user_id, session.id)
+        with self.client.locked(sid):
+            info = self._check_append(session, event)
+            if info is None:
+                return None
+            event = self._trim_temp_delta_state(event)
+            self._persist(session, event, info)
+            return event
 
     def _check_append(self, session: Session, event: Event) -> dict[str, JSONValue] | None:
         """The stored session's metadata, or None for an equal re-delivery of its newest event.
@@ -371,9 +316,9 @@ class PlaitSessionService(BaseSessionService):
         """
         sid = session_id_for(session.app_name, session.user_id, session.id)
         row = self._row(sid)
-        if row is None:
+        info = self._info(row) if row is not None else None
+        if row is None or info is None:
             raise AdkSessionNotFoundError(f"Session {session.id} not found.")
-        info = dict(cast(Mapping[str, JSONValue], row.metadata.get(_NS) or {}))
         stored_time = info.get("last_update_time")
         if isinstance(stored_time, int | float) and stored_time > session.last_update_time:
             raise StaleSessionError(
@@ -388,9 +333,10 @@ class PlaitSessionService(BaseSessionService):
     def _persist(self, session: Session, event: Event, info: dict[str, JSONValue]) -> None:
         """Store an event, then its app, user and session state deltas."""
         sid = session_id_for(session.app_name, session.user_id, session.id)
-        self._store_event(sid, event)
+        offset = info.get("offset")
+        self._store_event(sid, event, offset if isinstance(offset, int) else 0)
         delta = event.actions.state_delta if event.actions else {}
-        app, user, own = _split(delta or {})
+        app, user, own = split(delta or {})
         self._put_scope(session_id_for(session.app_name), session.app_name, None, app)
         self._put_scope(
             session_id_for(session.app_name, session.user_id),
@@ -399,15 +345,19 @@ class PlaitSessionService(BaseSessionService):
             user,
         )
         state = dict(cast(Mapping[str, JSONValue], info.get("state") or {}))
-        state.update({k: _json(v) for k, v in own.items()})
+        state.update({k: to_json(v) for k, v in own.items()})
         info["state"] = state
         info["last_update_time"] = event.timestamp
-        self.client.handle(self.client.lookup(sid)).set_metadata(_NS, info)
+        self.client.handle(self.client.lookup(sid)).set_metadata(NS, info)
 
     # -- internals ------------------------------------------------------------------------
 
-    def _store_event(self, sid: str, event: Event) -> None:
-        """Append an event's records; a rewind event first rewinds plait's view too."""
+    def _store_event(self, sid: str, event: Event, offset: int) -> None:
+        """Append an event's records; a rewind event first rewinds plait's view too.
+
+        An event is ordered by the session's version before the write, plus ``offset``
+        in a plait fork: its version starts again below the orders of the events it kept.
+        """
         target = event.actions.rewind_before_invocation_id if event.actions else None
         last: PlaitStaleSessionError | None = None
         for _ in range(_RETRIES):
@@ -419,7 +369,8 @@ class PlaitSessionService(BaseSessionService):
                     # ADK rewinds by an event its readers apply; plait's view follows, and
                     # the rewound events stay in a hidden head that get_session still reads.
                     plait.rewind(keep, expect_version=plait.version)
-                plait.inject_many(_messages(event, plait.version), expect_version=plait.version)
+                messages = event_messages(event, plait.version + offset)
+                plait.inject_many(messages, expect_version=plait.version)
                 return
             except PlaitStaleSessionError as exc:
                 last = exc  # another writer came first: the event goes after its write
@@ -432,7 +383,7 @@ class PlaitSessionService(BaseSessionService):
         for record in self.client.store.read(row, row.layout.view_start, row.layout.end_seq):
             if record.kind == "event":
                 continue  # plait's own events are not messages: rewind does not count them
-            kept = record.meta.get(_NS)
+            kept = record.meta.get(NS)
             if isinstance(kept, Mapping) and "event" in kept:
                 found = cast(Mapping[str, Any], kept["event"]).get("invocation_id")
                 if found == invocation:
@@ -446,9 +397,63 @@ class PlaitSessionService(BaseSessionService):
         except SessionNotFoundError:
             return None
 
-    def _bare(self, row: SessionRow) -> Session:
-        """The ADK session of a stored row: its own state, no events yet."""
-        info = cast(Mapping[str, Any], row.metadata.get(_NS) or {})
+    def _info(self, row: SessionRow) -> dict[str, JSONValue] | None:
+        """What the service keeps for the ADK session a row holds (None: it holds none).
+
+        A session this service made keeps it in its metadata. A plait fork of one
+        (``fork``, ``fork_at``, under an ADK session's id) keeps none: its identity is
+        read from its id, and its state is the one ADK would have at its last event,
+        the deltas of its events replayed over its source's initial state. The first
+        event appended to it stores what is read here.
+        """
+        info = row.metadata.get(NS)
+        if isinstance(info, Mapping):
+            return dict(info) if info.get("kind") == "session" else None
+        parts = row.id.split("/")
+        if len(parts) != 4 or parts[0] != ID_PREFIX:
+            return None
+        app_name, user_id, session_id = (unescape(p) for p in parts[1:])
+        if session_id_for(app_name, user_id, session_id) != row.id:
+            return None  # a part too long for the id was shortened: it cannot be read back
+        source = self._source(row)
+        events = self._events(row, None, None)
+        if source is None and not events:
+            return None  # a plait session under an ADK-like id, not an ADK session's copy
+        initial = (source or {}).get("initial")
+        state = dict(cast(Mapping[str, JSONValue], initial)) if isinstance(initial, Mapping) else {}
+        for event in events:
+            delta = event.actions.state_delta if event.actions else {}
+            state.update({k: to_json(v) for k, v in split(delta or {})[2].items()})
+        kept = keyed_events(self.client.store.read(row, 0, row.layout.end_seq))
+        return {
+            "kind": "session",
+            "app_name": app_name,
+            "user_id": user_id,
+            "session_id": session_id,
+            "state": state,
+            "initial": cast(JSONValue, initial) if isinstance(initial, Mapping) else {},
+            "last_update_time": events[-1].timestamp if events else row.created_at_us / 1e6,
+            # Its events are ordered after those it kept (see _store_event).
+            "offset": max(kept, default=-1) + 1,
+        }
+
+    def _source(self, row: SessionRow) -> Mapping[str, JSONValue] | None:
+        """The stored info of the nearest ADK session up ``row``'s lineage, or None."""
+        seen = {row.id}
+        for _ in range(_ANCESTORS):
+            parent = self._row(row.parent_ids[0]) if row.parent_ids else None
+            if parent is None or parent.id in seen:
+                return None
+            info = parent.metadata.get(NS)
+            if isinstance(info, Mapping) and info.get("kind") == "session":
+                return cast(Mapping[str, JSONValue], info)
+            seen.add(parent.id)
+            row = parent
+        return None
+
+    @staticmethod
+    def _bare(info: Mapping[str, Any]) -> Session:
+        """The ADK session of a stored row's info: its own state, no events yet."""
         return Session(
             id=info["session_id"],
             app_name=info["app_name"],
@@ -496,19 +501,19 @@ class PlaitSessionService(BaseSessionService):
         if row is None:
             kind = "app_state" if user_id is None else "user_state"
             info: dict[str, JSONValue] = {"kind": kind, "app_name": app_name, "user_id": user_id}
-            values: dict[str, JSONValue] = {_STATE + k: {"v": _json(v)} for k, v in delta.items()}
+            values: dict[str, JSONValue] = {_STATE + k: {"v": to_json(v)} for k, v in delta.items()}
             try:
                 self.client.sessions.create(
                     session_id=scope_id,
                     lineage_operator="google_adk.state",
-                    metadata={_NS: info, **values},
+                    metadata={NS: info, **values},
                 )
                 return
             except SessionExistsError:
                 row = self.client.lookup(scope_id)  # another writer made it: update it
         scope = self.client.handle(row)
         for key, value in delta.items():
-            scope.set_metadata(_STATE + key, {"v": _json(value)})
+            scope.set_metadata(_STATE + key, {"v": to_json(value)})
 
     def _events(self, row: SessionRow, want: int | None, after: float | None) -> list[Event]:
         """The session's events, reading back from the head only as far as the filters need.
@@ -520,11 +525,11 @@ class PlaitSessionService(BaseSessionService):
         if not hidden:
             return list(self._read_back(row, want, after))
         store = self.client.store
-        found = _keyed_events(store.read(row, 0, row.layout.end_seq))
+        found = keyed_events(store.read(row, 0, row.layout.end_seq))
         for head_id in hidden:
             held = self._row(head_id)
             if held is not None:
-                found.update(_keyed_events(store.read(held, 0, held.layout.end_seq)))
+                found.update(keyed_events(store.read(held, 0, held.layout.end_seq)))
         return [found[at] for at in sorted(found)]
 
     def _read_back(self, row: SessionRow, want: int | None, after: float | None) -> Iterator[Event]:
@@ -533,7 +538,7 @@ class PlaitSessionService(BaseSessionService):
         found: list[Event] = []
         while hi > 0:
             lo = max(0, hi - chunk)
-            batch = [e for e in map(_event_of, self.client.store.read(row, lo, hi)) if e]
+            batch = [e for e in map(event_of, self.client.store.read(row, lo, hi)) if e]
             found[:0] = batch
             hi = lo
             enough = want is None or len(found) >= want

@@ -36,9 +36,15 @@ from plait.errors import (
     StaleSessionError,
 )
 from plait.integrations._offload import in_thread, settled
-from plait.integrations._openai_items import FORMAT, item_message, record_items
+from plait.integrations._openai_items import (
+    FORMAT,
+    item_message,
+    name_results,
+    record_items,
+    unnamed_calls,
+)
 from plait.integrations._views import compacted
-from plait.records import Record, hidden_summaries
+from plait.records import AssistantRecord, Record, hidden_summaries
 from plait.session import Session as PlaitConversation
 from plait.store import Store
 
@@ -50,6 +56,7 @@ __all__ = ["FORMAT", "PlaitSession"]
 
 _T = TypeVar("_T")
 _OPERATOR: Final = "openai-agents"
+_CALLS_BACK: Final = 64  # how many messages back a tool result's call is looked for
 
 
 def _settings(value: object) -> SessionSettings:
@@ -67,8 +74,8 @@ def _view_items(records: list[Record]) -> list[dict[str, Any]]:
     return [item for r in compacted(records) for item in record_items(r)]
 
 
-def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | None:
-    """The newest item ``get_items`` shows, and how many messages lie before its record.
+def _newest_items(session: PlaitConversation) -> tuple[int, list[dict[str, Any]]] | None:
+    """The items of the newest record ``get_items`` shows, and how many messages lie before it.
 
     Usually the last message (read from the tail). A message that shows as no item
     (a summary an ``uncompact`` hid, an opaque item of another format) still counts,
@@ -76,7 +83,7 @@ def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | Non
     """
     last = [r for r in session.tail(1) if r.kind != "event"]
     if last and last[-1].kind != "summary" and (items := record_items(last[-1])):
-        return session.length - 1, items[-1]
+        return session.length - 1, items
     records = session.records
     hidden = hidden_summaries(records)
     messages = [r for r in records if r.kind != "event"]
@@ -85,7 +92,7 @@ def _newest_item(session: PlaitConversation) -> tuple[int, dict[str, Any]] | Non
         if record.kind == "summary" and record.seq in hidden:
             continue
         if items := record_items(record):
-            return n, items[-1]
+            return n, items
     return None
 
 
@@ -198,10 +205,17 @@ class PlaitSession:
             return []
         if limit is None or limit < 0:
             return _view_items(session.records)
-        tail = session.tail(limit)
-        # A compaction's summary is written last but read first: read the whole view.
-        records = session.records if any(r.kind == "summary" for r in tail) else tail
-        return _view_items(records)[-limit:]
+        want = limit
+        while True:
+            tail = session.tail(want)
+            if any(r.kind == "summary" for r in tail):
+                # A compaction's summary is written last but read first: read the whole view.
+                return _view_items(session.records)[-limit:]
+            items = _view_items(tail)
+            # A message of another format reads as no item: read further back for them.
+            if len(items) >= limit or sum(r.kind != "event" for r in tail) < want:
+                return items[-limit:]
+            want *= 2
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items, in one transaction (one bad item and none is stored).
@@ -217,6 +231,13 @@ class PlaitSession:
 
     def _append(self, messages: list[dict[str, Any]]) -> None:
         session = self.plait_session()
+        names: dict[str, str] = {}
+        if session is not None and (wanted := unnamed_calls(messages)):
+            # An output added apart from its call (a run resumed after an approval).
+            for record in session.tail(_CALLS_BACK):
+                if isinstance(record, AssistantRecord):
+                    names.update((c.id, c.name) for c in record.tool_calls if c.id in wanted)
+        name_results(messages, names)
         if session is None:
             try:
                 self._client.sessions.create(
@@ -231,7 +252,9 @@ class PlaitSession:
         """Remove and return the newest item (None when there is none): one atomic rewind.
 
         The removed item stays in the plait session's lineage as a hidden branch
-        (``undo_rewind`` brings it back).
+        (``undo_rewind`` brings it back). A message plait wrote itself that reads as
+        several items (an assistant's text and tool calls) is rewound, and the items
+        before the popped one appended again, under one hold of the writer lock.
         """
         return cast("TResponseInputItem | None", await self._write(self._pop))
 
@@ -241,15 +264,25 @@ class PlaitSession:
             return None
         while True:
             version = session.version
-            found = _newest_item(session)
+            found = _newest_items(session)
             if found is None:
                 return None
-            keep, item = found
-            try:
-                session.rewind(keep, expect_version=version)
-            except StaleSessionError:  # another writer moved the head: read it again
-                continue
-            return item
+            keep, items = found
+            if len(items) == 1:
+                try:
+                    session.rewind(keep, expect_version=version)
+                except StaleSessionError:  # another writer moved the head: read it again
+                    continue
+                return items[0]
+            # A message plait wrote (an assistant's text and its calls) is several items:
+            # it goes, and the items before the popped one come back, under one lock hold.
+            with self._client.locked(self.session_id):
+                try:
+                    session.rewind(keep, expect_version=version)
+                except StaleSessionError:
+                    continue
+                session.inject_many([item_message(i) for i in items[:-1]])
+            return items[-1]
 
     async def clear_session(self) -> None:
         """Remove every item (``clear="erase"``: the records; ``"rewind"``: from view)."""

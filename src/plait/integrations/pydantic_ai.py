@@ -83,6 +83,8 @@ _OPERATOR: Final = "pydantic-ai"
 _USAGE: TypeAdapter[RunUsage] = TypeAdapter(RunUsage)
 _DEFERRED: TypeAdapter[DeferredToolRequests | None] = TypeAdapter(DeferredToolRequests | None)
 _LISTED: Final = 10_000  # the most recent sessions read_records looks through
+_FORKS: Final = ("Session.fork", "Session.fork_at")  # plait's own forks (not a rewind's branch)
+_ANCESTORS: Final = 64  # how far up its lineage a plait fork's conversation is looked for
 
 
 # -- message history ------------------------------------------------------------------------
@@ -122,7 +124,11 @@ def load_messages(session: Session) -> list[ModelMessage]:
 
 
 def save_messages(session: Session, messages: Sequence[ModelMessage]) -> None:
-    """Append pydantic-ai messages (``result.new_messages()``) to a plait session, in one write."""
+    """Append pydantic-ai messages (``result.new_messages()``) to a plait session, in one write.
+
+    Raises:
+        InvalidArgumentError: a message holds a value with no JSON form; none is stored.
+    """
     if not messages:
         return
     parent = _head_of(session) if session.stored else None
@@ -136,11 +142,20 @@ def _view_head(records: Sequence[Record]) -> str | None:
 
 
 def _head_of(session: Session) -> str | None:
-    """The entry id of a session's newest message: from its tail, past a summary from its view."""
-    tail = session.tail(1)
-    if any(r.kind == "summary" for r in tail):  # written last, read first (or hidden)
-        return _view_head(session.records)
-    return _head_entry(tail)
+    """The entry id of a session's newest message: from its tail, past a summary from its view.
+
+    A message that is none of pydantic-ai's (an opaque item of another format, which a
+    plait run may leave) is passed over: the tail is read further back.
+    """
+    want = 1
+    while True:
+        tail = session.tail(want)
+        if any(r.kind == "summary" for r in tail):  # written last, read first (or hidden)
+            return _view_head(session.records)
+        head = _head_entry(tail)
+        if head is not None or sum(r.kind != "event" for r in tail) < want:
+            return head
+        want *= 4
 
 
 def _head_entry(records: Sequence[Record]) -> str | None:
@@ -242,12 +257,39 @@ class PlaitConversationStore(ConversationStore):
 
     def _record(self, conversation_id: str) -> ConversationRecord | None:
         session = self._get(conversation_id)
-        if session is None:
-            return None
-        state = session.metadata.get(META_KEY)
-        if not isinstance(state, dict):
+        state = self._state_of(session) if session is not None else None
+        if session is None or state is None:
             return None  # a plait session, not a pydantic-ai conversation
         return self._record_of(session, state)
+
+    def _state_of(self, session: Session) -> dict[str, Any] | None:
+        """The conversation's stored state; for a plait fork of one, what ``fork`` would store.
+
+        A fork made with plait's ``fork`` / ``fork_at`` keeps no state of its own: it is a
+        fork of the nearest conversation up its lineage, in that one's scope, with the usage
+        and deferred requests only if it kept the whole history (as ``store.fork`` does).
+        The first save stores it.
+        """
+        state = session.metadata.get(META_KEY)
+        if isinstance(state, dict):
+            return state
+        row: Session | None = session
+        for _ in range(_ANCESTORS):
+            if row is None or row.lineage_operator not in _FORKS or not row.parent_session_ids:
+                return None
+            row = self._get(row.parent_session_ids[0])
+            found = row.metadata.get(META_KEY) if row is not None else None
+            if row is not None and isinstance(found, dict):
+                head = _head_of(session)
+                whole = head == _head_of(row)
+                return {
+                    "usage": found.get("usage") if whole else None,
+                    "deferred": found.get("deferred") if whole else None,
+                    "scope": found.get("scope"),
+                    "forked_from": row.id,
+                    "forked_at": head,
+                }
+        return None
 
     def _record_of(self, session: Session, state: dict[str, Any]) -> ConversationRecord:
         head = _head_of(session)
@@ -280,8 +322,8 @@ class PlaitConversationStore(ConversationStore):
             if limit is not None and len(out) >= limit:
                 break
             session = self._get(info.id)
-            state = session.metadata.get(META_KEY) if session is not None else None
-            if session is None or not isinstance(state, dict):
+            state = self._state_of(session) if session is not None else None
+            if session is None or state is None:
                 continue
             if scope is None or state.get("scope") == scope:
                 out.append(self._record_of(session, state))
@@ -466,7 +508,7 @@ class PlaitConversationStore(ConversationStore):
             raise KeyError(head_id)
         kept = found[: ids.index(head_id) + 1]
         if limit is not None:
-            kept = kept[len(kept) - limit :] if limit else []
+            kept = kept[max(len(kept) - limit, 0) :] if limit else []
         messages = load([g.message for g in kept])
         for g in kept:
             self._where[g.entry] = session.id
