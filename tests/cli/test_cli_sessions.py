@@ -38,6 +38,31 @@ def test_list_shows_sessions_most_recent_first(run: Run, api: Client) -> None:
     assert " 6 " in rows[0] and rows[0].rstrip().endswith("just now")
 
 
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_list_never_cuts_an_id_on_a_narrow_or_no_terminal(
+    run: Run, api: Client, columns: str
+) -> None:
+    # Without a terminal (a script, a pipe) the console is 80 columns wide: a long first
+    # prompt and the workspace column are what get cut, never the ids a script pastes back.
+    sessions = [conversation(api, "Read the file notes.txt and tell me what it says " * 3)]
+    sessions.append(sessions[0].fork())
+    for flags in ([], ["--all"]):
+        result = run("sessions", "list", *flags, env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.output
+        header, *rows = result.stdout.splitlines()
+        assert header.split()[0] == "id"
+        shorts = [row.split()[0] for row in rows]
+        assert all("…" not in x for x in shorts)
+        assert sorted(next(s.id for s in sessions if s.id.startswith(x)) for x in shorts) == (
+            sorted(s.id for s in sessions)
+        )
+        assert all("…" in row.split("  ")[1] for row in rows)
+        if columns == "80":
+            assert header.split()[1:5] == ["title", "/", "first", "prompt"]
+            assert header.split()[5:8] == ["source", "msgs", "active"]
+            assert all(" plait " in row and len(row) <= 80 for row in rows)
+
+
 def test_list_json_has_the_fields(run: Run, api: Client) -> None:
     root = conversation(api)
     root.rename("Root")
