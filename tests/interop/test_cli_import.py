@@ -48,6 +48,25 @@ def test_import_prints_what_was_imported(run: Run, transcripts: Path) -> None:
         assert s.lineage_operator == "Session.import"
 
 
+def test_an_imported_session_is_listed_with_the_agent_it_came_from(
+    run: Run, transcripts: Path
+) -> None:
+    files = {
+        "claude": transcripts / "claude-code" / "sniffly_push-to-github_v1.0.17.jsonl",
+        "codex": transcripts / "codex" / "aisessions_pomodoro_v0.47.0.jsonl",
+        "gemini": transcripts / "gemini-cli" / "codemie_session-2025-12-01.json",
+    }
+    for name, path in files.items():
+        assert run("import", str(path), "--id", name).exit_code == 0
+    listed = run("sessions", "list", "--json")
+    sources = {"claude": "claude-code", "codex": "codex", "gemini": "gemini-cli"}
+    assert {i["id"]: i["source"] for i in json.loads(listed.stdout)} == sources
+    table = run("sessions", "list").stdout.splitlines()[1:]
+    for row in table:
+        name = row.split()[0]
+        assert f"  {sources[name]}  " in row, row
+
+
 def test_import_json(run: Run, transcripts: Path) -> None:
     path = transcripts / "codex" / "aisessions_pomodoro_v0.47.0.jsonl"
     result = run("import", str(path), "--json", "--title", "Pomodoro", "--last", "10")
