@@ -55,6 +55,8 @@ def _prompt_text(text: str | None, resume_run: bool) -> str | None:
             raise click.UsageError("give TEXT or --resume, not both")
         return None
     if text is not None and text != "-":
+        if not text.strip():
+            raise click.UsageError("TEXT is blank: a prompt needs some text")
         return text
     if text is None and is_terminal(sys.stdin):
         raise click.UsageError("give TEXT, pipe it on standard input, or --resume")
@@ -120,6 +122,10 @@ def run_command(
         if system is not None and session.stored:
             raise click.UsageError("--system sets the prompt of a new session only")
         was_new = not session.stored
+        if prompt is None and was_new:
+            raise click.UsageError(
+                "--resume picks up a stored session's request: give --session ID or -c"
+            )
         setup(session, directory, system)
     except PlaitError as exc:
         if as_json:
@@ -159,8 +165,8 @@ def run_command(
             try:
                 done = run_turn(out, start, approver, thinking=err)
             except (PlaitError, OSError):
-                kept = _forget_if_unanswered(client, session, was_new)
-                if kept is None:
+                made = session.stored  # False: the run failed before it wrote anything
+                if made and _forget_if_unanswered(client, session, was_new) is None:
                     err.print(Text("no session was kept: the model never answered", style="dim"))
                 raise
             notice = cut_off_notice(done, f"plait run --resume --session {session.id}")
