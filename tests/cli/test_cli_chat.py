@@ -174,6 +174,17 @@ def test_a_chat_where_nothing_was_said_leaves_no_session(
     assert api.sessions.list() == []
 
 
+@pytest.mark.parametrize("command", ["chat", "run"])
+def test_a_model_that_is_no_model_spec_is_refused_at_the_start(
+    run: Run, api: Client, command: str
+) -> None:
+    args = [command, "hi"] if command == "run" else [command]
+    result = run(*args, "--model", "gpt-4o", input="hello?\n")
+    assert_clean_error(result, "model spec 'gpt-4o'", "openai, openai-responses, anthropic")
+    assert "you>" not in result.stdout
+    assert api.sessions.list() == []
+
+
 def test_a_failing_model_does_not_end_the_chat(
     run: Run, api: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -39,8 +39,8 @@ from rich.text import Text
 from plait._prefix import resolve_session_id
 from plait.cli._terminal import safe, safe_text
 from plait.client import Client
-from plait.errors import PlaitError, RunInterruptedError
-from plait.providers import ModelSettings, ReasoningDelta, TextDelta
+from plait.errors import InvalidArgumentError, PlaitError, RunInterruptedError
+from plait.providers import ModelSettings, ReasoningDelta, TextDelta, parse_model_spec
 from plait.records import JSONValue, ToolCall
 from plait.run import Run, RunEvent, RunResult
 from plait.session import Session
@@ -324,11 +324,22 @@ def describe_model(spec: str | None, session: Session, env: Mapping[str, str] = 
     return "local (the embedded model)"
 
 
+def _checked_spec(ctx: click.Context, param: click.Parameter, spec: str | None) -> str | None:
+    """A ``--model`` that is no model spec is refused before anything is opened."""
+    if spec is not None:
+        try:
+            parse_model_spec(spec)
+        except InvalidArgumentError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from exc
+    return spec
+
+
 model_option = click.option(
     "--model",
     "-m",
     metavar="SPEC",
     default=None,
+    callback=_checked_spec,
     help="provider[:model], e.g. openai:gpt-4o-mini (default: $PLAIT_MODEL, an API key "
     "in the environment, else the embedded model).",
 )
