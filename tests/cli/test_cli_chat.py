@@ -185,6 +185,22 @@ def test_a_model_that_is_no_model_spec_is_refused_at_the_start(
     assert api.sessions.list() == []
 
 
+def test_chat_redo_and_resume_n_say_what_they_mean(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    s = api.sessions.create([{"role": "user", "content": "hi"}])
+    lines = ["/redo", "/resume 7", "/resume", "/resume 7", "/resume 1"]
+    result = run("chat", s.id, input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "the last message:" in out and "the last 1 messages" not in out
+    assert "nothing to redo: /redo brings back what /undo took" in out
+    assert "has no rewind to undo" not in out
+    assert "no session numbered 7 (listed: none yet); /resume lists the recent ones" in out
+    assert "no session numbered 7 (listed: 1 to 1)" in out
+    assert out.count(f"session {s.id}") == 2  # /resume 1 switched to it again
+
+
 def test_a_failing_model_does_not_end_the_chat(
     run: Run, api: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

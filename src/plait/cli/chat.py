@@ -63,7 +63,7 @@ from plait.cli.context import print_report
 from plait.cli.export import default_export_path
 from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
-from plait.errors import NothingToDoError, PlaitError
+from plait.errors import NothingToDoError, PlaitError, SessionNotFoundError
 from plait.records import JSONValue
 from plait.run import Run
 from plait.session import Session
@@ -245,7 +245,9 @@ class _Chat:
         if session.stored:
             shown = session.history()[-_SHOWN_TURNS:]
             if shown:
-                self.out.print(Text(f"the last {len(shown)} messages:", style="dim"))
+                n = len(shown)
+                last = "the last message:" if n == 1 else f"the last {n} messages:"
+                self.out.print(Text(last, style="dim"))
                 print_messages(self.out, shown, indent="  ")
 
     def _turn(self, start: Callable[[], Run]) -> None:
@@ -331,7 +333,17 @@ class _Chat:
     def _resume_to(self, choice: str) -> None:
         if choice.isdigit() and 1 <= int(choice) <= len(self.listed):
             choice = self.listed[int(choice) - 1]
-        self.switch(self.client.sessions.open(resolve_session_id(self.client, choice)))
+        try:
+            found = resolve_session_id(self.client, choice)
+        except SessionNotFoundError:
+            if not choice.isdigit():
+                raise
+            # A number, not in the list (or with no list yet): say what N means.
+            shown = f"1 to {len(self.listed)}" if self.listed else "none yet"
+            raise NothingToDoError(
+                f"no session numbered {choice} (listed: {shown}); /resume lists the recent ones"
+            ) from None
+        self.switch(self.client.sessions.open(found))
 
     def _retry(self, args: list[str], rest: str) -> None:
         info = self.session.resumable()
@@ -363,7 +375,10 @@ class _Chat:
 
     def _redo(self, args: list[str], rest: str) -> None:
         self._stored()
-        self.session.undo_rewind()
+        try:
+            self.session.undo_rewind()
+        except NothingToDoError:
+            raise NothingToDoError("nothing to redo: /redo brings back what /undo took") from None
         self.out.print(Text(f"brought it back ({self.session.length} messages)"))
 
     def _rename(self, args: list[str], rest: str) -> None:
