@@ -119,6 +119,25 @@ def test_refusals_exit_1(run: Run, transcripts: Path, tmp_path: Path) -> None:
     assert result.exit_code == 1 and "already exists" in result.stderr
 
 
+def test_a_wrong_format_or_a_bad_id_is_named_and_nothing_is_made(
+    run: Run, transcripts: Path
+) -> None:
+    codex = transcripts / "codex" / "aisessions_pomodoro_v0.47.0.jsonl"
+    result = run("import", str(codex), "--format", "claude-code")
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith(
+        "nothing imported: no prompt-visible messages to seed: none read as claude-code"
+    )
+    for bad in ("", " x", ".."):
+        result = run("import", str(codex), "--id", bad)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"Error: Invalid value for '--id': {bad!r} is not a session id")
+        assert "rename_session" not in result.stderr
+    with _client(run) as c:
+        assert c.sessions.list() == []
+
+
 def test_help(run: Run) -> None:
     result = run("import", "-h")
     assert result.exit_code == 0
