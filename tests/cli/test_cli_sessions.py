@@ -352,6 +352,12 @@ def test_rm_asks_first(run: Run, api: Client) -> None:
     refused = run("sessions", "rm", s.id, input="n\n")
     assert refused.exit_code == 1
     assert "Delete session" in refused.stderr
+    assert refused.stderr.splitlines()[-1] == "Error: not deleted"
+    assert api.exists(s.id)
+    # A script with nothing to answer (end of input) is told how to delete unasked.
+    unanswered = run("sessions", "rm", s.id, "--erase", input="")
+    assert_clean_error(unanswered, "not erased: no answer (--yes erases without asking)")
+    assert "Aborted" not in unanswered.output
     assert api.exists(s.id)
     accepted = run("sessions", "rm", s.id, input="y\n")
     assert accepted.exit_code == 0, accepted.output

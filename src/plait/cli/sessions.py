@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -34,6 +35,7 @@ from plait.cli._render import (
     tree_lines,
 )
 from plait.cli._terminal import safe, safe_text
+from plait.cli._turns import is_terminal
 from plait.session import Session
 
 __all__ = ["sessions_group"]
@@ -318,7 +320,18 @@ def remove(settings: Settings, session_id: str, yes: bool, erase: bool) -> None:
     if not yes:
         title = f" ({safe(session.title)!r})" if session.title else ""
         verb = "Erase" if erase else "Delete"
-        click.confirm(f"{verb} session {session.id}{title}?", abort=True, err=True)
+        try:
+            agreed = click.confirm(f"{verb} session {session.id}{title}?", err=True)
+        except click.Abort:  # no answer: end of input (a script) or Ctrl-C
+            agreed = None
+        if not is_terminal(sys.stdin) or agreed is None:
+            click.echo(err=True)  # the answer was not echoed: the error gets its own line
+        if agreed is None:
+            raise click.ClickException(
+                f"not {verb.lower()}d: no answer (--yes {verb.lower()}s without asking)"
+            )
+        if not agreed:
+            raise click.ClickException(f"not {verb.lower()}d")
     if erase:
         client.sessions.erase(session.id)
         click.echo(f"erased {session.id}")
