@@ -349,7 +349,7 @@ class _Chat:
         info = self.session.resumable()
         if info is None:
             raise NothingToDoError("nothing was interrupted")
-        self.out.print(safe_text(f"{info.kind}: {info.description}", "dim"), soft_wrap=True)
+        self.out.print(safe_text(info.description, "dim"), soft_wrap=True)
         self._turn(
             lambda: self.session.resume_stream(
                 provider=self.model,
