@@ -204,6 +204,13 @@ def test_chat_redo_and_resume_n_say_what_they_mean(
     assert out.count(f"session {s.id}") == 2  # /resume 1 switched to it again
 
 
+def test_chat_with_no_tools_says_so_in_its_first_line(run: Run, model: ScriptedProvider) -> None:
+    first = run("chat", "--no-tools", input="/quit\n").stdout.splitlines()[0]
+    assert " · no tools offered · " in first and "tools run in" not in first
+    first = run("chat", input="/quit\n").stdout.splitlines()[0]
+    assert " · tools run in a temporary folder (" in first
+
+
 def test_a_failing_model_does_not_end_the_chat(
     run: Run, api: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -210,11 +210,13 @@ class _Chat:
     def greet(self, session: Session, settings: Settings) -> None:
         """The start-up line: model, workspace, where tools run, the store; then the session."""
         where = f"{self.directory}" if self.directory is not None else "a temporary folder"
+        tools = f"tools run in {where} ({backend_line(session)})"
+        if self.tools == [] and not self.servers:  # --no-tools: nothing runs anywhere
+            tools = "no tools offered"
         self.out.print(
             safe_text(
                 f"plait chat · model {describe_model(self.model, session)} · "
-                f"workspace {self.client.workspace} · tools run in {where} "
-                f"({backend_line(session)}) · "
+                f"workspace {self.client.workspace} · {tools} · "
                 f"store {settings.store}",
                 "dim",
             ),
