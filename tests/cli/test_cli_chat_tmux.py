@@ -146,6 +146,14 @@ def test_chat_in_a_terminal_survives_ctrl_c_everywhere(chat: tuple[Pane, Path, P
     assert 'echo run2"}' in screen and 'echo run3"}' in screen
     assert screen.count("ok: exit code 0") == 2
 
+    # The answer 'a' is not kept in the line history: the up arrow brings back the last
+    # message, not the answer to a question.
+    pane.wait_for("you> ", count=5)
+    pane.keys("Up")
+    pane.wait_for("you> run both", count=2)
+    assert not pane.screen().rstrip().endswith("you> a")
+    pane.keys("C-u")
+
     # Readline: arrow keys move in the line instead of printing ^[[D.
     pane.type("ac")
     pane.keys("Left")

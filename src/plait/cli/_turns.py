@@ -49,8 +49,9 @@ from plait.tools import BUILTIN_TOOLS, Tool
 __all__ = [
     "TERMINATED",
     "Approver",
-    "TermAsInterrupt",
     "Printer",
+    "TermAsInterrupt",
+    "answer_input",
     "cut_off_notice",
     "describe_model",
     "dir_option",
@@ -242,7 +243,21 @@ def input_line(prompt: str, err: Console) -> str:
     """Read one line from the terminal, the prompt on stderr (readline edits it if loaded)."""
     err.file.write(prompt)
     err.file.flush()
-    return input()
+    return answer_input()
+
+
+def answer_input(prompt: str = "") -> str:
+    """``input(prompt)`` for an answer (y/n/a, a number), kept out of readline's history.
+
+    Readline keeps every line typed at a terminal; an answer kept there would be what
+    the up arrow brings back at ``you>`` instead of the last message.
+    """
+    readline = sys.modules.get("readline")  # loaded by plait chat on a terminal only
+    before = readline.get_current_history_length() if readline is not None else 0
+    line = input(prompt)
+    if readline is not None and readline.get_current_history_length() > before:
+        readline.remove_history_item(before)
+    return line
 
 
 async def drive(run: Run, printer: Callable[[RunEvent], None]) -> RunResult:

@@ -44,6 +44,7 @@ from plait.cli._turns import (
     TERMINATED,
     Approver,
     TermAsInterrupt,
+    answer_input,
     backend_line,
     cut_off_notice,
     describe_model,
@@ -325,7 +326,7 @@ class _Chat:
             self.out.print(Text("/resume N or /resume ID continues one", style="dim"))
             return
         try:
-            picked = input("pick a number or an id (Enter: stay here): ").strip()
+            picked = answer_input("pick a number or an id (Enter: stay here): ").strip()
         except (EOFError, KeyboardInterrupt):
             self.out.print()
             return
