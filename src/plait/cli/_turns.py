@@ -272,6 +272,7 @@ def run_turn(
     start: Callable[[], Run],
     approver: Approver,
     thinking: Console | None = None,
+    retry: str = "/retry",
 ) -> RunResult | None:
     """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid.
 
@@ -280,6 +281,7 @@ def run_turn(
         start: starts the run (called inside the interruptible part).
         approver: asked before each tool call; it is told the run while it lasts.
         thinking: where the model's reasoning goes (default: ``out``).
+        retry: the command that picks an interrupted request up, as the notice names it.
 
     Returns:
         The run's result, or None when it was interrupted.
@@ -291,7 +293,7 @@ def run_turn(
         return asyncio.run(drive(run, printer))
     except (KeyboardInterrupt, RunInterruptedError):
         printer.newline()
-        out.print(Text("interrupted: /retry picks the request up", style="yellow"))
+        out.print(Text(f"interrupted: {retry} picks the request up", style="yellow"))
         return None
     finally:
         approver.run = None

@@ -163,13 +163,14 @@ def run_command(
                 return
             out = console()
             try:
-                done = run_turn(out, start, approver, thinking=err)
+                again = f"plait run --resume --session {session.id}"
+                done = run_turn(out, start, approver, thinking=err, retry=again)
             except (PlaitError, OSError):
                 made = session.stored  # False: the run failed before it wrote anything
                 if made and _forget_if_unanswered(client, session, was_new) is None:
                     err.print(Text("no session was kept: the model never answered", style="dim"))
                 raise
-            notice = cut_off_notice(done, f"plait run --resume --session {session.id}")
+            notice = cut_off_notice(done, again)
             if notice is not None:
                 err.print(notice, soft_wrap=True)
             out.print(Text(f"session {session.id}", style="dim"))
