@@ -39,6 +39,11 @@ def test_diff_files_shows_what_a_stretch_changed(run: Run, api: Client, tmp_path
         {"path": "keep.txt", "change": "removed", "kind": "file"},
     ]
     assert run("sessions", "diff-files", s.id, "4", "4").stdout == "no change\n"
+    # Past the last message there is nothing to compare with: refused, not the end's files.
+    assert_clean_error(
+        run("sessions", "diff-files", s.id, "0", "99"), "b=99 but the session has only 7"
+    )
+    assert_clean_error(run("sessions", "diff-files", s.id, "8", "2"), "a=8")
 
 
 def test_diff_files_without_checkpoints_is_a_clean_error(run: Run, api: Client) -> None:
