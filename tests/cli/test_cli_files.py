@@ -63,6 +63,19 @@ def test_fork_with_a_workspace_gets_the_files_at_n(run: Run, api: Client, tmp_pa
     assert (tmp_path / "box" / "a.txt").read_text() == "2\n"  # the parent's are untouched
 
 
+def test_fork_into_the_session_s_own_folder_is_refused(
+    run: Run, api: Client, tmp_path: Path
+) -> None:
+    s = _worked(api, tmp_path / "box")
+    before = {p.name: p.read_text() for p in (tmp_path / "box").iterdir()}
+    for args in (["--at", "4"], []):
+        for folder in (tmp_path / "box", tmp_path, tmp_path / "box" / "sub"):
+            result = run("sessions", "fork", s.id, *args, "--workspace", str(folder))
+            assert_clean_error(result, "overlaps this session's own folder")
+    assert {p.name: p.read_text() for p in (tmp_path / "box").iterdir()} == before
+    assert [i.id for i in api.sessions.list()] == [s.id]  # no branch was made
+
+
 def test_rewind_with_files_and_its_undo(run: Run, api: Client, tmp_path: Path) -> None:
     s = _worked(api, tmp_path / "box")
     box = tmp_path / "box"
