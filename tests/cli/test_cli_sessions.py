@@ -311,7 +311,7 @@ def test_fork_at_keeps_n_messages(run: Run, api: Client) -> None:
 
 def test_fork_at_out_of_range(run: Run, api: Client) -> None:
     s = conversation(api)
-    assert_clean_error(run("sessions", "fork", s.id, "--at", "6"), "keep_first")
+    assert_clean_error(run("sessions", "fork", s.id, "--at", "6"), "cannot keep the first 6")
     assert run("sessions", "fork", s.id, "--at", "-1").exit_code == 2
 
 
@@ -399,3 +399,14 @@ def test_unknown_store_scheme_is_a_clean_error(workspace: Path) -> None:
 
     result = CliRunner().invoke(cli, ["--store", "postgres://h/db", "sessions", "list"])
     assert_clean_error(result, "postgres")
+
+
+def test_keeping_more_messages_than_there_are_says_so_in_the_command_s_words(
+    run: Run, api: Client
+) -> None:
+    s = conversation(api)
+    for args in (["sessions", "fork", s.id, "--at", "9"], ["sessions", "rewind", s.id, "9"]):
+        result = run(*args)
+        assert_clean_error(result, "cannot keep the first 9 messages: the session has only 5")
+        assert "keep_first" not in result.stderr
+    assert [i.id for i in api.sessions.list()] == [s.id] and api.sessions.get(s.id).length == 5

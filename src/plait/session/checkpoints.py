@@ -228,7 +228,7 @@ def _refuse_rewind(records: Sequence[Record], keep_first: int) -> None:
     messages = [i for i, r in enumerate(records) if r.kind != "event"]
     if keep_first > len(messages):
         raise InvalidArgumentError(
-            f"keep_first={keep_first} but the session has only {len(messages)} messages"
+            f"cannot keep the first {keep_first} messages: the session has only {len(messages)}"
         )
     cut = messages[keep_first - 1] + 1 if keep_first else 0
     if cut >= len(records):
