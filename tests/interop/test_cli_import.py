@@ -138,6 +138,16 @@ def test_a_wrong_format_or_a_bad_id_is_named_and_nothing_is_made(
         assert c.sessions.list() == []
 
 
+def test_a_one_message_import_says_message(run: Run, tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    result = run("import", str(path))
+    assert result.exit_code == 0, result.output
+    first, second = result.stdout.splitlines()[:2]
+    assert first.endswith("  1 message (1 turn) from openai message_events")
+    assert second == "1 source record"
+
+
 def test_help(run: Run) -> None:
     result = run("import", "-h")
     assert result.exit_code == 0

@@ -30,6 +30,7 @@ from plait.interop import (
     is_bundle_file,
     seed_from_jsonl,
 )
+from plait.render.page import plural
 
 __all__ = ["import_command"]
 
@@ -68,16 +69,15 @@ def _print(result: SeedResult, *, lenient: bool) -> None:
     out = console()
     source = result.source or {}
     line = Text(f"imported {result.session_id}", style="bold")
-    turns = f"{result.turns_loaded} turn{'' if result.turns_loaded == 1 else 's'}"
     line.append(
-        f"  {result.messages_loaded} messages ({turns}) from {source.get('format')} "
-        f"{result.source_format}"
+        f"  {plural(result.messages_loaded, 'message')} ({plural(result.turns_loaded, 'turn')}) "
+        f"from {source.get('format')} {result.source_format}"
     )
     out.print(line, soft_wrap=True)
     facts = []
     if result.provider or result.model:
         facts.append(f"model {result.provider or '?'}/{result.model or '?'}")
-    facts.append(f"{result.source_records} source records")
+    facts.append(plural(result.source_records, "source record"))
     if result.truncated:
         facts.append("truncated")
     if result.partial:
@@ -187,7 +187,7 @@ def import_command(
             return
         console().print(
             Text(f"imported {session.id}", style="bold").append(
-                f"  {session.length} messages from {provenance['schema']} "
+                f"  {plural(session.length, 'message')} from {provenance['schema']} "
                 f"({provenance['mode']}) bundle of {provenance['source_session_id']}",
                 style="",
             ),
