@@ -52,6 +52,7 @@ __all__ = [
     "Printer",
     "TermAsInterrupt",
     "answer_input",
+    "checked_spec",
     "cut_off_notice",
     "describe_model",
     "dir_option",
@@ -341,7 +342,7 @@ def describe_model(spec: str | None, session: Session, env: Mapping[str, str] = 
     return "local (the embedded model)"
 
 
-def _checked_spec(ctx: click.Context, param: click.Parameter, spec: str | None) -> str | None:
+def checked_spec(ctx: click.Context, param: click.Parameter, spec: str | None) -> str | None:
     """A ``--model`` that is no model spec is refused before anything is opened."""
     if spec is not None:
         try:
@@ -356,7 +357,7 @@ model_option = click.option(
     "-m",
     metavar="SPEC",
     default=None,
-    callback=_checked_spec,
+    callback=checked_spec,
     help="provider[:model], e.g. openai:gpt-4o-mini (default: $PLAIT_MODEL, an API key "
     "in the environment, else the embedded model).",
 )
