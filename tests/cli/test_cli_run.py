@@ -109,6 +109,11 @@ def test_a_run_refused_before_it_starts_says_only_why(run: Run, api: Client) -> 
         result = run(*args)
         assert_clean_error(result, why)
         assert "no session was kept" not in result.stderr
+    # With --json the refusal of --resume is the JSON error line scripts read.
+    as_json = run("run", "--resume", "--json")
+    assert as_json.exit_code == 1
+    error = json.loads(as_json.stdout.splitlines()[-1])["error"]
+    assert error["code"] == "NothingToDoError" and "--session ID or -c" in error["message"]
     assert api.sessions.list() == []
 
 

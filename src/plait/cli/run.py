@@ -40,7 +40,7 @@ from plait.cli._turns import (
 )
 from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
-from plait.errors import PlaitError, RunInterruptedError
+from plait.errors import NothingToDoError, PlaitError, RunInterruptedError
 from plait.records import JSONValue
 from plait.run import Run, RunResult, event_json
 from plait.session import Session
@@ -123,7 +123,7 @@ def run_command(
             raise click.UsageError("--system sets the prompt of a new session only")
         was_new = not session.stored
         if prompt is None and was_new:
-            raise click.UsageError(
+            raise NothingToDoError(
                 "--resume picks up a stored session's request: give --session ID or -c"
             )
         setup(session, directory, system)
