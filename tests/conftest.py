@@ -21,6 +21,14 @@ from plait.store import MemoryStore, SQLiteStore, Store
 settings.register_profile("plait", suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("plait")
 
+# Subprocesses the tests start (``python -m plait`` in a temporary folder) must import
+# the plait under test: a relative PYTHONPATH (``PYTHONPATH=src pytest``) is made
+# absolute, or from another folder they would import whichever plait is installed.
+if os.environ.get("PYTHONPATH"):
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        str(Path(p).resolve()) for p in os.environ["PYTHONPATH"].split(os.pathsep) if p
+    )
+
 POSTGRES_URL = os.environ.get("PLAIT_TEST_POSTGRES_URL") or None
 """The server the PostgreSQL store is tested on; its tests skip when unset."""
 POSTGRES_SKIP = (

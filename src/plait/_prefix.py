@@ -142,10 +142,14 @@ def source_agent(metadata: Mapping[str, JSONValue]) -> str:
     """The agent a session's transcript came from, read from its metadata."""
     seeded = metadata.get("seeded_from_jsonl")
     if isinstance(seeded, dict):
-        for key in ("source_agent", "format"):
-            value = seeded.get(key)
-            if isinstance(value, str) and value and value != "auto":
-                return value
+        # seed_from_jsonl records the agent (or, for a plain transcript, the format
+        # it was read as) in its ``source`` provenance.
+        source = seeded.get("source")
+        if isinstance(source, dict):
+            for key in ("agent", "format"):
+                value = source.get(key)
+                if isinstance(value, str) and value and value != "auto":
+                    return value
         return "import"
     if "imported_bundle" in metadata:
         return "bundle"

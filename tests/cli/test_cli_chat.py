@@ -149,7 +149,10 @@ def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedPro
     result = run("chat", input="\n".join(lines) + "\n")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert f" 1. {s.id[:8]}" in out and "call_model" in out and "Picked up." in out
+    assert f" 1. {s.id[:8]}" in out and "Picked up." in out
+    # /retry says what it does in words, not by the resume kind's name.
+    assert "the request has no reply yet; the model is next" in out
+    assert "call_model" not in out
     assert "How many files?" in out  # the picker names an untitled session by its first prompt
     assert "nothing was interrupted" in out
     assert "folded" in out and "the last compaction is undone" in out
@@ -172,6 +175,40 @@ def test_a_chat_where_nothing_was_said_leaves_no_session(
     result = run("chat", "--dir", str(tmp_path), input="/quit\n")
     assert result.exit_code == 0, result.output
     assert api.sessions.list() == []
+
+
+@pytest.mark.parametrize("command", ["chat", "run"])
+def test_a_model_that_is_no_model_spec_is_refused_at_the_start(
+    run: Run, api: Client, command: str
+) -> None:
+    args = [command, "hi"] if command == "run" else [command]
+    result = run(*args, "--model", "gpt-4o", input="hello?\n")
+    assert_clean_error(result, "model spec 'gpt-4o'", "openai, openai-responses, anthropic")
+    assert "you>" not in result.stdout
+    assert api.sessions.list() == []
+
+
+def test_chat_redo_and_resume_n_say_what_they_mean(
+    run: Run, api: Client, model: ScriptedProvider
+) -> None:
+    s = api.sessions.create([{"role": "user", "content": "hi"}])
+    lines = ["/redo", "/resume 7", "/resume", "/resume 7", "/resume 1"]
+    result = run("chat", s.id, input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "the last message:" in out and "the last 1 messages" not in out
+    assert "nothing to redo: /redo brings back what /undo took" in out
+    assert "has no rewind to undo" not in out
+    assert "no session numbered 7 (listed: none yet); /resume lists the recent ones" in out
+    assert "no session numbered 7 (listed: 1 to 1)" in out
+    assert out.count(f"session {s.id}") == 2  # /resume 1 switched to it again
+
+
+def test_chat_with_no_tools_says_so_in_its_first_line(run: Run, model: ScriptedProvider) -> None:
+    first = run("chat", "--no-tools", input="/quit\n").stdout.splitlines()[0]
+    assert " · no tools offered · " in first and "tools run in" not in first
+    first = run("chat", input="/quit\n").stdout.splitlines()[0]
+    assert " · tools run in a temporary folder (" in first
 
 
 def test_a_failing_model_does_not_end_the_chat(
@@ -202,7 +239,8 @@ def test_a_reply_cut_at_the_output_limit_says_retry_continues_it(
     result = run("chat", input="write it all\n/retry\n/quit\n")
     assert result.exit_code == 0, result.output
     assert "hit the output limit; /retry continues it" in result.stdout
-    assert "continue_response" in result.stdout and "and the rest." in result.stdout
+    assert "the reply reached the output limit; the model is asked to continue" in result.stdout
+    assert "and the rest." in result.stdout
 
 
 def test_python_dash_m_plait_is_the_command() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import plait
 from plait import Client
 
 # Without tmux these skip, saying so, unless PLAIT_REQUIRE_TMUX=1 says the machine must have it.
@@ -26,6 +27,9 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(MISSING, reason="tmux is not installed (`apt-get install -y tmux`)"),
 ]
+
+SOURCE = str(Path(plait.__file__).resolve().parent.parent)
+"""The folder the plait under test is imported from."""
 
 DRIVER = textwrap.dedent(
     """
@@ -57,9 +61,12 @@ class Pane:
 
     def __init__(self, name: str, command: list[str], cwd: Path) -> None:
         self.name = name
+        # The pane's process imports the plait under test, wherever it runs from: a
+        # relative PYTHONPATH (``src``) would not reach it from ``cwd``.
+        path = os.pathsep.join(p for p in (SOURCE, os.environ.get("PYTHONPATH")) if p)
         subprocess.run(
             ["tmux", "new-session", "-d", "-s", name, "-x", "160", "-y", "50", "-c", str(cwd),
-             *command],
+             "-e", f"PYTHONPATH={path}", *command],
             check=True,
         )
 
@@ -145,6 +152,14 @@ def test_chat_in_a_terminal_survives_ctrl_c_everywhere(chat: tuple[Pane, Path, P
     assert screen.count("[a]lways for this session") == 2  # one per question: asked once
     assert 'echo run2"}' in screen and 'echo run3"}' in screen
     assert screen.count("ok: exit code 0") == 2
+
+    # The answer 'a' is not kept in the line history: the up arrow brings back the last
+    # message, not the answer to a question.
+    pane.wait_for("you> ", count=5)
+    pane.keys("Up")
+    pane.wait_for("you> run both", count=2)
+    assert not pane.screen().rstrip().endswith("you> a")
+    pane.keys("C-u")
 
     # Readline: arrow keys move in the line instead of printing ^[[D.
     pane.type("ac")

@@ -81,3 +81,37 @@ def test_the_llm_strategy_summarizes_with_the_named_model(
     assert named == ["openai:gpt-4o"]
     sent = model.requests[0].messages
     assert sent[0].role == "system" and "request 0" in " ".join(m.text for m in sent)
+
+
+def test_show_puts_the_summary_where_the_model_reads_it(tmp_path: Path) -> None:
+    db, sid = _store(tmp_path)
+    with Client(tmp_path, store=db) as client:
+        client.sessions.get(sid).inject({"role": "system", "content": "Be brief."})
+    runner = CliRunner()
+    base = ["--store", db, "--workspace", str(tmp_path)]
+    done = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4", "--strategy", "truncate"])
+    assert done.exit_code == 0, done.output
+    shown = runner.invoke(cli, [*base, "sessions", "show", sid])
+    assert shown.exit_code == 0, shown.output
+    roles = [line.split(":")[0].split()[1] for line in shown.output.splitlines()[1:]]
+    # The summary folds requests 0..7 and is read before request 8; the system prompt
+    # written after the last answer stays where it was written.
+    assert roles == ["summary", "user", "assistant", "user", "assistant", "system"]
+    assert "#16 user: request 8" in shown.output.splitlines()[2]
+    full = runner.invoke(cli, [*base, "sessions", "show", sid, "--full"])
+    assert full.output.splitlines()[-1].split()[1] == "summary:"  # in place, where it ran
+
+
+def test_a_strategy_without_a_model_needs_no_key_and_a_bad_spec_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    db, sid = _store(tmp_path)
+    runner = CliRunner()
+    base = ["--store", db, "--workspace", str(tmp_path), "compact", sid]
+    bad = runner.invoke(cli, [*base, "--model", "gpt-4o", "--dry-run"])
+    assert bad.exit_code == 2 and "model spec 'gpt-4o'" in bad.output
+    # truncate writes its summary itself: no model is built, so no API key is asked for.
+    done = runner.invoke(cli, [*base, "--strategy", "truncate", "--model", "anthropic"])
+    assert done.exit_code == 0, done.output
+    assert done.output.startswith("folded ") and "into a summary" in done.output

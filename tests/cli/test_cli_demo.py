@@ -59,6 +59,22 @@ def test_scripted_demo_runs_offline_and_its_sessions_are_listed(workspace: Path)
     assert runner.invoke(cli, ["db", "check"]).stdout == "ok\n"
 
 
+def test_demo_on_80_columns_keeps_every_id_on_one_line(run: Run, api: Client) -> None:
+    result = run("demo", "--scripted", env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    ids = [s.id for s in api.sessions.list()]
+    assert len(ids) == 5
+    for session_id in ids:
+        # each id is printed whole where the step names it, on a line that fits
+        assert any(
+            line.startswith(f"   {session_id}  (") and len(line) <= 80 for line in lines
+        ), session_id
+    merged = next(s for s in api.sessions.list() if s.lineage_operator == "Session.merge")
+    first, second = merged.parent_session_ids
+    assert f"   parents: {first}" in lines and f"            {second}" in lines
+
+
 def _sandbox(out: str) -> Path:
     line = next(line for line in out.splitlines() if line.strip().startswith("sandbox: "))
     return Path(line.split("sandbox: ", 1)[1].split(" (temporary")[0])

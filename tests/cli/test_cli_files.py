@@ -39,6 +39,11 @@ def test_diff_files_shows_what_a_stretch_changed(run: Run, api: Client, tmp_path
         {"path": "keep.txt", "change": "removed", "kind": "file"},
     ]
     assert run("sessions", "diff-files", s.id, "4", "4").stdout == "no change\n"
+    # Past the last message there is nothing to compare with: refused, not the end's files.
+    assert_clean_error(
+        run("sessions", "diff-files", s.id, "0", "99"), "b=99 but the session has only 7"
+    )
+    assert_clean_error(run("sessions", "diff-files", s.id, "8", "2"), "a=8")
 
 
 def test_diff_files_without_checkpoints_is_a_clean_error(run: Run, api: Client) -> None:
@@ -56,6 +61,19 @@ def test_fork_with_a_workspace_gets_the_files_at_n(run: Run, api: Client, tmp_pa
     assert {p.name: p.read_text() for p in mine.iterdir()} == {
         "a.txt": "1\n", "keep.txt": "original\n"}
     assert (tmp_path / "box" / "a.txt").read_text() == "2\n"  # the parent's are untouched
+
+
+def test_fork_into_the_session_s_own_folder_is_refused(
+    run: Run, api: Client, tmp_path: Path
+) -> None:
+    s = _worked(api, tmp_path / "box")
+    before = {p.name: p.read_text() for p in (tmp_path / "box").iterdir()}
+    for args in (["--at", "4"], []):
+        for folder in (tmp_path / "box", tmp_path, tmp_path / "box" / "sub"):
+            result = run("sessions", "fork", s.id, *args, "--workspace", str(folder))
+            assert_clean_error(result, "overlaps this session's own folder")
+    assert {p.name: p.read_text() for p in (tmp_path / "box").iterdir()} == before
+    assert [i.id for i in api.sessions.list()] == [s.id]  # no branch was made
 
 
 def test_rewind_with_files_and_its_undo(run: Run, api: Client, tmp_path: Path) -> None:

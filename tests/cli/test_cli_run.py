@@ -98,6 +98,25 @@ def test_missing_credentials_name_the_variable(
     assert error["code"] == "MissingCredentialsError" and "ANTHROPIC_API_KEY" in error["message"]
 
 
+def test_a_run_refused_before_it_starts_says_only_why(run: Run, api: Client) -> None:
+    # Nothing was made, and no model was asked: no word of a session not kept.
+    for args, why in (
+        (["run", ""], "TEXT is blank"),
+        (["run", "  "], "TEXT is blank"),
+        (["run", "--resume"], "--resume picks up a stored session's request"),
+        (["run", "hi", "--model", "nope"], "model spec 'nope'"),
+    ):
+        result = run(*args)
+        assert_clean_error(result, why)
+        assert "no session was kept" not in result.stderr
+    # With --json the refusal of --resume is the JSON error line scripts read.
+    as_json = run("run", "--resume", "--json")
+    assert as_json.exit_code == 1
+    error = json.loads(as_json.stdout.splitlines()[-1])["error"]
+    assert error["code"] == "NothingToDoError" and "--session ID or -c" in error["message"]
+    assert api.sessions.list() == []
+
+
 def test_a_reply_cut_at_the_output_limit_says_how_to_continue(
     run: Run, api: Client, model: ScriptedProvider  # noqa: F811
 ) -> None:

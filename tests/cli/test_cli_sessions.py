@@ -38,6 +38,31 @@ def test_list_shows_sessions_most_recent_first(run: Run, api: Client) -> None:
     assert " 6 " in rows[0] and rows[0].rstrip().endswith("just now")
 
 
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_list_never_cuts_an_id_on_a_narrow_or_no_terminal(
+    run: Run, api: Client, columns: str
+) -> None:
+    # Without a terminal (a script, a pipe) the console is 80 columns wide: a long first
+    # prompt and the workspace column are what get cut, never the ids a script pastes back.
+    sessions = [conversation(api, "Read the file notes.txt and tell me what it says " * 3)]
+    sessions.append(sessions[0].fork())
+    for flags in ([], ["--all"]):
+        result = run("sessions", "list", *flags, env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.output
+        header, *rows = result.stdout.splitlines()
+        assert header.split()[0] == "id"
+        shorts = [row.split()[0] for row in rows]
+        assert all("…" not in x for x in shorts)
+        assert sorted(next(s.id for s in sessions if s.id.startswith(x)) for x in shorts) == (
+            sorted(s.id for s in sessions)
+        )
+        assert all("…" in row.split("  ")[1] for row in rows)
+        if columns == "80":
+            assert header.split()[1:5] == ["title", "/", "first", "prompt"]
+            assert header.split()[5:8] == ["source", "msgs", "active"]
+            assert all(" plait " in row and len(row) <= 80 for row in rows)
+
+
 def test_list_json_has_the_fields(run: Run, api: Client) -> None:
     root = conversation(api)
     root.rename("Root")
@@ -286,7 +311,7 @@ def test_fork_at_keeps_n_messages(run: Run, api: Client) -> None:
 
 def test_fork_at_out_of_range(run: Run, api: Client) -> None:
     s = conversation(api)
-    assert_clean_error(run("sessions", "fork", s.id, "--at", "6"), "keep_first")
+    assert_clean_error(run("sessions", "fork", s.id, "--at", "6"), "cannot keep the first 6")
     assert run("sessions", "fork", s.id, "--at", "-1").exit_code == 2
 
 
@@ -327,6 +352,12 @@ def test_rm_asks_first(run: Run, api: Client) -> None:
     refused = run("sessions", "rm", s.id, input="n\n")
     assert refused.exit_code == 1
     assert "Delete session" in refused.stderr
+    assert refused.stderr.splitlines()[-1] == "Error: not deleted"
+    assert api.exists(s.id)
+    # A script with nothing to answer (end of input) is told how to delete unasked.
+    unanswered = run("sessions", "rm", s.id, "--erase", input="")
+    assert_clean_error(unanswered, "not erased: no answer (--yes erases without asking)")
+    assert "Aborted" not in unanswered.output
     assert api.exists(s.id)
     accepted = run("sessions", "rm", s.id, input="y\n")
     assert accepted.exit_code == 0, accepted.output
@@ -368,3 +399,14 @@ def test_unknown_store_scheme_is_a_clean_error(workspace: Path) -> None:
 
     result = CliRunner().invoke(cli, ["--store", "postgres://h/db", "sessions", "list"])
     assert_clean_error(result, "postgres")
+
+
+def test_keeping_more_messages_than_there_are_says_so_in_the_command_s_words(
+    run: Run, api: Client
+) -> None:
+    s = conversation(api)
+    for args in (["sessions", "fork", s.id, "--at", "9"], ["sessions", "rewind", s.id, "9"]):
+        result = run(*args)
+        assert_clean_error(result, "cannot keep the first 9 messages: the session has only 5")
+        assert "keep_first" not in result.stderr
+    assert [i.id for i in api.sessions.list()] == [s.id] and api.sessions.get(s.id).length == 5

@@ -138,6 +138,32 @@ def test_sigterm_during_plait_run_keeps_the_streamed_text(
         assert resumable is not None and resumable.kind == "retry_response"
 
 
+def test_an_interrupted_plait_run_names_the_command_that_picks_it_up(
+    held_server: tuple[str, threading.Event], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _ = held_server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "plait", "run", "--no-tools", "Tell me a story."],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**_env(url, tmp_path), "COLUMNS": "200"}, cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    try:
+        _read_until(proc.stdout, PIECES[1])
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    client, session = _kept(tmp_path, monkeypatch, tmp_path)
+    with client:
+        # Not chat's /retry: the command a script runs next.
+        assert f"interrupted: plait run --resume --session {session.id} picks the request up" in (
+            out
+        )
+        assert "/retry" not in out
+
+
 def test_sigterm_during_plait_chat_keeps_the_text_and_ends_the_chat(
     held_server: tuple[str, threading.Event], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -48,6 +48,25 @@ def test_import_prints_what_was_imported(run: Run, transcripts: Path) -> None:
         assert s.lineage_operator == "Session.import"
 
 
+def test_an_imported_session_is_listed_with_the_agent_it_came_from(
+    run: Run, transcripts: Path
+) -> None:
+    files = {
+        "claude": transcripts / "claude-code" / "sniffly_push-to-github_v1.0.17.jsonl",
+        "codex": transcripts / "codex" / "aisessions_pomodoro_v0.47.0.jsonl",
+        "gemini": transcripts / "gemini-cli" / "codemie_session-2025-12-01.json",
+    }
+    for name, path in files.items():
+        assert run("import", str(path), "--id", name).exit_code == 0
+    listed = run("sessions", "list", "--json")
+    sources = {"claude": "claude-code", "codex": "codex", "gemini": "gemini-cli"}
+    assert {i["id"]: i["source"] for i in json.loads(listed.stdout)} == sources
+    table = run("sessions", "list").stdout.splitlines()[1:]
+    for row in table:
+        name = row.split()[0]
+        assert f"  {sources[name]}  " in row, row
+
+
 def test_import_json(run: Run, transcripts: Path) -> None:
     path = transcripts / "codex" / "aisessions_pomodoro_v0.47.0.jsonl"
     result = run("import", str(path), "--json", "--title", "Pomodoro", "--last", "10")
@@ -98,6 +117,35 @@ def test_refusals_exit_1(run: Run, transcripts: Path, tmp_path: Path) -> None:
     assert run("import", str(taken), "--id", "x").exit_code == 0
     result = run("import", str(taken), "--id", "x")
     assert result.exit_code == 1 and "already exists" in result.stderr
+
+
+def test_a_wrong_format_or_a_bad_id_is_named_and_nothing_is_made(
+    run: Run, transcripts: Path
+) -> None:
+    codex = transcripts / "codex" / "aisessions_pomodoro_v0.47.0.jsonl"
+    result = run("import", str(codex), "--format", "claude-code")
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith(
+        "nothing imported: no prompt-visible messages to seed: none read as claude-code"
+    )
+    for bad in ("", " x", ".."):
+        result = run("import", str(codex), "--id", bad)
+        assert result.exit_code == 2 and "Traceback" not in result.output
+        last = result.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"Error: Invalid value for '--id': {bad!r} is not a session id")
+        assert "rename_session" not in result.stderr
+    with _client(run) as c:
+        assert c.sessions.list() == []
+
+
+def test_a_one_message_import_says_message(run: Run, tmp_path: Path) -> None:
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    result = run("import", str(path))
+    assert result.exit_code == 0, result.output
+    first, second = result.stdout.splitlines()[:2]
+    assert first.endswith("  1 message (1 turn) from openai message_events")
+    assert second == "1 source record"
 
 
 def test_help(run: Run) -> None:

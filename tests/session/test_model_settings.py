@@ -71,3 +71,17 @@ def test_a_forced_tool_call_is_forced_once(client: Client, tmp_path: Path) -> No
     assert result.text == "done"
     assert [r.tool_choice for r in provider.requests] == ["list_files", None]
     assert s.model_settings.tool_choice is None  # a tool choice is not kept for later runs
+
+
+def test_set_settings_checks_model_settings_as_set_model_settings_does(client: Client) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    s.set_settings(model_settings={"max_tokens": 20})
+    before = s.version
+    with pytest.raises(InvalidArgumentError, match="max_tokens must be between"):
+        s.set_settings(model_settings={"max_tokens": -1})
+    with pytest.raises(UnknownOptionError):
+        s.set_settings(model_settings={"nope": 1})
+    with pytest.raises(InvalidArgumentError, match="must be an object"):
+        s.set_settings(model_settings="fast")
+    assert s.refresh().version == before
+    assert s.model_settings == ModelSettings(max_tokens=20)  # still readable, still kept

@@ -148,7 +148,8 @@ class _LazyGroup(PlaitGroup):
     show_envvar=True,
     metavar="PATH_OR_URL",
     help=(
-        "The store: a SQLite file, a sqlite:///path URL, or :memory:. "
+        "The store: a SQLite file, a sqlite:///path URL, :memory:, or a "
+        "postgresql:// URL (the [postgres] extra). "
         "Default: the file in $PLAIT_HOME, else ~/.local/share/plait/plait.db."
     ),
 )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 
 from rich.console import Console
 from rich.text import Text
@@ -109,7 +110,14 @@ def numbered_messages(
             numbers[record.seq] = len(numbers)
         if record.kind == "system":
             systems.append(Message.from_record(record))
-    shown = sorted([*systems, *session.history(full=full)], key=lambda m: m.seq)
+    history = session.history(full=full)
+    # A compaction's summary is written after what it folds but read first: it is
+    # shown where the model reads it, before the first message it kept.
+    place: dict[int, float] = {}
+    for here, after in pairwise(history):
+        if here.role == "summary" and here.seq > after.seq:
+            place[here.seq] = after.seq - 0.5
+    shown = sorted([*systems, *history], key=lambda m: place.get(m.seq, m.seq))
     return shown, numbers
 
 

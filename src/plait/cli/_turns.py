@@ -39,8 +39,8 @@ from rich.text import Text
 from plait._prefix import resolve_session_id
 from plait.cli._terminal import safe, safe_text
 from plait.client import Client
-from plait.errors import PlaitError, RunInterruptedError
-from plait.providers import ModelSettings, ReasoningDelta, TextDelta
+from plait.errors import InvalidArgumentError, PlaitError, RunInterruptedError
+from plait.providers import ModelSettings, ReasoningDelta, TextDelta, parse_model_spec
 from plait.records import JSONValue, ToolCall
 from plait.run import Run, RunEvent, RunResult
 from plait.session import Session
@@ -49,8 +49,10 @@ from plait.tools import BUILTIN_TOOLS, Tool
 __all__ = [
     "TERMINATED",
     "Approver",
-    "TermAsInterrupt",
     "Printer",
+    "TermAsInterrupt",
+    "answer_input",
+    "checked_spec",
     "cut_off_notice",
     "describe_model",
     "dir_option",
@@ -242,7 +244,21 @@ def input_line(prompt: str, err: Console) -> str:
     """Read one line from the terminal, the prompt on stderr (readline edits it if loaded)."""
     err.file.write(prompt)
     err.file.flush()
-    return input()
+    return answer_input()
+
+
+def answer_input(prompt: str = "") -> str:
+    """``input(prompt)`` for an answer (y/n/a, a number), kept out of readline's history.
+
+    Readline keeps every line typed at a terminal; an answer kept there would be what
+    the up arrow brings back at ``you>`` instead of the last message.
+    """
+    readline = sys.modules.get("readline")  # loaded by plait chat on a terminal only
+    before = readline.get_current_history_length() if readline is not None else 0
+    line = input(prompt)
+    if readline is not None and readline.get_current_history_length() > before:
+        readline.remove_history_item(before)
+    return line
 
 
 async def drive(run: Run, printer: Callable[[RunEvent], None]) -> RunResult:
@@ -257,6 +273,7 @@ def run_turn(
     start: Callable[[], Run],
     approver: Approver,
     thinking: Console | None = None,
+    retry: str = "/retry",
 ) -> RunResult | None:
     """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid.
 
@@ -265,6 +282,7 @@ def run_turn(
         start: starts the run (called inside the interruptible part).
         approver: asked before each tool call; it is told the run while it lasts.
         thinking: where the model's reasoning goes (default: ``out``).
+        retry: the command that picks an interrupted request up, as the notice names it.
 
     Returns:
         The run's result, or None when it was interrupted.
@@ -276,7 +294,7 @@ def run_turn(
         return asyncio.run(drive(run, printer))
     except (KeyboardInterrupt, RunInterruptedError):
         printer.newline()
-        out.print(Text("interrupted: /retry picks the request up", style="yellow"))
+        out.print(Text(f"interrupted: {retry} picks the request up", style="yellow"))
         return None
     finally:
         approver.run = None
@@ -324,11 +342,22 @@ def describe_model(spec: str | None, session: Session, env: Mapping[str, str] = 
     return "local (the embedded model)"
 
 
+def checked_spec(ctx: click.Context, param: click.Parameter, spec: str | None) -> str | None:
+    """A ``--model`` that is no model spec is refused before anything is opened."""
+    if spec is not None:
+        try:
+            parse_model_spec(spec)
+        except InvalidArgumentError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from exc
+    return spec
+
+
 model_option = click.option(
     "--model",
     "-m",
     metavar="SPEC",
     default=None,
+    callback=checked_spec,
     help="provider[:model], e.g. openai:gpt-4o-mini (default: $PLAIT_MODEL, an API key "
     "in the environment, else the embedded model).",
 )

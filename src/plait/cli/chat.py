@@ -44,6 +44,7 @@ from plait.cli._turns import (
     TERMINATED,
     Approver,
     TermAsInterrupt,
+    answer_input,
     backend_line,
     cut_off_notice,
     describe_model,
@@ -63,7 +64,7 @@ from plait.cli.context import print_report
 from plait.cli.export import default_export_path
 from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
-from plait.errors import NothingToDoError, PlaitError
+from plait.errors import NothingToDoError, PlaitError, SessionNotFoundError
 from plait.records import JSONValue
 from plait.run import Run
 from plait.session import Session
@@ -210,11 +211,13 @@ class _Chat:
     def greet(self, session: Session, settings: Settings) -> None:
         """The start-up line: model, workspace, where tools run, the store; then the session."""
         where = f"{self.directory}" if self.directory is not None else "a temporary folder"
+        tools = f"tools run in {where} ({backend_line(session)})"
+        if self.tools == [] and not self.servers:  # --no-tools: nothing runs anywhere
+            tools = "no tools offered"
         self.out.print(
             safe_text(
                 f"plait chat · model {describe_model(self.model, session)} · "
-                f"workspace {self.client.workspace} · tools run in {where} "
-                f"({backend_line(session)}) · "
+                f"workspace {self.client.workspace} · {tools} · "
                 f"store {settings.store}",
                 "dim",
             ),
@@ -245,7 +248,9 @@ class _Chat:
         if session.stored:
             shown = session.history()[-_SHOWN_TURNS:]
             if shown:
-                self.out.print(Text(f"the last {len(shown)} messages:", style="dim"))
+                n = len(shown)
+                last = "the last message:" if n == 1 else f"the last {n} messages:"
+                self.out.print(Text(last, style="dim"))
                 print_messages(self.out, shown, indent="  ")
 
     def _turn(self, start: Callable[[], Run]) -> None:
@@ -321,7 +326,7 @@ class _Chat:
             self.out.print(Text("/resume N or /resume ID continues one", style="dim"))
             return
         try:
-            picked = input("pick a number or an id (Enter: stay here): ").strip()
+            picked = answer_input("pick a number or an id (Enter: stay here): ").strip()
         except (EOFError, KeyboardInterrupt):
             self.out.print()
             return
@@ -331,13 +336,23 @@ class _Chat:
     def _resume_to(self, choice: str) -> None:
         if choice.isdigit() and 1 <= int(choice) <= len(self.listed):
             choice = self.listed[int(choice) - 1]
-        self.switch(self.client.sessions.open(resolve_session_id(self.client, choice)))
+        try:
+            found = resolve_session_id(self.client, choice)
+        except SessionNotFoundError:
+            if not choice.isdigit():
+                raise
+            # A number, not in the list (or with no list yet): say what N means.
+            shown = f"1 to {len(self.listed)}" if self.listed else "none yet"
+            raise NothingToDoError(
+                f"no session numbered {choice} (listed: {shown}); /resume lists the recent ones"
+            ) from None
+        self.switch(self.client.sessions.open(found))
 
     def _retry(self, args: list[str], rest: str) -> None:
         info = self.session.resumable()
         if info is None:
             raise NothingToDoError("nothing was interrupted")
-        self.out.print(safe_text(f"{info.kind}: {info.description}", "dim"), soft_wrap=True)
+        self.out.print(safe_text(info.description, "dim"), soft_wrap=True)
         self._turn(
             lambda: self.session.resume_stream(
                 provider=self.model,
@@ -363,7 +378,10 @@ class _Chat:
 
     def _redo(self, args: list[str], rest: str) -> None:
         self._stored()
-        self.session.undo_rewind()
+        try:
+            self.session.undo_rewind()
+        except NothingToDoError:
+            raise NothingToDoError("nothing to redo: /redo brings back what /undo took") from None
         self.out.print(Text(f"brought it back ({self.session.length} messages)"))
 
     def _rename(self, args: list[str], rest: str) -> None:

@@ -19,9 +19,11 @@ from plait.cli._common import (
     open_session,
     pass_settings,
 )
+from plait.cli._turns import checked_spec
 from plait.compaction import STRATEGIES
 from plait.errors import NothingToDoError
 from plait.providers import select_provider
+from plait.render.page import plural
 
 __all__ = ["compact_command", "uncompact_command"]
 
@@ -42,6 +44,7 @@ _CHOICES = tuple(s for s in STRATEGIES if s != "custom")
     "-m",
     metavar="SPEC",
     default=None,
+    callback=checked_spec,
     help="The model the llm strategy summarizes with (provider[:model]; default: as for runs).",
 )
 @click.option(
@@ -76,7 +79,10 @@ def compact_command(
             plan = session.compact_preview(options)
             result = None if plan is None else plan.to_dict()
         else:
-            provider = select_provider(model) if strategy == "llm" or model else None
+            # A strategy that writes its summary without a model needs none built (and no
+            # API key); with no --strategy the session's own may be llm.
+            wants_model = strategy == "llm" or (strategy is None and model is not None)
+            provider = select_provider(model) if wants_model else None
             done = asyncio.run(session.compact(options, provider=provider))
             result = (
                 None
@@ -96,11 +102,12 @@ def compact_command(
         click.echo("nothing worth folding")
     elif dry_run:
         click.echo(
-            f"would fold {result['compressed']} messages "
+            f"would fold {plural(result['compressed'], 'message')} "
             f"(positions {result['folds'][0]}..{result['folds'][1] - 1}), keep {result['kept']}"
         )
     else:
-        click.echo(f"folded {result['compressed']} messages into a summary, kept {result['kept']}")
+        folded = plural(result["compressed"], "message")
+        click.echo(f"folded {folded} into a summary, kept {result['kept']}")
 
 
 @click.command("uncompact", context_settings=CONTEXT_SETTINGS)

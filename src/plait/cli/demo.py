@@ -29,6 +29,7 @@ from collections.abc import Mapping
 
 import click
 from rich.console import Console
+from rich.padding import Padding
 from rich.text import Text
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, console, open_client, pass_settings
@@ -80,13 +81,14 @@ _SCRIPT: tuple[Reply, ...] = (
 
 
 def _step(out: Console, n: int, title: str, session: Session | None = None) -> None:
-    line = Text(f"{n}. ", style="bold")
-    line.append(title, style="bold")
+    # The words wrap at the terminal's width; the session's id gets a line of its own,
+    # so that no 80-column terminal cuts it in two (it is there to be copied).
+    out.print(Text(f"{n}. {title}", style="bold"))
     if session is not None:
-        line.append(f"  {session.id}", style="cyan")
+        line = Text(f"   {session.id}", style="cyan")
         count = session.length
         line.append(f"  ({count} message{'' if count == 1 else 's'})", style="dim")
-    out.print(line, soft_wrap=True)
+        out.print(line, soft_wrap=True)
 
 
 def _show(out: Console, records: list[Record]) -> None:
@@ -230,16 +232,13 @@ def demo_command(settings: Settings, scripted: bool, model: str | None) -> None:
         f"   {result.steps} model call{'' if result.steps == 1 else 's'} in {took:.1f} s, "
         f"{tokens}, finish: {result.finish_reason}; the sandbox is deleted"
     )
-    out.print(Text(summary, style="dim"), soft_wrap=True)
+    out.print(Padding(Text(summary.lstrip(), style="dim"), (0, 0, 0, 3)))
     if provider.name == "local":
-        out.print(
-            Text(
-                "   (the embedded model has 135M parameters: enough for a demo, weak at "
-                "choosing tools; set PLAIT_MODEL or an API key for a capable one)",
-                style="dim",
-            ),
-            soft_wrap=True,
+        note = (
+            "(the embedded model has 135M parameters: enough for a demo, weak at "
+            "choosing tools; set PLAIT_MODEL or an API key for a capable one)"
         )
+        out.print(Padding(Text(note, style="dim"), (0, 0, 0, 3)))
     length = session.length
 
     title = session.rename("  Read the   notes ")
@@ -271,9 +270,9 @@ def demo_command(settings: Settings, scripted: bool, model: str | None) -> None:
 
     merged = followup.merge(retry)
     _step(out, 7, "merge: the follow-up branch joined with the fork_at branch", merged)
-    out.print(
-        Text(f"   parents: {', '.join(merged.parent_session_ids)}", style="dim"), soft_wrap=True
-    )
+    for i, parent in enumerate(merged.parent_session_ids):
+        label = "parents:" if i == 0 else ""
+        out.print(Text(f"   {label:<9}{parent}", style="dim"), soft_wrap=True)
     out.print()
 
     out.rule("lineage")

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
+from plait._ids import is_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
@@ -29,6 +30,7 @@ from plait.interop import (
     is_bundle_file,
     seed_from_jsonl,
 )
+from plait.render.page import plural
 
 __all__ = ["import_command"]
 
@@ -67,16 +69,15 @@ def _print(result: SeedResult, *, lenient: bool) -> None:
     out = console()
     source = result.source or {}
     line = Text(f"imported {result.session_id}", style="bold")
-    turns = f"{result.turns_loaded} turn{'' if result.turns_loaded == 1 else 's'}"
     line.append(
-        f"  {result.messages_loaded} messages ({turns}) from {source.get('format')} "
-        f"{result.source_format}"
+        f"  {plural(result.messages_loaded, 'message')} ({plural(result.turns_loaded, 'turn')}) "
+        f"from {source.get('format')} {result.source_format}"
     )
     out.print(line, soft_wrap=True)
     facts = []
     if result.provider or result.model:
         facts.append(f"model {result.provider or '?'}/{result.model or '?'}")
-    facts.append(f"{result.source_records} source records")
+    facts.append(plural(result.source_records, "source record"))
     if result.truncated:
         facts.append("truncated")
     if result.partial:
@@ -100,6 +101,18 @@ def _print(result: SeedResult, *, lenient: bool) -> None:
             out.print(Text(f"  {count:>6}  {kind}"), soft_wrap=True)
 
 
+def _checked_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An ``--id`` that can name no session is refused before the file is read."""
+    if value is not None and not is_session_id(value):
+        raise click.BadParameter(
+            f"{value!r} is not a session id (1 to 200 printable characters, no white space "
+            "at either end, not '.' or '..')",
+            ctx,
+            param,
+        )
+    return value
+
+
 @click.command("import", context_settings=CONTEXT_SETTINGS)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -110,7 +123,13 @@ def _print(result: SeedResult, *, lenient: bool) -> None:
     show_default=True,
     help="The transcript's format.",
 )
-@click.option("--id", "session_id", metavar="ID", help="The new session's id (must be free).")
+@click.option(
+    "--id",
+    "session_id",
+    metavar="ID",
+    callback=_checked_id,
+    help="The new session's id (must be free).",
+)
 @click.option("--title", metavar="TITLE", help="The new session's title (default: the file's).")
 @click.option(
     "--last",
@@ -168,7 +187,7 @@ def import_command(
             return
         console().print(
             Text(f"imported {session.id}", style="bold").append(
-                f"  {session.length} messages from {provenance['schema']} "
+                f"  {plural(session.length, 'message')} from {provenance['schema']} "
                 f"({provenance['mode']}) bundle of {provenance['source_session_id']}",
                 style="",
             ),

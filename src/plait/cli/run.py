@@ -40,7 +40,7 @@ from plait.cli._turns import (
 )
 from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
-from plait.errors import PlaitError, RunInterruptedError
+from plait.errors import NothingToDoError, PlaitError, RunInterruptedError
 from plait.records import JSONValue
 from plait.run import Run, RunResult, event_json
 from plait.session import Session
@@ -55,6 +55,8 @@ def _prompt_text(text: str | None, resume_run: bool) -> str | None:
             raise click.UsageError("give TEXT or --resume, not both")
         return None
     if text is not None and text != "-":
+        if not text.strip():
+            raise click.UsageError("TEXT is blank: a prompt needs some text")
         return text
     if text is None and is_terminal(sys.stdin):
         raise click.UsageError("give TEXT, pipe it on standard input, or --resume")
@@ -120,6 +122,10 @@ def run_command(
         if system is not None and session.stored:
             raise click.UsageError("--system sets the prompt of a new session only")
         was_new = not session.stored
+        if prompt is None and was_new:
+            raise NothingToDoError(
+                "--resume picks up a stored session's request: give --session ID or -c"
+            )
         setup(session, directory, system)
     except PlaitError as exc:
         if as_json:
@@ -157,13 +163,14 @@ def run_command(
                 return
             out = console()
             try:
-                done = run_turn(out, start, approver, thinking=err)
+                again = f"plait run --resume --session {session.id}"
+                done = run_turn(out, start, approver, thinking=err, retry=again)
             except (PlaitError, OSError):
-                kept = _forget_if_unanswered(client, session, was_new)
-                if kept is None:
+                made = session.stored  # False: the run failed before it wrote anything
+                if made and _forget_if_unanswered(client, session, was_new) is None:
                     err.print(Text("no session was kept: the model never answered", style="dim"))
                 raise
-            notice = cut_off_notice(done, f"plait run --resume --session {session.id}")
+            notice = cut_off_notice(done, again)
             if notice is not None:
                 err.print(notice, soft_wrap=True)
             out.print(Text(f"session {session.id}", style="dim"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import click
@@ -34,6 +35,7 @@ from plait.cli._render import (
     tree_lines,
 )
 from plait.cli._terminal import safe, safe_text
+from plait.cli._turns import is_terminal
 from plait.session import Session
 
 __all__ = ["sessions_group"]
@@ -42,6 +44,10 @@ __all__ = ["sessions_group"]
 @click.group("sessions", context_settings=CONTEXT_SETTINGS)
 def sessions_group() -> None:
     """List, inspect, branch, rename and delete stored sessions."""
+
+
+# The narrowest a cut column gets: a few characters and the ellipsis.
+_MIN_CUT = 9
 
 
 @sessions_group.command("list", context_settings=CONTEXT_SETTINGS)
@@ -83,27 +89,42 @@ def list_sessions(
         under = f" with an id starting {prefix!r}" if prefix else ""
         out.print(safe_text(f"no sessions{under} in {where}", style="dim"))
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    # A title (or first prompt) that does not fit is cut to one line with an
-    # ellipsis, so each session stays one row; the short id is never cut.
-    table.add_column("id", no_wrap=True)
-    table.add_column("title / first prompt", no_wrap=True, overflow="ellipsis")
-    table.add_column("source", no_wrap=True)
-    table.add_column("msgs", justify="right", no_wrap=True)
-    table.add_column("active", justify="right", no_wrap=True)
+    # Each session stays one row: a title (or first prompt) or workspace that does
+    # not fit is cut with an ellipsis. The other columns are never cut: a cut id is
+    # no id (scripts paste it back). Without a terminal rich assumes 80 columns and
+    # would cut (or crop) them first, so the cut widths are worked out here.
+    ages = [age(d.info.updated_at) for d in described]
+    fixed = {
+        "id": [d.short for d in described],
+        "source": [d.source for d in described],
+        "msgs": [str(d.info.length) for d in described],
+        "active": ages,
+    }
+    widths = [max(len(header), *(len(c) for c in cells)) for header, cells in fixed.items()]
+    columns = len(fixed) + (2 if all_workspaces else 1)
+    room = out.width - sum(widths) - 2 * (columns - 1)
+    labels = [safe_text(d.label, style="" if d.info.title else "italic") for d in described]
+    places = [safe_text(d.info.workspace) for d in described]
+    place_width = max(len("workspace"), *(p.cell_len for p in places))
     if all_workspaces:
-        table.add_column("workspace", no_wrap=True, overflow="ellipsis")
-    for d in described:
-        label = safe_text(d.label, style="" if d.info.title else "italic")
-        cells = [
-            Text(d.short),
-            label,
-            safe_text(d.source),
-            Text(str(d.info.length)),
-            Text(age(d.info.updated_at)),
-        ]
+        place_width = min(place_width, max(_MIN_CUT, room // 3))
+        room -= place_width
+    label_width = max(_MIN_CUT, room)
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", no_wrap=True, min_width=widths[0])
+    table.add_column("title / first prompt", no_wrap=True, max_width=label_width)
+    table.add_column("source", no_wrap=True, min_width=widths[1])
+    table.add_column("msgs", no_wrap=True, min_width=widths[2], justify="right")
+    table.add_column("active", no_wrap=True, min_width=widths[3], justify="right")
+    if all_workspaces:
+        table.add_column("workspace", no_wrap=True, max_width=place_width)
+    for i, d in enumerate(described):
+        labels[i].truncate(label_width, overflow="ellipsis")
+        cells = [Text(d.short), labels[i], safe_text(d.source)]
+        cells += [Text(str(d.info.length)), Text(ages[i])]
         if all_workspaces:
-            cells.append(safe_text(d.info.workspace))
+            places[i].truncate(place_width, overflow="ellipsis")
+            cells.append(places[i])
         table.add_row(*cells)
     out.print(table)
 
@@ -299,7 +320,18 @@ def remove(settings: Settings, session_id: str, yes: bool, erase: bool) -> None:
     if not yes:
         title = f" ({safe(session.title)!r})" if session.title else ""
         verb = "Erase" if erase else "Delete"
-        click.confirm(f"{verb} session {session.id}{title}?", abort=True, err=True)
+        try:
+            agreed = click.confirm(f"{verb} session {session.id}{title}?", err=True)
+        except click.Abort:  # no answer: end of input (a script) or Ctrl-C
+            agreed = None
+        if not is_terminal(sys.stdin) or agreed is None:
+            click.echo(err=True)  # the answer was not echoed: the error gets its own line
+        if agreed is None:
+            raise click.ClickException(
+                f"not {verb.lower()}d: no answer (--yes {verb.lower()}s without asking)"
+            )
+        if not agreed:
+            raise click.ClickException(f"not {verb.lower()}d")
     if erase:
         client.sessions.erase(session.id)
         click.echo(f"erased {session.id}")

@@ -514,7 +514,8 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
             f"not {opts.model!r}"
         )
     if not messages:
-        why = "it holds none" if not total else "none are left after the options"
+        # Read as the wrong format, a file holds no messages too: the format is named.
+        why = f"none read as {parsed.format}" if not total else "none are left after the options"
         return failed(f"no prompt-visible messages to seed: {why}")
 
     agent = opts.source_agent or parsed.agent

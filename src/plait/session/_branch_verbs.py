@@ -10,7 +10,7 @@ checkpoints (:mod:`plait.session.checkpoints`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, cast
 
 from plait.errors import InvalidArgumentError
@@ -56,7 +56,7 @@ class BranchVerbs:
         """
         if workspace is None:
             return self._spawn(branching.fork_row(self._head, dst))
-        folder = folder_path(workspace)
+        folder = self._apart(folder_path(workspace))
         checkpoint = self._me().workspace_checkpoint()
         branch = self._spawn(branching.fork_row(self._head, dst))
         return self._own_workspace(branch, folder, checkpoint)
@@ -78,13 +78,32 @@ class BranchVerbs:
         """
         if workspace is None:
             return self._spawn(branching.fork_at_row(self._head, keep_first, dst))
-        folder = folder_path(workspace)
+        folder = self._apart(folder_path(workspace))
         row = self._head.fresh()
         records = context.view(self._head, row)
         # Refused before anything is written: no branch without its files.
         checkpoint = checkpoints.checkpoint_at(records, check_count(keep_first, "keep_first"))
         branch = self._spawn(branching.fork_at_row(self._head, keep_first, dst))
         return self._own_workspace(branch, folder, checkpoint)
+
+    def _apart(self, folder: str) -> str:
+        """``folder``, refused if it is this session's own folder, inside it or around it.
+
+        The branch's copy is restored there: in the session's own folder it would
+        replace the files the session works on, and the two would share them.
+        """
+        target = self._me().settings.get("sandbox")
+        spec = target.get("spec") if isinstance(target, Mapping) else None
+        if isinstance(spec, str) and spec:
+            mine, theirs = os.path.realpath(spec), os.path.realpath(folder)
+            if theirs == mine or mine.startswith(theirs + os.sep) or theirs.startswith(
+                mine + os.sep
+            ):
+                raise InvalidArgumentError(
+                    f"workspace {folder!r} overlaps this session's own folder {spec!r}: "
+                    "a branch's files go in a folder of their own"
+                )
+        return folder
 
     def _own_workspace(self, branch: Session, target: str, checkpoint: str | None) -> Session:
         """Point ``branch`` at ``target`` (same backend and policy), filled from ``checkpoint``."""

@@ -73,7 +73,7 @@ def cut_after(head: Head, row: SessionRow, keep: int) -> int:
     lay = row.layout
     if keep > lay.length:
         raise InvalidArgumentError(
-            f"keep_first={keep} but the session has only {lay.length} messages"
+            f"cannot keep the first {keep} messages: the session has only {lay.length}"
         )
     if keep == 0:
         return lay.view_start

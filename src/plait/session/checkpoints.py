@@ -154,6 +154,10 @@ def diff_files(head: Head, records: Sequence[Record], a: int, b: int) -> tuple[F
     """What changed on disk between message ``a`` and message ``b``."""
     if a < 0 or b < 0:
         raise InvalidArgumentError("message positions must be >= 0")
+    count = sum(1 for r in records if r.kind != "event")
+    for name, at in (("a", a), ("b", b)):
+        if at > count:  # no message there to have files after: not the last ones silently
+            raise InvalidArgumentError(f"{name}={at} but the session has only {count} messages")
     store = checkpoints_of(head.store)
     return store.diff(checkpoint_at(records, a), checkpoint_at(records, b))
 
@@ -224,7 +228,7 @@ def _refuse_rewind(records: Sequence[Record], keep_first: int) -> None:
     messages = [i for i, r in enumerate(records) if r.kind != "event"]
     if keep_first > len(messages):
         raise InvalidArgumentError(
-            f"keep_first={keep_first} but the session has only {len(messages)} messages"
+            f"cannot keep the first {keep_first} messages: the session has only {len(messages)}"
         )
     cut = messages[keep_first - 1] + 1 if keep_first else 0
     if cut >= len(records):

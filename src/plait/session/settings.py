@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from plait.compaction import self_compaction_default
 from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError, shown
+from plait.providers import ModelSettings
 from plait.records import JSONValue, dumps
 from plait.session._values import (
     MOUNT_MODES,
@@ -23,6 +24,7 @@ from plait.session._values import (
     validate_workspace_policy,
 )
 from plait.session.counting import MODEL_INFO
+from plait.session.runs import MODEL_SETTINGS
 from plait.store.base import SessionRow
 
 if TYPE_CHECKING:
@@ -46,14 +48,23 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
     """Store settings that branches inherit; a value of None removes the key.
 
     Raises:
-        InvalidArgumentError: a value that is not JSON, or ``model_info`` that is not valid
-            model limits (:class:`~plait.context.ModelLimits`).
-        UnknownOptionError: ``model_info`` with a key that is not a limit.
+        InvalidArgumentError: a value that is not JSON, ``model_info`` that is not valid
+            model limits (:class:`~plait.context.ModelLimits`), or ``model_settings``
+            that are not valid model settings (:class:`~plait.providers.ModelSettings`).
+        UnknownOptionError: ``model_info`` or ``model_settings`` with a key that is not
+            one of them.
     """
     dumps(settings)
     limits = settings.get(MODEL_INFO)
     if limits is not None:
         settings = {**settings, MODEL_INFO: ModelLimits.from_json(limits).to_json() or None}
+    chosen = settings.get(MODEL_SETTINGS)
+    if chosen is not None:
+        # Checked as set_model_settings checks them: stored unchecked, they would fail
+        # every later run of the session (and of its branches) instead of this call.
+        if not isinstance(chosen, Mapping):
+            raise InvalidArgumentError(f"model_settings must be an object, not {shown(chosen)}")
+        settings = {**settings, MODEL_SETTINGS: ModelSettings.from_json(chosen).to_json() or None}
 
     def change(row: SessionRow) -> SessionRow:
         meta = dict(row.metadata)
