@@ -309,6 +309,21 @@ def test_fork_at_keeps_n_messages(run: Run, api: Client) -> None:
     assert s.length == 5
 
 
+def test_fork_takes_the_id_it_is_given(run: Run, api: Client) -> None:
+    s = conversation(api)
+    result = run("sessions", "fork", s.id, "--id", "adk/app/ann/what-if")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "adk/app/ann/what-if\n"
+    assert api.sessions.get("adk/app/ann/what-if").parent_session_ids == (s.id,)
+    at = run("sessions", "fork", s.id, "--at", "3", "--id", "short")
+    assert at.stdout == "short\n" and api.sessions.get("short").length == 3
+    # Taken, or no id at all: refused, and nothing is made.
+    assert_clean_error(run("sessions", "fork", s.id, "--id", "short"), "short")
+    bad = run("sessions", "fork", s.id, "--id", " padded")
+    assert bad.exit_code == 2 and "is not a session id" in bad.output
+    assert len(api.sessions.list(limit=10)) == 3
+
+
 def test_fork_at_out_of_range(run: Run, api: Client) -> None:
     s = conversation(api)
     assert_clean_error(run("sessions", "fork", s.id, "--at", "6"), "cannot keep the first 6")

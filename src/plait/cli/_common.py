@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, TextIO
 import click
 from rich.console import Console
 
+from plait._ids import is_session_id
 from plait.cli._terminal import SafeConsole, safe
 from plait.errors import PlaitError, StoreCorruptWarning
 
@@ -35,6 +36,7 @@ __all__ = [
     "PlaitGroup",
     "Settings",
     "age",
+    "checked_id",
     "console",
     "described_json",
     "echo_json",
@@ -51,6 +53,18 @@ __all__ = [
 
 CONTEXT_SETTINGS: Final[dict[str, Any]] = {"help_option_names": ["-h", "--help"]}
 """Click context settings for every command: ``-h`` is ``--help`` everywhere."""
+
+
+def checked_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An option naming a new session's id: one that can name no session is refused first."""
+    if value is not None and not is_session_id(value):
+        raise click.BadParameter(
+            f"{value!r} is not a session id (1 to 200 printable characters, no white space "
+            "at either end, not '.' or '..')",
+            ctx,
+            param,
+        )
+    return value
 
 
 @dataclass(frozen=True, slots=True)

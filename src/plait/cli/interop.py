@@ -13,10 +13,10 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from plait._ids import is_session_id
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
+    checked_id,
     console,
     echo_json,
     open_client,
@@ -101,18 +101,6 @@ def _print(result: SeedResult, *, lenient: bool) -> None:
             out.print(Text(f"  {count:>6}  {kind}"), soft_wrap=True)
 
 
-def _checked_id(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """An ``--id`` that can name no session is refused before the file is read."""
-    if value is not None and not is_session_id(value):
-        raise click.BadParameter(
-            f"{value!r} is not a session id (1 to 200 printable characters, no white space "
-            "at either end, not '.' or '..')",
-            ctx,
-            param,
-        )
-    return value
-
-
 @click.command("import", context_settings=CONTEXT_SETTINGS)
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -127,7 +115,7 @@ def _checked_id(ctx: click.Context, param: click.Parameter, value: str | None) -
     "--id",
     "session_id",
     metavar="ID",
-    callback=_checked_id,
+    callback=checked_id,
     help="The new session's id (must be free).",
 )
 @click.option("--title", metavar="TITLE", help="The new session's title (default: the file's).")

@@ -16,6 +16,7 @@ from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
     age,
+    checked_id,
     console,
     described_json,
     echo_json,
@@ -216,19 +217,33 @@ def tree(settings: Settings, session_id: str) -> None:
     metavar="DIR",
     help="Give the branch its own copy of the files (as they were at N with --at) in DIR.",
 )
+@click.option(
+    "--id",
+    "new_id",
+    metavar="NEW_ID",
+    callback=checked_id,
+    help="The branch's id (must be free; default: a new UUIDv7).",
+)
 @pass_settings
-def fork(settings: Settings, session_id: str, at: int | None, workspace: Path | None) -> None:
+def fork(
+    settings: Settings,
+    session_id: str,
+    at: int | None,
+    workspace: Path | None,
+    new_id: str | None,
+) -> None:
     """Branch a session; print the new session's id.
 
     The branch shares the transcript (nothing is copied); with --at N it keeps
     only the first N messages. With --workspace DIR its tools work on their own
-    copy of the files, restored from the session's workspace checkpoints.
+    copy of the files, restored from the session's workspace checkpoints. With
+    --id the branch takes that id (a framework finds its sessions by theirs).
     """
     session = open_session(open_client(settings), session_id)
     if at is None:
-        branch = session.fork(workspace=workspace)
+        branch = session.fork(new_id, workspace=workspace)
     else:
-        branch = session.fork_at(at, workspace=workspace)
+        branch = session.fork_at(at, new_id, workspace=workspace)
     click.echo(branch.id)
 
 
