@@ -117,6 +117,13 @@ def short_id(session_id: str, length: int) -> str:
 
 _LOOK: Final = 8
 """How many records from the start of a session are searched for its first prompt."""
+_FIRST: Final = 120
+"""How many characters of a first prompt a list shows (a longer one ends in an ellipsis)."""
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,10 +149,14 @@ def source_agent(metadata: Mapping[str, JSONValue]) -> str:
     """The agent a session's transcript came from, read from its metadata."""
     seeded = metadata.get("seeded_from_jsonl")
     if isinstance(seeded, dict):
-        for key in ("source_agent", "format"):
-            value = seeded.get(key)
-            if isinstance(value, str) and value and value != "auto":
-                return value
+        # The importer records its provenance under "source" (agent, then the file's format).
+        source = seeded.get("source")
+        places = [source] if isinstance(source, dict) else []
+        for place in [*places, seeded]:
+            for key in ("agent", "source_agent", "format"):
+                value = place.get(key)
+                if isinstance(value, str) and value and value != "auto":
+                    return value
         return "import"
     if "imported_bundle" in metadata:
         return "bundle"
@@ -184,7 +195,7 @@ def describe(
                 for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
                     if isinstance(record, UserRecord):
                         text = " ".join(record.content.split())
-                        first = text[:120] or None
+                        first = _shorten(text, _FIRST) or None
                         break
         except StoreCorruptError as exc:
             # Listed all the same: one damaged session does not hide the others.
