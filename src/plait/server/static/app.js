@@ -6,6 +6,13 @@
 const SVG_NS = "http://www.w3.org/2000/svg";
 const FOLD_CHARS = 600;   // longer tool arguments and outputs are folded ...
 const FOLD_LINES = 12;    // ... and so are those with more lines
+const WHOLE = new Set(["user", "assistant"]);  // never folded: the conversation itself
+// A reply's finish_reason worth saying in its heading: a cut-off one is not sent again.
+const FINISHES = {
+  interrupted: "cut off (stopped or interrupted): not sent to the model again",
+  error: "cut off by an error: not sent to the model again",
+  length: "stopped at the token limit",
+};
 
 const state = {
   key: localStorage.getItem("plait.key") || "",
@@ -27,12 +34,19 @@ function newClientId() {
 
 function $(id) { return document.getElementById(id); }
 
-function setStatus(text) { $("status").textContent = text; }
+// The header's word on the server: "connected", or "reconnecting…" (data-state="down")
+// while the open session's event stream is lost.
+function setStatus(text, down) {
+  $("status").textContent = text;
+  $("status").dataset.state = down ? "down" : "up";
+}
 
-function showError(text) {
+// `offline`: the error is that the server did not answer, and goes once it answers again.
+function showError(text, offline) {
   const el = $("error");
   el.textContent = text;
   el.hidden = !text;
+  el.dataset.offline = offline ? "yes" : "no";
 }
 
 function notice(text) {
@@ -54,7 +68,15 @@ async function request(path, options = {}) {
   }
   const headers = Object.assign({ "Authorization": "Bearer " + state.key }, options.headers || {});
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, Object.assign({}, options, { headers }));
+  let response;
+  try {
+    response = await fetch(path, Object.assign({}, options, { headers }));
+  } catch (e) {  // no answer at all: say so, not the browser's "Failed to fetch"
+    const error = new Error("The server at " + location.host + " does not answer: is " +
+      "plait serve still running? (" + e.message + ")");
+    error.status = 0;
+    throw error;
+  }
   if (!response.ok) {
     let message = response.status + "";
     let code = "";
@@ -162,6 +184,8 @@ function drawList() {
     if (!matches(s, words)) continue;
     shown += 1;
     const row = document.createElement("tr");
+    const count = text("td", s.length, "num");
+    count.append(text("span", s.length === 1 ? " message" : " messages", "unit"));  // a phone's
     const cell = document.createElement("td");
     const link = text("a", s.title || s.first_prompt || "(empty)");
     if (!s.title) link.classList.add("untitled");
@@ -173,8 +197,8 @@ function drawList() {
     row.append(
       cell,
       text("td", s.source || ""),
-      text("td", s.length, "num"),
-      text("td", age(s.updated_at)),
+      count,
+      text("td", age(s.updated_at), "age"),
       text("td", s.short_id || s.id, "id"),
     );
     body.append(row);
@@ -198,7 +222,8 @@ function folded(value, cls) {
   box.className = (cls || "") + " folded";
   const first = lines[0].length > 120 ? lines[0].slice(0, 120) + "…" : lines[0];
   box.append(
-    text("summary", first + "  (" + lines.length + " lines, " + value.length + " characters)"),
+    text("summary", first + "  (" + lines.length.toLocaleString() + " lines, " +
+      value.length.toLocaleString() + " characters)"),
     text("pre", value),
   );
   return box;
@@ -219,7 +244,12 @@ function recordBody(record) {
     out.append(folded(JSON.stringify(item, null, 2), "item"));
     return out;
   }
-  if (p.content) out.append(folded(p.content, record.kind === "tool" ? "output" : "content"));
+  if (p.content) {
+    // What the user and the model said is shown whole; long tool output, arguments, system
+    // prompts and summaries are folded to a line.
+    const cls = record.kind === "tool" ? "output" : "content";
+    out.append(WHOLE.has(record.kind) ? text("div", p.content, cls) : folded(p.content, cls));
+  }
   for (const call of p.tool_calls || []) {
     const line = document.createElement("div");
     line.className = "call";
@@ -244,11 +274,17 @@ function addRecord(record) {
     const n = state.messages;
     state.messages += 1;
     item.dataset.n = n;
-    let label = "#" + n + " " + (record.kind === "opaque" ? "provider item" : record.kind);
-    if (record.kind === "tool") {
-      label += " " + (record.payload.tool_name || "") + (record.payload.ok === false ? " (failed)" : "");
-    }
+    const label = "#" + n + " " + (record.kind === "opaque" ? "provider item" : record.kind);
     head.append(text("span", label, "kind"));
+    if (record.kind === "tool") {  // a tool's name as it is spelled, not upper-cased
+      head.append(text("span", record.payload.tool_name || "", "tool-label"));
+      if (record.payload.ok === false) head.append(text("span", "failed", "failed"));
+    }
+    const finish = FINISHES[(record.meta || {}).finish_reason];
+    if (record.kind === "assistant" && finish) {
+      item.dataset.finish = record.meta.finish_reason;
+      head.append(text("span", finish, "finish"));
+    }
     head.append(button("Fork here", "fork-here", () => forkAt(n + 1)));
   }
   item.append(head, recordBody(record));
@@ -279,7 +315,16 @@ async function showLineage(id) {
     box.classList.add("link");
     box.addEventListener("click", () => go(sid.textContent));
   }
+  // Scaled down to fit, but never below 80% of its size: past that its labels cannot be
+  // read, and the box scrolls sideways instead (a phone, a wide lineage).
+  const width = parseFloat(drawn.getAttribute("width"));
+  if (width > 0) drawn.style.minWidth = Math.round(0.8 * width) + "px";
   holder.append(drawn);
+  const mark = drawn.querySelector("g.mark rect");  // this session's box, in sight
+  if (mark && holder.scrollWidth > holder.clientWidth) {
+    const left = mark.getBoundingClientRect().left - holder.getBoundingClientRect().left;
+    holder.scrollLeft = Math.max(0, left - 16);
+  }
 }
 
 async function showContext(id) {
@@ -381,7 +426,22 @@ function setRunning(running) {
 
 async function act(work) {
   showError("");
-  try { await work(); } catch (e) { showError(e.message); }
+  notice("");  // the last action's word is stale once another starts
+  try { await work(); } catch (e) { showError(explain(e), e.status === 0); }
+}
+
+// An error as a person reads it on this page: the server's words, or for the live
+// controller's refusals what to do here (the server's own say what to call in the API).
+function explain(e) {
+  const holder = /the controller is '([^']+)'|already has controller '([^']+)'/.exec(e.message);
+  const who = holder ? " (" + (holder[1] || holder[2]) + ")" : "";
+  if (e.code === "controller_conflict" || e.code === "not_controller") {
+    $("take-over").hidden = state.controlled === currentId();
+    return "Another client" + who + " controls this session: only it can run and answer " +
+      "tool calls. Take over to do so from this page.";
+  }
+  if (e.code === "session_busy") return "A run is already in progress: Stop it, or wait for it to end.";
+  return e.message;
 }
 
 function fork() {
@@ -481,8 +541,7 @@ async function takeControl(takeover) {
     await post(sessionPath(id) + "/clients",
       { client_id: state.client, mode: "controller", takeover: takeover });
   } catch (e) {
-    if (e.status === 409) $("take-over").hidden = false;  // another controller holds it
-    showError(e.message);
+    showError(explain(e));  // another controller holds it: explain offers Take over
     return;
   }
   setControlling(id, true);
@@ -543,7 +602,7 @@ async function answerApproval(id, item, approve) {
     await post(sessionPath(id) + "/approvals/" + encodeURIComponent(item.dataset.callId),
       { client_id: state.client, approve: approve });
   } catch (e) {
-    showError(e.message);
+    showError(explain(e));
     if (e.status === 404) markResolved(item, null, "no longer waiting");
     else for (const b of item.querySelectorAll("button")) b.disabled = false;
   }
@@ -594,6 +653,20 @@ function headMoved(id, keep) {
   api(sessionPath(id)).then(showFacts).catch(() => {});
 }
 
+// Back after the stream was lost (the server restarted, the network dropped): a run that
+// was going may have ended unseen, and the facts, context and lineage may have moved.
+function caughtUp(id, running) {
+  const was = $("live-state").textContent === "running";
+  setRunning(running);
+  if (was && !running) {
+    $("live-state").textContent = "ended while this page was not connected";
+    $("live-text").textContent = "";
+  }
+  showLineage(id).catch(() => {});
+  showContext(id).catch(() => {});
+  api(sessionPath(id)).then(showFacts).catch(() => {});
+}
+
 // The facts line (the count of messages, when last active) follows records written outside
 // a run, once they stop arriving; a run's end redraws it anyway.
 function factsSoon(id) {
@@ -621,11 +694,19 @@ function handleEvent(id, name, data) {
     resolveApproval(data);
   } else if (name === "run_end") {
     setRunning(false);
-    $("live-state").textContent = data.ok ? "done" : "failed: " + data.error.error.code;
+    $("live-state").textContent = runOutcome(data);
     showLineage(id).catch(() => {});
     showContext(id).catch(() => {});
     api(sessionPath(id)).then(showFacts).catch(() => {});
   }
+}
+
+// How a run ended, in words: done, stopped (the Stop button, a cancel), or why it failed.
+function runOutcome(data) {
+  if (data.ok) return "done";
+  const error = (data.error || {}).error || {};
+  if (error.code === "run_interrupted") return "stopped";
+  return "failed: " + (error.message || error.code || "unknown error");
 }
 
 // `mark` is the last event id seen: "<seq>~<head>", the head the seq counts on.
@@ -634,6 +715,7 @@ async function follow(id, mark) {
   const control = new AbortController();
   state.follow = control;
   let lastId = mark;
+  let lost = false;  // the stream was lost: what it missed is read again on reconnecting
   while (!control.signal.aborted && state.key) {
     try {
       const response = await fetch(sessionPath(id) + "/events", {
@@ -643,9 +725,13 @@ async function follow(id, mark) {
       if (!response.ok) throw new Error("events: " + response.status);
       // What happened while not connected: a run may have started (or ended) meanwhile.
       const run = await api(sessionPath(id) + "/runs/current");
-      if (run.running) setRunning(true);
+      if (lost) caughtUp(id, run.running);
+      else if (run.running) setRunning(true);
+      lost = false;
       $("live").dataset.sessionId = id;
       $("live").dataset.connected = "yes";
+      setStatus("connected");
+      if ($("error").dataset.offline === "yes") showError("");
       if (state.controlled === id) loadApprovals(id).catch(() => {});
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
@@ -671,7 +757,10 @@ async function follow(id, mark) {
     } catch (e) {
       if (control.signal.aborted) return;
     }
+    if (control.signal.aborted) return;
+    lost = true;
     $("live").dataset.connected = "no";
+    setStatus("reconnecting…", true);
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
 }

@@ -1,0 +1,263 @@
+"""What a person sees on the web page in the cases a first look at it found wrong: the
+model's own words shown whole, replies that were cut off said to be, a stop called a stop,
+errors in sight wherever the button was, a page that says when it lost its server and
+catches up when it is back, the live controller's refusals in the page's own terms, and a
+phone-width window that keeps the list and the lineage readable.
+
+Each view is measured (drawn sizes, visible text) and saved under ``$PLAIT_SCREENSHOTS``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from plait.providers import ScriptedProvider
+
+from .conftest import AUTH, KEY, GatedProvider, LiveServer, make_served
+from .test_web_browser import browser_page, pytestmark  # noqa: F401  (fixture, skip rule)
+
+LONG_REPLY = "\n".join(f"Verse {i}: the sea keeps its own counsel." for i in range(40))
+LONG_OUTPUT = "\n".join(f"row {i}: " + "x" * 60 for i in range(60))
+STOPPED = {"role": "assistant", "content": "half an an", "meta": {"finish_reason": "interrupted"}}
+OUTPUT = {"role": "tool", "tool_call_id": "c1", "tool_name": "read_file", "content": LONG_OUTPUT}
+
+
+def _shots(tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("PLAIT_SCREENSHOTS") or tmp_path / "shots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _box(locator: Any) -> dict[str, float]:
+    box = locator.bounding_box()
+    assert box is not None, "not drawn"
+    return dict(box)
+
+
+def _sign_in(page: Any, url: str) -> None:
+    page.goto(f"{url}/#key={KEY}", wait_until="load")
+    page.wait_for_selector("#list-view:not([hidden]) a.session-link")
+
+
+def _problems(page: Any) -> list[str]:
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    return problems
+
+
+def test_replies_are_shown_whole_and_cut_off_ones_say_so(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    served.client.sessions.create(
+        [
+            {"role": "user", "content": "a poem, please"},
+            {"role": "assistant", "content": LONG_REPLY},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "x"}}],
+            },
+            OUTPUT,
+            STOPPED,
+        ],
+        title="Read in full",
+    )
+    page = browser_page
+    problems = _problems(page)
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Read in full')")
+        page.wait_for_selector("#transcript li[data-n='4']")
+        # The model's long answer is there to read, its last line drawn, nothing to open.
+        reply = page.locator("#transcript li[data-n='1']")
+        assert reply.locator("details").count() == 0
+        last = reply.get_by_text("Verse 39", exact=False)
+        assert last.is_visible() and _box(last)["height"] > 8
+        assert _box(reply)["height"] > 40 * 12  # forty lines, drawn
+        # The tool's long output is folded to a line, and its name is spelled as it is.
+        tool = page.locator("#transcript li[data-n='3']")
+        assert tool.locator("details.folded").count() == 1
+        assert _box(tool)["height"] < 120
+        assert "read_file" in tool.locator(".head").inner_text()
+        # A reply cut off by a stop says so: the model is not sent it again.
+        cut = page.locator("#transcript li[data-n='4']")
+        said = cut.locator(".finish")
+        assert "cut off" in said.inner_text() and _box(said)["width"] > 50
+        page.screenshot(path=str(_shots(tmp_path) / "replies-whole.png"), full_page=True)
+        page.goto("about:blank")
+    assert problems == []
+    served.client.close()
+
+
+def test_a_stop_is_a_stop_and_errors_stay_in_sight(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    gated = GatedProvider()
+    served = make_served(tmp_path, lambda: gated)
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(40)
+    ]
+    sid = served.client.sessions.create(messages, title="Long enough to scroll").id
+    page = browser_page
+    page.set_viewport_size({"width": 1000, "height": 700})
+    problems = _problems(page)
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Long enough to scroll')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        page.fill("#prompt", "go on")
+        page.click("#send")
+        page.locator("#live-text", has_text="first piece").wait_for()
+        page.click("#stop")
+        page.locator("#live-state", has_text="stopped").wait_for()
+        assert "failed" not in page.inner_text("#live-state")
+        assert "cut off" in page.locator("#transcript li.assistant").last.inner_text()
+
+        # A notice from one action does not linger into the next.
+        page.click("#uncompact")
+        page.locator("#notice", has_text="Nothing to undo").wait_for()
+        page.click("#compact")
+        page.wait_for_selector("#compact-preview:not([hidden])")
+        assert page.is_hidden("#notice")
+        page.click("#compact-cancel")
+
+        # The session goes away elsewhere; Fork, at the top of a long page, fails in sight.
+        served.client.sessions.delete(sid)
+        page.locator("#fork").scroll_into_view_if_needed()
+        assert _box(page.locator("#fork"))["y"] < 200  # the page is at its top
+        page.click("#fork")
+        error = page.locator("#error")
+        error.wait_for()
+        assert "no such session" in error.inner_text()
+        box = _box(error)
+        height = page.viewport_size["height"]
+        assert box["y"] >= 0 and box["y"] + box["height"] <= height  # on screen, not below it
+        assert box["height"] > 20
+        page.screenshot(path=str(_shots(tmp_path) / "error-in-sight.png"))
+        page.goto("about:blank")
+    assert problems == []
+    served.client.close()
+
+
+def test_the_page_says_when_its_server_is_gone_and_catches_up_when_it_is_back(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    gated = GatedProvider()
+    served = make_served(tmp_path, lambda: gated)
+    sid = served.client.sessions.create(
+        [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
+        title="Served twice",
+    ).id
+    page = browser_page
+    problems = _problems(page)
+    first = LiveServer(served.app).__enter__()
+    port = first.port
+    try:
+        _sign_in(page, first.url)
+        page.click("a.session-link:text('Served twice')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        page.fill("#prompt", "tell me more")
+        page.click("#send")
+        page.locator("#live-text", has_text="first piece").wait_for()
+        assert page.inner_text("#live-state") == "running"
+    finally:
+        first.__exit__(None, None, None)  # the server goes, its run with it
+    # The header says so, in place of "connected".
+    status = page.locator("#status", has_text="reconnecting")
+    status.wait_for()
+    assert _box(status)["width"] > 40
+    # A button pressed meanwhile says the server does not answer, in words.
+    page.click("#fork")
+    page.locator("#error", has_text="does not answer: is plait serve still running?").wait_for()
+    page.screenshot(path=str(_shots(tmp_path) / "server-gone.png"))
+    with LiveServer(served.app, port=port):
+        page.wait_for_selector("#live[data-connected='yes']")
+        page.locator("#status", has_text="connected").wait_for()
+        page.wait_for_selector("#error", state="hidden")  # it answers again: that error goes
+        # The run that ended unseen is not shown as running, and what it left is shown.
+        state = page.locator("#live-state", has_text="ended while this page was not connected")
+        state.wait_for()
+        assert page.is_disabled("#stop")
+        assert page.inner_text("#live-text") == ""
+        length = served.client.get(sid).length
+        page.locator("#session-facts", has_text=f"{length} messages").wait_for()
+        assert page.locator("#transcript li[data-n]").count() == length
+        page.screenshot(path=str(_shots(tmp_path) / "server-back.png"), full_page=True)
+        page.goto("about:blank")
+    assert [p for p in problems if "Failed to fetch" not in p] == []
+    served.client.close()
+
+
+def test_a_second_page_is_told_in_its_own_terms_that_another_controls(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    sid = served.client.sessions.create(title="Controlled elsewhere").id
+    page = browser_page
+    with LiveServer(served.app) as live:
+        with httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+            attached = http.post(
+                f"/sessions/{sid}/clients", json={"client_id": "cli-1", "mode": "controller"}
+            )
+            assert attached.status_code in (200, 201), attached.text
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Controlled elsewhere')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        for act in ("#send", "#take-control"):
+            page.fill("#prompt", "may I?")
+            page.click(act)
+            error = page.locator("#error", has_text="Another client (cli-1) controls this session")
+            error.wait_for()
+            said = error.inner_text()
+            assert "takeover=True" not in said and "(none)" not in said
+            assert page.is_visible("#take-over") and _box(page.locator("#take-over"))["width"] > 40
+        page.click("#take-over")
+        page.wait_for_selector("#control[data-mode='controller']")
+        assert page.is_hidden("#take-over")
+        page.screenshot(path=str(_shots(tmp_path) / "taken-over.png"), full_page=True)
+        page.click("#release-control")
+        page.wait_for_selector("#control[data-mode='observer']")
+        page.goto("about:blank")
+    served.client.close()
+
+
+def test_a_phone_width_window_keeps_the_list_and_the_lineage_readable(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    root = served.client.sessions.create(
+        [{"role": "user", "content": "/a/very/long/path/" * 8 + " is where it is"}],
+        title="Root of four",
+    )
+    for i in range(3):
+        root.fork().rename(f"Branch number {i}")
+    page = browser_page
+    page.set_viewport_size({"width": 390, "height": 844})
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        rows = page.locator("#sessions tbody tr")
+        assert rows.count() == 4
+        for i in range(4):
+            box = _box(rows.nth(i))
+            assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # nothing off the screen
+            assert "4 messages" not in rows.nth(i).inner_text()
+            assert "1 message" in rows.nth(i).inner_text()
+        page.screenshot(path=str(_shots(tmp_path) / "phone-list.png"), full_page=True)
+        page.click("a.session-link:text('Branch number 1')")
+        page.wait_for_selector("#lineage svg text")
+        # The lineage keeps its labels legible (it scrolls sideways), this session in sight.
+        label = page.locator("#lineage svg g.mark text").first
+        assert _box(label)["height"] >= 9
+        mark = _box(page.locator("#lineage svg g.mark rect"))
+        holder = _box(page.locator("#lineage"))
+        right = holder["x"] + holder["width"]
+        assert mark["x"] >= holder["x"] - 1 and mark["x"] + mark["width"] <= right + 1
+        assert _box(page.locator("#session-view"))["width"] <= 390
+        page.screenshot(path=str(_shots(tmp_path) / "phone-session.png"), full_page=True)
+        page.goto("about:blank")
+    served.client.close()
