@@ -261,3 +261,45 @@ def test_a_phone_width_window_keeps_the_list_and_the_lineage_readable(
         page.screenshot(path=str(_shots(tmp_path) / "phone-session.png"), full_page=True)
         page.goto("about:blank")
     served.client.close()
+
+
+def test_what_a_compaction_folded_is_seen_to_be_out_of_the_models_view(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    messages = [{"role": "system", "content": "be brief"}] + [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i} " + "words " * 30}
+        for i in range(20)
+    ]
+    served.client.sessions.create(messages, title="Folded and unfolded")
+    page = browser_page
+    problems = _problems(page)
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Folded and unfolded')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        assert page.locator("#transcript li[data-out]").count() == 0
+        page.click("#compact")
+        page.click("#compact-confirm")
+        page.locator("#notice", has_text="Folded").wait_for()
+        summary = page.locator("#transcript li.summary")
+        n = summary.get_attribute("data-n")
+        folded = page.locator("#transcript li[data-out]")
+        said = folded.locator(".out")
+        assert folded.count() > 5
+        assert set(said.all_inner_texts()) == {f"folded into summary #{n}"}
+        assert _box(said.first)["width"] > 80
+        first = page.locator("#transcript li[data-n='1']")
+        assert first.get_attribute("data-out") == "yes"  # the oldest turn is folded ...
+        assert page.locator("#transcript li[data-n='0']").get_attribute("data-out") is None
+        last = page.locator("#transcript li[data-n='20']")  # ... the newest is not
+        assert last.get_attribute("data-out") is None and "turn 19" in last.inner_text()
+        page.screenshot(path=str(_shots(tmp_path) / "compacted.png"), full_page=True)
+        page.click("#uncompact")
+        page.locator("#notice", has_text="undone").wait_for()
+        page.locator("#transcript li .out", has_text="undone by Uncompact").wait_for()
+        assert page.locator("#transcript li[data-out]").count() == 1  # the summary alone
+        assert first.get_attribute("data-out") is None
+        page.goto("about:blank")
+    assert problems == []
+    served.client.close()

@@ -287,8 +287,48 @@ function addRecord(record) {
     }
     head.append(button("Fork here", "fork-here", () => forkAt(n + 1)));
   }
+  const p = record.payload || {};
+  if (record.kind === "summary" && Array.isArray(p.folds)) item.dataset.foldsTo = p.folds[1];
+  if (record.kind === "event" && p.name === "compaction_undone") {
+    item.dataset.undoes = (p.data || {}).summary_seq;
+  }
   item.append(head, recordBody(record));
   list.append(item);
+  if (item.dataset.foldsTo !== undefined || item.dataset.undoes !== undefined) markView();
+}
+
+// Which messages the model no longer sees: those the newest summary that no uncompact
+// undid folds (as the server's history view decides), and every other summary. They stay
+// listed (compaction is a view: nothing is deleted), dimmed, each saying why.
+function markView() {
+  const items = Array.from($("transcript").children);
+  const undone = new Set(items.map((li) => li.dataset.undoes).filter((v) => v !== undefined));
+  let newest = null;
+  for (const li of items) {
+    if (li.dataset.foldsTo !== undefined && !undone.has(li.dataset.seq)) newest = li;
+  }
+  for (const li of items) {
+    let why = "";
+    if (li.dataset.foldsTo !== undefined) {
+      if (undone.has(li.dataset.seq)) why = "undone by Uncompact: out of the model's view";
+      else if (li !== newest) why = "an older summary: out of the model's view";
+    } else if (newest && li.dataset.n !== undefined && !li.classList.contains("system") &&
+               Number(li.dataset.seq) < Number(newest.dataset.foldsTo)) {
+      why = "folded into summary #" + newest.dataset.n;
+    }
+    let label = li.querySelector(".head .out");
+    if (!why) {
+      delete li.dataset.out;
+      if (label) label.remove();
+      continue;
+    }
+    li.dataset.out = "yes";
+    if (!label) {
+      label = text("span", "", "out");
+      li.querySelector(".head").insertBefore(label, li.querySelector(".head .fork-here"));
+    }
+    label.textContent = why;
+  }
 }
 
 async function showLineage(id) {
@@ -648,6 +688,7 @@ function headMoved(id, keep) {
     if (Number(item.dataset.seq) >= keep) item.remove();
   }
   state.messages = $("transcript").querySelectorAll("li[data-n]").length;
+  markView();
   showLineage(id).catch(() => {});
   showContext(id).catch(() => {});
   api(sessionPath(id)).then(showFacts).catch(() => {});
