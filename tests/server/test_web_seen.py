@@ -219,6 +219,9 @@ def test_a_second_page_is_told_in_its_own_terms_that_another_controls(
         page.click("#take-over")
         page.wait_for_selector("#control[data-mode='controller']")
         assert page.is_hidden("#take-over")
+        said = page.locator("#transcript li.event").all_inner_texts()
+        assert said[0].endswith("cli-1 attached as controller")
+        assert said[1].endswith(" took control from cli-1") and "{" not in said[1]
         page.screenshot(path=str(_shots(tmp_path) / "taken-over.png"), full_page=True)
         page.click("#release-control")
         page.wait_for_selector("#control[data-mode='observer']")
@@ -299,6 +302,10 @@ def test_what_a_compaction_folded_is_seen_to_be_out_of_the_models_view(
         page.locator("#notice", has_text="undone").wait_for()
         page.locator("#transcript li .out", has_text="undone by Uncompact").wait_for()
         assert page.locator("#transcript li[data-out]").count() == 1  # the summary alone
+        event = page.locator("#transcript li.event").last  # the undo, said in words
+        assert event.inner_text().endswith(f"Uncompact undid summary #{n}: what it folded is "
+                                           "back in the model's view")
+        assert "{" not in event.inner_text()
         assert first.get_attribute("data-out") is None
         page.goto("about:blank")
     assert problems == []

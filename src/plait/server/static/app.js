@@ -234,7 +234,10 @@ function recordBody(record) {
   const out = document.createElement("div");
   out.className = "body";
   if (record.kind === "event") {
-    out.append(text("span", p.name + " " + JSON.stringify(p.data || {})));
+    const raw = p.name + " " + JSON.stringify(p.data || {});
+    const said = eventWords(p.name, p.data || {});
+    out.append(text("span", said || raw));
+    if (said) out.title = raw;  // the event as stored, on hover
     return out;
   }
   if (record.kind === "opaque") {  // a provider item plait keeps verbatim: no text of its own
@@ -258,6 +261,31 @@ function recordBody(record) {
     out.append(line);
   }
   return out;
+}
+
+// The transcript events people meet most, in words (others are shown as stored).
+function eventWords(name, d) {
+  if (name === "live_session_client") {
+    const who = d.client_id || "a client";
+    if (d.action === "attach") return who + " attached as " + d.mode;
+    if (d.action === "takeover") return who + " took control" + (d.demoted_id ? " from " + d.demoted_id : "");
+    if (d.action === "detach") {
+      return who + " detached" + (d.released_control ? ", giving up control" : "") +
+        (d.reason ? " (" + d.reason + ")" : "");
+    }
+    return "";
+  }
+  if (name === "live_session_permission_decision") {
+    const verdict = d.approve ? "approved" : "denied";
+    const by = d.reason === "controller" ? " by " + (d.client_id || "the controller") : " (" + d.reason + ")";
+    return "tool call " + (d.tool || d.call_id || "") + " " + verdict + by;
+  }
+  if (name === "compaction_undone") {
+    const summary = $("transcript").querySelector('li[data-seq="' + d.summary_seq + '"]');
+    const n = summary && summary.dataset.n !== undefined ? " #" + summary.dataset.n : "";
+    return "Uncompact undid summary" + n + ": what it folded is back in the model's view";
+  }
+  return "";
 }
 
 function addRecord(record) {
