@@ -303,8 +303,9 @@ def test_what_a_compaction_folded_is_seen_to_be_out_of_the_models_view(
         page.locator("#transcript li .out", has_text="undone by Uncompact").wait_for()
         assert page.locator("#transcript li[data-out]").count() == 1  # the summary alone
         event = page.locator("#transcript li.event").last  # the undo, said in words
-        assert event.inner_text().endswith(f"Uncompact undid summary #{n}: what it folded is "
-                                           "back in the model's view")
+        assert event.inner_text().endswith(
+            f"Uncompact undid summary #{n}: what it folded is back in the model's view"
+        )
         assert "{" not in event.inner_text()
         assert first.get_attribute("data-out") is None
         page.goto("about:blank")
