@@ -311,3 +311,30 @@ def test_what_a_compaction_folded_is_seen_to_be_out_of_the_models_view(
         page.goto("about:blank")
     assert problems == []
     served.client.close()
+
+
+def test_the_page_in_control_stops_its_own_run(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    gated = GatedProvider()
+    served = make_served(tmp_path, lambda: gated)
+    served.client.sessions.create(title="Mine to stop")
+    page = browser_page
+    problems = _problems(page)
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Mine to stop')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        page.click("#take-control")
+        page.wait_for_selector("#control[data-mode='controller']")
+        page.fill("#prompt", "go")
+        page.click("#send")
+        page.locator("#live-text", has_text="first piece").wait_for()
+        page.click("#stop")
+        page.locator("#live-state", has_text="stopped").wait_for()
+        assert page.is_hidden("#error")
+        page.click("#release-control")
+        page.wait_for_selector("#control[data-mode='observer']")
+        page.goto("about:blank")
+    assert problems == []
+    served.client.close()

@@ -582,7 +582,10 @@ function exportPage() {
 
 function stopRun() {
   return act(async () => {
-    await api(sessionPath(currentId()) + "/runs/current", { method: "DELETE" });
+    const id = currentId();
+    // With a live controller attached only it may stop the run: this page, when it is.
+    const as = state.controlled === id ? "?client_id=" + encodeURIComponent(state.client) : "";
+    await api(sessionPath(id) + "/runs/current" + as, { method: "DELETE" });
   });
 }
 
