@@ -330,6 +330,7 @@ def test_the_page_in_control_stops_its_own_run(
         page.fill("#prompt", "go")
         page.click("#send")
         page.locator("#live-text", has_text="first piece").wait_for()
+        page.locator("#session-facts", has_text="1 message ·").wait_for()  # during the run
         page.click("#stop")
         page.locator("#live-state", has_text="stopped").wait_for()
         assert page.is_hidden("#error")

@@ -275,6 +275,10 @@ function eventWords(name, d) {
     }
     return "";
   }
+  if (name === "live_session_permission_route") {
+    const tool = (d.request || {}).tool || d.request_id || "";
+    return "tool call " + tool + " waits for " + (d.client_id || "the controller") + "'s approval";
+  }
   if (name === "live_session_permission_decision") {
     const verdict = d.approve ? "approved" : "denied";
     const by = d.reason === "controller" ? " by " + (d.client_id || "the controller") : " (" + d.reason + ")";
@@ -739,8 +743,8 @@ function caughtUp(id, running) {
   api(sessionPath(id)).then(showFacts).catch(() => {});
 }
 
-// The facts line (the count of messages, when last active) follows records written outside
-// a run, once they stop arriving; a run's end redraws it anyway.
+// The facts line (the count of messages, when last active) follows the records, redrawn
+// once they stop arriving for a moment (one request however many arrive together).
 function factsSoon(id) {
   clearTimeout(state.factsTimer);
   state.factsTimer = setTimeout(() => {
@@ -753,7 +757,7 @@ function handleEvent(id, name, data) {
     headMoved(id, data.keep);
   } else if (name === "record") {
     addRecord(data.record);
-    if ($("live-state").textContent !== "running") factsSoon(id);
+    factsSoon(id);  // the count of messages follows, during a run too
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {
