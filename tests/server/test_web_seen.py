@@ -208,20 +208,36 @@ def test_a_second_page_is_told_in_its_own_terms_that_another_controls(
         _sign_in(page, live.url)
         page.click("a.session-link:text('Controlled elsewhere')")
         page.wait_for_selector("#live[data-connected='yes']")
-        for act in ("#send", "#take-control"):
-            page.fill("#prompt", "may I?")
-            page.click(act)
-            error = page.locator("#error", has_text="Another client (cli-1) controls this session")
-            error.wait_for()
-            said = error.inner_text()
-            assert "takeover=True" not in said and "(none)" not in said
-            assert page.is_visible("#take-over") and _box(page.locator("#take-over"))["width"] > 40
+        # Who controls is said up front, with the one button that can change it.
+        state = page.locator("#control-state")
+        assert state.inner_text() == "controlled by cli-1: only it may start or stop runs"
+        assert page.is_visible("#take-over") and page.is_hidden("#take-control")
+        # Another client takes over while the page watches: the page follows.
+        with httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+            took = http.post(
+                f"/sessions/{sid}/clients",
+                json={"client_id": "cli-2", "mode": "controller", "takeover": True},
+            )
+            assert took.status_code in (200, 201), took.text
+        page.locator("#control-state", has_text="controlled by cli-2").wait_for()
+        # Running anyway is refused in the page's own terms.
+        page.fill("#prompt", "may I?")
+        page.click("#send")
+        error = page.locator("#error", has_text="Another client (cli-2) controls this session")
+        error.wait_for()
+        said = error.inner_text()
+        assert "takeover=True" not in said and "(none)" not in said
+        assert page.is_visible("#take-over") and _box(page.locator("#take-over"))["width"] > 40
+        page.screenshot(path=str(_shots(tmp_path) / "controlled-elsewhere.png"), full_page=True)
         page.click("#take-over")
         page.wait_for_selector("#control[data-mode='controller']")
         assert page.is_hidden("#take-over")
+        page.locator("#transcript li.event", has_text="took control from cli-2").wait_for()
         said = page.locator("#transcript li.event").all_inner_texts()
         assert said[0].endswith("cli-1 attached as controller")
-        assert said[1].endswith(" took control from cli-1") and "{" not in said[1]
+        assert said[1].endswith("cli-2 took control from cli-1") and "{" not in said[1]
+        assert said[2].endswith(" took control from cli-2")
+        assert page.inner_text("#control-state").startswith("controlling as web-")
         page.screenshot(path=str(_shots(tmp_path) / "taken-over.png"), full_page=True)
         page.click("#release-control")
         page.wait_for_selector("#control[data-mode='observer']")

@@ -472,7 +472,7 @@ async function showSession(id) {
   await showLineage(id);
   await showContext(id).catch((e) => showError(e.message));
   const clients = await api(sessionPath(id) + "/clients");
-  setControlling(id, clients.controller_id === state.client);
+  setControlling(id, clients.controller_id === state.client, clients.controller_id);
   if (state.controlled === id) await loadApprovals(id);
   follow(id, after + "~" + head);
 }
@@ -595,17 +595,21 @@ function stopRun() {
 
 // -- control: attach as the live controller, answer tool-call approvals ----------------
 
-function setControlling(id, controlling) {
+// `other`: the client that controls the session when this page does not (or none).
+function setControlling(id, controlling, other) {
   state.controlled = controlling ? id : null;
+  const holder = controlling ? "" : other || "";
   const box = $("control");
   box.dataset.mode = controlling ? "controller" : "observer";
   box.dataset.clientId = state.client;
+  box.dataset.controller = holder;
   $("control-state").textContent = controlling
     ? "controlling as " + state.client
+    : holder ? "controlled by " + holder + ": only it may start or stop runs"
     : "not controlling";
-  $("take-control").hidden = controlling;
+  $("take-control").hidden = controlling || !!holder;
   $("release-control").hidden = !controlling;
-  $("take-over").hidden = true;
+  $("take-over").hidden = controlling || !holder;
   if (!controlling) $("approvals").replaceChildren();
 }
 
@@ -700,13 +704,14 @@ function resolveApproval(data) {
   markResolved(item, data.approve, why);
 }
 
-// Lost control: another client took over, or this one was released elsewhere.
+// Who controls the session changed: another client attached, took over (from this page
+// too) or let go; this page's own attach has already said so itself.
 function watchControl(id, record) {
   const p = record.payload || {};
-  if (record.kind !== "event" || p.name !== "live_session_client" || state.controlled !== id) return;
+  if (record.kind !== "event" || p.name !== "live_session_client" || currentId() !== id) return;
   const d = p.data || {};
-  const released = d.action === "detach" && d.client_id === state.client;
-  if (released || d.demoted_id === state.client) setControlling(id, false);
+  if (!("controller_id" in d) || d.controller_id === state.client) return;
+  setControlling(id, false, d.controller_id);
 }
 
 // -- following a session live -----------------------------------------------------------
