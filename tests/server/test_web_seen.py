@@ -260,7 +260,7 @@ def test_a_phone_width_window_keeps_the_list_and_the_lineage_readable(
     with LiveServer(served.app) as live:
         _sign_in(page, live.url)
         rows = page.locator("#sessions tbody tr")
-        assert rows.count() == 4
+        assert rows.count() == 4 and page.is_hidden("#capped")  # all of them: nothing to say
         for i in range(4):
             box = _box(rows.nth(i))
             assert box["x"] >= 0 and box["x"] + box["width"] <= 390  # nothing off the screen
@@ -354,4 +354,20 @@ def test_the_page_in_control_stops_its_own_run(
         page.wait_for_selector("#control[data-mode='observer']")
         page.goto("about:blank")
     assert problems == []
+    served.client.close()
+
+
+def test_a_list_cut_at_its_limit_says_so(browser_page: Any, tmp_path: Path) -> None:  # noqa: F811
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    for i in range(1001):
+        served.client.sessions.create([{"role": "user", "content": f"question {i}"}])
+    page = browser_page
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        assert page.locator("#sessions tbody tr").count() == 1000
+        note = page.locator("#capped")
+        assert note.is_visible() and _box(note)["height"] > 10
+        assert "Only the 1,000 most recently active sessions" in note.inner_text()
+        assert page.locator("a.session-link", has_text="question 0").count() == 0  # the oldest
+        page.goto("about:blank")
     served.client.close()

@@ -6,6 +6,7 @@
 const SVG_NS = "http://www.w3.org/2000/svg";
 const FOLD_CHARS = 600;   // longer tool arguments and outputs are folded ...
 const FOLD_LINES = 12;    // ... and so are those with more lines
+const LIST_LIMIT = 1000;  // sessions listed (and searched), the most recently active first
 const WHOLE = new Set(["user", "assistant"]);  // never folded: the conversation itself
 // A reply's finish_reason worth saying in its heading: a cut-off one is not sent again.
 const FINISHES = {
@@ -164,7 +165,7 @@ async function showList() {
   stopFollowing();
   releaseControl();
   $("session-view").hidden = true;
-  const data = await api("/sessions?limit=200");
+  const data = await api("/sessions?limit=" + LIST_LIMIT);
   state.sessions = data.sessions;
   drawList();
   $("list-view").hidden = false;
@@ -205,6 +206,7 @@ function drawList() {
   }
   $("empty").hidden = state.sessions.length > 0;
   $("no-match").hidden = shown > 0 || state.sessions.length === 0;
+  $("capped").hidden = state.sessions.length < LIST_LIMIT;
 }
 
 async function newSession() {
