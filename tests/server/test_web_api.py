@@ -148,3 +148,16 @@ def test_rewind_and_undo_over_http(api: TestClient, served: Served) -> None:
     nothing = api.post(f"/sessions/{sid}/rewind", json={"keep_first": 18})
     assert nothing.status_code == 409 and nothing.json()["error"]["code"] == "nothing_to_do"
     assert api.post(f"/sessions/{sid}/rewind", json={"keep_first": 99}).status_code == 422
+
+
+def test_the_page_and_its_files_are_asked_for_again_after_an_upgrade(served: Served) -> None:
+    with TestClient(served.app) as anonymous:  # the page needs no credential, HEAD included
+        for path in ("/", "/docs"):
+            assert anonymous.head(path).status_code == 200
+            assert anonymous.get(path).headers["cache-control"] == "no-cache"
+        for name in ("app.js", "app.css"):
+            got = anonymous.get(f"/static/{name}")
+            # Never the old script under a new page: each load revalidates (a 304 if unchanged).
+            assert got.status_code == 200 and got.headers["cache-control"] == "no-cache"
+            again = anonymous.get(f"/static/{name}", headers={"If-None-Match": got.headers["etag"]})
+            assert again.status_code == 304
