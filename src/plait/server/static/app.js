@@ -296,7 +296,12 @@ function eventWords(name, d) {
 
 function addRecord(record) {
   const list = $("transcript");
-  if (list.querySelector('li[data-seq="' + record.seq + '"]')) return;
+  // Records come in order: only one at or before the newest shown can be a repeat (a
+  // replay after reconnecting), so only then is the list searched (a search per record
+  // made a long transcript take seconds to draw).
+  const newest = list.lastElementChild;
+  if (newest && Number(newest.dataset.seq) >= record.seq &&
+      list.querySelector('li[data-seq="' + record.seq + '"]')) return;
   const item = document.createElement("li");
   item.className = record.kind;
   item.dataset.seq = record.seq;
