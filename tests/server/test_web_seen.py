@@ -371,3 +371,60 @@ def test_a_list_cut_at_its_limit_says_so(browser_page: Any, tmp_path: Path) -> N
         assert page.locator("a.session-link", has_text="question 0").count() == 0  # the oldest
         page.goto("about:blank")
     served.client.close()
+
+
+def test_a_source_has_one_colour_in_every_session(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    talk = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
+    served.client.sessions.create([{"role": "system", "content": "be kind"}, *talk], title="With")
+    served.client.sessions.create(talk, title="Without")
+    page = browser_page
+    colours: dict[str, dict[str, str]] = {}
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        for title in ("With", "Without"):
+            page.goto(live.url + "/#/")
+            page.click(f"a.session-link:text-is('{title}')")
+            page.locator("#session-title", has_text=title).wait_for()
+            page.wait_for_selector("#live[data-connected='yes']")  # context and lineage drawn
+            seen = colours.setdefault(title, {})
+            for item in page.locator("#context-legend li").all():
+                swatch = item.locator(".swatch")
+                assert _box(swatch)["width"] > 5
+                paint = swatch.evaluate("e => getComputedStyle(e).backgroundColor")
+                seen[item.inner_text().rsplit(" ", 1)[0]] = paint
+        page.goto("about:blank")
+    assert "System prompt" in colours["With"] and "System prompt" not in colours["Without"]
+    for source in ("User messages", "Assistant messages"):
+        assert colours["With"][source] == colours["Without"][source]
+    assert len(set(colours["With"].values())) == len(colours["With"])  # told apart
+    served.client.close()
+
+
+def test_a_session_opened_shows_nothing_of_the_one_before(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    talk = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
+    served.client.sessions.create(talk, title="The first one")
+    many = [{"role": ("user", "assistant")[i % 2], "content": f"m {i}"} for i in range(3000)]
+    served.client.sessions.create(many, title="A long second")
+    page = browser_page
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text-is('The first one')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        assert "The first one" in page.inner_text("#lineage")
+        page.goto(live.url + "/#/")
+        page.click("a.session-link:text-is('A long second')")
+        page.locator("#session-title", has_text="A long second").wait_for()
+        # While the long one loads, the first one's lineage and context are gone.
+        assert "The first one" not in page.inner_text("#lineage")
+        assert "hi there" not in page.inner_text("#transcript")
+        page.wait_for_selector("#transcript li[data-n='2999']")
+        page.wait_for_selector("#live[data-connected='yes']")
+        assert "A long second" in page.inner_text("#lineage")
+        page.goto("about:blank")
+    served.client.close()

@@ -420,14 +420,15 @@ async function showContext(id) {
     return;
   }
   const whole = r.shares.reduce((sum, s) => sum + s.tokens, 0) || 1;
-  r.shares.forEach((share, i) => {
-    const part = text("span", "", "share share-" + (share.name === "Unattributed" ? "rest" : i));
+  r.shares.forEach((share) => {
+    const colour = "share share-" + (SHARE_COLOURS[share.name] || "6");
+    const part = text("span", "", colour);
     part.style.width = (100 * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
     part.title = share.name + ": " + share.tokens.toLocaleString() + " tokens";
     bar.append(part);
     const item = text("li", "");
     item.append(
-      text("span", "", "swatch share-" + (share.name === "Unattributed" ? "rest" : i)),
+      text("span", "", colour.replace("share ", "swatch ")),
       text("span", share.name + " " + share.tokens.toLocaleString(), "share-label"),
     );
     legend.append(item);
@@ -439,6 +440,14 @@ async function showContext(id) {
     (WINDOW_SOURCES[r.window_source] || r.window_source);
   $("context-fill").value = Math.min(r.fraction, 1);
 }
+
+// One colour per source, whichever sources a session has (by place in the list, the same
+// colour meant user messages in one session and assistant messages in the next).
+const SHARE_COLOURS = {
+  "System prompt": "0", "User messages": "1", "Assistant messages": "2", "Tool output": "3",
+  "Provider items": "4", "Environment notes": "5", "Tool schemas": "6",
+  "Compaction summary": "7", "Unattributed": "rest",
+};
 
 const WINDOW_SOURCES = {
   table: "the model family's table",
@@ -456,7 +465,14 @@ async function showSession(id) {
   const detail = await api(sessionPath(id));
   id = detail.id;  // a prefix or "latest" in the address names this session
   showFacts(detail);
-  $("transcript").replaceChildren();
+  // Nothing of the session shown before stays while this one loads (a long one takes a while).
+  for (const part of ["transcript", "lineage", "context-bar", "context-legend"]) {
+    $(part).replaceChildren();
+  }
+  $("context-total").textContent = "";
+  $("context-fill").value = 0;
+  $("live").dataset.connected = "no";
+  if (state.controlled !== id) setControlling(id, false);
   state.messages = 0;
   $("live-text").textContent = "";
   setRunning(detail.running);
