@@ -155,7 +155,7 @@ def test_the_page_and_its_files_are_asked_for_again_after_an_upgrade(served: Ser
         for path in ("/", "/docs"):
             assert anonymous.head(path).status_code == 200
             assert anonymous.get(path).headers["cache-control"] == "no-cache"
-        for name in ("app.js", "app.css"):
+        for name in ("app.js", "transcript.js", "live.js", "app.css"):
             got = anonymous.get(f"/static/{name}")
             # Never the old script under a new page: each load revalidates (a 304 if unchanged).
             assert got.status_code == 200 and got.headers["cache-control"] == "no-cache"

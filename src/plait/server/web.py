@@ -11,7 +11,7 @@ uncompact and export. In the live view it can attach as the session's
 controller (a random client id kept in the tab) and answer a run's tool-call
 approvals with Approve / Deny (decisions D108).
 
-One static page and its script and style, served from the package (no CDN, nothing
+One static page and its scripts and style, served from the package (no CDN, nothing
 fetched from elsewhere) under a strict Content-Security-Policy: the script is
 the only one the page may run, it may only talk to this server, and it puts
 every text from a transcript into the page as text, never as markup. The page
