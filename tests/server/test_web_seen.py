@@ -15,10 +15,15 @@ from typing import Any
 
 import httpx
 
+from plait import Client
 from plait.providers import ScriptedProvider
+from plait.providers.base import Reply
+from plait.records import ToolCall
+from plait.server import create_app
+from plait.store import SQLiteStore
 
 from .conftest import AUTH, KEY, GatedProvider, LiveServer, make_served
-from .test_web_browser import browser_page, pytestmark  # noqa: F401  (fixture, skip rule)
+from .test_web_browser import browser_page, echo, pytestmark  # noqa: F401  (fixture, skip rule)
 
 LONG_REPLY = "\n".join(f"Verse {i}: the sea keeps its own counsel." for i in range(40))
 LONG_OUTPUT = "\n".join(f"row {i}: " + "x" * 60 for i in range(60))
@@ -428,3 +433,31 @@ def test_a_session_opened_shows_nothing_of_the_one_before(
         assert "A long second" in page.inner_text("#lineage")
         page.goto("about:blank")
     served.client.close()
+
+
+def test_a_run_that_ends_at_the_step_limit_says_so(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    client = Client(ws, store=SQLiteStore(tmp_path / "plait.db"))
+
+    def looping() -> ScriptedProvider:
+        """A model that asks for a tool at every step and never answers."""
+        calls = [ToolCall(f"c{i}", "echo", {"text": "again"}) for i in range(30)]
+        return ScriptedProvider([Reply(tool_calls=(c,), finish_reason="tool_calls") for c in calls])
+
+    app = create_app(client, api_keys={KEY: "tester"}, provider=looping, tools=[echo])
+    client.sessions.create(title="Never done")
+    page = browser_page
+    with LiveServer(app) as live:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Never done')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        page.fill("#prompt", "go")
+        page.click("#send")
+        state = page.locator("#live-state", has_text="ended at the step limit (20 steps)")
+        state.wait_for()
+        assert "done" not in state.inner_text() and _box(state)["width"] > 100
+        page.goto("about:blank")
+    client.close()

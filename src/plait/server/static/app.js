@@ -522,6 +522,10 @@ function handleEvent(id, name, data) {
 
 // How a run ended, in words: done, stopped (the Stop button, a cancel), or why it failed.
 function runOutcome(data) {
+  if (data.ok && data.finish_reason === "max_steps") {
+    return "ended at the step limit (" + data.steps + " steps) before the model finished";
+  }
+  if (data.ok && data.finish_reason === "length") return "done (the reply hit the token limit)";
   if (data.ok) return "done";
   const error = (data.error || {}).error || {};
   if (error.code === "run_interrupted") return "stopped";
