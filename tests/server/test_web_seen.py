@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from plait import Client
+from plait.interop import seed_from_jsonl
 from plait.providers import ScriptedProvider
 from plait.providers.base import Reply
 from plait.records import ToolCall
@@ -23,6 +24,7 @@ from plait.server import create_app
 from plait.store import SQLiteStore
 
 from .conftest import AUTH, KEY, GatedProvider, LiveServer, make_served
+from .test_web_api import CLAUDE_CODE
 from .test_web_browser import browser_page, echo, pytestmark  # noqa: F401  (fixture, skip rule)
 
 LONG_REPLY = "\n".join(f"Verse {i}: the sea keeps its own counsel." for i in range(40))
@@ -461,3 +463,29 @@ def test_a_run_that_ends_at_the_step_limit_says_so(
         assert "done" not in state.inner_text() and _box(state)["width"] > 100
         page.goto("about:blank")
     client.close()
+
+
+def test_the_list_keeps_each_fact_on_one_line(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    path = tmp_path / "transcript.jsonl"
+    path.write_text(CLAUDE_CODE % "an imported question", "utf-8")
+    seed_from_jsonl(served.client, path)
+    many = [{"role": ("user", "assistant")[i % 2], "content": f"m {i}"} for i in range(1500)]
+    served.client.sessions.create(many, title="Fifteen hundred")
+    page = browser_page
+    page.set_viewport_size({"width": 1000, "height": 700})
+    with LiveServer(served.app) as live:
+        _sign_in(page, live.url)
+        imported = page.locator("#sessions tbody tr", has_text="an imported question")
+        source = imported.locator("td.source")
+        assert source.inner_text() == "claude-code"
+        one_line = _box(imported.locator("td.num"))["height"]
+        assert _box(source)["height"] < 1.5 * one_line  # not "claude-" over "code"
+        big = page.locator("#sessions tbody tr", has_text="Fifteen hundred")
+        assert big.locator("td.num").inner_text() == "1,500"
+        page.click("a.session-link:text('Fifteen hundred')")
+        page.locator("#session-facts", has_text="1,500 messages").wait_for()
+        page.goto("about:blank")
+    served.client.close()

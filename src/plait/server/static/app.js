@@ -176,7 +176,7 @@ function drawList() {
     if (!matches(s, words)) continue;
     shown += 1;
     const row = document.createElement("tr");
-    const count = text("td", s.length, "num");
+    const count = text("td", s.length.toLocaleString(), "num");
     count.append(text("span", s.length === 1 ? " message" : " messages", "unit"));  // a phone's
     const cell = document.createElement("td");
     const link = text("a", s.title || s.first_prompt || "(empty)");
@@ -188,7 +188,7 @@ function drawList() {
     if (s.running) cell.append(text("span", "running", "badge"));
     row.append(
       cell,
-      text("td", s.source || ""),
+      text("td", s.source || "", "source"),
       count,
       text("td", age(s.updated_at), "age"),
       text("td", s.short_id || s.id, "id"),
@@ -339,7 +339,8 @@ async function showSession(id) {
 function showFacts(detail) {
   $("session-title").textContent = detail.title || detail.first_prompt || "(empty)";
   $("session-facts").textContent = [
-    detail.length + (detail.length === 1 ? " message" : " messages"), detail.source || "plait",
+    detail.length.toLocaleString() + (detail.length === 1 ? " message" : " messages"),
+    detail.source || "plait",
     detail.status,
     (detail.lineage_operator || "root").replace("Session.", ""), "active " + age(detail.updated_at),
     detail.id,
