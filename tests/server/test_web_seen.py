@@ -487,5 +487,14 @@ def test_the_list_keeps_each_fact_on_one_line(
         assert big.locator("td.num").inner_text() == "1,500"
         page.click("a.session-link:text('Fifteen hundred')")
         page.locator("#session-facts", has_text="1,500 messages").wait_for()
+        titled = _box(page.locator("#session-title"))["height"]
+        # An untitled session's heading is its first prompt, set apart as in the list.
+        page.goto(live.url + "/#/")
+        page.click("a.session-link:text('an imported question')")
+        heading = page.locator("#session-title", has_text="an imported question")
+        heading.wait_for()
+        assert heading.evaluate("e => getComputedStyle(e).fontStyle") == "italic"
+        assert _box(heading)["height"] < titled
+        assert "claude-code" in page.inner_text("#session-facts")
         page.goto("about:blank")
     served.client.close()

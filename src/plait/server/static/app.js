@@ -338,6 +338,8 @@ async function showSession(id) {
 
 function showFacts(detail) {
   $("session-title").textContent = detail.title || detail.first_prompt || "(empty)";
+  // No title: its first prompt stands in, set as the list sets it (italic), and smaller.
+  $("session-title").classList.toggle("untitled", !detail.title);
   $("session-facts").textContent = [
     detail.length.toLocaleString() + (detail.length === 1 ? " message" : " messages"),
     detail.source || "plait",
