@@ -117,6 +117,13 @@ def short_id(session_id: str, length: int) -> str:
 
 _LOOK: Final = 8
 """How many records from the start of a session are searched for its first prompt."""
+_FIRST: Final = 120
+"""How many characters of a first prompt a list shows (a longer one ends in an ellipsis)."""
+
+
+def _shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, the cut marked with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +195,7 @@ def describe(
                 for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
                     if isinstance(record, UserRecord):
                         text = " ".join(record.content.split())
-                        first = text[:120] or None
+                        first = _shorten(text, _FIRST) or None
                         break
         except StoreCorruptError as exc:
             # Listed all the same: one damaged session does not hide the others.

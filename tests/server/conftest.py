@@ -136,12 +136,12 @@ def wait_idle(api: TestClient, sid: str) -> None:
 
 
 class LiveServer:
-    """A real uvicorn on a loopback port, in a thread."""
+    """A real uvicorn on a loopback port (a free one, or ``port``), in a thread."""
 
-    def __init__(self, app: FastAPI) -> None:
+    def __init__(self, app: FastAPI, port: int = 0) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))  # a given port: a server started again
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(
             app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1

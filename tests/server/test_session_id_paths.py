@@ -140,7 +140,9 @@ def test_httpx_through_the_asgi_transport(served: Served) -> None:
 def test_the_web_page_encodes_every_session_url() -> None:
     import plait.server
 
-    script = (Path(plait.server.__file__).parent / "static" / "app.js").read_text()
+    static = Path(plait.server.__file__).parent / "static"
+    scripts = ("app.js", "transcript.js", "live.js")
+    script = "\n".join((static / name).read_text() for name in scripts)
     assert 'function sessionPath(id) { return "/sessions/" + encodeURIComponent(id); }' in script
     # Every request to a session's routes goes through sessionPath (no id pasted in raw).
     assert '"/sessions/" +' not in script.replace(

@@ -4,8 +4,11 @@ preview, the context report, export, and lists that tell sessions apart."""
 from __future__ import annotations
 
 import xml.dom.minidom
+from pathlib import Path
 
 from starlette.testclient import TestClient
+
+from plait.interop import seed_from_jsonl
 
 from .conftest import Served
 
@@ -51,6 +54,30 @@ def test_lists_tell_untitled_sessions_apart(api: TestClient, served: Served) -> 
     row = next(r for r in rows if r["id"] == a)
     assert row["first_prompt"] == "what is in notes.txt?" and row["source"] == "plait"
     assert a.startswith(row["short_id"]) and len(row["short_id"]) < 36
+
+
+CLAUDE_CODE = (
+    '{"type":"user","sessionId":"s-1","uuid":"u1","parentUuid":null,'
+    '"timestamp":"2026-01-01T00:00:00Z","message":{"role":"user","content":"%s"}}\n'
+    '{"type":"assistant","sessionId":"s-1","uuid":"u2","parentUuid":"u1",'
+    '"timestamp":"2026-01-01T00:00:01Z","message":{"role":"assistant","model":"claude-x",'
+    '"content":[{"type":"text","text":"hi"}]}}\n'
+)
+
+
+def test_an_imported_session_is_listed_by_its_agent_and_a_cut_prompt_says_so(
+    api: TestClient, served: Served, tmp_path: Path
+) -> None:
+    long_prompt = "please look at " + "this part and " * 20 + "the end"
+    path = tmp_path / "transcript.jsonl"
+    path.write_text(CLAUDE_CODE % long_prompt, "utf-8")
+    sid = seed_from_jsonl(served.client, path).session_id
+    row = next(r for r in api.get("/sessions").json()["sessions"] if r["id"] == sid)
+    assert row["source"] == "claude-code"  # the agent that wrote it, not just "import"
+    shown = row["first_prompt"]
+    assert len(shown) <= 120 and shown.endswith("…")  # cut, and seen to be cut
+    assert long_prompt.startswith(shown[:-1])
+    assert api.get(f"/sessions/{sid}").json()["source"] == "claude-code"
 
 
 def test_the_lineage_svg_is_a_drawing_with_its_namespace(api: TestClient, served: Served) -> None:
@@ -121,3 +148,16 @@ def test_rewind_and_undo_over_http(api: TestClient, served: Served) -> None:
     nothing = api.post(f"/sessions/{sid}/rewind", json={"keep_first": 18})
     assert nothing.status_code == 409 and nothing.json()["error"]["code"] == "nothing_to_do"
     assert api.post(f"/sessions/{sid}/rewind", json={"keep_first": 99}).status_code == 422
+
+
+def test_the_page_and_its_files_are_asked_for_again_after_an_upgrade(served: Served) -> None:
+    with TestClient(served.app) as anonymous:  # the page needs no credential, HEAD included
+        for path in ("/", "/docs"):
+            assert anonymous.head(path).status_code == 200
+            assert anonymous.get(path).headers["cache-control"] == "no-cache"
+        for name in ("app.js", "transcript.js", "live.js", "app.css"):
+            got = anonymous.get(f"/static/{name}")
+            # Never the old script under a new page: each load revalidates (a 304 if unchanged).
+            assert got.status_code == 200 and got.headers["cache-control"] == "no-cache"
+            again = anonymous.get(f"/static/{name}", headers={"If-None-Match": got.headers["etag"]})
+            assert again.status_code == 304

@@ -194,6 +194,12 @@ def test_the_page_controls_a_run_and_answers_its_approvals(
         assert request.locator(".tool-name").inner_text() == "echo"
         assert markup in request.locator("pre.arguments").inner_text()
         assert page.locator("#approvals img, #approvals b").count() == 0
+        # The transcript says it in words: the call waits for this page's approval.
+        route = page.locator("#transcript li.event", has_text="tool call echo waits for")
+        assert route.inner_text().endswith(f"tool call echo waits for {me}'s approval")
+        answers = request.locator(".answer button")
+        first, second = answers.nth(0).bounding_box(), answers.nth(1).bounding_box()
+        assert first and second and second["x"] >= first["x"] + first["width"] + 4  # apart
         shots = Path(os.environ.get("PLAIT_SCREENSHOTS") or tmp_path)
         page.screenshot(path=str(shots / "7-approval.png"), full_page=True)
         [waiting] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]

@@ -159,7 +159,7 @@ def test_a_session_seen_and_worked_on_from_the_page(
         assert page.is_enabled("#stop")
         page.screenshot(path=str(shots / "5-running.png"), full_page=True)
         page.click("#stop")
-        page.locator("#live-state", has_text="failed").wait_for()
+        page.locator("#live-state", has_text="stopped").wait_for()
         assert not page.is_enabled("#stop")
 
         # New session, and signing out.

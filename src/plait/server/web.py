@@ -1,7 +1,9 @@
 """The web page ``plait serve`` shows, and its OpenAPI page at ``/docs``.
 
 The page lists the sessions (title or first prompt, source agent, size, age;
-searchable), shows a transcript with long tool arguments and outputs folded,
+searchable), shows a transcript (the user's and the model's words whole; long tool
+arguments and outputs, system prompts and summaries folded; what a compaction
+folded dimmed),
 draws the lineage as boxes, shows the context report as a bar, and follows a
 running session live. Its buttons start a new session, run, stop, fork (here,
 or at any message), compact (after a preview of what would be folded),
@@ -9,7 +11,7 @@ uncompact and export. In the live view it can attach as the session's
 controller (a random client id kept in the tab) and answer a run's tool-call
 approvals with Approve / Deny (decisions D108).
 
-One static page and its script and style, served from the package (no CDN, nothing
+One static page and its scripts and style, served from the package (no CDN, nothing
 fetched from elsewhere) under a strict Content-Security-Policy: the script is
 the only one the page may run, it may only talk to this server, and it puts
 every text from a transcript into the page as text, never as markup. The page
@@ -27,12 +29,14 @@ browser's ``localStorage`` until Sign out (D133). It follows a session by readin
 
 from __future__ import annotations
 
+import os
 from importlib import resources
 from typing import Final
 
 from fastapi import FastAPI
 from fastapi.responses import HTMLResponse, Response
 from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 __all__ = ["WEB_CSP", "mount_web"]
 
@@ -48,6 +52,26 @@ _HEADERS: Final = {
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
 }
+
+
+class _Revalidated(StaticFiles):
+    """Files the browser asks for again on each load (a 304 when unchanged).
+
+    Without it a browser keeps the script for a while by its own guess, so after an
+    upgrade the page (never cached) and its script could come from two versions.
+    """
+
+    def file_response(
+        self,
+        full_path: str | os.PathLike[str],
+        stat_result: os.stat_result,
+        scope: Scope,
+        status_code: int = 200,
+    ) -> Response:
+        """The file's response, marked to be revalidated before each use."""
+        response = super().file_response(full_path, stat_result, scope, status_code)
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
 
 def _static_dir() -> str:
@@ -74,11 +98,12 @@ def mount_web(app: FastAPI) -> None:
     docs = (folder / "docs.html").read_text("utf-8")
     swagger = _swagger_dir()
 
-    @app.get("/", include_in_schema=False)
+    # HEAD too, as every page answers it (a monitor's probe, a link checker).
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def page() -> Response:
         return HTMLResponse(index, headers=_HEADERS)
 
-    @app.get("/docs", include_in_schema=False)
+    @app.api_route("/docs", methods=["GET", "HEAD"], include_in_schema=False)
     async def api_page() -> Response:
         if swagger is None:
             return HTMLResponse(
@@ -92,4 +117,4 @@ def mount_web(app: FastAPI) -> None:
 
     if swagger is not None:  # before /static, which would match these paths first
         app.mount("/static/swagger", StaticFiles(directory=swagger), name="swagger")
-    app.mount("/static", StaticFiles(directory=_static_dir()), name="static")
+    app.mount("/static", _Revalidated(directory=_static_dir()), name="static")

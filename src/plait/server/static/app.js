@@ -1,12 +1,11 @@
 // The plait web page: sign-in, the session list, a session (actions, context, lineage,
 // transcript, live view). Every text from the server goes into the page with textContent,
 // never as markup; the lineage SVG is parsed as SVG and stripped of anything active.
+// transcript.js (the records drawn) and live.js (the live controller) are loaded first.
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
-const FOLD_CHARS = 600;   // longer tool arguments and outputs are folded ...
-const FOLD_LINES = 12;    // ... and so are those with more lines
-
+const LIST_LIMIT = 1000;  // sessions listed (and searched), the most recently active first
 const state = {
   key: localStorage.getItem("plait.key") || "",
   follow: null,
@@ -27,12 +26,19 @@ function newClientId() {
 
 function $(id) { return document.getElementById(id); }
 
-function setStatus(text) { $("status").textContent = text; }
+// The header's word on the server: "connected", or "reconnecting…" (data-state="down")
+// while the open session's event stream is lost.
+function setStatus(text, down) {
+  $("status").textContent = text;
+  $("status").dataset.state = down ? "down" : "up";
+}
 
-function showError(text) {
+// `offline`: the error is that the server did not answer, and goes once it answers again.
+function showError(text, offline) {
   const el = $("error");
   el.textContent = text;
   el.hidden = !text;
+  el.dataset.offline = offline ? "yes" : "no";
 }
 
 function notice(text) {
@@ -54,7 +60,15 @@ async function request(path, options = {}) {
   }
   const headers = Object.assign({ "Authorization": "Bearer " + state.key }, options.headers || {});
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, Object.assign({}, options, { headers }));
+  let response;
+  try {
+    response = await fetch(path, Object.assign({}, options, { headers }));
+  } catch (e) {  // no answer at all: say so, not the browser's "Failed to fetch"
+    const error = new Error("The server at " + location.host + " does not answer: is " +
+      "plait serve still running? (" + e.message + ")");
+    error.status = 0;
+    throw error;
+  }
   if (!response.ok) {
     let message = response.status + "";
     let code = "";
@@ -142,7 +156,7 @@ async function showList() {
   stopFollowing();
   releaseControl();
   $("session-view").hidden = true;
-  const data = await api("/sessions?limit=200");
+  const data = await api("/sessions?limit=" + LIST_LIMIT);
   state.sessions = data.sessions;
   drawList();
   $("list-view").hidden = false;
@@ -162,6 +176,8 @@ function drawList() {
     if (!matches(s, words)) continue;
     shown += 1;
     const row = document.createElement("tr");
+    const count = text("td", s.length.toLocaleString(), "num");
+    count.append(text("span", s.length === 1 ? " message" : " messages", "unit"));  // a phone's
     const cell = document.createElement("td");
     const link = text("a", s.title || s.first_prompt || "(empty)");
     if (!s.title) link.classList.add("untitled");
@@ -172,15 +188,16 @@ function drawList() {
     if (s.running) cell.append(text("span", "running", "badge"));
     row.append(
       cell,
-      text("td", s.source || ""),
-      text("td", s.length, "num"),
-      text("td", age(s.updated_at)),
+      text("td", s.source || "", "source"),
+      count,
+      text("td", age(s.updated_at), "age"),
       text("td", s.short_id || s.id, "id"),
     );
     body.append(row);
   }
   $("empty").hidden = state.sessions.length > 0;
   $("no-match").hidden = shown > 0 || state.sessions.length === 0;
+  $("capped").hidden = state.sessions.length < LIST_LIMIT;
 }
 
 async function newSession() {
@@ -189,72 +206,6 @@ async function newSession() {
 }
 
 // -- one session ------------------------------------------------------------------------
-
-// A long text as a folded block: its first line and its size, the whole on a click.
-function folded(value, cls) {
-  const lines = value.split("\n");
-  if (value.length <= FOLD_CHARS && lines.length <= FOLD_LINES) return text("div", value, cls);
-  const box = document.createElement("details");
-  box.className = (cls || "") + " folded";
-  const first = lines[0].length > 120 ? lines[0].slice(0, 120) + "…" : lines[0];
-  box.append(
-    text("summary", first + "  (" + lines.length + " lines, " + value.length + " characters)"),
-    text("pre", value),
-  );
-  return box;
-}
-
-function recordBody(record) {
-  const p = record.payload || {};
-  const out = document.createElement("div");
-  out.className = "body";
-  if (record.kind === "event") {
-    out.append(text("span", p.name + " " + JSON.stringify(p.data || {})));
-    return out;
-  }
-  if (record.kind === "opaque") {  // a provider item plait keeps verbatim: no text of its own
-    const item = p.item || {};
-    const kind = typeof item.type === "string" ? " " + item.type : "";
-    out.append(text("span", (p.format || "?") + kind, "opaque-name"));
-    out.append(folded(JSON.stringify(item, null, 2), "item"));
-    return out;
-  }
-  if (p.content) out.append(folded(p.content, record.kind === "tool" ? "output" : "content"));
-  for (const call of p.tool_calls || []) {
-    const line = document.createElement("div");
-    line.className = "call";
-    line.append(text("span", "→ " + call.name, "call-name"));
-    line.append(folded(JSON.stringify(call.arguments, null, 2), "arguments"));
-    out.append(line);
-  }
-  return out;
-}
-
-function addRecord(record) {
-  const list = $("transcript");
-  if (list.querySelector('li[data-seq="' + record.seq + '"]')) return;
-  const item = document.createElement("li");
-  item.className = record.kind;
-  item.dataset.seq = record.seq;
-  const head = document.createElement("div");
-  head.className = "head";
-  if (record.kind === "event") {
-    head.append(text("span", "event", "kind"));
-  } else {
-    const n = state.messages;
-    state.messages += 1;
-    item.dataset.n = n;
-    let label = "#" + n + " " + (record.kind === "opaque" ? "provider item" : record.kind);
-    if (record.kind === "tool") {
-      label += " " + (record.payload.tool_name || "") + (record.payload.ok === false ? " (failed)" : "");
-    }
-    head.append(text("span", label, "kind"));
-    head.append(button("Fork here", "fork-here", () => forkAt(n + 1)));
-  }
-  item.append(head, recordBody(record));
-  list.append(item);
-}
-
 async function showLineage(id) {
   const data = await api(sessionPath(id) + "/lineage");
   const holder = $("lineage");
@@ -279,7 +230,16 @@ async function showLineage(id) {
     box.classList.add("link");
     box.addEventListener("click", () => go(sid.textContent));
   }
+  // Scaled down to fit, but never below 80% of its size: past that its labels cannot be
+  // read, and the box scrolls sideways instead (a phone, a wide lineage).
+  const width = parseFloat(drawn.getAttribute("width"));
+  if (width > 0) drawn.style.minWidth = Math.round(0.8 * width) + "px";
   holder.append(drawn);
+  const mark = drawn.querySelector("g.mark rect");  // this session's box, in sight
+  if (mark && holder.scrollWidth > holder.clientWidth) {
+    const left = mark.getBoundingClientRect().left - holder.getBoundingClientRect().left;
+    holder.scrollLeft = Math.max(0, left - 16);
+  }
 }
 
 async function showContext(id) {
@@ -296,14 +256,15 @@ async function showContext(id) {
     return;
   }
   const whole = r.shares.reduce((sum, s) => sum + s.tokens, 0) || 1;
-  r.shares.forEach((share, i) => {
-    const part = text("span", "", "share share-" + (share.name === "Unattributed" ? "rest" : i));
+  r.shares.forEach((share) => {
+    const colour = "share share-" + (SHARE_COLOURS[share.name] || "6");
+    const part = text("span", "", colour);
     part.style.width = (100 * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
     part.title = share.name + ": " + share.tokens.toLocaleString() + " tokens";
     bar.append(part);
     const item = text("li", "");
     item.append(
-      text("span", "", "swatch share-" + (share.name === "Unattributed" ? "rest" : i)),
+      text("span", "", colour.replace("share ", "swatch ")),
       text("span", share.name + " " + share.tokens.toLocaleString(), "share-label"),
     );
     legend.append(item);
@@ -315,6 +276,14 @@ async function showContext(id) {
     (WINDOW_SOURCES[r.window_source] || r.window_source);
   $("context-fill").value = Math.min(r.fraction, 1);
 }
+
+// One colour per source, whichever sources a session has (by place in the list, the same
+// colour meant user messages in one session and assistant messages in the next).
+const SHARE_COLOURS = {
+  "System prompt": "0", "User messages": "1", "Assistant messages": "2", "Tool output": "3",
+  "Provider items": "4", "Environment notes": "5", "Tool schemas": "6",
+  "Compaction summary": "7", "Unattributed": "rest",
+};
 
 const WINDOW_SOURCES = {
   table: "the model family's table",
@@ -332,7 +301,14 @@ async function showSession(id) {
   const detail = await api(sessionPath(id));
   id = detail.id;  // a prefix or "latest" in the address names this session
   showFacts(detail);
-  $("transcript").replaceChildren();
+  // Nothing of the session shown before stays while this one loads (a long one takes a while).
+  for (const part of ["transcript", "lineage", "context-bar", "context-legend"]) {
+    $(part).replaceChildren();
+  }
+  $("context-total").textContent = "";
+  $("context-fill").value = 0;
+  $("live").dataset.connected = "no";
+  if (state.controlled !== id) setControlling(id, false);
   state.messages = 0;
   $("live-text").textContent = "";
   setRunning(detail.running);
@@ -355,15 +331,18 @@ async function showSession(id) {
   await showLineage(id);
   await showContext(id).catch((e) => showError(e.message));
   const clients = await api(sessionPath(id) + "/clients");
-  setControlling(id, clients.controller_id === state.client);
+  setControlling(id, clients.controller_id === state.client, clients.controller_id);
   if (state.controlled === id) await loadApprovals(id);
   follow(id, after + "~" + head);
 }
 
 function showFacts(detail) {
   $("session-title").textContent = detail.title || detail.first_prompt || "(empty)";
+  // No title: its first prompt stands in, set as the list sets it (italic), and smaller.
+  $("session-title").classList.toggle("untitled", !detail.title);
   $("session-facts").textContent = [
-    detail.length + (detail.length === 1 ? " message" : " messages"), detail.source || "plait",
+    detail.length.toLocaleString() + (detail.length === 1 ? " message" : " messages"),
+    detail.source || "plait",
     detail.status,
     (detail.lineage_operator || "root").replace("Session.", ""), "active " + age(detail.updated_at),
     detail.id,
@@ -381,7 +360,22 @@ function setRunning(running) {
 
 async function act(work) {
   showError("");
-  try { await work(); } catch (e) { showError(e.message); }
+  notice("");  // the last action's word is stale once another starts
+  try { await work(); } catch (e) { showError(explain(e), e.status === 0); }
+}
+
+// An error as a person reads it on this page: the server's words, or for the live
+// controller's refusals what to do here (the server's own say what to call in the API).
+function explain(e) {
+  const holder = /the controller is '([^']+)'|already has controller '([^']+)'/.exec(e.message);
+  const who = holder ? " (" + (holder[1] || holder[2]) + ")" : "";
+  if (e.code === "controller_conflict" || e.code === "not_controller") {
+    $("take-over").hidden = state.controlled === currentId();
+    return "Another client" + who + " controls this session: only it can run and answer " +
+      "tool calls. Take over to do so from this page.";
+  }
+  if (e.code === "session_busy") return "A run is already in progress: Stop it, or wait for it to end.";
+  return e.message;
 }
 
 function fork() {
@@ -454,125 +448,11 @@ function exportPage() {
 
 function stopRun() {
   return act(async () => {
-    await api(sessionPath(currentId()) + "/runs/current", { method: "DELETE" });
+    const id = currentId();
+    // With a live controller attached only it may stop the run: this page, when it is.
+    const as = state.controlled === id ? "?client_id=" + encodeURIComponent(state.client) : "";
+    await api(sessionPath(id) + "/runs/current" + as, { method: "DELETE" });
   });
-}
-
-// -- control: attach as the live controller, answer tool-call approvals ----------------
-
-function setControlling(id, controlling) {
-  state.controlled = controlling ? id : null;
-  const box = $("control");
-  box.dataset.mode = controlling ? "controller" : "observer";
-  box.dataset.clientId = state.client;
-  $("control-state").textContent = controlling
-    ? "controlling as " + state.client
-    : "not controlling";
-  $("take-control").hidden = controlling;
-  $("release-control").hidden = !controlling;
-  $("take-over").hidden = true;
-  if (!controlling) $("approvals").replaceChildren();
-}
-
-async function takeControl(takeover) {
-  const id = currentId();
-  showError("");
-  try {
-    await post(sessionPath(id) + "/clients",
-      { client_id: state.client, mode: "controller", takeover: takeover });
-  } catch (e) {
-    if (e.status === 409) $("take-over").hidden = false;  // another controller holds it
-    showError(e.message);
-    return;
-  }
-  setControlling(id, true);
-  await loadApprovals(id).catch((e) => showError(e.message));
-}
-
-// Let go of control (leaving the session, or the Release button); best effort.
-function releaseControl(keepalive) {
-  const id = state.controlled;
-  if (id === null) return;
-  setControlling(id, false);
-  fetch(sessionPath(id) + "/clients/" + encodeURIComponent(state.client) + "/release", {
-    method: "POST",
-    headers: { "Authorization": "Bearer " + state.key, "Content-Type": "application/json" },
-    body: JSON.stringify({ reason: "web_page_release" }),
-    keepalive: !!keepalive,
-  }).catch(() => {});
-}
-
-// What waits already (an approval_requested sent before we attached, or while disconnected).
-async function loadApprovals(id) {
-  const data = await api(sessionPath(id) + "/approvals");
-  for (const a of data.approvals) showApproval(id, a);
-}
-
-function findApproval(runId, callId) {
-  for (const item of $("approvals").children) {
-    if (item.dataset.runId === runId && item.dataset.callId === callId) return item;
-  }
-  return null;
-}
-
-function showApproval(id, request) {
-  if (state.controlled !== id) return;
-  if (findApproval(request.run_id, request.call_id)) return;
-  const item = document.createElement("li");
-  item.dataset.runId = request.run_id;
-  item.dataset.callId = request.call_id;
-  const buttons = document.createElement("div");
-  buttons.className = "answer";
-  buttons.append(
-    button("Approve", "approve", () => answerApproval(id, item, true)),
-    button("Deny", "deny", () => answerApproval(id, item, false)),
-  );
-  item.append(
-    text("span", "tool call wants approval: ", "label"),
-    text("span", request.tool, "tool-name"),
-    text("pre", JSON.stringify(request.arguments, null, 2), "arguments"),
-    buttons,
-    text("span", "", "outcome"),
-  );
-  $("approvals").append(item);
-}
-
-async function answerApproval(id, item, approve) {
-  for (const b of item.querySelectorAll("button")) b.disabled = true;
-  try {
-    await post(sessionPath(id) + "/approvals/" + encodeURIComponent(item.dataset.callId),
-      { client_id: state.client, approve: approve });
-  } catch (e) {
-    showError(e.message);
-    if (e.status === 404) markResolved(item, null, "no longer waiting");
-    else for (const b of item.querySelectorAll("button")) b.disabled = false;
-  }
-}
-
-function markResolved(item, approve, why) {
-  if (approve !== null) item.dataset.outcome = approve ? "approved" : "denied";
-  else item.dataset.outcome = "gone";
-  const answer = item.querySelector(".answer");
-  if (answer) answer.remove();
-  item.querySelector(".outcome").textContent = why;
-}
-
-function resolveApproval(data) {
-  const item = findApproval(data.run_id, data.call_id);
-  if (!item) return;
-  let why = data.approve ? "approved" : "denied";
-  if (data.reason !== "controller") why += " (" + data.reason + ")";
-  else if (data.client_id && data.client_id !== state.client) why += " by " + data.client_id;
-  markResolved(item, data.approve, why);
-}
-
-// Lost control: another client took over, or this one was released elsewhere.
-function watchControl(id, record) {
-  const p = record.payload || {};
-  if (record.kind !== "event" || p.name !== "live_session_client" || state.controlled !== id) return;
-  const d = p.data || {};
-  const released = d.action === "detach" && d.client_id === state.client;
-  if (released || d.demoted_id === state.client) setControlling(id, false);
 }
 
 // -- following a session live -----------------------------------------------------------
@@ -589,13 +469,28 @@ function headMoved(id, keep) {
     if (Number(item.dataset.seq) >= keep) item.remove();
   }
   state.messages = $("transcript").querySelectorAll("li[data-n]").length;
+  markView();
   showLineage(id).catch(() => {});
   showContext(id).catch(() => {});
   api(sessionPath(id)).then(showFacts).catch(() => {});
 }
 
-// The facts line (the count of messages, when last active) follows records written outside
-// a run, once they stop arriving; a run's end redraws it anyway.
+// Back after the stream was lost (the server restarted, the network dropped): a run that
+// was going may have ended unseen, and the facts, context and lineage may have moved.
+function caughtUp(id, running) {
+  const was = $("live-state").textContent === "running";
+  setRunning(running);
+  if (was && !running) {
+    $("live-state").textContent = "ended while this page was not connected";
+    $("live-text").textContent = "";
+  }
+  showLineage(id).catch(() => {});
+  showContext(id).catch(() => {});
+  api(sessionPath(id)).then(showFacts).catch(() => {});
+}
+
+// The facts line (the count of messages, when last active) follows the records, redrawn
+// once they stop arriving for a moment (one request however many arrive together).
 function factsSoon(id) {
   clearTimeout(state.factsTimer);
   state.factsTimer = setTimeout(() => {
@@ -608,7 +503,7 @@ function handleEvent(id, name, data) {
     headMoved(id, data.keep);
   } else if (name === "record") {
     addRecord(data.record);
-    if ($("live-state").textContent !== "running") factsSoon(id);
+    factsSoon(id);  // the count of messages follows, during a run too
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {
@@ -621,11 +516,23 @@ function handleEvent(id, name, data) {
     resolveApproval(data);
   } else if (name === "run_end") {
     setRunning(false);
-    $("live-state").textContent = data.ok ? "done" : "failed: " + data.error.error.code;
+    $("live-state").textContent = runOutcome(data);
     showLineage(id).catch(() => {});
     showContext(id).catch(() => {});
     api(sessionPath(id)).then(showFacts).catch(() => {});
   }
+}
+
+// How a run ended, in words: done, stopped (the Stop button, a cancel), or why it failed.
+function runOutcome(data) {
+  if (data.ok && data.finish_reason === "max_steps") {
+    return "ended at the step limit (" + data.steps + " steps) before the model finished";
+  }
+  if (data.ok && data.finish_reason === "length") return "done (the reply hit the token limit)";
+  if (data.ok) return "done";
+  const error = (data.error || {}).error || {};
+  if (error.code === "run_interrupted") return "stopped";
+  return "failed: " + (error.message || error.code || "unknown error");
 }
 
 // `mark` is the last event id seen: "<seq>~<head>", the head the seq counts on.
@@ -634,6 +541,7 @@ async function follow(id, mark) {
   const control = new AbortController();
   state.follow = control;
   let lastId = mark;
+  let lost = false;  // the stream was lost: what it missed is read again on reconnecting
   while (!control.signal.aborted && state.key) {
     try {
       const response = await fetch(sessionPath(id) + "/events", {
@@ -643,9 +551,13 @@ async function follow(id, mark) {
       if (!response.ok) throw new Error("events: " + response.status);
       // What happened while not connected: a run may have started (or ended) meanwhile.
       const run = await api(sessionPath(id) + "/runs/current");
-      if (run.running) setRunning(true);
+      if (lost) caughtUp(id, run.running);
+      else if (run.running) setRunning(true);
+      lost = false;
       $("live").dataset.sessionId = id;
       $("live").dataset.connected = "yes";
+      setStatus("connected");
+      if ($("error").dataset.offline === "yes") showError("");
       if (state.controlled === id) loadApprovals(id).catch(() => {});
       const reader = response.body.getReader();
       const decoder = new TextDecoder();
@@ -671,7 +583,10 @@ async function follow(id, mark) {
     } catch (e) {
       if (control.signal.aborted) return;
     }
+    if (control.signal.aborted) return;
+    lost = true;
     $("live").dataset.connected = "no";
+    setStatus("reconnecting…", true);
     await new Promise((resolve) => setTimeout(resolve, 1000));
   }
 }
