@@ -348,12 +348,13 @@ service.close()
 """
 
 
-def test_two_workers_share_user_and_app_state(tmp_path: Path) -> None:
-    path = str(tmp_path / "s.db")
+def _started_together(script: str, path: str, tmp_path: Path) -> list[subprocess.Popen[str]]:
+    """Two worker processes running ``script``, let go at once when both are ready."""
     workers = [
         subprocess.Popen(
-            [sys.executable, "-c", _WORKER, path, name, str(tmp_path)],
+            [sys.executable, "-c", script, path, name, str(tmp_path)],
             stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
@@ -363,6 +364,12 @@ def test_two_workers_share_user_and_app_state(tmp_path: Path) -> None:
         assert all(w.poll() is None for w in workers), "a worker stopped before it was ready"
         time.sleep(0.01)
     (tmp_path / "go").touch()
+    return workers
+
+
+def test_two_workers_share_user_and_app_state(tmp_path: Path) -> None:
+    path = str(tmp_path / "s.db")
+    workers = _started_together(_WORKER, path, tmp_path)
     for worker in workers:
         _, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err
@@ -566,20 +573,7 @@ def test_two_workers_on_one_session_lose_no_state_delta(tmp_path: Path) -> None:
     path = str(tmp_path / "s.db")
     service = PlaitSessionService(path, workspace=tmp_path)
     asyncio.run(service.create_session(app_name=APP, user_id="ann", session_id="s1"))
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-c", _ONE_SESSION_WORKER, path, name, str(tmp_path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for name in ("w1", "w2")
-    ]
-    while not all((tmp_path / f"ready-{name}").exists() for name in ("w1", "w2")):
-        assert all(w.poll() is None for w in workers), "a worker stopped before it was ready"
-        time.sleep(0.01)
-    (tmp_path / "go").touch()
+    workers = _started_together(_ONE_SESSION_WORKER, path, tmp_path)
     landed: set[str] = set()
     for worker in workers:
         out, err = worker.communicate(timeout=120)
