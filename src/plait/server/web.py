@@ -12,8 +12,8 @@ controller (a random client id kept in the tab) and answer a run's tool-call
 approvals with Approve / Deny (decisions D108).
 
 One static page and its scripts and style, served from the package (no CDN, nothing
-fetched from elsewhere) under a strict Content-Security-Policy: the script is
-the only one the page may run, it may only talk to this server, and it puts
+fetched from elsewhere) under a strict Content-Security-Policy: its scripts are
+the only ones the page may run, they may only talk to this server, and they put
 every text from a transcript into the page as text, never as markup. The page
 signs in with an API key (the one ``plait serve`` printed, or a ``plait token
 create`` token), typed in or brought once by the URL ``plait serve`` prints,
