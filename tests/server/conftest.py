@@ -72,6 +72,7 @@ def make_served(
     provider: Callable[[], Any] | None = None,
     store: Store | None = None,
     ping_interval: float = 0.2,
+    presence_grace: float = 30.0,
 ) -> Served:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
@@ -84,7 +85,11 @@ def make_served(
         return p
 
     app = create_app(
-        client, api_keys={KEY: "tester"}, provider=factory, ping_interval=ping_interval
+        client,
+        api_keys={KEY: "tester"},
+        provider=factory,
+        ping_interval=ping_interval,
+        presence_grace=presence_grace,
     )
     return Served(app, client, made)
 

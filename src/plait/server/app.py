@@ -42,6 +42,7 @@ from plait.server.feed import StoreFeed
 from plait.server.guard import RequestGuard
 from plait.server.letgo import ReleaseIdleLocks
 from plait.server.paths import SessionIdPaths
+from plait.server.presence import DEFAULT_GRACE
 from plait.server.routes import approvals, auth, events, live, runs, sessions
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
@@ -193,6 +194,7 @@ def create_app(
     approval_timeout: float = 60.0,
     approval_default: ApprovalDefault = "deny",
     max_body: int = DEFAULT_MAX_BODY,
+    presence_grace: float = DEFAULT_GRACE,
 ) -> FastAPI:
     """Build the HTTP service over a client's sessions.
 
@@ -220,6 +222,9 @@ def create_app(
             ``allow`` (tools run unasked).
         max_body: the largest request body accepted, in bytes (8 MiB by
             default); a larger one is 413 ``payload_too_large``, unread.
+        presence_grace: seconds a live client that named itself on event streams
+            (``?client_id=``) may have none of them open before it is released, so
+            a page that died controls no run (a reconnect within it keeps its place).
 
     Raises:
         InvalidArgumentError: a bad interval, queue size, timeout, default or body limit.
@@ -238,6 +243,12 @@ def create_app(
         raise InvalidArgumentError("approval_timeout must be a positive number of seconds")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise InvalidArgumentError("max_body must be a positive number of bytes")
+    if (
+        isinstance(presence_grace, bool)
+        or not isinstance(presence_grace, int | float)
+        or not 0 <= presence_grace < float("inf")
+    ):
+        raise InvalidArgumentError("presence_grace must be a number of seconds, 0 or more")
     if approval_default not in APPROVAL_DEFAULTS:
         raise InvalidArgumentError(
             f"approval_default must be 'allow' or 'deny', not {approval_default!r}"
@@ -261,6 +272,7 @@ def create_app(
         owns_client=owns,
         approval_timeout=float(approval_timeout),
         approval_default=approval_default,
+        presence_grace=float(presence_grace),
     )
 
     @asynccontextmanager
@@ -273,6 +285,7 @@ def create_app(
             await asyncio.to_thread(feed.stop)  # it waits for the feed's thread
             for entry in tuple(state.runs.values()):
                 entry.cancel()
+            state.presence.close()
             state.hub.close_all()
             if state.owns_client:
                 await asyncio.to_thread(client.close)

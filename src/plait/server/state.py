@@ -18,11 +18,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from plait.auth import Authenticated, DurableSessions, authenticate
 from plait.client import Client
-from plait.errors import NotControllerError
+from plait.errors import NotControllerError, SessionNotFoundError
 from plait.live import LiveClient, LiveClients
 from plait.providers import Provider
 from plait.records import JSONValue
 from plait.server.errors import ApiError, ClientNotOwnedError
+from plait.server.presence import DEFAULT_GRACE, Presence
 from plait.server.sse import Hub
 from plait.session import Session
 from plait.tools import Tool
@@ -30,6 +31,7 @@ from plait.tools import Tool
 __all__ = [
     "APPROVAL_DEFAULTS",
     "CALLER_KEY",
+    "GONE",
     "OWNER_KEY",
     "WRITE_SCOPE",
     "ApprovalDefault",
@@ -52,6 +54,8 @@ CALLER_KEY: Final = "plait.caller"
 
 OWNER_KEY: Final = "principal"
 """The key of a live client's metadata that names the principal that attached it (D102)."""
+GONE: Final = "gone"
+"""The ``reason`` of a release made because no event stream showed the client any more."""
 
 ApprovalDefault: TypeAlias = Literal["allow", "deny"]
 """What a tool call gets when no controller is attached to answer it."""
@@ -116,6 +120,30 @@ class ServerState:
     runs: dict[str, RunEntry] = field(default_factory=dict)
     approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
     """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
+    presence_grace: float = DEFAULT_GRACE
+    """Seconds a live client named on event streams may have none open before it is released."""
+    presence: Presence = field(init=False)
+    """The live clients' open event streams (see :mod:`plait.server.presence`)."""
+
+    def __post_init__(self) -> None:
+        self.presence = Presence(self.presence_grace, self._release_gone)
+
+    async def _release_gone(self, session_id: str, client_id: str, principal: str) -> None:
+        """Release a live client no stream shows any more, if it is still that principal's."""
+
+        def release() -> bool:
+            try:
+                session = self.session(session_id)
+            except SessionNotFoundError:
+                return False
+            found = self.live_client(session, client_id)
+            if found is None or found.metadata.get(OWNER_KEY) != principal:
+                return False  # released meanwhile, or attached again by someone else
+            self.live.release_client(session, client_id, reason=GONE)
+            return True
+
+        if await self.call(release):
+            await self.hub.refresh(session_id)
 
     async def call(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn``, which calls the store, on the client's store worker, off the loop (D202).

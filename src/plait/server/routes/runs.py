@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -27,16 +27,28 @@ from plait.server.state import Caller, RunEntry, ServerState, Writer, server_sta
 from plait.session import Session
 from plait.views import ResumeInfo
 
-__all__ = ["SSE_RESPONSE", "router", "stream_events"]
+__all__ = ["SSE_EVENT", "SSE_RESPONSE", "router", "stream_events"]
 
 # A prefix of a session id, or "latest", names the session (after authentication).
 router = APIRouter(tags=["runs"], dependencies=[Depends(resolve_path_session)])
 _log = logging.getLogger("plait.server")
 
+SSE_EVENT: dict[str, object] = {
+    "type": "object",
+    "description": "One event of the stream: its name, its id, its data (JSON text).",
+    "properties": {
+        "event": {"type": "string"},
+        "id": {"type": "string"},
+        "data": {"type": "string"},
+        "retry": {"type": "integer"},
+    },
+}
+"""One Server-Sent Event's schema (before OpenAPI 3.2 a stream's ``schema`` is its events')."""
+
 SSE_RESPONSE: dict[int | str, dict[str, object]] = {
     200: {
         "description": "The run's events as text/event-stream (with stream=true).",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        "content": {"text/event-stream": {"schema": SSE_EVENT}},
     }
 }
 
@@ -138,7 +150,7 @@ async def stream_events(
     sub: Subscriber,
     *,
     until_run: str | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """The bytes of an event stream: the backlog, then live events until the channel ends.
 
     With ``until_run``, the stream ends after that run's ``run_end``. Every

@@ -544,7 +544,10 @@ async function follow(id, mark) {
   let lost = false;  // the stream was lost: what it missed is read again on reconnecting
   while (!control.signal.aborted && state.key) {
     try {
-      const response = await fetch(sessionPath(id) + "/events", {
+      // Named by the tab's client id: once the page is gone (closed, killed, off the
+      // network) and does not come back, the server lets go of its control.
+      const present = "?client_id=" + encodeURIComponent(state.client);
+      const response = await fetch(sessionPath(id) + "/events" + present, {
         headers: { "Authorization": "Bearer " + state.key, "Last-Event-ID": lastId },
         signal: control.signal,
       });
