@@ -14,6 +14,7 @@ const state = {
   sessions: [],      // the list view's rows, for the search box
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
   factsTimer: 0,     // the facts line redrawn once records stop arriving
+  opened: 0,         // counts the views opened: one whose answers come late draws nothing
 };
 sessionStorage.setItem("plait.client", state.client);
 
@@ -153,10 +154,13 @@ async function whoAmI() {
 // -- the list ---------------------------------------------------------------------------
 
 async function showList() {
+  const mine = ++state.opened;
   stopFollowing();
   releaseControl();
   $("session-view").hidden = true;
+  $("session-view").dataset.id = "";  // no session is shown: late answers for one draw nothing
   const data = await api("/sessions?limit=" + LIST_LIMIT);
+  if (mine !== state.opened) return;
   state.sessions = data.sessions;
   drawList();
   $("list-view").hidden = false;
@@ -208,6 +212,7 @@ async function newSession() {
 // -- one session ------------------------------------------------------------------------
 async function showLineage(id) {
   const data = await api(sessionPath(id) + "/lineage");
+  if (currentId() !== id) return;  // the page moved on meanwhile
   const holder = $("lineage");
   holder.replaceChildren();
   if (!data.svg) return;
@@ -244,6 +249,7 @@ async function showLineage(id) {
 
 async function showContext(id) {
   const data = await api(sessionPath(id) + "/context");
+  if (currentId() !== id) return;  // the page moved on meanwhile
   const bar = $("context-bar");
   const legend = $("context-legend");
   bar.replaceChildren();
@@ -293,12 +299,14 @@ const WINDOW_SOURCES = {
 };
 
 async function showSession(id) {
+  const mine = ++state.opened;  // a later view (another session, the list) wins over this one
   stopFollowing();
   if (state.controlled !== id) releaseControl();
   $("list-view").hidden = true;
   $("compact-preview").hidden = true;
   notice("");
   const detail = await api(sessionPath(id));
+  if (mine !== state.opened) return;
   id = detail.id;  // a prefix or "latest" in the address names this session
   showFacts(detail);
   // Nothing of the session shown before stays while this one loads (a long one takes a while).
@@ -317,6 +325,7 @@ async function showSession(id) {
   let after = -1, head = null;
   for (;;) {
     const page = await api(sessionPath(id) + "/records?after=" + after + "&limit=1000");
+    if (currentId() !== id) return;  // another session was opened meanwhile
     if (head !== null && page.head !== head) {  // rewound between two pages: start again
       $("transcript").replaceChildren();
       state.messages = 0;
@@ -331,9 +340,18 @@ async function showSession(id) {
   await showLineage(id);
   await showContext(id).catch((e) => showError(e.message));
   const clients = await api(sessionPath(id) + "/clients");
+  if (currentId() !== id) return;
   setControlling(id, clients.controller_id === state.client, clients.controller_id);
   if (state.controlled === id) await loadApprovals(id);
   follow(id, after + "~" + head);
+}
+
+// The facts line read again; drawn only if the page still shows that session (an answer
+// that comes after the page moved on to another would put its title on the other).
+function refreshFacts(id) {
+  api(sessionPath(id)).then((detail) => {
+    if (currentId() === id) showFacts(detail);
+  }).catch(() => {});
 }
 
 function showFacts(detail) {
@@ -472,7 +490,7 @@ function headMoved(id, keep) {
   markView();
   showLineage(id).catch(() => {});
   showContext(id).catch(() => {});
-  api(sessionPath(id)).then(showFacts).catch(() => {});
+  refreshFacts(id);
 }
 
 // Back after the stream was lost (the server restarted, the network dropped): a run that
@@ -486,7 +504,7 @@ function caughtUp(id, running) {
   }
   showLineage(id).catch(() => {});
   showContext(id).catch(() => {});
-  api(sessionPath(id)).then(showFacts).catch(() => {});
+  refreshFacts(id);
 }
 
 // The facts line (the count of messages, when last active) follows the records, redrawn
@@ -494,7 +512,7 @@ function caughtUp(id, running) {
 function factsSoon(id) {
   clearTimeout(state.factsTimer);
   state.factsTimer = setTimeout(() => {
-    if (currentId() === id) api(sessionPath(id)).then(showFacts).catch(() => {});
+    refreshFacts(id);
   }, 300);
 }
 
@@ -519,7 +537,7 @@ function handleEvent(id, name, data) {
     $("live-state").textContent = runOutcome(data);
     showLineage(id).catch(() => {});
     showContext(id).catch(() => {});
-    api(sessionPath(id)).then(showFacts).catch(() => {});
+    refreshFacts(id);
   }
 }
 
