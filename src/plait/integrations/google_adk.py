@@ -54,7 +54,7 @@ from plait.errors import MissingDependencyError, SessionExistsError, SessionNotF
 from plait.errors import StaleSessionError as PlaitStaleSessionError
 from plait.integrations._keys import id_part, scan, unescape
 from plait.integrations._offload import in_thread, settled
-from plait.records import JSONValue
+from plait.records import JSONValue, Record
 from plait.session import Session as PlaitSession
 from plait.store import Store
 from plait.store.base import SessionRow
@@ -416,7 +416,8 @@ class PlaitSessionService(BaseSessionService):
         if session_id_for(app_name, user_id, session_id) != row.id:
             return None  # a part too long for the id was shortened: it cannot be read back
         source = self._source(row)
-        events = self._events(row, None, None)
+        records = self.client.store.read(row, 0, row.layout.end_seq)
+        events = self._events(row, None, None, records)
         if source is None and not events:
             return None  # a plait session under an ADK-like id, not an ADK session's copy
         initial = (source or {}).get("initial")
@@ -424,7 +425,7 @@ class PlaitSessionService(BaseSessionService):
         for event in events:
             delta = event.actions.state_delta if event.actions else {}
             state.update({k: to_json(v) for k, v in split(delta or {})[2].items()})
-        kept = keyed_events(self.client.store.read(row, 0, row.layout.end_seq))
+        kept = keyed_events(records)
         return {
             "kind": "session",
             "app_name": app_name,
@@ -515,17 +516,28 @@ class PlaitSessionService(BaseSessionService):
         for key, value in delta.items():
             scope.set_metadata(_STATE + key, {"v": to_json(value)})
 
-    def _events(self, row: SessionRow, want: int | None, after: float | None) -> list[Event]:
+    def _events(
+        self,
+        row: SessionRow,
+        want: int | None,
+        after: float | None,
+        records: list[Record] | None = None,
+    ) -> list[Event]:
         """The session's events, reading back from the head only as far as the filters need.
 
         After a rewind, the events it cut are in hidden heads: every head is read, and the
-        events ordered by the version they were written at.
+        events ordered by the version they were written at. ``records``: the row's records,
+        when the caller has read them all already.
         """
         hidden = self.client.handle(row).hidden_heads()
         if not hidden:
+            if records is not None and want is None and after is None:
+                return [e for e in map(event_of, records) if e]
             return list(self._read_back(row, want, after))
         store = self.client.store
-        found = keyed_events(store.read(row, 0, row.layout.end_seq))
+        found = keyed_events(
+            records if records is not None else store.read(row, 0, row.layout.end_seq)
+        )
         for head_id in hidden:
             held = self._row(head_id)
             if held is not None:

@@ -63,10 +63,6 @@ class Presence:
         if not self._closed and key not in self._pending:
             self._pending[key] = asyncio.get_running_loop().create_task(self._gone(key))
 
-    def present(self, session_id: str, client_id: str, principal: str) -> bool:
-        """Whether a stream naming the client is open now."""
-        return (session_id, client_id, principal) in self._open
-
     def close(self) -> None:
         """Call off every pending release, and make none from now on.
 
