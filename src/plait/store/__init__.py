@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from plait._files import usable_path
 from plait._lazy import lazy_names
 from plait.store._check import Problem
+from plait.store._registry import ReplicaRow, RunRegistry, RunRow
 from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
@@ -46,6 +47,9 @@ __all__ = [
     "ObjectStore",
     "PostgresStore",
     "Problem",
+    "ReplicaRow",
+    "RunRegistry",
+    "RunRow",
     "SQLiteStore",
     "Salvaged",
     "ScratchpadEntry",

@@ -267,6 +267,41 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
             # until rewritten, and read the same (D217).
             tuple(s for s in (d.plain_layouts,) if s),
         ),
+        (
+            9,
+            "the fleet's replicas and runs",
+            (
+                # A replica of `plait serve` on this store: its heartbeat is `seen_at`; a
+                # replica unseen for a lease (or `gone`) leaves its runs to the others (D232).
+                f"""
+                CREATE TABLE replicas (
+                    replica_id TEXT PRIMARY KEY,
+                    url TEXT,                        -- where others forward its sessions' writes
+                    state TEXT NOT NULL,             -- serving, draining, gone
+                    started_at {d.big} NOT NULL,
+                    seen_at {d.big} NOT NULL
+                )
+                """,
+                # A run is the store's, not its process's: a takeover moves `replica_id` and
+                # bumps `epoch` with compare-and-set, so of two claimers one wins.
+                f"""
+                CREATE TABLE runs (
+                    run_id TEXT PRIMARY KEY,
+                    session_id TEXT NOT NULL,
+                    replica_id TEXT NOT NULL,
+                    state TEXT NOT NULL,             -- running, done, failed, cancelled
+                    epoch {d.big} NOT NULL,
+                    started_at {d.big} NOT NULL,
+                    updated_at {d.big} NOT NULL,
+                    options TEXT NOT NULL            -- JSON: what a takeover continues with
+                )
+                """,
+                # One run in progress per session in the whole fleet.
+                "CREATE UNIQUE INDEX runs_one_per_session ON runs (session_id) "
+                "WHERE state = 'running'",
+                "CREATE INDEX runs_ended ON runs (updated_at) WHERE state <> 'running'",
+            ),
+        ),
     )
 
 

@@ -50,6 +50,7 @@ from plait.store._check import check as check_store
 from plait.store._dialect import Connection, Dialect, Statements
 from plait.store._moves import move_head
 from plait.store._objects import SQLObjects
+from plait.store._registry import SQLRegistry
 from plait.store._rows import (
     SEQ_BITS,
     SEQ_MAX,
@@ -172,7 +173,7 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, ABC):
+class SQLStore(SQLObjects, SQLRegistry, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
