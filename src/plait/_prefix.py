@@ -52,7 +52,7 @@ _SHOWN: Final = 10
 _PREFIX: Final = re.compile(r"^[0-9a-f-]+$")
 
 
-def resolve_session_id(client: Client, text: str) -> str:
+def resolve_session_id(client: Client, text: str, *, all_workspaces: bool = False) -> str:
     """The full id of the session ``text`` names.
 
     Args:
@@ -60,6 +60,8 @@ def resolve_session_id(client: Client, text: str) -> str:
             workspace's sessions (an id is unique in the store); ``latest`` is
             the most recently active session of the client's workspace.
         text: a full id, a unique prefix of one (any case), or ``latest``.
+        all_workspaces: ``latest`` is the most recently active session of any
+            workspace (a server whose scope is the whole store).
 
     Returns:
         The stored session's full id.
@@ -74,9 +76,10 @@ def resolve_session_id(client: Client, text: str) -> str:
         return text
     wanted = text.strip().lower()
     if wanted == LATEST:
-        newest = client.sessions.list(1)
+        newest = client.sessions.list(1, all_workspaces=all_workspaces)
         if not newest:
-            raise SessionNotFoundError(text, f"no sessions in {client.workspace}")
+            where = "the store" if all_workspaces else client.workspace
+            raise SessionNotFoundError(text, f"no sessions in {where}")
         return newest[0].id
     if not wanted or not _PREFIX.match(wanted):
         raise SessionNotFoundError(text)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
 
 from plait.records import (
     AssistantRecord,
+    EventRecord,
     Message,
     OpaqueRecord,
     Record,
@@ -155,6 +156,34 @@ class ResumeInfo:
     """The same, in words a user can read."""
     missing: tuple[ToolCall, ...] = ()
     """For ``recover_tools``: the calls that have no result."""
+    unstarted: tuple[ToolCall, ...] = ()
+    """Those of ``missing`` known never to have started: their approval was asked and
+    never answered (a tool runs only once approved), so resume asks again and runs them."""
+
+
+APPROVAL_ASKED: Final = "live_session_permission_route"
+"""The event that asks a call's approval (seed 003's permission route)."""
+APPROVAL_ANSWERED: Final = "live_session_permission_decision"
+"""The event that records the answer (or the timeout) of an asked approval."""
+
+
+def _unstarted(records: Sequence[Record], missing: Sequence[ToolCall]) -> tuple[ToolCall, ...]:
+    """The missing calls whose approval was asked, with no answer recorded after it."""
+    asked: set[str] = set()
+    for record in records:
+        if not isinstance(record, EventRecord):
+            continue
+        data = record.data
+        if record.name == APPROVAL_ASKED:
+            request = data.get("request")
+            call_id = request.get("id") if isinstance(request, dict) else None
+            if isinstance(call_id, str):
+                asked.add(call_id)
+        elif record.name == APPROVAL_ANSWERED:
+            call_id = data.get("call_id")
+            if isinstance(call_id, str):
+                asked.discard(call_id)
+    return tuple(c for c in missing if c.id in asked)
 
 
 def resume_info(records: Sequence[Record]) -> ResumeInfo | None:
@@ -187,11 +216,21 @@ def resume_info(records: Sequence[Record]) -> ResumeInfo | None:
         missing = tuple(c for c in last.tool_calls if c.id not in answered)
         if missing:
             names = ", ".join(c.name for c in missing)
+            unstarted = _unstarted(records, missing)
+            if len(unstarted) == len(missing):
+                how = "each waited for its approval and never started: it is asked again"
+            else:
+                how = (
+                    "each gets a result saying it was interrupted and may or may not have "
+                    "run, and is not run again (unless its tool is idempotent)"
+                )
+                if unstarted:
+                    how += "; those that waited for their approval are asked again"
             return ResumeInfo(
                 "recover_tools",
-                f"{len(missing)} tool call(s) have no result ({names}); each gets a result "
-                "saying it was interrupted and may or may not have run, and is not run again",
+                f"{len(missing)} tool call(s) have no result ({names}); {how}",
                 missing,
+                unstarted,
             )
         if last.tool_calls:
             return ResumeInfo("call_model", "every tool call has its result; the model is next")

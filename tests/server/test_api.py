@@ -285,7 +285,14 @@ def test_a_run_in_the_background(api: TestClient) -> None:
         REPLY,
     ]
     state = api.get(f"/sessions/{sid}/runs/current").json()
-    assert state == {"session_id": sid, "running": False, "run_id": None, "resumable": None}
+    assert state == {
+        "session_id": sid,
+        "running": False,
+        "run_id": None,
+        "replica_id": None,
+        "started_at": None,
+        "resumable": None,
+    }
     r = api.post(f"/sessions/{sid}/runs/current/steer", json={"message": "x"})
     assert r.status_code == 409 and error_of(r)["code"] == "nothing_to_do"
     r = api.delete(f"/sessions/{sid}/runs/current")

@@ -25,7 +25,12 @@ from typing import Literal
 import click
 
 from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings
-from plait.server import DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_BODY
+from plait.server import (
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_LEASE,
+    DEFAULT_MAX_BODY,
+)
 
 __all__ = ["serve_command"]
 
@@ -137,6 +142,35 @@ def _read_key_file(path: Path) -> str:
     help="Open connections past which new ones are closed at once "
     "(default: half the process's file-descriptor limit).",
 )
+@click.option(
+    "--advertise-url",
+    metavar="URL",
+    help="Where the other servers on the store reach this one (http://host:port), so a "
+    "session's writes sent to any of them go to the one that runs it. Default: the "
+    "--host and --port, unless --host listens on every address.",
+)
+@click.option(
+    "--replica-id",
+    metavar="ID",
+    help="This server's name among the servers on the store (default: a new one each start).",
+)
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=0.5, max=3600),
+    default=DEFAULT_LEASE,
+    show_default=True,
+    metavar="SECONDS",
+    help="How long this server may go unheard before another server on the store takes "
+    "its runs over.",
+)
+@click.option(
+    "--drain-grace",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="On SIGTERM, how long runs may go on before they are handed to another server.",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_settings
 def serve_command(
@@ -153,9 +187,18 @@ def serve_command(
     header_timeout: float,
     idle_timeout: int,
     max_connections: int | None,
+    advertise_url: str | None,
+    replica_id: str | None,
+    lease: float,
+    drain_grace: float,
     log_level: str,
 ) -> None:
-    """Serve the sessions over HTTP: the API, SSE event streams and a web page."""
+    """Serve the sessions over HTTP: the API, SSE event streams and a web page.
+
+    Its scope is the store's every workspace, or the one named with ``plait
+    --workspace PATH serve``: never the folder it happens to start in. Several
+    servers on one PostgreSQL store are one fleet (docs/deploy.md).
+    """
     from plait.server import require_server_extra
 
     require_server_extra()
@@ -197,8 +240,14 @@ def serve_command(
         approval_default=approval_default,
         approval_timeout=approval_timeout,
         max_body=max_body,
+        all_workspaces=not settings.workspace_given,
+        replica_id=replica_id,
+        replica_url=advertise_url or _own_url(host, port),
+        lease=lease,
+        drain_grace=drain_grace,
     )
-    click.echo(f"plait serving {settings.store} on http://{host}:{port}/", err=True)
+    scope = f"workspace {settings.workspace}" if settings.workspace_given else "every workspace"
+    click.echo(f"plait serving {settings.store} ({scope}) on http://{host}:{port}/", err=True)
     if approval_default == "deny":
         policy = "denied (--approval-default allow runs them unasked)"
     else:
@@ -222,6 +271,14 @@ def serve_command(
         )
     finally:
         client.close()
+
+
+def _own_url(host: str, port: int) -> str | None:
+    """Where peers on this machine or network reach this server, if its address says so."""
+    if host in ("0.0.0.0", "::", ""):
+        return None  # every address: which one peers can reach is --advertise-url's to say
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 def _sign_in_line(host: str, port: int, key: str | None) -> str:

@@ -193,11 +193,23 @@ async def _steps(
         # One call: every pending call gets its result, even if the run is cancelled again.
         await in_one_call(lambda inject: [inject(_interrupted(call)) for call in pending])
 
+    by_name = {t.name: t for t in tools}
+    rerun: list[ToolCall] = []
+
     def begin(inject: Callable[[dict[str, JSONValue]], Record]) -> None:
         info = session.resumable()
         if info is not None and info.kind == "recover_tools":
+            # A resume runs again a call known never to have started (its approval was
+            # asked and never answered) and a call of an idempotent tool; every other
+            # call without a result may have run, so it is recorded as interrupted.
+            unstarted = {c.id for c in info.unstarted}
             for call in info.missing:
-                inject(_interrupted(call))
+                found = by_name.get(call.name)
+                again = call.id in unstarted or (found is not None and found.idempotent)
+                if again and spec.text is None:
+                    rerun.append(call)
+                else:
+                    inject(_interrupted(call))
         if spec.text is not None:
             inject({"role": "user", "content": spec.text})
         elif info is None:
@@ -208,7 +220,6 @@ async def _steps(
     await in_one_call(begin)
 
     provider = spec.provider
-    by_name = {t.name: t for t in tools}
     specs = [ToolSpec.from_dict(t.spec()) for t in tools]
     if spec.on_question is not None and ASK_USER.name not in by_name:
         specs.append(ASK_USER)
@@ -234,6 +245,55 @@ async def _steps(
             run.emit(RecordAdded((await calls.run(lambda: session.tail(1)))[-1]))
         return done
 
+    async def run_tools(pending: list[ToolCall], step: int) -> None:
+        """Run a reply's calls in order, each result written as it comes (interrupted ones too)."""
+        try:
+            ctx = await calls.run(session.tool_context)
+            while pending:
+                call = pending[0]
+                found = by_name.get(call.name)
+                changes_files = found is not None and not found.read_only
+                # Taken before the call is announced: a started tool is running its own code.
+                before = await _checkpoint(session, ctx) if changes_files else None
+                run.emit(ToolStarted(call))
+                tool_started = now_micros()
+                with telemetry.tool(call.id, call.name):
+                    if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
+                        outcome = ToolOutcome(True, self_compaction_result(await compact()))
+                        ran = True
+                    else:
+                        outcome, ran = await _call(
+                            call, by_name, ctx, spec.on_approval, spec.on_question
+                        )
+                    # A denied or unknown call ran nothing: its result is written at once.
+                    after = await _checkpoint(session, ctx) if changes_files and ran else None
+                pending.pop(0)
+                tool_meta: dict[str, JSONValue] = {
+                    "timing": {"start_us": tool_started, "end_us": now_micros()}
+                }
+                if before is not None and after is not None:
+                    tool_meta["workspace"] = {"before": before, "after": after}
+                await add(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call.id,
+                        "tool_name": call.name,
+                        "content": outcome.content,
+                        "ok": outcome.ok,
+                        "meta": tool_meta,
+                    }
+                )
+                run.emit(ToolFinished(call, outcome.ok, outcome.content))
+        except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
+            await interrupted(pending)
+            data: dict[str, JSONValue] = {
+                "step": step,
+                "during": "tools",
+                "error": type(exc).__name__,
+            }
+            await calls.run(partial(session.log_event, "run_interrupted", data))
+            raise
+
     settings = spec.settings
     # What the model's server says of its window, asked once a run: a local server's
     # window is whatever it was started with, which no family table can know.
@@ -241,6 +301,8 @@ async def _steps(
     usage: dict[str, int] = {}
     reply_text, finish = "", "max_steps"
     reads = reads_formats(provider)
+    if rerun:  # a resumed reply's calls that had not run: they run before the model is asked
+        await run_tools(rerun, 0)
     for step in range(1, spec.max_steps + 1):
         steered: list[dict[str, JSONValue]] = [
             {"role": "user", "content": m, "meta": {"steered": True}} for m in run.take_steering()
@@ -327,52 +389,7 @@ async def _steps(
         if settings.tool_choice not in (None, "auto", "none"):
             # A forced tool call was made: later calls may answer, or the run would loop.
             settings = replace(settings, tool_choice=None)
-        try:
-            ctx = await calls.run(session.tool_context)
-            while pending:
-                call = pending[0]
-                found = by_name.get(call.name)
-                changes_files = found is not None and not found.read_only
-                # Taken before the call is announced: a started tool is running its own code.
-                before = await _checkpoint(session, ctx) if changes_files else None
-                run.emit(ToolStarted(call))
-                tool_started = now_micros()
-                with telemetry.tool(call.id, call.name):
-                    if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
-                        outcome = ToolOutcome(True, self_compaction_result(await compact()))
-                        ran = True
-                    else:
-                        outcome, ran = await _call(
-                            call, by_name, ctx, spec.on_approval, spec.on_question
-                        )
-                    # A denied or unknown call ran nothing: its result is written at once.
-                    after = await _checkpoint(session, ctx) if changes_files and ran else None
-                pending.pop(0)
-                tool_meta: dict[str, JSONValue] = {
-                    "timing": {"start_us": tool_started, "end_us": now_micros()}
-                }
-                if before is not None and after is not None:
-                    tool_meta["workspace"] = {"before": before, "after": after}
-                await add(
-                    {
-                        "role": "tool",
-                        "tool_call_id": call.id,
-                        "tool_name": call.name,
-                        "content": outcome.content,
-                        "ok": outcome.ok,
-                        "meta": tool_meta,
-                    }
-                )
-                run.emit(ToolFinished(call, outcome.ok, outcome.content))
-        except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
-            await interrupted(pending)
-            data: dict[str, JSONValue] = {
-                "step": step,
-                "during": "tools",
-                "error": type(exc).__name__,
-            }
-            await calls.run(partial(session.log_event, "run_interrupted", data))
-            raise
+        await run_tools(pending, step)
         run.emit(IterationEnd(step, session.id))
     return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)
 

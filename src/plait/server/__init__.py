@@ -25,12 +25,15 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_HEADER_TIMEOUT",
     "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_LEASE",
     "DEFAULT_MAX_BODY",
     "REQUIRED_MODULES",
     "create_app",
     "require_server_extra",
 ]
 
+DEFAULT_LEASE: Final = 6.0
+"""Seconds a server may go without a heartbeat before another on its store takes its runs over."""
 DEFAULT_MAX_BODY: Final = 8 * 1024 * 1024
 """The largest request body a server accepts by default, in bytes (8 MiB)."""
 DEFAULT_HEADER_TIMEOUT: Final = 10.0

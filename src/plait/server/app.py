@@ -26,7 +26,7 @@ from typing import Any, Final
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from plait.auth import DurableSessions
@@ -35,15 +35,18 @@ from plait.errors import InvalidArgumentError, PlaitError
 from plait.live import LiveClients
 from plait.providers import Provider
 from plait.records import JSONValue
-from plait.server import DEFAULT_MAX_BODY
+from plait.server import DEFAULT_LEASE, DEFAULT_MAX_BODY
 from plait.server import schemas as s
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.feed import StoreFeed
+from plait.server.fleet import Fleet
+from plait.server.forward import Forwarded
 from plait.server.guard import RequestGuard
 from plait.server.letgo import ReleaseIdleLocks
 from plait.server.paths import SessionIdPaths
 from plait.server.presence import DEFAULT_GRACE
-from plait.server.routes import approvals, auth, events, live, runs, sessions
+from plait.server.routes import approvals, auth, events, fleet, live, runs, sessions
+from plait.server.running import drain, keep_beating
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
 from plait.server.state import APPROVAL_DEFAULTS, ApprovalDefault, ServerState, parse_api_keys
 from plait.server.web import mount_web
@@ -128,6 +131,10 @@ def _install_errors(app: FastAPI) -> None:
             _log.error("%s %s failed: %s", request.method, request.url.path, exc, exc_info=exc)
         return _error_json(status, code, str(exc))
 
+    async def forwarded(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, Forwarded)
+        return exc.response
+
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         _log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return _error_json(500, "internal_error", "the server failed; see its log")
@@ -135,6 +142,7 @@ def _install_errors(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(Forwarded, forwarded)
     app.add_exception_handler(PlaitError, plait_error)
     app.add_exception_handler(Exception, unexpected)
 
@@ -195,6 +203,11 @@ def create_app(
     approval_default: ApprovalDefault = "deny",
     max_body: int = DEFAULT_MAX_BODY,
     presence_grace: float = DEFAULT_GRACE,
+    replica_id: str | None = None,
+    replica_url: str | None = None,
+    lease: float = DEFAULT_LEASE,
+    drain_grace: float = 10.0,
+    all_workspaces: bool = False,
 ) -> FastAPI:
     """Build the HTTP service over a client's sessions.
 
@@ -225,9 +238,20 @@ def create_app(
         presence_grace: seconds a live client that named itself on event streams
             (``?client_id=``) may have none of them open before it is released, so
             a page that died controls no run (a reconnect within it keeps its place).
+        replica_id: this server's id among the servers on its store (default: a new one).
+        replica_url: where the other servers on the store reach this one, so a
+            session's writes go to the server that runs it (``http://host:port``);
+            None: they cannot, and a session this server runs takes writes only here.
+        lease: seconds this server may go without a heartbeat in the store before
+            another server on it takes its runs over.
+        drain_grace: seconds a stopping server lets its runs finish before it hands
+            them to another server (or, with none, leaves them for the next to start).
+        all_workspaces: the server's scope is every workspace of the store (its
+            list and ``latest``); else the client's workspace.
 
     Raises:
-        InvalidArgumentError: a bad interval, queue size, timeout, default or body limit.
+        InvalidArgumentError: a bad interval, queue size, timeout, default, body limit,
+            lease or grace.
     """
     if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
         raise InvalidArgumentError("ping_interval must be a number of seconds")
@@ -249,6 +273,16 @@ def create_app(
         or not 0 <= presence_grace < float("inf")
     ):
         raise InvalidArgumentError("presence_grace must be a number of seconds, 0 or more")
+    if (
+        isinstance(drain_grace, bool)
+        or not isinstance(drain_grace, int | float)
+        or not 0 <= drain_grace < float("inf")
+    ):
+        raise InvalidArgumentError("drain_grace must be a number of seconds, 0 or more")
+    if replica_url is not None and not (
+        isinstance(replica_url, str) and replica_url.startswith(("http://", "https://"))
+    ):
+        raise InvalidArgumentError(f"replica_url must be an http(s) URL, not {replica_url!r}")
     if approval_default not in APPROVAL_DEFAULTS:
         raise InvalidArgumentError(
             f"approval_default must be 'allow' or 'deny', not {approval_default!r}"
@@ -273,18 +307,25 @@ def create_app(
         approval_timeout=float(approval_timeout),
         approval_default=approval_default,
         presence_grace=float(presence_grace),
+        drain_grace=float(drain_grace),
+        all_workspaces=bool(all_workspaces),
     )
+    state.fleet = Fleet(client.store, replica_id=replica_id, url=replica_url, lease=lease)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         feed = StoreFeed(client.store, state.hub, asyncio.get_running_loop())
         feed.start()
+        state.fleet.mode = "serving"  # an app started again serves again
+        state.handed_over.clear()
+        beating = asyncio.get_running_loop().create_task(keep_beating(state))
         try:
             yield
         finally:
+            beating.cancel()
             await asyncio.to_thread(feed.stop)  # it waits for the feed's thread
-            for entry in tuple(state.runs.values()):
-                entry.cancel()
+            await drain(state)
+            await state.close_peers()
             state.presence.close()
             state.hub.close_all()
             if state.owns_client:
@@ -306,7 +347,7 @@ def create_app(
     app.state.plait = state
 
     _install_errors(app)
-    routers = [m.router for m in (sessions, runs, approvals, events, live, auth)]
+    routers = [m.router for m in (sessions, runs, approvals, events, live, auth, fleet)]
     for router in routers:
         app.include_router(router)
     mount_web(app)

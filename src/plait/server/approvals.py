@@ -20,14 +20,15 @@ waiting) and publishes
 
 **The transcript is the shared medium (D109).** A call waits while its route
 event has no decision event after it (and its timeout has not passed), so any
-server process on the store lists it and may answer it. A decision is appended
-with compare-and-set on the session's head after checking, on that head, that
-no decision for the call follows its route: of two answers (on one process or
-two) one is recorded, the other is 409. While it waits, the run's process lets
-go of the session's writer lock (so another process can append the answer),
-polls the transcript for a decision with its call id besides its in-memory
-future, resolves with what it finds without writing a second decision, and
-takes the lock back before the run goes on.
+server process on the store lists it. A decision is appended with
+compare-and-set on the session's head after checking, on that head, that no
+decision for the call follows its route: of two answers one is recorded, the
+other is 409. The run's replica keeps the session's writer lock while it waits
+(D232): no other run, resume or append gets in between the question and its
+answer, on one process or many. An answer sent to another replica is forwarded
+to this one (:mod:`plait.server.forward`), which records it; the run also reads
+the transcript for a decision besides its in-memory future, so one written by a
+process that is not a server still counts.
 """
 
 from __future__ import annotations
@@ -254,27 +255,6 @@ async def record_decision(
         return stands, mine
 
 
-async def _take_back(state: ServerState, session: Session) -> None:
-    """Take the writer lock back before the run goes on.
-
-    Bounded: if another process keeps it, the run's next write raises SessionLockedError.
-    A client taking turns (``writer_lock="write"``) does not take it back: each of the
-    run's next writes waits for its own turn.
-    """
-    if session.host.writer_lock == "write":
-        return
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + LOCK_WAIT_SECONDS
-    while True:
-        try:
-            await state.call(session.acquire)
-            return
-        except SessionLockedError:
-            if loop.time() >= deadline:
-                return
-            await asyncio.sleep(0.05)
-
-
 async def _cancelled(state: ServerState, session: Session, call: WaitingCall) -> None:
     data: dict[str, JSONValue] = {
         "request_id": call.request_id,
@@ -365,8 +345,6 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
         try:
             await state.hub.refresh(session.id)  # the route's record goes out before the request
             state.hub.publish(session.id, "approval_requested", waiting.to_json())
-            # Another server process may now append the answer (D109).
-            await state.call(session.release)
             answer = await wait(pending, waiting)
         except asyncio.CancelledError:  # the run was cancelled (or passed its own timeout)
             state.approvals.pop(key, None)
@@ -374,7 +352,6 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
             raise
         finally:
             state.approvals.pop(key, None)
-        await _take_back(state, session)
         return answer
 
     return approve

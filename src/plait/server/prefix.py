@@ -44,7 +44,10 @@ async def resolve_path_session(request: Request, who: Caller) -> None:
         return
     try:
         state = server_state(request)
-        params["session_id"] = await state.call(lambda: resolve_session_id(state.client, given))
+        scope = state.all_workspaces
+        params["session_id"] = await state.call(
+            lambda: resolve_session_id(state.client, given, all_workspaces=scope)
+        )
     except AmbiguousSessionIdError as exc:
         raise ApiError(
             404, "ambiguous_session_id", str(exc), {"candidates": list(exc.candidates)}

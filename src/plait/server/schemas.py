@@ -458,6 +458,12 @@ class RunStateOut(_Out):
     session_id: str
     running: bool
     run_id: str | None
+    replica_id: str | None = Field(
+        default=None, description="The replica driving the run in progress (null: none)."
+    )
+    started_at: str | None = Field(
+        default=None, description="When the run in progress started (RFC 3339; null: none)."
+    )
     resumable: JsonObject | None = Field(
         description="How resume would pick up an interrupted request, or null."
     )

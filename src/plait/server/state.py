@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, Final, Literal, TypeAlias, TypeVar
 
+import httpx
 from fastapi import Depends, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from plait.auth import Authenticated, DurableSessions, authenticate
 from plait.client import Client
-from plait.errors import NotControllerError, SessionNotFoundError
+from plait.errors import NotControllerError, SessionBusyError, SessionNotFoundError
 from plait.live import LiveClient, LiveClients
 from plait.providers import Provider
 from plait.records import JSONValue
 from plait.server.errors import ApiError, ClientNotOwnedError
+from plait.server.fleet import Fleet
 from plait.server.presence import DEFAULT_GRACE, Presence
 from plait.server.sse import Hub
 from plait.session import Session
@@ -124,9 +126,32 @@ class ServerState:
     """Seconds a live client named on event streams may have none open before it is released."""
     presence: Presence = field(init=False)
     """The live clients' open event streams (see :mod:`plait.server.presence`)."""
+    fleet: Fleet = field(init=False)
+    """This replica's place among the servers on the store (see :mod:`plait.server.fleet`)."""
+    handed_over: set[str] = field(default_factory=set)
+    """The runs this replica stopped to hand them to another as it stopped (by run id)."""
+    all_workspaces: bool = False
+    """Whether the server's scope is every workspace of the store (lists, ``latest``)."""
+    drain_grace: float = 10.0
+    """Seconds a stopping replica lets its runs finish before it hands them over."""
+
+    _peers: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.presence = Presence(self.presence_grace, self._release_gone)
+        self.fleet = Fleet(self.client.store)
+
+    def peers(self) -> httpx.AsyncClient:
+        """The HTTP client that forwards requests to other replicas (made on first use)."""
+        if self._peers is None:
+            self._peers = httpx.AsyncClient(timeout=30.0)
+        return self._peers
+
+    async def close_peers(self) -> None:
+        """Close the connections to other replicas."""
+        if self._peers is not None:
+            await self._peers.aclose()
+            self._peers = None
 
     async def _release_gone(self, session_id: str, client_id: str, principal: str) -> None:
         """Release a live client no stream shows any more, if it is still that principal's."""
@@ -202,6 +227,15 @@ class ServerState:
         controller = self.live.controller_id(session)
         if controller is not None and client_id != controller:
             raise NotControllerError(session.id, client_id or "(none)", controller)
+
+    def check_no_run(self, session: Session) -> None:
+        """Refuse a message appended beside a run in progress on the session.
+
+        Raises:
+            SessionBusyError: a run is in progress (HTTP 409 ``session_busy``).
+        """
+        if session.id in self.runs or session.running:
+            raise SessionBusyError(session.id)
 
     def live_client(self, session: Session, client_id: str) -> LiveClient | None:
         """The attached client with this id, or None."""

@@ -132,6 +132,10 @@ class RunRegistry(Protocol):
         """Take a run over: the replica and epoch + 1, if its epoch is still ``epoch``."""
         ...
 
+    def runs_prune(self, ended_before_us: int) -> int:
+        """Delete the rows of runs that ended before this time; return how many."""
+        ...
+
 
 def _options(text: object) -> dict[str, JSONValue]:
     try:
@@ -290,7 +294,7 @@ class SQLRegistry:
         return self.run_get(run_id)
 
     def runs_prune(self, ended_before_us: int) -> int:
-        """Delete the rows of runs that ended before this time (the registry's history)."""
+        """Delete the rows of runs that ended before this time; return how many."""
         sql = self.dialect.sql(f"DELETE FROM runs WHERE state <> '{RUNNING}' AND updated_at < ?")
         with self._write("prune ended runs") as conn:
             return conn.execute(sql, (int(ended_before_us),)).rowcount

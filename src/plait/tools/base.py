@@ -258,6 +258,10 @@ class Tool:
     check: ArgumentCheck | None = field(default=None, repr=False, compare=False)
     """Validates the model's arguments (``@tool`` gives pydantic's); None: the schema's
     keys and simple types are checked."""
+    idempotent: bool = False
+    """Whether running a call twice does no more than running it once: a resume (or a
+    replica taking a run over) runs again a call of this tool whose result was never
+    written, where any other such call is recorded as interrupted and not run again."""
 
     def spec(self) -> dict[str, Any]:
         """The tool as providers send it: ``{name, description, parameters}``."""
@@ -343,16 +347,28 @@ async def open_tools(offered: Iterable[Offered]) -> AsyncIterator[tuple[Tool, ..
 
 
 @typing.overload
-def tool(func: ToolFunc, *, name: str | None = None, read_only: bool = False) -> Tool: ...
+def tool(
+    func: ToolFunc, *, name: str | None = None, read_only: bool = False, idempotent: bool = False
+) -> Tool: ...
 
 
 @typing.overload
 def tool(
-    func: None = None, *, name: str | None = None, read_only: bool = False
+    func: None = None,
+    *,
+    name: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
 ) -> Callable[[ToolFunc], Tool]: ...
 
 
-def tool(func: ToolFunc | None = None, *, name: str | None = None, read_only: bool = False) -> Any:
+def tool(
+    func: ToolFunc | None = None,
+    *,
+    name: str | None = None,
+    read_only: bool = False,
+    idempotent: bool = False,
+) -> Any:
     """Make a :class:`Tool` from a typed function (sync or async).
 
     pydantic reads the parameters' annotations (D195): str, int, float, bool,
@@ -364,7 +380,8 @@ def tool(func: ToolFunc | None = None, *, name: str | None = None, read_only: bo
     sends is checked strictly (``"3"`` is not an int) and a bad argument is a
     failed result naming the field. A first parameter annotated
     :class:`ToolContext` receives the sandbox context. ``read_only=True`` says
-    the tool changes no file.
+    the tool changes no file; ``idempotent=True`` that a call run twice does no more
+    than once, so a resume runs again a call of it whose result was never written.
 
     Raises:
         ToolSchemaError: a parameter without an annotation, or of a type JSON cannot carry.
@@ -387,6 +404,7 @@ def tool(func: ToolFunc | None = None, *, name: str | None = None, read_only: bo
             wants_context,
             read_only,
             described.check,
+            idempotent,
         )
 
     return build(func) if func is not None else build

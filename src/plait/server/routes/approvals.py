@@ -8,6 +8,7 @@ from plait.errors import NotControllerError, NothingToDoError
 from plait.server import schemas as s
 from plait.server.approvals import WaitingCall, record_decision, waiting_calls
 from plait.server.errors import ApprovalNotFoundError
+from plait.server.forward import forward_writes
 from plait.server.prefix import resolve_path_session
 from plait.server.state import Caller, Writer, server_state
 from plait.session import Session
@@ -15,7 +16,9 @@ from plait.session import Session
 __all__ = ["router"]
 
 # A prefix of a session id, or "latest", names the session (after authentication).
-router = APIRouter(tags=["approvals"], dependencies=[Depends(resolve_path_session)])
+router = APIRouter(
+    tags=["approvals"], dependencies=[Depends(resolve_path_session), Depends(forward_writes)],
+)
 
 
 @router.get(

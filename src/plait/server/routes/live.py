@@ -13,13 +13,16 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 
 from plait.server import schemas as s
+from plait.server.forward import forward_writes
 from plait.server.prefix import resolve_path_session
 from plait.server.state import Caller, Writer, server_state, writer
 
 __all__ = ["router"]
 
 # A prefix of a session id, or "latest", names the session (after authentication).
-router = APIRouter(tags=["live clients"], dependencies=[Depends(resolve_path_session)])
+router = APIRouter(
+    tags=["live clients"], dependencies=[Depends(resolve_path_session), Depends(forward_writes)],
+)
 
 
 def _change(change: Any) -> s.LiveChangeOut:
@@ -148,12 +151,16 @@ async def release_client(
 async def inject_prompt(
     request: Request, session_id: str, client_id: str, body: s.ClientInjectIn, who: Writer
 ) -> s.OkOut:
-    """Append a user prompt from the active controller; anyone else gets 403 ``not_controller``."""
+    """Append a user prompt from the active controller; anyone else gets 403 ``not_controller``.
+
+    While a run is in progress it is 409 ``session_busy``: steer the run instead.
+    """
     state = server_state(request)
 
     def inject() -> None:
         session = state.session(session_id)
         state.check_owner(session, client_id, who)
+        state.check_no_run(session)
         state.live.client_inject_prompt(session, client_id, body.content, metadata=body.metadata)
 
     await state.call(inject)

@@ -12,25 +12,29 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from plait._ids import new_id
-from plait.auth import entered
+from plait._time import from_micros
 from plait.errors import NothingToDoError
-from plait.records import JSONValue, Record
+from plait.records import JSONValue
 from plait.run import Run
 from plait.server import schemas as s
 from plait.server.approvals import approver
-from plait.server.errors import error_body, status_and_code
+from plait.server.forward import forward_writes
 from plait.server.identity import act_for
 from plait.server.paths import session_url
 from plait.server.prefix import resolve_path_session
+from plait.server.running import run_options, start_checked
 from plait.server.sse import SseEvent, Subscriber
-from plait.server.state import Caller, RunEntry, ServerState, Writer, server_state
+from plait.server.state import Caller, ServerState, Writer, server_state
 from plait.session import Session
+from plait.store import RunRow
 from plait.views import ResumeInfo
 
 __all__ = ["SSE_EVENT", "SSE_RESPONSE", "router", "stream_events"]
 
 # A prefix of a session id, or "latest", names the session (after authentication).
-router = APIRouter(tags=["runs"], dependencies=[Depends(resolve_path_session)])
+router = APIRouter(
+    tags=["runs"], dependencies=[Depends(resolve_path_session), Depends(forward_writes)],
+)
 _log = logging.getLogger("plait.server")
 
 SSE_EVENT: dict[str, object] = {
@@ -62,40 +66,6 @@ def _run_out(session_id: str, run_id: str) -> s.RunOut:
     )
 
 
-async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) -> None:
-    """Wait for a run to end; publish ``run_end`` (with the error's code if it failed)."""
-    data: dict[str, JSONValue] = {"run_id": entry_id}
-    written: tuple[Record, ...] = ()
-    try:
-        result = await run.result()
-    except Exception as exc:  # the run's own failure: reported to observers, never raised
-        status, code = status_and_code(exc)
-        if status >= 500 and code == "internal_error":
-            _log.exception("run %s on session %s failed", entry_id, session_id)
-        data.update(ok=False, status=status, error=error_body(code, str(exc)))
-    else:
-        written = result.records
-        data.update(
-            ok=True, finish_reason=result.finish_reason, steps=result.steps, text=result.text
-        )
-    finally:
-        entry = state.runs.get(session_id)
-        if entry is not None and entry.run_id == entry_id:
-            del state.runs[session_id]
-        # The run is over: its session's lock goes (D94).
-        await state.call(state.client.release_idle)
-    await state.hub.published(session_id, written)  # every record is out before run_end
-    state.hub.publish(session_id, "run_end", data)
-
-
-def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None:
-    # The task copies the context entered for the run (who acts, which session), and the
-    # run's own task, started by it, copies it in turn.
-    task = asyncio.get_running_loop().create_task(_follow(state, run, run_id, session.id))
-    state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
-    state.hub.publish(session.id, "run_start", {"run_id": run_id})
-
-
 async def _watched(state: ServerState, session_id: str, stream: bool) -> Subscriber | None:
     """Watch the session for a run about to start; with ``stream``, join its channel too.
 
@@ -113,33 +83,20 @@ async def _started(
     client_id: str | None,
     who: Writer,
     start: Callable[[Session, str], Run],
+    options: dict[str, JSONValue],
 ) -> tuple[Session, str]:
-    """Check the caller may drive the session, start a run, and launch it here.
-
-    The checks and the first writes are store calls, made in one call on the store
-    worker; a run made there is already on the session's board, so it is launched
-    whatever happens to the request meanwhile.
+    """Check the caller may drive the session, then start a run and launch it here.
 
     Returns:
         The session and the run's id.
     """
     run_id = new_id()
 
-    def made() -> tuple[Session, Run]:
-        session = state.session(session_id)
+    def check(session: Session) -> None:
         state.check_driver(session, client_id, who)
         act_for(session, who)
-        if session.host.writer_lock == "process":
-            # The run's lock, taken in this call rather than in a call of the run's own: a
-            # session another process writes is refused here (409), and no run starts.
-            session.acquire()
-        return session, start(session, run_id)
 
-    (session, run), cancelled = await state.client.store_calls.run_through(made)
-    with entered(session):
-        _launch(state, session, run, run_id)
-    if cancelled is not None:
-        raise cancelled
+    session = await start_checked(state, session_id, client_id, check, start, run_id, options)
     return session, run_id
 
 
@@ -236,6 +193,9 @@ async def start_run(
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
             ),
+            run_options(
+                max_steps=body.max_steps, timeout=body.timeout, model_settings=body.model_settings
+            ),
         )
     except BaseException:
         if sub is not None:
@@ -297,6 +257,9 @@ async def resume_run(
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
             ),
+            run_options(
+                max_steps=body.max_steps, timeout=body.timeout, model_settings=body.model_settings
+            ),
         )
     except BaseException:
         if sub is not None:
@@ -309,15 +272,20 @@ async def resume_run(
     "/sessions/{session_id}/runs/current", response_model=s.RunStateOut, summary="Run state"
 )
 async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStateOut:
-    """Whether a run is in progress here, and how resume would pick up an interrupted one."""
+    """Whether a run is in progress, since when and on which replica, or how resume would go.
+
+    A run in progress anywhere in the fleet counts, whichever replica answers.
+    """
     state = server_state(request)
-    entry = state.runs.get(session_id)
 
-    def resume_info() -> ResumeInfo | None:
+    def read() -> tuple[RunRow | None, ResumeInfo | None]:
         session = state.session(session_id)
-        return None if entry is not None else session.resumable()
+        found = state.fleet.run_of(session_id)
+        busy = found is not None or session_id in state.runs
+        return found, None if busy else session.resumable()
 
-    info = await state.call(resume_info)
+    found, info = await state.call(read)
+    local = state.runs.get(session_id)
     resumable: dict[str, JSONValue] | None = None
     if info is not None:
         resumable = {
@@ -325,10 +293,13 @@ async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStat
             "description": info.description,
             "missing": [c.to_json() for c in info.missing],
         }
+    run_id = found.run_id if found is not None else local.run_id if local is not None else None
     return s.RunStateOut(
         session_id=session_id,
-        running=entry is not None,
-        run_id=entry.run_id if entry is not None else None,
+        running=run_id is not None,
+        run_id=run_id,
+        replica_id=found.replica_id if found is not None else None,
+        started_at=from_micros(found.started_at_us).isoformat() if found is not None else None,
         resumable=resumable,
     )
 

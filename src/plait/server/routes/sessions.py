@@ -12,6 +12,7 @@ from plait.errors import SessionNotFoundError
 from plait.records import Message, Record
 from plait.render import lineage_svg
 from plait.server import schemas as s
+from plait.server.forward import forward_writes
 from plait.server.identity import bind_child, bind_creator, check_child
 from plait.server.prefix import resolve_path_session
 from plait.server.routes import manage
@@ -23,7 +24,9 @@ from plait.store.base import SessionRow
 __all__ = ["router", "session_out"]
 
 # A prefix of a session id, or "latest", names the session (after authentication).
-router = APIRouter(tags=["sessions"], dependencies=[Depends(resolve_path_session)])
+router = APIRouter(
+    tags=["sessions"], dependencies=[Depends(resolve_path_session), Depends(forward_writes)],
+)
 
 MAX_RECORDS = 1000
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -105,9 +108,13 @@ async def list_sessions(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     all_workspaces: bool = False,
 ) -> s.SessionListOut:
-    """Stored sessions, most recently active first (this server's workspace unless asked)."""
+    """Stored sessions, most recently active first: the server's scope, or every workspace.
+
+    A server's scope is its configuration (``plait serve --workspace``, else every
+    workspace), never the folder its process started in.
+    """
     state = _state(request)
-    ws = None if all_workspaces else state.client.workspace
+    ws = None if all_workspaces or state.all_workspaces else state.client.workspace
 
     def listed() -> s.SessionListOut:
         rows = state.client.store.recent(ws, limit)
@@ -283,12 +290,15 @@ async def inject_messages(
     """Append messages (seed 003 ``inject``), all or nothing; a missing role is 422.
 
     With a live controller attached only it may inject (``client_id``), else 403.
+    While a run is in progress it is 409 ``session_busy`` (a message between a reply's
+    tool calls and their results is one no provider accepts): steer the run instead.
     """
     state = _state(request)
 
     def injected() -> list[Record]:
         session = state.session(session_id)
         state.check_driver(session, body.client_id, who)
+        state.check_no_run(session)
         return session.inject_many(body.messages)
 
     added = await state.call(injected)

@@ -1,0 +1,145 @@
+"""A fleet: three `plait serve` replicas on one PostgreSQL store, driven through one,
+observed and controlled through the others, killed mid-run (SIGKILL, SIGTERM).
+
+Every run completes on a survivor, every observer sees the run's end, and no tool
+runs twice.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import POSTGRES_URL, needs_postgres
+from tests.server.fleet import FakeModel, Fleet, Observer, Replica, run_ended, wait_until
+
+pytestmark = [needs_postgres, pytest.mark.slow]
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    served = FakeModel()
+    served.start()
+    yield served
+    served.stop()
+
+
+@pytest.fixture
+def fleet(pg_schema: str, tmp_path: Path, model: FakeModel) -> Iterator[Fleet]:
+    from plait.store.postgres import PostgresStore
+
+    assert POSTGRES_URL is not None
+    PostgresStore(POSTGRES_URL, schema=pg_schema).close()  # the schema, set up once
+    store = f"{POSTGRES_URL}?schema={pg_schema}"
+    replicas = [Replica(name, store, model.url, tmp_path) for name in ("a", "b", "c")]
+    fleet = Fleet(replicas)
+    try:
+        for replica in replicas:
+            replica.start()
+        for replica in replicas:
+            replica.wait_ready()
+        fleet.wait_peers()
+        yield fleet
+    finally:
+        fleet.stop()
+
+
+def _lines(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_run_is_seen_and_controlled_from_every_replica(fleet: Fleet, model: FakeModel) -> None:
+    a, b, c = fleet.replicas
+    with a.api() as api_a, b.api() as api_b, c.api() as api_c:
+        sid = api_a.post("/sessions", json={}).json()["id"]
+        watching = [Observer(r, sid) for r in (b, c)]
+        run_id = api_a.post(f"/sessions/{sid}/runs", json={"text": "job one hold"}).json()[
+            "run_id"
+        ]
+        assert model.started("one").wait(30)
+        # Every replica says where the run is.
+        for api in (api_a, api_b, api_c):
+            state = api.get(f"/sessions/{sid}/runs/current").json()
+            assert state["running"] is True and state["run_id"] == run_id
+            assert state["replica_id"] == "a" and state["started_at"]
+        # Control through the others: a steer and a live client's attach are A's to write.
+        r = api_b.post(f"/sessions/{sid}/runs/current/steer", json={"message": "also this"})
+        assert r.status_code == 200, r.text
+        r = api_c.post(f"/sessions/{sid}/clients", json={"client_id": "tui"})
+        assert r.status_code == 200, r.text
+        # A second run from anywhere is refused while this one runs.
+        r = api_c.post(f"/sessions/{sid}/runs", json={"text": "job two"})
+        assert r.status_code == 409, r.text
+        model.gate("one").set()
+        for observer in watching:
+            observer.wait_for(run_ended(run_id))
+        history = api_c.get(f"/sessions/{sid}/history").json()["messages"]
+        assert "also this" in [m["text"] for m in history]  # the steer reached the model
+        for observer in watching:
+            assert [e.data["run_id"] for e in observer.named("run_end")] == [run_id]
+            assert observer.named("run_end")[0].data["ok"] is True
+        # Cancelled from another replica.
+        run_id = api_a.post(f"/sessions/{sid}/runs", json={"text": "job three hold"}).json()[
+            "run_id"
+        ]
+        assert model.started("three").wait(30)
+        r = api_b.delete(f"/sessions/{sid}/runs/current")
+        assert r.status_code == 200, r.text
+        for observer in watching:
+            observer.wait_for(run_ended(run_id))
+        assert api_c.get(f"/sessions/{sid}/runs/current").json()["running"] is False
+
+
+def test_runs_outlive_a_killed_and_a_stopped_replica(
+    fleet: Fleet, model: FakeModel, tmp_path: Path
+) -> None:
+    a, b, c = fleet.replicas
+    ran = tmp_path / "ran.log"
+    # SIGKILL while its tool call runs: the survivor records the call as interrupted and
+    # never runs it again.
+    model.commands["kill"] = f"echo kill >> {ran}; sleep 3"
+    with a.api() as api_a, c.api() as api_c:
+        first = api_a.post("/sessions", json={}).json()["id"]
+        watching = Observer(c, first)
+        run_id = api_a.post(f"/sessions/{first}/runs", json={"text": "job kill"}).json()["run_id"]
+        wait_until(lambda: _lines(ran) == ["kill"], what="the tool call")
+        a.kill(signal.SIGKILL)
+        watching.wait_for(run_ended(run_id), timeout=60)
+        [takeover] = watching.named("run_takeover")
+        assert takeover.data["run_id"] == run_id and takeover.data["from_replica"] == "a"
+        assert takeover.data["to_replica"] in ("b", "c")
+        [end] = watching.named("run_end")
+        assert end.data["ok"] is True, end.data
+        assert _lines(ran) == ["kill"]  # not run twice
+        history = api_c.get(f"/sessions/{first}/history").json()["messages"]
+        tool = [m for m in history if m["role"] == "tool"]
+        assert len(tool) == 1 and "interrupted" in tool[0]["text"]
+        assert history[-1]["role"] == "assistant" and history[-1]["text"] == "finished kill"
+
+    # SIGTERM while the model streams: the stopping replica hands the run over.
+    survivor, other = (b, c) if takeover.data["to_replica"] == "b" else (c, b)
+    model.commands["term"] = f"echo term >> {ran}"
+    with survivor.api() as api_s, other.api() as api_o:
+        second = api_s.post("/sessions", json={}).json()["id"]
+        watching = Observer(other, second)
+        run_id = api_s.post(f"/sessions/{second}/runs", json={"text": "job term hold"}).json()[
+            "run_id"
+        ]
+        assert model.started("term").wait(30)
+        survivor.kill(signal.SIGTERM)
+        assert survivor.wait_exit(60) in (0, -signal.SIGTERM)  # uvicorn raises it again once stopped
+        model.gate("term").set()
+        watching.wait_for(run_ended(run_id), timeout=60)
+        [takeover] = watching.named("run_takeover")
+        assert takeover.data["from_replica"] == survivor.name
+        assert takeover.data["to_replica"] == other.name
+        [end] = watching.named("run_end")
+        assert end.data["ok"] is True, end.data
+        assert _lines(ran) == ["kill", "term"]  # each tool ran once
+        history = api_o.get(f"/sessions/{second}/history").json()["messages"]
+        assert history[-1]["text"] == "finished term"
+        state = api_o.get(f"/sessions/{second}/runs/current").json()
+        assert state["running"] is False and state["resumable"] is None
