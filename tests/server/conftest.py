@@ -73,6 +73,7 @@ def make_served(
     store: Store | None = None,
     ping_interval: float = 0.2,
     presence_grace: float = 30.0,
+    drain_grace: float = 10.0,
 ) -> Served:
     ws = tmp_path / "ws"
     ws.mkdir(exist_ok=True)
@@ -90,6 +91,7 @@ def make_served(
         provider=factory,
         ping_interval=ping_interval,
         presence_grace=presence_grace,
+        drain_grace=drain_grace,
     )
     return Served(app, client, made)
 

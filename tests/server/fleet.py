@@ -14,6 +14,7 @@ event stream of one session in a thread, keeping every event in order.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -101,10 +102,9 @@ class FakeModel:
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
-                try:
+                # A broken pipe: the replica died or stopped its run, and nothing listens.
+                with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self._answer(job, words, last)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass  # the replica died or stopped its run: nothing is listening
 
             def _answer(self, job: str, words: list[str], last: dict[str, Any]) -> None:
                 if last.get("role") == "tool":

@@ -130,7 +130,8 @@ def test_runs_outlive_a_killed_and_a_stopped_replica(
         ]
         assert model.started("term").wait(30)
         survivor.kill(signal.SIGTERM)
-        assert survivor.wait_exit(60) in (0, -signal.SIGTERM)  # uvicorn raises it again once stopped
+        # uvicorn raises the signal again once it has stopped
+        assert survivor.wait_exit(60) in (0, -signal.SIGTERM)
         model.gate("term").set()
         watching.wait_for(run_ended(run_id), timeout=60)
         [takeover] = watching.named("run_takeover")

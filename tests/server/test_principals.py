@@ -535,18 +535,41 @@ def _twin_store(request: pytest.FixtureRequest, store: Store, tmp_path: Path) ->
     return make_store("postgres", tmp_path, request.getfixturevalue("pg_store_schema"))
 
 
+def _knows(api: TestClient | httpx.Client, replica_id: str) -> None:
+    """Wait until the server behind ``api`` sees the replica alive (so it forwards to it)."""
+    for _ in range(600):
+        rows = api.get("/replicas").json()["replicas"]
+        if any(r["replica_id"] == replica_id and r["alive"] for r in rows):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"replica {replica_id} never seen")
+
+
+@contextlib.contextmanager
+def _reachable(app: App) -> Iterator[httpx.Client]:
+    """``app`` on a loopback port its peers forward to (a replica of the fleet)."""
+    server = LiveServer(app.app)
+    app.app.state.plait.fleet.url = server.url
+    with server, httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as api:
+        yield api
+
+
 @pytest.fixture
 def twins(
     request: pytest.FixtureRequest, store: Store, tmp_path: Path
-) -> Iterator[tuple[TestClient, TestClient, App]]:
-    """Two servers on one store: A runs the runs, B (returned third) is the other process."""
+) -> Iterator[tuple[httpx.Client, TestClient, App]]:
+    """Two servers on one store: A runs the runs, B (returned third) is the other process.
+
+    A listens on loopback, so B forwards to it the writes of a session A runs (D232).
+    """
     a = _app(store, tmp_path, approval_timeout=30)
     b = _app(_twin_store(request, store, tmp_path), tmp_path, approval_timeout=30)
     a.script = b.script = ("echo", {"text": "hi"})
     with (
-        TestClient(a.app, headers=AUTH, raise_server_exceptions=False) as api_a,
+        _reachable(a) as api_a,
         TestClient(b.app, headers=AUTH, raise_server_exceptions=False) as api_b,
     ):
+        _knows(api_b, a.app.state.plait.fleet.replica_id)
         yield api_a, api_b, b
     a.close()
     b.close()
@@ -564,7 +587,7 @@ def _started(api_a: TestClient, api_b: TestClient) -> tuple[str, str]:
 
 
 def test_an_answer_sent_to_another_server_reaches_the_run(
-    twins: tuple[TestClient, TestClient, App],
+    twins: tuple[httpx.Client, TestClient, App],
 ) -> None:
     api_a, api_b, _ = twins
     sid, run_id = _started(api_a, api_b)
@@ -600,7 +623,7 @@ def test_an_answer_sent_to_another_server_reaches_the_run(
 
 
 def test_two_answers_on_two_servers_record_one(
-    twins: tuple[TestClient, TestClient, App], monkeypatch: pytest.MonkeyPatch
+    twins: tuple[httpx.Client, TestClient, App], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     api_a, api_b, b = twins
     sid, _ = _started(api_a, api_b)
@@ -616,7 +639,9 @@ def test_two_answers_on_two_servers_record_one(
     assert r.status_code == 200, r.text
     monkeypatch.setattr(route, "waiting_calls", lambda state, session: dict(seen))
     r = api_b.post(answer, json={"client_id": "tui", "approve": False})
-    assert r.status_code == 409 and code(r) == "nothing_to_do"
+    # Answered by A, which runs the session (B forwards), or by B's own check if A's run
+    # ended first: either way it is refused, and the first answer stands.
+    assert (r.status_code, code(r)) in ((409, "nothing_to_do"), (404, "approval_not_found"))
     monkeypatch.undo()
     wait_idle(api_a, sid)
     [decision] = events(api_a, sid, "live_session_permission_decision")
@@ -685,7 +710,8 @@ def test_an_answer_sent_to_a_server_in_another_process_reaches_the_run(tmp_path:
     a = _app(SQLiteStore(tmp_path / "plait.db"), tmp_path, approval_timeout=30)
     a.script = ("echo", {"text": "hi"})
     try:
-        with _serve_elsewhere(tmp_path) as api_b, TestClient(a.app, headers=AUTH) as api_a:
+        with _serve_elsewhere(tmp_path) as api_b, _reachable(a) as api_a:
+            _knows(api_b, a.app.state.plait.fleet.replica_id)
             sid = api_a.post("/sessions", json={}).json()["id"]
             api_a.post(f"/sessions/{sid}/clients", json={"client_id": "tui", "mode": "controller"})
             run_id = run(api_a, sid, client_id="tui")

@@ -155,7 +155,8 @@ def test_the_page_says_when_its_server_is_gone_and_catches_up_when_it_is_back(
     browser_page: Any, tmp_path: Path  # noqa: F811
 ) -> None:
     gated = GatedProvider()
-    served = make_served(tmp_path, lambda: gated)
+    # Stopped, the server hands its run over at once; started again, it takes it back.
+    served = make_served(tmp_path, lambda: gated, drain_grace=0)
     sid = served.client.sessions.create(
         [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi"}],
         title="Served twice",
@@ -173,7 +174,7 @@ def test_the_page_says_when_its_server_is_gone_and_catches_up_when_it_is_back(
         page.locator("#live-text", has_text="first piece").wait_for()
         assert page.inner_text("#live-state") == "running"
     finally:
-        first.__exit__(None, None, None)  # the server goes, its run with it
+        first.__exit__(None, None, None)  # the server goes; its run waits for the next one
     # The header says so, in place of "connected".
     status = page.locator("#status", has_text="reconnecting")
     status.wait_for()
@@ -186,15 +187,20 @@ def test_the_page_says_when_its_server_is_gone_and_catches_up_when_it_is_back(
         page.wait_for_selector("#live[data-connected='yes']")
         page.locator("#status", has_text="connected").wait_for()
         page.wait_for_selector("#error", state="hidden")  # it answers again: that error goes
-        # The run that ended unseen is not shown as running, and what it left is shown.
-        state = page.locator("#live-state", has_text="ended while this page was not connected")
-        state.wait_for()
+        # The server took its run back: the page shows it running, then how it ended.
+        page.locator("#live-state", has_text="running").wait_for()
+        assert page.is_enabled("#stop")
+        page.screenshot(path=str(_shots(tmp_path) / "server-back.png"), full_page=True)
+        gated.gate.set()
+        page.locator("#live-state", has_text="done").wait_for()
         assert page.is_disabled("#stop")
-        assert page.inner_text("#live-text") == ""
         length = served.client.get(sid).length
         page.locator("#session-facts", has_text=f"{length} messages").wait_for()
         assert page.locator("#transcript li[data-n]").count() == length
-        page.screenshot(path=str(_shots(tmp_path) / "server-back.png"), full_page=True)
+        texts = [m.text for m in served.client.get(sid).history()]
+        # The reply cut off by the stop stays; the one the model gave again follows it.
+        assert texts[-3:] == ["tell me more", "first piece ", "first piece gated reply"], texts
+        page.screenshot(path=str(_shots(tmp_path) / "server-back-done.png"), full_page=True)
         page.goto("about:blank")
     assert [p for p in problems if "Failed to fetch" not in p] == []
     served.client.close()

@@ -316,7 +316,7 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         feed = StoreFeed(client.store, state.hub, asyncio.get_running_loop())
         feed.start()
-        state.fleet.mode = "serving"  # an app started again serves again
+        state.fleet.restarted()  # an app started again serves again
         state.handed_over.clear()
         beating = asyncio.get_running_loop().create_task(keep_beating(state))
         try:

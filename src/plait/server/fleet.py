@@ -118,6 +118,10 @@ class Fleet:
         ):
             _log.warning("run %s was taken over by another replica before it ended", run_id)
 
+    def handed_over(self, run_id: str) -> None:
+        """Stop driving the run (this replica stopped it to hand it over)."""
+        self.epochs.pop(run_id, None)
+
     def adopted(self, row: RunRow) -> None:
         """Drive ``row`` (a run this replica claimed) from now on."""
         self.epochs[row.run_id] = row.epoch
@@ -142,7 +146,12 @@ class Fleet:
             registry.runs_prune(now_micros() - _KEEP_ENDED_US)
         if self.mode != "serving":
             return []
-        return [r for r in registry.runs_orphaned(lease_us) if r.replica_id != self.replica_id]
+        found = [r for r in registry.runs_orphaned(lease_us) if r.replica_id != self.replica_id]
+        if self._beats == 1:  # started again under the same id: what it ran before is orphaned
+            found += [
+                r for r in registry.runs_driven_by(self.replica_id) if r.run_id not in self.epochs
+            ]
+        return found
 
     def claim(self, row: RunRow) -> RunRow | None:
         """Claim an orphaned run for this replica; None if another replica was first."""
@@ -169,6 +178,11 @@ class Fleet:
         """Write this replica's heartbeat with its state now (``draining`` as it stops)."""
         if self.registry is not None:
             self.registry.replica_seen(self.replica_id, self.url, self.mode)
+
+    def restarted(self) -> None:
+        """Serve again (an application started again): its next heartbeat is a first one."""
+        self.mode = "serving"
+        self._beats = 0
 
     def stopped(self) -> None:
         """Say this replica is gone: its runs still registered are its peers' now."""

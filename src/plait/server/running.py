@@ -99,7 +99,9 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
     handed = state.fleet.mode != "serving" and run_id in state.handed_over
 
     def ended() -> None:
-        if not handed:
+        if handed:
+            state.fleet.handed_over(run_id)
+        else:
             state.fleet.end(run_id, _end_state(data))
         state.client.release_idle()  # the run is over: its session's lock goes (D94)
 

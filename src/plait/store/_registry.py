@@ -136,6 +136,10 @@ class RunRegistry(Protocol):
         """Delete the rows of runs that ended before this time; return how many."""
         ...
 
+    def runs_driven_by(self, replica_id: str) -> list[RunRow]:
+        """The runs in progress registered under a replica (its previous life's, at a start)."""
+        ...
+
 
 def _options(text: object) -> dict[str, JSONValue]:
     try:
@@ -292,6 +296,12 @@ class SQLRegistry:
             if conn.execute(sql, (replica_id, run_id, epoch)).rowcount != 1:
                 return None
         return self.run_get(run_id)
+
+    def runs_driven_by(self, replica_id: str) -> list[RunRow]:
+        """The runs in progress registered under a replica (its previous life's, at a start)."""
+        return self._runs(
+            f"r.replica_id = ? AND r.state = '{RUNNING}'", (replica_id,), "list the runs of"
+        )
 
     def runs_prune(self, ended_before_us: int) -> int:
         """Delete the rows of runs that ended before this time; return how many."""

@@ -528,6 +528,11 @@ function handleEvent(id, name, data) {
     $("live-text").textContent += data.text;
   } else if (name === "run_start") {
     setRunning(true);
+  } else if (name === "run_takeover") {
+    // The server that ran it stopped or died: another one goes on with it.
+    setRunning(true);
+    $("live-state").textContent = "running (server " + data.to_replica + " took it over from "
+      + data.from_replica + ")";
   } else if (name === "approval_requested") {
     showApproval(id, data);
   } else if (name === "approval_resolved") {
