@@ -275,3 +275,54 @@ def test_a_hostile_tree_cannot_write_outside_the_folder(tmp_path: Path, name: st
         store.restore(ws, digest)
     assert not (tmp_path / "deep" / "escape.txt").exists()
     assert [p.name for p in ws.iterdir()] == ["mine.txt"]
+
+
+def _forged(store: CheckpointStore, entries: list[list[object]]) -> str:
+    """A tree object made by hand (an old checkpoint, another store's, a forgery)."""
+    data = json.dumps({"v": 1, "entries": entries}, separators=(",", ":")).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    store.objects.put(digest, data)
+    return digest
+
+
+def test_set_id_bits_are_never_recorded_nor_re_created(tmp_path: Path) -> None:
+    """As root, a tool's 6755 file is a set-uid root program: a restore must not remake it."""
+    ws = tmp_path / "ws"
+    (ws / "bin").mkdir(parents=True)
+    (ws / "bin" / "tool").write_bytes(b"\x7fELF...")
+    (ws / "bin" / "tool").chmod(0o6755)
+    (ws / "bin").chmod(0o2775)
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    store.restore(tmp_path / "again", cid)
+    again = tmp_path / "again"
+    assert stat.S_IMODE((again / "bin" / "tool").stat().st_mode) == 0o755
+    assert stat.S_IMODE((again / "bin").stat().st_mode) == 0o775
+    # A tree that does carry the bits (recorded before, or forged) restores without them.
+    blob = b"#!/bin/sh\nid\n"
+    store.objects.put(hashlib.sha256(blob).hexdigest(), blob)
+    forged = _forged(store, [["su", "f", 0o6755, hashlib.sha256(blob).hexdigest()]])
+    store.restore(tmp_path / "forged", forged)
+    assert stat.S_IMODE((tmp_path / "forged" / "su").stat().st_mode) == 0o755
+
+
+_X = hashlib.sha256(b"x").hexdigest()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [["null", "c", 0o666, "1:3"], ["x", "f", -1, _X], ["x", "f", 0o17777, _X],
+     ["x", "f", "755", _X], ["x", "d"], "x"],
+)
+def test_a_tree_naming_a_device_or_a_bad_mode_is_refused(
+    tmp_path: Path, entry: list[object]
+) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    store.objects.put(_X, b"x")
+    digest = _forged(store, [entry])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "mine.txt").write_text("mine")
+    with pytest.raises(InvalidArgumentError):
+        store.restore(ws, digest)
+    assert [p.name for p in ws.iterdir()] == ["mine.txt"]

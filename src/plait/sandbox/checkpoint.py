@@ -6,7 +6,8 @@ The format (one version, ``v: 1``) is git's idea in JSON:
 * a **tree** is one folder: canonical JSON ``{"v": 1, "entries": [[name, kind, mode, ref],
   ...]}`` sorted by name, where ``kind`` is ``f`` (a file, ``ref`` its blob), ``l`` (a
   symlink, ``ref`` its target, never followed) or ``d`` (a folder, ``ref`` its tree), and
-  ``mode`` the permission bits; it too is named by its SHA-256;
+  ``mode`` the permission bits (never a set-uid or set-gid bit); it too is named by its
+  SHA-256;
 * a **checkpoint id** is the digest of the workspace's root tree.
 
 Both kinds of object live in one :class:`Objects` space (a folder here; a store's blob
@@ -14,7 +15,10 @@ table can hold the same ``digest -> bytes`` pairs), so an unchanged file costs n
 one-file change costs that file plus the trees on its path, and a checkpoint of an
 unchanged tree writes nothing at all: its id, 64 characters, is the whole cost.
 
-FIFOs, devices and sockets are not recorded. A stat cache (size, times, inode) spares
+FIFOs, devices and sockets are not recorded, and set-uid and set-gid bits are neither
+recorded nor, from a tree that has them (an older one, or one made by hand), re-created:
+when plait runs as root a file a tool left with mode 6755 is owned by root, and a restore
+must not make a set-uid root program of it. A stat cache (size, times, inode) spares
 re-reading files that did not change; a file changed too recently for its timestamps to
 tell is read again.
 """
@@ -44,6 +48,8 @@ _CHUNK = 1 << 20
 _RACY_NS = 50_000_000
 _DIGEST_CHARS = frozenset("0123456789abcdef")
 _TREE_HEAD = b'{"v":1,"entries":'
+# The permission bits a checkpoint keeps and a restore sets: the sticky bit, never set-id.
+_MODE_BITS = 0o1777
 
 
 class Objects(Protocol):
@@ -345,7 +351,7 @@ class CheckpointStore:
                 st = item.stat(follow_symlinks=False)
             except FileNotFoundError:
                 continue  # removed while we looked: it is not part of this checkpoint
-            mode = stat.S_IMODE(st.st_mode)
+            mode = stat.S_IMODE(st.st_mode) & _MODE_BITS
             if stat.S_ISLNK(st.st_mode):
                 entries.append([item.name, "l", 0, os.readlink(item.path)])
             elif stat.S_ISDIR(st.st_mode):
@@ -390,10 +396,20 @@ class CheckpointStore:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree") from None
         if not isinstance(tree, dict) or tree.get("v") != _VERSION:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree of version {_VERSION}")
-        entries = tree["entries"]
-        for name, _kind, _mode, _ref in entries:
-            if not name or "/" in name or name in (".", ".."):
+        entries = tree.get("entries")
+        if not isinstance(entries, list):
+            raise InvalidArgumentError(f"{digest} is not a checkpoint tree")
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 4):
+                raise InvalidArgumentError(f"checkpoint tree {digest} holds {entry!r}")
+            name, kind, mode, ref = entry
+            if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
                 raise InvalidArgumentError(f"checkpoint tree {digest} names {name!r}")
+            # Only files, links and folders: a tree naming anything else (a device) is refused.
+            if kind not in _KINDS or not isinstance(ref, str):
+                raise InvalidArgumentError(f"checkpoint tree {digest} holds {entry!r}")
+            if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777:
+                raise InvalidArgumentError(f"checkpoint tree {digest} gives {name!r} mode {mode!r}")
         return list(entries)
 
     def files(self, checkpoint_id: str) -> dict[str, tuple[str, str]]:
@@ -517,13 +533,13 @@ class CheckpointStore:
             if kind == "d":
                 path.mkdir(exist_ok=True)
                 self._restore_tree(path, ref, cache, prefix + name + "/")
-                os.chmod(path, mode)
+                os.chmod(path, mode & _MODE_BITS)
             elif kind == "l":
                 os.symlink(ref, path)
             else:
                 if not (path.exists() and self._same(path, ref, cache, prefix + name)):
                     self._write_blob(path, ref)
-                os.chmod(path, mode)
+                os.chmod(path, mode & _MODE_BITS)
 
     def _same(self, path: Path, digest: str, cache: dict[str, list[int | str]], rel: str) -> bool:
         st = path.stat()

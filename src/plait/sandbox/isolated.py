@@ -15,6 +15,14 @@ enforced, a ``pids`` cgroup per call), the output cut at the policy's bytes.
 When the call ends, times out or is cancelled, killing bubblewrap ends its pid
 namespace and so every process in it, a ``setsid`` one included.
 
+Privilege: every call runs with no capability at all (bubblewrap's
+``--cap-drop ALL``, the bounding set included, and ``no_new_privs``), so even
+when plait runs as root and the call's uid is the host's root, it cannot mount,
+remount or unmount anything, make device nodes or take another user's files.
+Under a seccomp filter (:mod:`plait.sandbox._seccomp`) it cannot make a set-uid
+or set-gid file either: as root, such a file would be a set-uid root program on
+the host. As root, a machine plait has no filter for refuses to open the backend.
+
 Where bubblewrap is missing or the kernel refuses its namespaces, ``open``
 raises :class:`~plait.errors.SandboxUnavailableError` saying what to install;
 plait never runs the tools unconfined instead.
@@ -26,6 +34,7 @@ import contextlib
 import functools
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -37,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import InvalidArgumentError, SandboxUnavailableError
-from plait.sandbox import _fileops
+from plait.sandbox import _fileops, _seccomp
 from plait.sandbox.base import Mount, Sandbox, register_backend, workspace_folder
 from plait.sandbox.policy import SandboxPolicy, tool_environment
 from plait.sandbox.process import CommandResult, kill_tree, run_argv
@@ -149,6 +158,38 @@ def _call_cgroup(processes: int) -> _Cgroup | None:
         raise SandboxUnavailableError(f"{_ROOT_WITHOUT_CGROUP} ({exc})") from exc
 
 
+_ROOT_WITHOUT_FILTER = (
+    "plait runs as root and has no seccomp filter for this machine's architecture "
+    "({machine}), so a tool call could leave a set-uid root file on the host: run plait as "
+    "an ordinary user"
+)
+
+
+def _filter_fd() -> int | None:
+    """A fresh descriptor holding the seccomp filter (None: no filter, as a user only).
+
+    bubblewrap reads the filter to its end, so each call gets its own descriptor.
+
+    Raises:
+        SandboxUnavailableError: plait runs as root and has no filter for this machine.
+    """
+    program = _seccomp.setid_filter()
+    if program is None:
+        if os.geteuid() == 0:
+            raise SandboxUnavailableError(
+                _ROOT_WITHOUT_FILTER.format(machine=platform.machine())
+            )
+        return None
+    fd = os.memfd_create("plait-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _system_binds() -> list[str]:
     args: list[str] = []
     for name in _SYSTEM:
@@ -174,13 +215,32 @@ def bwrap_argv(
     mounts: Sequence[Mount] = (),
     read_only: bool = False,
     prlimit: str = "/usr/bin/prlimit",
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line of one call, up to (not including) the program to run.
+
+    Args:
+        bwrap: the bubblewrap program.
+        workspace: the workspace folder, bound at its own path.
+        policy: the sandbox's policy (network, writable roots, limits).
+        mounts: roots mounted into the workspace.
+        read_only: bind the workspace read-only.
+        prlimit: the prlimit program that sets the limits inside.
+        seccomp_fd: a descriptor bubblewrap reads the seccomp filter from (the
+            process must inherit it), or None for no filter.
+
+    Returns:
+        The argv, to which the program and its arguments are appended.
 
     Raises:
         InvalidArgumentError: a mount would land outside the workspace.
     """
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+    # Every capability goes, for root too (in its user namespace root would keep them all
+    # and could remount a read-only bind read-write or unmount a mask).
+    args += ["--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     if policy.network:
         args.append("--share-net")
     args += _system_binds()
@@ -269,14 +329,24 @@ class IsolatedBackend:
         cgroup = _call_cgroup(policy.limits.processes)  # as root: can one be made at all?
         if cgroup is not None:
             cgroup.remove()
-        probe = bwrap_argv(bwrap, Path("/tmp"), policy=policy, read_only=True, prlimit=prlimit)
+        fd = _filter_fd()
+        probe = bwrap_argv(
+            bwrap, Path("/tmp"), policy=policy, read_only=True, prlimit=prlimit, seccomp_fd=fd
+        )
         probe.append("/bin/true")
         try:
             done = subprocess.run(
-                probe, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"}
+                probe,
+                capture_output=True,
+                timeout=30,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=() if fd is None else (fd,),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailableError(f"bubblewrap could not start: {exc}; {_INSTALL}") from exc
+        finally:
+            if fd is not None:
+                os.close(fd)
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip()
             raise SandboxUnavailableError(
@@ -301,10 +371,22 @@ class IsolatedBackend:
     ) -> CommandResult:
         bwrap, prlimit = self._programs()
         policy = sandbox.policy
-        argv = bwrap_argv(
-            bwrap, sandbox.root, policy=policy, mounts=mounts, read_only=read_only, prlimit=prlimit
-        ) + list(program)
-        cgroup = _call_cgroup(policy.limits.processes)
+        fd = _filter_fd()
+        try:
+            argv = bwrap_argv(
+                bwrap,
+                sandbox.root,
+                policy=policy,
+                mounts=mounts,
+                read_only=read_only,
+                prlimit=prlimit,
+                seccomp_fd=fd,
+            ) + list(program)
+            cgroup = _call_cgroup(policy.limits.processes)
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
         made = _mount_points(sandbox.root, mounts)
         if cgroup is not None:
             # The wrapper joins the cgroup before bubblewrap starts, so every process
@@ -326,8 +408,11 @@ class IsolatedBackend:
                 output_limit=output_limit or policy.limits.output_bytes,
                 stdin=stdin,
                 kill=kill,
+                pass_fds=() if fd is None else (fd,),
             )
         finally:
+            if fd is not None:
+                os.close(fd)
             if cgroup is not None:
                 cgroup.remove()
             for folder in reversed(made):
