@@ -7,14 +7,16 @@ import io
 import json
 import os
 import stat
+import sys
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
 
-from plait.errors import InvalidArgumentError
+from plait.errors import InvalidArgumentError, PlaitError, WorkspaceTooDeepError
 from plait.sandbox import CheckpointStore, FileChange
+from plait.sandbox.checkpoint import MAX_DEPTH
 
 
 def _snapshot(folder: Path) -> dict[str, object]:
@@ -326,3 +328,70 @@ def test_a_tree_naming_a_device_or_a_bad_mode_is_refused(
     with pytest.raises(InvalidArgumentError):
         store.restore(ws, digest)
     assert [p.name for p in ws.iterdir()] == ["mine.txt"]
+
+
+def _deep(top: Path, depth: int, name: str = "d") -> Path:
+    """A chain of ``depth`` folders below ``top`` (made by descriptor: no path grows long)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+            f.write("leaf")
+    finally:
+        os.close(fd)
+    return top
+
+
+@pytest.fixture
+def shallow_stack() -> Iterator[None]:
+    """Python's recursion limit well below the trees' depth: a recursive walk would fail."""
+    was = sys.getrecursionlimit()
+    sys.setrecursionlimit(250)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(was)
+
+
+def test_a_tree_deeper_than_the_stack_is_recorded_restored_and_compared(
+    tmp_path: Path, shallow_stack: None
+) -> None:
+    (tmp_path / "ws").mkdir()
+    ws = _deep(tmp_path / "ws", 400)
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    leaf = "/".join(["d"] * 400) + "/leaf.txt"
+    assert store.files(cid)[leaf][0] == "file"
+    (tmp_path / "empty").mkdir()
+    empty = store.checkpoint(tmp_path / "empty")
+    assert len(store.diff(empty, cid)) == 401 and len(store.diff(cid, empty)) == 401
+    store.restore(tmp_path / "again", cid)
+    assert (tmp_path / "again" / leaf).read_text() == "leaf"
+    store.restore(tmp_path / "again", empty)  # removes the whole chain
+    assert list((tmp_path / "again").iterdir()) == []
+    assert store.prune([cid, empty]) == 0
+
+
+def test_a_tree_deeper_than_the_limit_is_refused_with_a_typed_error(
+    tmp_path: Path, shallow_stack: None
+) -> None:
+    (tmp_path / "ws").mkdir()
+    ws = _deep(tmp_path / "ws", MAX_DEPTH + 600)
+    store = CheckpointStore(tmp_path / "cp")
+    with pytest.raises(WorkspaceTooDeepError) as refused:
+        store.checkpoint(ws)
+    assert isinstance(refused.value, PlaitError) and refused.value.limit == MAX_DEPTH
+    # A stored tree that deep (forged: plait does not record one) is not restored either.
+    child = _forged(store, [])
+    for _ in range(MAX_DEPTH + 5):
+        child = _forged(store, [["d", "d", 0o755, child]])
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "mine.txt").write_text("mine")
+    with pytest.raises(WorkspaceTooDeepError):
+        store.restore(target, child)
+    assert [p.name for p in target.iterdir()] == ["mine.txt"]

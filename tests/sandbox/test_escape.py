@@ -426,3 +426,24 @@ def test_as_an_ordinary_user_the_same_attempts_fail() -> None:
         assert _setid(ws) == []
     finally:
         shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("backend", ["local", "isolated"])
+def test_a_managed_workspace_any_depth_deep_is_removed_on_close(backend: str) -> None:
+    """A model's shell can nest folders past Python's recursion limit."""
+    handle = open_isolated() if backend == "isolated" else backend_named(backend).open(None)
+    root = handle.root
+    ctx = ToolContext(root, sandbox=handle)
+    name = "d"
+    made = call(
+        shell,
+        ctx,
+        command=f"i=0; while [ $i -lt 1100 ]; do mkdir {name} && cd {name} || break; "
+        "i=$((i+1)); done; chmod 500 .; echo $i",
+        timeout=120,
+    )
+    assert made.content.rstrip().endswith("1100")
+    os.symlink("/etc", root / "etc-link")
+    handle.release()
+    assert not root.exists()
+    assert Path("/etc/passwd").exists()

@@ -47,6 +47,7 @@ from typing import Any
 
 from plait.errors import InvalidArgumentError, SandboxUnavailableError
 from plait.sandbox import _fileops, _seccomp
+from plait.sandbox._fstree import remove_tree
 from plait.sandbox.base import Mount, Sandbox, register_backend, workspace_folder
 from plait.sandbox.policy import SandboxPolicy, tool_environment
 from plait.sandbox.process import CommandResult, kill_tree, run_argv
@@ -304,7 +305,9 @@ class IsolatedBackend:
     def close(self, sandbox: Sandbox) -> None:
         """Delete the workspace if (and only if) this backend created it."""
         if sandbox.managed:
-            shutil.rmtree(sandbox.root, ignore_errors=True)
+            # Iterative and never through a link: a tree any depth deep goes too.
+            with contextlib.suppress(OSError):
+                remove_tree(sandbox.root)
 
     def _programs(self) -> tuple[str, str]:
         bwrap, prlimit = _find("bwrap"), _find("prlimit")
