@@ -447,3 +447,34 @@ def test_a_managed_workspace_any_depth_deep_is_removed_on_close(backend: str) ->
     handle.release()
     assert not root.exists()
     assert Path("/etc/passwd").exists()
+
+
+def test_a_mount_point_never_follows_a_link_the_workspace_holds(
+    isolated: Sandbox, workspace: Path, tmp_path: Path
+) -> None:
+    """plait makes a nested root's mount point on the host: never through a planted link."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "keep.txt").write_text("original")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, workspace / "vendor")  # as the shell could leave it
+    ctx = _ctx(isolated, Root(lib, "vendor/lib", read_only=True))
+    out = call(shell, ctx, command="echo ran")
+    assert not out.ok and "symlink" in out.content and "ran" not in out.content
+    assert list(outside.iterdir()) == []  # no folder made outside the workspace
+    assert not call(read_file, ctx, path="vendor/lib/keep.txt").ok
+
+
+def test_removing_a_mount_point_never_follows_a_link_swapped_in_during_the_call(
+    isolated: Sandbox, workspace: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    other = tmp_path / "other"
+    (other / "lib").mkdir(parents=True)  # someone else's empty folder
+    ctx = _ctx(isolated, Root(lib, "vendor/lib", read_only=True))
+    out = call(shell, ctx, command=f"mv vendor moved && ln -s {other} vendor && echo swapped")
+    assert "swapped" in out.content
+    assert (other / "lib").is_dir()
+    assert (workspace / "vendor").is_symlink()

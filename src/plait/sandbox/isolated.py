@@ -31,6 +31,7 @@ plait never runs the tools unconfined instead.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
@@ -47,7 +48,7 @@ from typing import Any
 
 from plait.errors import InvalidArgumentError, SandboxUnavailableError
 from plait.sandbox import _fileops, _seccomp
-from plait.sandbox._fstree import remove_tree
+from plait.sandbox._fstree import make_folders, remove_made, remove_tree
 from plait.sandbox.base import Mount, Sandbox, register_backend, workspace_folder
 from plait.sandbox.policy import SandboxPolicy, tool_environment
 from plait.sandbox.process import CommandResult, kill_tree, run_argv
@@ -390,7 +391,15 @@ class IsolatedBackend:
             if fd is not None:
                 os.close(fd)
             raise
-        made = _mount_points(sandbox.root, mounts)
+        try:
+            made = _mount_points(sandbox.root, mounts)
+        except OSError as exc:
+            if fd is not None:
+                os.close(fd)
+            if cgroup is not None:
+                cgroup.remove()
+            said = f"plait: a root cannot be mounted in the workspace: {exc}\n"
+            return CommandResult(None, said.encode("utf-8", "replace"))
         if cgroup is not None:
             # The wrapper joins the cgroup before bubblewrap starts, so every process
             # the call makes is counted from the first.
@@ -418,9 +427,7 @@ class IsolatedBackend:
                 os.close(fd)
             if cgroup is not None:
                 cgroup.remove()
-            for folder in reversed(made):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            remove_made(sandbox.root, made)
 
     async def run(
         self,
@@ -480,17 +487,27 @@ def _fileops_source() -> str:
     return Path(_fileops.__file__).read_text("utf-8")
 
 
-def _mount_points(workspace: Path, mounts: Sequence[Mount]) -> list[Path]:
-    """Make the folders mounted roots land on; returns those made (removed after the call)."""
-    made: list[Path] = []
-    for mount in mounts:
-        target = Path(os.path.normpath(workspace / mount.at))
-        missing = [p for p in (target, *target.parents) if p.is_relative_to(workspace)]
-        for folder in reversed(missing):
-            if not folder.exists() and not folder.is_symlink():
-                with contextlib.suppress(OSError):
-                    folder.mkdir()
-                    made.append(folder)
+def _mount_points(workspace: Path, mounts: Sequence[Mount]) -> list[str]:
+    """Make the folders mounted roots land on; returns those made (removed after the call).
+
+    Made and later removed through descriptors, never through a symlink: the
+    workspace is the sandbox's to change, and a link it planted on a mount
+    point's way must not lead plait to make or remove a folder elsewhere.
+
+    Raises:
+        OSError: a part of a mount point's path is a symlink or a file.
+    """
+    made: list[str] = []
+    try:
+        for mount in mounts:
+            relative = os.path.normpath(mount.at)
+            if relative != ".":
+                made += make_folders(workspace, relative)
+    except (OSError, ValueError) as exc:
+        remove_made(workspace, made)
+        if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(exc.errno, f"{mount.at!r} passes through a symlink or a file") from exc
+        raise OSError(str(exc)) from exc
     return made
 
 
