@@ -13,7 +13,8 @@ The hierarchy::
     │   ├── InvalidMessageError                a message without a role, an unknown role, ...
     │   ├── ImportFormatError                  a transcript to import is malformed (names the line)
     │   ├── ToolSchemaError                    a tool function's parameters JSON cannot describe
-    │   └── BundleVersionError                 a session bundle of a schema this plait cannot read
+    │   ├── BundleVersionError                 a session bundle of a schema this plait cannot read
+    │   └── WorkspaceTooDeepError              folders nest deeper than plait walks
     ├── SessionNotFoundError (LookupError)     unknown, unreadable, or leaves the store
     │   └── AmbiguousSessionIdError            an id prefix that several sessions share
     ├── SessionExistsError                     a new session's id is already taken
@@ -100,6 +101,7 @@ __all__ = [
     "ToolSchemaError",
     "ToolServerError",
     "UnknownOptionError",
+    "WorkspaceTooDeepError",
 ]
 
 
@@ -168,6 +170,21 @@ class ImportFormatError(InvalidArgumentError):
         if line is not None:
             where = f"{where}:{line}"
         super().__init__(f"{where}: {reason}")
+
+
+class WorkspaceTooDeepError(InvalidArgumentError):
+    """A workspace's (or a checkpoint's) folders nest deeper than plait walks.
+
+    A checkpoint of such a folder is not taken (a run goes on without one) and
+    a checkpoint tree that deep is not restored; nothing was written.
+
+    Attributes:
+        limit: the deepest nesting plait walks, in folders.
+    """
+
+    def __init__(self, what: str, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"{what} nests folders more than {limit} deep; plait walks {limit}")
 
 
 class BundleVersionError(InvalidArgumentError):

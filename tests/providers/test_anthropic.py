@@ -446,3 +446,9 @@ def test_timeouts_and_retries_per_request_and_errors_name_the_url(
     assert info.value.status_code == 529 and info.value.url == provider(replay_server).base_url
     assert replay_server.url in str(info.value)
     assert len(replay_server.requests) == 2  # the first try and one retry
+
+
+def test_a_stream_with_invalid_json_is_a_provider_error(replay_server: ReplayServer) -> None:
+    replay_server.queue(sse(start(), ("content_block_delta", '{"type": "content_block_delta",')))
+    with pytest.raises(ProviderResponseError, match="invalid JSON"):
+        asyncio.run(complete(provider(replay_server), Request([Message("user", "x")])))

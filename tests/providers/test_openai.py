@@ -332,3 +332,9 @@ def test_an_opaque_item_is_never_sent_as_a_chat_message() -> None:
     assert to_openai_messages([Message("user", "hi"), thought]) == [
         {"role": "user", "content": "hi"}
     ]
+
+
+def test_a_stream_with_invalid_json_is_a_provider_error(replay_server: ReplayServer) -> None:
+    replay_server.queue(sse(chunk({"content": "Hi"}), (None, '{"choices": [{"delta":')))
+    with pytest.raises(ProviderResponseError, match="invalid JSON"):
+        asyncio.run(complete(provider(replay_server), Request([Message("user", "x")])))

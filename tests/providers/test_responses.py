@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from plait.errors import ProviderError
+from plait.errors import ProviderError, ProviderResponseError
 from plait.providers import (
     SUMMARY_PREFIX,
     Finish,
@@ -244,3 +244,9 @@ def test_a_stored_response_asks_for_no_encrypted_reasoning(replay_server: Replay
     asyncio.run(complete(p, Request([Message("user", "hi")])))
     body = replay_server.requests[0].body
     assert body["store"] is True and "include" not in body
+
+
+def test_a_stream_with_invalid_json_is_a_provider_error(replay_server: ReplayServer) -> None:
+    replay_server.queue(sse(("response.output_text.delta", '{"type": "response.output_')))
+    with pytest.raises(ProviderResponseError, match="invalid JSON"):
+        asyncio.run(complete(provider(replay_server), Request([Message("user", "x")])))

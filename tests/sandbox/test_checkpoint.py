@@ -7,14 +7,16 @@ import io
 import json
 import os
 import stat
+import sys
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
 
-from plait.errors import InvalidArgumentError
+from plait.errors import InvalidArgumentError, PlaitError, WorkspaceTooDeepError
 from plait.sandbox import CheckpointStore, FileChange
+from plait.sandbox.checkpoint import MAX_DEPTH
 
 
 def _snapshot(folder: Path) -> dict[str, object]:
@@ -275,3 +277,121 @@ def test_a_hostile_tree_cannot_write_outside_the_folder(tmp_path: Path, name: st
         store.restore(ws, digest)
     assert not (tmp_path / "deep" / "escape.txt").exists()
     assert [p.name for p in ws.iterdir()] == ["mine.txt"]
+
+
+def _forged(store: CheckpointStore, entries: list[list[object]]) -> str:
+    """A tree object made by hand (an old checkpoint, another store's, a forgery)."""
+    data = json.dumps({"v": 1, "entries": entries}, separators=(",", ":")).encode()
+    digest = hashlib.sha256(data).hexdigest()
+    store.objects.put(digest, data)
+    return digest
+
+
+def test_set_id_bits_are_never_recorded_nor_re_created(tmp_path: Path) -> None:
+    """As root, a tool's 6755 file is a set-uid root program: a restore must not remake it."""
+    ws = tmp_path / "ws"
+    (ws / "bin").mkdir(parents=True)
+    (ws / "bin" / "tool").write_bytes(b"\x7fELF...")
+    (ws / "bin" / "tool").chmod(0o6755)
+    (ws / "bin").chmod(0o2775)
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    store.restore(tmp_path / "again", cid)
+    again = tmp_path / "again"
+    assert stat.S_IMODE((again / "bin" / "tool").stat().st_mode) == 0o755
+    assert stat.S_IMODE((again / "bin").stat().st_mode) == 0o775
+    # A tree that does carry the bits (recorded before, or forged) restores without them.
+    blob = b"#!/bin/sh\nid\n"
+    store.objects.put(hashlib.sha256(blob).hexdigest(), blob)
+    forged = _forged(store, [["su", "f", 0o6755, hashlib.sha256(blob).hexdigest()]])
+    store.restore(tmp_path / "forged", forged)
+    assert stat.S_IMODE((tmp_path / "forged" / "su").stat().st_mode) == 0o755
+
+
+_X = hashlib.sha256(b"x").hexdigest()
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [["null", "c", 0o666, "1:3"], ["x", "f", -1, _X], ["x", "f", 0o17777, _X],
+     ["x", "f", "755", _X], ["x", "d"], "x"],
+)
+def test_a_tree_naming_a_device_or_a_bad_mode_is_refused(
+    tmp_path: Path, entry: list[object]
+) -> None:
+    store = CheckpointStore(tmp_path / "cp")
+    store.objects.put(_X, b"x")
+    digest = _forged(store, [entry])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "mine.txt").write_text("mine")
+    with pytest.raises(InvalidArgumentError):
+        store.restore(ws, digest)
+    assert [p.name for p in ws.iterdir()] == ["mine.txt"]
+
+
+def _deep(top: Path, depth: int, name: str = "d") -> Path:
+    """A chain of ``depth`` folders below ``top`` (made by descriptor: no path grows long)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir(name, dir_fd=fd)
+            nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "w") as f:
+            f.write("leaf")
+    finally:
+        os.close(fd)
+    return top
+
+
+@pytest.fixture
+def shallow_stack() -> Iterator[None]:
+    """Python's recursion limit well below the trees' depth: a recursive walk would fail."""
+    was = sys.getrecursionlimit()
+    sys.setrecursionlimit(250)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(was)
+
+
+def test_a_tree_deeper_than_the_stack_is_recorded_restored_and_compared(
+    tmp_path: Path, shallow_stack: None
+) -> None:
+    (tmp_path / "ws").mkdir()
+    ws = _deep(tmp_path / "ws", 400)
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    leaf = "/".join(["d"] * 400) + "/leaf.txt"
+    assert store.files(cid)[leaf][0] == "file"
+    (tmp_path / "empty").mkdir()
+    empty = store.checkpoint(tmp_path / "empty")
+    assert len(store.diff(empty, cid)) == 401 and len(store.diff(cid, empty)) == 401
+    store.restore(tmp_path / "again", cid)
+    assert (tmp_path / "again" / leaf).read_text() == "leaf"
+    store.restore(tmp_path / "again", empty)  # removes the whole chain
+    assert list((tmp_path / "again").iterdir()) == []
+    assert store.prune([cid, empty]) == 0
+
+
+def test_a_tree_deeper_than_the_limit_is_refused_with_a_typed_error(
+    tmp_path: Path, shallow_stack: None
+) -> None:
+    (tmp_path / "ws").mkdir()
+    ws = _deep(tmp_path / "ws", MAX_DEPTH + 600)
+    store = CheckpointStore(tmp_path / "cp")
+    with pytest.raises(WorkspaceTooDeepError) as refused:
+        store.checkpoint(ws)
+    assert isinstance(refused.value, PlaitError) and refused.value.limit == MAX_DEPTH
+    # A stored tree that deep (forged: plait does not record one) is not restored either.
+    child = _forged(store, [])
+    for _ in range(MAX_DEPTH + 5):
+        child = _forged(store, [["d", "d", 0o755, child]])
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "mine.txt").write_text("mine")
+    with pytest.raises(WorkspaceTooDeepError):
+        store.restore(target, child)
+    assert [p.name for p in target.iterdir()] == ["mine.txt"]

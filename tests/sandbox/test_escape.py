@@ -8,10 +8,14 @@ workspace, the processes still running, what the command could reach.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
+import stat
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -312,3 +316,165 @@ def test_a_nested_namespace_cannot_remount_a_read_only_root(
     assert (lib / "keep.txt").read_text() == "original"
     assert sorted(p.name for p in lib.iterdir()) == ["keep.txt"]
     assert not Path("/usr/plait-escape").exists()
+
+
+_AS_ROOT = pytest.mark.skipif(os.geteuid() != 0, reason="plait runs as root here only in CI")
+
+
+@_AS_ROOT
+def test_as_root_the_shell_cannot_remount_unmount_or_make_devices(
+    isolated: Sandbox, workspace: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "keep.txt").write_text("original")
+    ctx = _ctx(isolated, Root(lib, "lib", read_only=True))
+    marker = Path("/usr") / f"plait-escape-{os.getpid()}"
+    attack = call(
+        shell,
+        ctx,
+        command=(
+            "grep CapEff /proc/self/status; "
+            "mount -o remount,rw,bind lib && echo changed > lib/keep.txt; "
+            f"mount -o remount,rw,bind /usr && touch {marker}; "
+            "umount /etc/shadow; cat /etc/shadow; "
+            "umount lib && touch lib/under; "
+            "mount -t tmpfs none lib; mknod null2 c 1 3; chown 1234 . ; echo DONE"
+        ),
+    )
+    assert "CapEff:\t0000000000000000" in attack.content and "DONE" in attack.content
+    assert (lib / "keep.txt").read_text() == "original"
+    assert not marker.exists()
+    assert "root:" not in attack.content  # /etc/shadow's mask stayed in place
+    assert not (workspace / "lib").exists() and not (workspace / "null2").exists()
+    assert workspace.stat().st_uid == 0
+
+
+_SETID_ATTEMPTS = (
+    "cp /bin/sh s1; chmod 4755 s1; chmod u+s s1; chmod g+s s1; "
+    "install -m 6755 /bin/sh s2; "
+    f"{PYTHON} -c \"import os; os.open('s3', os.O_CREAT | os.O_WRONLY, 0o4755)\"; "
+    f"{PYTHON} -c \"import os; os.mknod('s4', 0o104755)\"; "
+    f"{PYTHON} -c \"import os; os.close(os.open('s5', os.O_CREAT | os.O_WRONLY, 0o755)); "
+    "os.chmod('s5', 0o2755)\"; "
+    "mkdir d && chmod g+s d; echo DONE"
+)
+
+
+def _setid(folder: Path) -> list[str]:
+    return sorted(
+        str(path.relative_to(folder))
+        for path in folder.rglob("*")
+        if path.lstat().st_mode & (stat.S_ISUID | stat.S_ISGID)
+    )
+
+
+def test_no_call_leaves_a_set_uid_or_set_gid_file(isolated: Sandbox, workspace: Path) -> None:
+    out = call(shell, _ctx(isolated), command=_SETID_ATTEMPTS)
+    assert "DONE" in out.content and "Operation not permitted" in out.content
+    assert (workspace / "s1").exists() and (workspace / "d").is_dir()
+    assert _setid(workspace) == []
+    # What stays allowed: the ordinary modes.
+    ok = call(shell, _ctx(isolated), command="chmod 750 s1 && install -m 700 /bin/sh s6 && echo OK")
+    assert "OK" in ok.content
+    assert stat.S_IMODE((workspace / "s1").stat().st_mode) == 0o750
+
+
+_AS_USER = """
+import asyncio, json, os, sys
+sys.path.insert(0, sys.argv[1])
+from plait.sandbox import backend_named
+from plait.tools import ToolContext, shell
+from plait.tools.base import Root
+ws, lib, command = sys.argv[2], sys.argv[3], sys.argv[4]
+handle = backend_named("isolated").open(ws)
+ctx = ToolContext(handle.root, roots=(Root(lib, "lib", read_only=True),), sandbox=handle)
+out = asyncio.run(shell.call(ctx, {"command": command}))
+handle.release()
+print(json.dumps(out.content))
+"""
+
+
+@_AS_ROOT
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
+def test_as_an_ordinary_user_the_same_attempts_fail() -> None:
+    """plait run by an ordinary user (here nobody, switched to from root): the same promises."""
+    # pytest's own temporary folders are root's alone; nobody needs one it can reach.
+    base = Path(tempfile.mkdtemp(prefix="plait-as-user-"))
+    try:
+        base.chmod(0o755)
+        ws, lib = base / "ws", base / "lib"
+        ws.mkdir()
+        lib.mkdir()
+        (lib / "keep.txt").write_text("original")
+        os.chown(ws, 65534, 65534)
+        src = str(Path(__file__).resolve().parents[2] / "src")
+        command = (
+            "mount -o remount,rw,bind lib && echo changed > lib/keep.txt; umount lib; "
+            "unshare -rm sh -c 'mount -o remount,rw,bind lib; echo changed > lib/keep.txt'; "
+            + _SETID_ATTEMPTS
+        )
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
+        argv += [sys.executable, "-I", "-c", _AS_USER, src, str(ws), str(lib), command]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=base)
+        if "SandboxUnavailableError" in done.stderr:
+            pytest.skip(f"the isolated backend cannot run as an ordinary user: {done.stderr}")
+        assert done.returncode == 0, done.stderr
+        assert "DONE" in json.loads(done.stdout)
+        assert (lib / "keep.txt").read_text() == "original"
+        assert (ws / "s1").stat().st_uid == 65534
+        assert _setid(ws) == []
+    finally:
+        shutil.rmtree(base)
+
+
+@pytest.mark.parametrize("backend", ["local", "isolated"])
+def test_a_managed_workspace_any_depth_deep_is_removed_on_close(backend: str) -> None:
+    """A model's shell can nest folders past Python's recursion limit."""
+    handle = open_isolated() if backend == "isolated" else backend_named(backend).open(None)
+    root = handle.root
+    ctx = ToolContext(root, sandbox=handle)
+    name = "d"
+    made = call(
+        shell,
+        ctx,
+        command=f"i=0; while [ $i -lt 1100 ]; do mkdir {name} && cd {name} || break; "
+        "i=$((i+1)); done; chmod 500 .; echo $i",
+        timeout=120,
+    )
+    assert made.content.rstrip().endswith("1100")
+    os.symlink("/etc", root / "etc-link")
+    handle.release()
+    assert not root.exists()
+    assert Path("/etc/passwd").exists()
+
+
+def test_a_mount_point_never_follows_a_link_the_workspace_holds(
+    isolated: Sandbox, workspace: Path, tmp_path: Path
+) -> None:
+    """plait makes a nested root's mount point on the host: never through a planted link."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "keep.txt").write_text("original")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, workspace / "vendor")  # as the shell could leave it
+    ctx = _ctx(isolated, Root(lib, "vendor/lib", read_only=True))
+    out = call(shell, ctx, command="echo ran")
+    assert not out.ok and "symlink" in out.content and "ran" not in out.content
+    assert list(outside.iterdir()) == []  # no folder made outside the workspace
+    assert not call(read_file, ctx, path="vendor/lib/keep.txt").ok
+
+
+def test_removing_a_mount_point_never_follows_a_link_swapped_in_during_the_call(
+    isolated: Sandbox, workspace: Path, tmp_path: Path
+) -> None:
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    other = tmp_path / "other"
+    (other / "lib").mkdir(parents=True)  # someone else's empty folder
+    ctx = _ctx(isolated, Root(lib, "vendor/lib", read_only=True))
+    out = call(shell, ctx, command=f"mv vendor moved && ln -s {other} vendor && echo swapped")
+    assert "swapped" in out.content
+    assert (other / "lib").is_dir()
+    assert (workspace / "vendor").is_symlink()

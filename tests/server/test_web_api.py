@@ -27,24 +27,51 @@ def _shared(a: str, b: str) -> str:
     return a[:n]
 
 
-def test_a_prefix_or_latest_names_a_session_in_every_path(api: TestClient, served: Served) -> None:
+def test_a_prefix_names_a_session_only_when_asked_latest_always(
+    api: TestClient, served: Served
+) -> None:
     a = _conversation(served, "first?")
     b = _conversation(served, "second?")
     shared = _shared(a, b)
     prefix = a[: len(shared) + 1]
-    assert api.get(f"/sessions/{prefix}").json()["id"] == a
-    assert api.get(f"/sessions/{prefix}/records").json()["session_id"] == a
+    assert api.get(f"/sessions/{prefix}?prefix=true").json()["id"] == a
+    assert api.get(f"/sessions/{prefix}/records?prefix=true").json()["session_id"] == a
     assert api.get("/sessions/latest").json()["id"] == b
-    fork = api.post(f"/sessions/{prefix}/fork", json={})
+    fork = api.post(f"/sessions/{prefix}/fork?prefix=true", json={})
     assert fork.status_code == 201 and fork.json()["parent_session_ids"] == [a]
-    ambiguous = api.get(f"/sessions/{shared}")
+    ambiguous = api.get(f"/sessions/{shared}?prefix=true")
     assert ambiguous.status_code == 404
     error = ambiguous.json()["error"]
     assert error["code"] == "ambiguous_session_id"
     assert set(error["details"]["candidates"]) >= {a, b}
-    assert api.get("/sessions/ffff").json()["error"]["code"] == "session_not_found"
+    assert api.get("/sessions/ffff?prefix=true").json()["error"]["code"] == "session_not_found"
+    # Unasked, a prefix is an id like any other: one no session has.
+    for path in (f"/sessions/{prefix}", f"/sessions/{prefix}/records"):
+        assert api.get(path).json()["error"]["code"] == "session_not_found", path
     # Nobody learns which ids exist without a credential.
-    assert api.get(f"/sessions/{shared}", headers={"Authorization": "Bearer no"}).status_code == 401
+    bad = {"Authorization": "Bearer no"}
+    assert api.get(f"/sessions/{shared}?prefix=true", headers=bad).status_code == 401
+
+
+def test_a_write_to_an_id_that_does_not_exist_never_lands_in_another_session(
+    api: TestClient, served: Served
+) -> None:
+    """Programs name their own sessions; ``1`` is not ``17``, a date is not its evening."""
+    for sid in ("17", "2026-12-05-evening"):
+        made = api.post("/sessions", json={"id": sid})
+        assert made.status_code in (200, 201), made.text
+    for missing in ("1", "2026-12-05"):
+        posted = api.post(
+            f"/sessions/{missing}/messages", json={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        assert posted.status_code == 404, posted.text
+        assert posted.json()["error"]["code"] == "session_not_found"
+        renamed = api.patch(f"/sessions/{missing}", json={"title": "taken"})
+        assert renamed.status_code == 404
+        assert api.get(f"/sessions/{missing}/records").status_code == 404
+    for sid in ("17", "2026-12-05-evening"):
+        detail = api.get(f"/sessions/{sid}").json()
+        assert detail["length"] == 0 and detail["title"] is None, detail
 
 
 def test_lists_tell_untitled_sessions_apart(api: TestClient, served: Served) -> None:

@@ -59,3 +59,12 @@ def test_a_run_opens_a_toolset_for_its_length(tmp_path: Path) -> None:
         assert (toolset.opened, toolset.closed) == (3, 3)
         with pytest.raises(InvalidArgumentError):
             s.run("bad", provider=ScriptedProvider(["x"]), tools=["echo"])  # type: ignore[list-item]
+
+
+def test_a_long_tool_list_is_checked_for_shared_names_in_one_pass() -> None:
+    """A server may list 100,000 tools: the check names each shared name once, sorted."""
+    from plait.tools.base import duplicate_names
+
+    names = [f"t{i}" for i in range(100_000)] + ["t7", "t3", "t7"]
+    assert duplicate_names(iter(names)) == ["t3", "t7"]
+    assert duplicate_names([]) == []

@@ -29,6 +29,7 @@ from plait.errors import InvalidArgumentError
 from plait.records import JSONValue
 from plait.session import Session
 from plait.tools import BUILTIN_TOOLS, MCPServer, Offered, Tool, Toolset
+from plait.tools.base import duplicate_names
 from plait.tools.mcp import servers_from_settings
 
 __all__ = ["mcp_option", "mcp_servers_from", "offered_tools", "tools_command"]
@@ -83,8 +84,7 @@ async def _listed(offered: Sequence[Offered]) -> list[tuple[Tool, str]]:
                 rows.extend((t, f"mcp: {_label(item, t)}") for t in tools)
         else:
             rows.append((item, "built-in" if item in BUILTIN_TOOLS else "given"))
-    names = [t.name for t, _ in rows]
-    twice = sorted({n for n in names if names.count(n) > 1})
+    twice = duplicate_names(t.name for t, _ in rows)
     if twice:  # a run would refuse them too
         raise InvalidArgumentError(f"tool names must be unique: {', '.join(twice)}")
     return rows

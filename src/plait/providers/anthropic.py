@@ -41,11 +41,16 @@ Usage (decision D29): plait's ``input_tokens`` is ``input_tokens`` +
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from plait.context import ModelLimits
-from plait.errors import MissingCredentialsError, MissingDependencyError
+from plait.errors import (
+    MissingCredentialsError,
+    MissingDependencyError,
+    ProviderResponseError,
+)
 from plait.providers.base import (
     Finish,
     FinishReason,
@@ -361,6 +366,9 @@ class AnthropicProvider:
                         finished = True
         except anthropic.AnthropicError as exc:
             raise self._error(exc) from exc
+        except json.JSONDecodeError as exc:  # the SDK parses each event; a broken one is theirs
+            said = f"the stream sent invalid JSON: {exc}"
+            raise ProviderResponseError("anthropic", said) from exc
         yield Usage(
             counts["input"] + counts["cache_read"] + counts["cache_write"],
             counts["output"],

@@ -31,11 +31,16 @@ tool calls; the adapter reports ``tool_calls`` then, because that is what happen
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from plait.context import ModelLimits
-from plait.errors import MissingCredentialsError, MissingDependencyError
+from plait.errors import (
+    MissingCredentialsError,
+    MissingDependencyError,
+    ProviderResponseError,
+)
 from plait.providers._served import probe_limits
 from plait.providers.base import (
     Finish,
@@ -327,6 +332,10 @@ class OpenAIProvider:
                             finish = choice.finish_reason
         except openai.OpenAIError as exc:
             raise self._error(exc) from exc
+        except json.JSONDecodeError as exc:  # the SDK parses each event; a broken one is theirs
+            raise ProviderResponseError(
+                "openai", f"the stream sent invalid JSON: {exc}", url=self.base_url
+            ) from exc
         if usage is not None:
             yield usage
         if finish is not None:

@@ -322,6 +322,9 @@ class OpenAIResponsesProvider:
             ) from exc
         except openai.OpenAIError as exc:
             raise self._error(f"request failed: {exc}") from exc
+        except json.JSONDecodeError as exc:  # the SDK parses each event; a broken one is theirs
+            said = f"the stream sent invalid JSON: {exc}"
+            raise ProviderResponseError(_PROVIDER, said, url=self.base_url) from exc
         if usage is not None:
             yield usage
         if finish is not None:

@@ -6,7 +6,8 @@ The format (one version, ``v: 1``) is git's idea in JSON:
 * a **tree** is one folder: canonical JSON ``{"v": 1, "entries": [[name, kind, mode, ref],
   ...]}`` sorted by name, where ``kind`` is ``f`` (a file, ``ref`` its blob), ``l`` (a
   symlink, ``ref`` its target, never followed) or ``d`` (a folder, ``ref`` its tree), and
-  ``mode`` the permission bits; it too is named by its SHA-256;
+  ``mode`` the permission bits (never a set-uid or set-gid bit); it too is named by its
+  SHA-256;
 * a **checkpoint id** is the digest of the workspace's root tree.
 
 Both kinds of object live in one :class:`Objects` space (a folder here; a store's blob
@@ -14,9 +15,19 @@ table can hold the same ``digest -> bytes`` pairs), so an unchanged file costs n
 one-file change costs that file plus the trees on its path, and a checkpoint of an
 unchanged tree writes nothing at all: its id, 64 characters, is the whole cost.
 
-FIFOs, devices and sockets are not recorded. A stat cache (size, times, inode) spares
+FIFOs, devices and sockets are not recorded, and set-uid and set-gid bits are neither
+recorded nor, from a tree that has them (an older one, or one made by hand), re-created:
+when plait runs as root a file a tool left with mode 6755 is owned by root, and a restore
+must not make a set-uid root program of it. A stat cache (size, times, inode) spares
 re-reading files that did not change; a file changed too recently for its timestamps to
 tell is read again.
+
+Every walk, of a folder or of stored trees, is a loop over an explicit stack: a folder
+tree thousands deep raises no ``RecursionError``. A checkpoint of folders nested more
+than :data:`MAX_DEPTH` deep is refused, and so is a restore of a tree that deep, with
+:class:`~plait.errors.WorkspaceTooDeepError` (before anything is written); removing
+what a restore does not keep goes through :mod:`plait.sandbox._fstree` (any depth,
+never through a symlink).
 """
 
 from __future__ import annotations
@@ -33,9 +44,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from plait.errors import InvalidArgumentError
+from plait.errors import InvalidArgumentError, WorkspaceTooDeepError
+from plait.sandbox._fstree import remove_tree
 
-__all__ = ["CheckpointStore", "FileChange", "FolderObjects", "Objects"]
+__all__ = ["MAX_DEPTH", "CheckpointStore", "FileChange", "FolderObjects", "Objects"]
+
+MAX_DEPTH = 512
+"""The deepest folder nesting a checkpoint records or a restore makes (git's own walks
+stop near here too); deeper is :class:`~plait.errors.WorkspaceTooDeepError`."""
 
 _VERSION = 1
 _CHUNK = 1 << 20
@@ -44,6 +60,8 @@ _CHUNK = 1 << 20
 _RACY_NS = 50_000_000
 _DIGEST_CHARS = frozenset("0123456789abcdef")
 _TREE_HEAD = b'{"v":1,"entries":'
+# The permission bits a checkpoint keeps and a restore sets: the sticky bit, never set-id.
+_MODE_BITS = 0o1777
 
 
 class Objects(Protocol):
@@ -249,6 +267,24 @@ class _Scan:
     """Blobs taken from the stat cache (digest -> path): their presence is asked once."""
 
 
+@dataclass(slots=True)
+class _Folder:
+    """One folder of a checkpoint's walk: what it holds, how far through, what it records."""
+
+    path: Path
+    prefix: str
+    items: list[os.DirEntry[str]]
+    name: str = ""
+    mode: int = 0
+    at: int = 0
+    entries: list[list[Any]] = field(default_factory=list)
+
+
+def _listed(folder: Path) -> list[os.DirEntry[str]]:
+    with os.scandir(folder) as found:
+        return sorted(found, key=lambda e: e.name)
+
+
 class CheckpointStore:
     """Checkpoints of workspaces: :meth:`checkpoint`, :meth:`restore`, :meth:`diff`, :meth:`prune`.
 
@@ -317,7 +353,7 @@ class CheckpointStore:
         old = self._cache(root)
         for _attempt in range(2):
             scan = _Scan(old, time.time_ns())
-            digest = self._tree(root, "", scan)
+            digest = self._tree(root, scan)
             absent = self.objects.missing(scan.trees.keys() | scan.cached.keys())
             lost = absent & scan.cached.keys()
             if not lost:
@@ -335,31 +371,45 @@ class CheckpointStore:
             self._save_cache(root, scan.new)
         return digest
 
-    def _tree(self, folder: Path, prefix: str, scan: _Scan) -> str:
-        entries: list[list[Any]] = []
-        with os.scandir(folder) as found:
-            items = sorted(found, key=lambda e: e.name)
-        for item in items:
-            rel = prefix + item.name
-            try:
-                st = item.stat(follow_symlinks=False)
-            except FileNotFoundError:
-                continue  # removed while we looked: it is not part of this checkpoint
-            mode = stat.S_IMODE(st.st_mode)
-            if stat.S_ISLNK(st.st_mode):
-                entries.append([item.name, "l", 0, os.readlink(item.path)])
-            elif stat.S_ISDIR(st.st_mode):
-                if Path(item.path) == self._own:
-                    continue  # the checkpoints themselves, kept inside the workspace
-                sub = self._tree(Path(item.path), rel + "/", scan)
-                entries.append([item.name, "d", mode, sub])
-            elif stat.S_ISREG(st.st_mode):
-                digest = self._blob(item.path, rel, st, scan)
-                entries.append([item.name, "f", mode, digest])
-        data = _encode(entries)
-        digest = hashlib.sha256(data).hexdigest()
-        scan.trees[digest] = data
-        return digest
+    def _tree(self, root: Path, scan: _Scan) -> str:
+        """Record every folder below ``root``, deepest first; returns the root tree's digest.
+
+        Raises:
+            WorkspaceTooDeepError: folders nest more than :data:`MAX_DEPTH` deep.
+        """
+        stack = [_Folder(root, "", _listed(root))]
+        while True:
+            top = stack[-1]
+            if top.at < len(top.items):
+                item = top.items[top.at]
+                top.at += 1
+                rel = top.prefix + item.name
+                try:
+                    st = item.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # removed while we looked: it is not part of this checkpoint
+                mode = stat.S_IMODE(st.st_mode) & _MODE_BITS
+                if stat.S_ISLNK(st.st_mode):
+                    top.entries.append([item.name, "l", 0, os.readlink(item.path)])
+                elif stat.S_ISDIR(st.st_mode):
+                    if Path(item.path) == self._own:
+                        continue  # the checkpoints themselves, kept inside the workspace
+                    if len(stack) >= MAX_DEPTH:
+                        raise WorkspaceTooDeepError(f"the workspace {str(root)!r}", MAX_DEPTH)
+                    sub = Path(item.path)
+                    stack.append(_Folder(sub, rel + "/", _listed(sub), item.name, mode))
+                elif stat.S_ISREG(st.st_mode):
+                    digest = self._blob(item.path, rel, st, scan)
+                    top.entries.append([item.name, "f", mode, digest])
+                continue
+            # Every item is recorded: the folder's tree is complete, and its parent's next.
+            data = _encode(top.entries)
+            digest = hashlib.sha256(data).hexdigest()
+            scan.trees[digest] = data
+            stack.pop()
+            if not stack:
+                return digest
+            stack[-1].entries.append([top.name, "d", top.mode, digest])
 
     def _blob(self, path: str, rel: str, st: os.stat_result, scan: _Scan) -> str:
         key: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
@@ -390,10 +440,20 @@ class CheckpointStore:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree") from None
         if not isinstance(tree, dict) or tree.get("v") != _VERSION:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree of version {_VERSION}")
-        entries = tree["entries"]
-        for name, _kind, _mode, _ref in entries:
-            if not name or "/" in name or name in (".", ".."):
+        entries = tree.get("entries")
+        if not isinstance(entries, list):
+            raise InvalidArgumentError(f"{digest} is not a checkpoint tree")
+        for entry in entries:
+            if not (isinstance(entry, list) and len(entry) == 4):
+                raise InvalidArgumentError(f"checkpoint tree {digest} holds {entry!r}")
+            name, kind, mode, ref = entry
+            if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
                 raise InvalidArgumentError(f"checkpoint tree {digest} names {name!r}")
+            # Only files, links and folders: a tree naming anything else (a device) is refused.
+            if kind not in _KINDS or not isinstance(ref, str):
+                raise InvalidArgumentError(f"checkpoint tree {digest} holds {entry!r}")
+            if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o7777:
+                raise InvalidArgumentError(f"checkpoint tree {digest} gives {name!r} mode {mode!r}")
         return list(entries)
 
     def files(self, checkpoint_id: str) -> dict[str, tuple[str, str]]:
@@ -403,14 +463,13 @@ class CheckpointStore:
             InvalidArgumentError: no checkpoint has that id.
         """
         out: dict[str, tuple[str, str]] = {}
-
-        def walk(digest: str, prefix: str) -> None:
+        todo = [(checkpoint_id, "")]
+        while todo:
+            digest, prefix = todo.pop()
             for name, kind, _mode, ref in self._entries(digest):
                 out[prefix + name] = (_KINDS[kind], ref)
                 if kind == "d":
-                    walk(ref, prefix + name + "/")
-
-        walk(checkpoint_id, "")
+                    todo.append((ref, prefix + name + "/"))
         return out
 
     def diff(self, a: str, b: str) -> tuple[FileChange, ...]:
@@ -422,16 +481,25 @@ class CheckpointStore:
             InvalidArgumentError: either id is not a checkpoint.
         """
         changes: list[FileChange] = []
+        # Two kinds of task, done from a stack (any depth, no recursion): ("below", a tree,
+        # its path, added/removed) lists a whole tree; ("walk", left, right, path) compares.
+        todo: list[tuple[str, str, str, str]] = [("walk", a, b, "")]
 
-        def below(digest: str, prefix: str, change: Literal["added", "removed"]) -> None:
-            for name, kind, _mode, ref in self._entries(digest):
-                changes.append(FileChange(prefix + name, change, _KINDS[kind]))
-                if kind == "d":
-                    below(ref, prefix + name + "/", change)
+        def below(digest: str, prefix: str, change: str) -> None:
+            todo.append(("below", digest, prefix, change))
 
-        def walk(left: str, right: str, prefix: str) -> None:
+        while todo:
+            task, left, right, prefix = todo.pop()
+            if task == "below":
+                digest, at, how = left, right, prefix
+                change: Literal["added", "removed"] = "added" if how == "added" else "removed"
+                for name, kind, _mode, ref in self._entries(digest):
+                    changes.append(FileChange(at + name, change, _KINDS[kind]))
+                    if kind == "d":
+                        below(ref, at + name + "/", how)
+                continue
             if left == right:
-                return
+                continue
             old = {e[0]: e for e in self._entries(left)}
             new = {e[0]: e for e in self._entries(right)}
             for name in sorted(old.keys() | new.keys()):
@@ -449,18 +517,16 @@ class CheckpointStore:
                     if was[1] == now[1] == "d":
                         if was[2] != now[2]:
                             changes.append(FileChange(path, "modified", "folder"))
-                        walk(was[3], now[3], path + "/")
+                        todo.append(("walk", was[3], now[3], path + "/"))
                     elif "d" in (was[1], now[1]):
-                        below_was = was[1] == "d"
                         changes.append(FileChange(path, "modified", _KINDS[now[1]]))
-                        if below_was:
+                        if was[1] == "d":
                             below(was[3], path + "/", "removed")
                         else:
                             below(now[3], path + "/", "added")
                     else:
                         changes.append(FileChange(path, "modified", _KINDS[now[1]]))
 
-        walk(a, b, "")
         return tuple(sorted(changes, key=lambda c: c.path))
 
     # -- restore ------------------------------------------------------------------------
@@ -470,8 +536,12 @@ class CheckpointStore:
 
         Raises:
             InvalidArgumentError: it is not a checkpoint, or it lacks objects (pruned).
+            WorkspaceTooDeepError: its folders nest more than :data:`MAX_DEPTH` deep.
         """
-        missing = self.objects.missing(self.reachable([checkpoint_id]))
+        needed, height = self._closure([checkpoint_id])
+        if height > MAX_DEPTH:
+            raise WorkspaceTooDeepError(f"checkpoint {checkpoint_id}", MAX_DEPTH)
+        missing = self.objects.missing(needed)
         if missing:
             raise InvalidArgumentError(
                 f"checkpoint {checkpoint_id} lacks {len(missing)} objects (pruned?)"
@@ -487,6 +557,8 @@ class CheckpointStore:
         Raises:
             InvalidArgumentError: ``checkpoint_id`` is not a checkpoint or lacks an
                 object, or ``folder`` exists and is not a folder (nothing is changed).
+            WorkspaceTooDeepError: the checkpoint's folders nest more than
+                :data:`MAX_DEPTH` deep (nothing is changed).
         """
         root = Path(folder)
         # Every object must be there before anything changes: a restore is whole or nothing.
@@ -495,35 +567,48 @@ class CheckpointStore:
             raise InvalidArgumentError(f"{str(folder)!r} is not a folder to restore into")
         root.mkdir(parents=True, exist_ok=True)
         root = root.resolve()
-        self._restore_tree(root, checkpoint_id, self._cache(root), "")
+        self._restore_tree(root, checkpoint_id, self._cache(root))
 
-    def _restore_tree(
-        self, folder: Path, digest: str, cache: dict[str, list[int | str]], prefix: str
-    ) -> None:
+    def _restore_tree(self, root: Path, digest: str, cache: dict[str, list[int | str]]) -> None:
+        # One frame per folder on the way down: the folder, its path, the entries still to
+        # make and the mode it gets once they are made (the root keeps its own).
+        Frame = tuple[Path, str, Iterator[list[Any]], int | None]
+        stack: list[Frame] = [(root, "", self._clear(root, digest), None)]
+        while stack:
+            folder, prefix, todo, mode = stack[-1]
+            entry = next(todo, None)
+            if entry is None:
+                stack.pop()
+                if mode is not None:
+                    os.chmod(folder, mode & _MODE_BITS)
+                continue
+            name, kind, entry_mode, ref = entry
+            path = folder / name
+            if kind == "d":
+                path.mkdir(exist_ok=True)
+                stack.append((path, prefix + name + "/", self._clear(path, ref), entry_mode))
+            elif kind == "l":
+                os.symlink(ref, path)
+            else:
+                if not (path.exists() and self._same(path, ref, cache, prefix + name)):
+                    self._write_blob(path, ref)
+                os.chmod(path, entry_mode & _MODE_BITS)
+
+    def _clear(self, folder: Path, digest: str) -> Iterator[list[Any]]:
+        """Remove from ``folder`` what tree ``digest`` does not keep; its entries, by name."""
         wanted = {e[0]: e for e in self._entries(digest)}
         with os.scandir(folder) as scan:
-            present = {item.name: item for item in scan}
-        for name, item in present.items():
-            entry = wanted.get(name)
+            present = list(scan)
+        for item in present:
+            entry = wanted.get(item.name)
             st = item.stat(follow_symlinks=False)
             keep = entry is not None and (
                 (entry[1] == "d" and stat.S_ISDIR(st.st_mode))
                 or (entry[1] == "f" and stat.S_ISREG(st.st_mode))
             )
             if not keep:
-                _remove(Path(item.path), st)
-        for name, (_name, kind, mode, ref) in sorted(wanted.items()):
-            path = folder / name
-            if kind == "d":
-                path.mkdir(exist_ok=True)
-                self._restore_tree(path, ref, cache, prefix + name + "/")
-                os.chmod(path, mode)
-            elif kind == "l":
-                os.symlink(ref, path)
-            else:
-                if not (path.exists() and self._same(path, ref, cache, prefix + name)):
-                    self._write_blob(path, ref)
-                os.chmod(path, mode)
+                remove_tree(item.path)
+        return iter([wanted[name] for name in sorted(wanted)])
 
     def _same(self, path: Path, digest: str, cache: dict[str, list[int | str]], rel: str) -> bool:
         st = path.stat()
@@ -557,21 +642,35 @@ class CheckpointStore:
         Raises:
             InvalidArgumentError: a tree of theirs is missing or malformed.
         """
+        return self._closure(checkpoint_ids)[0]
+
+    def _closure(self, checkpoint_ids: Iterable[str]) -> tuple[set[str], int]:
+        """Every object the checkpoints need, and how deep their deepest folder nests.
+
+        A stack, not recursion, and each tree read once however often it is shared.
+        """
         seen: set[str] = set()
-
-        def walk(digest: str) -> None:
-            if digest in seen:
-                return
-            seen.add(digest)
-            for _name, kind, _mode, ref in self._entries(digest):
-                if kind == "d":
-                    walk(ref)
-                elif kind == "f":
-                    seen.add(ref)
-
+        below: dict[str, list[str]] = {}  # a tree read: the trees it holds
+        height: dict[str, int] = {}  # a tree done: its folders' nesting, itself counted
+        deepest = 0
         for checkpoint_id in checkpoint_ids:
-            walk(checkpoint_id)
-        return seen
+            todo = [(checkpoint_id, False)]
+            while todo:
+                digest, done = todo.pop()
+                if done:
+                    height[digest] = 1 + max((height[t] for t in below[digest]), default=0)
+                    continue
+                if digest in below:
+                    continue
+                seen.add(digest)
+                entries = self._entries(digest)
+                below[digest] = [ref for _name, kind, _mode, ref in entries if kind == "d"]
+                seen.update(ref for _name, kind, _mode, ref in entries if kind == "f")
+                # Trees hold trees by their digest, so no tree holds itself: no cycle.
+                todo.append((digest, True))
+                todo.extend((t, False) for t in below[digest] if t not in below)
+            deepest = max(deepest, height[checkpoint_id])
+        return seen, deepest
 
     def _is_tree(self, digest: str) -> bool:
         """Whether an object reads as a tree (a file could too: it is then kept, no harm)."""
@@ -622,12 +721,3 @@ class CheckpointStore:
                 gone += 1
         return gone
 
-
-def _remove(path: Path, st: os.stat_result) -> None:
-    """Remove a path inside the restored folder; a symlink is unlinked, never followed."""
-    if stat.S_ISDIR(st.st_mode):
-        for child in os.scandir(path):
-            _remove(Path(child.path), child.stat(follow_symlinks=False))
-        path.rmdir()
-    else:
-        path.unlink()

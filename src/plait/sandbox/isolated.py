@@ -15,6 +15,14 @@ enforced, a ``pids`` cgroup per call), the output cut at the policy's bytes.
 When the call ends, times out or is cancelled, killing bubblewrap ends its pid
 namespace and so every process in it, a ``setsid`` one included.
 
+Privilege: every call runs with no capability at all (bubblewrap's
+``--cap-drop ALL``, the bounding set included, and ``no_new_privs``), so even
+when plait runs as root and the call's uid is the host's root, it cannot mount,
+remount or unmount anything, make device nodes or take another user's files.
+Under a seccomp filter (:mod:`plait.sandbox._seccomp`) it cannot make a set-uid
+or set-gid file either: as root, such a file would be a set-uid root program on
+the host. As root, a machine plait has no filter for refuses to open the backend.
+
 Where bubblewrap is missing or the kernel refuses its namespaces, ``open``
 raises :class:`~plait.errors.SandboxUnavailableError` saying what to install;
 plait never runs the tools unconfined instead.
@@ -23,9 +31,11 @@ plait never runs the tools unconfined instead.
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -37,7 +47,8 @@ from pathlib import Path
 from typing import Any
 
 from plait.errors import InvalidArgumentError, SandboxUnavailableError
-from plait.sandbox import _fileops
+from plait.sandbox import _fileops, _seccomp
+from plait.sandbox._fstree import make_folders, remove_made, remove_tree
 from plait.sandbox.base import Mount, Sandbox, register_backend, workspace_folder
 from plait.sandbox.policy import SandboxPolicy, tool_environment
 from plait.sandbox.process import CommandResult, kill_tree, run_argv
@@ -149,6 +160,38 @@ def _call_cgroup(processes: int) -> _Cgroup | None:
         raise SandboxUnavailableError(f"{_ROOT_WITHOUT_CGROUP} ({exc})") from exc
 
 
+_ROOT_WITHOUT_FILTER = (
+    "plait runs as root and has no seccomp filter for this machine's architecture "
+    "({machine}), so a tool call could leave a set-uid root file on the host: run plait as "
+    "an ordinary user"
+)
+
+
+def _filter_fd() -> int | None:
+    """A fresh descriptor holding the seccomp filter (None: no filter, as a user only).
+
+    bubblewrap reads the filter to its end, so each call gets its own descriptor.
+
+    Raises:
+        SandboxUnavailableError: plait runs as root and has no filter for this machine.
+    """
+    program = _seccomp.setid_filter()
+    if program is None:
+        if os.geteuid() == 0:
+            raise SandboxUnavailableError(
+                _ROOT_WITHOUT_FILTER.format(machine=platform.machine())
+            )
+        return None
+    fd = os.memfd_create("plait-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, program)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _system_binds() -> list[str]:
     args: list[str] = []
     for name in _SYSTEM:
@@ -174,13 +217,32 @@ def bwrap_argv(
     mounts: Sequence[Mount] = (),
     read_only: bool = False,
     prlimit: str = "/usr/bin/prlimit",
+    seccomp_fd: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line of one call, up to (not including) the program to run.
+
+    Args:
+        bwrap: the bubblewrap program.
+        workspace: the workspace folder, bound at its own path.
+        policy: the sandbox's policy (network, writable roots, limits).
+        mounts: roots mounted into the workspace.
+        read_only: bind the workspace read-only.
+        prlimit: the prlimit program that sets the limits inside.
+        seccomp_fd: a descriptor bubblewrap reads the seccomp filter from (the
+            process must inherit it), or None for no filter.
+
+    Returns:
+        The argv, to which the program and its arguments are appended.
 
     Raises:
         InvalidArgumentError: a mount would land outside the workspace.
     """
     args = [bwrap, "--die-with-parent", "--new-session", "--unshare-all"]
+    # Every capability goes, for root too (in its user namespace root would keep them all
+    # and could remount a read-only bind read-write or unmount a mask).
+    args += ["--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     if policy.network:
         args.append("--share-net")
     args += _system_binds()
@@ -244,7 +306,9 @@ class IsolatedBackend:
     def close(self, sandbox: Sandbox) -> None:
         """Delete the workspace if (and only if) this backend created it."""
         if sandbox.managed:
-            shutil.rmtree(sandbox.root, ignore_errors=True)
+            # Iterative and never through a link: a tree any depth deep goes too.
+            with contextlib.suppress(OSError):
+                remove_tree(sandbox.root)
 
     def _programs(self) -> tuple[str, str]:
         bwrap, prlimit = _find("bwrap"), _find("prlimit")
@@ -269,14 +333,24 @@ class IsolatedBackend:
         cgroup = _call_cgroup(policy.limits.processes)  # as root: can one be made at all?
         if cgroup is not None:
             cgroup.remove()
-        probe = bwrap_argv(bwrap, Path("/tmp"), policy=policy, read_only=True, prlimit=prlimit)
+        fd = _filter_fd()
+        probe = bwrap_argv(
+            bwrap, Path("/tmp"), policy=policy, read_only=True, prlimit=prlimit, seccomp_fd=fd
+        )
         probe.append("/bin/true")
         try:
             done = subprocess.run(
-                probe, capture_output=True, timeout=30, env={"PATH": "/usr/bin:/bin"}
+                probe,
+                capture_output=True,
+                timeout=30,
+                env={"PATH": "/usr/bin:/bin"},
+                pass_fds=() if fd is None else (fd,),
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailableError(f"bubblewrap could not start: {exc}; {_INSTALL}") from exc
+        finally:
+            if fd is not None:
+                os.close(fd)
         if done.returncode != 0:
             said = done.stderr.decode("utf-8", "replace").strip()
             raise SandboxUnavailableError(
@@ -301,11 +375,31 @@ class IsolatedBackend:
     ) -> CommandResult:
         bwrap, prlimit = self._programs()
         policy = sandbox.policy
-        argv = bwrap_argv(
-            bwrap, sandbox.root, policy=policy, mounts=mounts, read_only=read_only, prlimit=prlimit
-        ) + list(program)
-        cgroup = _call_cgroup(policy.limits.processes)
-        made = _mount_points(sandbox.root, mounts)
+        fd = _filter_fd()
+        try:
+            argv = bwrap_argv(
+                bwrap,
+                sandbox.root,
+                policy=policy,
+                mounts=mounts,
+                read_only=read_only,
+                prlimit=prlimit,
+                seccomp_fd=fd,
+            ) + list(program)
+            cgroup = _call_cgroup(policy.limits.processes)
+        except BaseException:
+            if fd is not None:
+                os.close(fd)
+            raise
+        try:
+            made = _mount_points(sandbox.root, mounts)
+        except OSError as exc:
+            if fd is not None:
+                os.close(fd)
+            if cgroup is not None:
+                cgroup.remove()
+            said = f"plait: a root cannot be mounted in the workspace: {exc}\n"
+            return CommandResult(None, said.encode("utf-8", "replace"))
         if cgroup is not None:
             # The wrapper joins the cgroup before bubblewrap starts, so every process
             # the call makes is counted from the first.
@@ -326,13 +420,14 @@ class IsolatedBackend:
                 output_limit=output_limit or policy.limits.output_bytes,
                 stdin=stdin,
                 kill=kill,
+                pass_fds=() if fd is None else (fd,),
             )
         finally:
+            if fd is not None:
+                os.close(fd)
             if cgroup is not None:
                 cgroup.remove()
-            for folder in reversed(made):
-                with contextlib.suppress(OSError):
-                    folder.rmdir()
+            remove_made(sandbox.root, made)
 
     async def run(
         self,
@@ -392,17 +487,27 @@ def _fileops_source() -> str:
     return Path(_fileops.__file__).read_text("utf-8")
 
 
-def _mount_points(workspace: Path, mounts: Sequence[Mount]) -> list[Path]:
-    """Make the folders mounted roots land on; returns those made (removed after the call)."""
-    made: list[Path] = []
-    for mount in mounts:
-        target = Path(os.path.normpath(workspace / mount.at))
-        missing = [p for p in (target, *target.parents) if p.is_relative_to(workspace)]
-        for folder in reversed(missing):
-            if not folder.exists() and not folder.is_symlink():
-                with contextlib.suppress(OSError):
-                    folder.mkdir()
-                    made.append(folder)
+def _mount_points(workspace: Path, mounts: Sequence[Mount]) -> list[str]:
+    """Make the folders mounted roots land on; returns those made (removed after the call).
+
+    Made and later removed through descriptors, never through a symlink: the
+    workspace is the sandbox's to change, and a link it planted on a mount
+    point's way must not lead plait to make or remove a folder elsewhere.
+
+    Raises:
+        OSError: a part of a mount point's path is a symlink or a file.
+    """
+    made: list[str] = []
+    try:
+        for mount in mounts:
+            relative = os.path.normpath(mount.at)
+            if relative != ".":
+                made += make_folders(workspace, relative)
+    except (OSError, ValueError) as exc:
+        remove_made(workspace, made)
+        if isinstance(exc, OSError) and exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise OSError(exc.errno, f"{mount.at!r} passes through a symlink or a file") from exc
+        raise OSError(str(exc)) from exc
     return made
 
 

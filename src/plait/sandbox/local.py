@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
+import contextlib
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from plait.sandbox import _fileops
+from plait.sandbox._fstree import remove_tree
 from plait.sandbox.base import Mount, Sandbox, register_backend, workspace_folder
 from plait.sandbox.policy import SandboxPolicy, tool_environment
 from plait.sandbox.process import CommandResult, run_argv
@@ -72,7 +73,9 @@ class LocalBackend:
     def close(self, sandbox: Sandbox) -> None:
         """Delete the workspace if (and only if) this backend created it."""
         if sandbox.managed:
-            shutil.rmtree(sandbox.root, ignore_errors=True)
+            # Iterative and never through a link: a tree any depth deep goes too.
+            with contextlib.suppress(OSError):
+                remove_tree(sandbox.root)
 
     async def run(
         self,

@@ -133,12 +133,14 @@ async def run_argv(
     output_limit: int,
     stdin: bytes | None = None,
     kill: Callable[[int, str | None], None] = kill_tree,
+    pass_fds: Sequence[int] = (),
 ) -> CommandResult:
     """Run ``argv`` in a new session and return what it did; it never outlives this call.
 
     ``kill(pid, pipe)`` ends the process tree when the command times out, writes
     past ``output_limit`` or the awaiting task is cancelled (the cancellation is
-    re-raised after the kill).
+    re-raised after the kill). ``pass_fds`` are descriptors the command inherits
+    (as :class:`subprocess.Popen` passes them).
     """
     # The output pipe is made here so its inode is known: whoever still holds its
     # write end when the call ends belongs to the command, whatever its session.
@@ -152,6 +154,7 @@ async def run_argv(
             stdout=write_end,
             stderr=write_end,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     except BaseException:
         os.close(read_end)

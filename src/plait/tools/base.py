@@ -324,6 +324,24 @@ Offered = Tool | Toolset
 """What a run may be given as a tool: a :class:`Tool`, or a :class:`Toolset` of them."""
 
 
+def duplicate_names(names: Iterable[str]) -> list[str]:
+    """The names given more than once, sorted; one pass (a server may list 100,000 tools).
+
+    Args:
+        names: the tools' names.
+
+    Returns:
+        Each name that occurs twice or more, once, sorted.
+    """
+    seen: set[str] = set()
+    twice: set[str] = set()
+    for name in names:
+        if name in seen:
+            twice.add(name)
+        seen.add(name)
+    return sorted(twice)
+
+
 @contextlib.asynccontextmanager
 async def open_tools(offered: Iterable[Offered]) -> AsyncIterator[tuple[Tool, ...]]:
     """The tools ``offered`` gives, each toolset opened for the block.
@@ -339,8 +357,7 @@ async def open_tools(offered: Iterable[Offered]) -> AsyncIterator[tuple[Tool, ..
                 tools.extend(await stack.enter_async_context(item.open()))
             else:
                 tools.append(item)
-        names = [t.name for t in tools]
-        twice = sorted({n for n in names if names.count(n) > 1})
+        twice = duplicate_names(t.name for t in tools)
         if twice:
             raise InvalidArgumentError(f"tool names must be unique: {', '.join(twice)}")
         yield tuple(tools)

@@ -305,7 +305,8 @@ async function showSession(id) {
   $("list-view").hidden = true;
   $("compact-preview").hidden = true;
   notice("");
-  const detail = await api(sessionPath(id));
+  // The address may hold a prefix a person typed: asked for here, and only here.
+  const detail = await api(sessionPath(id) + "?prefix=true");
   if (mine !== state.opened) return;
   id = detail.id;  // a prefix or "latest" in the address names this session
   showFacts(detail);
