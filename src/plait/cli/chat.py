@@ -144,7 +144,7 @@ def chat_command(
     tools = tools_from(no_tools, tool_names)
     servers = mcp_servers_from(mcp_targets)
     model_settings = model_settings_from(settings_pairs)
-    client = open_client(settings)
+    client = open_client(settings, create=True)
     out = console()
     interactive = is_terminal(sys.stdin)
     save_history = _readline(default_path().parent / "chat_history") if interactive else None

@@ -134,7 +134,7 @@ def run_command(
     model_settings = model_settings_from(settings_pairs)
     err = SafeConsole(stderr=True, highlight=False)
     try:
-        client = open_client(settings)
+        client = open_client(settings, create=True)
         session = session_for(client, session_id, resume_latest)
         if system is not None and session.stored:
             raise click.UsageError("--system sets the prompt of a new session only")
