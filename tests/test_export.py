@@ -66,7 +66,12 @@ def test_a_relative_path_is_taken_from_the_working_directory(
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    path = s.export("reports/refactor.html")  # the folder is made
+    # An export makes no folders: a missing one is refused, and nothing is left behind.
+    with pytest.raises(InvalidArgumentError, match="does not exist"):
+        s.export("reports/refactor.html")
+    assert list(elsewhere.iterdir()) == []
+    (elsewhere / "reports").mkdir()
+    path = s.export("reports/refactor.html")
     assert path == str(elsewhere / "reports" / "refactor.html")
     assert Path(path).is_file()
     assert s.export_markdown(Path("notes.md")) == str(elsewhere / "notes.md")

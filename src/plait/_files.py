@@ -135,12 +135,14 @@ def export_target(
         follow_symlinks: a symlink at the target is written through, not refused.
 
     Returns:
-        The absolute target path (its folder may not exist yet).
+        The absolute target path, in a folder that exists.
 
     Raises:
         InvalidArgumentError: the path is empty, holds a NUL or a lone
-            surrogate, or names something other than a regular file
-            (:func:`check_export_target`).
+            surrogate, names something other than a regular file
+            (:func:`check_export_target`), or lies in a folder that does not
+            exist (an export creates no folders: a typo in a path must not
+            leave a tree of them behind).
     """
     if path is None:
         target = Path(workspace, f"plait-{default_name(session_id)}.{suffix}")
@@ -151,7 +153,13 @@ def export_target(
             raise InvalidArgumentError(f"not a usable file path: {shown(path)}") from None
         target = Path(usable_path(raw, path)).expanduser()
     target = Path(os.path.abspath(target))
-    return check_export_target(target, follow_symlinks=follow_symlinks)
+    checked = check_export_target(target, follow_symlinks=follow_symlinks)
+    if not checked.parent.is_dir():
+        raise InvalidArgumentError(
+            f"cannot export to {checked}: the folder {checked.parent} does not exist "
+            "(an export creates no folders)"
+        )
+    return checked
 
 
 def write_atomically(target: Path, text: str) -> str:
@@ -166,8 +174,8 @@ def write_atomically(target: Path, text: str) -> str:
 
     Raises:
         InvalidArgumentError: something other than a regular file is at ``target``.
+        OSError: its folder is gone (none is created) or cannot be written.
     """
-    target.parent.mkdir(parents=True, exist_ok=True)
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     temp = Path(temp_name)
     try:

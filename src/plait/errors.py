@@ -41,7 +41,9 @@ The hierarchy::
     │   ├── StaleSessionError                  compare-and-set on the session head failed
     │   ├── SchemaTooNewError                  the database was written by a newer plait
     │   ├── SchemaOutdatedError                the database needs ``plait db migrate``
-    │   └── StoreCorruptError                  a stored row could not be decoded
+    │   ├── StoreCorruptError                  a stored row could not be decoded
+    │   ├── StoreNotFoundError (FileNotFoundError)  a reader named a store file that is not there
+    │   └── NotAStoreError                     the file named is not a SQLite database at all
     ├── AuthError                              a credential or actor chain was refused
     │   └── ScopeViolationError                a child actor claims scopes its parent lacks
     └── LiveClientError                        a live client may not do that
@@ -94,6 +96,8 @@ __all__ = [
     "SessionNotFoundError",
     "StaleSessionError",
     "StoreCorruptError",
+    "StoreNotFoundError",
+    "NotAStoreError",
     "StoreCorruptWarning",
     "StoreError",
     "ToolArgumentsError",
@@ -517,6 +521,35 @@ class SchemaOutdatedError(StoreError):
 
 class StoreCorruptError(StoreError):
     """A stored row could not be decoded, or the database reports damaged storage."""
+
+
+class StoreNotFoundError(StoreError, FileNotFoundError):
+    """A command that only reads named a store file that does not exist; nothing was made.
+
+    Reading never creates a store (nor its folder): a typo in a path is said, not
+    answered with a new, empty database.
+
+    Attributes:
+        path: the file named.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class NotAStoreError(StoreError):
+    """The file named as the store is not a SQLite database (its header is not SQLite's).
+
+    Such a file was never a store, so it is not called damaged, and nothing is written to it.
+
+    Attributes:
+        path: the file named.
+    """
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(message)
 
 
 class StoreCorruptWarning(PlaitError, UserWarning):

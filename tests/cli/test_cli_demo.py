@@ -172,6 +172,7 @@ def test_main_runs_the_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_main_error_exit_code(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    Client(tmp_path, store=tmp_path / "x.db").close()  # a store without that session
     with pytest.raises(SystemExit) as stopped:
         main(["--store", str(tmp_path / "x.db"), "sessions", "show", "nope"])
     assert stopped.value.code == 1

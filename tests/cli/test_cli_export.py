@@ -46,6 +46,7 @@ def test_export_md_and_a_path_relative_to_the_working_directory(
 ) -> None:
     s = conversation(api)
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
     result = run("export", s.id, "--md", "-o", "out/s.md")
     assert result.exit_code == 0, result.output
     assert result.stdout.strip() == str(tmp_path / "out" / "s.md")

@@ -122,11 +122,12 @@ def test_a_reply_cut_at_the_output_limit_says_how_to_continue(
 ) -> None:
     model.add(Reply("The first half of", finish_reason="length"), "the second half.")
     result = run("run", "write a long answer")
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 3, result.output  # the answer is not complete
     assert "hit the output limit" in result.stderr
     assert "plait run --resume --session" in result.stderr
     session_id = result.stdout.strip().splitlines()[-1].split()[-1]
     resumed = run("run", "--resume", "--session", session_id, "--json")
+    assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout.splitlines()[-1])["text"] == "the second half."
 
 

@@ -146,7 +146,7 @@ def test_list_by_id_prefix(run: Run, api: Client) -> None:
     assert none.exit_code == 0 and "no sessions with an id starting 'nobody/'" in none.stdout
 
 
-def test_list_empty(run: Run) -> None:
+def test_list_empty(run: Run, api: Client) -> None:
     result = run("sessions", "list")
     assert result.exit_code == 0
     assert "no sessions" in result.stdout
@@ -393,7 +393,9 @@ def test_rm_asks_first(run: Run, api: Client) -> None:
         ["sessions", "rename", "{id}", "title"],
     ],
 )
-def test_unknown_id_is_a_clean_error(run: Run, command: list[str], bad_id: str) -> None:
+def test_unknown_id_is_a_clean_error(
+    run: Run, api: Client, command: list[str], bad_id: str
+) -> None:
     args = [a.replace("{id}", bad_id) for a in command]
     if "{id}" not in command:
         args.append(bad_id)
@@ -404,7 +406,10 @@ def test_unknown_id_is_a_clean_error(run: Run, command: list[str], bad_id: str) 
 
 def test_a_file_that_is_not_a_store_is_a_clean_error(run: Run, db_path: Path) -> None:
     db_path.write_bytes(b"this is not a database" * 100)
-    assert_clean_error(run("sessions", "list"), "cannot open")
+    result = run("sessions", "list")
+    assert_clean_error(result, "is not a plait store", "not a SQLite database")
+    assert "damaged" not in result.output
+    assert db_path.read_bytes() == b"this is not a database" * 100
 
 
 def test_unknown_store_scheme_is_a_clean_error(workspace: Path) -> None:

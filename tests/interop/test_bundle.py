@@ -175,6 +175,7 @@ def test_local_bundle_round_trips_exactly(mem: Client, tmp_path: Path) -> None:
     s = _seeded(mem)
     s.inject({"role": "summary", "content": "they called http", "folds": [1, 5]})
     s.inject({"role": "user", "content": "and then?", "meta": {"client": "tui"}})
+    (tmp_path / "out").mkdir()
     path = write_bundle(s, tmp_path / "out" / "b.json", mode="local")
     assert Path(path).is_absolute() and Path(path).is_file()
     bundle = read_bundle(path)

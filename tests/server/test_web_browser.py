@@ -220,6 +220,8 @@ def test_the_page_controls_a_run_and_answers_its_approvals(
         page.wait_for_selector("#approvals li[data-call-id='call-2'][data-outcome='denied']")
         page.locator("#transcript li.tool", has_text="denied").wait_for()
         assert page.locator("#transcript li.tool").count() == 2
+        # The run's end says the denial, not a bare "done".
+        page.locator("#live-state", has_text="done in 2 steps; 1 tool call was denied").wait_for()
         assert http.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
         payloads = [
             rec["payload"]

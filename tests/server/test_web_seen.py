@@ -504,3 +504,46 @@ def test_the_list_keeps_each_fact_on_one_line(
         assert "claude-code" in page.inner_text("#session-facts")
         page.goto("about:blank")
     served.client.close()
+
+
+def test_every_way_a_run_ends_is_said_on_the_page(
+    browser_page: Any, tmp_path: Path  # noqa: F811
+) -> None:
+    """The output limit, the content filter, a timeout and a failure are not called done."""
+    models: list[Any] = [
+        ScriptedProvider([Reply("The first half of", finish_reason="length")]),
+        ScriptedProvider([Reply("Unsayable", finish_reason="content_filter")]),
+        GatedProvider(),  # never let through: the run passes its timeout
+        ScriptedProvider([]),  # fails: its script is empty
+        ScriptedProvider(["All done."]),
+    ]
+    served = make_served(tmp_path, lambda: models.pop(0))
+    sid = served.client.sessions.create(title="Endings").id
+    page = browser_page
+    problems = _problems(page)
+    shots = _shots(tmp_path)
+    endings = [
+        ({}, "stopped after 1 step: the reply hit the output limit"),
+        ({}, "stopped after 1 step: the provider's content filter cut the reply off"),
+        ({"timeout": 0.5}, "stopped after 0 steps: the run passed its timeout of 0.5 s"),
+        ({}, "failed after 0 steps: "),
+        ({}, "done in 1 step"),
+    ]
+    with LiveServer(served.app) as live, httpx.Client(
+        base_url=live.url, headers=AUTH, timeout=30
+    ) as http:
+        _sign_in(page, live.url)
+        page.click("a.session-link:text('Endings')")
+        page.wait_for_selector("#live[data-connected='yes']")
+        for n, (options, said) in enumerate(endings, 1):
+            r = http.post(f"/sessions/{sid}/runs", json={"text": f"run {n}", **options})
+            assert r.status_code == 202, r.text
+            state = page.locator("#live-state", has_text=said)
+            state.wait_for()
+            assert _box(state)["width"] > 100
+            if n < len(endings):
+                assert "done" not in state.inner_text()
+            page.locator("#live").screenshot(path=str(shots / f"ending-{n}.png"))
+        page.goto("about:blank")
+    assert problems == []
+    served.client.close()

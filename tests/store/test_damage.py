@@ -120,7 +120,9 @@ def test_db_check_deep_names_the_session_and_records_of_a_zeroed_page(
     # What can be kept: every message before the first lost record, and the command.
     first = min(records, key=lambda p: p["seq"])
     assert first["kept"] == lost[0]
-    assert any(f"plait sessions fork {bravo} --at {lost[0]}" in h for h in report["hints"])
+    # Aimed at this store, as the command was given it.
+    fork = f"plait --store {db} sessions fork {bravo} --at {lost[0]}"
+    assert any(fork in h for h in report["hints"])
     assert not any(p["session_id"] in (alpha, charlie) for p in report["problems"])
     # The command it names saves those messages.
     kept = _plait(db, ws, "sessions", "fork", bravo, "--at", str(lost[0]))
@@ -184,8 +186,8 @@ def test_an_undecodable_payload_is_corrupt_on_read_and_named_by_the_deep_check(
     result = CliRunner().invoke(cli, ["--store", str(db), "db", "check", "--deep"])
     assert result.exit_code == 1
     assert f"session {bad.id} record 4 (id {rid}):" in result.stdout
-    assert f"plait sessions fork {bad.id} --at 4" in result.stdout
-    assert "plait sessions rm ID --yes" in result.stdout
+    assert f"plait --store {db} sessions fork {bad.id} --at 4" in result.stdout
+    assert f"plait --store {db} sessions rm ID --yes" in result.stdout
     # The commands it names save the readable part and remove the rest.
     base = ["--store", str(db), "--workspace", str(ws), "sessions"]
     assert CliRunner().invoke(cli, [*base, "fork", bad.id, "--at", "4"]).exit_code == 0
@@ -305,7 +307,9 @@ def test_postgres_a_corrupt_payload_is_typed_and_named_by_the_deep_check(
     assert result.exit_code == 1, result.output
     report = json.loads(result.stdout)
     assert [p["session_id"] for p in report["problems"]] == [bad.id]
-    assert any(f"plait sessions fork {bad.id} --at 3" in h for h in report["hints"])
+    assert any(
+        f"sessions fork {bad.id} --at 3" in h and "plait --store " in h for h in report["hints"]
+    )
 
 
 @needs_postgres

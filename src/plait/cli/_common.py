@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shlex
 import warnings
 from collections.abc import Callable
@@ -36,10 +37,12 @@ __all__ = [
     "PlaitGroup",
     "Settings",
     "age",
+    "check_store_file",
     "checked_id",
     "console",
     "described_json",
     "echo_json",
+    "for_store",
     "info_json",
     "local_time",
     "message_json",
@@ -48,6 +51,7 @@ __all__ = [
     "pass_settings",
     "record_json",
     "short_operator",
+    "sqlite_file",
     "store_file",
 ]
 
@@ -120,16 +124,101 @@ pass_settings = click.make_pass_decorator(Settings)
 """Decorator passing the root :class:`Settings` as a command's first argument."""
 
 
-def open_client(settings: Settings) -> Client:
+def open_client(settings: Settings, *, create: bool = False) -> Client:
     """Open a client on the settings' store and workspace, closed when the command ends.
 
+    Args:
+        settings: the root options.
+        create: the command makes something new (``run``, ``chat``, ``import`` ...), so
+            a store file that is not there yet is made. Every other command reads, or
+            changes what exists, and a store that is not there is an error: a typo in
+            ``--store`` must not leave a new database (and its folders) behind.
+
     Raises:
+        StoreNotFoundError: without ``create``, the store file (or its folder) is not there.
+        NotAStoreError: the file named is not a SQLite database; it is left untouched.
         PlaitError: the store cannot be opened (turned into a clean error by the root group).
     """
     ctx = click.get_current_context()
+    check_store_file(settings, create=create)
     from plait.client import Client
 
     return ctx.with_resource(Client(settings.workspace, store=settings.store))
+
+
+SQLITE_HEADER: Final = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file."""
+
+
+def sqlite_file(settings: Settings) -> Path | None:
+    """The SQLite file the settings' store names; None for ``:memory:`` or another engine."""
+    target = settings.store
+    if target == ":memory:":
+        return None
+    if target.startswith("sqlite://"):
+        target = target.removeprefix("sqlite://")
+    elif "://" in target:
+        return None
+    return Path(target).expanduser()
+
+
+def check_store_file(settings: Settings, *, create: bool) -> None:
+    """Refuse a store file that is missing (unless ``create``) or is not a SQLite database.
+
+    Raises:
+        StoreNotFoundError: without ``create``, nothing (or an empty file) is at the path.
+        NotAStoreError: a folder, or a file whose first bytes are not SQLite's header.
+    """
+    from plait.errors import NotAStoreError, StoreNotFoundError
+
+    path = sqlite_file(settings)
+    if path is None:
+        return
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        if create:
+            return
+        folder = "" if path.parent.is_dir() else f" (nor is its folder {path.parent})"
+        raise StoreNotFoundError(
+            str(path),
+            f"no store at {path}{folder}; nothing was created "
+            "(plait run, plait chat and plait import make one)",
+        ) from None
+    except OSError as exc:
+        raise StoreNotFoundError(str(path), f"cannot read {path}: {exc.strerror}") from None
+    if path.is_dir():
+        raise NotAStoreError(str(path), f"{path} is a folder, not a store file")
+    if info.st_size == 0:
+        if create:
+            return
+        raise StoreNotFoundError(str(path), f"{path} is empty: no store has been made there")
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreNotFoundError(str(path), f"cannot read {path}: {exc.strerror}") from None
+    if head != SQLITE_HEADER:
+        raise NotAStoreError(
+            str(path),
+            f"{path} is not a plait store: it is not a SQLite database file "
+            "(its first bytes are not SQLite's); nothing was written to it",
+        )
+
+
+def for_store(text: str, settings: Settings | None) -> str:
+    """``text`` with each command it suggests (`` `plait ...` ``) aimed at the settings' store.
+
+    The library's hints name bare ``plait`` commands; run as they are, they would
+    look at the default store, not the one ``--store`` (or ``$PLAIT_STORE``) named.
+    """
+    if settings is None or not settings.store_given:
+        return text
+    # A command that names its own store (`plait --store NEW ...`) is left as it is.
+    return _BARE_PLAIT.sub(f"`plait{settings.root_args(workspace=False)} ", text)
+
+
+_BARE_PLAIT: Final = re.compile(r"`plait (?!--store)")
 
 
 def open_session(client: Client, session_id: str) -> Session:
@@ -180,7 +269,8 @@ class PlaitGroup(click.Group):
             try:
                 return super().invoke(ctx)
             except (PlaitError, OSError) as exc:
-                raise click.ClickException(_one_line(exc)) from exc
+                settings = ctx.find_object(Settings)
+                raise click.ClickException(for_store(_one_line(exc), settings)) from exc
 
 
 def _show_warning(
@@ -199,7 +289,10 @@ def _show_warning(
     if not issubclass(category, StoreCorruptWarning):
         show(message, category, filename, lineno, file, line)
         return
-    click.echo(f"warning: {safe(_one_line(Exception(str(message))))}", err=True)
+    ctx = click.get_current_context(silent=True)
+    settings = ctx.find_object(Settings) if ctx is not None else None
+    said = for_store(_one_line(Exception(str(message))), settings)
+    click.echo(f"warning: {safe(said)}", err=True)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -42,7 +42,7 @@ from plait.client import Client
 from plait.errors import InvalidArgumentError, PlaitError, RunInterruptedError
 from plait.providers import ModelSettings, ReasoningDelta, TextDelta, parse_model_spec
 from plait.records import JSONValue, ToolCall
-from plait.run import Run, RunEvent, RunResult
+from plait.run import Run, RunEnded, RunEvent, RunResult
 from plait.session import Session
 from plait.tools import BUILTIN_TOOLS, Tool
 
@@ -53,7 +53,6 @@ __all__ = [
     "TermAsInterrupt",
     "answer_input",
     "checked_spec",
-    "cut_off_notice",
     "describe_model",
     "dir_option",
     "drive",
@@ -86,18 +85,34 @@ def is_terminal(stream: TextIO | None) -> bool:
 
 
 class Printer:
-    """Prints a run's events: text as it streams, tool calls and their results.
+    """Prints a run's events: text as it streams, tool calls and their results, its end.
 
     The model's reasoning, when its provider streams it, is printed dim as it comes,
     to ``thinking`` (the same console in a chat; stderr for ``plait run``, whose stdout
     is the reply alone), and a line ends between it and the reply.
+
+    How the run ended is said in words on ``notices`` (``thinking`` unless given):
+    done, the step limit, the output limit, the content filter, with the tool calls
+    denied on the way and ``retry``, the command that goes on, when one would. A run
+    that stops by a timeout, a cancel or an error raises it after its last event, and
+    the command says that ending where it handles the error.
     """
 
-    def __init__(self, out: Console, thinking: Console | None = None) -> None:
+    def __init__(
+        self,
+        out: Console,
+        thinking: Console | None = None,
+        *,
+        notices: Console | None = None,
+        retry: str = "/retry",
+    ) -> None:
         self.out = out
         self.thinking = thinking if thinking is not None else out
+        self.notices = notices if notices is not None else self.thinking
+        self.retry = retry
         self.mid_line = False
         self.mid_thought = False
+        self.ended: RunEnded | None = None
 
     def newline(self) -> None:
         """End a line of streamed text or reasoning, if one is open."""
@@ -133,6 +148,22 @@ class Printer:
             self.out.print(safe_text(f"   {mark}: {first[:200]}", style), soft_wrap=True)
         elif event.type == "finish":
             self.newline()
+        elif isinstance(event, RunEnded):
+            self.ended = event
+            if event.reason in _RAISED:
+                return  # said where its error is handled, with what to do next
+            self.newline()
+            words = event.words
+            if event.reason == "length":
+                words += f"; {self.retry} continues it"
+            elif event.reason == "max_steps":
+                words += f"; {self.retry} goes on"
+            quiet = event.complete and not event.denied
+            self.notices.print(safe_text(words, "dim" if quiet else "yellow"), soft_wrap=True)
+
+
+_RAISED: Final = frozenset({"timeout", "cancelled", "error"})
+"""Endings a run raises an error for, after its last event."""
 
 
 @contextmanager
@@ -274,6 +305,8 @@ def run_turn(
     approver: Approver,
     thinking: Console | None = None,
     retry: str = "/retry",
+    *,
+    printer: Printer | None = None,
 ) -> RunResult | None:
     """Run one request, printing it; Ctrl-C stops it and leaves the transcript valid.
 
@@ -283,11 +316,13 @@ def run_turn(
         approver: asked before each tool call; it is told the run while it lasts.
         thinking: where the model's reasoning goes (default: ``out``).
         retry: the command that picks an interrupted request up, as the notice names it.
+        printer: prints the events (default: a :class:`Printer` on ``out`` and ``thinking``).
 
     Returns:
         The run's result, or None when it was interrupted.
     """
-    printer = Printer(out, thinking)
+    if printer is None:
+        printer = Printer(out, thinking, retry=retry)
     try:
         run = start()
         approver.run = run
@@ -298,13 +333,6 @@ def run_turn(
         return None
     finally:
         approver.run = None
-
-
-def cut_off_notice(result: RunResult | None, command: str) -> Text | None:
-    """A notice when the reply stopped at the output limit, naming ``command`` to go on."""
-    if result is None or result.finish_reason != "length":
-        return None
-    return Text(f"the reply hit the output limit; {command} continues it", style="yellow")
 
 
 def session_for(client: Client, session_id: str | None, resume_latest: bool) -> Session:

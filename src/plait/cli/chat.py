@@ -46,7 +46,6 @@ from plait.cli._turns import (
     TermAsInterrupt,
     answer_input,
     backend_line,
-    cut_off_notice,
     describe_model,
     dir_option,
     is_terminal,
@@ -145,7 +144,7 @@ def chat_command(
     tools = tools_from(no_tools, tool_names)
     servers = mcp_servers_from(mcp_targets)
     model_settings = model_settings_from(settings_pairs)
-    client = open_client(settings)
+    client = open_client(settings, create=True)
     out = console()
     interactive = is_terminal(sys.stdin)
     save_history = _readline(default_path().parent / "chat_history") if interactive else None
@@ -254,18 +253,18 @@ class _Chat:
                 print_messages(self.out, shown, indent="  ")
 
     def _turn(self, start: Callable[[], Run]) -> None:
-        """Run one request; a failure (the model, the sandbox) is printed and the chat goes on."""
+        """Run one request; a failure (the model, the sandbox) is printed and the chat goes on.
+
+        How the run ended is said as it ends: done, a limit or denied calls by the
+        printer, an interruption by :func:`run_turn`, a failure here.
+        """
         self.out.print(Text("assistant:", style="bold cyan"))
         try:
-            result = run_turn(self.out, start, self.approve)
+            run_turn(self.out, start, self.approve)
         except (PlaitError, OSError) as exc:
             self.out.print(safe_text(f"error: {exc}", "red"), soft_wrap=True)
             if self.session.stored and self.session.resumable() is not None:
                 self.out.print(Text("/retry picks the request up", style="dim"))
-            return
-        notice = cut_off_notice(result, "/retry")
-        if notice is not None:
-            self.out.print(notice)
 
     def prompt(self, text: str) -> None:
         """Send ``text`` as the next user message and run the turn."""

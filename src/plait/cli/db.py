@@ -13,7 +13,14 @@ from pathlib import Path
 
 import click
 
-from plait.cli._common import CONTEXT_SETTINGS, Settings, pass_settings, store_file
+from plait.cli._common import (
+    CONTEXT_SETTINGS,
+    Settings,
+    check_store_file,
+    for_store,
+    pass_settings,
+    store_file,
+)
 from plait.cli._terminal import safe
 from plait.client import Client
 from plait.errors import SchemaOutdatedError, StoreCorruptError
@@ -100,8 +107,8 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
     """
     postgres = _is_postgres(settings)
     where = settings.store if postgres else str(store_file(settings))
-    if not postgres and not store_file(settings).exists():
-        raise click.ClickException(f"no store at {where}")
+    # Nothing there, or a file that was never a database: said as that, never "damaged".
+    check_store_file(settings, create=False)
     try:
         store = _open(settings, auto_migrate=False)
     except StoreCorruptError as exc:
@@ -109,7 +116,9 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
     else:
         where = store.location
         problems = store.check(deep=deep)
-    hints = repair_hints(problems, where, postgres=postgres, deep=deep)
+    hints = [
+        for_store(h, settings) for h in repair_hints(problems, where, postgres=postgres, deep=deep)
+    ]
     if as_json:
         click.echo(
             json.dumps(
@@ -173,7 +182,7 @@ def repair_hints(problems: list[Problem], where: str, *, postgres: bool, deep: b
     elif damaged:
         hints.append(f"copy {where} (with its -wal file) aside before changing anything")
         hints.append(
-            f"`plait --store {where} db recover recovered.db` copies every row that can still "
+            "`plait db recover recovered.db` copies every row that can still "
             "be read into a new file (so does `sqlite3 FILE .recover`, in a sqlite3 shell "
             "built with the dbpage table); then `plait --store recovered.db db check --deep`"
         )
@@ -214,6 +223,7 @@ def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
     Every session of the store is read, in every workspace; a checkpoint any tool
     record still names stays, with everything it needs.
     """
+    check_store_file(settings, create=False)  # a store that is not there has nothing to prune
     store = _open(settings, auto_migrate=False)
     done = Client(".", store=store).prune_checkpoints(dry_run=dry_run, grace=grace)
     verb = "would remove" if done.dry_run else "removed"

@@ -194,7 +194,7 @@ def demo_command(settings: Settings, scripted: bool, model: str | None) -> None:
     """
     out = console()
     provider = _provider(scripted, model)
-    client = open_client(settings)
+    client = open_client(settings, create=True)
     out.rule("plait demo")
     out.print(Text(f"store:     {client.store.location}", style="dim"), soft_wrap=True)
     out.print(Text(f"workspace: {client.workspace}", style="dim"), soft_wrap=True)

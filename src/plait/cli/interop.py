@@ -157,7 +157,7 @@ def import_command(
     first: a malformed one imports nothing and names the bad line. Only a
     regular file is read (not a FIFO or a device), up to 512 MiB.
     """
-    client = open_client(settings)
+    client = open_client(settings, create=True)
     if fmt == "auto" and is_bundle_file(file):
         if title or truncate_to_last or drop_tool_calls or lenient:
             raise click.UsageError("a bundle is imported whole: only --id and --json apply")

@@ -4,8 +4,14 @@ It never waits for a person who is not there: without a terminal, and without
 ``--yes``, a tool call is denied and recorded as denied, and the run goes on.
 The prompt is TEXT, or standard input when TEXT is ``-`` or not given. With
 ``--json`` every event is one JSON line and so is the end: a ``result`` line,
-or an ``error`` line (and exit code 1). A run that fails before the model
-answered leaves no session behind when it made a new one.
+or an ``error`` line. A run that fails before the model answered leaves no
+session behind when it made a new one.
+
+How the run ended is said on stderr, in words, and in the exit status, so a
+script can tell a finished answer from a cut one: 0 done (denied tool calls are
+said, not failed), 3 stopped at the step limit or the output limit (or by the
+content filter), 124 past ``--timeout``, 130 interrupted (143 by SIGTERM), 1 an
+error.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import click
 from rich.text import Text
@@ -24,8 +30,8 @@ from plait.cli._terminal import SafeConsole
 from plait.cli._turns import (
     TERMINATED,
     Approver,
+    Printer,
     TermAsInterrupt,
-    cut_off_notice,
     dir_option,
     is_terminal,
     model_option,
@@ -40,12 +46,19 @@ from plait.cli._turns import (
 )
 from plait.cli.tools import mcp_option, mcp_servers_from, offered_tools
 from plait.client import Client
-from plait.errors import NothingToDoError, PlaitError, RunInterruptedError
+from plait.errors import NothingToDoError, PlaitError, RunInterruptedError, RunTimeoutError
 from plait.records import JSONValue
 from plait.run import Run, RunResult, event_json
+from plait.run.events import end_reason
 from plait.session import Session
 
-__all__ = ["run_command"]
+__all__ = ["INCOMPLETE", "TIMED_OUT", "run_command"]
+
+INCOMPLETE: Final = 3
+"""The exit status of a run that stopped before its answer was finished (a limit)."""
+
+TIMED_OUT: Final = 124
+"""The exit status of a run past ``--timeout`` (as ``timeout(1)`` reports one)."""
 
 
 def _prompt_text(text: str | None, resume_run: bool) -> str | None:
@@ -108,8 +121,12 @@ def run_command(
     asked about on a terminal; without one (and without --yes) each is denied
     and the model is told so. With --json every event is printed as one JSON
     object per line (text and tool-call deltas, records, tool starts and ends
-    ...), then a `result` line (session id, text, steps, finish reason, usage)
-    or an `error` line (exit code 1).
+    ...), then a `result` line (session id, text, steps, finish reason, whether
+    the answer is complete, usage) or an `error` line.
+
+    How the run ended is said on stderr and in the exit status: 0 done, 3 stopped
+    at the step limit or the output limit, 124 past --timeout, 130 interrupted,
+    1 an error.
     """
     prompt = _prompt_text(text, resume_run)
     tools = tools_from(no_tools, tool_names)  # bad options refuse before anything is made
@@ -117,7 +134,7 @@ def run_command(
     model_settings = model_settings_from(settings_pairs)
     err = SafeConsole(stderr=True, highlight=False)
     try:
-        client = open_client(settings)
+        client = open_client(settings, create=True)
         session = session_for(client, session_id, resume_latest)
         if system is not None and session.stored:
             raise click.UsageError("--system sets the prompt of a new session only")
@@ -147,6 +164,7 @@ def run_command(
             return session.resume_stream(**options)
         return session.stream(prompt, **options)
 
+    again = f"plait run --resume --session {session.id}"
     with TermAsInterrupt() as term:  # SIGTERM stops the run as Ctrl-C does
         try:
             if as_json:
@@ -154,29 +172,38 @@ def run_command(
                     run = start()
                     approver.run = run
                     result = asyncio.run(_json_lines(run))
+                except RunTimeoutError as exc:
+                    _fail_json(exc, session.id, status=TIMED_OUT)
                 except (PlaitError, OSError) as exc:
                     _fail_json(exc, _forget_if_unanswered(client, session, was_new))
                 except KeyboardInterrupt as exc:
                     status = TERMINATED if term.received else 130
                     _fail_json(RunInterruptedError(session.id), session.id, exc, status=status)
                 click.echo(json.dumps(_result_json(session, result), ensure_ascii=False))
+                if end_reason(result.finish_reason) != "done":
+                    raise SystemExit(INCOMPLETE)
                 return
             out = console()
+            printer = Printer(out, err, notices=err, retry=again)
             try:
-                again = f"plait run --resume --session {session.id}"
-                done = run_turn(out, start, approver, thinking=err, retry=again)
+                done = run_turn(out, start, approver, err, again, printer=printer)
+            except RunTimeoutError:
+                ended = printer.ended
+                words = ended.words if ended is not None else "the run passed its timeout"
+                err.print(Text(f"{words}; {again} picks it up", style="yellow"), soft_wrap=True)
+                out.print(Text(f"session {session.id}", style="dim"))
+                raise SystemExit(TIMED_OUT) from None
             except (PlaitError, OSError):
                 made = session.stored  # False: the run failed before it wrote anything
                 if made and _forget_if_unanswered(client, session, was_new) is None:
                     err.print(Text("no session was kept: the model never answered", style="dim"))
                 raise
-            notice = cut_off_notice(done, again)
-            if notice is not None:
-                err.print(notice, soft_wrap=True)
             out.print(Text(f"session {session.id}", style="dim"))
             if done is None:
                 # interrupted, as a shell reports Ctrl-C (or the SIGTERM that stopped it)
                 raise SystemExit(TERMINATED if term.received else 130)
+            if end_reason(done.finish_reason) != "done":
+                raise SystemExit(INCOMPLETE)  # the words went to stderr as it ended
         finally:
             session.close_sandbox()
 
@@ -223,5 +250,6 @@ def _result_json(session: Session, result: RunResult) -> dict[str, JSONValue]:
         "text": result.text,
         "steps": result.steps,
         "finish_reason": result.finish_reason,
+        "complete": end_reason(result.finish_reason) == "done",
         "usage": dict(result.usage),
     }

@@ -59,7 +59,7 @@ def create_command(
 ) -> None:
     """Mint a token for PRINCIPAL and print it: the only time it is shown."""
     lifetime = _ttl(ttl)
-    client = open_client(settings)
+    client = open_client(settings, create=True)
     made = DurableSessions(client.store).create(
         principal, ttl=lifetime, scopes=scopes, attributes={"agent": True} if agent else None
     )

@@ -15,11 +15,14 @@ from __future__ import annotations
 from typing import Any
 
 from plait.run.events import (
+    DENIED,
     Approval,
+    EndReason,
     EventHook,
     IterationEnd,
     Question,
     RecordAdded,
+    RunEnded,
     RunEvent,
     RunOptions,
     RunResult,
@@ -36,13 +39,16 @@ from plait.run.worker import StoreWorker
 __all__ = [
     "ASK_USER",
     "CONTINUE",
+    "DENIED",
     "INTERRUPTED",
     "Approval",
+    "EndReason",
     "EventHook",
     "IterationEnd",
     "Question",
     "RecordAdded",
     "Run",
+    "RunEnded",
     "RunEvent",
     "RunOptions",
     "RunResult",

@@ -3,15 +3,17 @@
 A run's events are the provider's stream events (text and tool-call deltas,
 usage, finish) plus the run's own: :class:`RecordAdded` for every record the
 run appends, :class:`ToolStarted` / :class:`ToolFinished` around each tool call,
-and :class:`IterationEnd` after each model call and its tools (seed 003's
-``iteration_end``). Each has a ``type`` discriminator.
+:class:`IterationEnd` after each model call and its tools (seed 003's
+``iteration_end``), and :class:`RunEnded` last, however the run ended (done, the
+step limit, the output limit, a timeout, a cancel, an error). Each has a ``type``
+discriminator.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, TypeAlias, TypedDict
+from typing import ClassVar, Final, Literal, TypeAlias, TypedDict
 
 from plait.providers.base import (
     Finish,
@@ -28,16 +30,20 @@ from plait.tools import Offered
 
 __all__ = [
     "Approval",
+    "DENIED",
+    "EndReason",
     "EventHook",
     "IterationEnd",
     "Question",
     "RecordAdded",
+    "RunEnded",
     "RunEvent",
     "RunOptions",
     "RunResult",
     "RunSpec",
     "ToolFinished",
     "ToolStarted",
+    "end_reason",
     "event_json",
 ]
 
@@ -71,6 +77,12 @@ class ToolFinished:
     """Whether it succeeded."""
     content: str
     """The result the model reads."""
+    denied: bool = False
+    """Whether the call was denied (by ``on_approval``) rather than run."""
+
+
+DENIED: Final = "the user denied this tool call"
+"""The result a denied tool call gets."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +96,78 @@ class IterationEnd:
     """The session being driven."""
 
 
+EndReason: TypeAlias = Literal[
+    "done", "max_steps", "length", "content_filter", "timeout", "cancelled", "error"
+]
+"""How a run ended: its model finished; it stopped at the step limit; the last reply hit
+the output limit (``max_tokens``) or the provider's content filter; it passed its timeout;
+it was cancelled; it failed."""
+
+def _steps(n: int) -> str:
+    return f"{n} step" if n == 1 else f"{n} steps"
+
+
+@dataclass(frozen=True, slots=True)
+class RunEnded:
+    """How the run ended, said once it has: always the run's last event.
+
+    A stream yields it before it raises the run's error (a timeout, a cancel, a
+    failure), so whoever reads the events learns how the run ended from them alone.
+    """
+
+    type: ClassVar[Literal["ended"]] = "ended"
+    reason: EndReason
+    """How it ended (see :data:`EndReason`)."""
+    steps: int
+    """Model calls that answered."""
+    denied: int = 0
+    """Tool calls denied during the run (the model read that they were)."""
+    timeout: float | None = None
+    """The limit it passed, in seconds, when ``reason`` is ``timeout``."""
+    error: str = ""
+    """What failed, when ``reason`` is ``error``."""
+    complete: bool = field(init=False)
+    """Whether the model finished its answer (``done``); False when it was cut short."""
+    words: str = field(init=False)
+    """The ending in words, as a person reads it."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "complete", self.reason == "done")
+        object.__setattr__(self, "words", _ending_words(self))
+
+
+def _ending_words(end: RunEnded) -> str:
+    """``end`` in words: what happened, and the steps it took."""
+    steps = _steps(end.steps)
+    match end.reason:
+        case "done":
+            said = f"done in {steps}"
+        case "max_steps":
+            said = f"ended at the step limit ({steps}) before the model finished"
+        case "length":
+            said = f"stopped after {steps}: the reply hit the output limit"
+        case "content_filter":
+            said = f"stopped after {steps}: the provider's content filter cut the reply off"
+        case "timeout":
+            limit = f" of {end.timeout:g} s" if end.timeout is not None else ""
+            said = f"stopped after {steps}: the run passed its timeout{limit}"
+        case "cancelled":
+            said = f"stopped after {steps}: the run was cancelled"
+        case _:
+            said = f"failed after {steps}: {end.error}" if end.error else f"failed after {steps}"
+    if end.denied:
+        calls = "1 tool call was" if end.denied == 1 else f"{end.denied} tool calls were"
+        said += f"; {calls} denied"
+    return said
+
+
+def end_reason(finish_reason: str) -> EndReason:
+    """The :data:`EndReason` of a run that returned with ``finish_reason`` (its last reply's)."""
+    if finish_reason in ("max_steps", "length", "content_filter", "error"):
+        return finish_reason  # type: ignore[return-value]
+    return "done"  # "stop", or a provider's own word for a reply that asked for nothing
+
+
 RunEvent: TypeAlias = (
     TextDelta
     | ToolCallDelta
@@ -95,6 +179,7 @@ RunEvent: TypeAlias = (
     | ToolStarted
     | ToolFinished
     | IterationEnd
+    | RunEnded
 )
 """One event of a run: a provider stream event, or one of the run's own."""
 
@@ -132,7 +217,21 @@ def event_json(event: RunEvent) -> dict[str, JSONValue]:
     elif isinstance(event, ToolStarted):
         out["call"] = event.call.to_json()
     elif isinstance(event, ToolFinished):
-        out.update(call=event.call.to_json(), ok=event.ok, content=event.content)
+        out.update(
+            call=event.call.to_json(), ok=event.ok, content=event.content, denied=event.denied
+        )
+    elif isinstance(event, RunEnded):
+        out.update(
+            reason=event.reason,
+            complete=event.complete,
+            steps=event.steps,
+            denied=event.denied,
+            words=event.words,
+        )
+        if event.timeout is not None:
+            out["timeout"] = event.timeout
+        if event.error:
+            out["error"] = event.error
     else:
         out.update(step=event.step, session_id=event.session_id)
     return out

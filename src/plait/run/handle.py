@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Protocol, cast
@@ -19,7 +20,16 @@ from plait.errors import (
     RunInterruptedError,
     RunTimeoutError,
 )
-from plait.run.events import EventHook, RunEvent, RunResult
+from plait.run.events import (
+    EndReason,
+    EventHook,
+    IterationEnd,
+    RunEnded,
+    RunEvent,
+    RunResult,
+    ToolFinished,
+    end_reason,
+)
 
 __all__ = ["Run", "as_current", "check_timeout", "current_id"]
 
@@ -52,6 +62,8 @@ def as_current(session_id: str) -> Iterator[None]:
 
 
 _END = object()
+
+_log = logging.getLogger("plait")
 
 
 def check_timeout(timeout: object) -> None:
@@ -99,6 +111,8 @@ class Run:
         self._task: asyncio.Task[RunResult] | None = None
         self._finished = False
         self._cancelled = False
+        self._steps = 0  # model calls answered so far, for the ending of a run that failed
+        self._denied = 0
         with contextlib.suppress(RuntimeError):  # no running loop: start on first use
             asyncio.get_running_loop()
             self._start()
@@ -120,18 +134,26 @@ class Run:
 
     async def _main(self) -> RunResult:
         _CURRENT.set(self._session.id)  # this task's own context: nothing to reset
+        ending: RunEnded | None = None
         try:
-            if self._timeout is None:
-                result = await self._body(self)
-            else:
-                try:
-                    async with asyncio.timeout(self._timeout) as scope:
-                        result = await self._body(self)
-                except TimeoutError as exc:
-                    if scope.expired():
-                        raise RunTimeoutError(self._session.id, self._timeout) from exc
-                    raise
+            try:
+                result = await self._timed()
+            except RunTimeoutError:
+                ending = self._ended("timeout", timeout=self._timeout)
+                raise
+            except asyncio.CancelledError:
+                ending = self._ended("cancelled")
+                raise
+            except Exception as exc:
+                ending = self._ended("error", error=str(exc) or type(exc).__name__)
+                raise
+            ending = RunEnded(end_reason(result.finish_reason), result.steps, self._denied)
         finally:
+            if ending is not None:
+                try:
+                    self.emit(ending)  # the last event, whatever ended the run
+                except Exception:  # a hook's bug must not hide how the run ended
+                    _log.exception("a hook of session %s failed on its run's end", self.session_id)
             self._finished = True
             if self._queue is not None:
                 self._queue.put_nowait(_END)
@@ -139,8 +161,28 @@ class Run:
                 self._on_done()
         return replace(result, events=tuple(self._kept)) if self._keep else result
 
+    async def _timed(self) -> RunResult:
+        if self._timeout is None:
+            return await self._body(self)
+        try:
+            async with asyncio.timeout(self._timeout) as scope:
+                return await self._body(self)
+        except TimeoutError as exc:
+            if scope.expired():
+                raise RunTimeoutError(self._session.id, self._timeout) from exc
+            raise
+
+    def _ended(
+        self, reason: EndReason, *, timeout: float | None = None, error: str = ""
+    ) -> RunEnded:
+        return RunEnded(reason, self._steps, self._denied, timeout, error)
+
     def emit(self, event: RunEvent) -> None:
         """Report an event: kept, queued for the iterator, and passed to every hook."""
+        if isinstance(event, IterationEnd):
+            self._steps = event.step
+        elif isinstance(event, ToolFinished) and event.denied:
+            self._denied += 1
         if self._keep:
             self._kept.append(event)
         if self._queue is not None:

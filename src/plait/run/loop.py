@@ -53,6 +53,7 @@ from plait.providers import (
 )
 from plait.records import JSONValue, Message, Record, ToolCall
 from plait.run.events import (
+    DENIED,
     Approval,
     IterationEnd,
     Question,
@@ -258,11 +259,12 @@ async def _steps(
                 run.emit(ToolStarted(call))
                 tool_started = now_micros()
                 with telemetry.tool(call.id, call.name):
+                    denied = False
                     if self_compact and call.name == SELF_COMPACTION_TOOL_NAME:
                         outcome = ToolOutcome(True, self_compaction_result(await compact()))
                         ran = True
                     else:
-                        outcome, ran = await _call(
+                        outcome, ran, denied = await _call(
                             call, by_name, ctx, spec.on_approval, spec.on_question
                         )
                     # A denied or unknown call ran nothing: its result is written at once.
@@ -283,7 +285,7 @@ async def _steps(
                         "meta": tool_meta,
                     }
                 )
-                run.emit(ToolFinished(call, outcome.ok, outcome.content))
+                run.emit(ToolFinished(call, outcome.ok, outcome.content, denied))
         except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
             await interrupted(pending)
             data: dict[str, JSONValue] = {
@@ -447,23 +449,24 @@ async def _call(
     ctx: ToolContext,
     on_approval: Approval | None,
     on_question: Question | None,
-) -> tuple[ToolOutcome, bool]:
+) -> tuple[ToolOutcome, bool, bool]:
     """Run one tool call, asked for approval first; every failure is a failed result.
 
     Returns:
-        The outcome, and whether a tool ran (False when denied or unknown).
+        The outcome, whether a tool ran (False when denied or unknown), and whether
+        ``on_approval`` denied it.
     """
     if on_approval is not None and not bool(await _answer(on_approval, call)):
-        return ToolOutcome(False, "the user denied this tool call"), False
+        return ToolOutcome(False, DENIED), False, True
     if call.name == ASK_USER.name and on_question is not None and call.name not in by_name:
         question = call.arguments.get("question")
         if not isinstance(question, str) or not question.strip():
-            return ToolOutcome(False, "ask_user needs a non-empty 'question' string"), False
+            return ToolOutcome(False, "ask_user needs a non-empty 'question' string"), False, False
         answer = await _answer(on_question, question)
-        return ToolOutcome(True, str(answer)), True
+        return ToolOutcome(True, str(answer)), True, False
     if call.name not in by_name:
-        return ToolOutcome(False, f"there is no tool named {call.name!r}"), False
-    return await by_name[call.name].call(ctx, dict(call.arguments)), True
+        return ToolOutcome(False, f"there is no tool named {call.name!r}"), False, False
+    return await by_name[call.name].call(ctx, dict(call.arguments)), True, False
 
 
 class _Promptable(Protocol):

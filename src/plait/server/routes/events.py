@@ -27,7 +27,7 @@ router = APIRouter(tags=["events"], dependencies=[Depends(resolve_path_session)]
     responses={
         200: {
             "description": "text/event-stream: record, text_delta, tool_call_delta, usage, "
-            "finish, tool_start, tool_end, iteration_end, run_start, run_end.",
+            "finish, tool_start, tool_end, iteration_end, ended, run_start, run_end.",
             "content": {"text/event-stream": {"schema": SSE_EVENT}},
         }
     },

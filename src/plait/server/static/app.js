@@ -15,6 +15,7 @@ const state = {
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
   factsTimer: 0,     // the facts line redrawn once records stop arriving
   opened: 0,         // counts the views opened: one whose answers come late draws nothing
+  ended: null,       // the open session's run's `ended` event, until its run_end
 };
 sessionStorage.setItem("plait.client", state.client);
 
@@ -319,6 +320,7 @@ async function showSession(id) {
   $("live").dataset.connected = "no";
   if (state.controlled !== id) setControlling(id, false);
   state.messages = 0;
+  state.ended = null;
   $("live-text").textContent = "";
   setRunning(detail.running);
   $("session-view").hidden = false;
@@ -528,6 +530,7 @@ function handleEvent(id, name, data) {
   } else if (name === "text_delta") {
     $("live-text").textContent += data.text;
   } else if (name === "run_start") {
+    state.ended = null;
     setRunning(true);
   } else if (name === "run_takeover") {
     // The server that ran it stopped or died: another one goes on with it.
@@ -538,21 +541,29 @@ function handleEvent(id, name, data) {
     showApproval(id, data);
   } else if (name === "approval_resolved") {
     resolveApproval(data);
+  } else if (name === "ended") {
+    state.ended = data;  // how the run ended, in the run's own words; run_end follows
   } else if (name === "run_end") {
     setRunning(false);
-    $("live-state").textContent = runOutcome(data);
+    $("live-state").textContent = runOutcome(data, state.ended);
+    state.ended = null;
     showLineage(id).catch(() => {});
     showContext(id).catch(() => {});
     refreshFacts(id);
   }
 }
 
-// How a run ended, in words: done, stopped (the Stop button, a cancel), or why it failed.
-function runOutcome(data) {
+// How a run ended, in words: the run's own (its `ended` event: done, a limit, the tool
+// calls denied, stopped, a timeout, a failure), else what run_end alone tells.
+function runOutcome(data, ended) {
+  if (ended && typeof ended.words === "string" && ended.words) return ended.words;
   if (data.ok && data.finish_reason === "max_steps") {
     return "ended at the step limit (" + data.steps + " steps) before the model finished";
   }
-  if (data.ok && data.finish_reason === "length") return "done (the reply hit the token limit)";
+  if (data.ok && data.finish_reason === "length") return "stopped: the reply hit the output limit";
+  if (data.ok && data.finish_reason === "content_filter") {
+    return "stopped: the provider's content filter cut the reply off";
+  }
   if (data.ok) return "done";
   const error = (data.error || {}).error || {};
   if (error.code === "run_interrupted") return "stopped";
