@@ -560,7 +560,7 @@ def twins(
 ) -> Iterator[tuple[httpx.Client, TestClient, App]]:
     """Two servers on one store: A runs the runs, B (returned third) is the other process.
 
-    A listens on loopback, so B forwards to it the writes of a session A runs (D232).
+    A listens on loopback, so B forwards to it the writes of a session A runs (D256).
     """
     a = _app(store, tmp_path, approval_timeout=30)
     b = _app(_twin_store(request, store, tmp_path), tmp_path, approval_timeout=30)

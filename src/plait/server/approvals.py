@@ -24,7 +24,7 @@ server process on the store lists it. A decision is appended with
 compare-and-set on the session's head after checking, on that head, that no
 decision for the call follows its route: of two answers one is recorded, the
 other is 409. The run's replica keeps the session's writer lock while it waits
-(D232): no other run, resume or append gets in between the question and its
+(D256): no other run, resume or append gets in between the question and its
 answer, on one process or many. An answer sent to another replica is forwarded
 to this one (:mod:`plait.server.forward`), which records it; the run also reads
 the transcript for a decision besides its in-memory future, so one written by a

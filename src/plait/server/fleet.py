@@ -1,4 +1,4 @@
-"""A server's place in a fleet: replicas of ``plait serve`` on one store (D232).
+"""A server's place in a fleet: replicas of ``plait serve`` on one store (D256).
 
 A run is the store's, not the process's. Each replica has an id and, when its
 peers can reach it, a URL; it writes a heartbeat to the store's registry

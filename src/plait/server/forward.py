@@ -1,4 +1,4 @@
-"""A session's writes go to the replica that runs it (D232).
+"""A session's writes go to the replica that runs it (D256).
 
 While a run is in progress, its replica holds the session's writer lock: another
 replica could not append a steer, an approval's answer, a live client's attach or

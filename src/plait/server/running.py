@@ -8,7 +8,7 @@ died or stopped: it claims the run, takes the session's writer lock, tells every
 observer (``run_takeover``, naming the old and the new replica) and goes on with
 ``resume()``'s rules: what was written stays, a tool call without a result is
 recorded as interrupted and not run again (unless its tool is idempotent), and a
-call whose approval was asked and never answered is asked again (D232).
+call whose approval was asked and never answered is asked again (D256).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fleet's registry: the replicas serving a store and the runs in progress on it.
 
-A run belongs to the store, not to the process that started it (D232). Every
+A run belongs to the store, not to the process that started it (D256). Every
 ``plait serve`` replica on one store writes a row in ``replicas`` and moves its
 ``seen_at`` forward every few seconds; every run a replica starts is a row in
 ``runs`` naming its session, its replica and a fencing ``epoch``. A partial

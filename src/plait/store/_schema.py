@@ -272,7 +272,7 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
             "the fleet's replicas and runs",
             (
                 # A replica of `plait serve` on this store: its heartbeat is `seen_at`; a
-                # replica unseen for a lease (or `gone`) leaves its runs to the others (D232).
+                # replica unseen for a lease (or `gone`) leaves its runs to the others (D256).
                 f"""
                 CREATE TABLE replicas (
                     replica_id TEXT PRIMARY KEY,

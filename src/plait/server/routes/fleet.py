@@ -1,4 +1,4 @@
-"""``/replicas``: the servers on this store, as the registry knows them (D232)."""
+"""``/replicas``: the servers on this store, as the registry knows them (D256)."""
 
 from __future__ import annotations
 
