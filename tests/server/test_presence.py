@@ -117,3 +117,50 @@ def test_a_stream_may_not_name_another_principals_client(tmp_path: Path) -> None
 def test_a_grace_that_is_no_number_of_seconds_is_refused(tmp_path: Path, grace: Any) -> None:
     with pytest.raises(InvalidArgumentError, match="presence_grace"):
         create_app(":memory:", api_keys={"k" * 20: "p"}, presence_grace=grace)
+
+
+def _lock_free(path: Path, sid: str) -> bool:
+    """Whether another process could take the session's writer lock now."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from plait.store import SQLiteStore; s = SQLiteStore(sys.argv[1]); "
+        "print(s.lock(sys.argv[2]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path), sid], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip() == "True"
+
+
+def test_a_client_whose_stream_moved_to_another_replica_stays_and_a_release_keeps_no_lock(
+    tmp_path: Path,
+) -> None:
+    """Two servers on one store: the page's stream goes from A to B and it stays present;
+    gone from both, it is released, and the release leaves the session's lock with nobody."""
+    from plait import Client
+    from plait.store import SQLiteStore
+
+    a = make_served(tmp_path, presence_grace=0.3)
+    b_client = Client(tmp_path / "ws", store=SQLiteStore(tmp_path / "plait.db"))
+    b = create_app(b_client, api_keys={AUTH["Authorization"].split()[1]: "tester"},
+                   presence_grace=0.3)  # fmt: skip
+    with (
+        LiveServer(a.app) as server_a,
+        LiveServer(b) as server_b,
+        httpx.Client(base_url=server_a.url, headers=AUTH) as http_a,
+        httpx.Client(base_url=server_b.url, headers=AUTH) as http_b,
+    ):
+        sid = http_a.post("/sessions", json={}).json()["id"]
+        on_a = _follow(http_a, sid, "tab-1")
+        _attach(http_a, sid, "tab-1")
+        on_b = _follow(http_b, sid, "tab-1")  # the page reconnected through the balancer to B
+        on_a.close()
+        time.sleep(1.0)  # three times the grace: A would have released it by now
+        assert _controller(http_a, sid) == "tab-1"
+        on_b.close()  # gone from every replica
+        assert eventually(lambda: _controller(http_b, sid) is None)
+        assert eventually(lambda: _lock_free(tmp_path / "plait.db", sid))
+    a.client.close()
+    b_client.close()

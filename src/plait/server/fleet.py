@@ -174,6 +174,19 @@ class Fleet:
         alive = row.replica_age_us is not None and row.replica_age_us < self.lease * 1_000_000
         return row if alive and row.replica_state != "gone" else None
 
+    def streams(self, session_id: str, client_id: str, count: int) -> None:
+        """Say how many event streams naming a live client this replica has open."""
+        if self.registry is not None:
+            self.registry.streams_set(self.replica_id, session_id, client_id, count)
+
+    def present_elsewhere(self, session_id: str, client_id: str) -> bool:
+        """Whether another live replica has an event stream open that names the client."""
+        if self.registry is None:
+            return False
+        lease_us = int(self.lease * 1_000_000)
+        found = self.registry.streams_elsewhere(session_id, client_id, self.replica_id, lease_us)
+        return found > 0
+
     def say_state(self) -> None:
         """Write this replica's heartbeat with its state now (``draining`` as it stops)."""
         if self.registry is not None:

@@ -34,12 +34,21 @@ class Presence:
     Args:
         grace: seconds without an open stream before ``release`` is called.
         release: what releases ``(session_id, client_id, principal)``: it checks the
-            client is still attached and still that principal's, and gives up its place.
+            client is still attached and still that principal's (and that no other
+            replica has a stream naming it), and gives up its place.
+        counted: told ``(session_id, client_id, open streams)`` at each change, so the
+            other replicas of a fleet know the client is present here.
     """
 
-    def __init__(self, grace: float, release: Callable[[str, str, str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        grace: float,
+        release: Callable[[str, str, str], Awaitable[None]],
+        counted: Callable[[str, str, int], None] | None = None,
+    ) -> None:
         self._grace = grace
         self._release = release
+        self._counted = counted
         self._open: dict[Key, int] = {}
         self._pending: dict[Key, asyncio.Task[None]] = {}
         self._closed = False
@@ -48,6 +57,8 @@ class Presence:
         """A stream naming the client opened: it is present (a pending release is called off)."""
         key = (session_id, client_id, principal)
         self._open[key] = self._open.get(key, 0) + 1
+        if self._counted is not None:
+            self._counted(session_id, client_id, self._open[key])
         pending = self._pending.pop(key, None)
         if pending is not None:
             pending.cancel()
@@ -56,6 +67,8 @@ class Presence:
         """A stream naming the client closed: with none left open, release it after the grace."""
         key = (session_id, client_id, principal)
         left = self._open.get(key, 0) - 1
+        if self._counted is not None:
+            self._counted(session_id, client_id, max(left, 0))
         if left > 0:
             self._open[key] = left
             return

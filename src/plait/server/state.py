@@ -137,9 +137,27 @@ class ServerState:
 
     _peers: httpx.AsyncClient | None = field(default=None, init=False, repr=False)
 
+    _counting: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)
+
     def __post_init__(self) -> None:
-        self.presence = Presence(self.presence_grace, self._release_gone)
+        self.presence = Presence(self.presence_grace, self._release_gone, self._count_streams)
         self.fleet = Fleet(self.client.store)
+
+    def _count_streams(self, session_id: str, client_id: str, count: int) -> None:
+        """Tell the fleet how many streams naming the client are open here (in the background)."""
+        if not self.fleet.enabled:
+            return
+        fleet = self.fleet
+
+        async def write() -> None:
+            try:
+                await self.call(lambda: fleet.streams(session_id, client_id, count))
+            except Exception:  # presence elsewhere is a courtesy: a failure keeps the old count
+                _log.exception("could not record the streams of live client %s", client_id)
+
+        task = asyncio.get_running_loop().create_task(write())
+        self._counting.add(task)
+        task.add_done_callback(self._counting.discard)
 
     def peers(self) -> httpx.AsyncClient:
         """The HTTP client that forwards requests to other replicas (made on first use)."""
@@ -164,7 +182,12 @@ class ServerState:
             found = self.live_client(session, client_id)
             if found is None or found.metadata.get(OWNER_KEY) != principal:
                 return False  # released meanwhile, or attached again by someone else
-            self.live.release_client(session, client_id, reason=GONE)
+            if self.fleet.present_elsewhere(session_id, client_id):
+                return False  # its stream moved to another replica: it is still there
+            try:
+                self.live.release_client(session, client_id, reason=GONE)
+            finally:
+                self.client.release_idle()  # no request's answer lets go of this write's lock
             return True
 
         if await self.call(release):

@@ -140,6 +140,16 @@ class RunRegistry(Protocol):
         """The runs in progress registered under a replica (its previous life's, at a start)."""
         ...
 
+    def streams_set(self, replica_id: str, session_id: str, client_id: str, count: int) -> None:
+        """Say how many event streams naming a live client the replica has open now."""
+        ...
+
+    def streams_elsewhere(
+        self, session_id: str, client_id: str, replica_id: str, lease_us: int
+    ) -> int:
+        """The streams naming the client open on other live replicas (seen within the lease)."""
+        ...
+
 
 def _options(text: object) -> dict[str, JSONValue]:
     try:
@@ -302,6 +312,37 @@ class SQLRegistry:
         return self._runs(
             f"r.replica_id = ? AND r.state = '{RUNNING}'", (replica_id,), "list the runs of"
         )
+
+    def streams_set(self, replica_id: str, session_id: str, client_id: str, count: int) -> None:
+        """Say how many event streams naming a live client the replica has open now."""
+        if count > 0:
+            sql = self.dialect.sql(
+                "INSERT INTO live_streams (session_id, client_id, replica_id, streams) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (session_id, client_id, replica_id) "
+                "DO UPDATE SET streams = excluded.streams"
+            )
+            params: tuple[Any, ...] = (session_id, client_id, replica_id, int(count))
+        else:
+            sql = self.dialect.sql(
+                "DELETE FROM live_streams WHERE session_id = ? AND client_id = ? "
+                "AND replica_id = ?"
+            )
+            params = (session_id, client_id, replica_id)
+        with self._write(f"streams of {client_id!r} on {session_id!r}") as conn:
+            conn.execute(sql, params)
+
+    def streams_elsewhere(
+        self, session_id: str, client_id: str, replica_id: str, lease_us: int
+    ) -> int:
+        """The streams naming the client open on other live replicas (seen within the lease)."""
+        sql = self.dialect.sql(
+            "SELECT COALESCE(SUM(s.streams), 0) FROM live_streams s "
+            "JOIN replicas p ON p.replica_id = s.replica_id "
+            "WHERE s.session_id = ? AND s.client_id = ? AND s.replica_id <> ? "
+            f"AND p.state <> 'gone' AND p.seen_at >= {self._now()} - ?"
+        )
+        found = self._one(sql, (session_id, client_id, replica_id, int(lease_us)), "streams of")
+        return int(found[0]) if found is not None else 0
 
     def runs_prune(self, ended_before_us: int) -> int:
         """Delete the rows of runs that ended before this time; return how many."""

@@ -300,6 +300,17 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 "CREATE UNIQUE INDEX runs_one_per_session ON runs (session_id) "
                 "WHERE state = 'running'",
                 "CREATE INDEX runs_ended ON runs (updated_at) WHERE state <> 'running'",
+                # The event streams each replica has open that name a live client: the
+                # client is present while any live replica has one (D256).
+                f"""
+                CREATE TABLE live_streams (
+                    session_id TEXT NOT NULL,
+                    client_id TEXT NOT NULL,
+                    replica_id TEXT NOT NULL,
+                    streams {d.big} NOT NULL,
+                    PRIMARY KEY (session_id, client_id, replica_id)
+                ){d.rowid}
+                """,
             ),
         ),
     )
