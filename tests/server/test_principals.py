@@ -675,6 +675,34 @@ def test_two_answers_on_two_servers_record_one(
     assert tool_results(api_a, sid)[-1]["ok"] is winner
 
 
+def test_an_approval_wait_keeps_the_session_from_every_other_client(
+    twins: tuple[httpx.Client, TestClient, App],
+) -> None:
+    """While A's run waits for an approval, no run, resume or message gets in, from A or B;
+    once answered, each tool call has exactly one result."""
+    api_a, api_b, _ = twins
+    sid, _ = _started(api_a, api_b)
+    for api in (api_a, api_b):
+        r = api.post(f"/sessions/{sid}/runs", json={"text": "another", "client_id": "tui"})
+        assert r.status_code == 409 and code(r) == "session_busy", r.text
+        r = api.post(f"/sessions/{sid}/resume", json={"client_id": "tui"})
+        assert r.status_code == 409, r.text
+        r = api.post(
+            f"/sessions/{sid}/messages",
+            json={"messages": [{"role": "user", "content": "in between"}], "client_id": "tui"},
+        )
+        assert r.status_code == 409 and code(r) == "session_busy", r.text
+    r = api_b.post(f"/sessions/{sid}/approvals/call-1", json={"client_id": "tui", "approve": True})
+    assert r.status_code == 200, r.text
+    wait_idle(api_a, sid)
+    history = api_a.get(f"/sessions/{sid}/history").json()["messages"]
+    assert [m["role"] for m in history] == ["user", "assistant", "tool", "assistant"]
+    [result] = tool_results(api_a, sid)
+    assert result["ok"] is True and result["text"] == "echo: hi"
+    assert "in between" not in [m["text"] for m in history]
+    assert api_b.get(f"/sessions/{sid}/runs/current").json()["running"] is False
+
+
 @contextlib.contextmanager
 def _serve_elsewhere(tmp_path: Path) -> Iterator[httpx.Client]:
     """``plait serve`` on the test's SQLite file, in its own process (its own writer locks)."""
