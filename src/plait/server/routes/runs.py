@@ -67,6 +67,7 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
     data: dict[str, JSONValue] = {"run_id": entry_id}
     written: tuple[Record, ...] = ()
     try:
+        await state.hub.announced()  # other replicas hear of the run before its first write
         result = await run.result()
     except Exception as exc:  # the run's own failure: reported to observers, never raised
         status, code = status_and_code(exc)
@@ -84,8 +85,11 @@ async def _follow(state: ServerState, run: Run, entry_id: str, session_id: str) 
             del state.runs[session_id]
         # The run is over: its session's lock goes (D94).
         await state.call(state.client.release_idle)
-    await state.hub.published(session_id, written)  # every record is out before run_end
-    state.hub.publish(session_id, "run_end", data)
+    try:
+        await state.hub.published(session_id, written)  # every record is out before run_end
+        state.hub.publish(session_id, "run_end", data)
+    finally:
+        state.hub.unbroadcast(session_id)
 
 
 def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None:
@@ -93,6 +97,7 @@ def _launch(state: ServerState, session: Session, run: Run, run_id: str) -> None
     # run's own task, started by it, copies it in turn.
     task = asyncio.get_running_loop().create_task(_follow(state, run, run_id, session.id))
     state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
+    state.hub.broadcast(session.id)  # this replica sequences the session's events until run_end
     state.hub.publish(session.id, "run_start", {"run_id": run_id})
 
 
