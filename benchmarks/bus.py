@@ -12,8 +12,9 @@ output, and the rate of a publisher sending small batches back to back while the
 listener keeps up (batches/s heard). Last, the store's own bus end to end: a
 ``PostgresStore`` queues a delta every 2 ms (a streaming model) for a few seconds
 and another one's ``events()`` hears them: the delay of each delta from queued to
-heard (its 15 ms batching included) and the rows sent per second. Every statement runs in autocommit, with
-``synchronous_commit = off`` on the publisher, as the store's publisher runs.
+heard (its 15 ms batching included) and the rows sent per second. Every statement
+runs in autocommit, with ``synchronous_commit = off`` on the publisher, as the store's
+publisher runs.
 
 Usage: python benchmarks/bus.py [--url URL] [--rounds N] [--burst N]
 """
