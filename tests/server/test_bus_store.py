@@ -144,3 +144,40 @@ def test_a_relaying_channel_reads_the_store_again_after_the_origin_goes_silent(
             store_b.close()
 
     asyncio.run(main())
+
+
+def test_a_batch_heard_twice_is_relayed_once(tmp_path: Path, pg_store_schema: str) -> None:
+    """A publisher whose connection broke sends its batch again: observers see it once."""
+
+    async def main() -> None:
+        store = make_store("postgres", tmp_path, pg_store_schema)
+        client = Client(tmp_path, store=store)
+        hub = Hub(client)
+        try:
+            session = client.new_session()
+            session.inject({"role": "system", "content": "s"})
+            _, sub = await hub.open(session.id, None)
+            batch = json.dumps([
+                ["0.1~1", "run_start", {"session_id": session.id, "run_id": "r"}],
+                ["0.2~1", "text_delta", {"session_id": session.id, "text": "once"}],
+            ])
+            for _ in range(2):
+                hub.relay(BusMessage("events", session.id, batch))
+            hub.relay(BusMessage("events", session.id, json.dumps([
+                ["0.3~1", "text_delta", {"session_id": session.id, "text": "then"}],
+            ])))
+            seen = []
+            while len(seen) < 3:
+                event = await asyncio.wait_for(sub.queue.get(), 10)
+                assert event is not None
+                seen.append((event.id, event.event))
+            # In order: a repeat would have come before the last one.
+            assert seen == [
+                ("0.1~1", "run_start"), ("0.2~1", "text_delta"), ("0.3~1", "text_delta")
+            ]
+        finally:
+            hub.close_all()
+            client.close()
+            store.close()
+
+    asyncio.run(main())

@@ -132,6 +132,9 @@ class Channel:
     """The task publishing the inbox, if one is."""
     held: bool = False
     """Whether a poke was asked for while relaying (it runs when the relay ends)."""
+    relayed: tuple[int, int] | None = None
+    """Where the last event relayed stands, ``(seq, n)`` of its id: ids only grow
+    along a run, so one at or before it was relayed already (a batch sent twice)."""
 
 
 class Hub:
@@ -487,6 +490,8 @@ class Hub:
             _log.warning("an unreadable batch of events for session %s", channel.session_id)
             self._unrelay(channel)
             return
+        if not self._relaying(channel):
+            channel.relayed = None  # a relay starts (a run, or its new replica after a takeover)
         channel.heard_at = asyncio.get_running_loop().time()
         channel.inbox.extend(i for i in items if isinstance(i, list) and len(i) in (2, 3))
         if channel.relaying is None and channel.inbox:
@@ -515,9 +520,13 @@ class Hub:
                 if not (isinstance(mark, str) and isinstance(name, str) and isinstance(data, dict)):
                     continue
                 seq, _ = parse_event_mark(mark)
+                n_text = mark.partition("~")[0].partition(".")[2]
+                at = (seq if seq is not None else -1, int(n_text) if n_text.isdigit() else 0)
+                if channel.relayed is not None and at <= channel.relayed:
+                    continue  # relayed already
+                channel.relayed = at
                 if seq == channel.last_seq:  # the events after a record count from there
-                    n = mark.partition("~")[0].partition(".")[2]
-                    channel.counter = max(channel.counter, int(n) if n.isdigit() else 0)
+                    channel.counter = max(channel.counter, at[1])
                 self._send(channel, SseEvent(mark, name, data))
                 if name == "run_end":
                     channel.heard_at = None  # the run is over: back to the store
@@ -549,6 +558,8 @@ class Hub:
             upto = channel.inbox.popleft()[1]
         if not isinstance(upto, int) or (upto <= channel.last_seq and not moved):
             return  # published already (by a read of the channel's own, before the relay)
+        if moved:
+            channel.relayed = None  # positions count on the new head
         known = channel.head.pk
         read = await self._call(partial(self._catch_up, channel, upto))
         if not self._publish_read(channel, known, read):

@@ -148,6 +148,7 @@ class BusPublisher:
 
         sids = list(batch)
         bodies = ["[" + ",".join(events) + "]" for events in batch.values()]
+        row: tuple[Any, ...] | None = None
         for attempt in (1, 2):  # a connection the server dropped is replaced once
             try:
                 conn = self._conn
@@ -159,15 +160,22 @@ class BusPublisher:
                     "origin": self._origin, "sids": sids, "bodies": bodies, "channel": self._channel
                 }
                 row = conn.execute(_SEND, params, prepare=True).fetchone()
-                self._prune(conn, int(row[0]) if row and row[0] is not None else None)
-                return
+                break
             except (psycopg.Error, UnicodeEncodeError) as exc:
+                # Sent again on a new connection: a batch whose commit the broken one
+                # never confirmed may arrive twice (listeners' relays skip what they had).
                 if self._conn is not None:
                     with contextlib.suppress(Exception):
                         self._conn.close()
                 self._conn = None
                 if attempt == 2:
                     _log.warning("could not send the events of %d sessions: %s", len(sids), exc)
+                    return
+        try:
+            if self._conn is not None:
+                self._prune(self._conn, int(row[0]) if row and row[0] is not None else None)
+        except psycopg.Error as exc:  # the next prune tries again
+            _log.warning("could not delete old event batches: %s", exc)
 
     def _prune(self, conn: psycopg.Connection[tuple[Any, ...]], last: int | None) -> None:
         """Delete the batches older than :data:`_KEEP` (whoever sent them), now and then.
@@ -289,8 +297,11 @@ class BusListener:
             if channel == self._changes:
                 parsed.append(payload)
                 continue
-            text, origin, sid = payload.split(" ", 2)
-            bid = int(text)
+            try:
+                text, origin, sid = payload.split(" ", 2)
+                bid = int(text)
+            except ValueError:  # not a batch's announcement (someone else's NOTIFY)
+                continue
             self._last = max(self._last or 0, bid)
             if bid in seen or origin == self._origin or (wanted is not None and not wanted(sid)):
                 continue
