@@ -135,12 +135,42 @@ async def _drain_until(queue: asyncio.Queue[SseEvent | None], name: str) -> list
 
 
 def test_two_hubs_relay_a_run_in_its_order(tmp_path: Path, pg_store_schema: str) -> None:
-    """The hubs alone: B's channel publishes A's sequence, records read by their markers."""
+    """The hubs alone: B's channel publishes A's sequence, records read by their markers.
+
+    Twice: once with an observer on A, once with none there (ids do not depend on who
+    watches where: B sees the same ids either way).
+    """
     from tests.conftest import POSTGRES_URL
 
     assert POSTGRES_URL is not None
     (tmp_path / "ws").mkdir()
-    held = _Held()
+
+    async def relayed(
+        client_a: Client, hub_a: Hub, hub_b: Hub, watched_on_a: bool
+    ) -> tuple[list[SseEvent], list[SseEvent]]:
+        held = _Held()
+        session = client_a.new_session()
+        session.inject({"role": "system", "content": "be brief"})
+        sid = session.id
+        _, sub_a = await hub_a.open(sid, None)
+        if not watched_on_a:
+            hub_a.close(sid, sub_a)
+        _, sub_b = await hub_b.open(sid, None)
+        hub_a.broadcast(sid)
+        hub_a.publish(sid, "run_start", {"run_id": "r"})
+        await hub_a.announced()
+        task = asyncio.ensure_future(session.stream("hello", provider=held, tools=[]).result())
+        # B relays the deltas before the gate opens.
+        early = await _drain_until(sub_b.queue, "text_delta")
+        assert not held.gate.is_set()
+        held.gate.set()
+        await task
+        await hub_a.published(sid, ())
+        hub_a.publish(sid, "run_end", {"run_id": "r"})
+        hub_a.unbroadcast(sid)
+        seen_b = early + await _drain_until(sub_b.queue, "run_end")
+        seen_a = await _drain_until(sub_a.queue, "run_end") if watched_on_a else []
+        return seen_a, seen_b
 
     async def main() -> None:
         store_a = PostgresStore(POSTGRES_URL, schema=pg_store_schema)
@@ -151,32 +181,15 @@ def test_two_hubs_relay_a_run_in_its_order(tmp_path: Path, pg_store_schema: str)
         feed = StoreFeed(store_b, hub_b, asyncio.get_running_loop())
         feed.start()
         try:
-            session = client_a.new_session()
-            session.inject({"role": "system", "content": "be brief"})
-            sid = session.id
-            _, sub_a = await hub_a.open(sid, None)
-            _, sub_b = await hub_b.open(sid, None)
-            hub_a.broadcast(sid)
-            hub_a.publish(sid, "run_start", {"run_id": "r"})
-            await hub_a.announced()
-            run = session.stream("hello", provider=held, tools=[])
-            task = asyncio.ensure_future(run.result())
-            # B relays the deltas before the gate opens.
-            early = await _drain_until(sub_b.queue, "text_delta")
-            assert not held.gate.is_set()
-            held.gate.set()
-            await task
-            await hub_a.published(sid, ())
-            hub_a.publish(sid, "run_end", {"run_id": "r"})
-            hub_a.unbroadcast(sid)
-            seen_a = await _drain_until(sub_a.queue, "run_end")
-            seen_b = early + await _drain_until(sub_b.queue, "run_end")
+            seen_a, seen_b = await relayed(client_a, hub_a, hub_b, watched_on_a=True)
             assert _marks(seen_b) == _marks(seen_a)
             # A relayed record is read from the store: the same record, its token count
             # perhaps filled in since it was written (as a replay on A shows it too).
             assert [_untallied(e.data) for e in seen_b] == [_untallied(e.data) for e in seen_a]
             names = [e.event for e in seen_a]
             assert names.count("record") == 2 and names.count("text_delta") == 10
+            _, unwatched = await relayed(client_a, hub_a, hub_b, watched_on_a=False)
+            assert _headless(unwatched) == _headless(seen_b)
         finally:
             feed.stop()
             hub_a.close_all()
@@ -187,6 +200,11 @@ def test_two_hubs_relay_a_run_in_its_order(tmp_path: Path, pg_store_schema: str)
             store_b.close()
 
     asyncio.run(main())
+
+
+def _headless(events: list[SseEvent]) -> list[tuple[str, str]]:
+    """``(event, id)`` with the id's head left out (two sessions, two heads)."""
+    return [(e.event, e.id.partition("~")[0]) for e in events]
 
 
 @contextlib.contextmanager
