@@ -77,6 +77,7 @@ class BusPublisher:
         self._cond = threading.Condition(threading.Lock())
         self._pending: dict[str, list[str]] = {}
         self._sending = False
+        self._active = False  # the thread is lingering or sending: no need to wake it
         self._hurry = 0
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -97,7 +98,11 @@ class BusPublisher:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="plait-pg-bus", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            # A delta comes every few milliseconds while a model streams: waking the
+            # thread for each, only for it to linger on, would cost a switch per delta.
+            if not self._active:
+                self._active = True
+                self._cond.notify()
 
     def flush(self, timeout: float = _FLUSH_WAIT) -> bool:
         """Wait until what is queued so far is sent; False if ``timeout`` passed first."""
@@ -124,9 +129,12 @@ class BusPublisher:
     def _run(self) -> None:
         while True:
             with self._cond:
+                if not self._pending:
+                    self._active = False
                 self._cond.wait_for(lambda: self._pending or self._closed)
                 if not self._pending:
                     break
+                self._active = True
                 # Linger so that the deltas of a busy run go in one row, unless someone
                 # waits for them (a run about to start).
                 self._cond.wait_for(lambda: self._closed or self._hurry > 0, _LINGER)

@@ -619,8 +619,7 @@ class BusMessage:
     """What an :class:`EventBus` listener hears, in the order the writes committed."""
 
     kind: Literal["changed", "events", "lost"]
-    """``changed``: a committed write to the session (the change feed); ``events``: a
-    batch another process published; ``lost``: one it published that is gone unread."""
+    """A committed write (the change feed), another process's batch, or one gone unread."""
     session_id: str
     body: str = "[]"
     """For ``events``: the batch, a JSON array of the events in the order published."""
@@ -631,11 +630,7 @@ class EventBus(Protocol):
     """Run events passed between the processes serving one store (optional; D235)."""
 
     def publish_events(self, session_id: str, events: Sequence[str]) -> None:
-        """Queue events (JSON texts) for the other processes and return at once.
-
-        What is queued is sent in order, a batch per session every few milliseconds,
-        each batch after the writes this process committed before queueing it.
-        """
+        """Queue events (JSON texts) for the other processes, sent in order, batched."""
         ...
 
     def flush_events(self, timeout: float = 5.0) -> bool:

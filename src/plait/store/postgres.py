@@ -611,21 +611,11 @@ class PostgresStore(PgConnection):
     def events(
         self, timeout: float | None = None, wanted: Callable[[str], bool] | None = None
     ) -> Iterator[BusMessage]:
-        """Listen for other stores' event batches and for every committed write, in order.
+        """:meth:`changes` (``changed``) and other stores' batches (``events``), in commit order.
 
-        Like :meth:`changes` (a ``changed`` message per announced write, this store's
-        own included), with the batches other stores published (``events``) in the
-        order their commits and the writes' announcements reached the server; a
-        batch deleted before it was read (a listener a minute behind) is ``lost``.
-        One connection serves every call; after it is replaced, the batches sent
-        meanwhile come first.
-
-        Args:
-            timeout: end the iteration after this many seconds without a message.
-            wanted: the sessions whose batches to read (None: all).
-
-        Raises:
-            StoreError: the store is closed or the server cannot be reached.
+        A batch deleted before it was read (a listener a minute behind) is ``lost``;
+        after the listening connection is replaced, the batches sent meanwhile come
+        first. See :meth:`EventBus.events <plait.store.base.EventBus.events>`.
         """
         self._check_open()
         return self._bus_in.listen(timeout, wanted)
