@@ -181,3 +181,38 @@ def test_a_batch_heard_twice_is_relayed_once(tmp_path: Path, pg_store_schema: st
             store.close()
 
     asyncio.run(main())
+
+
+def test_a_feed_that_reconnects_reads_the_changes_it_missed(
+    tmp_path: Path, pg_store_schema: str
+) -> None:
+    """The server's listening connection dies; a write meanwhile still reaches observers
+    (the keep-alive tick is an hour: only the feed, listening again, can deliver it)."""
+    import httpx
+
+    from .conftest import AUTH, LiveServer, SseReader, make_served
+
+    served_store = make_store("postgres", tmp_path, pg_store_schema)
+    other_store = make_store("postgres", tmp_path, pg_store_schema)
+    assert isinstance(served_store, PostgresStore)
+    served = make_served(tmp_path, store=served_store, ping_interval=3600)
+    try:
+        with (
+            LiveServer(served.app) as live,
+            httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http,
+        ):
+            sid = http.post("/sessions", json={}).json()["id"]
+            with http.stream("GET", f"/sessions/{sid}/events") as stream:
+                reader = SseReader(stream)
+                listener = served_store._bus_in._conn
+                assert listener is not None
+                with other_store._conn("cut the listener") as conn:
+                    conn.execute("SELECT pg_terminate_backend(%s)", (listener.info.backend_pid,))
+                with Client(served.client.workspace, store=other_store) as other:
+                    other.get(sid).inject({"role": "user", "content": "while it was deaf"})
+                ev = reader.next()
+                assert ev["data"]["record"]["payload"]["content"] == "while it was deaf"
+    finally:
+        served.client.close()
+        served_store.close()
+        other_store.close()

@@ -79,9 +79,14 @@ class StoreFeed:
 
     def _run(self) -> None:
         assert self._listen is not None
+        failed = False
         while not self._stop.is_set():
             try:
-                for message in self._listen():
+                messages = self._listen()  # listening from here on
+                if failed:  # the changes announced while nobody listened: read the store
+                    failed = False
+                    self._loop.call_soon_threadsafe(self._hub.poke_all)
+                for message in messages:
                     self._note(message)
                     if self._stop.is_set():
                         return
@@ -89,7 +94,10 @@ class StoreFeed:
                 if self._stop.is_set():
                     return
                 _log.warning("store change feed failed (observers fall back to the tick): %s", exc)
+                failed = True
                 self._stop.wait(1.0)
+            except RuntimeError:  # the loop is closed: the server is gone
+                return
 
     def _note(self, message: BusMessage) -> None:
         with self._mutex:

@@ -396,6 +396,12 @@ class Hub:
         finally:
             channel.poking = None
 
+    def poke_all(self) -> None:
+        """:meth:`poke` every session someone is watching (a change feed that was down)."""
+        for session_id, channel in tuple(self._channels.items()):
+            if channel.subscribers:
+                self.poke(session_id)
+
     def poke_watched(self, session_id: str) -> None:
         """:meth:`poke` a session only if someone is watching it (for change feeds)."""
         channel = self._channels.get(session_id)
