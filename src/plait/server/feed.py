@@ -9,7 +9,9 @@ order heard: a change pokes the session's channel if someone watches it (records
 written by another server or the CLI reach this server's observers at once
 instead of on the next keep-alive tick, decisions D84); a batch is relayed
 (:meth:`Hub.relay`, D235), and one for a session nobody here watches is not even
-read. A store without a feed (SQLite) keeps the tick.
+read. After its connection failed, listening again, it pokes every watched
+channel: what was announced meanwhile is in the store. A store without a feed
+(SQLite) keeps the tick.
 """
 
 from __future__ import annotations
