@@ -1,11 +1,17 @@
-"""Wake the event hub when another process writes: a store's change feed, if it has one.
+"""Wake the event hub when another process writes or runs: a store's change feed and bus.
 
 :class:`~plait.store.postgres.PostgresStore` announces every committed write on
-``LISTEN/NOTIFY`` (``changes()``). A :class:`StoreFeed` listens in a thread and
-asks the hub, on the server's loop, to poke the channels of the sessions that
-changed, so records written by another server or the CLI reach this server's
-observers at once instead of on the next keep-alive tick (decisions D84). A
-store without a feed (SQLite) keeps the tick.
+``LISTEN/NOTIFY`` (``changes()``), and is an :class:`~plait.store.base.EventBus`
+(``events()``): the same announcements, with the event batches other processes'
+runs publish, in commit order on one connection. A :class:`StoreFeed` listens in
+a thread and hands what it hears to the hub, on the server's loop and in the
+order heard: a change pokes the session's channel if someone watches it (records
+written by another server or the CLI reach this server's observers at once
+instead of on the next keep-alive tick, decisions D84); a batch is relayed
+(:meth:`Hub.relay`, D235), and one for a session nobody here watches is not even
+read. After its connection failed, listening again, it pokes every watched
+channel: what was announced meanwhile is in the store. A store without a feed
+(SQLite) keeps the tick.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from typing import Final
 from plait.errors import StoreError
 from plait.server.sse import Hub
 from plait.store import Store
+from plait.store.base import BusMessage, EventBus
 
 __all__ = ["StoreFeed"]
 
@@ -27,31 +34,41 @@ _log = logging.getLogger("plait.server")
 
 
 class StoreFeed:
-    """Listen to a store's change feed and poke the hub's watched sessions.
+    """Listen to a store's change feed (and bus) and hand what it hears to the hub.
 
     Args:
-        store: the store; a feed runs only if it has ``changes(timeout=...)``.
+        store: the store; a feed runs only if it has ``events(...)`` or
+            ``changes(timeout=...)``.
         hub: the hub to poke.
         loop: the server's event loop (the hub is only touched there).
     """
 
     def __init__(self, store: Store, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
-        self._changes: Callable[..., Iterator[str]] | None = getattr(store, "changes", None)
+        self._listen: Callable[[], Iterator[BusMessage]] | None = None
+        if isinstance(store, EventBus):
+            bus = store
+            self._listen = lambda: bus.events(timeout=_WAIT, wanted=hub.watching)
+        else:
+            changes: Callable[..., Iterator[str]] | None = getattr(store, "changes", None)
+            if changes is not None:
+                self._listen = lambda: (
+                    BusMessage("changed", sid) for sid in changes(timeout=_WAIT)
+                )
         self._hub = hub
         self._loop = loop
         self._stop = threading.Event()
-        self._pending: set[str] = set()
+        self._pending: list[BusMessage] = []
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
 
     @property
     def available(self) -> bool:
         """Whether the store has a change feed."""
-        return self._changes is not None
+        return self._listen is not None
 
     def start(self) -> None:
         """Start listening (no-op for a store without a feed)."""
-        if self._changes is None or self._thread is not None:
+        if self._listen is None or self._thread is not None:
             return
         self._thread = threading.Thread(target=self._run, name="plait-store-feed", daemon=True)
         self._thread.start()
@@ -63,23 +80,31 @@ class StoreFeed:
             self._thread.join(_WAIT * 4)
 
     def _run(self) -> None:
-        assert self._changes is not None
+        assert self._listen is not None
+        failed = False
         while not self._stop.is_set():
             try:
-                for session_id in self._changes(timeout=_WAIT):
-                    self._note(session_id)
+                messages = self._listen()  # listening from here on
+                if failed:  # the changes announced while nobody listened: read the store
+                    failed = False
+                    self._loop.call_soon_threadsafe(self._hub.poke_all)
+                for message in messages:
+                    self._note(message)
                     if self._stop.is_set():
                         return
             except StoreError as exc:
                 if self._stop.is_set():
                     return
                 _log.warning("store change feed failed (observers fall back to the tick): %s", exc)
+                failed = True
                 self._stop.wait(1.0)
+            except RuntimeError:  # the loop is closed: the server is gone
+                return
 
-    def _note(self, session_id: str) -> None:
+    def _note(self, message: BusMessage) -> None:
         with self._mutex:
             first = not self._pending
-            self._pending.add(session_id)
+            self._pending.append(message)
         if first:
             try:
                 self._loop.call_soon_threadsafe(self._flush)
@@ -88,6 +113,13 @@ class StoreFeed:
 
     def _flush(self) -> None:
         with self._mutex:
-            ids, self._pending = self._pending, set()
-        for session_id in ids:
-            self._hub.poke_watched(session_id)
+            messages, self._pending = self._pending, []
+        poked: set[str] = set()
+        for message in messages:
+            if message.kind == "changed":
+                if message.session_id not in poked:  # one poke reads every change so far
+                    poked.add(message.session_id)
+                    self._hub.poke_watched(message.session_id)
+            else:
+                poked.discard(message.session_id)  # a change after a batch pokes again
+                self._hub.relay(message)

@@ -81,6 +81,7 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
     data: dict[str, JSONValue] = {"run_id": run_id}
     written: tuple[Record, ...] = ()
     try:
+        await state.hub.announced()  # other replicas hear of the run before its first write
         result = await run.result()
     except Exception as exc:  # the run's own failure: reported to observers, never raised
         status, code = status_and_code(exc)
@@ -109,21 +110,28 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
         await state.call(ended)
     except PlaitError:
         _log.exception("could not record the end of run %s", run_id)
-    if handed:
-        return
-    await state.hub.published(session_id, written)  # every record is out before run_end
-    state.hub.publish(session_id, "run_end", data)
+    try:
+        if handed:
+            return  # the replica that takes it over speaks for it
+        await state.hub.published(session_id, written)  # every record is out before run_end
+        state.hub.publish(session_id, "run_end", data)
+    finally:
+        state.hub.unbroadcast(session_id)
 
 
 def launch(
     state: ServerState, session: Session, run: Run, run_id: str, *, announce: bool = True
 ) -> None:
-    """Follow a started run here; with ``announce``, publish its ``run_start``."""
+    """Follow a started run here; with ``announce``, sequence its events and say ``run_start``.
+
+    A run taken over is sequenced here from its ``run_takeover`` on (:func:`take_over`).
+    """
     # The task copies the context entered for the run (who acts, which session), and the
     # run's own task, started by it, copies it in turn.
     task = asyncio.get_running_loop().create_task(follow(state, run, run_id, session.id))
     state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
     if announce:
+        state.hub.broadcast(session.id)  # this replica sequences the events until run_end
         state.hub.publish(session.id, "run_start", {"run_id": run_id})
 
 
@@ -209,6 +217,7 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
         except SessionNotFoundError:
             break
     await state.hub.watch(session_id)
+    state.hub.broadcast(session_id)  # this replica sequences the run's events from here
     state.hub.publish(
         session_id,
         TAKEOVER_EVENT,
@@ -264,8 +273,11 @@ async def _ended_here(
     data: dict[str, JSONValue] = {"run_id": run_id, "ok": end == "done"}
     if why is not None:
         data.update(status=409, error=error_body("takeover_failed", why))
-    await state.hub.refresh(session_id)
-    state.hub.publish(session_id, "run_end", data)
+    try:
+        await state.hub.refresh(session_id)
+        state.hub.publish(session_id, "run_end", data)
+    finally:
+        state.hub.unbroadcast(session_id)
 
 
 async def keep_beating(state: ServerState) -> None:

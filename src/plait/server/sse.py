@@ -35,24 +35,40 @@ meanwhile asks it for another round), and it publishes only what lies past the
 channel's last record when its read comes back, so a record is never sent twice
 nor out of order. An observer joins the channel before its backlog is read, and the
 backlog stops where the live stream began: no record falls into the gap.
+
+**Several processes** (``plait serve`` replicas on one PostgreSQL store, whose
+store is an :class:`~plait.store.base.EventBus`; D235). The process that runs a
+session is the sequencer of its events: from the run's start
+(:meth:`Hub.broadcast`) to its ``run_end`` (:meth:`Hub.unbroadcast`) its channel
+counts every event, watched here or not, and sends each to the bus: a record as a
+marker naming its seq and id (published only after its append committed), any
+other event with its id and data. Another process relays what it hears for a
+session someone watches there (:meth:`Hub.relay`): a run of markers is one store
+read up to the last of them, any other event goes out with the origin's id and
+data, one task per channel, in the order heard. Meanwhile the channel's own pokes
+(the change feed, the keep-alive tick) wait, so that no record goes out ahead of
+the sequence; after the relayed ``run_end``, or a few seconds with nothing heard
+(the origin died: the origin sends an empty batch every two seconds of silence),
+the channel reads the store on its own again. On SQLite nothing of this runs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Final, TypeVar
 
-from plait.errors import InvalidArgumentError, SessionNotFoundError
+from plait.errors import SessionNotFoundError
 from plait.layout import shared_prefix
-from plait.records import JSONValue, Record, ToolCall
+from plait.records import JSONValue, Record
+from plait.server.wire import SseEvent, event_json, head_mark, parse_event_mark, record_json
 from plait.session import Session, SessionHost
-from plait.store.base import SessionRow
+from plait.store.base import BusMessage, EventBus, SessionRow
 
 _T = TypeVar("_T")
 
@@ -72,94 +88,10 @@ _log = logging.getLogger("plait.server")
 
 DEFAULT_MAX_QUEUE: Final = 10_000
 """How far an observer may fall behind before its stream ends (it reconnects, losing nothing)."""
-
-
-def record_json(record: Record) -> dict[str, JSONValue]:
-    """Return a record as JSON: ``seq``, ``id``, ``kind``, ``created_at``, ``payload`` ..."""
-    return {
-        "seq": record.seq,
-        "id": record.id,
-        "kind": record.kind,
-        "created_at": record.created_at.isoformat(),
-        "created_at_us": record.created_at_us,
-        "payload": record.payload,
-        "meta": dict(record.meta),
-        "tokens": record.tokens,
-    }
-
-
-def _value(value: object) -> JSONValue:
-    if isinstance(value, ToolCall):
-        return value.to_json()
-    if isinstance(value, Record):
-        return record_json(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _value(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple | list):
-        return [_value(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _value(v) for k, v in value.items()}
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    return str(value)
-
-
-def event_json(event: object) -> dict[str, JSONValue]:
-    """Return a run event as JSON: its ``type`` and its fields."""
-    out: dict[str, JSONValue] = {"type": str(getattr(event, "type", "event"))}
-    if dataclasses.is_dataclass(event) and not isinstance(event, type):
-        for f in dataclasses.fields(event):
-            out[f.name] = _value(getattr(event, f.name))
-    return out
-
-
-def parse_event_mark(value: str | None) -> tuple[int | None, str | None]:
-    """Return the record seq an event id stands after and the head it names, if any.
-
-    ``"12"`` and ``"12.3"`` (ids without a head) give ``(12, None)``; ``"12.3~h"``
-    gives ``(12, "h")``.
-
-    Raises:
-        InvalidArgumentError: the id is not one this service sent.
-    """
-    if value is None or not value.strip():
-        return None, None
-    text, _, head = value.strip().partition("~")
-    try:
-        seq = int(text.split(".", 1)[0])
-    except ValueError:
-        raise InvalidArgumentError(f"not an event id of this service: {value!r}") from None
-    if seq < -1 or (_ and not head):
-        raise InvalidArgumentError(f"not an event id of this service: {value!r}")
-    return seq, head or None
-
-
-def head_mark(row: SessionRow) -> str:
-    """The token event ids carry for a head: its stored row's key, in hexadecimal."""
-    return f"{row.pk:x}"
-
-
-@dataclass(frozen=True)
-class SseEvent:
-    """One Server-Sent Event (encoded once, however many observers it goes to)."""
-
-    id: str
-    """The event id (see the module docstring)."""
-    event: str
-    """The event name: ``record``, ``text_delta``, ``run_end`` ..."""
-    data: dict[str, JSONValue]
-    """The JSON payload."""
-    wire: bytes = field(init=False, repr=False, compare=False)
-    """The event in the ``text/event-stream`` wire format."""
-
-    def __post_init__(self) -> None:
-        body = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
-        wire = f"id: {self.id}\nevent: {self.event}\ndata: {body}\n\n".encode()
-        object.__setattr__(self, "wire", wire)
-
-    def encode(self) -> bytes:
-        """Return the event in the ``text/event-stream`` wire format."""
-        return self.wire
+BEAT: Final = 2.0
+"""Seconds a sequencer's channel stays silent on the bus before it sends an empty batch."""
+RELAY_SILENCE: Final = 6.0
+"""Seconds a relaying channel waits for the next batch before it reads the store itself."""
 
 
 @dataclass(eq=False)
@@ -187,6 +119,22 @@ class Channel:
     """The poke reading the store now, if one is."""
     again: bool = False
     """Whether a poke was asked for while one was reading (it reads once more)."""
+    broadcasts: int = 0
+    """Runs of this process in progress on the session: while any is, every event goes
+    to the bus and counts, watched or not."""
+    sent_at: float = 0.0
+    """When the channel last sent to the bus (loop time)."""
+    heard_at: float | None = None
+    """When a batch of another process was last relayed here (loop time; None: none is)."""
+    inbox: deque[list[JSONValue]] = field(default_factory=deque)
+    """Relayed events not yet published: ``[id, seq]`` markers and ``[id, name, data]``."""
+    relaying: asyncio.Task[None] | None = None
+    """The task publishing the inbox, if one is."""
+    held: bool = False
+    """Whether a poke was asked for while relaying (it runs when the relay ends)."""
+    relayed: tuple[int, int] | None = None
+    """Where the last event relayed stands, ``(seq, n)`` of its id: ids only grow
+    along a run, so one at or before it was relayed already (a batch sent twice)."""
 
 
 class Hub:
@@ -202,6 +150,9 @@ class Hub:
         self._max = max_queue
         self._channels: dict[str, Channel] = {}
         self._hooked: set[str] = set()
+        store = host.store
+        self._bus: EventBus | None = store if isinstance(store, EventBus) else None
+        self._beat: asyncio.Task[None] | None = None
 
     async def _call(self, fn: Callable[[], _T]) -> _T:
         return await self._host.store_calls.run(fn)
@@ -242,13 +193,13 @@ class Hub:
         an unwatched one is brought up when someone joins it.
         """
         channel = await self.channel(session_id)
-        if channel.subscribers:
+        if channel.subscribers or self._bus is not None:  # a sequencer's ids start current
             await self.refresh(session_id)
 
     def on_run_event(self, session_id: str, event: object) -> None:
         """Publish one run event (a session subscriber; never raises into the run)."""
         channel = self._channels.get(session_id)
-        if channel is None or not channel.subscribers:
+        if channel is None or not (channel.subscribers or channel.broadcasts):
             if channel is not None and getattr(event, "type", "") == "record":
                 record = getattr(event, "record", None)
                 if isinstance(record, Record):
@@ -265,7 +216,17 @@ class Hub:
             return
         self.publish(session_id, str(getattr(event, "type", "event")), event_json(event))
 
-    def _send(self, channel: Channel, event: SseEvent) -> None:
+    def _send(self, channel: Channel, event: SseEvent, seq: int | None = None) -> None:
+        """Hand an event to every observer (and to the bus, while broadcasting).
+
+        ``seq``: the event is that record's (the bus gets a marker, not the record).
+        """
+        if channel.broadcasts and self._bus is not None:
+            item = f'["{event.id}",{seq}]' if seq is not None else (
+                f'["{event.id}",{json.dumps(event.event)},{event.body}]'
+            )
+            self._bus.publish_events(channel.session_id, (item,))
+            channel.sent_at = asyncio.get_running_loop().time()
         for sub in tuple(channel.subscribers):
             if sub.queue.qsize() >= self._max:
                 sub.dropped = True
@@ -282,12 +243,13 @@ class Hub:
             "seq": record.seq,
             "record": record_json(record),
         }
-        self._send(channel, SseEvent(f"{record.seq}~{head_mark(channel.head)}", "record", data))
+        event = SseEvent(f"{record.seq}~{head_mark(channel.head)}", "record", data)
+        self._send(channel, event, record.seq)
 
     def publish(self, session_id: str, name: str, data: dict[str, JSONValue]) -> None:
         """Publish an event that is not a record (a delta, ``run_start``, ``run_end`` ...)."""
         channel = self._channels.get(session_id)
-        if channel is None or not channel.subscribers:
+        if channel is None or not (channel.subscribers or channel.broadcasts):
             return
         channel.counter += 1
         payload: dict[str, JSONValue] = {"session_id": session_id, **data}
@@ -315,21 +277,39 @@ class Hub:
             return []
         return self._host.store.read(row, lo, hi)
 
-    def _catch_up(self, channel: Channel) -> tuple[SessionRow, int | None, list[Record]]:
+    def _catch_up(
+        self, channel: Channel, upto: int | None = None
+    ) -> tuple[SessionRow, int | None, list[Record]]:
         """Read what the channel has not published: ``(row, keep, records)``; a store call.
 
         ``keep`` is None while the head is the one the channel knows; after the head
         moved, it is the first position whose record differs from what was published,
-        and the records are read from there.
+        and the records are read from there. ``upto``: read no record past this seq.
         """
         row = self._row(channel.session_id)
         old = channel.head
         if row.pk == old.pk:
-            return row, None, self._read_row(row, channel.last_seq)
+            return row, None, self._read_row(row, channel.last_seq, upto)
         keep = min(
             shared_prefix(old.layout, old.pk, row.layout, row.pk), channel.last_seq + 1
         )
-        return row, keep, self._read_row(row, keep - 1)
+        return row, keep, self._read_row(row, keep - 1, upto)
+
+    def _publish_read(
+        self, channel: Channel, known: int, read: tuple[SessionRow, int | None, list[Record]]
+    ) -> bool:
+        """Publish what :meth:`_catch_up` read; False if the head moved meanwhile."""
+        row, keep, records = read
+        if keep is not None:
+            if channel.head.pk != known:  # moved meanwhile: the caller reads once more
+                return False
+            self._moved(channel, row, keep)
+        elif row.pk == channel.head.pk:
+            channel.head = row  # the same head, grown
+        for record in records:
+            if record.seq == channel.last_seq + 1:  # else published meanwhile
+                self._publish_record(channel, record)
+        return True
 
     def _moved(self, channel: Channel, row: SessionRow, keep: int) -> None:
         """Publish that the head moved: records from ``keep`` on are replaced."""
@@ -351,6 +331,9 @@ class Hub:
         """
         channel = self._channels.get(session_id)
         if channel is None:
+            return
+        if self._relaying(channel):
+            channel.held = True  # read once the relay ends: no record ahead of its sequence
             return
         if channel.poking is not None:
             channel.again = True  # it may have read before the write that asks for this
@@ -387,34 +370,25 @@ class Hub:
         try:
             while True:
                 channel.again = False
-                if not channel.subscribers:
+                if not (channel.subscribers or channel.broadcasts):
                     try:
                         row = await self._call(lambda: self._row(session_id))
                     except SessionNotFoundError:
                         if self._channels.get(session_id) is channel:
                             self._channels.pop(session_id, None)
                         return
-                    if not channel.subscribers:
+                    if not (channel.subscribers or channel.broadcasts):
                         channel.head = row
                         channel.last_seq = row.layout.end_seq - 1
                 else:
                     known = channel.head.pk
                     try:
-                        row, keep, records = await self._call(partial(self._catch_up, channel))
+                        read = await self._call(partial(self._catch_up, channel))
                     except SessionNotFoundError:
                         self._end(channel)
                         return
-                    if keep is not None:
-                        if channel.head.pk != known:  # moved meanwhile: read once more
-                            channel.again = True
-                            records = []
-                        else:
-                            self._moved(channel, row, keep)
-                    elif row.pk == channel.head.pk:
-                        channel.head = row  # the same head, grown
-                    for record in records:
-                        if record.seq == channel.last_seq + 1:  # else published meanwhile
-                            self._publish_record(channel, record)
+                    if not self._publish_read(channel, known, read):
+                        channel.again = True
                 if not channel.again:
                     return
         except Exception:  # a store failure: the next poke (a keep-alive tick) tries again
@@ -422,11 +396,180 @@ class Hub:
         finally:
             channel.poking = None
 
+    def poke_all(self) -> None:
+        """:meth:`poke` every session someone is watching (a change feed that was down)."""
+        for session_id, channel in tuple(self._channels.items()):
+            if channel.subscribers:
+                self.poke(session_id)
+
     def poke_watched(self, session_id: str) -> None:
         """:meth:`poke` a session only if someone is watching it (for change feeds)."""
         channel = self._channels.get(session_id)
         if channel is not None and channel.subscribers:
             self.poke(session_id)
+
+    # -- the bus between processes (D235) ----------------------------------------------
+
+    def broadcast(self, session_id: str) -> None:
+        """A run of this process starts on the session: its channel becomes the sequencer.
+
+        Until the matching :meth:`unbroadcast`, every event the channel publishes is
+        counted and sent to the bus, watched here or not; the first call sends an
+        empty batch at once, which tells the other processes to relay the session
+        (await :meth:`announced` before the run's first write). A no-op without a bus.
+        """
+        channel = self._channels.get(session_id)
+        if self._bus is None or channel is None:
+            return
+        channel.broadcasts += 1
+        if channel.broadcasts == 1:
+            self._bus.publish_events(session_id, ())
+            channel.sent_at = asyncio.get_running_loop().time()
+            if self._beat is None:
+                self._beat = asyncio.get_running_loop().create_task(self._beating())
+
+    async def announced(self) -> None:
+        """Wait until what this process sent to the bus so far is sent (no-op without one).
+
+        A run awaits this before its first write: the other processes then hear that
+        it started before they hear of that write from the change feed.
+        """
+        if self._bus is not None:
+            await asyncio.to_thread(self._bus.flush_events)
+
+    def unbroadcast(self, session_id: str) -> None:
+        """A run of this process on the session ended (after its ``run_end``)."""
+        channel = self._channels.get(session_id)
+        if channel is not None and channel.broadcasts:
+            channel.broadcasts -= 1
+
+    async def _beating(self) -> None:
+        """Send an empty batch for every sequencer channel silent for :data:`BEAT` seconds.
+
+        The other processes then tell a run that is thinking (a long tool call) from
+        one whose process died.
+        """
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                await asyncio.sleep(BEAT / 2)
+                live = [c for c in self._channels.values() if c.broadcasts]
+                if not live or self._bus is None:
+                    return
+                now = loop.time()
+                for channel in live:
+                    if now - channel.sent_at >= BEAT:
+                        self._bus.publish_events(channel.session_id, ())
+                        channel.sent_at = now
+        finally:
+            self._beat = None
+
+    def watching(self, session_id: str) -> bool:
+        """Whether someone here may watch the session: its batches are worth reading.
+
+        Called on the bus listener's thread (a dictionary lookup, safe there).
+        """
+        return session_id in self._channels
+
+    def _relaying(self, channel: Channel) -> bool:
+        if channel.relaying is not None:
+            return True
+        heard = channel.heard_at
+        return heard is not None and asyncio.get_running_loop().time() - heard < RELAY_SILENCE
+
+    def relay(self, message: BusMessage) -> None:
+        """Publish what another process sent for a session, in its order and with its ids.
+
+        A batch for a session nobody watches here is dropped; one this process is
+        the sequencer of is its own echo, or stale. ``lost`` (a batch gone unread)
+        ends the relay: the channel reads the store itself.
+        """
+        channel = self._channels.get(message.session_id)
+        if channel is None or channel.broadcasts:
+            return
+        if not channel.subscribers or message.kind != "events":
+            self._unrelay(channel)
+            return
+        try:
+            items = json.loads(message.body)
+        except ValueError:
+            _log.warning("an unreadable batch of events for session %s", channel.session_id)
+            self._unrelay(channel)
+            return
+        if not self._relaying(channel):
+            channel.relayed = None  # a relay starts (a run, or its new replica after a takeover)
+        channel.heard_at = asyncio.get_running_loop().time()
+        channel.inbox.extend(i for i in items if isinstance(i, list) and len(i) in (2, 3))
+        if channel.relaying is None and channel.inbox:
+            channel.relaying = asyncio.get_running_loop().create_task(self._relay(channel))
+
+    def _unrelay(self, channel: Channel) -> None:
+        """Stop relaying: the channel reads the store on its own again (and now)."""
+        channel.heard_at = None
+        if channel.relaying is None:
+            channel.inbox.clear()
+            if channel.held:
+                channel.held = False
+                self.poke(channel.session_id)
+
+    async def _relay(self, channel: Channel) -> None:
+        """Publish the channel's inbox in order: markers by store reads, the rest as heard."""
+        try:
+            while channel.poking is not None:  # a read begun before the relay goes first
+                await asyncio.shield(channel.poking)
+            while channel.inbox:
+                item = channel.inbox.popleft()
+                if len(item) == 2 or item[1] == "head":
+                    await self._relay_read(channel, item)
+                    continue
+                mark, name, data = item
+                if not (isinstance(mark, str) and isinstance(name, str) and isinstance(data, dict)):
+                    continue
+                seq, _ = parse_event_mark(mark)
+                n_text = mark.partition("~")[0].partition(".")[2]
+                at = (seq if seq is not None else -1, int(n_text) if n_text.isdigit() else 0)
+                if channel.relayed is not None and at <= channel.relayed:
+                    continue  # relayed already
+                channel.relayed = at
+                if seq == channel.last_seq:  # the events after a record count from there
+                    channel.counter = max(channel.counter, at[1])
+                self._send(channel, SseEvent(mark, name, data))
+                if name == "run_end":
+                    channel.heard_at = None  # the run is over: back to the store
+        except SessionNotFoundError:
+            self._end(channel)
+        except Exception:  # a store failure: the channel reads the store itself again
+            _log.exception("relaying session %s for its observers failed", channel.session_id)
+            channel.heard_at = None
+        finally:
+            channel.relaying = None
+            if channel.heard_at is None:  # the relay is over: catch up with the store
+                channel.inbox.clear()
+                channel.held = False
+                self.poke(channel.session_id)
+
+    async def _relay_read(self, channel: Channel, item: list[JSONValue]) -> None:
+        """Publish the records a run of markers names (one read, up to the last of them).
+
+        A relayed ``head`` event is read too: up to the position it keeps, so the
+        channel finds the head moved and says so with a ``head`` event of its own.
+        """
+        moved = len(item) == 3
+        upto: JSONValue = item[1]
+        if moved:
+            data = item[2]
+            keep = data.get("keep") if isinstance(data, dict) else None
+            upto = keep - 1 if isinstance(keep, int) else -1
+        while channel.inbox and len(channel.inbox[0]) == 2:
+            upto = channel.inbox.popleft()[1]
+        if not isinstance(upto, int) or (upto <= channel.last_seq and not moved):
+            return  # published already (by a read of the channel's own, before the relay)
+        if moved:
+            channel.relayed = None  # positions count on the new head
+        known = channel.head.pk
+        read = await self._call(partial(self._catch_up, channel, upto))
+        if not self._publish_read(channel, known, read):
+            channel.held = True
 
     def _end(self, channel: Channel) -> None:
         for sub in tuple(channel.subscribers):
@@ -484,7 +627,11 @@ class Hub:
 
     def close_all(self) -> None:
         """End every stream (the server is shutting down)."""
+        if self._beat is not None:
+            self._beat.cancel()
         for channel in tuple(self._channels.values()):
+            if channel.relaying is not None:
+                channel.relaying.cancel()
             self._end(channel)
 
     def observers(self, session_ids: Iterable[str] | None = None) -> int:

@@ -56,6 +56,8 @@ PG_DDL: Final = DDL(
     # Out of line but not compressed: pglz costs more to write and read back than the
     # bytes it saves (about 670 us a branch and 25 us a read at 12 KB).
     plain_layouts="ALTER TABLE sessions ALTER COLUMN bases SET STORAGE EXTERNAL",
+    serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+    unlogged="UNLOGGED ",
 )
 """How PostgreSQL spells the schema of ``_schema.py``."""
 

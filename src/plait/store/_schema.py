@@ -63,6 +63,11 @@ class DDL:
     """The statement that keeps ``sessions.bases`` uncompressed, where the engine would
     compress a long one on every write and expand it on every read (PostgreSQL's
     TOAST); empty where it stores text as it is (SQLite)."""
+    serial: str = "INTEGER PRIMARY KEY AUTOINCREMENT"
+    """A 64-bit key each insert takes from a counter that only goes up (the event bus's)."""
+    unlogged: str = ""
+    """``UNLOGGED `` where a table may skip the write-ahead log (PostgreSQL): its rows
+    are lost in a crash, which a table of passing messages can afford."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -310,6 +315,26 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                     streams {d.big} NOT NULL,
                     PRIMARY KEY (session_id, client_id, replica_id)
                 ){d.rowid}
+                """,
+            ),
+        ),
+        (
+            10,
+            "the event bus between server processes",
+            (
+                # A run's live events, batched by the process that runs it, for the other
+                # processes serving the same sessions (plait.server.sse, D235). Rows live
+                # seconds: each announces itself by id on LISTEN/NOTIFY, and listeners
+                # read it by id (or past the last id they saw, after a reconnect); the
+                # publishers delete what is older than a minute. Unused on SQLite (one
+                # process) but spelled on both, like every table.
+                f"""
+                CREATE {d.unlogged}TABLE plait_bus (
+                    id {d.serial},
+                    session_id TEXT NOT NULL,
+                    origin TEXT NOT NULL,            -- the publishing store, random
+                    body TEXT NOT NULL               -- JSON array of the batch's events
+                )
                 """,
             ),
         ),

@@ -36,6 +36,9 @@ What differs, and why:
   (see :meth:`PostgresStore.changes`), just after its commit and never inside
   it: a ``NOTIFY`` in the write's transaction would make the commits of writers
   on different sessions take turns (see ``store/_pgfeed.py``).
+* **Run events travel between processes** (:meth:`PostgresStore.publish_events`,
+  :meth:`PostgresStore.events`): batches in an UNLOGGED table, announced by id on
+  ``LISTEN/NOTIFY`` (see ``store/_pgbus.py``, D235).
 * **Migrations are not applied to an existing schema by default**: a shared
   server is not one user's file. A fresh schema is created.
 
@@ -49,7 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from plait._time import now_micros
@@ -63,6 +66,7 @@ from plait.errors import (
 from plait.layout import Segment, segments
 from plait.records import Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
+from plait.store._pgbus import BusListener, BusPublisher, new_origin
 from plait.store._pgconn import PgConnection, cursor_of
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pggc import collect, collect_all
@@ -104,7 +108,7 @@ from plait.store._sql import (
     first_mpos,
     written_row,
 )
-from plait.store.base import ScratchpadEntry, SessionRow
+from plait.store.base import BusMessage, ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -117,6 +121,7 @@ Applied each in one transaction under an advisory lock.
 
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
+_BUS: Final = "plait_bus"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
@@ -208,6 +213,10 @@ class PostgresStore(PgConnection):
         self._waiting = 0
         self._feed = ChangeFeed(conninfo, kwargs, self._channel, self._guard)
         self._notifier = Notifier(conninfo, kwargs, self._channel)
+        bus = _BUS if schema is None else f"{_BUS}.{schema}"
+        origin = new_origin()
+        self._bus_out = BusPublisher(conninfo, kwargs, bus, origin)
+        self._bus_in = BusListener(conninfo, kwargs, (self._channel, bus), origin, self._guard)
         self._owed = OwedMoves(self._move_owed, OWED_FOR)
         # One direct connection first: an unreachable server fails here at once (a pool
         # would retry in the background), and it sets up or checks the schema.
@@ -585,6 +594,32 @@ class PostgresStore(PgConnection):
         """
         return self._notifier.flush(timeout)
 
+    # -- the event bus (store/_pgbus.py) ----------------------------------------------
+
+    def publish_events(self, session_id: str, events: Sequence[str]) -> None:
+        """Queue a session's events (JSON texts) for the other processes' :meth:`events`.
+
+        Sent by a thread of the store within ~15 ms, a batch per session and in the
+        order queued, after the writes this store committed before the call.
+        """
+        self._bus_out.publish(session_id, events)
+
+    def flush_events(self, timeout: float = 5.0) -> bool:
+        """Wait until the events queued so far are sent; False if ``timeout`` passed first."""
+        return self._bus_out.flush(timeout)
+
+    def events(
+        self, timeout: float | None = None, wanted: Callable[[str], bool] | None = None
+    ) -> Iterator[BusMessage]:
+        """:meth:`changes` (``changed``) and other stores' batches (``events``), in commit order.
+
+        A batch deleted before it was read (a listener a minute behind) is ``lost``;
+        after the listening connection is replaced, the batches sent meanwhile come
+        first. See :meth:`EventBus.events <plait.store.base.EventBus.events>`.
+        """
+        self._check_open()
+        return self._bus_in.listen(timeout, wanted)
+
     # -- lifecycle --------------------------------------------------------------------
 
     def _check_open(self) -> None:
@@ -607,8 +642,10 @@ class PostgresStore(PgConnection):
         with contextlib.suppress(psycopg.Error):
             self._close_pool()
         self._notifier.close()  # what this store wrote is announced before it lets go
+        self._bus_out.close()
         self._locks.close(StoreError)
         self._feed.close()
+        self._bus_in.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._location!r})"
