@@ -126,8 +126,8 @@ def _empty_schema(conn: Any, schema: str) -> bool:
         "SELECT count(*) FROM pg_tables WHERE schemaname = %s", (schema,)
     ).fetchone()[0]
     # sessions, records, lineage, scratchpads, durable_sessions, live_clients, plait_schema,
-    # checkpoint_objects, checkpoint_parts
-    if tables != 9:
+    # checkpoint_objects, checkpoint_parts, writer_fences
+    if tables != 10:
         return False
     ident = sql.Identifier(schema)
     version = conn.execute(
@@ -140,7 +140,8 @@ def _empty_schema(conn: Any, schema: str) -> bool:
             "DELETE FROM {0}.lineage; DELETE FROM {0}.scratchpads; "
             "DELETE FROM {0}.live_clients; DELETE FROM {0}.durable_sessions; "
             "DELETE FROM {0}.records; DELETE FROM {0}.sessions; "
-            "DELETE FROM {0}.checkpoint_parts; DELETE FROM {0}.checkpoint_objects"
+            "DELETE FROM {0}.checkpoint_parts; DELETE FROM {0}.checkpoint_objects; "
+            "DELETE FROM {0}.writer_fences"
         ).format(ident)
     )
     return True

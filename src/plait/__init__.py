@@ -53,6 +53,7 @@ if _typing.TYPE_CHECKING:
         SessionNotFoundError,
         StaleSessionError,
         UnknownOptionError,
+        WriterLockLostError,
     )
     from plait.interop import (
         SeedResult,
@@ -148,6 +149,7 @@ _EXPORTS: dict[str, str] = {
     "SessionNotFoundError": "plait.errors",
     "StaleSessionError": "plait.errors",
     "UnknownOptionError": "plait.errors",
+    "WriterLockLostError": "plait.errors",
     "SeedResult": "plait.interop",
     "export_bundle": "plait.interop",
     "import_bundle": "plait.interop",
@@ -259,6 +261,7 @@ __all__ = [
     "ToolRecord",
     "UnknownOptionError",
     "UserRecord",
+    "WriterLockLostError",
     "IterationEnd",
     "RecordAdded",
     "Run",

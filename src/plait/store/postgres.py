@@ -31,7 +31,11 @@ What differs, and why:
 * **Writer locks are advisory locks** held on one connection (never a pooled
   one) that the stores of a process on the same database and schema share, as
   the protocol says a lock belongs to the process: they die with the
-  connection, so with the process, however it ends.
+  connection, so with the process, however it ends. That connection can also
+  be cut while the process lives, and nothing tells the holder: so taking a
+  lock bumps the session's epoch (``writer_fences``), and every write a holder
+  makes on the session checks that epoch in its own statement, refusing with
+  :class:`WriterLockLostError` once another writer took the lock (D232).
 * **Every committed write notifies** ``plait_session`` with the session's id
   (see :meth:`PostgresStore.changes`), just after its commit and never inside
   it: a ``NOTIFY`` in the write's transaction would make the commits of writers
@@ -59,6 +63,7 @@ from plait.errors import (
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
+    WriterLockLostError,
 )
 from plait.layout import Segment, segments
 from plait.records import Message, Record, dumps, encode_payload
@@ -79,13 +84,17 @@ from plait.store._pgread import scan_records, scan_view
 from plait.store._pgrecency import OWED_FOR, OwedMoves
 from plait.store._pgsql import (
     APPEND,
+    APPEND_FENCED,
+    APPEND_ONE_FENCED_PREPARED,
     APPEND_ONE_PREPARED,
     CREATE,
     CREATE_UNLINKED,
     HEAD,
     SELECT_ROW,
     WRITE,
+    WRITE_FENCED,
     WRITE_UNLINKED,
+    WRITE_UNLINKED_FENCED,
     record_arrays,
 )
 from plait.store._rows import (
@@ -98,6 +107,7 @@ from plait.store._rows import (
 )
 from plait.store._schema import Migration, checked_migrations, migrations
 from plait.store._sql import (
+    Connection,
     Dialect,
     check_start,
     created_row,
@@ -118,7 +128,11 @@ Applied each in one transaction under an advisory lock.
 _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
+_FENCES_VERSION: Final = 9  # the schema version that added writer_fences
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
+_FENCE_CHECK: Final = (
+    "SELECT 1 FROM writer_fences WHERE session_id = %s AND epoch = %s FOR SHARE"
+)  # _pgsql.FENCE, for a write transaction's first statement
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
 
@@ -229,12 +243,20 @@ class PostgresStore(PgConnection):
                 )
                 # A schema opened with fewer migrations (tests make old ones so) has no
                 # base-owner links: writes leave them out and deletes read every layout.
-                self._links = current_version(setup) >= _LINKS_VERSION
+                version = current_version(setup)
+                self._links = version >= _LINKS_VERSION
+                fenced = version >= _FENCES_VERSION
         except psycopg.Error as exc:
             raise StoreError(f"{self._location}: cannot open as a plait store: {exc}") from exc
         # Stores of this process on the same server, database and schema share writer locks.
         self._locks = AdvisoryLocks(
-            (*server, self._namespace), self._namespace, conninfo, kwargs, self._guard, self._conn
+            (*server, self._namespace),
+            self._namespace,
+            conninfo,
+            kwargs,
+            self._guard,
+            self._conn,
+            fenced=fenced,
         )
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
@@ -303,9 +325,14 @@ class PostgresStore(PgConnection):
         order, and for one record that move is queued and written soon after
         (store/_pgrecency.py). Once it has committed, ``plait_session`` is notified.
 
+        A writer holding the session's lock sends its epoch, checked in the same
+        statement (D232).
+
         Raises:
             StaleSessionError: another writer appended first (nothing written).
             SessionNotFoundError: the session is gone.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         if not records:
             self._check_open()
@@ -315,36 +342,48 @@ class PostgresStore(PgConnection):
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         one = len(records) == 1
+        epoch = self._locks.epoch(expected.id)
         if one:
             record = records[0]
             if record.seq > _SEQ_MAX:
                 raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
             # In APPEND_ONE_PREPARED.keys' order; through libpq, not a cursor (_pgprep.py).
-            values = (
+            values: tuple[Any, ...] = (
                 expected.pk, record.seq, lay.end_msgs, record.id, record.kind,
                 encode_payload(record), dumps(dict(record.meta)) if record.meta else None,
                 record.created_at_us, record.tokens,
             )  # fmt: skip
+            if epoch is not None:  # APPEND_ONE_FENCED_PREPARED.keys: the fence's first
+                values = (expected.id, epoch, *values)
         else:
             params: dict[str, Any] = {
                 "pk": expected.pk,
                 "id": expected.id,
                 "now": max(now_micros(), created),
+                "epoch": epoch,
                 **record_arrays(records, lay.end_msgs),
             }
             self._owed.flush()  # this one moves itself: the moves owed before it go first
         # The connection and the error guard spelled out, not context managers: this is
         # the call of every agent step.
         self._check_open()
+        fenced = True
         try:
             conn = self._take()
             try:
-                if one:
+                if one and epoch is None:
                     result = run_prepared(conn, APPEND_ONE_PREPARED, values)
                     live, found = result.get_value(0, 0) == b"t", result.get_value(0, 1)
-                else:
+                elif one:
+                    result = run_prepared(conn, APPEND_ONE_FENCED_PREPARED, values)
+                    live, found = result.get_value(0, 0) == b"t", result.get_value(0, 1)
+                    fenced = result.get_value(0, 2) == b"t"
+                elif epoch is None:
                     got = cursor_of(conn).execute(APPEND, params).fetchone()
                     live, found = got if got is not None else (False, None)
+                else:
+                    got = cursor_of(conn).execute(APPEND_FENCED, params).fetchone()
+                    live, found, fenced = got if got is not None else (False, None, False)
             except self._conflict:  # the compare-and-set: another writer was first
                 stale = self._stale(conn, expected)
                 if stale.actual is None:
@@ -354,6 +393,9 @@ class PostgresStore(PgConnection):
                 self._give(conn)
         except self._driver_errors as exc:
             raise self._wrapped(f"append {expected.id!r}", exc) from exc
+        if not fenced:
+            assert epoch is not None
+            raise WriterLockLostError(expected.id, epoch)
         if not live:
             raise SessionNotFoundError(expected.id)
         self._notifier.changed(expected.id)
@@ -374,13 +416,19 @@ class PostgresStore(PgConnection):
     ) -> SessionRow:
         """Compare-and-set the session row and head, update it and append (one statement).
 
+        A writer holding the session's lock sends its epoch, checked in the same
+        statement (D232).
+
         Raises:
             StaleSessionError: the row or the head changed since ``expected`` (nothing written).
             SessionNotFoundError: the session is gone.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         from psycopg import errors as pgerrors
 
         check_start("write", expected, records)
+        epoch = self._locks.epoch(expected.id)
         sp = scratchpad
         params: dict[str, Any] = {
             "pk": expected.pk,
@@ -388,17 +436,24 @@ class PostgresStore(PgConnection):
             "row_version": expected.row_version,
             "head": expected.layout.end_seq,
             "now": now_micros(),
+            "epoch": epoch,
             **dict(zip(ROW_COLUMNS, row_values(updated), strict=True)),
             "has_sp": sp is not None,
             **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
             **record_arrays(records, expected.layout.end_msgs),
         }
         self._owed.flush()  # the moves owed first: this write moves its session to the top
+        if epoch is None:
+            statement = WRITE if self._links else WRITE_UNLINKED
+        else:
+            statement = WRITE_FENCED if self._links else WRITE_UNLINKED_FENCED
         with self._conn(f"write {expected.id!r}") as conn:
             try:
-                found = conn.execute(WRITE if self._links else WRITE_UNLINKED, params).fetchone()
+                found = conn.execute(statement, params).fetchone()
             except pgerrors.UniqueViolation:  # a record collided: another writer appended
                 found = None
+            if epoch is not None and found is not None and not found[1]:
+                raise WriterLockLostError(expected.id, epoch)
             if found is None or found[0] is None:
                 stale = self._stale(conn, expected)
                 if stale.actual is None:
@@ -446,8 +501,11 @@ class PostgresStore(PgConnection):
 
         Raises:
             SessionNotFoundError: no live session has this id.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         with self._conn(f"delete {session_id!r}") as conn, conn.transaction():
+            self._fence(conn, session_id)
             # Its hidden heads (what it named before a rewind) go with it, first.
             doomed: list[tuple[str, int]] = []
             found = None
@@ -483,8 +541,11 @@ class PostgresStore(PgConnection):
 
         Raises:
             SessionNotFoundError: no live session has this id.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
+            self._fence(conn, session_id)
             erase_sessions(conn, self.dialect, session_id)
             collect_all(conn)  # erasing reads every layout anyway
         self._changed(session_id)
@@ -501,6 +562,21 @@ class PostgresStore(PgConnection):
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
 
+    def _fence(self, conn: Connection, session_id: str) -> None:
+        """First in a write transaction: refuse a writer whose lock was lost (D232).
+
+        A no-op where this store holds no lock on the session. Holds the fence row
+        ``FOR SHARE`` until the transaction ends, so a writer taking the lock waits.
+
+        Raises:
+            WriterLockLostError: the session's epoch is no longer this store's hold's.
+        """
+        epoch = self._locks.epoch(session_id)
+        if epoch is None:
+            return
+        if conn.execute(_FENCE_CHECK, (session_id, epoch)).fetchone() is None:
+            raise WriterLockLostError(session_id, epoch)
+
     # -- writer locks (store/_pglocks.py) ----------------------------------------------
 
     def lock(self, session_id: str) -> bool:
@@ -513,6 +589,13 @@ class PostgresStore(PgConnection):
         has let go (:meth:`unlock`, :meth:`close`), and by the server when the
         connection drops: the process died, kill -9 included. Taking it again
         does nothing.
+
+        Taken for real, it bumps the session's epoch (in the statement that takes
+        it), and this store's writes on the session carry that epoch until it lets
+        go: if the holding connection is cut while the process lives and another
+        writer takes the lock, they raise :class:`WriterLockLostError` and write
+        nothing (D232). The holding connection's ``application_name`` is the
+        store's with `` locks`` added (``plait locks``).
 
         Raises:
             StoreError: the store is closed or the server cannot be reached.
