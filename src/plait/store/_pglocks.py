@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["LOCK_WAIT_MS", "AdvisoryLocks", "application_name", "lock_key", "signed"]
+__all__ = ["LOCK_WAIT_MS", "AdvisoryLocks", "lock_key", "locks_name", "signed"]
 
 LOCK_WAIT_MS: Final = 100
 """How long taking (or probing) a writer lock waits for its holder to let go.
@@ -61,14 +61,16 @@ _LET_GO: Final = (
 """Release the lock if this connection holds it (a warning-free no-op if not)."""
 
 
-def application_name(kwargs: dict[str, Any]) -> str | None:
+def locks_name(name: str | None) -> str:
     """The ``application_name`` of the holding connection: the store's, and `` locks``.
 
-    Its own name, so an operator (or a test) can tell it from the pooled ones in
-    ``pg_stat_activity``; None when the name is the user's own (left as it is).
+    Its own name, so an operator (or a test) tells it from the pooled connections in
+    ``pg_stat_activity`` (``plait locks`` by default).
+
+    Args:
+        name: the store's connections' name (the URL's, or None for ``plait``).
     """
-    name = kwargs.get("application_name")
-    return f"{name} locks" if isinstance(name, str) else None
+    return f"{name or 'plait'} locks"
 
 
 def signed(digest: bytes) -> int:
@@ -91,8 +93,11 @@ def lock_key(namespace: str, session_id: str) -> int:
 class _ProcessLocks:
     """The writer locks this process holds on one database and schema."""
 
-    def __init__(self, key: tuple[str, ...], conninfo: str, kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, key: tuple[str, ...], conninfo: str, kwargs: dict[str, Any], name: str
+    ) -> None:
         self.key = key
+        self.name = name
         self.conninfo = conninfo
         self.kwargs = kwargs
         self.mutex = threading.Lock()
@@ -121,9 +126,7 @@ class _ProcessLocks:
             kwargs = dict(self.kwargs)
             wait = f"-c lock_timeout={LOCK_WAIT_MS}"
             kwargs["options"] = f"{kwargs.get('options') or ''} {wait}".strip()
-            name = application_name(kwargs)
-            if name is not None:
-                kwargs["application_name"] = name
+            kwargs["application_name"] = self.name
             self.conn = psycopg.connect(self.conninfo, **kwargs)
         return self.conn
 
@@ -147,6 +150,7 @@ class AdvisoryLocks:
         pooled: lends a pooled connection (for reading ``pg_locks``).
         fenced: whether the schema has ``writer_fences`` (a schema opened with fewer
             migrations has none: its locks carry no epoch and its writes no check).
+        name: the holding connection's ``application_name`` (see :func:`locks_name`).
     """
 
     def __init__(
@@ -159,11 +163,12 @@ class AdvisoryLocks:
         pooled: Pooled,
         *,
         fenced: bool = True,
+        name: str = "plait locks",
     ) -> None:
         with _PROCESS_LOCKS_MUTEX:
             shared = _PROCESS_LOCKS.get(key)
             if shared is None:
-                shared = _PROCESS_LOCKS[key] = _ProcessLocks(key, conninfo, kwargs)
+                shared = _PROCESS_LOCKS[key] = _ProcessLocks(key, conninfo, kwargs, name)
             shared.stores += 1
         self._shared = shared
         self._namespace = namespace

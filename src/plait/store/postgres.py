@@ -71,7 +71,7 @@ from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection, cursor_of
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pggc import collect, collect_all
-from plait.store._pglocks import AdvisoryLocks
+from plait.store._pglocks import AdvisoryLocks, locks_name
 from plait.store._pgopen import (
     PG_DDL,
     current_version,
@@ -257,6 +257,7 @@ class PostgresStore(PgConnection):
             self._guard,
             self._conn,
             fenced=fenced,
+            name=locks_name(params.get("application_name")),
         )
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
