@@ -56,7 +56,8 @@ def one():
 def two():
     global row
     seq = row.layout.end_seq
-    row = store.append(row, [UserRecord(seq=seq, content=text), UserRecord(seq=seq + 1, content=text)])
+    pair = [UserRecord(seq=seq, content=text), UserRecord(seq=seq + 1, content=text)]
+    row = store.append(row, pair)
 
 def write():
     global row
