@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from plait.errors import StoreError, WriterLockLostError
+from plait.errors import StaleSessionError, StoreError, WriterLockLostError
 from plait.records import Record, UserRecord
 from plait.store import SessionRow
 from plait.store._pglocks import lock_key
@@ -164,3 +164,70 @@ def test_a_schema_without_fences_locks_and_writes_as_before(pg_schema: str) -> N
         old.unlock("s")
     finally:
         old.close()
+
+
+# Another process: takes the lock once it is free and appends ``n`` records, re-reading
+# the head when an append of the old holder got in first (before it took the lock).
+_TAKE_AND_APPEND = """
+import sys, time
+from plait.errors import StaleSessionError
+from plait.records import UserRecord
+from plait.store.postgres import PostgresStore
+store = PostgresStore(sys.argv[1], schema=sys.argv[2])
+while not store.lock("s"):
+    time.sleep(0.005)
+row = store.get("s")
+done = 0
+while done < int(sys.argv[3]):
+    try:
+        row = store.append(row, [UserRecord(seq=row.layout.end_seq, content="peer")])
+        done += 1
+    except StaleSessionError:
+        row = store.get("s")
+print(done, flush=True)
+store.close()
+"""
+
+
+@needs_postgres
+def test_no_append_of_the_old_holder_lands_after_the_new_holder_began(
+    stores: tuple[PostgresStore, PostgresStore], pg_store_schema: str
+) -> None:
+    """The old holder appends without pause while its lock is cut and taken over."""
+    import threading
+
+    first, _ = stores
+    row = first.create(SessionRow(id="s", workspace="/ws"), [])
+    assert first.lock("s") is True
+    stop = threading.Event()
+    refused: list[WriterLockLostError] = []
+
+    def keep_appending() -> None:
+        head = row
+        while not stop.is_set():
+            try:
+                head = first.append(head, users(head.layout.end_seq, 1, "old"))
+            except WriterLockLostError as exc:
+                refused.append(exc)
+                return
+            except StaleSessionError:
+                head = store_row(first, "s")
+
+    writer = threading.Thread(target=keep_appending)
+    writer.start()
+    try:
+        assert eventually(lambda: store_row(first, "s").layout.end_seq >= 20)
+        _cut_holder(pg_store_schema, "s")
+        peer = subprocess.run(
+            [sys.executable, "-c", _TAKE_AND_APPEND, URL, pg_store_schema, "50"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert peer.stdout.strip() == "50", peer.stderr
+    finally:
+        stop.set()
+        writer.join()
+    assert refused, "the old holder was never refused"
+    texts = _texts(first, "s")
+    began = texts.index("peer")
+    assert texts[began:] == ["peer"] * 50
+    assert all(t.startswith("old") for t in texts[:began])
