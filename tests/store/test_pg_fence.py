@@ -4,7 +4,9 @@ The kit checks that a writer whose lock was lost and taken by another process wr
 nothing. These check the store's own bookkeeping: a hold lost with its connection
 stays fenced when the process takes the lock again through another store, letting go
 of it never releases that new hold, a schema without fences locks and writes as before,
-and the fenced statements send their parameters in the order they number them.
+the fenced statements send their parameters in the order they number them, and a holder
+appending without pause while its lock is cut and taken over lands nothing after the
+new holder began.
 """
 
 from __future__ import annotations

@@ -26,10 +26,14 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
+from plait.errors import WriterLockLostError
+
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["LOCK_WAIT_MS", "AdvisoryLocks", "lock_key", "locks_name", "signed"]
+    from plait.store._dialect import Connection
+
+__all__ = ["LOCK_WAIT_MS", "AdvisoryLocks", "PgWriterLocks", "lock_key", "locks_name", "signed"]
 
 LOCK_WAIT_MS: Final = 100
 """How long taking (or probing) a writer lock waits for its holder to let go.
@@ -59,6 +63,11 @@ _LET_GO: Final = (
     "AND objid = %(lo)s::bigint::oid AND objsubid = 1 AND granted"
 )
 """Release the lock if this connection holds it (a warning-free no-op if not)."""
+
+_FENCE_CHECK: Final = (
+    "SELECT 1 FROM writer_fences WHERE session_id = %s AND epoch = %s FOR SHARE"
+)
+"""``_pgsql.FENCE`` as a write transaction's first statement (positional parameters)."""
 
 
 def locks_name(name: str | None) -> str:
@@ -319,3 +328,72 @@ class AdvisoryLocks:
                         locks.conn.close()  # the server drops whatever it still held
                 locks.conn = None
                 locks.holders.clear()
+
+
+class PgWriterLocks:
+    """The PostgreSQL store's writer-lock methods, over its :class:`AdvisoryLocks`.
+
+    A part of :class:`~plait.store.postgres.PostgresStore`, which sets ``_locks`` and
+    has ``_check_open``; the fenced statements of its hot paths are in ``_pgsql.py``.
+    """
+
+    _locks: AdvisoryLocks
+
+    def _check_open(self) -> None:
+        raise NotImplementedError  # the store's own (PostgresStore._check_open)
+
+    def _fence(self, conn: Connection, session_id: str) -> None:
+        """First in a write transaction: refuse a writer whose lock was lost (D232).
+
+        A no-op where this store holds no lock on the session. Holds the fence row
+        ``FOR SHARE`` until the transaction ends, so a writer taking the lock waits.
+
+        Raises:
+            WriterLockLostError: the session's epoch is no longer this store's hold's.
+        """
+        epoch = self._locks.epoch(session_id)
+        if epoch is None:
+            return
+        if conn.execute(_FENCE_CHECK, (session_id, epoch)).fetchone() is None:
+            raise WriterLockLostError(session_id, epoch)
+
+    def lock(self, session_id: str) -> bool:
+        """Take the session's writer lock for this process; False if another process has it.
+
+        A PostgreSQL session-level advisory lock on the 64-bit hash of the schema
+        and the id (see :func:`lock_key`), held on one connection that every
+        store of this process on the same database and schema shares (never a
+        pooled one). It is released when every store of the process that took it
+        has let go (:meth:`unlock`, :meth:`close`), and by the server when the
+        connection drops: the process died, kill -9 included. Taking it again
+        does nothing.
+
+        Taken for real, it bumps the session's epoch (in the statement that takes
+        it), and this store's writes on the session carry that epoch until it lets
+        go: if the holding connection is cut while the process lives and another
+        writer takes the lock, they raise :class:`~plait.errors.WriterLockLostError` and write
+        nothing (D232). The holding connection's ``application_name`` is the
+        store's with `` locks`` added (``plait locks``).
+
+        Raises:
+            StoreError: the store is closed or the server cannot be reached.
+        """
+        self._check_open()
+        return self._locks.lock(session_id)
+
+    def unlock(self, session_id: str) -> None:
+        """Release this store's hold on the session's writer lock (a no-op if not held).
+
+        The lock itself is released when no store of this process holds it.
+        """
+        self._locks.unlock(session_id)
+
+    def locked_elsewhere(self, session_id: str) -> bool:
+        """Whether another process holds the session's writer lock (a snapshot).
+
+        False while this process holds it, through this store or another one on
+        the same database and schema. A holder that just died (its connection not
+        yet dropped by the server) does not count.
+        """
+        self._check_open()
+        return self._locks.locked_elsewhere(session_id)

@@ -71,7 +71,7 @@ from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgconn import PgConnection, cursor_of
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pggc import collect, collect_all
-from plait.store._pglocks import AdvisoryLocks, locks_name
+from plait.store._pglocks import AdvisoryLocks, PgWriterLocks, locks_name
 from plait.store._pgopen import (
     PG_DDL,
     current_version,
@@ -107,7 +107,6 @@ from plait.store._rows import (
 )
 from plait.store._schema import Migration, checked_migrations, migrations
 from plait.store._sql import (
-    Connection,
     Dialect,
     check_start,
     created_row,
@@ -130,13 +129,10 @@ _CHANNEL: Final = "plait_session"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
 _FENCES_VERSION: Final = 9  # the schema version that added writer_fences
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
-_FENCE_CHECK: Final = (
-    "SELECT 1 FROM writer_fences WHERE session_id = %s AND epoch = %s FOR SHARE"
-)  # _pgsql.FENCE, for a write transaction's first statement
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
 
-class PostgresStore(PgConnection):
+class PostgresStore(PgWriterLocks, PgConnection):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
     Args:
@@ -562,64 +558,6 @@ class PostgresStore(PgConnection):
         if found is None:
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
-
-    def _fence(self, conn: Connection, session_id: str) -> None:
-        """First in a write transaction: refuse a writer whose lock was lost (D232).
-
-        A no-op where this store holds no lock on the session. Holds the fence row
-        ``FOR SHARE`` until the transaction ends, so a writer taking the lock waits.
-
-        Raises:
-            WriterLockLostError: the session's epoch is no longer this store's hold's.
-        """
-        epoch = self._locks.epoch(session_id)
-        if epoch is None:
-            return
-        if conn.execute(_FENCE_CHECK, (session_id, epoch)).fetchone() is None:
-            raise WriterLockLostError(session_id, epoch)
-
-    # -- writer locks (store/_pglocks.py) ----------------------------------------------
-
-    def lock(self, session_id: str) -> bool:
-        """Take the session's writer lock for this process; False if another process has it.
-
-        A PostgreSQL session-level advisory lock on the 64-bit hash of the schema
-        and the id (see :func:`lock_key`), held on one connection that every
-        store of this process on the same database and schema shares (never a
-        pooled one). It is released when every store of the process that took it
-        has let go (:meth:`unlock`, :meth:`close`), and by the server when the
-        connection drops: the process died, kill -9 included. Taking it again
-        does nothing.
-
-        Taken for real, it bumps the session's epoch (in the statement that takes
-        it), and this store's writes on the session carry that epoch until it lets
-        go: if the holding connection is cut while the process lives and another
-        writer takes the lock, they raise :class:`WriterLockLostError` and write
-        nothing (D232). The holding connection's ``application_name`` is the
-        store's with `` locks`` added (``plait locks``).
-
-        Raises:
-            StoreError: the store is closed or the server cannot be reached.
-        """
-        self._check_open()
-        return self._locks.lock(session_id)
-
-    def unlock(self, session_id: str) -> None:
-        """Release this store's hold on the session's writer lock (a no-op if not held).
-
-        The lock itself is released when no store of this process holds it.
-        """
-        self._locks.unlock(session_id)
-
-    def locked_elsewhere(self, session_id: str) -> bool:
-        """Whether another process holds the session's writer lock (a snapshot).
-
-        False while this process holds it, through this store or another one on
-        the same database and schema. A holder that just died (its connection not
-        yet dropped by the server) does not count.
-        """
-        self._check_open()
-        return self._locks.locked_elsewhere(session_id)
 
     # -- notifications ----------------------------------------------------------------
 
