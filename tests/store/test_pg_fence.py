@@ -233,3 +233,32 @@ def test_no_append_of_the_old_holder_lands_after_the_new_holder_began(
     began = texts.index("peer")
     assert texts[began:] == ["peer"] * 50
     assert all(t.startswith("old") for t in texts[:began])
+
+
+@needs_postgres
+def test_a_take_that_waits_too_long_for_the_epoch_leaves_no_lock_behind(
+    stores: tuple[PostgresStore, PostgresStore], pg_store_schema: str
+) -> None:
+    """A write of the last holder keeps the fence row all through the take's wait.
+
+    The take then fails like a lock held elsewhere, and the advisory lock its statement
+    took is let go again, not kept by a connection whose process does not know it holds it.
+    """
+    first, _ = stores
+    first.create(SessionRow(id="s", workspace="/ws"), [])
+    assert first.lock("s") is True
+    first.unlock("s")
+    key = lock_key(pg_store_schema, "s")
+    held = (
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+        "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 AND granted"
+    )
+    parts = ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF)
+    with psycopg.connect(URL) as writer, psycopg.connect(URL, autocommit=True) as admin:
+        writer.execute(
+            f"SELECT 1 FROM {pg_store_schema}.writer_fences WHERE session_id = 's' FOR SHARE"
+        )  # a write in flight, as the last holder's would be
+        assert first.lock("s") is False
+        assert admin.execute(held, parts).fetchone() == (0,)
+        writer.commit()
+    assert first.lock("s") is True
