@@ -53,6 +53,7 @@ if _typing.TYPE_CHECKING:
         SessionNotFoundError,
         StaleSessionError,
         UnknownOptionError,
+        WriterLockLostError,
     )
     from plait.interop import (
         SeedResult,
@@ -149,6 +150,7 @@ _EXPORTS: dict[str, str] = {
     "SessionNotFoundError": "plait.errors",
     "StaleSessionError": "plait.errors",
     "UnknownOptionError": "plait.errors",
+    "WriterLockLostError": "plait.errors",
     "SeedResult": "plait.interop",
     "export_bundle": "plait.interop",
     "import_bundle": "plait.interop",
@@ -261,6 +263,7 @@ __all__ = [
     "ToolRecord",
     "UnknownOptionError",
     "UserRecord",
+    "WriterLockLostError",
     "IterationEnd",
     "RecordAdded",
     "Run",

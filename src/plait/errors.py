@@ -20,7 +20,8 @@ The hierarchy::
     ├── SessionExistsError                     a new session's id is already taken
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
-    │   └── SessionLockTimeoutError (TimeoutError)  still taken after lock_timeout
+    │   ├── SessionLockTimeoutError (TimeoutError)  still taken after lock_timeout
+    │   └── WriterLockLostError                this process's lock was lost and taken by another
     ├── NothingToDoError                       the verb had nothing to act on (says why)
     ├── SessionBusyError                       a run is already in progress on this session/client
     ├── RunTimeoutError (TimeoutError)         a run passed its timeout; resume() picks it up
@@ -106,6 +107,7 @@ __all__ = [
     "ToolServerError",
     "UnknownOptionError",
     "WorkspaceTooDeepError",
+    "WriterLockLostError",
 ]
 
 
@@ -290,6 +292,33 @@ class SessionLockTimeoutError(SessionLockedError, TimeoutError):
         self.args = (
             f"session {shown(session_id)}: another process held its writer lock for all "
             f"of lock_timeout={timeout:g} s; nothing was written",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class WriterLockLostError(SessionLockedError):
+    """The writer lock this process held on a session was lost, and another writer took it.
+
+    A lock can be lost while its holder lives (PostgreSQL: the connection holding it
+    was cut by an idle timeout, a proxy, a failover or ``pg_terminate_backend``). The
+    store then refuses the holder's writes, before anything is written: each carries
+    the epoch the lock was taken at, and the session's epoch moved on when the other
+    writer took it. A run stops with this error; the next write takes the lock again
+    (if free) and reads the session first.
+
+    Attributes:
+        session_id: the session.
+        epoch: the epoch of the hold that was lost.
+    """
+
+    def __init__(self, session_id: str, epoch: int) -> None:
+        self.epoch = epoch
+        super().__init__(session_id)
+        self.args = (
+            f"session {shown(session_id)}: this process's writer lock (epoch {epoch}) was "
+            "lost and another writer took it; nothing was written",
         )
 
     def __str__(self) -> str:

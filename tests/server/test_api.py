@@ -232,6 +232,7 @@ def test_status_and_code_cover_the_hierarchy() -> None:
     assert status_and_code(E.SessionNotFoundError("x")) == (404, "session_not_found")
     assert status_and_code(E.SessionBusyError("x")) == (409, "session_busy")
     assert status_and_code(E.SessionLockedError("x")) == (409, "session_locked")
+    assert status_and_code(E.WriterLockLostError("x", 3)) == (409, "writer_lock_lost")
     assert status_and_code(E.StaleSessionError("x", 1, 2)) == (409, "stale_session")
     assert status_and_code(E.InvalidArgumentError("x")) == (422, "invalid_argument")
     assert status_and_code(E.UnknownOptionError("v", ["k"], [])) == (422, "unknown_option")

@@ -12,13 +12,17 @@ from typing import Any, ClassVar
 import pytest
 
 from plait.store import MemoryStore, PostgresStore, SQLiteStore, Store
-from plait.store.base import LiveClientRow, SessionRow
+from plait.store.base import LiveClientRow, SessionRow, TranscriptStore
 from plait.testing import StoreConformance, StoreFactory
 from tests.conftest import POSTGRES_URL, _empty_schema, drop_schema, fresh_schema, needs_postgres
 
 
 class SQLiteFactory(StoreFactory):
     """A SQLite file in the test's folder."""
+
+    lock_kept: ClassVar[str] = (
+        "SQLite's writer lock is a kernel file lock: it is lost only with its process"
+    )
 
     def new_target(self, tmp_path: Path) -> str:
         return str(tmp_path / "plait.db")
@@ -55,6 +59,21 @@ class PostgresFactory(StoreFactory):
     def new_target(self, tmp_path: Path) -> str:
         schema = self._spare.pop() if self._spare else fresh_schema()
         return f"{POSTGRES_URL}?schema={schema}"
+
+    def lose_lock(self, store: TranscriptStore, session_id: str) -> None:
+        """Cut the connection that holds the lock, as an idle timeout or a failover would."""
+        from plait.store._pglocks import lock_key
+
+        assert isinstance(store, PostgresStore)
+        key = lock_key(store.location.rsplit("schema=", 1)[1], session_id)
+        found = self._conn().execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+            "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+            "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 "
+            "AND granted AND pid <> pg_backend_pid()",
+            ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+        ).fetchall()
+        assert found == [(True,)], "no connection held the lock"
 
     def dispose(self, target: str) -> None:
         schema = target.rsplit("schema=", 1)[1]

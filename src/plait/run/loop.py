@@ -40,7 +40,7 @@ from plait.compaction import (
     Compaction,
     self_compaction_result,
 )
-from plait.errors import NothingToDoError, PlaitError, ProviderError
+from plait.errors import NothingToDoError, PlaitError, ProviderError, WriterLockLostError
 from plait.providers import (
     Provider,
     Request,
@@ -287,6 +287,9 @@ async def _steps(
                 )
                 run.emit(ToolFinished(call, outcome.ok, outcome.content, denied))
         except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
+            if isinstance(exc, WriterLockLostError):
+                # Another writer has the session now: this run writes nothing more.
+                raise
             await interrupted(pending)
             data: dict[str, JSONValue] = {
                 "step": step,

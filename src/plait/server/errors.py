@@ -43,6 +43,7 @@ from plait.errors import (
     ToolError,
     ToolServerError,
     UnknownOptionError,
+    WriterLockLostError,
 )
 from plait.records import JSONValue
 
@@ -62,6 +63,7 @@ _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (ClientNotAttachedError, 404, "client_not_attached"),
     (SessionExistsError, 409, "session_exists"),
     (SessionBusyError, 409, "session_busy"),
+    (WriterLockLostError, 409, "writer_lock_lost"),
     (SessionLockedError, 409, "session_locked"),
     (StaleSessionError, 409, "stale_session"),
     (SessionClosedError, 409, "session_closed"),

@@ -19,6 +19,7 @@ from plait.errors import (
     SessionLockedError,
     SessionNotFoundError,
     StaleSessionError,
+    WriterLockLostError,
 )
 from plait.records import EventRecord, JSONValue, Record, record_from_message
 from plait.sandbox import Sandbox
@@ -187,6 +188,15 @@ class Head:
                 self.host._locked.discard(self.id)
                 _turns.give(self.store, self.id)
 
+    def lost(self) -> None:
+        """The store refused a write: the lock this head held was lost and taken by another.
+
+        Gives up what is left of the hold (the store forgets its epoch once every
+        holder of this process has let go), so the error is raised once per loss: the
+        next write takes the lock again, if it is free, and reads the head first.
+        """
+        self.release()
+
     @contextmanager
     def turn(self, needed: bool = True) -> Iterator[bool]:
         """Hold the writer lock for one write; yields whether this turn took it.
@@ -194,22 +204,29 @@ class Head:
         In ``process`` mode the lock is taken (if not held) and kept. In ``write``
         mode a lock not held already is taken (waiting up to ``lock_timeout``) and
         released when the block ends; a lock held already (by a run, or
-        :meth:`ensure_writer`) stays as it is.
+        :meth:`ensure_writer`) stays as it is. A write in the block that finds the
+        lock lost (:class:`~plait.errors.WriterLockLostError`) gives it up
+        (:meth:`lost`) and the error goes on.
 
         Args:
             needed: False: hold nothing (a write that needs no lock, such as a create).
         """
         if not needed or self.writer:
-            yield False
+            try:
+                yield False
+            except WriterLockLostError:
+                self.lost()
+                raise
             return
         self.ensure_writer()
-        if not self.takes_turns:
-            yield False
-            return
         try:
-            yield True
+            yield self.takes_turns
+        except WriterLockLostError:
+            self.lost()
+            raise
         finally:
-            self.release()
+            if self.takes_turns:
+                self.release()
 
     async def take_turn(self) -> bool:
         """:meth:`turn` for a whole run: take the lock, waiting without blocking the loop.
@@ -334,6 +351,10 @@ class Head:
         None when the fast path does not apply (not stored, closed, not the writer)
         or another writer moved the head first (the row is re-read): the caller then
         takes the general path through :meth:`mutate`.
+
+        Raises:
+            WriterLockLostError: the lock this head held was lost and taken by another
+                writer (nothing written; the hold is given up, see :meth:`lost`).
         """
         if self.row is None or not self.writer:
             return None
@@ -352,6 +373,9 @@ class Head:
         except StaleSessionError:
             self.refresh()
             return None
+        except WriterLockLostError:
+            self.lost()
+            raise
         self._appended((record,))
         self.trusted = True
         return record

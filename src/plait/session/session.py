@@ -240,7 +240,12 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
 
     @property
     def holds_lock(self) -> bool:
-        """Whether this handle holds the session's writer lock (see :attr:`locked`)."""
+        """Whether this handle holds the session's writer lock (see :attr:`locked`).
+
+        As far as this process knows: a PostgreSQL lock whose connection was cut is
+        found lost at the next write, which raises
+        :class:`~plait.errors.WriterLockLostError` if another process took it (D232).
+        """
         return self._head.writer
 
     def release(self) -> None:

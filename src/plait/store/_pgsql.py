@@ -18,8 +18,12 @@ from plait.store._rows import SEQ_BITS, SEQ_MAX
 
 __all__ = [
     "APPEND",
+    "APPEND_FENCED",
     "APPEND_ONE",
+    "APPEND_ONE_FENCED",
+    "APPEND_ONE_FENCED_PREPARED",
     "APPEND_ONE_PREPARED",
+    "FENCE",
     "CREATE",
     "CREATE_UNLINKED",
     "HEAD",
@@ -29,7 +33,9 @@ __all__ = [
     "READ_VIEW_ONE",
     "SELECT_ROW",
     "WRITE",
+    "WRITE_FENCED",
     "WRITE_UNLINKED",
+    "WRITE_UNLINKED_FENCED",
     "key_ranges",
     "record_arrays",
 ]
@@ -64,43 +70,66 @@ _ONE_RECORD: Final = (
 )
 
 
-def _append_sql(source: str, *, move: bool) -> str:
+FENCE: Final = (
+    "SELECT FROM writer_fences WHERE session_id = %(id)s AND epoch = %(epoch)s FOR SHARE"
+)
+"""The writer fence: the session's epoch is still the one this writer's lock was taken at.
+
+One probe of the fences' primary key. The row is held ``FOR SHARE`` until the write
+commits, so a writer taking the lock (its epoch bump updates the row) waits for the
+write; and a bump committed while the write was starting is seen (a locking read
+checks the row's newest version), so the write finds its epoch gone and writes
+nothing (D232).
+"""
+
+
+def _append_sql(source: str, *, move: bool, fenced: bool = False) -> str:
     """The append statement reading its records from ``source`` (see PostgresStore.append).
 
     With ``move``, it moves the session to the top of the "most recent" order when
     another session is there; without, it returns which session is (the store queues
-    the move, store/_pgrecency.py).
+    the move, store/_pgrecency.py). ``fenced``: the records go in only if the writer's
+    epoch is the session's (:data:`FENCE`), and a third column says whether it was.
     """
-    moved = """, moved AS (
+    fence = f"fence AS ({FENCE}), " if fenced else ""
+    gate = " AND EXISTS (SELECT FROM fence)" if fenced else ""
+    said = ", EXISTS (SELECT FROM fence)" if fenced else ""
+    moved = f""", moved AS (
     UPDATE sessions s SET updated_at = GREATEST(s.updated_at, %(now)s, t.updated_at + 1)
     FROM top t
     WHERE s.pk = %(pk)s AND t.pk <> %(pk)s AND EXISTS (SELECT FROM ins)
     RETURNING s.updated_at
 )
-SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved)"""
+SELECT EXISTS (SELECT FROM live), (SELECT updated_at FROM moved){said}"""
+    top = f"\nSELECT EXISTS (SELECT FROM live), (SELECT pk FROM top){said}"
     return f"""
-WITH live AS (
+WITH {fence}live AS (
     SELECT pk FROM sessions WHERE pk = %(pk)s AND NOT deleted FOR KEY SHARE
 ), ins AS (
     INSERT INTO records {_RECORD_COLUMNS}
     SELECT (%(pk)s::bigint << 32) | u.seq, u.mpos, u.rid, u.kind, u.payload, u.meta,
            u.created_at, u.tokens
     FROM {source}
-    WHERE EXISTS (SELECT FROM live)
+    WHERE EXISTS (SELECT FROM live){gate}
     RETURNING 1
 ), top AS (
     SELECT pk, updated_at FROM sessions WHERE NOT deleted
     ORDER BY updated_at DESC, pk DESC LIMIT 1
-){moved if move else chr(10) + "SELECT EXISTS (SELECT FROM live), (SELECT pk FROM top)"}
+){moved if move else top}
 """
 
 
 # The append, in one statement and so one round trip: any number of records, moving the
-# session in the order; or one record (every agent step), reading the order only.
+# session in the order; or one record (every agent step), reading the order only. Each
+# also fenced: what a writer holding the session's lock sends (D232).
 APPEND: Final = _append_sql(_UNNEST_RECORDS, move=True)
+APPEND_FENCED: Final = _append_sql(_UNNEST_RECORDS, move=True, fenced=True)
 APPEND_ONE: Final = _append_sql(_ONE_RECORD, move=False)
+APPEND_ONE_FENCED: Final = _append_sql(_ONE_RECORD, move=False, fenced=True)
 APPEND_ONE_PREPARED: Final = prepare("append_one", APPEND_ONE)
 """APPEND_ONE as the store sends it, through libpq (store/_pgprep.py)."""
+APPEND_ONE_FENCED_PREPARED: Final = prepare("append_one_fenced", APPEND_ONE_FENCED)
+"""APPEND_ONE_FENCED as the store sends it, through libpq."""
 
 # The head of session s: one past its newest own record, or the row's end_seq.
 HEAD: Final = (
@@ -108,10 +137,16 @@ HEAD: Final = (
     "WHERE r.key >= (s.pk << 32) AND r.key < ((s.pk + 1) << 32) ORDER BY r.key DESC LIMIT 1), 0))"
 )
 
-# A row write: the UPDATE's WHERE is the compare-and-set on the row version and the head.
-# A concurrent writer of the same row makes this one wait, then re-check the version.
-WRITE: Final = f"""
-WITH upd AS (
+def _write_sql(*, fenced: bool) -> str:
+    """The row write (see :data:`WRITE`); ``fenced``: only at the writer's epoch.
+
+    Fenced, it selects a second column: whether the epoch was the session's.
+    """
+    fence = f"fence AS ({FENCE}), " if fenced else ""
+    gate = "\n      AND EXISTS (SELECT FROM fence)" if fenced else ""
+    said = ", EXISTS (SELECT FROM fence)" if fenced else ""
+    return f"""
+WITH {fence}upd AS (
     UPDATE sessions s SET version = s.version + 1,
         updated_at = GREATEST(%(now)s, s.updated_at + 1,
             (SELECT max(updated_at) FROM sessions WHERE NOT deleted) + 1),
@@ -121,7 +156,7 @@ WITH upd AS (
         scratchpad_version = %(scratchpad_version)s, metadata = %(metadata)s,
         base_owner = CASE WHEN s.bases = %(bases)s THEN s.base_owner END
     WHERE s.pk = %(pk)s AND NOT s.deleted AND s.version = %(row_version)s
-      AND {HEAD} = %(head)s
+      AND {HEAD} = %(head)s{gate}
     RETURNING s.updated_at
 ), ins AS (
     INSERT INTO records {_RECORD_COLUMNS}
@@ -136,8 +171,14 @@ WITH upd AS (
            upd.updated_at
     FROM upd WHERE %(has_sp)s
 )
-SELECT (SELECT updated_at FROM upd)
+SELECT (SELECT updated_at FROM upd){said}
 """
+
+
+# A row write: the UPDATE's WHERE is the compare-and-set on the row version and the head.
+# A concurrent writer of the same row makes this one wait, then re-check the version.
+WRITE: Final = _write_sql(fenced=False)
+WRITE_FENCED: Final = _write_sql(fenced=True)
 
 # A new session. Its base owner is the owner of its last segment when its other segments
 # are that owner's own bases (see _pggc.collect); else NULL. The sessions it
@@ -190,9 +231,9 @@ SELECT (SELECT pk FROM new)
 CREATE_UNLINKED: Final = CREATE.replace("metadata, base_owner)", "metadata)").replace(
     ",\n        (SELECT pk FROM o WHERE branch)", ""
 )
-WRITE_UNLINKED: Final = WRITE.replace(
-    ",\n        base_owner = CASE WHEN s.bases = %(bases)s THEN s.base_owner END", ""
-)
+_BASE_OWNER: Final = ",\n        base_owner = CASE WHEN s.bases = %(bases)s THEN s.base_owner END"
+WRITE_UNLINKED: Final = WRITE.replace(_BASE_OWNER, "")
+WRITE_UNLINKED_FENCED: Final = WRITE_FENCED.replace(_BASE_OWNER, "")
 
 # The rows to keep: every live one, and every owner a kept layout lists (a tombstone
 # still read is kept, and so are the owners its own layout lists). A tombstone no

@@ -338,6 +338,24 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 """,
             ),
         ),
+        (
+            11,
+            "writer fences",
+            (
+                # The epoch of each session's writer lock: bumped by whoever takes the
+                # lock, and compared by every write a holder makes, in the same
+                # statement, so a writer whose lock was lost (a cut connection) and
+                # taken by another is refused before it writes (D232). Keyed by the
+                # session's id: the lock is. Written only where a lock can be lost
+                # while its holder lives (PostgreSQL); SQLite's file lock cannot.
+                f"""
+                CREATE TABLE writer_fences (
+                    session_id TEXT PRIMARY KEY,
+                    epoch {d.big} NOT NULL
+                ){d.rowid}
+                """,
+            ),
+        ),
     )
 
 

@@ -258,6 +258,17 @@ class SQLStore(SQLObjects, SQLRegistry, ABC):
         """Make the live-client writes of every process on one session take turns."""
         return None  # by default nothing: one engine's own write lock already serialises them
 
+    def _fence(self, conn: Connection, session_id: str) -> None:
+        """First in a write transaction on a session: refuse a writer whose lock was lost.
+
+        By default nothing: an engine whose writer lock cannot be lost while its holder
+        lives (SQLite's file lock) needs no fence (D232).
+
+        Raises:
+            WriterLockLostError: the engine's fence refused this writer.
+        """
+        return None
+
     def _changed(self, session_id: str) -> None:
         """Tell listeners in other processes that the session changed (called after commit)."""
         return None  # by default nothing: an engine without a change feed has none to tell
@@ -294,6 +305,7 @@ class SQLStore(SQLObjects, SQLRegistry, ABC):
         """
         self._check_open()
         with self._transaction(f"move the head of {expected.id!r}") as conn:
+            self._fence(conn, expected.id)
             pk = move_head(conn, self.dialect, expected, head, hidden_id, records, now_micros())
             bases = head.layout.bases
             if not head.pk and bases and self._links:

@@ -381,7 +381,18 @@ def sessions_with_prefix(
 
 @runtime_checkable
 class WriterLocks(Protocol):
-    """One writer process per session: a lock that dies with the process that holds it."""
+    """One writer process per session: a lock that dies with the process that holds it.
+
+    Fencing: two processes never both write a session. A store gives that in one of
+    two ways. Either its lock cannot be lost while its process lives (SQLite's kernel
+    file lock goes only with the process, and no write of that process can follow), or
+    every write of a holder on the session (``append``, ``write``, ``move_head``,
+    ``delete``, ``erase``) carries the epoch its lock was taken at and is checked in
+    the write's own atomic step, so that once another process has taken the lock (a
+    PostgreSQL lock connection cut by a timeout or a failover) the old holder's writes
+    raise :class:`~plait.errors.WriterLockLostError` and write nothing. A process that
+    holds no lock on a session writes unfenced (D232).
+    """
 
     def lock(self, session_id: str) -> bool:
         """Take the session's writer lock for this process; False if another process has it.
@@ -389,6 +400,8 @@ class WriterLocks(Protocol):
         The lock belongs to the process (every handle and client of this process
         on the same database shares it), is taken again without harm, and dies
         with the process, however it ends (kill -9 included): no stale lock.
+        Taken for real (not held by the process yet), it starts a new epoch of the
+        session where the store fences writes (see the class).
         """
         ...
 

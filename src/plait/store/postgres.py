@@ -31,7 +31,11 @@ What differs, and why:
 * **Writer locks are advisory locks** held on one connection (never a pooled
   one) that the stores of a process on the same database and schema share, as
   the protocol says a lock belongs to the process: they die with the
-  connection, so with the process, however it ends.
+  connection, so with the process, however it ends. That connection can also
+  be cut while the process lives, and nothing tells the holder: so taking a
+  lock bumps the session's epoch (``writer_fences``), and every write a holder
+  makes on the session checks that epoch in its own statement, refusing with
+  :class:`WriterLockLostError` once another writer took the lock (D232).
 * **Every committed write notifies** ``plait_session`` with the session's id
   (see :meth:`PostgresStore.changes`), just after its commit and never inside
   it: a ``NOTIFY`` in the write's transaction would make the commits of writers
@@ -62,6 +66,7 @@ from plait.errors import (
     SessionExistsError,
     SessionNotFoundError,
     StoreError,
+    WriterLockLostError,
 )
 from plait.layout import Segment, segments
 from plait.records import Message, Record, dumps, encode_payload
@@ -70,7 +75,7 @@ from plait.store._pgbus import BusListener, BusPublisher, new_origin
 from plait.store._pgconn import PgConnection, cursor_of
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pggc import collect, collect_all
-from plait.store._pglocks import AdvisoryLocks
+from plait.store._pglocks import AdvisoryLocks, PgWriterLocks, locks_name
 from plait.store._pgopen import (
     PG_DDL,
     current_version,
@@ -83,13 +88,17 @@ from plait.store._pgread import scan_records, scan_view
 from plait.store._pgrecency import OWED_FOR, OwedMoves
 from plait.store._pgsql import (
     APPEND,
+    APPEND_FENCED,
+    APPEND_ONE_FENCED_PREPARED,
     APPEND_ONE_PREPARED,
     CREATE,
     CREATE_UNLINKED,
     HEAD,
     SELECT_ROW,
     WRITE,
+    WRITE_FENCED,
     WRITE_UNLINKED,
+    WRITE_UNLINKED_FENCED,
     record_arrays,
 )
 from plait.store._rows import (
@@ -123,11 +132,12 @@ _SEQ_MAX: Final = SEQ_MAX
 _CHANNEL: Final = "plait_session"
 _BUS: Final = "plait_bus"
 _LINKS_VERSION: Final = 6  # the schema version that added sessions.base_owner
+_FENCES_VERSION: Final = 9  # the schema version that added writer_fences
 _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata")
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
 
-class PostgresStore(PgConnection):
+class PostgresStore(PgWriterLocks, PgConnection):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
     Args:
@@ -238,12 +248,21 @@ class PostgresStore(PgConnection):
                 )
                 # A schema opened with fewer migrations (tests make old ones so) has no
                 # base-owner links: writes leave them out and deletes read every layout.
-                self._links = current_version(setup) >= _LINKS_VERSION
+                version = current_version(setup)
+                self._links = version >= _LINKS_VERSION
+                fenced = version >= _FENCES_VERSION
         except psycopg.Error as exc:
             raise StoreError(f"{self._location}: cannot open as a plait store: {exc}") from exc
         # Stores of this process on the same server, database and schema share writer locks.
         self._locks = AdvisoryLocks(
-            (*server, self._namespace), self._namespace, conninfo, kwargs, self._guard, self._conn
+            (*server, self._namespace),
+            self._namespace,
+            conninfo,
+            kwargs,
+            self._guard,
+            self._conn,
+            fenced=fenced,
+            name=locks_name(params.get("application_name")),
         )
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
@@ -312,9 +331,14 @@ class PostgresStore(PgConnection):
         order, and for one record that move is queued and written soon after
         (store/_pgrecency.py). Once it has committed, ``plait_session`` is notified.
 
+        A writer holding the session's lock sends its epoch, checked in the same
+        statement (D232).
+
         Raises:
             StaleSessionError: another writer appended first (nothing written).
             SessionNotFoundError: the session is gone.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         if not records:
             self._check_open()
@@ -324,36 +348,48 @@ class PostgresStore(PgConnection):
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         one = len(records) == 1
+        epoch = self._locks.epoch(expected.id)
         if one:
             record = records[0]
             if record.seq > _SEQ_MAX:
                 raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
             # In APPEND_ONE_PREPARED.keys' order; through libpq, not a cursor (_pgprep.py).
-            values = (
+            values: tuple[Any, ...] = (
                 expected.pk, record.seq, lay.end_msgs, record.id, record.kind,
                 encode_payload(record), dumps(dict(record.meta)) if record.meta else None,
                 record.created_at_us, record.tokens,
             )  # fmt: skip
+            if epoch is not None:  # APPEND_ONE_FENCED_PREPARED.keys: the fence's first
+                values = (expected.id, epoch, *values)
         else:
             params: dict[str, Any] = {
                 "pk": expected.pk,
                 "id": expected.id,
                 "now": max(now_micros(), created),
+                "epoch": epoch,
                 **record_arrays(records, lay.end_msgs),
             }
             self._owed.flush()  # this one moves itself: the moves owed before it go first
         # The connection and the error guard spelled out, not context managers: this is
         # the call of every agent step.
         self._check_open()
+        fenced = True
         try:
             conn = self._take()
             try:
-                if one:
+                if one and epoch is None:
                     result = run_prepared(conn, APPEND_ONE_PREPARED, values)
                     live, found = result.get_value(0, 0) == b"t", result.get_value(0, 1)
-                else:
+                elif one:
+                    result = run_prepared(conn, APPEND_ONE_FENCED_PREPARED, values)
+                    live, found = result.get_value(0, 0) == b"t", result.get_value(0, 1)
+                    fenced = result.get_value(0, 2) == b"t"
+                elif epoch is None:
                     got = cursor_of(conn).execute(APPEND, params).fetchone()
                     live, found = got if got is not None else (False, None)
+                else:
+                    got = cursor_of(conn).execute(APPEND_FENCED, params).fetchone()
+                    live, found, fenced = got if got is not None else (False, None, False)
             except self._conflict:  # the compare-and-set: another writer was first
                 stale = self._stale(conn, expected)
                 if stale.actual is None:
@@ -363,6 +399,9 @@ class PostgresStore(PgConnection):
                 self._give(conn)
         except self._driver_errors as exc:
             raise self._wrapped(f"append {expected.id!r}", exc) from exc
+        if not fenced:
+            assert epoch is not None
+            raise WriterLockLostError(expected.id, epoch)
         if not live:
             raise SessionNotFoundError(expected.id)
         self._notifier.changed(expected.id)
@@ -383,13 +422,19 @@ class PostgresStore(PgConnection):
     ) -> SessionRow:
         """Compare-and-set the session row and head, update it and append (one statement).
 
+        A writer holding the session's lock sends its epoch, checked in the same
+        statement (D232).
+
         Raises:
             StaleSessionError: the row or the head changed since ``expected`` (nothing written).
             SessionNotFoundError: the session is gone.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         from psycopg import errors as pgerrors
 
         check_start("write", expected, records)
+        epoch = self._locks.epoch(expected.id)
         sp = scratchpad
         params: dict[str, Any] = {
             "pk": expected.pk,
@@ -397,17 +442,24 @@ class PostgresStore(PgConnection):
             "row_version": expected.row_version,
             "head": expected.layout.end_seq,
             "now": now_micros(),
+            "epoch": epoch,
             **dict(zip(ROW_COLUMNS, row_values(updated), strict=True)),
             "has_sp": sp is not None,
             **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
             **record_arrays(records, expected.layout.end_msgs),
         }
         self._owed.flush()  # the moves owed first: this write moves its session to the top
+        if epoch is None:
+            statement = WRITE if self._links else WRITE_UNLINKED
+        else:
+            statement = WRITE_FENCED if self._links else WRITE_UNLINKED_FENCED
         with self._conn(f"write {expected.id!r}") as conn:
             try:
-                found = conn.execute(WRITE if self._links else WRITE_UNLINKED, params).fetchone()
+                found = conn.execute(statement, params).fetchone()
             except pgerrors.UniqueViolation:  # a record collided: another writer appended
                 found = None
+            if epoch is not None and found is not None and not found[1]:
+                raise WriterLockLostError(expected.id, epoch)
             if found is None or found[0] is None:
                 stale = self._stale(conn, expected)
                 if stale.actual is None:
@@ -455,8 +507,11 @@ class PostgresStore(PgConnection):
 
         Raises:
             SessionNotFoundError: no live session has this id.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         with self._conn(f"delete {session_id!r}") as conn, conn.transaction():
+            self._fence(conn, session_id)
             # Its hidden heads (what it named before a rewind) go with it, first.
             doomed: list[tuple[str, int]] = []
             found = None
@@ -492,8 +547,11 @@ class PostgresStore(PgConnection):
 
         Raises:
             SessionNotFoundError: no live session has this id.
+            WriterLockLostError: this store's lock on the session was lost and taken
+                by another writer (nothing written).
         """
         with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
+            self._fence(conn, session_id)
             erase_sessions(conn, self.dialect, session_id)
             collect_all(conn)  # erasing reads every layout anyway
         self._changed(session_id)
@@ -509,42 +567,6 @@ class PostgresStore(PgConnection):
         if found is None:
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
-
-    # -- writer locks (store/_pglocks.py) ----------------------------------------------
-
-    def lock(self, session_id: str) -> bool:
-        """Take the session's writer lock for this process; False if another process has it.
-
-        A PostgreSQL session-level advisory lock on the 64-bit hash of the schema
-        and the id (see :func:`lock_key`), held on one connection that every
-        store of this process on the same database and schema shares (never a
-        pooled one). It is released when every store of the process that took it
-        has let go (:meth:`unlock`, :meth:`close`), and by the server when the
-        connection drops: the process died, kill -9 included. Taking it again
-        does nothing.
-
-        Raises:
-            StoreError: the store is closed or the server cannot be reached.
-        """
-        self._check_open()
-        return self._locks.lock(session_id)
-
-    def unlock(self, session_id: str) -> None:
-        """Release this store's hold on the session's writer lock (a no-op if not held).
-
-        The lock itself is released when no store of this process holds it.
-        """
-        self._locks.unlock(session_id)
-
-    def locked_elsewhere(self, session_id: str) -> bool:
-        """Whether another process holds the session's writer lock (a snapshot).
-
-        False while this process holds it, through this store or another one on
-        the same database and schema. A holder that just died (its connection not
-        yet dropped by the server) does not count.
-        """
-        self._check_open()
-        return self._locks.locked_elsewhere(session_id)
 
     # -- notifications ----------------------------------------------------------------
 

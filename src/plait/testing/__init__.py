@@ -24,8 +24,11 @@ API, one class of tests per protocol:
   the stores of one process, dropped when its holder dies (a subprocess that
   takes it is killed with SIGKILL), never blocks a reader, passes between
   processes in turn as often as they ask, is one lock per id whatever the id
-  holds (``user/123`` is not ``user``), and lets the ``writer_lock="write"``
-  clients of two processes append to one session by turns, losing nothing.
+  holds (``user/123`` is not ``user``), lets the ``writer_lock="write"``
+  clients of two processes append to one session by turns, losing nothing, and,
+  where a lock can be lost while its holder lives (``StoreFactory.lose_lock``),
+  refuses every write of a holder whose lock was lost and taken by another process
+  (:class:`~plait.errors.WriterLockLostError`, nothing written).
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 

@@ -24,7 +24,9 @@ class StoreFactory:
 
     Subclass it and set :attr:`opener` (or keep plait's ``open_store``) and
     :meth:`new_target`; override :meth:`dispose` when a target leaves something
-    behind that ``tmp_path`` does not (a database schema, a bucket).
+    behind that ``tmp_path`` does not (a database schema, a bucket), and
+    :meth:`lose_lock` when the store's writer lock can be lost while its holder
+    lives (a lock held on a server connection).
     """
 
     opener: ClassVar[str] = "plait.store:open_store"
@@ -48,8 +50,30 @@ class StoreFactory:
         """Open the store at ``target`` with :attr:`opener`."""
         return cast(TranscriptStore, resolve(self.opener)(target))
 
+    lock_kept: ClassVar[str] = (
+        "the factory gives no way to lose a writer lock while its holder lives "
+        "(StoreFactory.lose_lock)"
+    )
+    """Why the lost-lock cases do not apply: the store's writer lock is lost only with
+    its process (a kernel file lock), so there is no second writer to fence. Said when
+    they are skipped, which they are while :meth:`lose_lock` is not implemented."""
+
     def dispose(self, target: str) -> None:
         """Remove what a test's target left outside its ``tmp_path`` (nothing by default)."""
+
+    def lose_lock(self, store: TranscriptStore, session_id: str) -> None:
+        """Make ``store``'s process lose its writer lock on ``session_id``, telling it nothing.
+
+        What a cut connection does to a lock held on a server (an idle timeout, a
+        proxy, a failover; PostgreSQL: ``pg_terminate_backend`` of the connection
+        holding it): the lock is free for another process, while the holder still
+        believes it holds it. The default skips the test, saying :attr:`lock_kept`.
+
+        Args:
+            store: a store of this process that holds the session's lock.
+            session_id: the session.
+        """
+        pytest.skip(self.lock_kept)
 
 
 def resolve(name: str) -> Callable[[str], Any]:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from plait.errors import SessionLockedError, WriterLockLostError
+from plait.layout import branch
 from plait.store.base import Store, WriterLocks
 from plait.testing._factory import ConformanceBase, Peer
 from plait.testing._transcript import appended, new_row, users
@@ -35,12 +38,33 @@ def _eventually(check: Callable[[], bool]) -> bool:
     return True
 
 
+def _taken_over(store: Store, peer: Peer, session_id: str) -> None:
+    """Once this process lost its lock on ``session_id``: the peer takes it and appends one.
+
+    The lock may take a moment to go (the server notices the cut connection), so the
+    peer asks again until it has it.
+    """
+    assert _eventually(lambda: peer.ask(f"lock {session_id}") == "locked"), "never free"
+    row = store.get(session_id)
+    assert row is not None
+    assert peer.ask(f"append {session_id} 1") == str(row.layout.end_seq + 1)
+
+
+def _texts(store: Store, session_id: str) -> list[str]:
+    row = store.get(session_id)
+    assert row is not None
+    return [r.text for r in store.read(row, 0, row.layout.end_seq)]
+
+
 class WriterLockConformance(ConformanceBase):
     """The :class:`~plait.store.base.WriterLocks` protocol.
 
     A lock belongs to the process: every store of the process on the same target
     shares it, taking it again does nothing, and it dies with the process however
-    that ends (SIGKILL included), so no lock is ever stale.
+    that ends (SIGKILL included), so no lock is ever stale. Where a lock can be lost
+    while its holder lives (:meth:`StoreFactory.lose_lock`), a holder whose lock was
+    lost and taken by another process writes nothing: every write of its raises
+    :class:`~plait.errors.WriterLockLostError`.
     """
 
     def test_a_lock_is_taken_again_without_harm(self, store: Store) -> None:
@@ -229,3 +253,84 @@ class WriterLockConformance(ConformanceBase):
         assert len(texts) == 2 * n
         for who in ("here", "peer"):
             assert [t for t in texts if t.startswith(who)] == [f"{who} {i}" for i in range(n)]
+
+    @pytest.mark.slow
+    def test_a_writer_whose_lock_was_lost_and_taken_writes_nothing(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """Lost, then taken by another process: append, write, move_head, delete refused.
+
+        Each raises :class:`WriterLockLostError` (a :class:`SessionLockedError`) and
+        leaves the session as the new holder wrote it; once the old holder lets go, it
+        can take the lock again and write.
+        """
+        self.needs(store, WriterLocks, _WHAT)
+        row = store.create(appended(new_row("s"), users(0, 2)), users(0, 2))
+        assert store.lock("s") is True
+        row = store.append(row, users(2, 1))  # the holder writes
+        peer = peers()
+        assert peer.ask("lock s") == "refused"
+        self.factory.lose_lock(store, "s")
+        _taken_over(store, peer, "s")
+        now = store.get("s")
+        assert now is not None
+        rewound = replace(now, pk=0, layout=branch(now.layout, now.pk, 1, 1))
+        titled, lost = replace(now, title="lost"), users(4, 1, "lost")
+        attempts: list[tuple[str, Callable[[], object]]] = [
+            ("append at the old head", lambda: store.append(row, users(3, 1, "lost"))),
+            ("append at the new head", lambda: store.append(now, users(4, 1, "lost"))),
+            ("append of two", lambda: store.append(now, users(4, 2, "lost"))),
+            ("write", lambda: store.write(now, appended(titled, lost), lost)),
+            ("move_head", lambda: store.move_head(now, rewound, "hidden-1")),
+            ("delete", lambda: store.delete("s")),
+        ]
+        for what, attempt in attempts:
+            with pytest.raises(WriterLockLostError) as refused:
+                attempt()
+            assert isinstance(refused.value, SessionLockedError), what
+            assert refused.value.session_id == "s", what
+        after = store.get("s")
+        assert after is not None and after.version == now.version and after.title is None
+        assert _texts(store, "s") == ["m0", "m1", "m2", "peer 3"]
+        assert store.children("s") == []
+        # Let go, the old holder is a writer like any other: it takes the lock in turn.
+        store.unlock("s")
+        assert peer.ask("unlock s") == "unlocked"
+        assert store.lock("s") is True
+        store.append(after, users(4, 1, "back"))
+        assert _texts(store, "s")[-2:] == ["peer 3", "back4"]
+
+    @pytest.mark.slow
+    def test_two_processes_never_both_append_after_a_lost_lock(
+        self, store: Store, peers: Callable[[], Peer]
+    ) -> None:
+        """While the new holder appends, every append of the one that lost the lock fails.
+
+        The old holder tries at the head it reads each time (so no compare-and-set
+        could stop it): the lock's loss alone does, and what follows the cut is the
+        new holder's records, all of them, in order.
+        """
+        self.needs(store, WriterLocks, _WHAT)
+        row = store.create(appended(new_row("s"), users(0, 1)), users(0, 1))
+        assert store.lock("s") is True
+        store.append(row, users(1, 1))
+        peer = peers()
+        self.factory.lose_lock(store, "s")
+        _taken_over(store, peer, "s")
+        n = 100
+        peer.send(f"append s {n}")
+        refused = 0
+        while True:
+            head = store.get("s")
+            assert head is not None
+            seq = head.layout.end_seq
+            try:
+                store.append(head, [*users(seq, 1, "lost")])
+            except WriterLockLostError:
+                refused += 1
+            if not peer.running or seq >= 3 + n:
+                break
+        assert peer.answer() == str(3 + n)
+        assert refused > 0
+        texts = _texts(store, "s")
+        assert texts == ["m0", "m1", *(f"peer {i}" for i in range(2, 3 + n))]
