@@ -22,7 +22,8 @@ def test_serve_help() -> None:
     result = CliRunner().invoke(cli, ["serve", "-h"])
     assert result.exit_code == 0
     for option in ("--host", "--port", "--api-key", "--model", "--builtin-tools",
-                   "--approval-default", "--approval-timeout"):
+                   "--approval-default", "--approval-timeout", "--advertise-url", "--lease",
+                   "--drain-grace", "--replica-id"):
         assert option in result.output
 
 
@@ -121,3 +122,63 @@ def test_plait_serve_serves(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def _serve_in(cwd: Path, store: Path, *workspace: str) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "plait.cli", "--store", str(store), *workspace, "serve"),
+            *(
+                "--port",
+                str(port),
+                "--api-key",
+                "me:scope-key-0123456789",
+                "--log-level",
+                "warning",
+            ),
+        ],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+        except OSError:
+            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
+            time.sleep(0.05)
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def test_a_servers_scope_is_its_configuration_not_its_folder(tmp_path: Path) -> None:
+    """Started in a folder with no sessions, it serves every workspace (or the one named)."""
+    from plait import Client
+    from plait.store import SQLiteStore
+
+    store = tmp_path / "s.db"
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+        with Client(tmp_path / name, store=SQLiteStore(store)) as client:
+            client.sessions.create([{"role": "user", "content": f"in {name}"}], title=name)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    auth = {"Authorization": "Bearer scope-key-0123456789"}
+    for workspace, expected in (
+        ((), {"one", "two"}),
+        (("--workspace", str(tmp_path / "one")), {"one"}),
+    ):
+        proc, base = _serve_in(elsewhere, store, *workspace)
+        try:
+            with httpx.Client(base_url=base, timeout=10, headers=auth) as http:
+                listed = {s["title"] for s in http.get("/sessions").json()["sessions"]}
+                assert listed == expected
+                latest = http.get("/sessions/latest").json()["title"]
+                assert latest == "two" if expected == {"one", "two"} else latest == "one"
+        finally:
+            proc.terminate()
+            proc.wait(20)

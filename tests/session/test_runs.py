@@ -329,6 +329,83 @@ def test_recover_tools_after_a_crash_never_reruns_a_tool(client: Client, tmp_pat
     assert provider.requests[0].messages[-1].role == "tool"
 
 
+def test_resume_asks_again_a_call_whose_approval_was_never_answered(
+    client: Client, tmp_path: Path
+) -> None:
+    """A call waiting for its approval when its run died never started: resume asks again
+    and runs it, while a call that may have started beside it is recorded as interrupted."""
+    s = _session(client, tmp_path)
+    s.inject({"role": "user", "content": "deploy and report"})
+    s.inject(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "r1", "name": "report", "arguments": {}},
+                {"id": "d1", "name": "deploy", "arguments": {}},
+            ],
+        }
+    )
+    # d1's approval was asked (the server's route event) and never answered.
+    s.log_event(
+        "live_session_permission_route",
+        {"client_id": "tui", "request_id": "q1", "request": {"id": "d1", "tool": "deploy"}},
+    )
+    ran: list[str] = []
+
+    @tool
+    def deploy() -> str:
+        """Deploys."""
+        ran.append("deploy")
+        return "deployed"
+
+    @tool
+    def report() -> str:
+        """Reports."""
+        ran.append("report")
+        return "reported"
+
+    info = s.resumable()
+    assert info is not None and info.kind == "recover_tools"
+    assert [c.id for c in info.unstarted] == ["d1"] and "asked again" in info.description
+    asked: list[str] = []
+
+    async def approve(call: ToolCall) -> bool:
+        asked.append(call.id)
+        return True
+
+    provider = ScriptedProvider(["Deployed; the report may not have run."])
+    asyncio.run(s.resume(provider=provider, tools=[deploy, report], on_approval=approve))
+    assert ran == ["deploy"] and asked == ["d1"]  # asked again, then run; report not re-run
+    results = {m.tool_call_id: (m.ok, m.text) for m in s.history() if m.role == "tool"}
+    assert results == {"r1": (False, INTERRUPTED), "d1": (True, "deployed")}
+    assert [m.role for m in provider.requests[0].messages][-3:] == ["assistant", "tool", "tool"]
+
+
+def test_resume_runs_again_a_call_of_an_idempotent_tool(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    s.inject({"role": "user", "content": "look"})
+    s.inject(
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "l1", "name": "look", "arguments": {}}],
+        }
+    )
+    ran: list[str] = []
+
+    @tool(idempotent=True)
+    def look() -> str:
+        """Looks; doing it twice changes nothing."""
+        ran.append("look")
+        return "seen"
+
+    asyncio.run(s.resume(provider=ScriptedProvider(["Seen."]), tools=[look]))
+    assert ran == ["look"]
+    [result] = [m for m in s.history() if m.role == "tool"]
+    assert (result.tool_call_id, result.ok, result.text) == ("l1", True, "seen")
+
+
 def test_a_new_prompt_on_a_crashed_transcript_repairs_it_first(
     client: Client, tmp_path: Path
 ) -> None:
