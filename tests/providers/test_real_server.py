@@ -241,8 +241,9 @@ def test_plait_run_dash_o_max_tokens_stops_at_the_limit(server: str, tmp_path: P
         stdin=subprocess.DEVNULL, capture_output=True, text=True, env=env, timeout=120,
         cwd=tmp_path,
     )
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # stopped at a limit: the answer is incomplete
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     result = lines[-1]
     assert result["type"] == "result" and result["finish_reason"] == "length"
+    assert result["complete"] is False
     assert 0 < result["usage"]["output_tokens"] <= 20

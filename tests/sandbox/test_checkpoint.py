@@ -16,6 +16,7 @@ import pytest
 
 from plait.errors import InvalidArgumentError, PlaitError, WorkspaceTooDeepError
 from plait.sandbox import CheckpointStore, FileChange
+from plait.sandbox._fstree import remove_tree
 from plait.sandbox.checkpoint import MAX_DEPTH
 
 
@@ -347,14 +348,21 @@ def _deep(top: Path, depth: int, name: str = "d") -> Path:
 
 
 @pytest.fixture
-def shallow_stack() -> Iterator[None]:
-    """Python's recursion limit well below the trees' depth: a recursive walk would fail."""
+def shallow_stack(tmp_path: Path) -> Iterator[None]:
+    """Python's recursion limit well below the trees' depth: a recursive walk would fail.
+
+    The deep trees go afterwards: a later test walking the shared temporary folder
+    recursively (``Path.rglob``) would fail on them.
+    """
     was = sys.getrecursionlimit()
     sys.setrecursionlimit(250)
     try:
         yield
     finally:
         sys.setrecursionlimit(was)
+        for child in list(tmp_path.iterdir()):
+            if child.is_dir() and not child.is_symlink():
+                remove_tree(child)
 
 
 def test_a_tree_deeper_than_the_stack_is_recorded_restored_and_compared(

@@ -1,7 +1,7 @@
 """Wake the event hub when another process writes or runs: a store's change feed and bus.
 
 :class:`~plait.store.postgres.PostgresStore` announces every committed write on
-``LISTEN/NOTIFY`` (``changes()``), and is an :class:`~plait.store.base.EventBus`
+``LISTEN/NOTIFY`` (``changes()``), and is an :class:`~plait.store.EventBus`
 (``events()``): the same announcements, with the event batches other processes'
 runs publish, in commit order on one connection. A :class:`StoreFeed` listens in
 a thread and hands what it hears to the hub, on the server's loop and in the
@@ -24,8 +24,7 @@ from typing import Final
 
 from plait.errors import StoreError
 from plait.server.sse import Hub
-from plait.store import Store
-from plait.store.base import BusMessage, EventBus
+from plait.store import BusMessage, EventBus, Store
 
 __all__ = ["StoreFeed"]
 

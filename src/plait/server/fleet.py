@@ -36,8 +36,7 @@ from plait._time import now_micros
 from plait.errors import InvalidArgumentError
 from plait.records import JSONValue
 from plait.server import DEFAULT_LEASE
-from plait.store import ReplicaRow, RunRegistry, RunRow, Store
-from plait.store._registry import ReplicaState
+from plait.store import ReplicaRow, ReplicaState, RunRegistry, RunRow, Store
 
 __all__ = ["FORWARDED_BY", "Fleet"]
 

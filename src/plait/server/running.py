@@ -20,7 +20,7 @@ from functools import partial
 from typing import Final
 
 from plait.auth import entered
-from plait.errors import NothingToDoError, PlaitError, SessionLockedError, SessionNotFoundError
+from plait.errors import PlaitError, SessionLockedError, SessionNotFoundError
 from plait.providers import ModelSettings
 from plait.records import JSONValue, Record
 from plait.run import Run
@@ -208,15 +208,23 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
         return session
 
     session: Session | None = None
+    why = "its session was deleted"
     for _ in range(_LOCK_TRIES):  # the dead replica's lock goes when its connection drops
         try:
             session = await state.call(locked)
             break
         except SessionLockedError:
+            why = "another process still holds its session's writer lock"
             await asyncio.sleep(_LOCK_PAUSE)
         except SessionNotFoundError:
+            why = "its session was deleted"
             break
+    if session is None:
+        _log.warning("run %s on session %s cannot be taken over: %s", run_id, session_id, why)
+        await state.call(lambda: fleet.end(run_id, "failed"))
+        return
     await state.hub.watch(session_id)
+    state.hub.taken_over(session_id, claimed.epoch)  # its ids follow the old replica's
     state.hub.broadcast(session_id)  # this replica sequences the run's events from here
     state.hub.publish(
         session_id,
@@ -231,9 +239,6 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
     _log.warning(
         "run %s on session %s: taken over from replica %s", run_id, session_id, orphan.replica_id
     )
-    if session is None:
-        await _ended_here(state, run_id, session_id, "failed", "the session is gone or locked")
-        return
     held = session
 
     def resumed() -> Run | None:
@@ -250,7 +255,7 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
 
     try:
         run = await state.call(resumed)
-    except (NothingToDoError, PlaitError) as exc:
+    except PlaitError as exc:
         await _ended_here(state, run_id, session_id, "failed", str(exc))
         return
     if run is None:

@@ -37,7 +37,7 @@ nor out of order. An observer joins the channel before its backlog is read, and 
 backlog stops where the live stream began: no record falls into the gap.
 
 **Several processes** (``plait serve`` replicas on one PostgreSQL store, whose
-store is an :class:`~plait.store.base.EventBus`; D235). The process that runs a
+store is an :class:`~plait.store.EventBus`; D235). The process that runs a
 session is the sequencer of its events: from the run's start
 (:meth:`Hub.broadcast`) to its ``run_end`` (:meth:`Hub.unbroadcast`) its channel
 counts every event, watched here or not, and sends each to the bus: a record as a
@@ -68,7 +68,8 @@ from plait.layout import shared_prefix
 from plait.records import JSONValue, Record
 from plait.server.wire import SseEvent, event_json, head_mark, parse_event_mark, record_json
 from plait.session import Session, SessionHost
-from plait.store.base import BusMessage, EventBus, SessionRow
+from plait.store import BusMessage, EventBus
+from plait.store.base import SessionRow
 
 _T = TypeVar("_T")
 
@@ -85,6 +86,9 @@ __all__ = [
 ]
 
 _log = logging.getLogger("plait.server")
+
+_TAKEOVER_SHIFT: Final = 20
+"""Events one process may publish between two records before a takeover's ids could meet them."""
 
 DEFAULT_MAX_QUEUE: Final = 10_000
 """How far an observer may fall behind before its stream ends (it reconnects, losing nothing)."""
@@ -409,6 +413,17 @@ class Hub:
             self.poke(session_id)
 
     # -- the bus between processes (D235) ----------------------------------------------
+
+    def taken_over(self, session_id: str, epoch: int) -> None:
+        """A run of the session is taken over here at ``epoch`` (2 for the first takeover).
+
+        The events this process adds after the last record count on past every id the
+        run's old process may have given after it (``epoch << 20``), so a replica that
+        relayed the old process never takes them for repeats of its events.
+        """
+        channel = self._channels.get(session_id)
+        if channel is not None:
+            channel.counter = max(channel.counter, epoch << _TAKEOVER_SHIFT)
 
     def broadcast(self, session_id: str) -> None:
         """A run of this process starts on the session: its channel becomes the sequencer.

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from plait._files import usable_path
 from plait._lazy import lazy_names
+from plait.store._bus import BusMessage, EventBus
 from plait.store._check import Problem
-from plait.store._registry import ReplicaRow, RunRegistry, RunRow
+from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
 from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
@@ -41,6 +42,8 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all _
     )
 
 __all__ = [
+    "BusMessage",
+    "EventBus",
     "BearerStore",
     "LiveClientStore",
     "MemoryStore",
@@ -48,6 +51,7 @@ __all__ = [
     "PostgresStore",
     "Problem",
     "ReplicaRow",
+    "ReplicaState",
     "RunRegistry",
     "RunRow",
     "SQLiteStore",

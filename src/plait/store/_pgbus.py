@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreError
-from plait.store.base import BusMessage
+from plait.store._bus import BusMessage
 
 if TYPE_CHECKING:
     import psycopg

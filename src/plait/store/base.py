@@ -17,9 +17,9 @@ conformance kit in :mod:`plait.testing` passes against each part it offers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from plait._checks import MAX_INT
 from plait.context import Tally
@@ -30,8 +30,6 @@ __all__ = [
     "HIDDEN_OPERATOR",
     "BearerRow",
     "BearerStore",
-    "BusMessage",
-    "EventBus",
     "LineageStore",
     "ListingStore",
     "LiveClientRow",
@@ -623,44 +621,5 @@ class ViewReader(Protocol):
 
         Raises:
             StoreCorruptError: a row does not decode (as :meth:`TranscriptStore.read`).
-        """
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class BusMessage:
-    """What an :class:`EventBus` listener hears, in the order the writes committed."""
-
-    kind: Literal["changed", "events", "lost"]
-    """A committed write (the change feed), another process's batch, or one gone unread."""
-    session_id: str
-    body: str = "[]"
-    """For ``events``: the batch, a JSON array of the events in the order published."""
-
-
-@runtime_checkable
-class EventBus(Protocol):
-    """Run events passed between the processes serving one store (optional; D235)."""
-
-    def publish_events(self, session_id: str, events: Sequence[str]) -> None:
-        """Queue events (JSON texts) for the other processes, sent in order, batched."""
-        ...
-
-    def flush_events(self, timeout: float = 5.0) -> bool:
-        """Wait until what was queued so far is sent; False if ``timeout`` passed first."""
-        ...
-
-    def events(
-        self, timeout: float | None = None, wanted: Callable[[str], bool] | None = None
-    ) -> Iterator[BusMessage]:
-        """Listen (from this call on) for other processes' batches and every write.
-
-        Args:
-            timeout: end the iteration after this many seconds of silence.
-            wanted: the sessions whose batches to read (None: all); called on the
-                listener's thread. Others are dropped unread.
-
-        Raises:
-            StoreError: the store is closed or its server cannot be reached.
         """
         ...

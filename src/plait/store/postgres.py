@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from plait._time import now_micros
@@ -76,6 +76,7 @@ from plait.store._pgconn import PgConnection, cursor_of
 from plait.store._pgfeed import ChangeFeed, Notifier
 from plait.store._pggc import collect, collect_all
 from plait.store._pglocks import AdvisoryLocks, PgWriterLocks, locks_name
+from plait.store._pgnotify import PgNotifications
 from plait.store._pgopen import (
     PG_DDL,
     current_version,
@@ -117,7 +118,7 @@ from plait.store._sql import (
     first_mpos,
     written_row,
 )
-from plait.store.base import BusMessage, ScratchpadEntry, SessionRow
+from plait.store.base import ScratchpadEntry, SessionRow
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
@@ -137,7 +138,7 @@ _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata"
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
 
-class PostgresStore(PgWriterLocks, PgConnection):
+class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
     Args:
@@ -567,80 +568,6 @@ class PostgresStore(PgWriterLocks, PgConnection):
         if found is None:
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
-
-    # -- notifications ----------------------------------------------------------------
-
-    def changes(self, timeout: float | None = None) -> Iterator[str]:
-        """Listen for committed writes to this store's sessions, from every process.
-
-        Every committed write (create, append, write, delete) notifies the
-        channel :attr:`channel` (``plait_session``; ``plait_session.<schema>``
-        for a store in a named schema) with the session's id, sent by the
-        writing store after the commit (writes that commit close together are
-        announced together, repeats folded: within ~10 ms of a write after a
-        pause, ~50 ms while the store keeps writing, D225). Listening starts
-        when this method is called, on a connection the store keeps for it, so
-        a write committed after the call is never missed (unless its process
-        dies between the commit and the announcement), and notifications that
-        arrive between iterations wait for the next one (or the next call).
-        There is no polling: the iterator sleeps on the connection's socket.
-
-        Example::
-
-            feed = store.changes(timeout=5.0)
-            ...  # another process appends to session "s"
-            for session_id in feed:
-                print("changed:", session_id)
-
-        Args:
-            timeout: end the iteration after this many seconds without a
-                notification; None waits for ever.
-
-        Returns:
-            An iterator of session ids, one per notification (repeats that
-            pile up before they are sent are folded), this store's own writes
-            included.
-
-        Raises:
-            StoreError: the store is closed or the server cannot be reached.
-        """
-        self._check_open()
-        return self._feed.listen(timeout)
-
-    def flush_changes(self, timeout: float = 5.0) -> bool:
-        """Wait until this store's committed writes so far have been announced.
-
-        Writes are announced just after they commit, by a thread of the store;
-        this waits for it (:meth:`close` does too). Returns False if ``timeout``
-        seconds passed first.
-        """
-        return self._notifier.flush(timeout)
-
-    # -- the event bus (store/_pgbus.py) ----------------------------------------------
-
-    def publish_events(self, session_id: str, events: Sequence[str]) -> None:
-        """Queue a session's events (JSON texts) for the other processes' :meth:`events`.
-
-        Sent by a thread of the store within ~15 ms, a batch per session and in the
-        order queued, after the writes this store committed before the call.
-        """
-        self._bus_out.publish(session_id, events)
-
-    def flush_events(self, timeout: float = 5.0) -> bool:
-        """Wait until the events queued so far are sent; False if ``timeout`` passed first."""
-        return self._bus_out.flush(timeout)
-
-    def events(
-        self, timeout: float | None = None, wanted: Callable[[str], bool] | None = None
-    ) -> Iterator[BusMessage]:
-        """:meth:`changes` (``changed``) and other stores' batches (``events``), in commit order.
-
-        A batch deleted before it was read (a listener a minute behind) is ``lost``;
-        after the listening connection is replaced, the batches sent meanwhile come
-        first. See :meth:`EventBus.events <plait.store.base.EventBus.events>`.
-        """
-        self._check_open()
-        return self._bus_in.listen(timeout, wanted)
 
     # -- lifecycle --------------------------------------------------------------------
 
