@@ -112,6 +112,10 @@ class Load:
     kill_breaks: Counter[str] = field(default_factory=Counter)
     """Streams and requests the kill broke (expected; not errors)."""
     busy: int = 0
+    steers: Counter[str] = field(default_factory=Counter)
+    """Steers sent through another replica than the run's, by answer."""
+    steer_us: list[int] = field(default_factory=list)
+    """How long each answered steer took (µs)."""
     messages: list[str] = field(default_factory=list)
     kill_us: int | None = None
     victim: int | None = None
@@ -227,6 +231,7 @@ async def write(
         bisect.insort(load.owners[sid], (now_us(), index))
         run_id: str | None = None
         ended = False
+        steering: asyncio.Task[None] | None = None
         try:
             async with http.stream(
                 "POST",
@@ -252,6 +257,11 @@ async def write(
                         if event == "run_start":
                             run_id = json.loads(line[6:])["run_id"]
                             load.run_replica[run_id] = index
+                        elif event == "tool_start" and args.steer and steering is None:
+                            # Control through another replica: forwarded to this one.
+                            steering = asyncio.create_task(
+                                steer(http, load, sid, load.pick(index + 1), n)
+                            )
                         elif event == "run_end":
                             ended = True
                             data = json.loads(line[6:])
@@ -261,6 +271,8 @@ async def write(
         except Exception as exc:
             if index not in load.down:
                 load.error("request_errors", f"run request on r{index} failed: {exc!r}")
+        if steering is not None:
+            await steering
         if not ended and index in load.down:
             # Its replica died under it: a client goes to a survivor and waits for its
             # run (taken over there) to be over before it sends the next.
@@ -268,6 +280,26 @@ async def write(
             await wait_idle(http, load, sid, index, run_id)
         elif args.think:
             await asyncio.sleep(args.think)
+
+
+async def steer(http: Any, load: Load, sid: str, index: int, n: int) -> None:
+    before = time.perf_counter()
+    try:
+        r = await http.post(
+            f"{load.url(index)}/sessions/{sid}/runs/current/steer",
+            json={"message": f"steer {n}"},
+        )
+    except Exception as exc:
+        key = "failed (its replica killed)" if index in load.down else "failed"
+        load.steers[key] += 1
+        if index not in load.down:
+            load.error("request_errors", f"steer through r{index} failed: {exc!r}")
+        return
+    load.steer_us.append(int((time.perf_counter() - before) * 1e6))
+    code = r.json().get("error", {}).get("code", "") if r.status_code != 200 else ""
+    load.steers[f"{r.status_code} {code}".strip()] += 1
+    if r.status_code not in (200, 409):  # 409: the run ended before the steer came
+        load.error("request_errors", f"steer through r{index}: {r.status_code} {r.text[:200]}")
 
 
 async def wait_idle(http: Any, load: Load, sid: str, dead: int, run_id: str | None) -> None:
@@ -412,10 +444,12 @@ def report(
     adopter = {r[0]: int(r[2][1:]) for r in taken}
     writer_events = list(load.writer_events)
     if load.kill_us is not None:
+        seen = {d.get("run_id"): at for at, d in sorted(load.takeovers, reverse=True)}
         for run_id, sid, _replica, _state, _epoch in taken:
             bisect.insort(load.owners[sid], (load.kill_us, adopter[run_id]))
+            at = seen.get(run_id, load.kill_us)  # observers have moved off the dead one by then
             for kind in ("run_takeover", "run_end"):
-                writer_events.append((sid, adopter[run_id], kind, load.kill_us))
+                writer_events.append((sid, adopter[run_id], kind, at))
 
     def owner(sid: str, at_us: int) -> int | None:
         timeline = load.owners.get(sid, [])
@@ -496,6 +530,9 @@ def report(
         "errors": sum(load.errors.values()),
         "error_kinds": dict(load.errors),
         "busy_refusals": load.busy,
+        "steers": dict(load.steers),
+        "steer_p50_ms": _ms(load.steer_us, 0.50),
+        "steer_p99_ms": _ms(load.steer_us, 0.99),
         "lost": lost,
         "duplicates": load.duplicates,
         "kinds": kinds,
@@ -570,7 +607,7 @@ def run_fleet(args: argparse.Namespace) -> dict[str, Any]:
     target = os.environ[PG_ENV]
     schema = f"plait_fleet_{uuid.uuid4().hex[:10]}"
     PostgresStore(target, schema=schema).close()  # the schema, made once before the replicas
-    tools = args.tool_calls or args.kill
+    tools = args.tool_calls or args.kill or args.steer
     with tempfile.TemporaryDirectory(prefix="plait-fleet-") as tmp:
         tool_log = Path(tmp) / "tool-calls.log"
         replicas: list[Replica] = []
@@ -639,6 +676,11 @@ def show(r: dict[str, Any]) -> None:
         f" errors {r['errors']} {r['error_kinds'] or ''}, lost {r['lost']}, "
         f"duplicates {r['duplicates']}, busy refusals {r['busy_refusals']}"
     )
+    if r["steers"]:
+        print(
+            f"  steers through another replica: {r['steers']}, p50 {r['steer_p50_ms']} ms, "
+            f"p99 {r['steer_p99_ms']} ms"
+        )
     print("  events per kind (got/expected): on the run's replica | on another replica")
     for kind, k in r["kinds"].items():
         print(

@@ -36,13 +36,15 @@ most runs in progress: reported are the takeover time (kill to the ``run_takeove
 event at an observer, and kill to ``GET .../runs/current`` on a survivor showing the
 run moved or over), the runs in progress on it that never completed and the tool
 calls executed twice (targets 0 and 0). ``--lease`` is the replicas' lease (6 s as
-``plait serve``'s default), ``--keep-logs DIR`` keeps their logs.
+``plait serve``'s default), ``--keep-logs DIR`` keeps their logs. ``--steer`` (with
+tool calls) steers each run through another replica while its tool runs, so the
+replica forwards the write to the run's: reported by answer, with p50/p99.
 
 Usage::
 
     python benchmarks/loadtest.py [--store sqlite|postgres|both] [--seconds 60]
         [--observers 200] [--writers 20] [--think 0.05] [--json]
-        [--replicas N [--route rotate|spread|one] [--kill] [--tool-calls]
+        [--replicas N [--route rotate|spread|one] [--kill] [--tool-calls] [--steer]
          [--tool-seconds 0.2] [--lease 6] [--keep-logs DIR]]
 
     make loadtest                                        # one server, both stores
@@ -476,6 +478,12 @@ def main() -> None:
         "--tool-calls",
         action="store_true",
         help="fleet: each run calls a shell tool that appends a line (implied by --kill)",
+    )
+    p.add_argument(
+        "--steer",
+        action="store_true",
+        help="fleet: steer each run through another replica during its tool call "
+        "(implies --tool-calls)",
     )
     p.add_argument(
         "--tool-seconds",
