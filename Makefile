@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench bench-peers soak loadtest clean
+.PHONY: demo test lint typecheck unit bench bench-peers soak loadtest loadtest-fleet clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,8 +67,14 @@ soak: $(STAMP)
 # plait serve under load, loopback only: 200 SSE observers and 20 writers for 60 s, against
 # SQLite and PostgreSQL (PostgreSQL when PLAIT_TEST_POSTGRES_URL is set); p50/p99 delivery
 # latency, errors and lost events (target 0 and 0). Shorter: LOADTEST_ARGS='--seconds 10'.
+# A fleet of plait serve replicas on one PostgreSQL schema (needs PLAIT_TEST_POSTGRES_URL),
+# one SIGKILLed halfway: LOADTEST_ARGS="--replicas 3 --kill", or `make loadtest-fleet`.
 loadtest: $(STAMP)
 	$(BIN)/python benchmarks/loadtest.py --store both $(LOADTEST_ARGS)
+
+loadtest-fleet: $(STAMP)
+	$(BIN)/python benchmarks/loadtest.py --store postgres --replicas 3 --kill \
+		--seconds 20 --writers 10 --observers 60 $(LOADTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) $(PEERS_VENV) .mypy_cache .pytest_cache .ruff_cache

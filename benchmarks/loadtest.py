@@ -21,10 +21,35 @@ it wakes: p50, p99, max), errors (failed requests, failed runs, broken streams) 
 lost records (expected minus received, over all observers), and duplicates. The
 target is 0 errors, 0 lost.
 
+**A fleet** (``--replicas N``, N > 1; PostgreSQL only, :mod:`loadfleet`): N such
+servers on one fresh PostgreSQL schema, each a replica with its own loopback port,
+``--replica-id`` and ``--advertise-url``. Writers send their requests through the
+replicas (``--route rotate``: each request to the next, as a round-robin load
+balancer does; ``spread``: writer i to replica i mod N; ``one``: all to replica 0);
+a session's observers are spread over the replicas. Reported besides the above:
+delivery of records to observers on the replica that wrote them and on the others
+(p50/p99 each), and every event kind as it arrived on each side beside what the
+writers' streams saw. ``--kill`` (N >= 2) gives each run a ``shell`` tool call that
+appends its own line to one file (the replicas serve with the built-in tools and
+``--approval-default allow``) and SIGKILLs, halfway through, the replica with the
+most runs in progress: reported are the takeover time (kill to the ``run_takeover``
+event at an observer, and kill to ``GET .../runs/current`` on a survivor showing the
+run moved or over), the runs in progress on it that never completed and the tool
+calls executed twice (targets 0 and 0). ``--lease`` is the replicas' lease (6 s as
+``plait serve``'s default), ``--keep-logs DIR`` keeps their logs. ``--steer`` (with
+tool calls) steers each run through another replica while its tool runs, so the
+replica forwards the write to the run's: reported by answer, with p50/p99.
+
 Usage::
 
     python benchmarks/loadtest.py [--store sqlite|postgres|both] [--seconds 60]
         [--observers 200] [--writers 20] [--think 0.05] [--json]
+        [--replicas N [--route rotate|spread|one] [--kill] [--tool-calls] [--steer]
+         [--tool-seconds 0.2] [--lease 6] [--keep-logs DIR]]
+
+    make loadtest                                        # one server, both stores
+    make loadtest LOADTEST_ARGS="--replicas 3 --kill"    # a fleet of 3, one killed
+    make loadtest-fleet                                  # the same, --seconds 20
 """
 
 from __future__ import annotations
@@ -33,6 +58,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import socket
 import statistics
 import subprocess
@@ -54,10 +80,20 @@ PG_ENV = "PLAIT_TEST_POSTGRES_URL"
 
 
 class EndlessModel:
-    """A scripted model that never runs out: each reply is a few text deltas."""
+    """A scripted model that never runs out: each reply is a few text deltas.
 
-    def __init__(self, deltas: int = 5) -> None:
+    With ``tool_log`` (a fleet with ``--kill``), each reply to a user message ends
+    with a ``shell`` tool call appending a line of its own (a new id) to that file
+    (then sleeping ``tool_seconds``), and a reply to a tool result is one line of
+    text: the file counts every tool call's executions.
+    """
+
+    def __init__(
+        self, deltas: int = 5, tool_log: str | None = None, tool_seconds: float = 0.0
+    ) -> None:
         self.deltas = deltas
+        self.tool_log = tool_log
+        self.tool_seconds = tool_seconds
         self.calls = 0
 
     @property
@@ -69,12 +105,26 @@ class EndlessModel:
         return "endless"
 
     async def stream(self, request: Any) -> AsyncIterator[Any]:
-        from plait.providers import Finish, TextDelta, Usage
+        from plait.providers import Finish, TextDelta, ToolCallDelta, Usage
 
         self.calls += 1
+        last = request.messages[-1] if request.messages else None
+        if self.tool_log is not None and getattr(last, "role", None) == "tool":
+            yield TextDelta(f"done with reply {self.calls}.")
+            yield Usage(input_tokens=10, output_tokens=5)
+            yield Finish("stop")
+            return
         for i in range(self.deltas):
             yield TextDelta(f"piece {i} of reply {self.calls}. ")
         yield Usage(input_tokens=10, output_tokens=self.deltas * 5)
+        if self.tool_log is not None and request.tools:
+            call = uuid.uuid4().hex
+            command = f"echo {call} >> {shlex.quote(self.tool_log)}"
+            if self.tool_seconds > 0:  # a kill then mostly finds runs inside their tool call
+                command += f"; sleep {self.tool_seconds}"
+            yield ToolCallDelta(0, f"call_{call}", "shell", json.dumps({"command": command}))
+            yield Finish("tool_calls")
+            return
         yield Finish("stop")
 
 
@@ -132,9 +182,26 @@ def serve(args: argparse.Namespace) -> None:
 
         store = SQLiteStore(args.target)
     client = Client(args.workspace, store=store)
-    model = EndlessModel()
+    model = EndlessModel(tool_log=args.tool_log, tool_seconds=args.tool_seconds)
+    fleet: dict[str, Any] = {}
+    if args.replica_id:  # one replica of a fleet, as `plait serve --replica-id ... ` runs it
+        fleet = {
+            "replica_id": args.replica_id,
+            "replica_url": f"http://127.0.0.1:{args.port}",  # its --advertise-url
+            "lease": args.lease,
+            "drain_grace": 1.0,
+        }
+    if args.tool_log:  # `--builtin-tools --approval-default allow`
+        from plait.tools import BUILTIN_TOOLS
+
+        fleet.update(tools=BUILTIN_TOOLS, approval_default="allow")
     app = create_app(
-        client, api_keys={KEY: "loadtest"}, provider=model, ping_interval=1.0, max_queue=100_000
+        client,
+        api_keys={KEY: "loadtest"},
+        provider=model,
+        ping_interval=1.0,
+        max_queue=100_000,
+        **fleet,
     )
     # As `plait serve` runs it (its connection limits, its process settings).
     serve_app(LagProbe(app), host="127.0.0.1", port=args.port, log_level="warning")
@@ -389,18 +456,63 @@ def main() -> None:
         "--drain", type=float, default=30.0, help="seconds observers may take to catch up"
     )
     p.add_argument("--json", action="store_true", help="print one JSON line per store")
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=1,
+        help="plait serve processes on one PostgreSQL schema (more than 1: a fleet)",
+    )
+    p.add_argument(
+        "--route",
+        choices=["rotate", "spread", "one"],
+        default="rotate",
+        help="fleet writers: each request to the next replica; writer i to replica i mod N; "
+        "all to replica 0",
+    )
+    p.add_argument(
+        "--kill",
+        action="store_true",
+        help="fleet: SIGKILL the replica with the most runs in progress halfway through",
+    )
+    p.add_argument(
+        "--tool-calls",
+        action="store_true",
+        help="fleet: each run calls a shell tool that appends a line (implied by --kill)",
+    )
+    p.add_argument(
+        "--steer",
+        action="store_true",
+        help="fleet: steer each run through another replica during its tool call "
+        "(implies --tool-calls)",
+    )
+    p.add_argument(
+        "--tool-seconds",
+        type=float,
+        default=0.2,
+        help="fleet tool calls: how long each takes after it writes its line",
+    )
+    p.add_argument("--lease", type=float, default=6.0, help="fleet: each replica's --lease (s)")
+    p.add_argument("--keep-logs", metavar="DIR", help="fleet: copy the replicas' logs here")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--kind", help=argparse.SUPPRESS)
     p.add_argument("--target", help=argparse.SUPPRESS)
     p.add_argument("--schema", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--workspace", help=argparse.SUPPRESS)
+    p.add_argument("--replica-id", help=argparse.SUPPRESS)
+    p.add_argument("--tool-log", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         serve(args)
         return
-    if args.seconds <= 0 or args.observers < 1 or args.writers < 1:
-        p.error("--seconds, --observers and --writers must be positive")
+    if args.seconds <= 0 or args.observers < 1 or args.writers < 1 or args.replicas < 1:
+        p.error("--seconds, --observers, --writers and --replicas must be positive")
+    if args.kill and args.replicas < 2:
+        p.error("--kill needs a fleet to survive it: --replicas 2 or more")
+    if args.replicas > 1:
+        from loadfleet import fleet_main  # this script's folder is on the path
+
+        sys.exit(fleet_main(args))
     kinds = ["sqlite", "postgres"] if args.store == "both" else [args.store]
     failed = False
     for kind in kinds:
