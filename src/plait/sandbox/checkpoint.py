@@ -39,13 +39,14 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from plait.errors import InvalidArgumentError, WorkspaceTooDeepError
 from plait.sandbox._fstree import remove_tree
+from plait.sandbox._objects import FolderObjects, Objects, copy_stream, hash_file
 
 __all__ = ["MAX_DEPTH", "CheckpointStore", "FileChange", "FolderObjects", "Objects"]
 
@@ -54,184 +55,12 @@ MAX_DEPTH = 512
 stop near here too); deeper is :class:`~plait.errors.WorkspaceTooDeepError`."""
 
 _VERSION = 1
-_CHUNK = 1 << 20
 # A file whose mtime is this close to the scan that hashed it may change again within the
 # same timestamp tick, so its cached digest is not trusted (git's "racy" entries).
 _RACY_NS = 50_000_000
-_DIGEST_CHARS = frozenset("0123456789abcdef")
 _TREE_HEAD = b'{"v":1,"entries":'
 # The permission bits a checkpoint keeps and a restore sets: the sticky bit, never set-id.
 _MODE_BITS = 0o1777
-
-
-class Objects(Protocol):
-    """Where checkpoint objects live: ``digest -> bytes``, written once, never changed."""
-
-    def has(self, digest: str) -> bool:
-        """Whether the object is stored."""
-        ...
-
-    def missing(self, digests: Collection[str]) -> set[str]:
-        """Which of ``digests`` are not stored (one question for many: a database's is a query)."""
-        ...
-
-    def put(self, digest: str, data: bytes) -> None:
-        """Store ``data`` under ``digest`` (its SHA-256) if it is not there yet."""
-        ...
-
-    def put_file(self, digest: str, source: Path) -> int:
-        """Store the file ``source`` (already hashed to ``digest``); returns bytes written."""
-        ...
-
-    def get(self, digest: str) -> bytes:
-        """The object's bytes.
-
-        Raises:
-            InvalidArgumentError: no object has that digest.
-        """
-        ...
-
-    def open(self, digest: str) -> Any:
-        """A binary file object reading the object (for large blobs)."""
-        ...
-
-    def digests(self) -> Iterator[str]:
-        """Every stored digest."""
-        ...
-
-    def touch(self, digest: str) -> None:
-        """Mark a stored object as used now (pruning spares what was used recently)."""
-        ...
-
-    def written_since(self, cutoff: float) -> set[str]:
-        """The digests written or touched at or after ``cutoff`` (seconds since the epoch)."""
-        ...
-
-    def delete(self, digest: str) -> None:
-        """Remove one object (pruning)."""
-        ...
-
-
-class FolderObjects:
-    """:class:`Objects` in a folder: ``objects/ab/cdef...``, each written by an atomic rename."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        """The folder holding ``objects/``."""
-        self._objects = os.path.join(self.folder, "objects")
-
-    def _path(self, digest: str) -> Path:
-        return Path(self._name(digest))
-
-    def _name(self, digest: str) -> str:
-        # Plain strings: this runs once per file of every checkpoint.
-        if len(digest) != 64 or not _DIGEST_CHARS.issuperset(digest):
-            raise InvalidArgumentError(f"{digest!r} is not a checkpoint digest")
-        return os.path.join(self._objects, digest[:2], digest[2:])
-
-    def has(self, digest: str) -> bool:
-        """Whether the object is stored."""
-        return os.path.exists(self._name(digest))
-
-    def missing(self, digests: Collection[str]) -> set[str]:
-        """Which of ``digests`` are not stored."""
-        return {d for d in digests if not os.path.exists(self._name(d))}
-
-    def _publish(self, digest: str, write: Any) -> int:
-        target = self._path(digest)
-        if target.exists():
-            return 0
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                size = int(write(out))
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return size
-
-    def put(self, digest: str, data: bytes) -> None:
-        """Store ``data`` under ``digest`` if it is not there yet."""
-        self._publish(digest, lambda out: out.write(data))
-
-    def put_file(self, digest: str, source: Path) -> int:
-        """Copy ``source`` in under ``digest``; returns the bytes written (0 if present)."""
-
-        def copy(out: Any) -> int:
-            with open(source, "rb") as src:
-                return _copy(src, out)
-
-        return self._publish(digest, copy)
-
-    def get(self, digest: str) -> bytes:
-        """The object's bytes.
-
-        Raises:
-            InvalidArgumentError: no object has that digest.
-        """
-        try:
-            return self._path(digest).read_bytes()
-        except FileNotFoundError:
-            raise InvalidArgumentError(f"no checkpoint object {digest}") from None
-
-    def open(self, digest: str) -> Any:
-        """A binary file reading the object.
-
-        Raises:
-            InvalidArgumentError: no object has that digest.
-        """
-        try:
-            return open(self._path(digest), "rb")
-        except FileNotFoundError:
-            raise InvalidArgumentError(f"no checkpoint object {digest}") from None
-
-    def digests(self) -> Iterator[str]:
-        """Every stored digest."""
-        root = self.folder / "objects"
-        if not root.is_dir():
-            return
-        for sub in root.iterdir():
-            for entry in sub.iterdir():
-                if not entry.name.startswith("."):
-                    yield sub.name + entry.name
-
-    def touch(self, digest: str) -> None:
-        """Mark the object as used now: its file's modification time."""
-        with contextlib.suppress(FileNotFoundError):
-            os.utime(self._name(digest))
-
-    def written_since(self, cutoff: float) -> set[str]:
-        """The digests whose files were written or touched at or after ``cutoff``."""
-        found: set[str] = set()
-        for digest in self.digests():
-            with contextlib.suppress(FileNotFoundError):
-                if os.stat(self._name(digest)).st_mtime >= cutoff:
-                    found.add(digest)
-        return found
-
-    def delete(self, digest: str) -> None:
-        """Remove one object."""
-        with contextlib.suppress(FileNotFoundError):
-            self._path(digest).unlink()
-
-
-def _copy(src: Any, out: Any) -> int:
-    size = 0
-    while chunk := src.read(_CHUNK):
-        out.write(chunk)
-        size += len(chunk)
-    return size
-
-
-def _hash_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _encode(entries: list[list[Any]]) -> bytes:
@@ -424,7 +253,7 @@ class CheckpointStore:
             scan.cached[digest] = path
             scan.new[rel] = list(seen)
             return digest
-        digest = _hash_file(Path(path))
+        digest = hash_file(Path(path))
         # put_file stores nothing (and reads nothing) when the object is there already.
         self.written += self.objects.put_file(digest, Path(path))
         scan.new[rel] = [*key, digest, scan.started]
@@ -621,13 +450,13 @@ class CheckpointStore:
             and st.st_mtime_ns + _RACY_NS < int(seen[5])
         ):
             return seen[4] == digest
-        return _hash_file(path) == digest
+        return hash_file(path) == digest
 
     def _write_blob(self, path: Path, digest: str) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plait-restore-")
         try:
             with os.fdopen(fd, "wb") as out, self.objects.open(digest) as src:
-                _copy(src, out)
+                copy_stream(src, out)
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):
