@@ -144,3 +144,50 @@ def test_runs_outlive_a_killed_and_a_stopped_replica(
         assert history[-1]["text"] == "finished term"
         state = api_o.get(f"/sessions/{second}/runs/current").json()
         assert state["running"] is False and state["resumable"] is None
+
+
+def test_a_tool_in_an_isolated_sandbox_dies_with_its_replica(
+    fleet: Fleet, model: FakeModel, tmp_path: Path, pg_schema: str
+) -> None:
+    """bubblewrap's --die-with-parent: a replica killed mid-call leaves no tool process."""
+    import shutil
+    import subprocess
+    import uuid
+
+    from plait import Client
+    from plait.store.postgres import PostgresStore
+
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed (Debian's bubblewrap; .ci/run installs it)")
+    a, _, c = fleet.replicas
+    marker = f"sleep 300.{uuid.uuid4().int % 10**9:09d}"  # a command line no other process has
+    model.commands["iso"] = f"echo started > started.txt; {marker}"
+    ws = tmp_path / "iso"
+    ws.mkdir()
+    assert POSTGRES_URL is not None
+    store = PostgresStore(POSTGRES_URL, schema=pg_schema)
+    with Client(ws, store=store) as client:
+        session = client.sessions.create([], title="isolated")
+        session.to("isolated", str(ws))
+        sid = session.id
+    store.close()  # and its writer lock with it
+
+    def running() -> bool:
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        return bool(found.stdout.strip())
+
+    with c.api() as api_c:
+        watching = Observer(c, sid)
+        with a.api() as api_a:
+            started = api_a.post(f"/sessions/{sid}/runs", json={"text": "job iso"})
+            assert started.status_code == 202, started.text
+            run_id = started.json()["run_id"]
+        wait_until(lambda: (ws / "started.txt").exists() and running(), what="the tool call")
+        a.kill(signal.SIGKILL)
+        wait_until(lambda: not running(), timeout=30, what="the tool process ending")
+        watching.wait_for(run_ended(run_id), timeout=60)  # and the run goes on elsewhere
+        [end] = watching.named("run_end")
+        assert end.data["ok"] is True, end.data
+        tool = [m for m in api_c.get(f"/sessions/{sid}/history").json()["messages"]
+                if m["role"] == "tool"]  # fmt: skip
+        assert len(tool) == 1 and "interrupted" in tool[0]["text"]
