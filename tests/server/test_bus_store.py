@@ -13,9 +13,9 @@ import pytest
 
 from plait import Client
 from plait.errors import StoreError
-from plait.server import sse
+from plait.server import relay
 from plait.server.sse import Hub
-from plait.store.base import BusMessage, EventBus
+from plait.store import BusMessage, EventBus
 from plait.store.postgres import PostgresStore
 from tests.conftest import make_store, needs_postgres
 
@@ -117,7 +117,7 @@ def test_a_relaying_channel_reads_the_store_again_after_the_origin_goes_silent(
 ) -> None:
     """While it relays, a poke (the change feed, the tick) publishes nothing; after the
     origin's silence it does."""
-    monkeypatch.setattr(sse, "RELAY_SILENCE", 0.5)
+    monkeypatch.setattr(relay, "RELAY_SILENCE", 0.5)
 
     async def main() -> None:
         store_a = make_store("postgres", tmp_path, pg_store_schema)

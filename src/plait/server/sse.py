@@ -40,16 +40,19 @@ backlog stops where the live stream began: no record falls into the gap.
 store is an :class:`~plait.store.EventBus`; D235). The process that runs a
 session is the sequencer of its events: from the run's start
 (:meth:`Hub.broadcast`) to its ``run_end`` (:meth:`Hub.unbroadcast`) its channel
-counts every event, watched here or not, and sends each to the bus: a record as a
-marker naming its seq and id (published only after its append committed), any
-other event with its id and data. Another process relays what it hears for a
-session someone watches there (:meth:`Hub.relay`): a run of markers is one store
-read up to the last of them, any other event goes out with the origin's id and
-data, one task per channel, in the order heard. Meanwhile the channel's own pokes
-(the change feed, the keep-alive tick) wait, so that no record goes out ahead of
-the sequence; after the relayed ``run_end``, or a few seconds with nothing heard
-(the origin died: the origin sends an empty batch every two seconds of silence),
-the channel reads the store on its own again. On SQLite nothing of this runs.
+counts every event, watched here or not, and sends each to the bus: a record whole
+(up to 16 KiB) or as a marker naming its seq and id (published only after its
+append committed), any other event with its id and data. Another process relays
+what it hears for a session someone watches there (:meth:`Hub.relay`, in
+:mod:`plait.server.relay`): a record that came whole and is the channel's next goes
+out as it came, a run of markers is one store read up to the last of them, any other
+event goes out with the origin's id and data, one task per channel, in the order
+heard; a run taken over counts its ids past the old process's (``taken_over``).
+Meanwhile the channel's own pokes (the change feed, the keep-alive tick) wait, so
+that no record goes out ahead of the sequence; after the relayed ``run_end``, or a
+few seconds with nothing heard (the origin died: the origin sends an empty batch
+every two seconds of silence), the channel reads the store on its own again.
+On SQLite nothing of this runs.
 """
 
 from __future__ import annotations
@@ -57,18 +60,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from plait.errors import SessionNotFoundError
 from plait.layout import shared_prefix
 from plait.records import JSONValue, Record
+from plait.server.channels import DEFAULT_MAX_QUEUE, Channel, Subscriber
+from plait.server.relay import INLINE_RECORD, Relay
 from plait.server.wire import SseEvent, event_json, head_mark, parse_event_mark, record_json
 from plait.session import Session, SessionHost
-from plait.store import BusMessage, EventBus
+from plait.store import EventBus
 from plait.store.base import SessionRow
 
 _T = TypeVar("_T")
@@ -87,61 +90,9 @@ __all__ = [
 
 _log = logging.getLogger("plait.server")
 
-_TAKEOVER_SHIFT: Final = 20
-"""Events one process may publish between two records before a takeover's ids could meet them."""
-
-DEFAULT_MAX_QUEUE: Final = 10_000
-"""How far an observer may fall behind before its stream ends (it reconnects, losing nothing)."""
-BEAT: Final = 2.0
-"""Seconds a sequencer's channel stays silent on the bus before it sends an empty batch."""
-RELAY_SILENCE: Final = 6.0
-"""Seconds a relaying channel waits for the next batch before it reads the store itself."""
 
 
-@dataclass(eq=False)
-class Subscriber:
-    """One observer's queue; ``None`` in it ends the stream."""
-
-    queue: asyncio.Queue[SseEvent | None] = field(default_factory=asyncio.Queue)
-    dropped: bool = False
-    """True when it fell too far behind and was cut off."""
-
-
-@dataclass(eq=False)
-class Channel:
-    """The live events of one session."""
-
-    session_id: str
-    head: SessionRow
-    """The session's row as the channel last read it: the head its seqs count on."""
-    last_seq: int = -1
-    """The seq of the last record published (-1: none yet)."""
-    counter: int = 0
-    """Events published since that record."""
-    subscribers: set[Subscriber] = field(default_factory=set)
-    poking: asyncio.Task[None] | None = None
-    """The poke reading the store now, if one is."""
-    again: bool = False
-    """Whether a poke was asked for while one was reading (it reads once more)."""
-    broadcasts: int = 0
-    """Runs of this process in progress on the session: while any is, every event goes
-    to the bus and counts, watched or not."""
-    sent_at: float = 0.0
-    """When the channel last sent to the bus (loop time)."""
-    heard_at: float | None = None
-    """When a batch of another process was last relayed here (loop time; None: none is)."""
-    inbox: deque[list[JSONValue]] = field(default_factory=deque)
-    """Relayed events not yet published: ``[id, seq]`` markers and ``[id, name, data]``."""
-    relaying: asyncio.Task[None] | None = None
-    """The task publishing the inbox, if one is."""
-    held: bool = False
-    """Whether a poke was asked for while relaying (it runs when the relay ends)."""
-    relayed: tuple[int, int] | None = None
-    """Where the last event relayed stands, ``(seq, n)`` of its id: ids only grow
-    along a run, so one at or before it was relayed already (a batch sent twice)."""
-
-
-class Hub:
+class Hub(Relay):
     """Every session channel of one server.
 
     Args:
@@ -226,9 +177,13 @@ class Hub:
         ``seq``: the event is that record's (the bus gets a marker, not the record).
         """
         if channel.broadcasts and self._bus is not None:
-            item = f'["{event.id}",{seq}]' if seq is not None else (
-                f'["{event.id}",{json.dumps(event.event)},{event.body}]'
-            )
+            if seq is None:
+                item = f'["{event.id}",{json.dumps(event.event)},{event.body}]'
+            elif len(event.body) <= INLINE_RECORD:  # the record itself: no read elsewhere
+                item = f'["{event.id}",{seq},{event.body}]'
+            else:
+                item = f'["{event.id}",{seq}]'
+
             self._bus.publish_events(channel.session_id, (item,))
             channel.sent_at = asyncio.get_running_loop().time()
         for sub in tuple(channel.subscribers):
@@ -411,180 +366,6 @@ class Hub:
         channel = self._channels.get(session_id)
         if channel is not None and channel.subscribers:
             self.poke(session_id)
-
-    # -- the bus between processes (D235) ----------------------------------------------
-
-    def taken_over(self, session_id: str, epoch: int) -> None:
-        """A run of the session is taken over here at ``epoch`` (2 for the first takeover).
-
-        The events this process adds after the last record count on past every id the
-        run's old process may have given after it (``epoch << 20``), so a replica that
-        relayed the old process never takes them for repeats of its events.
-        """
-        channel = self._channels.get(session_id)
-        if channel is not None:
-            channel.counter = max(channel.counter, epoch << _TAKEOVER_SHIFT)
-
-    def broadcast(self, session_id: str) -> None:
-        """A run of this process starts on the session: its channel becomes the sequencer.
-
-        Until the matching :meth:`unbroadcast`, every event the channel publishes is
-        counted and sent to the bus, watched here or not; the first call sends an
-        empty batch at once, which tells the other processes to relay the session
-        (await :meth:`announced` before the run's first write). A no-op without a bus.
-        """
-        channel = self._channels.get(session_id)
-        if self._bus is None or channel is None:
-            return
-        channel.broadcasts += 1
-        if channel.broadcasts == 1:
-            self._bus.publish_events(session_id, ())
-            channel.sent_at = asyncio.get_running_loop().time()
-            if self._beat is None:
-                self._beat = asyncio.get_running_loop().create_task(self._beating())
-
-    async def announced(self) -> None:
-        """Wait until what this process sent to the bus so far is sent (no-op without one).
-
-        A run awaits this before its first write: the other processes then hear that
-        it started before they hear of that write from the change feed.
-        """
-        if self._bus is not None:
-            await asyncio.to_thread(self._bus.flush_events)
-
-    def unbroadcast(self, session_id: str) -> None:
-        """A run of this process on the session ended (after its ``run_end``)."""
-        channel = self._channels.get(session_id)
-        if channel is not None and channel.broadcasts:
-            channel.broadcasts -= 1
-
-    async def _beating(self) -> None:
-        """Send an empty batch for every sequencer channel silent for :data:`BEAT` seconds.
-
-        The other processes then tell a run that is thinking (a long tool call) from
-        one whose process died.
-        """
-        loop = asyncio.get_running_loop()
-        try:
-            while True:
-                await asyncio.sleep(BEAT / 2)
-                live = [c for c in self._channels.values() if c.broadcasts]
-                if not live or self._bus is None:
-                    return
-                now = loop.time()
-                for channel in live:
-                    if now - channel.sent_at >= BEAT:
-                        self._bus.publish_events(channel.session_id, ())
-                        channel.sent_at = now
-        finally:
-            self._beat = None
-
-    def watching(self, session_id: str) -> bool:
-        """Whether someone here may watch the session: its batches are worth reading.
-
-        Called on the bus listener's thread (a dictionary lookup, safe there).
-        """
-        return session_id in self._channels
-
-    def _relaying(self, channel: Channel) -> bool:
-        if channel.relaying is not None:
-            return True
-        heard = channel.heard_at
-        return heard is not None and asyncio.get_running_loop().time() - heard < RELAY_SILENCE
-
-    def relay(self, message: BusMessage) -> None:
-        """Publish what another process sent for a session, in its order and with its ids.
-
-        A batch for a session nobody watches here is dropped; one this process is
-        the sequencer of is its own echo, or stale. ``lost`` (a batch gone unread)
-        ends the relay: the channel reads the store itself.
-        """
-        channel = self._channels.get(message.session_id)
-        if channel is None or channel.broadcasts:
-            return
-        if not channel.subscribers or message.kind != "events":
-            self._unrelay(channel)
-            return
-        try:
-            items = json.loads(message.body)
-        except ValueError:
-            _log.warning("an unreadable batch of events for session %s", channel.session_id)
-            self._unrelay(channel)
-            return
-        if not self._relaying(channel):
-            channel.relayed = None  # a relay starts (a run, or its new replica after a takeover)
-        channel.heard_at = asyncio.get_running_loop().time()
-        channel.inbox.extend(i for i in items if isinstance(i, list) and len(i) in (2, 3))
-        if channel.relaying is None and channel.inbox:
-            channel.relaying = asyncio.get_running_loop().create_task(self._relay(channel))
-
-    def _unrelay(self, channel: Channel) -> None:
-        """Stop relaying: the channel reads the store on its own again (and now)."""
-        channel.heard_at = None
-        if channel.relaying is None:
-            channel.inbox.clear()
-            if channel.held:
-                channel.held = False
-                self.poke(channel.session_id)
-
-    async def _relay(self, channel: Channel) -> None:
-        """Publish the channel's inbox in order: markers by store reads, the rest as heard."""
-        try:
-            while channel.poking is not None:  # a read begun before the relay goes first
-                await asyncio.shield(channel.poking)
-            while channel.inbox:
-                item = channel.inbox.popleft()
-                if len(item) == 2 or item[1] == "head":
-                    await self._relay_read(channel, item)
-                    continue
-                mark, name, data = item
-                if not (isinstance(mark, str) and isinstance(name, str) and isinstance(data, dict)):
-                    continue
-                seq, _ = parse_event_mark(mark)
-                n_text = mark.partition("~")[0].partition(".")[2]
-                at = (seq if seq is not None else -1, int(n_text) if n_text.isdigit() else 0)
-                if channel.relayed is not None and at <= channel.relayed:
-                    continue  # relayed already
-                channel.relayed = at
-                if seq == channel.last_seq:  # the events after a record count from there
-                    channel.counter = max(channel.counter, at[1])
-                self._send(channel, SseEvent(mark, name, data))
-                if name == "run_end":
-                    channel.heard_at = None  # the run is over: back to the store
-        except SessionNotFoundError:
-            self._end(channel)
-        except Exception:  # a store failure: the channel reads the store itself again
-            _log.exception("relaying session %s for its observers failed", channel.session_id)
-            channel.heard_at = None
-        finally:
-            channel.relaying = None
-            if channel.heard_at is None:  # the relay is over: catch up with the store
-                channel.inbox.clear()
-                channel.held = False
-                self.poke(channel.session_id)
-
-    async def _relay_read(self, channel: Channel, item: list[JSONValue]) -> None:
-        """Publish the records a run of markers names (one read, up to the last of them).
-
-        A relayed ``head`` event is read too: up to the position it keeps, so the
-        channel finds the head moved and says so with a ``head`` event of its own.
-        """
-        moved = len(item) == 3
-        upto: JSONValue = item[1]
-        if moved:
-            data = item[2]
-            keep = data.get("keep") if isinstance(data, dict) else None
-            upto = keep - 1 if isinstance(keep, int) else -1
-        while channel.inbox and len(channel.inbox[0]) == 2:
-            upto = channel.inbox.popleft()[1]
-        if not isinstance(upto, int) or (upto <= channel.last_seq and not moved):
-            return  # published already (by a read of the channel's own, before the relay)
-        if moved:
-            channel.relayed = None  # positions count on the new head
-        known = channel.head.pk
-        read = await self._call(partial(self._catch_up, channel, upto))
-        if not self._publish_read(channel, known, read):
-            channel.held = True
 
     def _end(self, channel: Channel) -> None:
         for sub in tuple(channel.subscribers):
