@@ -272,6 +272,8 @@ class RunOptions(TypedDict, total=False):
     model_settings: ModelSettings | Mapping[str, JSONValue] | None
     """How the model should answer (``max_tokens``, ``temperature``, ``tool_choice`` ...),
     laid over the session's stored settings and then stored with the session."""
+    run_id: str | None
+    """The run's id (:attr:`Run.id`); default: a new one. A server names its runs."""
 
 
 @dataclass(frozen=True, slots=True)

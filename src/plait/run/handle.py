@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Itera
 from dataclasses import replace
 from typing import Protocol, cast
 
+from plait._ids import new_id
 from plait.errors import (
     InvalidArgumentError,
     NothingToDoError,
@@ -97,8 +98,13 @@ class Run:
         streamed: bool = False,
         hooks: Sequence[EventHook] = (),
         on_done: Callable[[], None] | None = None,
+        run_id: str | None = None,
     ) -> None:
         check_timeout(timeout)
+        if run_id is not None and (not isinstance(run_id, str) or not run_id.strip()):
+            raise InvalidArgumentError(f"a run id is a non-blank string, not {run_id!r}")
+        self.id = run_id or new_id()
+        """The run's id: given by whoever started it (a server), else a new one."""
         self._session = session
         self._body = body
         self._timeout = None if timeout is None else float(timeout)

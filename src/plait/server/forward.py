@@ -62,7 +62,7 @@ async def forward_writes(request: Request, who: Caller) -> None:
     state = server_state(request)
     fleet = state.fleet
     session_id = request.path_params.get("session_id")
-    if not fleet.forwards or not isinstance(session_id, str) or session_id in state.runs:
+    if not fleet.forwards or not isinstance(session_id, str) or state.run_here(session_id):
         return
     runner = await state.call(lambda: fleet.runner(session_id))
     if runner is None or runner.replica_url is None:

@@ -26,7 +26,7 @@ from plait.records import JSONValue, Record
 from plait.run import Run
 from plait.server.approvals import approver
 from plait.server.errors import ApiError, error_body, status_and_code
-from plait.server.state import RunEntry, ServerState
+from plait.server.state import ServerState
 from plait.session import Session
 from plait.store import RunRow
 
@@ -94,9 +94,7 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
             ok=True, finish_reason=result.finish_reason, steps=result.steps, text=result.text
         )
     finally:
-        entry = state.runs.get(session_id)
-        if entry is not None and entry.run_id == run_id:
-            del state.runs[session_id]
+        state.follows.pop(run_id, None)
     handed = state.fleet.mode != "serving" and run_id in state.handed_over
 
     def ended() -> None:
@@ -128,8 +126,9 @@ def launch(
     """
     # The task copies the context entered for the run (who acts, which session), and the
     # run's own task, started by it, copies it in turn.
-    task = asyncio.get_running_loop().create_task(follow(state, run, run_id, session.id))
-    state.runs[session.id] = RunEntry(run_id, session.id, task, run.cancel)
+    state.follows[run_id] = asyncio.get_running_loop().create_task(
+        follow(state, run, run_id, session.id)
+    )
     if announce:
         state.hub.broadcast(session.id)  # this replica sequences the events until run_end
         state.hub.publish(session.id, "run_start", {"run_id": run_id})
@@ -251,6 +250,7 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
             timeout=timeout,
             max_steps=max_steps,
             model_settings=model_settings,
+            run_id=run_id,
         )
 
     try:
@@ -333,17 +333,18 @@ async def drain(state: ServerState) -> None:
             await state.call(fleet.say_state)
         except PlaitError as exc:
             _log.warning("replica %s: could not say it is draining: %s", fleet.replica_id, exc)
-    entries = tuple(state.runs.values())
-    if entries and state.drain_grace > 0:
-        await asyncio.wait({e.task for e in entries}, timeout=state.drain_grace)
-    left = tuple(state.runs.values())
+    following = set(state.follows.values())
+    if following and state.drain_grace > 0:
+        await asyncio.wait(following, timeout=state.drain_grace)
+    left = [run for run in state.client.runs.in_progress() if run.id in state.follows]
     if fleet.enabled:
-        state.handed_over.update(e.run_id for e in left)
+        state.handed_over.update(run.id for run in left)
         fleet.mode = "gone"
-    for entry in left:
-        entry.cancel()
-    if left:
-        await asyncio.wait({e.task for e in left}, timeout=10)
+    for run in left:
+        run.cancel()
+    following = set(state.follows.values())
+    if following:
+        await asyncio.wait(following, timeout=10)
     if fleet.enabled:
         try:
             await state.call(fleet.stopped)

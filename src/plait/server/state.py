@@ -23,6 +23,7 @@ from plait.errors import NotControllerError, SessionBusyError, SessionNotFoundEr
 from plait.live import LiveClient, LiveClients
 from plait.providers import Provider
 from plait.records import JSONValue
+from plait.run import Run
 from plait.server.errors import ApiError, ClientNotOwnedError
 from plait.server.fleet import Fleet
 from plait.server.presence import DEFAULT_GRACE, Presence
@@ -40,7 +41,6 @@ __all__ = [
     "Caller",
     "PendingApproval",
     "ProviderSource",
-    "RunEntry",
     "ServerState",
     "Writer",
     "caller",
@@ -69,16 +69,6 @@ ProviderSource: TypeAlias = "Provider | str | Callable[[], Provider] | None"
 _log = logging.getLogger("plait.server")
 
 _T = TypeVar("_T")
-
-
-@dataclass(eq=False)
-class RunEntry:
-    """A run this server started."""
-
-    run_id: str
-    session_id: str
-    task: asyncio.Task[None]
-    cancel: Callable[[], None]
 
 
 @dataclass(eq=False)
@@ -119,7 +109,9 @@ class ServerState:
     """Seconds a tool call waits for the controller's answer before it is denied."""
     approval_default: ApprovalDefault = "deny"
     """What a tool call gets when no controller is attached (``deny``: nobody asked)."""
-    runs: dict[str, RunEntry] = field(default_factory=dict)
+    follows: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    """The task following each run this server started or took over, by run id; the run
+    itself is on the client's board (``client.runs``), the fleet's in the store's registry."""
     approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
     """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
     presence_grace: float = DEFAULT_GRACE
@@ -251,13 +243,18 @@ class ServerState:
         if controller is not None and client_id != controller:
             raise NotControllerError(session.id, client_id or "(none)", controller)
 
+    def run_here(self, session_id: str) -> Run | None:
+        """The run this server drives on the session now, or None."""
+        run = self.client.runs.get(session_id)
+        return run if run is not None and run.id in self.follows else None
+
     def check_no_run(self, session: Session) -> None:
         """Refuse a message appended beside a run in progress on the session.
 
         Raises:
             SessionBusyError: a run is in progress (HTTP 409 ``session_busy``).
         """
-        if session.id in self.runs or session.running:
+        if session.running:
             raise SessionBusyError(session.id)
 
     def live_client(self, session: Session, client_id: str) -> LiveClient | None:

@@ -90,6 +90,11 @@ class RunBoard:
         """The run in progress on the session, or None."""
         return self._runs.get(session_id)
 
+    def in_progress(self) -> list[Run]:
+        """Every run in progress on this host."""
+        with self._lock:
+            return list(self._runs.values())
+
     def check_idle(self, session_id: str) -> None:
         """Raise SessionBusyError if a run is in progress here (or anywhere, when exclusive)."""
         with self._lock:
@@ -167,6 +172,7 @@ def start_run(
     keep_events: bool = False,
     max_steps: int = 20,
     model_settings: ModelSettings | Mapping[str, JSONValue] | None = None,
+    run_id: str | None = None,
 ) -> Run:
     """Check everything, mark the session busy, and make the :class:`Run` driving ``target``."""
     if text is not None and (not isinstance(text, str) or not text.strip()):
@@ -230,6 +236,7 @@ def start_run(
             streamed=streamed,
             hooks=hooks,
             on_done=lambda: board.ended(head.id),
+            run_id=run_id,
         )
 
     run = board.claim(head.id, make)

@@ -192,6 +192,7 @@ async def start_run(
                 timeout=body.timeout,
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
+                run_id=run_id,
             ),
             run_options(
                 max_steps=body.max_steps, timeout=body.timeout, model_settings=body.model_settings
@@ -256,6 +257,7 @@ async def resume_run(
                 timeout=body.timeout,
                 max_steps=body.max_steps,
                 model_settings=body.model_settings,
+                run_id=run_id,
             ),
             run_options(
                 max_steps=body.max_steps, timeout=body.timeout, model_settings=body.model_settings
@@ -281,11 +283,11 @@ async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStat
     def read() -> tuple[RunRow | None, ResumeInfo | None]:
         session = state.session(session_id)
         found = state.fleet.run_of(session_id)
-        busy = found is not None or session_id in state.runs
+        busy = found is not None or state.client.runs.running(session_id)
         return found, None if busy else session.resumable()
 
     found, info = await state.call(read)
-    local = state.runs.get(session_id)
+    local = state.client.runs.get(session_id)
     resumable: dict[str, JSONValue] | None = None
     if info is not None:
         resumable = {
@@ -293,7 +295,7 @@ async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStat
             "description": info.description,
             "missing": [c.to_json() for c in info.missing],
         }
-    run_id = found.run_id if found is not None else local.run_id if local is not None else None
+    run_id = found.run_id if found is not None else local.id if local is not None else None
     return s.RunStateOut(
         session_id=session_id,
         running=run_id is not None,
@@ -309,9 +311,7 @@ async def steer_run(request: Request, session_id: str, body: s.SteerIn, who: Wri
     """Add a message to the run in progress before its next model call; 409 if none."""
     state = server_state(request)
     session = await _driven(state, session_id, body.client_id, who)
-    if session_id not in state.runs:
-        raise NothingToDoError(f"no run is in progress on session {session_id}")
-    session.steer(body.message)
+    session.steer(body.message)  # NothingToDoError (409) when no run is in progress
     return s.OkOut()
 
 
@@ -333,10 +333,11 @@ async def cancel_run(
     """
     state = server_state(request)
     await _driven(state, session_id, client_id, who)
-    entry = state.runs.get(session_id)
-    if entry is None:
+    run = state.run_here(session_id)
+    following = state.follows.get(run.id) if run is not None else None
+    if run is None or following is None:
         raise NothingToDoError(f"no run is in progress on session {session_id}")
-    entry.cancel()
+    run.cancel()
     with contextlib.suppress(asyncio.CancelledError):
-        await asyncio.shield(entry.task)
+        await asyncio.shield(following)
     return s.OkOut()

@@ -51,7 +51,7 @@ def session_out(
         parent_session_ids=list(info.parent_session_ids),
         lineage_operator=info.lineage_operator,
         status=row.status,
-        running=row.id in state.runs,
+        running=state.client.runs.running(row.id),
         short_id=described.short if described is not None else None,
         first_prompt=described.first_prompt if described is not None else None,
         source=described.source if described is not None else None,
