@@ -81,6 +81,15 @@ def test_a_run_is_seen_and_controlled_from_every_replica(fleet: Fleet, model: Fa
         for observer in watching:
             assert [e.data["run_id"] for e in observer.named("run_end")] == [run_id]
             assert observer.named("run_end")[0].data["ok"] is True
+        # Both other replicas showed the run alike: the same events, ids and order, deltas
+        # and all, as the run's own replica sequenced them.
+        seen = [[(e.event, e.id) for e in observer.events] for observer in watching]
+        # From the run's start: what a replica read of the store on its own just before
+        # the relay began may stand on either side of it.
+        seen = [kinds[[k for k, _ in kinds].index("run_start") :] for kinds in seen]
+        assert seen[0] == seen[1]
+        kinds = {kind for kind, _ in seen[0]}
+        assert {"run_start", "text_delta", "record", "run_end"} <= kinds, kinds
         # Cancelled from another replica.
         run_id = api_a.post(f"/sessions/{sid}/runs", json={"text": "job three hold"}).json()[
             "run_id"
