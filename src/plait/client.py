@@ -27,6 +27,7 @@ from plait.session import (
     checkpoints,
     validate_workspace_policy,
 )
+from plait.session.counting import shown_length
 from plait.store import Store, open_store
 from plait.store.base import SessionRow, sessions_with_prefix
 
@@ -44,20 +45,26 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     length: int
-    """Messages in view."""
+    """Messages in view a person sees: a summary an ``uncompact`` hid is not counted."""
     workspace: str
     parent_session_ids: tuple[str, ...]
     lineage_operator: str | None
 
     @classmethod
-    def from_row(cls, row: SessionRow) -> SessionInfo:
-        """Build the info of a stored row."""
+    def from_row(cls, row: SessionRow, length: int | None = None) -> SessionInfo:
+        """Build the info of a stored row.
+
+        Args:
+            row: the row.
+            length: the messages a person sees (:func:`shown_length`); the view's length
+                when not given.
+        """
         return cls(
             row.id,
             row.title,
             from_micros(row.created_at_us),
             from_micros(row.updated_at_us),
-            row.layout.length,
+            row.layout.length if length is None else length,
             row.workspace,
             row.parent_ids,
             row.lineage_operator,
@@ -155,7 +162,7 @@ class SessionCollection:
             raise InvalidArgumentError(f"prefix must be text, not {type(prefix).__name__}")
         else:
             rows = sessions_with_prefix(store, ws, prefix, n)
-        return [SessionInfo.from_row(r) for r in rows]
+        return [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
 
     def new(self) -> Session:
         """Start an empty conversation and make it current (stored when first written)."""

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 from plait.records import (
+    CUT_OFF,
     AssistantRecord,
     EventRecord,
     Message,
@@ -21,6 +22,7 @@ from plait.records import (
     ToolRecord,
     collector_paused,
     hidden_summaries,
+    is_cut_off,
     newest_summary,
 )
 
@@ -114,15 +116,6 @@ def system_prompt(records: Sequence[Record]) -> str | None:
     return None
 
 
-CUT_OFF = frozenset({"interrupted", "error"})
-"""The ``finish_reason`` of an assistant reply that was cut off (by a cancel, a timeout or a
-failure): it is kept in the transcript, but never sent to the model again."""
-
-
-def _cut_off(record: Record) -> bool:
-    return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
-
-
 def model_messages(
     records: Sequence[Record], fallback_system: str | None = None, reads: Collection[str] = ()
 ) -> list[Message]:
@@ -136,7 +129,7 @@ def model_messages(
     sp = system_prompt(records)
     if sp is None:
         sp = fallback_system
-    kept = [r for r in records if not _cut_off(r)] if any(map(_cut_off, records)) else records
+    kept = [r for r in records if not is_cut_off(r)] if any(map(is_cut_off, records)) else records
     return ([Message("system", sp)] if sp is not None else []) + history(kept, reads)
 
 

@@ -181,7 +181,7 @@ def _header(session: Session) -> None:
     if session.title:
         head.append(" " + json.dumps(session.title, ensure_ascii=False))
     op = short_operator(session.lineage_operator)
-    n = session.length
+    n = session.shown_length
     head.append(f"  {op}, {n} message{'' if n == 1 else 's'}", style="dim")
     console().print(head, soft_wrap=True)
 

@@ -19,6 +19,7 @@ from plait._time import from_micros, now_micros
 
 __all__ = [
     "COMPACTION_UNDONE",
+    "CUT_OFF",
     "KINDS",
     "MESSAGE_ROLES",
     "AssistantRecord",
@@ -35,6 +36,7 @@ __all__ = [
     "UserRecord",
     "dumps",
     "hidden_summaries",
+    "is_cut_off",
     "newest_summary",
 ]
 
@@ -313,6 +315,15 @@ for _cls in (
 
 COMPACTION_UNDONE: Final = "compaction_undone"
 """The event ``Session.uncompact`` appends: ``data["summary_seq"]`` names the summary it hides."""
+
+CUT_OFF: Final = frozenset({"interrupted", "error"})
+"""The ``finish_reason`` of an assistant reply that was cut off (by a cancel, a timeout or a
+failure): it is kept in the transcript, but never sent to the model again."""
+
+
+def is_cut_off(record: object) -> bool:
+    """Whether ``record`` is an assistant reply that was cut off (:data:`CUT_OFF`)."""
+    return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
 
 
 def _holds(records: Iterable[object], kind: type) -> bool:

@@ -279,8 +279,9 @@ async function showContext(id) {
   const source = r.from_provider ? "the provider's count" : r.measured_by;
   $("context-total").textContent = r.used.toLocaleString() + " / " + r.window.toLocaleString() +
     " tokens (" + Math.round(100 * r.fraction) + "%), " + r.free.toLocaleString() + " free · " +
-    source + (r.partial ? " · partial" : "") + " · window from " +
-    (WINDOW_SOURCES[r.window_source] || r.window_source);
+    source + (r.partial ? " · partial" : "") + (r.window_source === "guess"
+      ? " · window: a guess, plait does not know this model's window"
+      : " · window from " + (WINDOW_SOURCES[r.window_source] || r.window_source));
   $("context-fill").value = Math.min(r.fraction, 1);
 }
 
