@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,7 +32,15 @@ from plait.session.counting import shown_length
 from plait.store import Store, open_store
 from plait.store.base import SessionRow, sessions_with_prefix
 
-__all__ = ["Client", "SessionCollection", "SessionInfo", "SessionStats"]
+__all__ = [
+    "STATE_ONLY",
+    "Client",
+    "SessionCollection",
+    "SessionInfo",
+    "SessionStats",
+    "conversations",
+    "is_conversation",
+]
 
 DEFAULT_LIMIT: Final = 20
 
@@ -69,6 +78,16 @@ class SessionInfo:
             row.parent_ids,
             row.lineage_operator,
         )
+
+
+STATE_ONLY: Final = ".state"
+"""The end of the lineage operator of a session that holds a framework's state and no
+conversation (ADK's app and user state: ``google_adk.state``); lists leave it out."""
+
+
+def is_conversation(row: SessionRow) -> bool:
+    """Whether a stored session is a conversation, not a holder of a framework's state."""
+    return not (row.lineage_operator or "").endswith(STATE_ONLY)
 
 
 def _usage_count(usage: Mapping[str, JSONValue], key: str) -> int:
@@ -124,6 +143,30 @@ class SessionStats:
         return cls(session_id, entries, replies, input_tokens, output_tokens, cached, share)
 
 
+def conversations(
+    store: Store, workspace: str | None, limit: int, prefix: str | None = None
+) -> list[SessionRow]:
+    """The ``limit`` most recently active conversations (:func:`is_conversation`).
+
+    Args:
+        store: where to look.
+        workspace: only this workspace's (None: every one).
+        limit: at most this many.
+        prefix: only ids that start with it.
+    """
+    want = limit
+    while True:
+        rows = (
+            store.recent(workspace, want)
+            if prefix is None
+            else sessions_with_prefix(store, workspace, prefix, want)
+        )
+        kept = [r for r in rows if is_conversation(r)]
+        if len(kept) >= limit or len(rows) < want:
+            return kept[:limit]
+        want = min(want * 2 + len(rows) - len(kept), sys.maxsize)  # state holders took places
+
+
 def _check_limit(limit: object) -> int:
     return check_int(limit, "limit", lo=1)
 
@@ -154,14 +197,10 @@ class SessionCollection:
                 ``prefix`` is not text.
         """
         n = _check_limit(limit)
-        ws = None if all_workspaces else self._client.workspace
-        store = self._client.store
-        if prefix is None:
-            rows = store.recent(ws, n)
-        elif not isinstance(prefix, str):
+        if prefix is not None and not isinstance(prefix, str):
             raise InvalidArgumentError(f"prefix must be text, not {type(prefix).__name__}")
-        else:
-            rows = sessions_with_prefix(store, ws, prefix, n)
+        store = self._client.store
+        rows = conversations(store, None if all_workspaces else self._client.workspace, n, prefix)
         return [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
 
     def new(self) -> Session:
@@ -186,7 +225,7 @@ class SessionCollection:
 
     def latest(self) -> Session | None:
         """Continue the most recently active session of this workspace, or return None."""
-        rows = self._client.store.recent(self._client.workspace, 1)
+        rows = conversations(self._client.store, self._client.workspace, 1)
         if not rows:
             return None
         return self._client.make_current(self._client.handle(rows[0]))

@@ -196,7 +196,8 @@ function drawList() {
       text("td", s.source || "", "source"),
       count,
       text("td", age(s.updated_at), "age"),
-      text("td", s.short_id || s.id, "id"),
+      // A cut id is marked; any id plait did not make is shown whole by the server.
+      text("td", s.short_id && s.short_id !== s.id ? s.short_id + "…" : s.id, "id"),
     );
     body.append(row);
   }
