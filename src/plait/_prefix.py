@@ -131,7 +131,7 @@ def short_id(session_id: str, length: int) -> str:
     return cut
 
 
-_LOOK: Final = 8
+_LOOK: Final = 32
 """How many records from the start of a session are searched for its first prompt."""
 _FIRST: Final = 120
 """How many characters of a first prompt a list shows (a longer one ends in an ellipsis)."""
@@ -151,7 +151,8 @@ class Described:
     short: str
     """Its id cut to a prefix that is unique in the store."""
     first_prompt: str | None
-    """The first user message's text on one line (None when there is none near the start)."""
+    """The first user message the person typed, on one line (None when there is none near
+    the start); context an agent added (``UserRecord.added``) is not it."""
     source: str
     """The agent that wrote the transcript: ``plait``, the importer's (``claude-code`` ...)
     or the framework's whose adapter wrote it (``openai-agents``, ``google-adk`` ...)."""
@@ -241,7 +242,8 @@ def describe(
                 source = source_agent(row.metadata, row.lineage_operator)
                 lo = row.layout.view_start
                 for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
-                    if isinstance(record, UserRecord):
+                    # The person's first words: not the context an agent put first.
+                    if isinstance(record, UserRecord) and record.added is None:
                         text = " ".join(record.content.split())
                         first = _shorten(text, _FIRST) or None
                         break

@@ -5,7 +5,7 @@ record row keeps a :class:`Tally` of the lineage up to and including it: the tok
 number of user, assistant and tool messages at positions ``[0, seq]``, and the positions of the
 newest system prompt, the newest visible compaction summary, the newest reply and the newest
 reply that carried the provider's usage; and, since no request sends them, the tokens and
-number of cut-off replies and how many summaries an ``uncompact`` hid. A position is shared
+number of cut-off replies and how many messages no history shows. A position is shared
 by every branch whose layout reaches it, with the same prefix before it, so a tally is valid
 for all of them; a merge copies rows, and the copies get their own.
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from plait.errors import InvalidArgumentError
-from plait.records import COMPACTION_UNDONE, EventRecord, Record, is_cut_off
+from plait.records import COMPACTION_UNDONE, EventRecord, Record, UserRecord, is_cut_off
 
 __all__ = ["SUMMARY_UNKNOWN", "TALLIED_KINDS", "Tally"]
 
@@ -59,7 +59,8 @@ class Tally:
     """Tokens and number of the assistant records that were cut off (``CUT_OFF``): counted
     in ``tokens`` and ``items`` too, but never sent to the model again."""
     hidden: int = 0
-    """How many summaries an ``uncompact`` hid: messages no history shows."""
+    """Messages no history shows: the summaries an ``uncompact`` hid, and the user
+    messages an agent added (``UserRecord.added``)."""
 
     def to_json(self) -> str:
         """Encode as the compact JSON array a store keeps: ``[system, summary, ...]``."""
@@ -128,6 +129,9 @@ class Tally:
                     usage = record.seq
                 if is_cut_off(record):
                     cut = (cut[0] + tokens, cut[1] + 1)
+            hidden = self.hidden
+            if kind == "user" and isinstance(record, UserRecord) and record.added is not None:
+                hidden += 1  # sent to the model, but not said by the person
             return Tally(
                 self.system,
                 self.summary,
@@ -136,7 +140,7 @@ class Tally:
                 (t[0], t[1], t[2], t[3]),
                 (n[0], n[1], n[2], n[3]),
                 cut,
-                self.hidden,
+                hidden,
             )
         if kind == "system":
             return replace(self, system=record.seq)

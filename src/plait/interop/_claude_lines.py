@@ -140,7 +140,8 @@ class LineBuilder:
             return
         meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
         meta["source"]["attachment"] = kind
-        item = Item({"role": "user", "content": text, "meta": meta}, line)
+        # Sent to the model as a user turn, but Claude Code wrote it, not the person.
+        item = Item({"role": "user", "content": text, "added": kind, "meta": meta}, line)
         # Claude Code sends an attachment after the tool results of the turn it joins;
         # placed before them it would split a call from its result.
         if self.pending:
@@ -291,6 +292,10 @@ class LineBuilder:
             msg = {"role": "user", "content": text, "meta": meta}
             if images:
                 msg["images"] = images
+            if record.get("isMeta") is True:
+                # Claude Code's own text for the model (a command's expanded prompt, its
+                # caveats), not what the person typed.
+                msg["added"] = "meta"
         self.out.items.append(Item(msg, line))
 
     def _result(self, line: int, record: dict[str, Any], block: dict[str, Any]) -> None:

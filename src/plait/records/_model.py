@@ -155,13 +155,19 @@ class UserRecord(Record):
     """What was typed."""
     images: int = 0
     """How many images the message carries."""
+    added: str | None = None
+    """What added it when the person did not type it: context an agent put in the
+    conversation for the model (a hook's notice, a skill list, the environment), named
+    by its kind. The model is sent it; ``history()`` does not show it as said."""
 
     @property
     def payload(self) -> dict[str, JSONValue]:
-        """``{"content": ...}``, plus ``images`` when there are any."""
+        """``{"content": ...}``, plus ``images`` and ``added`` when there are any."""
         out: dict[str, JSONValue] = {"content": self.content}
         if self.images:
             out["images"] = self.images
+        if self.added is not None:
+            out["added"] = self.added
         return out
 
     @property

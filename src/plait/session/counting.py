@@ -201,7 +201,8 @@ def _one(store: Store, row: SessionRow, seq: int, memo: Memo | None = None) -> R
 def shown_length(store: Store, row: SessionRow) -> int:
     """How many messages in the row's view a person sees.
 
-    The summaries an ``uncompact`` hid are left out: no history shows them. Two reads:
+    The summaries an ``uncompact`` hid and the user messages an agent added are left
+    out: no history shows them. Two reads:
     where counting stopped, and the newest stored tally (an ``uncompact`` counts its
     event at once); a store that cannot say gives the view's length.
     """

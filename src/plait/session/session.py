@@ -218,8 +218,9 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
     def shown_length(self) -> int:
         """How many messages in view a person sees.
 
-        :attr:`length` less the summaries an :meth:`uncompact` hid: no history shows
-        them (they keep their place in the numbering ``fork_at`` counts).
+        :attr:`length` less the summaries an :meth:`uncompact` hid and the user messages
+        an agent added (``added``): no history shows them (they keep their place in the
+        numbering ``fork_at`` counts).
 
         Raises:
             SessionNotFoundError: the session was never stored, or is gone.
