@@ -149,9 +149,7 @@ def model_messages(
         sp = fallback_system
     kept = [r for r in records if not is_cut_off(r)] if any(map(is_cut_off, records)) else records
     # The context an agent added (a hook's notice, the environment) is sent as it was.
-    return ([Message("system", sp)] if sp is not None else []) + history(
-        kept, reads, context=True
-    )
+    return ([Message("system", sp)] if sp is not None else []) + history(kept, reads, context=True)
 
 
 ResumeKind: TypeAlias = Literal[

@@ -147,11 +147,11 @@ class Tally:
         if kind == "summary":
             return replace(self, summary=record.seq)
         if isinstance(record, EventRecord) and record.name == COMPACTION_UNDONE:
-            hidden = record.data.get("summary_seq")
-            if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden < 0:
+            named = record.data.get("summary_seq")
+            if not isinstance(named, int) or isinstance(named, bool) or named < 0:
                 return self  # names no summary: hides nothing
             summary = SUMMARY_UNKNOWN
-            if hidden == self.summary and self.summary >= 0:
+            if named == self.summary and self.summary >= 0:
                 before = summary_before(self.summary - 1) if self.summary > 0 else -1
                 summary = before if before is not None else SUMMARY_UNKNOWN
             return replace(self, summary=summary, hidden=self.hidden + 1)
