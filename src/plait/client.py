@@ -573,7 +573,11 @@ class Client(SessionHost):
         return checkpoints.prune(self.store, grace=grace, dry_run=dry_run)
 
     def close(self) -> None:
-        """Close the store if the client opened it. Idempotent."""
+        """Give back the sessions' sandboxes, and close the store if the client opened it.
+
+        A temporary sandbox folder plait made for a session goes now. Idempotent.
+        """
+        self.close_sandboxes()
         self.store_calls.close()  # what runs and the server handed over runs first
         if self._owns_store:
             self.store.close()
