@@ -66,7 +66,8 @@ def _detail(state: ServerState, session: Session) -> s.SessionDetail:
     row = state.client.lookup(session.id)
     live = state.live.snapshot_fields(session)
     # One session: its first prompt and source, not a short id (that would scan the store).
-    described = describe(state.client, [SessionInfo.from_row(row)], short_ids=False)[0]
+    info = SessionInfo.from_row(row, shown_length(state.client.store, row))
+    described = describe(state.client, [info], short_ids=False)[0]
     base = session_out(state, row, described)
     clients: Any = live["live_clients"]
     controller = live["live_controller_id"]
