@@ -162,3 +162,27 @@ def test_after_compact_then_uncompact_counts_are_what_history_shows(tmp_path: Pa
     assert "summary (undone" in lines[2] and "event compaction_undone" in lines[3]
     records = _json(base, "sessions", "show", sid, "--tail", "2")
     assert [r["kind"] for r in records] == ["assistant", "user", "summary", "event"]
+
+
+@pytest.mark.skipif(not SONNET_4.exists(), reason=f"needs the shared fixture {SONNET_4}")
+def test_plait_stats_counts_imported_replies(tmp_path: Path) -> None:
+    # A reference read of the file: one reply per API response (its lines share
+    # message.id and repeat its usage; the last line has the whole reply's).
+    last: dict[str, dict[str, int]] = {}
+    for raw in SONNET_4.read_text().splitlines():
+        line = json.loads(raw)
+        message = line.get("message") if line.get("type") == "assistant" else None
+        if isinstance(message, dict) and isinstance(message.get("usage"), dict):
+            last[message["id"]] = message["usage"]
+    assert len(last) > 1
+    base = _base(tmp_path)
+    _run(base, "import", str(SONNET_4))
+    (stats,) = _json(base, "stats", "latest")
+    prompt = sum(
+        u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+        for u in last.values()
+    )
+    assert stats["replies"] == len(last)
+    assert stats["input_tokens"] == prompt
+    assert stats["output_tokens"] == sum(u["output_tokens"] for u in last.values())
+    assert stats["cached_tokens"] == sum(u["cache_read_input_tokens"] for u in last.values())
