@@ -27,6 +27,7 @@ from plait.errors import (
 from plait.records import JSONValue, UserRecord
 
 __all__ = [
+    "CUT_MARK",
     "LATEST",
     "MIN_SHORT",
     "Described",
@@ -74,7 +75,7 @@ def resolve_session_id(client: Client, text: str, *, all_workspaces: bool = Fals
     """
     if client.exists(text):
         return text
-    wanted = text.strip().lower()
+    wanted = text.strip().removesuffix(CUT_MARK).lower()  # a cut id pasted with its mark
     if wanted == LATEST:
         newest = client.sessions.list(1, all_workspaces=all_workspaces)
         if not newest:
@@ -83,16 +84,17 @@ def resolve_session_id(client: Client, text: str, *, all_workspaces: bool = Fals
         return newest[0].id
     if not wanted or not _PREFIX.match(wanted):
         raise SessionNotFoundError(text)
-    found = [
-        info.id
-        for info in client.sessions.list(_SCAN, all_workspaces=True)
-        if info.id.startswith(wanted)
-    ]
+    found = [sid for sid in _every_id(client) if sid.startswith(wanted)]
     if not found:
         raise SessionNotFoundError(text)
     if len(found) > 1:
         raise AmbiguousSessionIdError(text, tuple(found[:_SHOWN]))
     return found[0]
+
+
+def _every_id(client: Client) -> list[str]:
+    """Every session id in the store (the rows alone: nothing is counted)."""
+    return [row.id for row in client.store.recent(None, _SCAN)]
 
 
 def short_id_length(ids: Iterable[str], minimum: int = MIN_SHORT) -> int:
@@ -110,15 +112,26 @@ def short_id_length(ids: Iterable[str], minimum: int = MIN_SHORT) -> int:
     return longest
 
 
+CUT_MARK: Final = "…"
+"""What a list puts after an id it cut (a prefix that works wherever an id is taken)."""
+
+
 def short_id(session_id: str, length: int) -> str:
-    """``session_id`` cut to ``length`` characters (a dash is never the last one shown)."""
+    """``session_id`` cut to ``length`` characters (a dash is never the last one shown).
+
+    Only an id a prefix can name (plait's own: hex digits and dashes) is cut. Any other
+    (``user/123/retry``, a framework's key) is shown whole: a prefix of it names nothing,
+    and ``user/123/`` would read as another id.
+    """
+    if not _PREFIX.match(session_id):
+        return session_id
     cut = session_id[:length]
     if cut.endswith("-") and len(session_id) > length:
         cut = session_id[: length + 1]
     return cut
 
 
-_LOOK: Final = 8
+_LOOK: Final = 32
 """How many records from the start of a session are searched for its first prompt."""
 _FIRST: Final = 120
 """How many characters of a first prompt a list shows (a longer one ends in an ellipsis)."""
@@ -138,9 +151,21 @@ class Described:
     short: str
     """Its id cut to a prefix that is unique in the store."""
     first_prompt: str | None
-    """The first user message's text on one line (None when there is none near the start)."""
+    """The first user message the person typed, on one line (None when there is none near
+    the start); context an agent added (``UserRecord.added``) is not it."""
     source: str
-    """The agent that wrote the transcript: ``plait``, or the importer's (``claude-code`` ...)."""
+    """The agent that wrote the transcript: ``plait``, the importer's (``claude-code`` ...)
+    or the framework's whose adapter wrote it (``openai-agents``, ``google-adk`` ...)."""
+
+    @property
+    def cut(self) -> bool:
+        """Whether ``short`` is a cut of the id (a list marks it with :data:`CUT_MARK`)."""
+        return self.short != self.info.id
+
+    @property
+    def shown_id(self) -> str:
+        """The id as a list shows it: ``short``, marked when it is a cut."""
+        return self.short + CUT_MARK if self.cut else self.short
 
     @property
     def label(self) -> str:
@@ -148,8 +173,29 @@ class Described:
         return self.info.title or self.first_prompt or "(empty)"
 
 
-def source_agent(metadata: Mapping[str, JSONValue]) -> str:
-    """The agent a session's transcript came from, read from its metadata."""
+_FRAMEWORKS: Final = (
+    ("google_adk", "google-adk"),
+    ("pydantic_ai", "pydantic-ai"),
+    ("claude_agent_sdk", "claude-agent-sdk"),
+    ("openai-agents", "openai-agents"),
+    ("pydantic-ai", "pydantic-ai"),
+)
+"""Each adapter's metadata key (or lineage operator, or its prefix before a dot) and the
+name a person sees for its framework."""
+
+
+def source_agent(metadata: Mapping[str, JSONValue], operator: str | None = None) -> str:
+    """The agent a session's transcript came from: an importer's, a framework's, or plait.
+
+    Args:
+        metadata: the session's metadata (an import's provenance, an adapter's key).
+        operator: its lineage operator (an adapter names the sessions it makes:
+            ``openai-agents``, ``google_adk.create_session`` ...).
+    """
+    family = (operator or "").split(".", 1)[0]
+    for key, name in _FRAMEWORKS:
+        if key in metadata or family == key:
+            return name
     seeded = metadata.get("seeded_from_jsonl")
     if isinstance(seeded, dict):
         # seed_from_jsonl records the agent (or, for a plain transcript, the format
@@ -183,7 +229,7 @@ def describe(
     infos = list(infos)
     length = 36
     if short_ids:
-        every = [i.id for i in client.sessions.list(_SCAN, all_workspaces=True)]
+        every = _every_id(client)
         length = short_id_length(every + [i.id for i in infos])
     store = client.store
     out: list[Described] = []
@@ -193,10 +239,11 @@ def describe(
         try:
             row = store.get(info.id)
             if row is not None:
-                source = source_agent(row.metadata)
+                source = source_agent(row.metadata, row.lineage_operator)
                 lo = row.layout.view_start
                 for record in store.read(row, lo, min(row.layout.end_seq, lo + _LOOK)):
-                    if isinstance(record, UserRecord):
+                    # The person's first words: not the context an agent put first.
+                    if isinstance(record, UserRecord) and record.added is None:
                         text = " ".join(record.content.split())
                         first = _shorten(text, _FIRST) or None
                         break

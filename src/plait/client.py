@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,10 +28,19 @@ from plait.session import (
     checkpoints,
     validate_workspace_policy,
 )
+from plait.session.counting import shown_length
 from plait.store import Store, open_store
 from plait.store.base import SessionRow, sessions_with_prefix
 
-__all__ = ["Client", "SessionCollection", "SessionInfo", "SessionStats"]
+__all__ = [
+    "STATE_ONLY",
+    "Client",
+    "SessionCollection",
+    "SessionInfo",
+    "SessionStats",
+    "conversations",
+    "is_conversation",
+]
 
 DEFAULT_LIMIT: Final = 20
 
@@ -44,24 +54,40 @@ class SessionInfo:
     created_at: datetime
     updated_at: datetime
     length: int
-    """Messages in view."""
+    """Messages in view a person sees: a summary an ``uncompact`` hid is not counted."""
     workspace: str
     parent_session_ids: tuple[str, ...]
     lineage_operator: str | None
 
     @classmethod
-    def from_row(cls, row: SessionRow) -> SessionInfo:
-        """Build the info of a stored row."""
+    def from_row(cls, row: SessionRow, length: int | None = None) -> SessionInfo:
+        """Build the info of a stored row.
+
+        Args:
+            row: the row.
+            length: the messages a person sees (:func:`shown_length`); the view's length
+                when not given.
+        """
         return cls(
             row.id,
             row.title,
             from_micros(row.created_at_us),
             from_micros(row.updated_at_us),
-            row.layout.length,
+            row.layout.length if length is None else length,
             row.workspace,
             row.parent_ids,
             row.lineage_operator,
         )
+
+
+STATE_ONLY: Final = ".state"
+"""The end of the lineage operator of a session that holds a framework's state and no
+conversation (ADK's app and user state: ``google_adk.state``); lists leave it out."""
+
+
+def is_conversation(row: SessionRow) -> bool:
+    """Whether a stored session is a conversation, not a holder of a framework's state."""
+    return not (row.lineage_operator or "").endswith(STATE_ONLY)
 
 
 def _usage_count(usage: Mapping[str, JSONValue], key: str) -> int:
@@ -117,6 +143,30 @@ class SessionStats:
         return cls(session_id, entries, replies, input_tokens, output_tokens, cached, share)
 
 
+def conversations(
+    store: Store, workspace: str | None, limit: int, prefix: str | None = None
+) -> list[SessionRow]:
+    """The ``limit`` most recently active conversations (:func:`is_conversation`).
+
+    Args:
+        store: where to look.
+        workspace: only this workspace's (None: every one).
+        limit: at most this many.
+        prefix: only ids that start with it.
+    """
+    want = limit
+    while True:
+        rows = (
+            store.recent(workspace, want)
+            if prefix is None
+            else sessions_with_prefix(store, workspace, prefix, want)
+        )
+        kept = [r for r in rows if is_conversation(r)]
+        if len(kept) >= limit or len(rows) < want:
+            return kept[:limit]
+        want = min(want * 2 + len(rows) - len(kept), sys.maxsize)  # state holders took places
+
+
 def _check_limit(limit: object) -> int:
     return check_int(limit, "limit", lo=1)
 
@@ -147,15 +197,11 @@ class SessionCollection:
                 ``prefix`` is not text.
         """
         n = _check_limit(limit)
-        ws = None if all_workspaces else self._client.workspace
-        store = self._client.store
-        if prefix is None:
-            rows = store.recent(ws, n)
-        elif not isinstance(prefix, str):
+        if prefix is not None and not isinstance(prefix, str):
             raise InvalidArgumentError(f"prefix must be text, not {type(prefix).__name__}")
-        else:
-            rows = sessions_with_prefix(store, ws, prefix, n)
-        return [SessionInfo.from_row(r) for r in rows]
+        store = self._client.store
+        rows = conversations(store, None if all_workspaces else self._client.workspace, n, prefix)
+        return [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
 
     def new(self) -> Session:
         """Start an empty conversation and make it current (stored when first written)."""
@@ -179,7 +225,7 @@ class SessionCollection:
 
     def latest(self) -> Session | None:
         """Continue the most recently active session of this workspace, or return None."""
-        rows = self._client.store.recent(self._client.workspace, 1)
+        rows = conversations(self._client.store, self._client.workspace, 1)
         if not rows:
             return None
         return self._client.make_current(self._client.handle(rows[0]))
@@ -527,7 +573,11 @@ class Client(SessionHost):
         return checkpoints.prune(self.store, grace=grace, dry_run=dry_run)
 
     def close(self) -> None:
-        """Close the store if the client opened it. Idempotent."""
+        """Give back the sessions' sandboxes, and close the store if the client opened it.
+
+        A temporary sandbox folder plait made for a session goes now. Idempotent.
+        """
+        self.close_sandboxes()
         self.store_calls.close()  # what runs and the server handed over runs first
         if self._owns_store:
             self.store.close()

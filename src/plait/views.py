@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
 from plait.records import (
+    CUT_OFF,
     AssistantRecord,
     EventRecord,
     Message,
@@ -19,8 +20,10 @@ from plait.records import (
     SummaryRecord,
     ToolCall,
     ToolRecord,
+    UserRecord,
     collector_paused,
     hidden_summaries,
+    is_cut_off,
     newest_summary,
 )
 
@@ -46,16 +49,23 @@ ViewItem: TypeAlias = Record | Message
 
 
 def shown(
-    items: Iterable[ViewItem], reads: Collection[str], hidden: Collection[int] = ()
+    items: Iterable[ViewItem],
+    reads: Collection[str],
+    hidden: Collection[int] = (),
+    *,
+    context: bool = False,
 ) -> list[Message]:
     """Return the messages of ``items`` a history shows: an opaque item only to its readers.
 
     A message a view read made is shown as it is; a summary at a position in
-    ``hidden`` is left out.
+    ``hidden`` is left out, and so is a user message an agent added (its ``added``)
+    unless ``context`` (what a request sends) keeps it.
     """
     if type(items) is list and set(map(type, items)) <= _MESSAGES:
         # A view read of messages alone (most transcripts): no record to look at.
-        return [m for m in items if m.role != "system"]
+        if context:
+            return [m for m in items if m.role != "system"]
+        return [m for m in items if m.role != "system" and m.added is None]
     out: list[Message] = []
     add = out.append
     view = Message.from_record
@@ -63,11 +73,13 @@ def shown(
     with collector_paused():
         for r in items:
             if isinstance(r, Message):
-                if r.role != "system":
+                if r.role != "system" and (context or r.added is None):
                     add(r)
                 continue
             kind = r.kind
             if kind in _NOT_IN_HISTORY:
+                continue
+            if kind == "user" and not context and isinstance(r, UserRecord) and r.added:
                 continue
             if kind == "opaque":
                 if isinstance(r, OpaqueRecord) and r.format in reads:
@@ -79,31 +91,38 @@ def shown(
     return out
 
 
-def history(records: Sequence[ViewItem], reads: Collection[str] = ()) -> list[Message]:
+def history(
+    records: Sequence[ViewItem], reads: Collection[str] = (), *, context: bool = False
+) -> list[Message]:
     """Return the messages the model works with: the newest summary, then what it kept.
 
     A summary folds the records ``[folds_from, folds_to)``; everything from
     ``folds_to`` on (the records the compaction kept and those written since)
     follows it. Events, system prompts, older summaries and opaque items are left
     out; an opaque item whose ``format`` is in ``reads`` (what a provider can read)
-    is kept, as a ``Message`` with role ``opaque``. ``records`` may hold messages in
-    place of their records (a store's view read).
+    is kept, as a ``Message`` with role ``opaque``. A user message the person did not
+    type (an agent's context, ``added``) is left out too: a history shows what was
+    said; ``context=True`` keeps it, as a request sends it. ``records`` may hold
+    messages in place of their records (a store's view read).
     """
     summary = newest_summary(records)
     if summary is None:
-        return full_history(records, reads)
+        return full_history(records, reads, context=context)
     after = (r for r in records if r.seq >= summary.folds_to and not isinstance(r, SummaryRecord))
-    return [Message.from_record(summary), *shown(after, reads)]
+    return [Message.from_record(summary), *shown(after, reads, context=context)]
 
 
-def full_history(records: Sequence[ViewItem], reads: Collection[str] = ()) -> list[Message]:
+def full_history(
+    records: Sequence[ViewItem], reads: Collection[str] = (), *, context: bool = False
+) -> list[Message]:
     """Return every prompt-visible message as written, each summary where its compaction ran.
 
     A summary an ``uncompact`` hid is left out: that compaction was undone. Opaque
-    items are left out unless their ``format`` is in ``reads``. ``records`` may hold
-    messages in place of their records (a store's view read).
+    items are left out unless their ``format`` is in ``reads``; a user message an
+    agent added unless ``context``. ``records`` may hold messages in place of their
+    records (a store's view read).
     """
-    return shown(records, reads, hidden_summaries(records))
+    return shown(records, reads, hidden_summaries(records), context=context)
 
 
 def system_prompt(records: Sequence[Record]) -> str | None:
@@ -114,21 +133,13 @@ def system_prompt(records: Sequence[Record]) -> str | None:
     return None
 
 
-CUT_OFF = frozenset({"interrupted", "error"})
-"""The ``finish_reason`` of an assistant reply that was cut off (by a cancel, a timeout or a
-failure): it is kept in the transcript, but never sent to the model again."""
-
-
-def _cut_off(record: Record) -> bool:
-    return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
-
-
 def model_messages(
     records: Sequence[Record], fallback_system: str | None = None, reads: Collection[str] = ()
 ) -> list[Message]:
     """Return the request the next model call sends: the newest system prompt, then ``history()``.
 
-    A reply that was cut off is left out: the model starts that answer again.
+    The context an agent added (user messages with ``added``) is kept. A reply that
+    was cut off is left out: the model starts that answer again.
     ``fallback_system`` is sent when ``records`` hold no system prompt (the
     session layer passes the one a trim or reset hid). Opaque items go only to a
     provider that reads their ``format`` (``reads``).
@@ -136,8 +147,9 @@ def model_messages(
     sp = system_prompt(records)
     if sp is None:
         sp = fallback_system
-    kept = [r for r in records if not _cut_off(r)] if any(map(_cut_off, records)) else records
-    return ([Message("system", sp)] if sp is not None else []) + history(kept, reads)
+    kept = [r for r in records if not is_cut_off(r)] if any(map(is_cut_off, records)) else records
+    # The context an agent added (a hook's notice, the environment) is sent as it was.
+    return ([Message("system", sp)] if sp is not None else []) + history(kept, reads, context=True)
 
 
 ResumeKind: TypeAlias = Literal[

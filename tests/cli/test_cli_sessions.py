@@ -28,7 +28,9 @@ def test_list_shows_sessions_most_recent_first(run: Run, api: Client) -> None:
         *("source", "msgs", "active"),
     ]
     # Short ids: made within a second, the three share their first 8 characters.
-    shorts = [row.split()[0] for row in rows]
+    # Each is marked as cut.
+    assert all(row.split()[0].endswith("…") for row in rows)
+    shorts = [row.split()[0].removesuffix("…") for row in rows]
     ids = (a.id, b.id, c.id)
     assert [next(i for i in ids if i.startswith(x)) for x in shorts] == [b.id, a.id, c.id]
     assert all(len(x) < 36 for x in shorts)
@@ -51,7 +53,9 @@ def test_list_never_cuts_an_id_on_a_narrow_or_no_terminal(
         assert result.exit_code == 0, result.output
         header, *rows = result.stdout.splitlines()
         assert header.split()[0] == "id"
-        shorts = [row.split()[0] for row in rows]
+        # A cut id ends in one mark, and what stands before it is a prefix that works.
+        assert all(row.split()[0].count("…") == 1 for row in rows)
+        shorts = [row.split()[0].removesuffix("…") for row in rows]
         assert all("…" not in x for x in shorts)
         assert sorted(next(s.id for s in sessions if s.id.startswith(x)) for x in shorts) == (
             sorted(s.id for s in sessions)

@@ -79,6 +79,24 @@ def test_uncompact_of_the_visible_summary_restores_the_one_before() -> None:
     assert tallies[-1].advance(plain, 0, _no_lookup).summary == 1
 
 
+def test_a_tally_counts_cut_off_replies_and_hidden_summaries_apart() -> None:
+    records: list[Record] = [
+        UserRecord(seq=0, content="a"),
+        AssistantRecord(seq=1, content="par", meta={"finish_reason": "interrupted"}),
+        AssistantRecord(seq=2, content="whole"),
+        SummaryRecord(seq=3, content="s", folds_from=0, folds_to=2),
+        EventRecord(seq=4, name=COMPACTION_UNDONE, data={"summary_seq": 3}),
+    ]
+    head = run(records, [1, 5, 2, 3, 0], lambda seq: {2: -1}[seq])[-1]
+    assert (head.tokens[1], head.items[1]) == (7, 2)  # both replies are in the transcript
+    assert head.cut == (5, 1)  # one of them no request sends
+    assert head.hidden == 1 and head.summary == -1
+    assert Tally.from_json(head.to_json()) == head
+    # A tally stored before these were kept reads as none of them.
+    older = Tally.from_json("[-1,-1,2,-1,1,7,0,0,1,2,0,0]")
+    assert (older.cut, older.hidden) == ((0, 0), 0)
+
+
 @pytest.mark.parametrize("text", ["", "[1,2]", "{}", '[1,2,3,4,5,6,7,8,9,"x"]', "nope"])
 def test_a_bad_stored_tally_is_an_error(text: str) -> None:
     with pytest.raises(InvalidArgumentError):
@@ -106,6 +124,8 @@ def test_model_families(model: str, family: str, window: int, encoding: str) -> 
 def test_an_unknown_model_gets_the_defaults() -> None:
     assert model_info("mystery-7b") is UNKNOWN_MODEL
     assert model_info(None) is UNKNOWN_MODEL
+    assert UNKNOWN_MODEL.source == "guess"  # and says they are a guess
+    assert model_info("gpt-4o").source == "table"
 
 
 def test_batch_counting_matches_one_by_one_and_keeps_stored_counts() -> None:

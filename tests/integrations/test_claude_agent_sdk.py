@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ from plait import Client
 from plait.errors import InvalidArgumentError
 from plait.integrations.claude_agent_sdk import ENTRY_FORMAT, PlaitSessionStore, session_id_for
 from plait.interop import seed_from_jsonl
+from plait.views import full_history
 
 from .conftest import Targets, read_entries
 
@@ -505,3 +507,78 @@ def test_a_plait_fork_at_continued_by_the_sdk_loads_in_order(tmp_path: Path) -> 
     assert asyncio.run(store.load(KEY)) == lines
     assert [m.text for m in store.session(fork).history()] == ["q1", "a1", "rewound q"]
     store.close()
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    """The transcript's lines that are JSON objects (the SDK hands the store no others)."""
+    out = []
+    for raw in path.read_text().splitlines():
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            out.append(entry)
+    return out
+
+
+def _batches(entries: list[dict[str, Any]], how: str, seed: int) -> list[list[dict[str, Any]]]:
+    if how == "lines":
+        return [[e] for e in entries]
+    rng = random.Random(seed)
+    out: list[list[dict[str, Any]]] = []
+    at = 0
+    while at < len(entries):
+        n = rng.randint(1, 7)
+        out.append(entries[at : at + n])
+        at += n
+    return out
+
+
+def _sample_files() -> list[Any]:
+    from .conftest import CLAUDE_SAMPLES
+
+    if not CLAUDE_SAMPLES.is_dir():
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"{CLAUDE_SAMPLES} not found"))]
+    return [pytest.param(p.name, id=p.name) for p in sorted(CLAUDE_SAMPLES.glob("*.jsonl"))]
+
+
+@pytest.mark.parametrize("how", ["lines", "random"])
+@pytest.mark.parametrize("name", _sample_files())
+def test_lines_in_any_batches_read_as_the_import(
+    claude_samples: Path, tmp_path: Path, name: str, how: str
+) -> None:
+    """However the SDK's flushes cut the file (one API response's lines in several
+    batches too), the store's messages are the importer's of the whole file."""
+    path = claude_samples / name
+    entries = _lines(path)
+    store = PlaitSessionStore(str(tmp_path / "s.db"), workspace=tmp_path)
+    for batch in _batches(entries, how, seed=len(entries)):
+        asyncio.run(store.append(KEY, batch))
+    assert asyncio.run(store.load(KEY)) == entries
+    if name in _TANGLED:
+        store.close()
+        return
+    with Client(tmp_path, store=str(tmp_path / "import.db")) as other:
+        imported = seed_from_jsonl(other, path, validate=False)
+        if not imported.ok:  # nothing the model saw (a summary-only file)
+            assert not [r for r in store.session(KEY).records if r.kind != "opaque"]
+            store.close()
+            return
+        assert imported.session_id is not None
+        expected = full_history(other.sessions.get(imported.session_id).records, context=True)
+    session = store.session(KEY)
+    mine = full_history(session.records, context=True)
+    assert [(m.role, m.text, m.tool_calls, m.added) for m in mine] == [
+        (m.role, m.text, m.tool_calls, m.added) for m in expected
+    ]
+    # Mapping a turn again leaves no head behind; only Claude Code's own rewinds do.
+    assert len(session.hidden_heads()) == _REWINDS.get(name, 0)
+    store.close()
+
+
+# The files in which a prompt hangs off an earlier line (Claude Code rewound), and how often.
+_REWINDS = {"ccl_thinking-progress_v2.1.42.jsonl": 1, "synthetic_ccl_rewind-then-compact.jsonl": 1}
+# Hand-made damage (duplicate uuids, lines whose parents point anywhere): its lines are
+# kept, but which of its branches a batch continues is not what one read of the file says.
+_TANGLED = {"synthetic_ccl_edge-cases-malformed.jsonl"}

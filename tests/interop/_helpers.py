@@ -7,14 +7,21 @@ from pathlib import Path
 
 from plait import Client, Message
 from plait.interop import SeedResult, seed_from_jsonl
+from plait.views import full_history
 
 
 def seed(client: Client, path: Path, **options: object) -> tuple[SeedResult, list[Message]]:
-    """Seed a session from ``path``; return the result and every message stored."""
+    """Seed a session from ``path``; return the result and every message stored.
+
+    Every message: the context an agent added (``added``) too, as a request sends it.
+    """
     result = seed_from_jsonl(client, path, **options)  # type: ignore[arg-type]
     assert result.ok, result.error
     assert result.session_id is not None
-    messages = client.sessions.history_of(result.session_id, full=True)
+    stored = client.sessions.get(result.session_id).records
+    messages = full_history(stored, context=True)
+    said = client.sessions.history_of(result.session_id, full=True)
+    assert said == [m for m in messages if m.added is None]
     assert result.messages_loaded == len(messages) + sum(
         1 for r in client.sessions.get(result.session_id).records if r.kind == "system"
     )

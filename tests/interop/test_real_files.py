@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from plait import Client
+from plait._prefix import describe
 from plait.interop import seed_from_jsonl
-from plait.records import Record
+from plait.records import Record, UserRecord
 
 from .conftest import TRANSCRIPTS
 
@@ -38,6 +39,8 @@ class Expected:
     max_calls: int = 0  # the most calls one API response made
     texts: list[str] = field(default_factory=list)  # texts that must each be in some message
     responses: int = 0  # API responses that said something (Codex)
+    added: int = 0  # user messages the agent wrote for the model, not the person
+    person_first: str | None = None  # the first words the person typed
 
 
 def _files(agent: str) -> list[Any]:
@@ -86,6 +89,27 @@ def _check(client: Client, path: Path, expected: Expected, *, fmt: str, lenient:
     shown = [r.text for r in records]
     for text in expected.texts:
         assert any(text in s for s in shown), f"not imported: {text[:60]!r}"
+    _check_person(client, result.session_id or "", records, expected)
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    words = " ".join(text.split())
+    return words if len(words) <= limit else words[: limit - 1].rstrip() + "…"
+
+
+def _check_person(client: Client, sid: str, records: list[Record], expected: Expected) -> None:
+    """What the agent added is in the transcript and the request, not in what was said."""
+    added = [r for r in records if isinstance(r, UserRecord) and r.added is not None]
+    assert len(added) == expected.added
+    said = client.sessions.history_of(sid, full=True)
+    assert sum(1 for m in said if m.role == "user") == expected.roles["user"] - expected.added
+    sent = client.sessions.get(sid).request_messages()
+    assert {r.seq for r in added} <= {m.seq for m in sent if m.role == "user"} or any(
+        r.kind == "summary" for r in records
+    )
+    listed = describe(client, [i for i in client.sessions.list(all_workspaces=True) if i.id == sid])
+    if expected.person_first is not None:
+        assert listed[0].first_prompt == _one_line(expected.person_first)
 
 
 # -- Claude Code ---------------------------------------------------------------------------
@@ -208,11 +232,13 @@ def _cc_reference(path: Path) -> tuple[Expected, bool]:
             texts = _cc_attachment_texts(r.get("attachment") or {})
             if texts:
                 exp.roles["user"] += 1
+                exp.added += 1
                 exp.texts.extend(texts)
             elif r["attachment"].get("type") in ("task_reminder", "todo_reminder") and r[
                 "attachment"
             ].get("content"):
                 exp.roles["user"] += 1
+                exp.added += 1
             continue
         msg = r["message"]
         content = msg["content"]
@@ -264,6 +290,10 @@ def _cc_reference(path: Path) -> tuple[Expected, bool]:
             exp.roles[role] += 1
             if role == "user" and exp.first_prompt is None and text:
                 exp.first_prompt = text
+            if role == "user" and r.get("isMeta") is True:
+                exp.added += 1  # Claude Code's own text for the model
+            elif role == "user" and exp.person_first is None and text:
+                exp.person_first = text
     exp.max_calls = max(ids.values(), default=0)
     return exp, bool(malformed)
 
@@ -378,6 +408,13 @@ def _codex_reference(path: Path) -> tuple[Expected, bool]:
             text = _codex_text(i.get("content"))
             if role == "user" and not text.startswith("<") and exp.first_prompt is None:
                 exp.first_prompt = text
+            codex_wrote = text.lstrip().startswith(
+                ("<environment_context>", "<user_instructions>", "# AGENTS.md instructions")
+            )
+            if role == "user" and codex_wrote:
+                exp.added += 1
+            elif role == "user" and exp.person_first is None and text:
+                exp.person_first = text
             if role == "assistant" and text:
                 exp.last_reply = text
         elif t in _CODEX_CALLS:
@@ -410,6 +447,7 @@ def test_codex_file(mem: Client, path: Path) -> None:
     assert got["assistant"] == expected.responses  # one assistant message per API response
     if expected.first_prompt is not None:
         assert expected.first_prompt in [r.text for r in records if r.kind == "user"]
+    _check_person(mem, result.session_id or "", records, expected)
 
 
 def test_codex_unified_exec_failures_are_read_from_the_process_line(mem: Client) -> None:

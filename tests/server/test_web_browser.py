@@ -320,3 +320,34 @@ def test_an_open_page_follows_a_rewind(browser_page: Any, tmp_path: Path) -> Non
         page.screenshot(path=str(shots / "after-rewind.png"), full_page=True)
         page.goto("about:blank")
     served.client.close()
+
+
+def test_the_list_marks_cut_ids_and_shows_other_ids_whole(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    """``user/123/retry`` is never shown as ``user/123/`` beside ``user/123``."""
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    for sid in ("user/123", "user/123/retry"):
+        served.client.sessions.create(
+            [{"role": "user", "content": f"asked in {sid}"}], session_id=sid
+        )
+    own = served.client.sessions.create([{"role": "user", "content": "asked in plait"}]).id
+    page = browser_page
+    with LiveServer(served.app) as live:
+        page.goto(live.url + "/", wait_until="load")
+        page.fill("#api-key", KEY)
+        page.click("#connect")
+        page.wait_for_selector("#list-view:not([hidden]) a.session-link")
+        cells = page.locator("#list-view td.id")
+        assert cells.count() == 3
+        shown = cells.all_inner_texts()
+        assert shown[1:] == ["user/123/retry", "user/123"]
+        assert shown[0].endswith("…") and own.startswith(shown[0].removesuffix("…"))
+        for i in range(3):
+            box = cells.nth(i).bounding_box()
+            assert box is not None and box["width"] > 40 and box["height"] > 10
+        shots = Path(os.environ.get("PLAIT_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "list-ids.png"), full_page=True)
+        page.goto("about:blank")
+    served.client.close()

@@ -23,7 +23,15 @@ from plait._prefix import resolve_session_id
 from plait.cli._terminal import safe
 from plait.client import Client
 from plait.lineage import LineageNode, draw_tree
-from plait.records import EventRecord, JSONValue, Message, OpaqueRecord, Record, ToolCall
+from plait.records import (
+    EventRecord,
+    JSONValue,
+    Message,
+    OpaqueRecord,
+    Record,
+    ToolCall,
+    hidden_summaries,
+)
 from plait.render.page import opaque_label
 from plait.session import Session
 from plait.store.base import SessionRow
@@ -181,11 +189,16 @@ def print_records(
         How many records were printed.
     """
     count = 0
+    records = list(records)
+    hidden = hidden_summaries(records)
     for record in records:
         mark = _number(numbers, record.seq) if numbers is not None else f"#{record.seq} "
         prefix = Text(mark, style="dim")
         if isinstance(record, EventRecord):
             lines = [_line("event", f"event {record.name}", _compact(dict(record.data)))]
+        elif record.seq in hidden:
+            # Undone: no history shows it, so it is not drawn as part of the conversation.
+            lines = [_line("event", "summary (undone by uncompact, not in the history)", "")]
         elif isinstance(record, OpaqueRecord):
             lines = [_line("event", opaque_label(record), "")]
         else:

@@ -35,6 +35,7 @@ WINDOW_SOURCES: Final = {
     "server": "the model's server",
     "environment": "PLAIT_CONTEXT_WINDOW",
     "settings": "the session's model_info setting",
+    "guess": "a guess: plait does not know this model's window",
 }
 """How each :attr:`ContextReport.window_source` is named to a person."""
 
@@ -104,7 +105,11 @@ def print_report(out: Console, report: ContextReport) -> None:
         markup=False,
     )
     out.print(_bar(report.used, report.window))  # and how full the window is
-    out.print(Text(f"window from {WINDOW_SOURCES[report.window_source]}", style="dim"))
+    if report.window_source == "guess":
+        says = "window: a guess, plait does not know this model's window (set PLAIT_CONTEXT_WINDOW)"
+    else:
+        says = f"window from {WINDOW_SOURCES[report.window_source]}"
+    out.print(Text(says, style="dim"), soft_wrap=True)
     if any(share.name == UNATTRIBUTED for share in report.shares):
         out.print(
             Text(

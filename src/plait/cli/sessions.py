@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from plait._checks import MAX_INT
-from plait._prefix import describe, resolve_session_id
+from plait._prefix import describe, resolve_session_id, source_agent
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
@@ -74,9 +74,10 @@ def list_sessions(
 ) -> None:
     """List the workspace's sessions, most recently active first.
 
-    Each row: a short id (a prefix unique in the store: every command takes it),
-    the title or else the first prompt, the agent that wrote it, its messages
-    and when it was last active.
+    Each row: the id (plait's own cut to a prefix unique in the store, marked with …:
+    every command takes it; any other id whole), the title or else the first prompt,
+    the agent that wrote it, its messages and when it was last active. Sessions that
+    only hold a framework's state are not conversations and are not listed.
     """
     client = open_client(settings)
     infos = client.sessions.list(limit, all_workspaces=all_workspaces, prefix=prefix)
@@ -86,9 +87,16 @@ def list_sessions(
         return
     out = console()
     if not infos:
-        where = "this store" if all_workspaces else client.workspace
         under = f" with an id starting {prefix!r}" if prefix else ""
-        out.print(safe_text(f"no sessions{under} in {where}", style="dim"))
+        if all_workspaces:
+            said = f"no sessions{under} in this store"
+        else:
+            # A list looks in one workspace: say which, and how to see the others'.
+            said = (
+                f"no sessions{under} in the workspace {client.workspace}; "
+                "`plait sessions list --all` lists every workspace's"
+            )
+        out.print(safe_text(said, style="dim"), soft_wrap=True)
         return
     # Each session stays one row: a title (or first prompt) or workspace that does
     # not fit is cut with an ellipsis. The other columns are never cut: a cut id is
@@ -96,7 +104,7 @@ def list_sessions(
     # would cut (or crop) them first, so the cut widths are worked out here.
     ages = [age(d.info.updated_at) for d in described]
     fixed = {
-        "id": [d.short for d in described],
+        "id": [d.shown_id for d in described],
         "source": [d.source for d in described],
         "msgs": [str(d.info.length) for d in described],
         "active": ages,
@@ -108,26 +116,38 @@ def list_sessions(
     places = [safe_text(d.info.workspace) for d in described]
     place_width = max(len("workspace"), *(p.cell_len for p in places))
     if all_workspaces:
+        # Cut from the left: the last folders tell workspaces apart.
         place_width = min(place_width, max(_MIN_CUT, room // 3))
         room -= place_width
     label_width = max(_MIN_CUT, room)
     table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("id", no_wrap=True, min_width=widths[0])
-    table.add_column("title / first prompt", no_wrap=True, max_width=label_width)
+    table.add_column(
+        "title / first prompt", no_wrap=True, min_width=min(label_width, 20), max_width=label_width
+    )
     table.add_column("source", no_wrap=True, min_width=widths[1])
     table.add_column("msgs", no_wrap=True, min_width=widths[2], justify="right")
     table.add_column("active", no_wrap=True, min_width=widths[3], justify="right")
     if all_workspaces:
-        table.add_column("workspace", no_wrap=True, max_width=place_width)
+        table.add_column("workspace", no_wrap=True, min_width=place_width, max_width=place_width)
     for i, d in enumerate(described):
         labels[i].truncate(label_width, overflow="ellipsis")
-        cells = [Text(d.short), labels[i], safe_text(d.source)]
+        cells = [safe_text(d.shown_id), labels[i], safe_text(d.source)]
         cells += [Text(str(d.info.length)), Text(ages[i])]
         if all_workspaces:
-            places[i].truncate(place_width, overflow="ellipsis")
-            cells.append(places[i])
+            cells.append(_left_cut(places[i], place_width))
         table.add_row(*cells)
-    out.print(table)
+    # Ids shown whole (a framework's can be long) may leave less than the terminal has:
+    # the row is then as wide as it must be, never cut.
+    need = sum(widths) + label_width + (place_width if all_workspaces else 0) + 2 * (columns - 1)
+    out.print(table, width=max(out.width, need), crop=False)
+
+
+def _left_cut(text: Text, width: int) -> Text:
+    """``text`` cut to ``width`` cells from the left: a folder's last parts tell it apart."""
+    if text.cell_len <= width:
+        return text
+    return Text("…" + text.plain[-(width - 1) :], style=text.style)
 
 
 @sessions_group.command("show", context_settings=CONTEXT_SETTINGS)
@@ -180,9 +200,14 @@ def _header(session: Session) -> None:
     head = Text(session.id, style="bold")
     if session.title:
         head.append(" " + json.dumps(session.title, ensure_ascii=False))
-    op = short_operator(session.lineage_operator)
-    n = session.length
-    head.append(f"  {op}, {n} message{'' if n == 1 else 's'}", style="dim")
+    operator = session.lineage_operator
+    # The agent that wrote it, named as lists name it; an adapter's own operator names
+    # its framework (said once, as the source), not a plait branch.
+    source = source_agent(session.metadata, operator)
+    framework = operator is not None and not operator.startswith("Session.")
+    op = "root" if framework and not session.parent_session_ids else short_operator(operator)
+    n = session.shown_length
+    head.append(f"  {source}, {op}, {n} message{'' if n == 1 else 's'}", style="dim")
     console().print(head, soft_wrap=True)
 
 

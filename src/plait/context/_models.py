@@ -38,8 +38,8 @@ DEFAULT_COMPACT_PERCENT: Final = 80
 """Compact when the context is this full (percent of the window), unless the family says."""
 
 
-InfoSource: TypeAlias = Literal["table", "server", "environment", "settings"]
-"""Where a :class:`ModelInfo`'s window came from."""
+InfoSource: TypeAlias = Literal["table", "server", "environment", "settings", "guess"]
+"""Where a :class:`ModelInfo`'s window came from; ``guess`` when nothing knew the model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +58,8 @@ class ModelInfo:
     """The most tokens one reply may have, when known (a request leaves room for it)."""
     source: InfoSource = "table"
     """Where ``window`` came from: the family ``table``, the model's ``server``, the
-    session's ``settings`` or the ``environment``."""
+    session's ``settings`` or the ``environment``; a ``guess`` (:data:`UNKNOWN_MODEL`'s
+    window) when none of them knew the model."""
 
 
 _MAX_WINDOW: Final = 100_000_000
@@ -191,8 +192,9 @@ MODEL_FAMILIES: Final[tuple[tuple[str, ModelInfo], ...]] = (
 )
 """The families plait knows, by model-name prefix."""
 
-UNKNOWN_MODEL: Final = _info("unknown", 128_000)
-"""The numbers for a model no prefix matches (and for no model at all)."""
+UNKNOWN_MODEL: Final = replace(_info("unknown", 128_000), source="guess")
+"""The numbers for a model no prefix matches (and for no model at all): a guess, and said
+to be one (its ``source``)."""
 
 
 def _family(model: str | None) -> ModelInfo:
@@ -222,10 +224,11 @@ def model_info(
 
     Returns:
         The :class:`ModelInfo`; :data:`UNKNOWN_MODEL`'s numbers when no family matches
-        and nothing else is known. Its ``source`` says where the window came from.
+        and nothing else is known. Its ``source`` says where the window came from
+        (``guess`` for those numbers).
     """
     info = _family(model)
-    source: InfoSource = "table"
+    source: InfoSource = info.source
     merged = ModelLimits()
     layers: tuple[tuple[ModelLimits | None, InfoSource], ...] = (
         (declared, "server"),

@@ -14,7 +14,7 @@ from typing import Final
 
 from plait.context._models import InfoSource
 from plait.errors import InvalidArgumentError
-from plait.records import Record
+from plait.records import Record, is_cut_off
 
 __all__ = ["SHARE_NAMES", "UNATTRIBUTED", "ContextReport", "Share", "build_report"]
 
@@ -85,7 +85,8 @@ class ContextReport:
 
     window_source: InfoSource = "table"
     """Where ``window`` came from (:attr:`ModelInfo.source`): the family ``table``, the
-    model's ``server``, the ``environment`` or the session's ``settings``."""
+    model's ``server``, the ``environment`` or the session's ``settings``; ``guess`` when
+    nothing knew the model (the window is then plait's default)."""
 
     def __post_init__(self) -> None:
         # Every builder of a report gets the rest as a share, so no view of it can
@@ -125,8 +126,9 @@ def build_report(
 
     Args:
         records: the records of the history view (the newest summary, then what followed it).
-            Events are skipped; a system record in it counts as the system prompt when
-            ``system_tokens`` is 0 (pass the prompt's count there when it lives outside).
+            Events and cut-off replies are skipped; a system record in it counts as the
+            system prompt when ``system_tokens`` is 0 (pass the prompt's count there when
+            it lives outside).
         window: the model's context window in tokens (positive).
         system_tokens: tokens of the system prompt sent with the request; None if unknown.
         tool_schema_tokens: tokens of the tool schemas offered; None if unknown.
@@ -168,8 +170,8 @@ def build_report(
             items[name] += tool_schema_count if name == "Tool schemas" else 1
     for record in records:
         kind_share = _SHARE_OF_KIND.get(record.kind)
-        if kind_share is None:
-            continue
+        if kind_share is None or is_cut_off(record):
+            continue  # an event, or a cut-off reply no request sends
         name = kind_share
         if name == "System prompt" and system_tokens:
             continue  # the caller measured the prompt the request carries

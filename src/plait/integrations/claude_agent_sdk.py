@@ -19,9 +19,10 @@ Each transcript is a plait session at the same time:
 * The messages are the ``claude-code`` importer's, batch by batch
   (:func:`plait.interop.map_claude_code_entries`), so ``history()``, the
   context report, compaction, fork, export and the web page read the
-  conversation as they read an imported Claude Code session. A response
-  whose lines arrive in two batches (the SDK's ``eager`` flush) is two
-  assistant messages; the SDK's default flushes once per turn.
+  conversation as they read an imported Claude Code session, however the
+  lines are cut into batches: a batch that continues a turn (the rest of a
+  response, its results, an attachment waiting for them) is mapped again with
+  the turn's earlier lines, and the turn's messages are written again in place.
 * A rewind in Claude Code (a prompt hanging off an earlier line) is a
   :meth:`~plait.session.Session.rewind`: the view follows the branch Claude
   Code continues, the cut turns stay in a hidden head, and ``load`` still
@@ -140,29 +141,57 @@ def _tip(entries: Sequence[SessionStoreEntry], before: object) -> JSONValue:
 def _prompt_parent(entries: Sequence[SessionStoreEntry]) -> str | None:
     """The line the batch's first typed prompt hangs off, if it names one."""
     for raw in entries:
-        entry = cast(dict[str, Any], raw)
-        message = entry.get("message")
-        if entry.get("type") != "user" or entry.get("isSidechain") is True:
-            continue
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        blocks = [content] if isinstance(content, str) else content or []
-        typed = any(
-            isinstance(b, str) or (isinstance(b, dict) and b.get("type") in ("text", "image"))
-            for b in blocks
-        )
-        if not typed:
+        if not _typed(raw):
             continue  # tool results hang off their call, wherever it is
+        entry = cast(dict[str, Any], raw)
         parent = entry.get("parentUuid") or entry.get("logicalParentUuid")
         return parent if isinstance(parent, str) else None
     return None
 
 
+def _continues(entries: Sequence[SessionStoreEntry]) -> bool:
+    """Whether a batch may change the messages of the turn before it.
+
+    A batch that starts with a typed prompt starts a turn; one of bookkeeping lines alone
+    builds no message. Any other (the rest of a response, its results, an attachment
+    waiting for them) is mapped again with the lines of the turn it continues.
+    """
+    for raw in entries:
+        kind = cast(dict[str, Any], raw).get("type")
+        if kind in _MAPPED:
+            return not _typed(raw)
+    return False
+
+
+def _typed(raw: SessionStoreEntry) -> bool:
+    """Whether an entry is a prompt the person typed: a turn starts with it."""
+    entry = cast(dict[str, Any], raw)
+    message = entry.get("message")
+    if entry.get("type") != "user" or entry.get("isSidechain") is True:
+        return False
+    if not isinstance(message, dict):
+        return False
+    content = message.get("content")
+    blocks = [content] if isinstance(content, str) else content or []
+    return any(
+        isinstance(b, str) or (isinstance(b, dict) and b.get("type") in ("text", "image"))
+        for b in blocks
+    )
+
+
+_MAPPED: Final = frozenset({"user", "assistant", "attachment"})
+"""The entry types a message is built from, or placed by (an attachment waits for results)."""
+
+
 def _messages(
-    entries: Sequence[SessionStoreEntry], batch: int
+    entries: Sequence[SessionStoreEntry], batch: int | Sequence[list[int]]
 ) -> tuple[list[dict[str, JSONValue]], str | None]:
-    """The plait messages of one batch, each entry kept on its carrier (see the module doc)."""
+    """The plait messages of entries, each entry kept on its carrier (see the module doc).
+
+    ``batch`` is the batch the entries arrived in (each is keyed ``[batch, i]``), or each
+    entry's own key (a turn mapped again with the batch that continues it).
+    """
+    ats = [[batch, i] for i in range(len(entries))] if isinstance(batch, int) else list(batch)
     plain = [cast(dict[str, JSONValue], dict(e)) for e in entries]
     mapping = map_claude_code_entries(plain)
     messages = [dict(m) for m in mapping.messages]
@@ -172,7 +201,7 @@ def _messages(
     after: dict[int, list[dict[str, JSONValue]]] = {}
     last = -1
     for i, entry in enumerate(plain):
-        kept: JSONValue = {"at": [batch, i], "entry": entry}
+        kept: JSONValue = {"at": cast(JSONValue, ats[i]), "entry": entry}
         carrier = mapping.carriers[i]
         if carrier is not None:
             carried[carrier].append(kept)
@@ -421,6 +450,9 @@ class PlaitSessionStore(SessionStore):
             session = self.client.handle(row)
             old = _info(row)
             offset = old.get("offset", 0) if "mtime" in old else self._offset(row)
+            # Batches are ordered by this key; a turn mapped again (below) moves the
+            # version back, so the key never goes below the one after the last batch.
+            batch = max(session.version + offset, int(old.get("next", 0)))
             parent = _prompt_parent(entries)
             keep = None
             if parent is not None and parent != old.get("tip"):
@@ -430,8 +462,13 @@ class PlaitSessionStore(SessionStore):
                     # Claude Code rewound: the prompt hangs off an earlier line. plait's view
                     # follows (the cut lines stay in a hidden head, and in load()).
                     session.rewind(keep, expect_version=session.version)
-                messages, title = _messages(entries, session.version + offset)
-                session.inject_many(messages, expect_version=session.version)
+                    messages, title = _messages(entries, batch)
+                    session.inject_many(messages, expect_version=session.version)
+                elif _continues(entries):
+                    title = self._remap(session, row, entries, batch)
+                else:
+                    messages, title = _messages(entries, batch)
+                    session.inject_many(messages, expect_version=session.version)
             except StaleSessionError as exc:
                 last = exc  # another writer appended first: place the batch after it
                 continue
@@ -448,6 +485,7 @@ class PlaitSessionStore(SessionStore):
                 "summary": cast(JSONValue, summary),
                 "at_length": session.length,
                 "tip": _tip(entries, old.get("tip")),
+                "next": batch + 1,
             }
             if offset:
                 info["offset"] = offset
@@ -457,6 +495,71 @@ class PlaitSessionStore(SessionStore):
             return
         assert last is not None
         raise last
+
+    def _open_turn(self, row: SessionRow) -> tuple[int, list[Record]]:
+        """The records of the turn still open at the head, and the messages before them.
+
+        The turn starts at the newest message built from a typed prompt (read back from
+        the head a few records at a time); with none in view, the whole view is open.
+        """
+        lay = row.layout
+        store = self.client.store
+        hi, tail = lay.end_seq, list[Record]()
+        while hi > lay.view_start:
+            lo = max(lay.view_start, hi - 64)
+            chunk = store.read(row, lo, hi)
+            for k in range(len(chunk) - 1, -1, -1):
+                record = chunk[k]
+                kept = record.meta.get(_NS)
+                pairs = (
+                    cast(list[Any], kept.get("entries") or ()) if isinstance(kept, Mapping) else ()
+                )
+                if record.kind != "opaque" and any(_typed(p["entry"]) for p in pairs):
+                    tail = chunk[k:] + tail
+                    after = sum(1 for r in tail if r.kind != "event")
+                    return lay.length - after, tail
+            tail = chunk + tail
+            hi = lo
+        return 0, tail
+
+    def _remap(
+        self,
+        session: Session,
+        row: SessionRow,
+        entries: list[SessionStoreEntry],
+        batch: int,
+    ) -> str | None:
+        """Map the open turn again with the batch that continues it, in its place.
+
+        One API response's lines (its text, thinking and calls), its results and the
+        attachments that wait for them can fall in different batches; mapped on its own,
+        each batch would be a message of its own. So the turn is mapped again whole, as
+        the importer maps it: the head moves back to the turn's start and its messages
+        are written again, every entry keeping its key; the head that held the turn's
+        first mapping holds nothing load() lacks, and goes.
+        """
+        keep, tail = self._open_turn(row)
+        held = _entries_of(tail)
+        if not held:
+            messages, title = _messages(entries, batch)
+            session.inject_many(messages, expect_version=session.version)
+            return title
+        ats = sorted(held)
+        combined = [held[at] for at in ats] + list(entries)
+        keys = [list(at) for at in ats] + [[batch, i] for i in range(len(entries))]
+        messages, title = _messages(combined, keys)
+        taken = not session.holds_lock
+        if taken:
+            session.acquire()  # the three writes below are one change to other writers
+        try:
+            hidden = session.rewind(keep, expect_version=session.version)
+            session.inject_many(messages, expect_version=session.version)
+            with contextlib.suppress(SessionNotFoundError):
+                self.client.sessions.delete(hidden)
+        finally:
+            if taken:
+                session.release()
+        return title
 
     def _append_subagent(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         sid = session_id_for(key)

@@ -41,7 +41,8 @@ How the conversation is rebuilt:
 * **Attachments** the model sees (hook additional context, skill, agent and
   deferred-tool listings, MCP instructions, queued prompts, edited-file
   snippets, nested memory, task reminders with items ...) become user
-  messages (``meta["source"]["attachment"]`` names the type), placed after
+  messages marked ``added`` with their type (also ``meta["source"]["attachment"]``:
+  sent to the model, not shown by ``history()`` as the person's), placed after
   the results of the response they follow, as Claude Code sends them. Those
   whose wording Claude Code generates from flags the file does not spell out
   (``plan_mode``, ``auto_mode``, an empty ``task_reminder``), and bookkeeping

@@ -140,7 +140,8 @@ class LineBuilder:
             return
         meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
         meta["source"]["attachment"] = kind
-        item = Item({"role": "user", "content": text, "meta": meta}, line)
+        # Sent to the model as a user turn, but Claude Code wrote it, not the person.
+        item = Item({"role": "user", "content": text, "added": kind, "meta": meta}, line)
         # Claude Code sends an attachment after the tool results of the turn it joins;
         # placed before them it would split a call from its result.
         if self.pending:
@@ -198,6 +199,7 @@ class LineBuilder:
         model = as_str(message.get("model"))
         if model and model != "<synthetic>":
             self.out.model = model
+        usage = _usage(message.get("usage"))
         message_id = as_str(message.get("id"))
         last = self.open_msg
         if message_id is not None and message_id == self.open_id and last is not None:
@@ -218,6 +220,8 @@ class LineBuilder:
                 joined["thinking"].extend(thinking)
             if redacted:
                 joined["redacted_thinking"] = int(joined.get("redacted_thinking", 0)) + redacted
+            if usage is not None:
+                joined["usage"] = usage  # each line repeats it; the last has the whole reply's
             self.pending.update(c["id"] for c in calls if isinstance(c, dict))
             return
         self.flush()
@@ -231,6 +235,8 @@ class LineBuilder:
             meta["thinking"] = thinking
         if redacted:
             meta["redacted_thinking"] = redacted
+        if usage is not None:
+            meta["usage"] = usage
         msg["meta"] = meta
         self.out.items.append(Item(msg, line))
         self.open_id = message_id
@@ -291,6 +297,10 @@ class LineBuilder:
             msg = {"role": "user", "content": text, "meta": meta}
             if images:
                 msg["images"] = images
+            if record.get("isMeta") is True:
+                # Claude Code's own text for the model (a command's expanded prompt, its
+                # caveats), not what the person typed.
+                msg["added"] = "meta"
         self.out.items.append(Item(msg, line))
 
     def _result(self, line: int, record: dict[str, Any], block: dict[str, Any]) -> None:
@@ -361,3 +371,31 @@ def conversation(src: Source, out: Parsed, records: list[tuple[int, dict[str, An
         else:
             builder.user(line, record, record["message"])
     builder.flush()
+
+
+def _usage(raw: object) -> dict[str, JSONValue] | None:
+    """A response's token usage as plait keeps it (``input_tokens`` with the cached part).
+
+    The Messages API counts the prompt in three parts: ``input_tokens`` (not cached),
+    ``cache_read_input_tokens`` and ``cache_creation_input_tokens``. plait's
+    ``input_tokens`` is the whole prompt and ``cached_tokens`` the part read from the
+    cache (D29), so ``plait stats`` and the context report count an imported reply as
+    they count one plait made.
+    """
+    if not isinstance(raw, dict):
+        return None
+    parts = [
+        raw.get(k)
+        for k in (
+            "input_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+            "output_tokens",
+        )
+    ]
+    fresh, read, made, out = (
+        p if isinstance(p, int) and not isinstance(p, bool) and p >= 0 else 0 for p in parts
+    )
+    if not isinstance(raw.get("output_tokens"), int):
+        return None
+    return {"input_tokens": fresh + read + made, "output_tokens": out, "cached_tokens": read}

@@ -8,7 +8,8 @@ for a sub-agent thread, its ``source`` and ``parent_thread_id``;
 ``turn_context`` gives the model. ``docs/importers.md`` has the full table.
 
 * ``message`` items: ``user`` stays user (Codex's ``<environment_context>``
-  and AGENTS.md messages included: the model saw them), ``developer`` and
+  and AGENTS.md messages included: the model saw them; they are marked
+  ``added``, context Codex wrote, not the person's words), ``developer`` and
   ``system`` become system messages, ``assistant`` an assistant message.
 * ``function_call``, ``custom_tool_call`` (freeform input, kept as
   ``{"input": ...}``), ``local_shell_call`` (its ``action``) and
@@ -83,6 +84,21 @@ RESPONSE_ITEM_TYPES: Final = frozenset(
     | {"image_generation_call", "code_interpreter_call", "mcp_call", "mcp_list_tools"}
 )
 """Item ``type`` values of the Responses API (a line of bare items is one of these)."""
+
+
+_CONTEXT: Final = (
+    ("<environment_context>", "environment_context"),
+    ("<user_instructions>", "user_instructions"),
+    ("# AGENTS.md instructions", "agents_md"),
+)
+"""How the user messages Codex writes itself begin (the working folder and shell, the
+AGENTS.md files it found), and the name each is kept as added context under."""
+
+
+def codex_context(text: str) -> str | None:
+    """The kind of context Codex put in a user message, or None for the person's words."""
+    head = text.lstrip()
+    return next((kind for start, kind in _CONTEXT if head.startswith(start)), None)
 
 
 def looks_like(value: object) -> bool:
@@ -211,6 +227,9 @@ class ItemBuilder:
             msg = {"role": kind, "content": text, "meta": {"source": origin(line, time=time)}}
             if role == "developer":
                 msg["meta"]["source"]["role"] = "developer"
+            added = codex_context(text) if role == "user" else None
+            if added is not None:
+                msg["added"] = added
         else:
             src.bad(line, f"a message item has unknown role {role!r}")
             return

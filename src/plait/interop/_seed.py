@@ -347,7 +347,7 @@ def _unmapped(src: Source) -> tuple[list[JSONValue], int]:
 
 def _is_turn(message: Mapping[str, JSONValue]) -> bool:
     """A user message that starts a turn: not context an agent injected (an attachment)."""
-    if message.get("role") != "user":
+    if message.get("role") != "user" or message.get("added") is not None:
         return False
     meta = message.get("meta")
     source = meta.get("source") if isinstance(meta, Mapping) else None
@@ -571,6 +571,9 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
         lineage_operator="Session.import",
         metadata={"seeded_from_jsonl": seeded},
     )
+    # Counted now, as a writer does before a request: lists then know which messages no
+    # history shows (the context the agent added) without reading the transcript.
+    session.context()
     return SeedResult(
         ok=True,
         session_id=session.id,

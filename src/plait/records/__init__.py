@@ -24,6 +24,7 @@ from plait.records._codec import MESSAGE_KINDS, collector_paused, decode_record,
 from plait.records._messages import Message, messages_of, record_from_message
 from plait.records._model import (
     COMPACTION_UNDONE,
+    CUT_OFF,
     KINDS,
     MESSAGE_ROLES,
     AssistantRecord,
@@ -40,11 +41,13 @@ from plait.records._model import (
     UserRecord,
     dumps,
     hidden_summaries,
+    is_cut_off,
     newest_summary,
 )
 
 __all__ = [
     "COMPACTION_UNDONE",
+    "CUT_OFF",
     "KINDS",
     "PACKED_KINDS",
     "MESSAGE_KINDS",
@@ -71,6 +74,7 @@ __all__ = [
     "dumps",
     "encode_payload",
     "hidden_summaries",
+    "is_cut_off",
     "messages_of",
     "newest_summary",
     "record_from_message",

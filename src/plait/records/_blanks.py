@@ -134,6 +134,7 @@ def _blank_user(
     r.tokens = tokens
     r.content = text
     r.images = images
+    r.added = None
     r.__class__ = UserRecord
     return r  # type: ignore[no-any-return]
 

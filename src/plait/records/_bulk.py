@@ -225,6 +225,7 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
                                 elif kind == "user":
                                     r = UserBlank()
                                     r.images = 0
+                                    r.added = None
                                     cls = UserRecord
                                 elif kind == "system":
                                     r = SystemBlank()
@@ -305,6 +306,7 @@ def decode_packed(
                                 elif code == 2:
                                     r = UserBlank()
                                     r.images = 0
+                                    r.added = None
                                     cls = UserRecord
                                 elif code == 4:
                                     r = SystemBlank()
@@ -372,6 +374,7 @@ def _loaded_packed(
                             elif code == 2:
                                 r = UserBlank()
                                 r.images = 0
+                                r.added = None
                                 cls = UserRecord
                             elif code == 4:
                                 r = SystemBlank()

@@ -18,6 +18,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from plait._checks import check_json
@@ -68,7 +69,7 @@ def encode_payload(record: Record) -> str:
     """
     # A text-only message is most of every transcript: build its JSON directly.
     if (
-        (isinstance(record, UserRecord) and not record.images)
+        (isinstance(record, UserRecord) and not record.images and record.added is None)
         or (isinstance(record, AssistantRecord) and not record.tool_calls and not record.images)
         or isinstance(record, SystemRecord)
     ):
@@ -115,7 +116,7 @@ def _kind_fields(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
         if kind == "system":
             return {"content": content}
         if kind == "user":
-            return {"content": content, "images": images}
+            return {"content": content, "images": images, "added": _added(body)}
         if kind == "assistant":
             return {"content": content, "tool_calls": calls, "images": images}
         return {
@@ -295,6 +296,19 @@ _CORRUPT = (KeyError, TypeError, ValueError, AttributeError, RecursionError)
 """What a payload that does not fit its kind raises while it is decoded."""
 
 
+def _added(body: Any) -> str | None:
+    """A user payload's ``added`` (what put the message there), checked.
+
+    Raises:
+        TypeError: it is not text.
+    """
+    body = _parse(body) if isinstance(body, str) else body
+    added = body.get("added")
+    if added is not None and not isinstance(added, str):
+        raise TypeError("added is not a string")
+    return added
+
+
 def view_message(kind: str, payload: Any, seq: int) -> Message:
     """The message a history shows of a message row, checked as :func:`decode_record` checks.
 
@@ -307,9 +321,11 @@ def view_message(kind: str, payload: Any, seq: int) -> Message:
     """
     try:
         content, calls, call_id, name, ok, images = _fields(kind, payload)
+        added = _added(payload) if kind == "user" else None
     except _CORRUPT as exc:
         raise StoreCorruptError(f"record seq={seq} kind={kind!r}: {exc!r}") from exc
-    return build_message(ROLES.get(kind, kind), content, calls, call_id, name, ok, images, seq)
+    message = build_message(ROLES.get(kind, kind), content, calls, call_id, name, ok, images, seq)
+    return message if added is None else replace(message, added=added)
 
 
 def _called_record(

@@ -12,7 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from plait.errors import InvalidMessageError
+from plait._checks import check_name
+from plait.errors import InvalidArgumentError, InvalidMessageError
 from plait.records._model import (
     MESSAGE_ROLES,
     AssistantRecord,
@@ -45,6 +46,7 @@ _MESSAGE_KEYS: Final = frozenset(
         "folds",
         "format",
         "item",
+        "added",
     }
 )
 
@@ -171,12 +173,20 @@ def record_from_message(
         if present:
             raise InvalidMessageError(f"{where}: {present} not allowed on a {role} message")
 
+    if role != "user":
+        forbid("added")
     if role == "system":
         forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
         return SystemRecord(content=text, **common)
     if role == "user":
         forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
-        return UserRecord(content=text, images=images, **common)
+        added = message.get("added")
+        if added is not None:
+            try:
+                added = check_name(added, "'added'", max_len=100)
+            except InvalidArgumentError as exc:
+                raise InvalidMessageError(f"{where}: {exc}") from None
+        return UserRecord(content=text, images=images, added=added, **common)
     if role == "assistant":
         forbid("tool_call_id", "tool_name", "name", "ok", "folds")
         raw_calls = message.get("tool_calls") or []
@@ -264,6 +274,9 @@ class Message:
     """For an opaque item, the item as its writer gave it."""
     format: str | None = None
     """For an opaque item, who wrote it and how to read it."""
+    added: str | None = None
+    """For a user message the person did not type, what added it (its kind): context an
+    agent gave the model. ``history()`` leaves such messages out; requests send them."""
 
     @classmethod
     def from_record(cls, record: Record) -> Message:
@@ -292,7 +305,9 @@ class Message:
                 record.seq,
             )
         if isinstance(record, UserRecord):
-            return cls("user", record.content, images=record.images, seq=record.seq)
+            return cls(
+                "user", record.content, images=record.images, seq=record.seq, added=record.added
+            )
         if isinstance(record, SummaryRecord):
             return cls("summary", record.content, seq=record.seq)
         if isinstance(record, SystemRecord):
@@ -317,6 +332,8 @@ class Message:
             out["ok"] = self.ok
         if self.images:
             out["images"] = self.images
+        if self.added is not None:
+            out["added"] = self.added
         return out
 
 
@@ -341,6 +358,7 @@ class _Blank:
     seq: int
     item: Mapping[str, JSONValue] | None
     format: str | None
+    added: str | None
 
 
 def _blank_message(
@@ -365,6 +383,7 @@ def _blank_message(
     m.seq = seq
     m.item = None
     m.format = None
+    m.added = None
     m.__class__ = Message  # type: ignore[assignment]  # the same slots: see _Blank
     return m  # type: ignore[return-value]
 
@@ -384,7 +403,11 @@ build_message: Final[Callable[..., Message]] = _blank_message if _blank_works() 
 :class:`Message` of those fields (``item`` and ``format`` None), built in a
 :class:`_Blank` (or by the constructor, where a Python refuses that)."""
 _VIEWS: Final[dict[type, Callable[[Any], Message]]] = {
-    UserRecord: lambda r: build_message("user", r.content, (), None, None, None, r.images, r.seq),
+    UserRecord: lambda r: (
+        build_message("user", r.content, (), None, None, None, r.images, r.seq)
+        if r.added is None
+        else Message("user", r.content, images=r.images, seq=r.seq, added=r.added)
+    ),
     AssistantRecord: lambda r: build_message(
         "assistant", r.content, r.tool_calls, None, None, None, r.images, r.seq
     ),

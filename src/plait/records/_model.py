@@ -19,6 +19,7 @@ from plait._time import from_micros, now_micros
 
 __all__ = [
     "COMPACTION_UNDONE",
+    "CUT_OFF",
     "KINDS",
     "MESSAGE_ROLES",
     "AssistantRecord",
@@ -35,6 +36,7 @@ __all__ = [
     "UserRecord",
     "dumps",
     "hidden_summaries",
+    "is_cut_off",
     "newest_summary",
 ]
 
@@ -153,13 +155,19 @@ class UserRecord(Record):
     """What was typed."""
     images: int = 0
     """How many images the message carries."""
+    added: str | None = None
+    """What added it when the person did not type it: context an agent put in the
+    conversation for the model (a hook's notice, a skill list, the environment), named
+    by its kind. The model is sent it; ``history()`` does not show it as said."""
 
     @property
     def payload(self) -> dict[str, JSONValue]:
-        """``{"content": ...}``, plus ``images`` when there are any."""
+        """``{"content": ...}``, plus ``images`` and ``added`` when there are any."""
         out: dict[str, JSONValue] = {"content": self.content}
         if self.images:
             out["images"] = self.images
+        if self.added is not None:
+            out["added"] = self.added
         return out
 
     @property
@@ -313,6 +321,15 @@ for _cls in (
 
 COMPACTION_UNDONE: Final = "compaction_undone"
 """The event ``Session.uncompact`` appends: ``data["summary_seq"]`` names the summary it hides."""
+
+CUT_OFF: Final = frozenset({"interrupted", "error"})
+"""The ``finish_reason`` of an assistant reply that was cut off (by a cancel, a timeout or a
+failure): it is kept in the transcript, but never sent to the model again."""
+
+
+def is_cut_off(record: object) -> bool:
+    """Whether ``record`` is an assistant reply that was cut off (:data:`CUT_OFF`)."""
+    return isinstance(record, AssistantRecord) and record.meta.get("finish_reason") in CUT_OFF
 
 
 def _holds(records: Iterable[object], kind: type) -> bool:

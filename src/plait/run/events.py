@@ -97,11 +97,25 @@ class IterationEnd:
 
 
 EndReason: TypeAlias = Literal[
-    "done", "max_steps", "length", "content_filter", "timeout", "cancelled", "error"
+    "done",
+    "max_steps",
+    "repeated_call",
+    "length",
+    "content_filter",
+    "timeout",
+    "cancelled",
+    "error",
 ]
-"""How a run ended: its model finished; it stopped at the step limit; the last reply hit
-the output limit (``max_tokens``) or the provider's content filter; it passed its timeout;
-it was cancelled; it failed."""
+"""How a run ended: its model finished; it stopped at the step limit; it stopped a model
+that made the same failing tool call again and again (``repeat_limit``); the last reply
+hit the output limit (``max_tokens``) or the provider's content filter; it passed its
+timeout; it was cancelled; it failed."""
+
+DEFAULT_REPEAT_LIMIT: Final = 3
+"""A run stops when the model makes the same tool call (name and arguments) that failed,
+this many times in a row: a model that cannot read the failure would make it until the
+step limit. A session's ``repeat_limit`` setting changes it."""
+
 
 def _steps(n: int) -> str:
     return f"{n} step" if n == 1 else f"{n} steps"
@@ -126,6 +140,11 @@ class RunEnded:
     """The limit it passed, in seconds, when ``reason`` is ``timeout``."""
     error: str = ""
     """What failed, when ``reason`` is ``error``."""
+    repeated: str = ""
+    """The tool whose failing call the model kept making, when ``reason`` is
+    ``repeated_call``."""
+    repeats: int = 0
+    """How many times in a row it made that call, when ``reason`` is ``repeated_call``."""
     complete: bool = field(init=False)
     """Whether the model finished its answer (``done``); False when it was cut short."""
     words: str = field(init=False)
@@ -144,6 +163,11 @@ def _ending_words(end: RunEnded) -> str:
             said = f"done in {steps}"
         case "max_steps":
             said = f"ended at the step limit ({steps}) before the model finished"
+        case "repeated_call":
+            said = (
+                f"stopped after {steps}: the model made the same failing {end.repeated} call "
+                f"{end.repeats} times in a row"
+            )
         case "length":
             said = f"stopped after {steps}: the reply hit the output limit"
         case "content_filter":
@@ -163,7 +187,7 @@ def _ending_words(end: RunEnded) -> str:
 
 def end_reason(finish_reason: str) -> EndReason:
     """The :data:`EndReason` of a run that returned with ``finish_reason`` (its last reply's)."""
-    if finish_reason in ("max_steps", "length", "content_filter", "error"):
+    if finish_reason in ("max_steps", "repeated_call", "length", "content_filter", "error"):
         return finish_reason  # type: ignore[return-value]
     return "done"  # "stop", or a provider's own word for a reply that asked for nothing
 
@@ -232,6 +256,8 @@ def event_json(event: RunEvent) -> dict[str, JSONValue]:
             out["timeout"] = event.timeout
         if event.error:
             out["error"] = event.error
+        if event.repeated:
+            out.update(repeated=event.repeated, repeats=event.repeats)
     else:
         out.update(step=event.step, session_id=event.session_id)
     return out
@@ -289,9 +315,14 @@ class RunResult:
     usage: dict[str, int] = field(default_factory=dict)
     """Tokens summed over the run's replies (``input_tokens``, ``output_tokens``, ...)."""
     finish_reason: str = "stop"
-    """Why the last reply ended; ``max_steps`` when the run stopped at the step limit."""
+    """Why the last reply ended; ``max_steps`` when the run stopped at the step limit,
+    ``repeated_call`` when it stopped a model repeating a failing call."""
     events: tuple[RunEvent, ...] = ()
     """Every event of the run, when it was started with ``keep_events=True``."""
+    repeated: str = ""
+    """The tool whose failing call was repeated (``finish_reason`` ``repeated_call``)."""
+    repeats: int = 0
+    """How many times in a row (``finish_reason`` ``repeated_call``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,3 +343,5 @@ class RunSpec:
     """The most model calls the run may make."""
     settings: ModelSettings = field(default_factory=ModelSettings)
     """How the model should answer, for every model call of the run."""
+    repeat_limit: int = DEFAULT_REPEAT_LIMIT
+    """Stop when the model makes the same failing tool call this many times in a row."""

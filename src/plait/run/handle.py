@@ -153,7 +153,13 @@ class Run:
             except Exception as exc:
                 ending = self._ended("error", error=str(exc) or type(exc).__name__)
                 raise
-            ending = RunEnded(end_reason(result.finish_reason), result.steps, self._denied)
+            ending = RunEnded(
+                end_reason(result.finish_reason),
+                result.steps,
+                self._denied,
+                repeated=result.repeated,
+                repeats=result.repeats,
+            )
         finally:
             if ending is not None:
                 try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -246,6 +247,18 @@ async def _steps(
             run.emit(RecordAdded((await calls.run(lambda: session.tail(1)))[-1]))
         return done
 
+    # The failing call the model made last, and how many times in a row it made it.
+    failing: list[tuple[str, int]] = [("", 0)]
+
+    def note(call: ToolCall, ok: bool) -> None:
+        """Count a call that failed the same way as the one before it (name and arguments)."""
+        if ok:
+            failing[0] = ("", 0)
+            return
+        key = call.name + "\0" + json.dumps(dict(call.arguments), sort_keys=True, default=str)
+        last, times = failing[0]
+        failing[0] = (key, times + 1 if key == last else 1)
+
     async def run_tools(pending: list[ToolCall], step: int) -> None:
         """Run a reply's calls in order, each result written as it comes (interrupted ones too)."""
         try:
@@ -286,6 +299,7 @@ async def _steps(
                     }
                 )
                 run.emit(ToolFinished(call, outcome.ok, outcome.content, denied))
+                note(call, outcome.ok)
         except BaseException as exc:  # cancelled, timed out, or the sandbox/store failed
             if isinstance(exc, WriterLockLostError):
                 # Another writer has the session now: this run writes nothing more.
@@ -396,6 +410,19 @@ async def _steps(
             settings = replace(settings, tool_choice=None)
         await run_tools(pending, step)
         run.emit(IterationEnd(step, session.id))
+        key, times = failing[0]
+        if times >= spec.repeat_limit:
+            # The model does not read the failure: asked again, it makes the call again.
+            name = key.split("\0", 1)[0]
+            return RunResult(
+                reply_text,
+                tuple(appended),
+                step,
+                usage,
+                "repeated_call",
+                repeated=name,
+                repeats=times,
+            )
     return RunResult(reply_text, tuple(appended), spec.max_steps, usage, finish)
 
 

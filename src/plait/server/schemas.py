@@ -289,9 +289,10 @@ class ContextReportOut(_Out):
     measured_by: str
     partial: bool
     shares: list[ShareOut]
-    window_source: Literal["table", "server", "environment", "settings"] = Field(
+    window_source: Literal["table", "server", "environment", "settings", "guess"] = Field(
         description="Where the window came from: the model family's table, the model's "
-        "server, an environment variable or the session's model_info setting."
+        "server, an environment variable or the session's model_info setting; guess when "
+        "none of them knew the model (the window is plait's default)."
     )
 
 

@@ -204,6 +204,9 @@ def uncompact(head: Head) -> SummaryRecord:
     if summary is None:
         raise NothingToDoError("there is no compaction to undo")
     head.event(COMPACTION_UNDONE, {"summary_seq": summary.seq})
+    # Counted at once: lists read how many summaries are hidden from the newest tally.
+    row = head.fresh()
+    count_pending(head.store, row, persist=True, best_effort=True, memo=head.memo(row))
     return summary
 
 

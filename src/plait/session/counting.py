@@ -57,6 +57,7 @@ __all__ = [
     "declared_in",
     "info_for",
     "session_model",
+    "shown_length",
     "stored_limits",
     "tool_spec_texts",
 ]
@@ -147,8 +148,41 @@ def declared_in(record: Record) -> ModelLimits | None:
 
 
 def _meta_model(record: Record) -> str | None:
+    """The model that wrote a reply, or None.
+
+    Its ``meta["model"]``, or for an imported reply the model its source recorded
+    (``meta["source"]["model"]``).
+    """
     model = record.meta.get("model")
+    if isinstance(model, str) and model:
+        return model
+    source = record.meta.get("source")
+    model = source.get("model") if isinstance(source, Mapping) else None
     return model if isinstance(model, str) and model else None
+
+
+_LOOK_BACK: Final = 64
+"""Records read at a time when looking back for the newest reply that names its model."""
+
+
+def _named_reply(store: Store, row: SessionRow, reply: Record, memo: Memo | None) -> Record:
+    """The newest reply, at or before ``reply``, that names the model that wrote it.
+
+    A reply written without a model (one a caller recorded, an ``inject``) says nothing
+    of the window; the model of the conversation is the one of the reply before it.
+    ``reply`` itself when none of the 1,024 records before it names one.
+    """
+    if _meta_model(reply) is not None:
+        return reply
+    hi, floor = reply.seq, max(0, reply.seq - _LOOK_BACK * 16)
+    while hi > floor:
+        lo = max(floor, hi - _LOOK_BACK)
+        held = memo.records(lo, hi) if memo is not None else None
+        for record in reversed(held if held is not None else store.read(row, lo, hi)):
+            if isinstance(record, AssistantRecord) and _meta_model(record) is not None:
+                return record
+        hi = lo
+    return reply
 
 
 def _one(store: Store, row: SessionRow, seq: int, memo: Memo | None = None) -> Record:
@@ -162,6 +196,32 @@ def _one(store: Store, row: SessionRow, seq: int, memo: Memo | None = None) -> R
     if memo is not None:
         memo.extra[seq] = found[0]
     return found[0]
+
+
+def shown_length(store: Store, row: SessionRow) -> int:
+    """How many messages in the row's view a person sees.
+
+    The summaries an ``uncompact`` hid and the user messages an agent added are left
+    out: no history shows them. Two reads:
+    where counting stopped, and the newest stored tally (an ``uncompact`` counts its
+    event at once); a store that cannot say gives the view's length.
+    """
+    lay = row.layout
+    if lay.length == 0:
+        return 0
+    try:
+        end = store.counted_end(row)
+        if end <= lay.view_start:
+            return lay.length
+        before = lay.view_start - 1
+        at = store.tallies(row, [end - 1, before] if before >= 0 else [end - 1])
+    except PlaitError:
+        return lay.length
+    head = at.get(end - 1)
+    if head is None:
+        return lay.length
+    hidden = head.hidden - (at[before].hidden if before in at else 0)
+    return max(lay.length - hidden, 0)
 
 
 def count_pending(
@@ -316,7 +376,8 @@ def context_report(
     lay = row.layout
     view = lay.view_start
 
-    reply = counted.records.get(head.reply) or _one(store, row, head.reply, memo)
+    newest = counted.records.get(head.reply) or _one(store, row, head.reply, memo)
+    reply = _named_reply(store, row, newest, memo)
     # The stored counts were made with the encoding of the session's model (its setting, else
     # its newest reply's model: count_pending's rule), whatever model this report is for; the
     # report names that counter, and counts what it adds (tool schemas) with it too.
@@ -356,12 +417,14 @@ def context_report(
     base = at.get(hist_start - 1, Tally()) if hist_start > 0 else Tally()
     tokens = [h - b for h, b in zip(head.tokens, base.tokens, strict=True)]
     items = [h - b for h, b in zip(head.items, base.items, strict=True)]
+    cut = (head.cut[0] - base.cut[0], head.cut[1] - base.cut[1])
     values = {
         "System prompt": (system.tokens or 0, 1) if system is not None else (0, 0),
         "Environment notes": (0, 0),
         "Tool schemas": (schema_tokens, len(tool_specs)),
         "User messages": (tokens[0], items[0]),
-        "Assistant messages": (tokens[1], items[1]),
+        # A cut-off reply stays in the transcript but no request sends it (D73).
+        "Assistant messages": (tokens[1] - cut[0], items[1] - cut[1]),
         "Tool output": (tokens[2], items[2]),
         "Provider items": (tokens[3], items[3]),
         "Compaction summary": (summary.tokens or 0, 1) if summary is not None else (0, 0),
@@ -372,12 +435,12 @@ def context_report(
     u = head.usage
     if u >= hist_start and (summary is None or u > summary.seq) and u in at:
         usage = (
-            reply if reply.seq == u else counted.records.get(u) or _one(store, row, u, memo)
+            newest if newest.seq == u else counted.records.get(u) or _one(store, row, u, memo)
         ).meta.get("usage")
         if isinstance(usage, Mapping):
             inp, out = usage.get("input_tokens"), usage.get("output_tokens")
             if isinstance(inp, int) and isinstance(out, int) and inp >= 0 and out >= 0:
-                after = sum(head.tokens) - sum(at[u].tokens)
+                after = sum(head.tokens) - sum(at[u].tokens) - (head.cut[0] - at[u].cut[0])
                 provider_used = inp + out + after
     report = ContextReport(
         window=info.window,

@@ -244,6 +244,21 @@ class SessionHost:
                 _turns.give(self.store, session_id)
         return len(ids)
 
+    def close_sandboxes(self) -> None:
+        """Give back the sandbox handles this host's sessions hold.
+
+        A sandbox closes when no session holds it: a temporary folder plait made for a
+        session without a target (``plait-sandbox-*``) is deleted then, not when the
+        process exits; a folder a target names is never deleted.
+        """
+        with self._handles_lock:
+            handles = [h for h in self._handles.values() if h is not None]
+        current = self._current
+        if current is not None and all(h is not current for h in handles):
+            handles.append(current)
+        for handle in handles:
+            handle.close_sandbox()
+
     def forget(self, session_id: str) -> None:
         """The session was deleted: its handle holds no lock and it is no longer current.
 

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 from plait._time import from_micros
 from plait.errors import SessionNotFoundError
 from plait.lineage import Ancestry
-from plait.records import Record
+from plait.records import Record, hidden_summaries
 from plait.render import LineageBox, collect_lineage
+from plait.session import counting
 from plait.session._values import Snapshot
 from plait.store.base import SessionRow, ViewReader
 from plait.views import ResumeInfo, ViewItem, resume_info, system_prompt
@@ -114,11 +115,18 @@ def resumable(head: Head) -> ResumeInfo | None:
         n *= 8
 
 
+def shown_length(head: Head) -> int:
+    """Messages in view a person sees: a summary an ``uncompact`` hid is not one."""
+    return counting.shown_length(head.store, head.fresh())
+
+
 def tail(head: Head, n: int) -> list[Record]:
     """The records of the last ``n`` messages in view (events among them uncounted).
 
-    Reads the last ``n`` positions, then further back only as far as events there
-    took the place of messages: one read when the tail holds no events.
+    A summary an ``uncompact`` hid is no message either (the event that hid it comes
+    after it, so it is known when the summary is reached). Reads the last ``n``
+    positions, then further back only as far as events there took the place of
+    messages: one read when the tail holds no events.
     """
     row = head.fresh()
     lay = row.layout
@@ -126,18 +134,24 @@ def tail(head: Head, n: int) -> list[Record]:
         return []
     lo = max(lay.view_start, lay.end_seq - n)
     out = head.store.read(row, lo, lay.end_seq)
-    messages = sum(1 for r in out if r.kind != "event")
+
+    def counted(records: Sequence[Record]) -> int:
+        return sum(1 for r in records if r.kind != "event" and r.seq not in hidden)
+
+    hidden = hidden_summaries(out)
+    messages = counted(out)
     while messages < n and lo > lay.view_start:
         step = max(n - messages, 16)
         new_lo = max(lay.view_start, lo - step)
         more = head.store.read(row, new_lo, lo)
-        messages += sum(1 for r in more if r.kind != "event")
+        hidden |= hidden_summaries(more)
+        messages += counted(more)
         out = more + out
         lo = new_lo
     # Start at the n-th message from the end: older records (events too) stay out.
     seen = 0
     for i in range(len(out) - 1, -1, -1):
-        if out[i].kind != "event":
+        if out[i].kind != "event" and out[i].seq not in hidden:
             seen += 1
             if seen == n:
                 return out[i:]

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
+from plait._checks import check_int
 from plait.errors import (
     InvalidArgumentError,
     NothingToDoError,
@@ -37,6 +38,7 @@ from plait.run import (
     check_timeout,
     drive,
 )
+from plait.run.events import DEFAULT_REPEAT_LIMIT
 from plait.session._values import SessionUsage
 from plait.tools import BUILTIN_TOOLS, Offered, Tool, Toolset
 from plait.tools.mcp import servers_from_settings
@@ -45,10 +47,12 @@ if TYPE_CHECKING:
     from plait.session._head import Head
 
 __all__ = [
+    "REPEAT_LIMIT",
     "RunBoard",
     "name_it",
     "name_prompt",
     "provider_for",
+    "repeat_limit",
     "start_run",
     "steer",
     "text_stream",
@@ -157,6 +161,23 @@ def provider_for(head: Head, provider: Provider | str | None) -> Provider:
     return select_provider(None)
 
 
+REPEAT_LIMIT: Final = "repeat_limit"
+"""The settings key of how many times in a row a run lets the model make the same failing
+tool call (:data:`~plait.run.events.DEFAULT_REPEAT_LIMIT` when not set)."""
+
+
+def repeat_limit(settings: Mapping[str, object]) -> int:
+    """The repeat limit a session's settings set, else the default.
+
+    Raises:
+        InvalidArgumentError: a stored value that is not a positive int.
+    """
+    value = settings.get(REPEAT_LIMIT)
+    if value is None:
+        return DEFAULT_REPEAT_LIMIT
+    return check_int(value, REPEAT_LIMIT, lo=1)
+
+
 def start_run(
     head: Head,
     target: RunTarget,
@@ -213,7 +234,16 @@ def start_run(
         from plait.session.settings import set_settings
 
         set_settings(head, **changes)
-    spec = RunSpec(model, offered, text, on_approval, on_question, max_steps, effective)
+    spec = RunSpec(
+        model,
+        offered,
+        text,
+        on_approval,
+        on_question,
+        max_steps,
+        effective,
+        repeat_limit=repeat_limit(settings),
+    )
     hooks = [h for h in (on_event,) if h is not None]
     hooks.append(lambda event: board.notify(head.id, event))
 
@@ -265,20 +295,45 @@ def steer(head: Head, message: str) -> None:
 
 
 def title_from(reply: str, messages: Sequence[Message]) -> str:
-    """A clean title from the model's answer; the first request's words when it gave none."""
+    """A clean title from the model's answer; the first request's words when it gave none.
+
+    Nor when its answer is an error: a line a failed tool call or a failed reply said
+    (a small model asked for a title repeats what it read last), or one that reads as
+    an error (``Error: ...``, a traceback).
+    """
     line = next((ln for ln in reply.strip().splitlines() if ln.strip()), "")
     line = line.strip().strip("\"'`*#").strip().rstrip(".:;!")
     if line.lower().startswith("title:"):
         line = line[6:].strip()
-    if not line:
+    if not line or _an_error(line, messages):
         first = next(m.text for m in messages if m.role == "user")
         line = " ".join(first.split()[:6]) or "Untitled"
     return line[:_AUTO_TITLE_MAX]
 
 
+_ERROR_WORDS: Final = ("error:", "traceback", "exception:", "fatal:", "[", "{", "<")
+"""How an error's text starts (and a tool's JSON or markup), never a title's."""
+
+
+def _an_error(line: str, messages: Sequence[Message]) -> bool:
+    """Whether a title candidate is an error's text rather than a name for the talk."""
+    low = " ".join(line.lower().split())
+    if low.startswith(_ERROR_WORDS):
+        return True
+    for m in messages:
+        if m.role == "tool" and m.ok is False and low in " ".join(m.text.lower().split()):
+            return True
+    return False
+
+
 def name_prompt(messages: Sequence[Message]) -> Request:
-    """The request ``name_it`` sends: the instruction, then the last turns as text."""
-    transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in messages[-12:] if m.text)
+    """The request ``name_it`` sends: the instruction, then the last turns as text.
+
+    What the person and the model said: tool output (an error, a file) names no
+    conversation, and a small model would take it for the title.
+    """
+    said = [m for m in messages if m.role in ("user", "assistant") and m.text]
+    transcript = "\n".join(f"{m.role}: {m.text[:500]}" for m in said[-12:])
     return Request([Message("system", NAME_IT_PROMPT), Message("user", transcript)], max_tokens=32)
 
 

@@ -214,6 +214,19 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
         """
         return self._head.fresh().layout.length
 
+    @property
+    def shown_length(self) -> int:
+        """How many messages in view a person sees.
+
+        :attr:`length` less the summaries an :meth:`uncompact` hid and the user messages
+        an agent added (``added``): no history shows them (they keep their place in the
+        numbering ``fork_at`` counts).
+
+        Raises:
+            SessionNotFoundError: the session was never stored, or is gone.
+        """
+        return reading.shown_length(self._head)
+
     def __len__(self) -> int:
         return self.length
 
@@ -280,9 +293,9 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
     def tail(self, n: int = 20) -> list[Record]:
         """Return the records of the last ``n`` messages in view, oldest first.
 
-        Messages are counted as :attr:`length` counts them: events are not messages,
-        so the events among (and after) those messages come along uncounted. The cost
-        does not grow with the transcript.
+        Messages are counted as :attr:`shown_length` counts them: events are not
+        messages, nor is a summary an :meth:`uncompact` hid, so those among (and after)
+        the messages come along uncounted. The cost does not grow with the transcript.
 
         Raises:
             InvalidArgumentError: ``n`` is negative.

@@ -24,7 +24,7 @@ from plait.session._values import (
     validate_workspace_policy,
 )
 from plait.session.counting import MODEL_INFO
-from plait.session.runs import MODEL_SETTINGS
+from plait.session.runs import MODEL_SETTINGS, REPEAT_LIMIT, repeat_limit
 from plait.store.base import SessionRow
 
 if TYPE_CHECKING:
@@ -48,13 +48,16 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
     """Store settings that branches inherit; a value of None removes the key.
 
     Raises:
-        InvalidArgumentError: a value that is not JSON, ``model_info`` that is not valid
-            model limits (:class:`~plait.context.ModelLimits`), or ``model_settings``
-            that are not valid model settings (:class:`~plait.providers.ModelSettings`).
+        InvalidArgumentError: a value that is not JSON, a ``repeat_limit`` that is not a
+            positive int, ``model_info`` that is not valid model limits
+            (:class:`~plait.context.ModelLimits`), or ``model_settings`` that are not valid
+            model settings (:class:`~plait.providers.ModelSettings`).
         UnknownOptionError: ``model_info`` or ``model_settings`` with a key that is not
             one of them.
     """
     dumps(settings)
+    if settings.get(REPEAT_LIMIT) is not None:
+        repeat_limit(settings)  # a positive int, or every later run would fail on it
     limits = settings.get(MODEL_INFO)
     if limits is not None:
         settings = {**settings, MODEL_INFO: ModelLimits.from_json(limits).to_json() or None}

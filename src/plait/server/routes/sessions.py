@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from plait._prefix import Described, describe
-from plait.client import SessionInfo
+from plait.client import SessionInfo, conversations
 from plait.errors import SessionNotFoundError
 from plait.records import Message, Record
 from plait.render import lineage_svg
@@ -19,6 +19,7 @@ from plait.server.routes import manage
 from plait.server.sse import head_mark, record_json
 from plait.server.state import Caller, ServerState, Writer, server_state
 from plait.session import Session
+from plait.session.counting import shown_length
 from plait.store.base import SessionRow
 
 __all__ = ["router", "session_out"]
@@ -40,7 +41,7 @@ def session_out(
     state: ServerState, row: SessionRow, described: Described | None = None
 ) -> s.SessionOut:
     """The list view of a stored session (with what a list tells it by, when described)."""
-    info = SessionInfo.from_row(row)
+    info = described.info if described is not None else SessionInfo.from_row(row)
     return s.SessionOut(
         id=info.id,
         title=info.title,
@@ -65,7 +66,8 @@ def _detail(state: ServerState, session: Session) -> s.SessionDetail:
     row = state.client.lookup(session.id)
     live = state.live.snapshot_fields(session)
     # One session: its first prompt and source, not a short id (that would scan the store).
-    described = describe(state.client, [SessionInfo.from_row(row)], short_ids=False)[0]
+    info = SessionInfo.from_row(row, shown_length(state.client.store, row))
+    described = describe(state.client, [info], short_ids=False)[0]
     base = session_out(state, row, described)
     clients: Any = live["live_clients"]
     controller = live["live_controller_id"]
@@ -117,8 +119,10 @@ async def list_sessions(
     ws = None if all_workspaces or state.all_workspaces else state.client.workspace
 
     def listed() -> s.SessionListOut:
-        rows = state.client.store.recent(ws, limit)
-        described = describe(state.client, [SessionInfo.from_row(r) for r in rows])
+        store = state.client.store
+        rows = conversations(store, ws, limit)
+        infos = [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
+        described = describe(state.client, infos)
         return s.SessionListOut(
             sessions=[session_out(state, r, d) for r, d in zip(rows, described, strict=True)]
         )

@@ -196,7 +196,8 @@ function drawList() {
       text("td", s.source || "", "source"),
       count,
       text("td", age(s.updated_at), "age"),
-      text("td", s.short_id || s.id, "id"),
+      // A cut id is marked; any id plait did not make is shown whole by the server.
+      text("td", s.short_id && s.short_id !== s.id ? s.short_id + "…" : s.id, "id"),
     );
     body.append(row);
   }
@@ -279,8 +280,9 @@ async function showContext(id) {
   const source = r.from_provider ? "the provider's count" : r.measured_by;
   $("context-total").textContent = r.used.toLocaleString() + " / " + r.window.toLocaleString() +
     " tokens (" + Math.round(100 * r.fraction) + "%), " + r.free.toLocaleString() + " free · " +
-    source + (r.partial ? " · partial" : "") + " · window from " +
-    (WINDOW_SOURCES[r.window_source] || r.window_source);
+    source + (r.partial ? " · partial" : "") + (r.window_source === "guess"
+      ? " · window: a guess, plait does not know this model's window"
+      : " · window from " + (WINDOW_SOURCES[r.window_source] || r.window_source));
   $("context-fill").value = Math.min(r.fraction, 1);
 }
 
