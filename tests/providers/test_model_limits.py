@@ -89,7 +89,7 @@ def test_tagged_models_find_their_family() -> None:
     assert encoding_for("gpt-oss:20b") == "o200k_base"
     assert model_info("openai:gpt-4o").family == "gpt-4o"
     assert model_info("bedrock:anthropic.claude-3-haiku-20240307-v1:0").family == "claude"
-    assert model_info("qwen2.5:7b-instruct").source == "table"
+    assert model_info("qwen2.5:7b-instruct").source == "guess"  # no family knows it: said so
 
 
 def test_what_each_server_says_is_read() -> None:
@@ -194,7 +194,7 @@ def test_session_settings_beat_the_environment_and_the_server(
         s = _session_near(client, 10)
         assert s.model_info("qwen2.5:7b").window == 128_000
         before = s.context("qwen2.5:7b")
-        assert before is not None and before.window_source == "table"
+        assert before is not None and before.window_source == "guess"  # no family knows it
         declared = ModelLimits(context_window=2048)
         assert s.model_info("qwen2.5:7b", declared=declared).source == "server"
         monkeypatch.setenv("PLAIT_CONTEXT_WINDOW", "4096")

@@ -452,7 +452,7 @@ def test_a_run_that_ends_at_the_step_limit_says_so(
 
     def looping() -> ScriptedProvider:
         """A model that asks for a tool at every step and never answers."""
-        calls = [ToolCall(f"c{i}", "echo", {"text": "again"}) for i in range(30)]
+        calls = [ToolCall(f"c{i}", "echo", {"text": f"again {i}"}) for i in range(30)]
         return ScriptedProvider([Reply(tool_calls=(c,), finish_reason="tool_calls") for c in calls])
 
     app = create_app(client, api_keys={KEY: "tester"}, provider=looping, tools=[echo])

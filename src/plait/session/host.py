@@ -179,7 +179,15 @@ class SessionHost:
         return self._current
 
     def make_current(self, handle: Session) -> Session:
-        """Make ``handle`` the current session; returns it."""
+        """Make ``handle`` the current session; returns it.
+
+        Raises:
+            InvalidArgumentError: ``handle`` is not a session of this host.
+        """
+        from plait.session.session import Session
+
+        if not isinstance(handle, Session) or handle.host is not self:
+            raise InvalidArgumentError(f"not a session of this client: {shown(handle)}")
         self._current = handle
         return handle
 
