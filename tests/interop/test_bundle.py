@@ -532,3 +532,54 @@ def test_replay_only_drops_the_unmapped_records_an_import_kept(mem: Client, tmp_
     assert "HOOK-MARKER" not in _dump(bundle)
     seeded = bundle["session"]["metadata"]["seeded_from_jsonl"]
     assert seeded["unmapped"] is None and seeded["unmapped_chars"] > 0
+
+
+def _bundle_file(tmp_path: Path, mem: Client, **extra: Any) -> tuple[Path, dict[str, Any]]:
+    bundle = export_bundle(_seeded(mem), mode="local")
+    bundle.update(extra)
+    path = tmp_path / "big.bundle.json"
+    path.write_text(json.dumps(bundle))
+    return path, bundle
+
+
+def test_a_huge_ignored_trace_costs_no_more_than_its_bytes(mem: Client, tmp_path: Path) -> None:
+    import tracemalloc
+
+    path, bundle = _bundle_file(tmp_path, mem, trace=[[]] * 2_000_000)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        session = import_bundle(mem, path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # json.loads built 2M lists (some 26 bytes of memory for each of the file's bytes);
+    # the trace is never built now: the file's bytes and what is kept, no more.
+    assert peak < 2 * size
+    assert session.length == len(bundle["transcript"])
+    assert session.records[-1].text == bundle["transcript"][-1]["content"]
+
+
+def test_read_bundle_keeps_what_it_is_asked_and_checks_the_rest(
+    mem: Client, tmp_path: Path
+) -> None:
+    path, bundle = _bundle_file(tmp_path, mem)
+    before = _count(mem)
+    assert read_bundle(path) == json.loads(path.read_text())  # everything, as json reads it
+    kept = read_bundle(path, keep={"replay"})
+    assert kept["replay"] == bundle["replay"] and kept["trace"] == [] and kept["events"] == []
+    assert kept["transcript"] == bundle["transcript"]
+    for bad in ('"trace": [[}]', '"trace": {"a": 1}', '"trace": [' + "[" * 600 + "]" * 600 + "]"):
+        text = path.read_text().replace('"trace": []', bad)
+        assert bad in text
+        path.write_text(text)
+        with pytest.raises(ImportFormatError):
+            import_bundle(mem, path)
+        path.write_text(json.dumps(bundle))
+    assert _count(mem) == before  # nothing was created
+
+
+def test_a_bundle_that_keeps_no_message_says_so(mem: Client, tmp_path: Path) -> None:
+    path, _ = _bundle_file(tmp_path, mem, transcript=[], trace=[[]] * 1000)
+    with pytest.raises(ImportFormatError, match="holds no messages"):
+        import_bundle(mem, path)
