@@ -26,6 +26,7 @@ stream into a :class:`Reply`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
@@ -504,29 +505,74 @@ async def bounded(provider: Provider, request: Request) -> AsyncGenerator[Stream
     budget = _Budget(provider.name, request)
     stream = provider.stream(request)
     events = aiter(stream)
-    idle = request.idle_timeout
-    deadline = loop.time() + idle
+    idle = _Idle(loop, request.idle_timeout)
     try:
         while True:
-            window = asyncio.timeout_at(deadline)
-            try:
-                async with window:
-                    event = await anext(events)
-            except StopAsyncIteration:
+            event = await idle.next(events, provider)
+            if event is None:
                 return
-            except TimeoutError as exc:
-                if not window.expired():
-                    raise
-                url = getattr(provider, "base_url", None)
-                raise ProviderStalledError(provider.name, idle, url) from exc
             if budget.take(event):
-                deadline = loop.time() + idle
+                idle.deadline = loop.time() + idle.seconds
             yield event
     finally:
+        idle.close()
         # Closed here, not when collected: a stream given up on lets its connection go now.
         close = getattr(stream, "aclose", None)
         if close is not None:
             await close()
+
+
+class _Idle:
+    """The idle timeout of one stream: one timer, moved on as events bring something new.
+
+    One timer for the stream, not one per event: a cancelled timer stays in the loop's
+    queue until its time, and the context it was made in (the session a run drives) with
+    it; this one is made in an empty context and cancelled when the stream ends.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self.loop, self.seconds = loop, seconds
+        self.deadline = loop.time() + seconds
+        self._waiting: asyncio.Task[Any] | None = None
+        self._fired = False
+        self._handle = self._arm()
+
+    def _arm(self) -> asyncio.TimerHandle:
+        return self.loop.call_at(self.deadline, self._check, context=contextvars.Context())
+
+    def _check(self) -> None:
+        if self.loop.time() < self.deadline:
+            self._handle = self._arm()  # something new came meanwhile
+        elif self._waiting is not None:
+            self._fired = True
+            self._waiting.cancel()
+        # Else the reader is busy with an event: the next wait checks the deadline itself.
+
+    async def next(self, events: AsyncIterator[StreamEvent], provider: Provider) -> Any:
+        """The next event, None at the end; ProviderStalledError past the deadline."""
+        if self.loop.time() >= self.deadline:
+            raise self._stalled(provider)
+        task = asyncio.current_task()
+        cancelling = task.cancelling() if task is not None else 0
+        self._waiting = task
+        try:
+            return await anext(events)
+        except StopAsyncIteration:
+            return None
+        except asyncio.CancelledError:
+            if self._fired and task is not None and task.uncancel() <= cancelling:
+                raise self._stalled(provider) from None
+            raise
+        finally:
+            self._waiting = None
+
+    def _stalled(self, provider: Provider) -> ProviderStalledError:
+        url = getattr(provider, "base_url", None)
+        return ProviderStalledError(provider.name, self.seconds, url)
+
+    def close(self) -> None:
+        """Cancel the timer."""
+        self._handle.cancel()
 
 
 async def complete(provider: Provider, request: Request) -> Reply:
