@@ -583,3 +583,24 @@ def test_a_bundle_that_keeps_no_message_says_so(mem: Client, tmp_path: Path) -> 
     path, _ = _bundle_file(tmp_path, mem, transcript=[], trace=[[]] * 1000)
     with pytest.raises(ImportFormatError, match="holds no messages"):
         import_bundle(mem, path)
+
+
+def test_a_shared_bundle_never_says_where_the_session_ran(client: Client, tmp_path: Path) -> None:
+    box, anchor, lib = tmp_path / "box", tmp_path / "anchor", tmp_path / "lib"
+    for folder in (box, anchor, lib):
+        folder.mkdir()
+    s = client.sessions.create([{"role": "user", "content": "hi"}]).to("local", spec=str(box))
+    s.set_workspace_anchor(str(anchor))
+    assert s.add_root(str(lib), mounted_at="vendor/lib").ok
+    for mode in ("sanitized", "replay-only"):
+        bundle = export_bundle(s, mode=mode)  # type: ignore[arg-type]
+        assert str(tmp_path) not in json.dumps(bundle), mode
+        settings = bundle["session"]["metadata"]["settings"]
+        assert settings["workspace_anchor"] == "[REDACTED:host_path]"
+        assert settings["sandbox"] == {"backend": "local", "spec": "[REDACTED:host_path]"}
+        assert settings["roots"][0]["mounted_at"] == "vendor/lib"  # where it is in the sandbox
+        kinds = {(e["where"], e["kind"]) for e in bundle["redactions"]}
+        assert ("session/metadata/settings/roots/0/path", "host_path") in kinds
+    # A local bundle is for one trust boundary: as stored.
+    local = export_bundle(s, mode="local")
+    assert local["session"]["metadata"]["settings"]["workspace_anchor"] == str(anchor)

@@ -47,7 +47,9 @@ The modes:
     tokens and ``Authorization:`` headers, PEM private key blocks, passwords in
     URLs, ``password=``/``secret=``/``token=`` pairs, the value of any key named
     like a credential, and the caller's ``redact`` patterns -- and each is
-    replaced by ``[REDACTED:<kind>]``. The ``redactions`` manifest says where
+    replaced by ``[REDACTED:<kind>]``. The host folders the session's settings
+    name (its sandbox's spec, workspace anchor, mounted roots' paths) become
+    ``[REDACTED:host_path]``. The ``redactions`` manifest says where
     and what kind, and how many; never the secret nor a hash of it.
 ``local``
     Everything as stored, for use inside one trust boundary; no manifest.
@@ -91,7 +93,7 @@ from plait.errors import (
     shown,
 )
 from plait.interop._read import read_head, read_source
-from plait.interop._redact import Redactor, redaction_patterns
+from plait.interop._redact import Redactor, hide_host_paths, redaction_patterns
 from plait.interop._skim import skim_object
 from plait.records import (
     AssistantRecord,
@@ -426,6 +428,7 @@ def export_bundle(
         _strip_payloads(body)
     if mode != "local":
         redactor = Redactor(patterns)
+        hide_host_paths(body["session"]["metadata"], redactor)
         body = {key: redactor.walk(value, key) for key, value in body.items()}
         manifest = redactor.manifest()
     return {
