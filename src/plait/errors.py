@@ -36,7 +36,9 @@ The hierarchy::
     ├── ProviderError                          a model provider could not answer
     │   ├── MissingCredentialsError            no API key: names the variable to set
     │   ├── ProviderResponseError              it answered with something unusable
-    │   │   └── ToolArgumentsError             a tool call's arguments are not a JSON object
+    │   │   ├── ToolArgumentsError             a tool call's arguments are not a JSON object
+    │   │   └── ReplyTooLargeError             a reply passed its cap (text, arguments, calls)
+    │   ├── ProviderStalledError (TimeoutError)  the stream sent nothing new for its idle timeout
     │   └── ScriptExhaustedError               the scripted provider ran out of replies
     ├── StoreError                             the store itself could not do its job
     │   ├── StaleSessionError                  compare-and-set on the session head failed
@@ -102,6 +104,8 @@ __all__ = [
     "StoreCorruptWarning",
     "StoreError",
     "ToolArgumentsError",
+    "ReplyTooLargeError",
+    "ProviderStalledError",
     "ToolError",
     "ToolSchemaError",
     "ToolServerError",
@@ -473,6 +477,43 @@ class ToolArgumentsError(ProviderResponseError):
         head = raw if len(raw) <= 200 else raw[:200] + "..."
         super().__init__(
             provider, f"tool call {call_id!r} to {tool_name!r}: arguments {reason}: {head!r}"
+        )
+
+
+class ReplyTooLargeError(ProviderResponseError):
+    """A streamed reply passed one of its caps (``ModelSettings.max_reply_chars`` ...).
+
+    Raised as soon as the cap is passed, so a server that streams without end costs at
+    most the cap; the run records what arrived, cut to the cap, as a reply cut off by an
+    error, and ``resume()`` asks the model again.
+
+    Attributes:
+        what: which part passed its cap (``text``, ``reasoning``, ``tool call arguments``,
+            ``tool calls``, ``items``).
+        limit: the cap (characters, or a count for calls and items).
+    """
+
+    def __init__(self, provider: str, what: str, limit: int) -> None:
+        self.what = what
+        self.limit = limit
+        unit = "" if what in ("tool calls", "items") else " characters"
+        super().__init__(provider, f"the reply's {what} passed the limit of {limit:,}{unit}")
+
+
+class ProviderStalledError(ProviderError, TimeoutError):
+    """A provider's stream sent nothing new (text, arguments, reasoning, items) for too long.
+
+    A server that sends only keep-alives (or only usage) would otherwise hold a run for
+    ever; ``ModelSettings.idle_timeout`` says how long a stream may be idle.
+
+    Attributes:
+        idle_timeout: the seconds it was idle.
+    """
+
+    def __init__(self, provider: str, idle_timeout: float, url: str | None = None) -> None:
+        self.idle_timeout = idle_timeout
+        super().__init__(
+            provider, f"the stream sent nothing new for {idle_timeout:g} s (idle timeout)", url=url
         )
 
 

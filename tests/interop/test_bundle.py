@@ -532,3 +532,75 @@ def test_replay_only_drops_the_unmapped_records_an_import_kept(mem: Client, tmp_
     assert "HOOK-MARKER" not in _dump(bundle)
     seeded = bundle["session"]["metadata"]["seeded_from_jsonl"]
     assert seeded["unmapped"] is None and seeded["unmapped_chars"] > 0
+
+
+def _bundle_file(tmp_path: Path, mem: Client, **extra: Any) -> tuple[Path, dict[str, Any]]:
+    bundle = export_bundle(_seeded(mem), mode="local")
+    bundle.update(extra)
+    path = tmp_path / "big.bundle.json"
+    path.write_text(json.dumps(bundle))
+    return path, bundle
+
+
+def test_a_huge_ignored_trace_costs_no_more_than_its_bytes(mem: Client, tmp_path: Path) -> None:
+    import tracemalloc
+
+    path, bundle = _bundle_file(tmp_path, mem, trace=[[]] * 2_000_000)
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        session = import_bundle(mem, path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    # json.loads built 2M lists (some 26 bytes of memory for each of the file's bytes);
+    # the trace is never built now: the file's bytes and what is kept, no more.
+    assert peak < 2 * size
+    assert session.length == len(bundle["transcript"])
+    assert session.records[-1].text == bundle["transcript"][-1]["content"]
+
+
+def test_read_bundle_keeps_what_it_is_asked_and_checks_the_rest(
+    mem: Client, tmp_path: Path
+) -> None:
+    path, bundle = _bundle_file(tmp_path, mem)
+    before = _count(mem)
+    assert read_bundle(path) == json.loads(path.read_text())  # everything, as json reads it
+    kept = read_bundle(path, keep={"replay"})
+    assert kept["replay"] == bundle["replay"] and kept["trace"] == [] and kept["events"] == []
+    assert kept["transcript"] == bundle["transcript"]
+    for bad in ('"trace": [[}]', '"trace": {"a": 1}', '"trace": [' + "[" * 600 + "]" * 600 + "]"):
+        text = path.read_text().replace('"trace": []', bad)
+        assert bad in text
+        path.write_text(text)
+        with pytest.raises(ImportFormatError):
+            import_bundle(mem, path)
+        path.write_text(json.dumps(bundle))
+    assert _count(mem) == before  # nothing was created
+
+
+def test_a_bundle_that_keeps_no_message_says_so(mem: Client, tmp_path: Path) -> None:
+    path, _ = _bundle_file(tmp_path, mem, transcript=[], trace=[[]] * 1000)
+    with pytest.raises(ImportFormatError, match="holds no messages"):
+        import_bundle(mem, path)
+
+
+def test_a_shared_bundle_never_says_where_the_session_ran(client: Client, tmp_path: Path) -> None:
+    box, anchor, lib = tmp_path / "box", tmp_path / "anchor", tmp_path / "lib"
+    for folder in (box, anchor, lib):
+        folder.mkdir()
+    s = client.sessions.create([{"role": "user", "content": "hi"}]).to("local", spec=str(box))
+    s.set_workspace_anchor(str(anchor))
+    assert s.add_root(str(lib), mounted_at="vendor/lib").ok
+    for mode in ("sanitized", "replay-only"):
+        bundle = export_bundle(s, mode=mode)  # type: ignore[arg-type]
+        assert str(tmp_path) not in json.dumps(bundle), mode
+        settings = bundle["session"]["metadata"]["settings"]
+        assert settings["workspace_anchor"] == "[REDACTED:host_path]"
+        assert settings["sandbox"] == {"backend": "local", "spec": "[REDACTED:host_path]"}
+        assert settings["roots"][0]["mounted_at"] == "vendor/lib"  # where it is in the sandbox
+        kinds = {(e["where"], e["kind"]) for e in bundle["redactions"]}
+        assert ("session/metadata/settings/roots/0/path", "host_path") in kinds
+    # A local bundle is for one trust boundary: as stored.
+    local = export_bundle(s, mode="local")
+    assert local["session"]["metadata"]["settings"]["workspace_anchor"] == str(anchor)

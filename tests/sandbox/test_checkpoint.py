@@ -403,3 +403,33 @@ def test_a_tree_deeper_than_the_limit_is_refused_with_a_typed_error(
     with pytest.raises(WorkspaceTooDeepError):
         store.restore(target, child)
     assert [p.name for p in target.iterdir()] == ["mine.txt"]
+
+
+def test_a_stat_cache_that_cannot_be_written_leaves_no_temporary_file(
+    tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import errno
+
+    from plait.sandbox import checkpoint as module
+
+    class FullDisk:
+        """``json`` as the module uses it, except that writing a file fails (ENOSPC)."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(json, name)
+
+        @staticmethod
+        def dump(*args: object, **kwargs: object) -> None:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    store = CheckpointStore(tmp_path / "cp")
+    monkeypatch.setattr(module, "json", FullDisk())
+    first = store.checkpoint(tree)  # the objects are written; only the cache is not
+    monkeypatch.undo()
+    leftovers = [p.name for p in (tmp_path / "cp").rglob(".tmp-*")]
+    assert leftovers == []
+    assert store.checkpoint(tree) == first  # and the checkpoint is whole
+    store.restore(tmp_path / "back", first)
+    assert sorted(p.name for p in (tmp_path / "back").iterdir()) == sorted(
+        p.name for p in tree.iterdir()
+    )

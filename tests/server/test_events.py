@@ -201,3 +201,53 @@ def test_postgres_notifies_wake_observers_at_once(tmp_path: Path, pg_store_schem
         other_store.close()
         served.client.close()
         served_store.close()  # a Client closes only a store it opened itself
+
+
+def _until_event(lines: Any, name: str, *, most: int = 400) -> list[dict[str, Any]]:
+    """Events read until one named ``name``; fails (never hangs) after ``most`` lines."""
+    import json as _json
+
+    seen: list[dict[str, Any]] = []
+    ev: dict[str, Any] = {}
+    for n, line in enumerate(lines):
+        assert n < most, f"no {name} event in {most} lines: {seen}"
+        if line == "":
+            if "event" in ev:
+                seen.append(ev)
+                if ev["event"] == name:
+                    return seen
+            ev = {}
+        elif line.startswith("event: "):
+            ev["event"] = line[7:]
+        elif line.startswith("data: "):
+            ev["data"] = _json.loads(line[6:])
+    raise AssertionError(f"the stream ended without {name}: {seen}")
+
+
+def test_a_stream_ends_when_its_token_is_revoked_or_expires(live: LiveServer) -> None:
+    with httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http:
+        sid = http.post("/sessions", json={"title": "watched"}).json()["id"]
+
+        def bearer(ttl: int) -> dict[str, str]:
+            r = http.post("/auth/sessions", json={"principal": "bob", "ttl_seconds": ttl})
+            return {"Authorization": f"Bearer {r.json()['id']}"}
+
+        revoked, short = bearer(3600), bearer(1)
+        message = {"messages": [{"role": "user", "content": "hello"}]}
+        with (
+            http.stream("GET", f"/sessions/{sid}/events", headers=revoked) as a,
+            http.stream("GET", f"/sessions/{sid}/events", headers=short) as b,
+        ):
+            a_lines, b_lines = a.iter_lines(), b.iter_lines()
+            http.post(f"/sessions/{sid}/messages", json=message)
+            assert _until_event(a_lines, "record")[-1]["data"]["record"]["kind"] == "user"
+            assert http.delete("/auth/sessions/current", headers=revoked).status_code == 200
+            ended = _until_event(a_lines, "credential_ended")[-1]["data"]
+            assert ended["reason"] == "revoked" and "revoked" in ended["message"]
+            assert list(a_lines) == []  # and the stream is over
+            # The short-lived token's stream ends at its expiry, with nothing sent after it.
+            ended = _until_event(b_lines, "credential_ended")[-1]["data"]
+            assert ended["reason"] == "expired"
+            assert list(b_lines) == []
+        for gone in (revoked, short):
+            assert http.get(f"/sessions/{sid}/events", headers=gone).status_code == 401

@@ -788,3 +788,48 @@ def test_servers_in_two_processes_take_turns_writing_one_session(tmp_path: Path)
             assert r.status_code == 200, r.text
     finally:
         a.close()
+
+
+def test_only_the_controller_changes_what_its_runs_send_or_see(api: TestClient) -> None:
+    alice = token(api, "alice")
+    bob = token(api, "bob")
+    messages = [{"role": "user", "content": f"m{i}"} for i in range(30)]
+    made = api.post("/sessions", json={"id": "ctl", "messages": messages}, headers=alice)
+    sid = made.json()["id"]
+    base = f"/sessions/{sid}"
+    attached = api.post(f"{base}/clients", json={"client_id": "tui", "mode": "controller"},
+                        headers=alice)
+    assert attached.status_code == 200
+    before = api.get(f"{base}/model-settings").json()["model_settings"]
+    writes = [
+        ("PUT", f"{base}/model-settings", {"model_settings": {"max_tokens": 1, "stop": ["a"]}}),
+        ("POST", f"{base}/compact", {"keep_last": 2}),
+        ("POST", f"{base}/uncompact", None),
+        ("POST", "/sessions", {"id": sid, "workspace_anchor": "/somewhere/else"}),
+        ("POST", "/sessions", {"id": sid, "workspace_policy": {"default_mount_mode": "read_only"}}),
+    ]
+    for method, path, body in writes:
+        r = api.request(method, path, json=body, headers=bob)
+        assert r.status_code == 403 and code(r) == "not_controller", (path, r.text)
+    # Nothing changed.
+    assert api.get(f"{base}/model-settings").json()["model_settings"] == before
+    detail = api.get(base).json()
+    assert detail["length"] == 30 and detail["live_controller_id"] == "tui"
+    # Re-opening without a change, and a dry run, are still anyone's; reads too.
+    assert api.post("/sessions", json={"id": sid}, headers=bob).status_code == 200
+    assert api.post(f"{base}/compact", json={"dry_run": True}, headers=bob).status_code == 200
+    # The controller may do each of them.
+    owner = {"client_id": "tui"}
+    r = api.put(f"{base}/model-settings", json={"model_settings": {"max_tokens": 5}, **owner},
+                headers=alice)
+    assert r.status_code == 200 and r.json()["model_settings"] == {"max_tokens": 5}
+    assert api.post(f"{base}/compact", json={"keep_last": 2, **owner}, headers=alice).is_success
+    assert api.post(f"{base}/uncompact", json=owner, headers=alice).is_success
+    r = api.post("/sessions", json={"id": sid, "workspace_anchor": "/elsewhere", **owner},
+                 headers=alice)
+    assert r.status_code == 200
+    # Released, the rule no longer applies: any writer may again.
+    assert api.post(f"{base}/clients/tui/release", json={}, headers=alice).status_code == 200
+    assert api.post(f"{base}/uncompact", headers=bob).status_code in (200, 409)
+    r = api.put(f"{base}/model-settings", json={"model_settings": {}}, headers=bob)
+    assert r.status_code == 200

@@ -115,3 +115,49 @@ def test_the_cli_prunes_and_dry_runs(tmp_path: Path) -> None:
     assert real.stdout.startswith(f"removed {n} checkpoint object(s)")
     bad = runner.invoke(cli, [*base, "--grace", "-5"])
     assert bad.exit_code == 2
+
+
+def test_a_foreign_bundles_checkpoint_ids_never_stop_pruning_and_db_check_names_them(
+    tmp_path: Path,
+) -> None:
+    from plait import export_bundle, import_bundle
+
+    # A session on another store, with checkpoints this store never saw.
+    box = tmp_path / "o" / "box"
+    box.mkdir(parents=True)
+    with Client(tmp_path / "o", store=tmp_path / "other.db") as other:
+        away = other.sessions.create().to("local", spec=str(box))
+        _run(away, _write("c9", "z.txt", "only elsewhere\n"))  # files this store never saw
+        bundle = export_bundle(away, mode="local")
+    db, ws = tmp_path / "plait.db", tmp_path / "ws"
+    ws.mkdir()
+    with Client(ws, store=db) as client:
+        s, _fork = _parent_and_fork(client, tmp_path)
+        client.sessions.delete(s.id)  # its own checkpoints are now prunable
+        import_bundle(client, bundle)
+        # Forged ids: any 64 hex, one that names a file (a blob, not a tree), not hex at all.
+        space = checkpoints_of(client.store)
+        blob = next(d for d in space.objects.digests() if space.objects.get(d) == b"shared\n")
+        forged = [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c", "name": "write_file", "arguments": {}}]},
+            {"role": "tool", "tool_call_id": "c", "tool_name": "write_file", "content": "ok",
+             "meta": {"workspace": {"before": "ab" * 32, "after": blob}}},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "d", "name": "write_file", "arguments": {}}]},
+            {"role": "tool", "tool_call_id": "d", "tool_name": "write_file", "content": "ok",
+             "meta": {"workspace": {"before": "../../etc/passwd", "after": "ab" * 32}}},
+        ]
+        client.sessions.create(forged)
+        done = client.prune_checkpoints(grace=0)
+        assert done.removed > 0 and done.unheld >= 3
+    runner = CliRunner()
+    checked = runner.invoke(cli, ["--store", str(db), "--workspace", str(ws), "db", "check"])
+    assert checked.exit_code == 0, checked.output
+    notes = [line for line in checked.stdout.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2 and all("does not hold" in n for n in notes)
+    pruned = runner.invoke(
+        cli, ["--store", str(db), "--workspace", str(ws), "db", "prune-checkpoints", "--grace", "0"]
+    )
+    assert pruned.exit_code == 0 and "not held by this store (ignored)" in pruned.stdout

@@ -271,6 +271,7 @@ def test_a_healthy_store_with_branches_passes_the_deep_check(tmp_path: Path) -> 
         "ok": True,
         "problems": [],
         "hints": [],
+        "notes": [],
     }
 
 

@@ -24,8 +24,8 @@ from plait.cli._common import (
 from plait.cli._terminal import safe
 from plait.client import Client
 from plait.errors import SchemaOutdatedError, StoreCorruptError
-from plait.session.checkpoints import PRUNE_GRACE
-from plait.store import Problem, SQLiteStore, salvage
+from plait.session.checkpoints import PRUNE_GRACE, unheld
+from plait.store import Problem, SQLiteStore, Store, salvage
 from plait.store.postgres import PostgresStore
 
 __all__ = ["db_group"]
@@ -107,6 +107,7 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
     """
     postgres = _is_postgres(settings)
     where = settings.store if postgres else str(store_file(settings))
+    notes: list[str] = []
     # Nothing there, or a file that was never a database: said as that, never "damaged".
     check_store_file(settings, create=False)
     try:
@@ -116,6 +117,8 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
     else:
         where = store.location
         problems = store.check(deep=deep)
+        if not problems:  # ids are read from records, which must read first
+            notes = _unheld_notes(store)
     hints = [
         for_store(h, settings) for h in repair_hints(problems, where, postgres=postgres, deep=deep)
     ]
@@ -128,6 +131,7 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
                     "ok": not problems,
                     "problems": [p.to_json() for p in problems],
                     "hints": hints,
+                    "notes": notes,
                 },
                 indent=2,
                 ensure_ascii=False,
@@ -135,6 +139,8 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
         )
     elif not problems:
         click.echo("ok")
+        for note in notes:
+            click.echo(f"note: {safe(note)}")
     else:
         for problem in problems:
             click.echo(safe(str(problem)))
@@ -143,6 +149,24 @@ def check(settings: Settings, deep: bool, as_json: bool) -> None:
         raise click.ClickException(f"{len(problems)} problem(s) in {safe(where)}")
     if problems:
         click.get_current_context().exit(1)
+
+
+def _unheld_notes(store: Store) -> list[str]:
+    """What ``db check`` says of checkpoint ids sessions name but the store does not hold.
+
+    Not damage (the records read): ids a bundle brought from another store, or forged.
+    A restore to them fails; pruning ignores them.
+    """
+    found = unheld(store)
+    by_session: dict[str, int] = {}
+    for sessions in found.values():
+        for session_id in sessions:
+            by_session[session_id] = by_session.get(session_id, 0) + 1
+    return [
+        f"session {sid}: {n} workspace checkpoint id(s) this store does not hold (brought "
+        "by an import, or forged): their files cannot be restored; pruning ignores them"
+        for sid, n in sorted(by_session.items())
+    ]
 
 
 @db_group.command("recover", context_settings=CONTEXT_SETTINGS)
@@ -230,4 +254,5 @@ def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
     click.echo(
         f"{verb} {done.removed} checkpoint object(s); "
         f"{done.referenced} checkpoint(s) still referenced"
+        + (f", {done.unheld} of them not held by this store (ignored)" if done.unheld else "")
     )

@@ -120,6 +120,9 @@ def _call_ids(record: dict[str, Any]) -> Iterable[str]:
                 yield call
 
 
+_LINKS: Final = ("uuid", "parentUuid", "logicalParentUuid")
+
+
 def _select(
     src: Source, messages: list[tuple[int, dict[str, Any]]], everything: list[dict[str, Any]]
 ) -> list[tuple[int, dict[str, Any]]]:
@@ -320,7 +323,10 @@ def parse(src: Source, *, depth: int = 0) -> Parsed:
         if not isinstance(rtype, str):
             src.bad(line, "a record needs a string 'type'")
             continue
-        everything.append(record)
+        if isinstance(record.get("uuid"), str):
+            # Only its links are kept for the branch walk: a record the import does not
+            # keep (a progress line, say) costs its three ids, not its whole content.
+            everything.append({k: record.get(k) for k in _LINKS})
         if out.session_id is None:
             out.session_id = as_str(record.get("sessionId"))
         if rtype == "attachment":

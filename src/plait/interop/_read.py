@@ -78,16 +78,23 @@ def _open(path: str | os.PathLike[str]) -> tuple[int, int, str]:
     return fd, info.st_size, name
 
 
-def _read(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
+def _read(fd: int, limit: int, expected: int = 0) -> bytes:
+    """Up to ``limit`` bytes of ``fd``; a file of ``expected`` bytes is read in one piece.
+
+    One read of the whole file allocates it once: pieces joined would hold it twice.
+    """
+    first = os.read(fd, min(expected + 1, limit)) if expected else b""
+    if expected and (not first or len(first) >= limit):
+        return first
+    chunks: list[bytes] = [first] if first else []
+    total = len(first)
     while total < limit:
         chunk = os.read(fd, min(1 << 20, limit - total))
         if not chunk:
             break
         chunks.append(chunk)
         total += len(chunk)
-    return b"".join(chunks)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def read_source(path: str | os.PathLike[str]) -> bytes:
@@ -98,10 +105,10 @@ def read_source(path: str | os.PathLike[str]) -> bytes:
             FIFO, a device, a socket, a folder), or is bigger than
             :data:`MAX_SOURCE_BYTES` (also when it grows past it while read).
     """
-    fd, _, name = _open(path)
+    fd, size, name = _open(path)
     try:
         try:
-            data = _read(fd, MAX_SOURCE_BYTES + 1)
+            data = _read(fd, MAX_SOURCE_BYTES + 1, size)
         except OSError as exc:
             raise ImportFormatError(
                 name, None, f"cannot read the file: {exc.strerror or exc}"

@@ -11,12 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from plait.errors import InvalidArgumentError
 from plait.records import JSONValue
 
-__all__ = ["Redactor", "redaction_patterns"]
+__all__ = ["HOST_PATH", "Redactor", "hide_host_paths", "redaction_patterns"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +87,10 @@ class Redactor:
     def _note(self, where: str, kind: str, n: int = 1) -> None:
         self.counts[(where, kind)] = self.counts.get((where, kind), 0) + n
 
+    def note(self, where: str, kind: str) -> None:
+        """Count one thing hidden by other means than a pattern, for the manifest."""
+        self._note(where, kind)
+
     def text(self, value: str, where: str) -> str:
         for rule in self.rules:
             if not rule.pattern.search(value):
@@ -135,6 +139,37 @@ class Redactor:
             {"where": where, "kind": kind, "count": n}
             for (where, kind), n in sorted(self.counts.items())
         ]
+
+
+HOST_PATH = "[REDACTED:host_path]"
+"""What a host folder a session's settings name becomes in a shared bundle."""
+
+
+def hide_host_paths(metadata: dict[str, Any], redactor: Redactor) -> None:
+    """Replace the host folders ``metadata["settings"]`` names, noting each in the manifest.
+
+    A session keeps where it ran on this machine: its sandbox's spec (a folder), its
+    workspace anchor and its mounted roots' paths. None of it is the conversation, and
+    all of it says who ran it where (a user name in a home folder): a bundle made to be
+    shared carries ``[REDACTED:host_path]`` instead.
+    """
+    settings = metadata.get("settings")
+    if not isinstance(settings, dict):
+        return
+    base = "session/metadata/settings"
+    sandbox = settings.get("sandbox")
+    if isinstance(sandbox, dict) and isinstance(sandbox.get("spec"), str):
+        sandbox["spec"] = HOST_PATH
+        redactor.note(f"{base}/sandbox/spec", "host_path")
+    if isinstance(settings.get("workspace_anchor"), str):
+        settings["workspace_anchor"] = HOST_PATH
+        redactor.note(f"{base}/workspace_anchor", "host_path")
+    roots = settings.get("roots")
+    if isinstance(roots, list):
+        for i, root in enumerate(roots):
+            if isinstance(root, dict) and isinstance(root.get("path"), str):
+                root["path"] = HOST_PATH
+                redactor.note(f"{base}/roots/{i}/path", "host_path")
 
 
 def _escape(key: str) -> str:

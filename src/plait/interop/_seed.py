@@ -37,7 +37,7 @@ Things a format records that the model never saw (progress lines, UI events,
 sidechains, abandoned branches) are left out of the messages in both modes:
 that is not partial. ``source["skipped"]`` counts them by record type, and the
 records themselves are kept verbatim in ``metadata["seeded_from_jsonl"]["unmapped"]``
-(``{line, kind, record}``, up to :data:`UNMAPPED_MAX_BYTES` of JSON; any beyond
+(``{line, kind, record}``, up to ``_source.UNMAPPED_MAX_BYTES`` of JSON; any beyond
 are counted in ``source["unmapped_not_kept"]``), so a later, better importer can
 map them. ``docs/importers.md`` lists, per agent and record type, what is kept,
 mapped or skipped.
@@ -73,9 +73,6 @@ __all__ = ["SEED_SOURCE_SCHEMA", "SeedResult", "seed_from_jsonl"]
 
 SEED_SOURCE_SCHEMA: Final = "plait.session_seed_source.v1"
 """The ``schema`` of the ``source`` dict a seeded session records."""
-UNMAPPED_MAX_BYTES: Final = 16 << 20
-"""How much of the unmapped source records a session keeps verbatim (as JSON text)."""
-
 _DEFAULTS: Final[dict[str, Any]] = {
     "format": "auto",
     "truncate_to_last": None,
@@ -335,14 +332,7 @@ def _renumber(items: list[tuple[int, Item]]) -> list[dict[str, JSONValue]]:
 
 def _unmapped(src: Source) -> tuple[list[JSONValue], int]:
     """The unmapped records to keep on the session, and how many did not fit the limit."""
-    kept: list[JSONValue] = []
-    size = 0
-    for n, entry in enumerate(src.unmapped):
-        size += len(dumps(entry))
-        if size > UNMAPPED_MAX_BYTES:
-            return kept, len(src.unmapped) - n
-        kept.append(entry)
-    return kept, 0
+    return list(src.unmapped), src.unmapped_over
 
 
 def _is_turn(message: Mapping[str, JSONValue]) -> bool:
@@ -547,7 +537,7 @@ def _seed(client: Client, src: Source, parsed: Parsed, opts: _Options, data: byt
         "details": parsed.details,
         "skipped": dict(sorted(src.skipped.items())),
         "problems": list(src.problems),
-        "unmapped": len(src.unmapped),
+        "unmapped": len(src.unmapped) + src.unmapped_over,
         "imported_at": from_micros(now_micros()).isoformat(),
     }
     unmapped, over = _unmapped(src)

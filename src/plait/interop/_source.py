@@ -23,6 +23,7 @@ from plait.errors import ImportFormatError
 from plait.records import JSONValue
 
 __all__ = [
+    "UNMAPPED_MAX_BYTES",
     "Item",
     "Parsed",
     "ProgressCallback",
@@ -38,6 +39,9 @@ SourceFormat = Literal["message_events", "request_snapshots", "provider_response
 
 ProgressCallback = Callable[[int, int], None]
 """Called with (bytes read, total bytes) while a file is read."""
+
+UNMAPPED_MAX_BYTES: Final = 16 << 20
+"""How much of the unmapped source records a session keeps verbatim (as JSON text)."""
 
 _SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")  # an escaped UTF-16 surrogate in JSON text
 _WS: Final = " \t\r\n"
@@ -138,7 +142,12 @@ class Source:
         self.problems: list[str] = []
         """The first few problems lenient mode skipped, with their lines."""
         self.unmapped: list[dict[str, JSONValue]] = []
-        """Records the importer read but did not map, verbatim: ``{line, kind, record}``."""
+        """Records the importer read but did not map, verbatim: ``{line, kind, record}``, up
+        to :data:`UNMAPPED_MAX_BYTES` of JSON (the rest are counted in :attr:`unmapped_over`,
+        never held: what a file holds past the limit costs no memory)."""
+        self.unmapped_over = 0
+        """Unmapped records past the limit: counted, not kept."""
+        self._unmapped_bytes = 0
         self._document: tuple[Any, Mapping[int, int]] | None = None
 
     # -- problems -----------------------------------------------------------------------
@@ -172,7 +181,7 @@ class Source:
         self.partial = True
         self.skipped[kind] += 1
         if record is not None:
-            self.unmapped.append({"line": line, "kind": kind, "record": record})
+            self._unmap({"line": line, "kind": kind, "record": record})
         if len(self.problems) < 20:
             self.problems.append(f"line {line}: {reason}" if line is not None else reason)
 
@@ -184,7 +193,17 @@ class Source:
     def keep(self, line: int | None, kind: str, record: JSONValue) -> None:
         """Count a record left unmapped and keep it verbatim for a later, better importer."""
         self.skipped[kind] += 1
-        self.unmapped.append({"line": line, "kind": kind, "record": record})
+        self._unmap({"line": line, "kind": kind, "record": record})
+
+    def _unmap(self, entry: dict[str, JSONValue]) -> None:
+        """Keep ``entry`` while the kept ones fit the limit; past it, count it only."""
+        if not self.unmapped_over:
+            size = len(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+            if self._unmapped_bytes + size <= UNMAPPED_MAX_BYTES:
+                self._unmapped_bytes += size
+                self.unmapped.append(entry)
+                return
+        self.unmapped_over += 1
 
     # -- decoding -----------------------------------------------------------------------
 

@@ -47,7 +47,9 @@ The modes:
     tokens and ``Authorization:`` headers, PEM private key blocks, passwords in
     URLs, ``password=``/``secret=``/``token=`` pairs, the value of any key named
     like a credential, and the caller's ``redact`` patterns -- and each is
-    replaced by ``[REDACTED:<kind>]``. The ``redactions`` manifest says where
+    replaced by ``[REDACTED:<kind>]``. The host folders the session's settings
+    name (its sandbox's spec, workspace anchor, mounted roots' paths) become
+    ``[REDACTED:host_path]``. The ``redactions`` manifest says where
     and what kind, and how many; never the secret nor a hash of it.
 ``local``
     Everything as stored, for use inside one trust boundary; no manifest.
@@ -76,7 +78,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Final, Literal, TypeAlias, get_args
 
 from plait._files import export_target, write_atomically
@@ -91,7 +93,8 @@ from plait.errors import (
     shown,
 )
 from plait.interop._read import read_head, read_source
-from plait.interop._redact import Redactor, redaction_patterns
+from plait.interop._redact import Redactor, hide_host_paths, redaction_patterns
+from plait.interop._skim import skim_object
 from plait.records import (
     AssistantRecord,
     EventRecord,
@@ -425,6 +428,7 @@ def export_bundle(
         _strip_payloads(body)
     if mode != "local":
         redactor = Redactor(patterns)
+        hide_host_paths(body["session"]["metadata"], redactor)
         body = {key: redactor.walk(value, key) for key, value in body.items()}
         manifest = redactor.manifest()
     return {
@@ -517,8 +521,27 @@ def _check(bundle: object, where: str | None) -> dict[str, JSONValue]:
     return dict(bundle)
 
 
-def read_bundle(path: str | os.PathLike[str]) -> dict[str, JSONValue]:
+_IMPORTED: Final = frozenset({"schema", "mode", "session", "transcript"})
+"""The keys :func:`import_bundle` reads; the rest of a bundle file is checked, not built."""
+
+_SKIPPED_AS: Final[dict[str, JSONValue]] = {"array": [], "object": {}, "string": "", "other": None}
+"""What a skipped value stands as for the envelope's checks: its kind, empty."""
+
+
+def read_bundle(
+    path: str | os.PathLike[str], *, keep: Collection[str] | None = None
+) -> dict[str, JSONValue]:
     """Read and validate a bundle file.
+
+    The file is read within a memory bound proportional to what is kept: the envelope's
+    top level is walked, and a key not in ``keep`` is skipped without building its value
+    (it is checked for its kind and balanced brackets only).
+
+    Args:
+        path: the bundle file.
+        keep: the top-level keys to decode (``schema``, ``mode``, ``session`` and
+            ``transcript`` are always kept); None decodes the whole bundle. A skipped
+            key stands in the result as an empty value of its kind.
 
     Returns:
         The bundle.
@@ -527,16 +550,20 @@ def read_bundle(path: str | os.PathLike[str]) -> dict[str, JSONValue]:
         ImportFormatError: the file cannot be read, is not JSON, or is not a bundle.
         BundleVersionError: a bundle of a schema this plait does not read (a newer one).
     """
-    name = os.fspath(path)
+    name = str(os.fspath(path))
+    data = read_source(path)
+    wanted = None if keep is None else _IMPORTED | set(keep)
     try:
-        text = read_source(path).decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(str(name), None, f"cannot read: {exc}") from exc
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ImportFormatError(str(name), None, f"not JSON: {exc}") from exc
-    return _check(data, str(name))
+        skimmed = skim_object(data, wanted)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+        if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] != b"{":
+            raise ImportFormatError(name, None, f"not a plait bundle: {exc}") from exc
+        raise ImportFormatError(name, None, f"not JSON: {exc}") from exc
+    bundle: dict[str, Any] = {
+        key: skimmed.values[key] if key in skimmed.values else _SKIPPED_AS[kind]
+        for key, kind in skimmed.kinds.items()
+    }
+    return _check(bundle, name)
 
 
 _HEAD_BYTES: Final = 1 << 16
@@ -598,7 +625,7 @@ def import_bundle(
     """
     if isinstance(source, str | os.PathLike):
         where: str | None = str(os.fspath(source))
-        bundle = read_bundle(source)
+        bundle = read_bundle(source, keep=_IMPORTED)
     else:
         where = None
         bundle = _check(source, None)
@@ -609,6 +636,9 @@ def import_bundle(
         )
     meta = bundle["session"]
     messages = [_message(e, i, where) for i, e in enumerate(bundle["transcript"])]
+    if not messages:
+        # A session of nothing is not an import: say so rather than make an empty one.
+        raise ImportFormatError(where, None, "the bundle's transcript holds no messages")
     provenance: dict[str, JSONValue] = {
         "schema": bundle["schema"],
         "mode": bundle["mode"],

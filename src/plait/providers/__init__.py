@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING
 
 from plait._lazy import lazy_names
 from plait.providers.base import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_REPLY_CHARS,
+    DEFAULT_MAX_TOOL_ARGUMENTS_CHARS,
+    DEFAULT_MAX_TOOL_OUTPUT_CHARS,
     FINISH_REASONS,
     SUMMARY_PREFIX,
     Finish,
@@ -26,8 +30,10 @@ from plait.providers.base import (
     Provider,
     ProviderError,
     ProviderResponseError,
+    ProviderStalledError,
     ReasoningDelta,
     Reply,
+    ReplyTooLargeError,
     Request,
     ScriptExhaustedError,
     StreamEvent,
@@ -36,6 +42,7 @@ from plait.providers.base import (
     ToolCallDelta,
     ToolSpec,
     Usage,
+    bounded,
     complete,
     declared_limits,
     reads_formats,
@@ -64,6 +71,10 @@ if not TYPE_CHECKING:  # type checkers see the imports above, and no catch-all _
     )
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_REPLY_CHARS",
+    "DEFAULT_MAX_TOOL_ARGUMENTS_CHARS",
+    "DEFAULT_MAX_TOOL_OUTPUT_CHARS",
     "FINISH_REASONS",
     "SUMMARY_PREFIX",
     "TOOL_CHOICES",
@@ -78,8 +89,10 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderResponseError",
+    "ProviderStalledError",
     "ReasoningDelta",
     "Reply",
+    "ReplyTooLargeError",
     "Request",
     "ScriptExhaustedError",
     "ScriptedProvider",
@@ -90,6 +103,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolSpec",
     "Usage",
+    "bounded",
     "complete",
     "declared_limits",
     "parse_model_spec",

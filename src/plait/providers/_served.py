@@ -23,6 +23,8 @@ asked again next time.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import re
 from collections.abc import Mapping
@@ -37,6 +39,9 @@ _log = logging.getLogger("plait")
 
 _ANSWERS: dict[tuple[str, str, str], ModelLimits | None] = {}
 _MAX_ANSWERS: Final = 256
+
+_MAX_ANSWER: Final = 16 * 1024 * 1024
+"""Bytes of one answer read (a model list of thousands of models is a few MiB)."""
 
 _WINDOW_KEYS: Final = ("max_model_len", "context_length", "context_window", "max_context_length")
 _OUTPUT_KEYS: Final = ("max_completion_tokens", "max_output_tokens")
@@ -131,6 +136,21 @@ async def probe_limits(
     return found
 
 
+async def _bounded_answer(
+    client: Any, method: str, url: str, body: dict[str, Any] | None
+) -> tuple[int, bytes | None]:
+    """The answer's status and body, None for a body past :data:`_MAX_ANSWER` bytes."""
+    async with client.stream(method, url, json=body) as answer:
+        if answer.status_code != 200:
+            return answer.status_code, None
+        kept = bytearray()
+        async for piece in answer.aiter_bytes():
+            kept += piece
+            if len(kept) > _MAX_ANSWER:
+                return answer.status_code, None
+        return answer.status_code, bytes(kept)
+
+
 async def _ask(
     base_url: str, model: str, *, api_key: str | None, timeout: float
 ) -> tuple[ModelLimits | None, bool]:
@@ -148,11 +168,17 @@ async def _ask(
     async with httpx.AsyncClient(timeout=timeout, headers=headers) as client:
         for method, url, body, read in asks:
             try:
-                answer = await client.request(method, url, json=body)
+                # Read within a size and a time bound: a server that answers without end
+                # (or a byte at a time) declares nothing rather than filling the run's memory.
+                async with asyncio.timeout(timeout):
+                    status, payload = await _bounded_answer(client, method, url, body)
                 answered = True
-                if answer.status_code != 200:
+                if status != 200 or payload is None:
                     continue
-                found: ModelLimits | None = read(answer.json())
+                found: ModelLimits | None = read(json.loads(payload))
+            except TimeoutError as exc:
+                _log.debug("no model limits from %s: %s", url, exc)
+                break
             except httpx.HTTPError as exc:
                 # Unreachable or too slow: the other questions would wait as long.
                 _log.debug("no model limits from %s: %s", url, exc)

@@ -25,11 +25,13 @@ stream into a :class:`Reply`.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol, TypeAlias, get_args, runtime_checkable
+from typing import Any, ClassVar, Final, Literal, Protocol, TypeAlias, get_args, runtime_checkable
 
 from plait._ids import new_id
 from plait.context import ModelLimits
@@ -37,6 +39,8 @@ from plait.errors import (
     InvalidArgumentError,
     ProviderError,
     ProviderResponseError,
+    ProviderStalledError,
+    ReplyTooLargeError,
     ScriptExhaustedError,
     ToolArgumentsError,
 )
@@ -45,6 +49,10 @@ from plait.records import JSONValue, Message, ToolCall
 _log = logging.getLogger("plait")
 
 __all__ = [
+    "DEFAULT_IDLE_TIMEOUT",
+    "DEFAULT_MAX_REPLY_CHARS",
+    "DEFAULT_MAX_TOOL_ARGUMENTS_CHARS",
+    "DEFAULT_MAX_TOOL_OUTPUT_CHARS",
     "FINISH_REASONS",
     "SUMMARY_PREFIX",
     "Finish",
@@ -53,8 +61,10 @@ __all__ = [
     "Provider",
     "ProviderError",
     "ProviderResponseError",
+    "ProviderStalledError",
     "ReasoningDelta",
     "Reply",
+    "ReplyTooLargeError",
     "Request",
     "ScriptExhaustedError",
     "StreamEvent",
@@ -64,6 +74,7 @@ __all__ = [
     "ToolSpec",
     "Usage",
     "arguments_json",
+    "bounded",
     "complete",
     "declared_limits",
     "summary_text",
@@ -74,6 +85,44 @@ __all__ = [
 # -- errors ----------------------------------------------------------------------------
 # They derive from PlaitError like every other plait error; they live here (not in
 # plait.errors) while the providers layer is new, and are re-exported by plait.providers.
+
+
+# -- bounds ----------------------------------------------------------------------------
+# A model server is another program: nothing it streams may grow a run without bound, and
+# nothing it holds back may hold a run for ever. What is kept of a reply is therefore
+# capped as it arrives (a cap passed ends the stream at once), and a stream that sends
+# nothing new for the idle timeout is abandoned.
+
+DEFAULT_MAX_REPLY_CHARS: Final = 4 * 1024 * 1024
+"""The characters one reply may carry, its text, reasoning and tool-call arguments together
+(a model writes far fewer; a stored record holds at most 8 Mi characters)."""
+
+DEFAULT_MAX_TOOL_ARGUMENTS_CHARS: Final = 1024 * 1024
+"""The characters one tool call's streamed arguments may have."""
+
+DEFAULT_MAX_TOOL_OUTPUT_CHARS: Final = 1024 * 1024
+"""The characters of one tool's output a run keeps (longer output is cut, and says so)."""
+
+DEFAULT_IDLE_TIMEOUT: Final = 600.0
+"""Seconds a provider's stream may send nothing new (keep-alives and usage are not new)
+before the run gives up on it: as long as the SDKs wait for a server that sends nothing."""
+
+MAX_REPLY_CALLS: Final = 1024
+"""The tool calls (and, apart, the verbatim items) one reply may have."""
+
+
+def check_cap(name: str, value: object) -> int:
+    """``value`` as a positive character cap, or InvalidArgumentError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= 2**40:
+        raise InvalidArgumentError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def check_idle(value: object) -> float:
+    """``value`` as a positive number of seconds, or InvalidArgumentError."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 86_400:
+        raise InvalidArgumentError(f"idle_timeout must be 0 to 86400 seconds, got {value!r}")
+    return float(value)
 
 
 # -- request ---------------------------------------------------------------------------
@@ -156,8 +205,19 @@ class Request:
     prompt_cache: bool | None = None
     """Mark the stable prefix for the prompt cache (providers that need marks); ``None`` is
     the provider's default."""
+    max_reply_chars: int = DEFAULT_MAX_REPLY_CHARS
+    """The characters the reply may carry (text, reasoning and call arguments together);
+    :func:`complete` raises :class:`ReplyTooLargeError` past it."""
+    max_tool_arguments_chars: int = DEFAULT_MAX_TOOL_ARGUMENTS_CHARS
+    """The characters one tool call's arguments may have (likewise)."""
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    """Seconds the stream may send nothing new; :func:`complete` raises
+    :class:`ProviderStalledError` past it."""
 
     def __post_init__(self) -> None:
+        check_cap("max_reply_chars", self.max_reply_chars)
+        check_cap("max_tool_arguments_chars", self.max_tool_arguments_chars)
+        object.__setattr__(self, "idle_timeout", check_idle(self.idle_timeout))
         if self.max_tokens is not None and self.max_tokens <= 0:
             raise InvalidArgumentError(f"max_tokens must be positive, got {self.max_tokens}")
         timeout, retries = self.timeout, self.max_retries
@@ -382,6 +442,139 @@ def _finish_call(provider: str, index: int, pending: _PendingCall) -> ToolCall:
     return ToolCall(call_id, pending.name, arguments)
 
 
+class _Budget:
+    """What one reply has kept so far, against its request's caps."""
+
+    def __init__(self, provider: str, request: Request) -> None:
+        self.provider, self.request = provider, request
+        self.kept = 0
+        self.calls: dict[int, int] = {}
+        self.items = 0
+
+    def _keep(self, n: int, what: str) -> None:
+        self.kept += n
+        if self.kept > self.request.max_reply_chars:
+            raise ReplyTooLargeError(self.provider, what, self.request.max_reply_chars)
+
+    def take(self, event: StreamEvent) -> bool:
+        """Count ``event``; whether it brought something new (usage does not).
+
+        Raises:
+            ReplyTooLargeError: it passes a cap.
+        """
+        if isinstance(event, TextDelta):
+            self._keep(len(event.text), "text")
+        elif isinstance(event, ReasoningDelta):
+            self._keep(len(event.text), "reasoning")
+        elif isinstance(event, ToolCallDelta):
+            size = self.calls.get(event.index)
+            if size is None and len(self.calls) >= MAX_REPLY_CALLS:
+                raise ReplyTooLargeError(self.provider, "tool calls", MAX_REPLY_CALLS)
+            size = (size or 0) + len(event.arguments_delta)
+            cap = self.request.max_tool_arguments_chars
+            if size > cap:
+                raise ReplyTooLargeError(self.provider, "tool call arguments", cap)
+            self.calls[event.index] = size
+            self._keep(len(event.arguments_delta), "tool call arguments")
+        elif isinstance(event, ItemDone):
+            self.items += 1
+            if self.items > MAX_REPLY_CALLS:
+                raise ReplyTooLargeError(self.provider, "items", MAX_REPLY_CALLS)
+        elif isinstance(event, Usage):
+            return False
+        return True
+
+
+async def bounded(provider: Provider, request: Request) -> AsyncGenerator[StreamEvent, None]:
+    """``provider.stream(request)``, held to the request's caps and idle timeout.
+
+    The stream is closed the moment the reply passes ``request.max_reply_chars`` (its text,
+    reasoning and call arguments together), one call's arguments pass
+    ``request.max_tool_arguments_chars``, or its calls or items pass :data:`MAX_REPLY_CALLS`;
+    and when it sends no text, reasoning, arguments, item or finish for
+    ``request.idle_timeout`` seconds (keep-alives never arrive here, and a server that
+    repeats its usage is still idle). So a server that streams without end costs a run
+    at most the caps, and one that sends nothing holds it at most the idle timeout.
+
+    Raises:
+        ReplyTooLargeError: the reply passed one of its caps.
+        ProviderStalledError: the stream sent nothing new for its idle timeout.
+        ProviderError: the provider failed.
+    """
+    loop = asyncio.get_running_loop()
+    budget = _Budget(provider.name, request)
+    stream = provider.stream(request)
+    events = aiter(stream)
+    idle = _Idle(loop, request.idle_timeout)
+    try:
+        while True:
+            event = await idle.next(events, provider)
+            if event is None:
+                return
+            if budget.take(event):
+                idle.deadline = loop.time() + idle.seconds
+            yield event
+    finally:
+        idle.close()
+        # Closed here, not when collected: a stream given up on lets its connection go now.
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+class _Idle:
+    """The idle timeout of one stream: one timer, moved on as events bring something new.
+
+    One timer for the stream, not one per event: a cancelled timer stays in the loop's
+    queue until its time, and the context it was made in (the session a run drives) with
+    it; this one is made in an empty context and cancelled when the stream ends.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+        self.loop, self.seconds = loop, seconds
+        self.deadline = loop.time() + seconds
+        self._waiting: asyncio.Task[Any] | None = None
+        self._fired = False
+        self._handle = self._arm()
+
+    def _arm(self) -> asyncio.TimerHandle:
+        return self.loop.call_at(self.deadline, self._check, context=contextvars.Context())
+
+    def _check(self) -> None:
+        if self.loop.time() < self.deadline:
+            self._handle = self._arm()  # something new came meanwhile
+        elif self._waiting is not None:
+            self._fired = True
+            self._waiting.cancel()
+        # Else the reader is busy with an event: the next wait checks the deadline itself.
+
+    async def next(self, events: AsyncIterator[StreamEvent], provider: Provider) -> Any:
+        """The next event, None at the end; ProviderStalledError past the deadline."""
+        if self.loop.time() >= self.deadline:
+            raise self._stalled(provider)
+        task = asyncio.current_task()
+        cancelling = task.cancelling() if task is not None else 0
+        self._waiting = task
+        try:
+            return await anext(events)
+        except StopAsyncIteration:
+            return None
+        except asyncio.CancelledError:
+            if self._fired and task is not None and task.uncancel() <= cancelling:
+                raise self._stalled(provider) from None
+            raise
+        finally:
+            self._waiting = None
+
+    def _stalled(self, provider: Provider) -> ProviderStalledError:
+        url = getattr(provider, "base_url", None)
+        return ProviderStalledError(provider.name, self.seconds, url)
+
+    def close(self) -> None:
+        """Cancel the timer."""
+        self._handle.cancel()
+
+
 async def complete(provider: Provider, request: Request) -> Reply:
     """Run ``request`` on ``provider`` and assemble the streamed events into a :class:`Reply`.
 
@@ -389,7 +582,8 @@ async def complete(provider: Provider, request: Request) -> Reply:
     non-empty ``id`` and ``name`` of a call win (a server that repeats them on every
     delta is fine), its ``arguments_delta`` pieces are joined and decoded as JSON
     (empty arguments are ``{}``); a call that never got an id gets a fresh one. The
-    last :class:`Usage` is the reply's usage.
+    last :class:`Usage` is the reply's usage. The stream is read through
+    :func:`bounded`: what is kept is capped as it arrives, and an idle stream is given up.
 
     Args:
         provider: the model to ask.
@@ -400,6 +594,8 @@ async def complete(provider: Provider, request: Request) -> Reply:
 
     Raises:
         ToolArgumentsError: a tool call's arguments are not a JSON object.
+        ReplyTooLargeError: the reply passed one of its caps.
+        ProviderStalledError: the stream sent nothing new for its idle timeout.
         ProviderResponseError: a tool call without a name, or the stream ended
             without a :class:`Finish` (it was cut off).
         ProviderError: the provider failed.
@@ -410,29 +606,33 @@ async def complete(provider: Provider, request: Request) -> Reply:
     calls: dict[int, _PendingCall] = {}
     usage: Usage | None = None
     finish: Finish | None = None
-    async for event in provider.stream(request):
-        if finish is not None:
-            raise ProviderResponseError(provider.name, f"event after finish: {event!r}")
-        if isinstance(event, TextDelta):
-            text.append(event.text)
-        elif isinstance(event, ToolCallDelta):
-            pending = calls.setdefault(event.index, _PendingCall())
-            if event.id and not pending.id:
-                pending.id = event.id
-            if event.name and not pending.name:
-                pending.name = event.name
-            if event.arguments_delta:
-                pending.arguments.append(event.arguments_delta)
-        elif isinstance(event, ReasoningDelta):
-            reasoning.append(event.text)
-        elif isinstance(event, ItemDone):
-            items.append(event)
-        elif isinstance(event, Usage):
-            usage = event
-        elif isinstance(event, Finish):
-            finish = event
-        else:
-            raise ProviderResponseError(provider.name, f"not a stream event: {event!r}")
+    events = bounded(provider, request)
+    try:
+        async for event in events:
+            if finish is not None:
+                raise ProviderResponseError(provider.name, f"event after finish: {event!r}")
+            if isinstance(event, TextDelta):
+                text.append(event.text)
+            elif isinstance(event, ToolCallDelta):
+                pending = calls.setdefault(event.index, _PendingCall())
+                if event.id and not pending.id:
+                    pending.id = event.id
+                if event.name and not pending.name:
+                    pending.name = event.name
+                if event.arguments_delta:
+                    pending.arguments.append(event.arguments_delta)
+            elif isinstance(event, ReasoningDelta):
+                reasoning.append(event.text)
+            elif isinstance(event, ItemDone):
+                items.append(event)
+            elif isinstance(event, Usage):
+                usage = event
+            elif isinstance(event, Finish):
+                finish = event
+            else:
+                raise ProviderResponseError(provider.name, f"not a stream event: {event!r}")
+    finally:
+        await events.aclose()
     if finish is None:
         raise ProviderResponseError(provider.name, "the stream ended without a finish (cut off)")
     tool_calls = tuple(_finish_call(provider.name, i, calls[i]) for i in sorted(calls))

@@ -6,6 +6,10 @@ its API: ``max_tokens``, ``temperature``, ``top_p``, ``tool_choice``, ``stop``,
 ``seed``, and ``extra_body`` / ``extra_headers`` for what plait does not name. How the
 SDK calls the API is set here too: ``timeout`` and ``max_retries`` per request, and
 ``prompt_cache`` (Anthropic's ``cache_control`` on the stable prefix).
+
+What a run keeps of a reply is bounded too, whatever the server sends: ``max_reply_chars``,
+``max_tool_arguments_chars``, ``max_tool_output_chars`` and ``idle_timeout`` (each left
+unset is plait's default, never unbounded).
 """
 
 from __future__ import annotations
@@ -16,7 +20,16 @@ from typing import Any, Final
 
 from plait._checks import check_int
 from plait.errors import InvalidArgumentError, UnknownOptionError
-from plait.providers.base import Request, ToolSpec
+from plait.providers.base import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_REPLY_CHARS,
+    DEFAULT_MAX_TOOL_ARGUMENTS_CHARS,
+    DEFAULT_MAX_TOOL_OUTPUT_CHARS,
+    Request,
+    ToolSpec,
+    check_cap,
+    check_idle,
+)
 from plait.records import JSONValue, Message, dumps
 
 __all__ = ["TOOL_CHOICES", "ModelSettings"]
@@ -72,8 +85,25 @@ class ModelSettings:
     prompt_cache: bool | None = None
     """Mark the stable prefix for the provider's prompt cache (Anthropic's
     ``cache_control``; on by default there; OpenAI caches by itself)."""
+    max_reply_chars: int | None = None
+    """The characters one reply may carry, text, reasoning and tool-call arguments together
+    (default 4 Mi); past it the run ends with ``ReplyTooLargeError``, the reply so far kept
+    as cut off, for ``resume()`` to ask again."""
+    max_tool_arguments_chars: int | None = None
+    """The characters one tool call's arguments may have (default 1 Mi), likewise."""
+    max_tool_output_chars: int | None = None
+    """The characters of one tool's output that are kept and sent (default 1 Mi); longer
+    output is cut, and says how much was."""
+    idle_timeout: float | None = None
+    """Seconds a model's stream may send nothing new before the run gives it up with
+    ``ProviderStalledError`` (default 600; keep-alives are not new)."""
 
     def __post_init__(self) -> None:
+        for cap in ("max_reply_chars", "max_tool_arguments_chars", "max_tool_output_chars"):
+            if getattr(self, cap) is not None:
+                check_cap(cap, getattr(self, cap))
+        if self.idle_timeout is not None:
+            object.__setattr__(self, "idle_timeout", check_idle(self.idle_timeout))
         _integer("max_tokens", self.max_tokens, 1, 10_000_000)
         _integer("max_retries", self.max_retries, 0, 20)
         if self.prompt_cache is not None and not isinstance(self.prompt_cache, bool):
@@ -174,7 +204,17 @@ class ModelSettings:
             timeout=self.timeout,
             max_retries=self.max_retries,
             prompt_cache=self.prompt_cache,
+            max_reply_chars=self.max_reply_chars or DEFAULT_MAX_REPLY_CHARS,
+            max_tool_arguments_chars=(
+                self.max_tool_arguments_chars or DEFAULT_MAX_TOOL_ARGUMENTS_CHARS
+            ),
+            idle_timeout=self.idle_timeout or DEFAULT_IDLE_TIMEOUT,
         )
+
+    @property
+    def tool_output_cap(self) -> int:
+        """The characters of one tool's output a run keeps (the default when unset)."""
+        return self.max_tool_output_chars or DEFAULT_MAX_TOOL_OUTPUT_CHARS
 
     @property
     def empty(self) -> bool:

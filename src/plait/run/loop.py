@@ -41,8 +41,16 @@ from plait.compaction import (
     Compaction,
     self_compaction_result,
 )
-from plait.errors import NothingToDoError, PlaitError, ProviderError, WriterLockLostError
+from plait.errors import (
+    NothingToDoError,
+    PlaitError,
+    ProviderError,
+    ProviderStalledError,
+    ReplyTooLargeError,
+    WriterLockLostError,
+)
 from plait.providers import (
+    ModelSettings,
     Provider,
     Request,
     StreamEvent,
@@ -283,6 +291,8 @@ async def _steps(
                     # A denied or unknown call ran nothing: its result is written at once.
                     after = await _checkpoint(session, ctx) if changes_files and ran else None
                 pending.pop(0)
+                if len(outcome.content) > settings.tool_output_cap:
+                    outcome = replace(outcome, content=_clip(outcome.content, settings))
                 tool_meta: dict[str, JSONValue] = {
                     "timing": {"start_us": tool_started, "end_us": now_micros()}
                 }
@@ -359,7 +369,12 @@ async def _steps(
             await _cut_off(add, tee, provider, "interrupted", started)
             raise
         except ProviderError as exc:
-            await _cut_off(add, tee, provider, "error", started, str(exc))
+            # A reply past its caps, or a stream gone quiet, is recorded even when no text
+            # came: the transcript then says why the run ended, and resume() asks again.
+            bound = isinstance(exc, ReplyTooLargeError | ProviderStalledError)
+            await _cut_off(
+                add, tee, provider, "error", started, str(exc), request.max_reply_chars, bound
+            )
             raise
         meta: dict[str, JSONValue] = {
             "provider": provider.name,
@@ -445,9 +460,16 @@ async def _cut_off(
     reason: str,
     started: int,
     error: str | None = None,
+    cap: int | None = None,
+    always: bool = False,
 ) -> None:
-    """Record the reply a cancel or a failure cut off, if any of it arrived."""
+    """Record the reply a cancel or a failure cut off, if any of it arrived (or ``always``).
+
+    Its text is cut to ``cap``: a reply stopped for passing its cap keeps no more than it.
+    """
     text = "".join(tee.text)
+    if cap is not None and len(text) > cap:
+        text = text[:cap]
     meta: dict[str, JSONValue] = {
         "provider": provider.name,
         "model": provider.model,
@@ -456,8 +478,14 @@ async def _cut_off(
     }
     if error is not None:
         meta["error"] = error
-    if text:
+    if text or always:
         await add({"role": "assistant", "content": text, "meta": meta})
+
+
+def _clip(content: str, settings: ModelSettings) -> str:
+    """A tool's output cut to the run's cap, saying how much was cut."""
+    cap = settings.tool_output_cap
+    return f"{content[:cap]}\n[... {len(content) - cap:,} more characters cut]"
 
 
 async def _checkpoint(session: RunTarget, ctx: ToolContext) -> str | None:

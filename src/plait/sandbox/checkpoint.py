@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import stat
 import tempfile
@@ -47,6 +48,8 @@ from typing import Any, Literal
 from plait.errors import InvalidArgumentError, WorkspaceTooDeepError
 from plait.sandbox._fstree import remove_tree
 from plait.sandbox._objects import FolderObjects, Objects, copy_stream, hash_file
+
+_log = logging.getLogger("plait")
 
 __all__ = ["MAX_DEPTH", "CheckpointStore", "FileChange", "FolderObjects", "Objects"]
 
@@ -155,12 +158,21 @@ class CheckpointStore:
         return self._caches[key]
 
     def _save_cache(self, root: Path, cache: dict[str, list[int | str]]) -> None:
+        # Only speed depends on it: a write that fails (a full disk) leaves no temporary
+        # file behind and costs the checkpoint nothing; the next one scans again.
         target = self._cache_file(root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            json.dump(cache, out, separators=(",", ":"))
-        os.replace(tmp, target)
+        tmp = None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(cache, out, separators=(",", ":"))
+            os.replace(tmp, target)
+        except OSError as exc:
+            _log.warning("checkpoint stat cache not saved: %s", exc)
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
     # -- checkpoint ---------------------------------------------------------------------
 

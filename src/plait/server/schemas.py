@@ -18,6 +18,7 @@ from plait.providers import ModelSettings
 
 __all__ = [
     "ModelSettingsIn",
+    "UncompactIn",
     "ModelSettingsOut",
     "ApprovalIn",
     "ApprovalOut",
@@ -193,6 +194,11 @@ class CreateSessionIn(_In):
     )
     workspace_anchor: str | None = Field(default=None, min_length=1)
     workspace_policy: JsonObject | None = None
+    client_id: str | None = Field(
+        default=None,
+        description="With a live controller attached, it must be the caller to change an "
+        "existing session's workspace anchor or policy.",
+    )
 
 
 class RenameIn(_In):
@@ -235,6 +241,17 @@ class CompactIn(_In):
     dry_run: bool = Field(default=False, description="Say what would be folded; write nothing.")
     keep_last: int | None = Field(
         default=None, ge=0, le=100_000, description="Keep the last N messages (default 12)."
+    )
+    client_id: str | None = Field(
+        default=None, description="With a live controller attached, it must be the caller."
+    )
+
+
+class UncompactIn(_In):
+    """``POST /sessions/{id}/uncompact`` (a body is optional)."""
+
+    client_id: str | None = Field(
+        default=None, description="With a live controller attached, it must be the caller."
     )
 
 
@@ -435,6 +452,9 @@ class ModelSettingsIn(_In):
     """``PUT /sessions/{id}/model-settings``: replace the settings the session keeps."""
 
     model_settings: ModelSettingsJson = None
+    client_id: str | None = Field(
+        default=None, description="With a live controller attached, it must be the caller."
+    )
 
 
 class ModelSettingsOut(_Out):

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,7 +50,10 @@ __all__ = [
     "meta",
     "prune",
     "referenced",
+    "references",
     "take",
+    "unheld",
+    "unheld_ids",
     "restore",
     "rewind_with_files",
     "undo_rewind_with_files",
@@ -182,6 +186,9 @@ class Pruned:
     """Objects (blobs and trees) removed, or that a dry run would remove."""
     dry_run: bool
     """Whether nothing was deleted."""
+    unheld: int = 0
+    """Referenced ids this store holds no checkpoint for (a bundle's from another store,
+    or forged): ignored, since there is nothing of theirs to keep."""
 
 
 def referenced(store: Store) -> set[str]:
@@ -191,14 +198,24 @@ def referenced(store: Store) -> set[str]:
     uncompact or a rewind's undo may show them again), so a checkpoint shared by
     forks is kept while any of them is.
     """
-    found: set[str] = set()
+    return set(references(store))
+
+
+def references(store: Store) -> dict[str, set[str]]:
+    """Every checkpoint id a live session or hidden head references, and which sessions do.
+
+    Read as :func:`referenced` reads them.
+    """
+    found: dict[str, set[str]] = {}
     rows = store.recent(None, sys.maxsize)
     seen = {row.id for row in rows}
     while rows:
         row = rows.pop()
         for record in store.read(row, 0, row.layout.end_seq):
             before, after = _ids(record)
-            found.update(i for i in (before, after) if i is not None)
+            for checkpoint_id in (before, after):
+                if checkpoint_id is not None:
+                    found.setdefault(checkpoint_id, set()).add(row.id)
         # A rewind's hidden heads are listed nowhere but the lineage; an undo brings
         # one back, with the files it names.
         for child in store.children(row.id):
@@ -219,8 +236,46 @@ def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) ->
     if not isinstance(dry_run, bool):
         raise InvalidArgumentError(f"dry_run is True or False, not {dry_run!r}")
     keep = referenced(store)
-    removed = checkpoints_of(store).prune(keep, grace=grace, dry_run=dry_run)
-    return Pruned(referenced=len(keep), removed=removed, dry_run=dry_run)
+    space = checkpoints_of(store)
+    held = keep - unheld_ids(space, keep)
+    try:
+        removed = space.prune(held, grace=grace, dry_run=dry_run)
+    except InvalidArgumentError:
+        if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:
+            raise
+        # A held object named like a checkpoint that is not one whole (an id a bundle
+        # brought that names one of this store's files): kept out, the rest pruned.
+        held = {i for i in held if _whole(space, i)}
+        removed = space.prune(held, grace=grace, dry_run=dry_run)
+    return Pruned(len(keep), removed, dry_run, len(keep) - len(held))
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def unheld_ids(space: CheckpointStore, ids: Collection[str]) -> set[str]:
+    """Which of ``ids`` name no object ``space`` holds (malformed ones included)."""
+    wellformed = {i for i in ids if _DIGEST.fullmatch(i)}
+    return (set(ids) - wellformed) | (space.objects.missing(wellformed) if wellformed else set())
+
+
+def _whole(space: CheckpointStore, checkpoint_id: str) -> bool:
+    try:
+        space.require(checkpoint_id)
+    except InvalidArgumentError:  # WorkspaceTooDeepError included: it is one
+        return False
+    return True
+
+
+def unheld(store: Store) -> dict[str, set[str]]:
+    """The checkpoint ids sessions reference that the store holds no object for, and by whom.
+
+    A bundle carries its tool records' checkpoint ids; imported into another store (or
+    forged) they name nothing here: a restore to them fails, pruning ignores them.
+    """
+    found = references(store)
+    missing = unheld_ids(checkpoints_of(store), found)
+    return {i: found[i] for i in sorted(missing)}
 
 
 def _refuse_rewind(records: Sequence[Record], keep_first: int) -> None:

@@ -24,7 +24,14 @@ from plait.errors import (
     SessionClosedError,
     SessionLockedError,
 )
-from plait.providers import ModelSettings, Provider, Request, TextDelta, select_provider
+from plait.providers import (
+    ModelSettings,
+    Provider,
+    Request,
+    TextDelta,
+    bounded,
+    select_provider,
+)
 from plait.records import JSONValue, Message
 from plait.run import (
     Approval,
@@ -338,10 +345,14 @@ def name_prompt(messages: Sequence[Message]) -> Request:
 
 
 async def text_stream(model: Provider, request: Request) -> AsyncIterator[str]:
-    """The text pieces of one model call (tool calls ignored)."""
-    async for event in model.stream(request):
-        if isinstance(event, TextDelta) and event.text:
-            yield event.text
+    """The text pieces of one model call (tool calls ignored), held to the request's bounds."""
+    events = bounded(model, request)
+    try:
+        async for event in events:
+            if isinstance(event, TextDelta) and event.text:
+                yield event.text
+    finally:
+        await events.aclose()
 
 
 async def name_it(head: Head, provider: Provider | str | None) -> str | None:

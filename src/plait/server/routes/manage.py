@@ -36,10 +36,13 @@ async def compact_session(
     """Fold the older messages into a summary now (nothing is deleted).
 
     With ``dry_run``, say what would be folded and write nothing. 409 ``nothing_to_do``
-    when nothing is worth folding.
+    when nothing is worth folding. With a live controller attached only it may compact
+    (``client_id``), else 403: what its runs see changes.
     """
     state = server_state(request)
     session = await state.call(lambda: state.session(session_id))
+    if not body.dry_run:
+        await state.call(lambda: state.check_driver(session, body.client_id, who))
     options: dict[str, object] = {}
     if body.keep_last is not None:
         options["keep_last"] = body.keep_last
@@ -102,10 +105,22 @@ async def rewind_session(
 
 
 @router.post("/sessions/{session_id}/uncompact", response_model=s.OkOut, summary="Uncompact")
-async def uncompact_session(request: Request, session_id: str, who: Writer) -> s.OkOut:
-    """Undo the newest compaction: what it folded shows again (409 when there is none)."""
+async def uncompact_session(
+    request: Request, session_id: str, who: Writer, body: s.UncompactIn | None = None
+) -> s.OkOut:
+    """Undo the newest compaction: what it folded shows again (409 when there is none).
+
+    With a live controller attached only it may (``client_id``), else 403.
+    """
     state = server_state(request)
-    await state.call(lambda: state.session(session_id).uncompact())
+    client_id = body.client_id if body is not None else None
+
+    def uncompacted() -> None:
+        session = state.session(session_id)
+        state.check_driver(session, client_id, who)
+        session.uncompact()
+
+    await state.call(uncompacted)
     await state.hub.refresh(session_id)
     return s.OkOut(ok=True)
 

@@ -143,7 +143,8 @@ async def create_session(
     """Open a session by id, creating it when unknown (seed 003's idempotent ``open``).
 
     With ``messages`` the session is new and holds them (all or nothing); an id
-    already taken is 409 ``session_exists``. An existing session answers 200.
+    already taken is 409 ``session_exists``. An existing session answers 200; a new
+    workspace anchor or policy for it is refused (403) but from its live controller.
     """
     state = _state(request)
     client = state.client
@@ -161,6 +162,10 @@ async def create_session(
                     workspace_policy=body.workspace_policy,
                 )
         else:
+            current = client.open(body.id) if existed else None
+            if current is not None and _moves_workspace(current, body):
+                # What a controller's runs see: only it may move it (as it alone may run).
+                state.check_driver(current, body.client_id, who)
             session = client.open(
                 body.id,
                 workspace_anchor=body.workspace_anchor,
@@ -178,6 +183,15 @@ async def create_session(
     if existed:
         response.status_code = 200
     return await state.call(lambda: _detail(state, session))
+
+
+def _moves_workspace(session: Session, body: s.CreateSessionIn) -> bool:
+    """Whether re-opening ``session`` with ``body`` changes its workspace anchor or policy."""
+    anchor, policy = body.workspace_anchor, body.workspace_policy
+    if anchor is not None and anchor != session.workspace_anchor:
+        return True
+    current = session.workspace_policy
+    return policy is not None and {**current, **policy} != current
 
 
 @router.get("/sessions/{session_id}", response_model=s.SessionDetail, summary="Open a session")
@@ -230,11 +244,16 @@ async def get_model_settings(
 async def put_model_settings(
     request: Request, session_id: str, body: s.ModelSettingsIn, who: Writer
 ) -> s.ModelSettingsOut:
-    """Replace the model settings the session keeps (null or {}: keep none); 422 if invalid."""
+    """Replace the model settings the session keeps (null or {}: keep none); 422 if invalid.
+
+    With a live controller attached only it may (``client_id``), else 403: they are what its
+    runs send.
+    """
     state = _state(request)
 
     def changed() -> s.ModelSettingsOut:
         session = state.session(session_id)
+        state.check_driver(session, body.client_id, who)
         session.set_model_settings(body.model_settings)
         return _model_settings_out(session)
 

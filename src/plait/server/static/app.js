@@ -430,9 +430,14 @@ function previewCompact() {
   });
 }
 
+// What the controller's runs see changes: a page that controls the session says so.
+function asController() {
+  return state.controlled === currentId() ? { client_id: state.client } : {};
+}
+
 function compact() {
   return act(async () => {
-    const done = await post(sessionPath(currentId()) + "/compact", {});
+    const done = await post(sessionPath(currentId()) + "/compact", asController());
     $("compact-preview").hidden = true;
     await showSession(currentId());
     notice("Folded " + done.compressed + " messages into a summary; kept " + done.kept + ".");
@@ -442,7 +447,7 @@ function compact() {
 function uncompact() {
   return act(async () => {
     try {
-      await post(sessionPath(currentId()) + "/uncompact");
+      await post(sessionPath(currentId()) + "/uncompact", asController());
     } catch (e) {
       if (e.code !== "nothing_to_do") throw e;
       notice("Nothing to undo: no compaction in view.");
