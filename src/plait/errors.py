@@ -421,117 +421,6 @@ class AdapterClosedError(PlaitError, RuntimeError):
     """A framework adapter (``plait.integrations``) was used after its ``close()``."""
 
 
-class ProviderError(PlaitError):
-    """A model provider could not answer (the SDK's own error is chained as ``__cause__``).
-
-    Attributes:
-        provider: the provider's name (``openai``, ``anthropic``, ``scripted`` ...).
-        status_code: the HTTP status the API answered with, when there was one.
-        url: the server's API root, when the provider talks to one (it is in the message).
-    """
-
-    def __init__(
-        self,
-        provider: str,
-        message: str,
-        *,
-        status_code: int | None = None,
-        url: str | None = None,
-    ) -> None:
-        self.provider = provider
-        self.status_code = status_code
-        self.url = url
-        where = f"{provider} at {url}" if url else provider
-        super().__init__(f"{where}: {message}")
-
-
-class MissingCredentialsError(ProviderError):
-    """A provider was chosen but no credential for it was found.
-
-    Attributes:
-        variable: the environment variable to set (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
-    """
-
-    def __init__(self, provider: str, variable: str) -> None:
-        self.variable = variable
-        super().__init__(provider, f"no API key: set {variable} (or pass api_key=)")
-
-
-class ProviderResponseError(ProviderError):
-    """The provider answered, but not with something plait can use (e.g. a cut-off stream)."""
-
-
-class ToolArgumentsError(ProviderResponseError):
-    """A tool call's streamed arguments are not a JSON object.
-
-    Attributes:
-        tool_name: the tool the model called.
-        call_id: the call's id.
-        raw: the argument text exactly as streamed.
-    """
-
-    def __init__(self, provider: str, tool_name: str, call_id: str, raw: str, reason: str) -> None:
-        self.tool_name = tool_name
-        self.call_id = call_id
-        self.raw = raw
-        head = raw if len(raw) <= 200 else raw[:200] + "..."
-        super().__init__(
-            provider, f"tool call {call_id!r} to {tool_name!r}: arguments {reason}: {head!r}"
-        )
-
-
-class ReplyTooLargeError(ProviderResponseError):
-    """A streamed reply passed one of its caps (``ModelSettings.max_reply_chars`` ...).
-
-    Raised as soon as the cap is passed, so a server that streams without end costs at
-    most the cap; the run records what arrived, cut to the cap, as a reply cut off by an
-    error, and ``resume()`` asks the model again.
-
-    Attributes:
-        what: which part passed its cap (``text``, ``reasoning``, ``tool call arguments``,
-            ``tool calls``, ``items``).
-        limit: the cap (characters, or a count for calls and items).
-    """
-
-    def __init__(self, provider: str, what: str, limit: int) -> None:
-        self.what = what
-        self.limit = limit
-        unit = "" if what in ("tool calls", "items") else " characters"
-        super().__init__(provider, f"the reply's {what} passed the limit of {limit:,}{unit}")
-
-
-class ProviderStalledError(ProviderError, TimeoutError):
-    """A provider's stream sent nothing new (text, arguments, reasoning, items) for too long.
-
-    A server that sends only keep-alives (or only usage) would otherwise hold a run for
-    ever; ``ModelSettings.idle_timeout`` says how long a stream may be idle.
-
-    Attributes:
-        idle_timeout: the seconds it was idle.
-    """
-
-    def __init__(self, provider: str, idle_timeout: float, url: str | None = None) -> None:
-        self.idle_timeout = idle_timeout
-        super().__init__(
-            provider, f"the stream sent nothing new for {idle_timeout:g} s (idle timeout)", url=url
-        )
-
-
-class ScriptExhaustedError(ProviderError):
-    """A :class:`~plait.providers.ScriptedProvider` was asked for more replies than it holds.
-
-    Attributes:
-        served: how many replies it had already given.
-    """
-
-    def __init__(self, served: int) -> None:
-        self.served = served
-        super().__init__(
-            "scripted",
-            f"no scripted reply left (all {served} were used); give the provider more replies",
-        )
-
-
 class ToolError(PlaitError):
     """Raised inside a tool for a failure the model should read.
 
@@ -552,80 +441,6 @@ class ToolServerError(PlaitError):
 
     A run that offers its tools fails with this before the model is asked; a
     server that fails *during* a call is a failed tool result instead.
-    """
-
-
-class StoreError(PlaitError):
-    """The store could not complete an operation (the driver's error is chained)."""
-
-
-class StaleSessionError(StoreError):
-    """Compare-and-set on the session head failed: someone else wrote first.
-
-    The handle's view of the session is older than the stored one. Nothing was
-    written; call ``refresh()`` on the handle and decide again.
-
-    Attributes:
-        session_id: the session.
-        expected: the version the handle had.
-        actual: the version in the store (``None`` if it is gone).
-    """
-
-    def __init__(self, session_id: str, expected: int, actual: int | None) -> None:
-        self.session_id = session_id
-        self.expected = expected
-        self.actual = actual
-        super().__init__(
-            f"session {shown(session_id)} changed since this handle read it "
-            f"(had version {expected}, store has {actual}); refresh() and retry"
-        )
-
-
-class SchemaTooNewError(StoreError):
-    """The database was written by a newer plait; this one refuses to touch it."""
-
-
-class SchemaOutdatedError(StoreError):
-    """The database predates this plait; ``plait db migrate`` upgrades it."""
-
-
-class StoreCorruptError(StoreError):
-    """A stored row could not be decoded, or the database reports damaged storage."""
-
-
-class StoreNotFoundError(StoreError, FileNotFoundError):
-    """A command that only reads named a store file that does not exist; nothing was made.
-
-    Reading never creates a store (nor its folder): a typo in a path is said, not
-    answered with a new, empty database.
-
-    Attributes:
-        path: the file named.
-    """
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        super().__init__(message)
-
-
-class NotAStoreError(StoreError):
-    """The file named as the store is not a SQLite database (its header is not SQLite's).
-
-    Such a file was never a store, so it is not called damaged, and nothing is written to it.
-
-    Attributes:
-        path: the file named.
-    """
-
-    def __init__(self, path: str, message: str) -> None:
-        self.path = path
-        super().__init__(message)
-
-
-class StoreCorruptWarning(PlaitError, UserWarning):
-    """A listing left out stored rows it could not decode (the others are listed).
-
-    ``plait db check --deep`` names them and says how to recover what is left.
     """
 
 
@@ -702,3 +517,47 @@ class ClientNotAttachedError(LiveClientError, LookupError):
         super().__init__(
             f"client {shown(client_id)} is not attached to session {shown(session_id)}"
         )
+
+
+# The leaf groups live in private siblings so this module stays readable; they are
+# imported last because they derive from PlaitError above. Their classes keep
+# ``plait.errors`` as their module, so tracebacks, reprs and pickles name them as before.
+from plait._errors_provider import (  # noqa: E402
+    MissingCredentialsError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderStalledError,
+    ReplyTooLargeError,
+    ScriptExhaustedError,
+    ToolArgumentsError,
+)
+from plait._errors_store import (  # noqa: E402
+    NotAStoreError,
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    StaleSessionError,
+    StoreCorruptError,
+    StoreCorruptWarning,
+    StoreError,
+    StoreNotFoundError,
+)
+
+for _moved in (
+    MissingCredentialsError,
+    ProviderError,
+    ProviderResponseError,
+    ProviderStalledError,
+    ReplyTooLargeError,
+    ScriptExhaustedError,
+    ToolArgumentsError,
+    NotAStoreError,
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    StaleSessionError,
+    StoreCorruptError,
+    StoreCorruptWarning,
+    StoreError,
+    StoreNotFoundError,
+):
+    _moved.__module__ = __name__
+del _moved
