@@ -29,7 +29,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
 unit: $(STAMP)
-	$(BIN)/pytest -n 2 -q
+	$(BIN)/pytest -n 2 -q $(PYTEST_ARGS)
 
 test: lint typecheck unit
 
