@@ -8,6 +8,7 @@ runs twice.
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -200,3 +201,37 @@ def test_a_tool_in_an_isolated_sandbox_dies_with_its_replica(
         tool = [m for m in api_c.get(f"/sessions/{sid}/history").json()["messages"]
                 if m["role"] == "tool"]  # fmt: skip
         assert len(tool) == 1 and "interrupted" in tool[0]["text"]
+
+
+def test_a_frozen_replica_is_fenced_off_and_its_run_continues_once(
+    fleet: Fleet, model: FakeModel, tmp_path: Path
+) -> None:
+    """SIGSTOP: the replica's heartbeat stops but its connection (and lock) live on. A
+    survivor ends that connection, takes the run over and finishes it; woken up, the frozen
+    replica's writes are refused, so it neither runs the tool again nor ends the run twice."""
+    a, _, c = fleet.replicas
+    ran = tmp_path / "ran.log"
+    model.commands["frozen"] = f"echo frozen >> {ran}"
+    with a.api() as api_a, c.api() as api_c:
+        sid = api_a.post("/sessions", json={}).json()["id"]
+        watching = Observer(c, sid)
+        run_id = api_a.post(f"/sessions/{sid}/runs", json={"text": "job frozen hold"}).json()[
+            "run_id"
+        ]
+        assert model.started("frozen").wait(30)
+        a.kill(signal.SIGSTOP)
+        try:
+            watching.wait_for(lambda events: any(e.event == "run_takeover" for e in events))
+            model.gate("frozen").set()  # the survivor's model call, and the frozen one's
+            watching.wait_for(run_ended(run_id), timeout=60)
+        finally:
+            a.kill(signal.SIGCONT)
+        [takeover] = watching.named("run_takeover")
+        assert takeover.data["from_replica"] == "a" and takeover.data["to_replica"] != "a"
+        time.sleep(2.0)  # the woken replica reads its model's answer and tries to write it
+        assert _lines(ran) == ["frozen"]
+        assert [e.data["run_id"] for e in watching.named("run_end")] == [run_id]
+        assert watching.named("run_end")[0].data["ok"] is True
+        history = api_c.get(f"/sessions/{sid}/history").json()["messages"]
+        assert len([m for m in history if m["role"] == "tool"]) == 1
+        assert history[-1]["text"] == "finished frozen"

@@ -117,6 +117,14 @@ class Fleet:
         ):
             _log.warning("run %s was taken over by another replica before it ended", run_id)
 
+    def taken_from_here(self, run_id: str) -> bool:
+        """Whether another replica took over a run this one drives (its epoch moved on)."""
+        epoch = self.epochs.get(run_id)
+        if self.registry is None or epoch is None:
+            return False
+        row = self.registry.run_get(run_id)
+        return row is not None and (row.replica_id != self.replica_id or row.epoch != epoch)
+
     def handed_over(self, run_id: str) -> None:
         """Stop driving the run (this replica stopped it to hand it over)."""
         self.epochs.pop(run_id, None)

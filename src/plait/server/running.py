@@ -20,7 +20,12 @@ from functools import partial
 from typing import Final
 
 from plait.auth import entered
-from plait.errors import PlaitError, SessionLockedError, SessionNotFoundError
+from plait.errors import (
+    PlaitError,
+    SessionLockedError,
+    SessionNotFoundError,
+    WriterLockLostError,
+)
 from plait.providers import ModelSettings
 from plait.records import JSONValue, Record
 from plait.run import Run
@@ -28,7 +33,7 @@ from plait.server.approvals import approver
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.state import ServerState
 from plait.session import Session
-from plait.store import RunRow
+from plait.store import BreakableLocks, RunRow
 
 __all__ = [
     "TAKEOVER_EVENT",
@@ -45,6 +50,7 @@ TAKEOVER_EVENT: Final = "run_takeover"
 """The event every observer gets when a replica continues another's run."""
 _LOCK_TRIES: Final = 40  # a takeover waits this many times LOCK_PAUSE for the old lock to go
 _LOCK_PAUSE: Final = 0.25
+_BREAK_AFTER: Final = 8  # tries (2 s) before a holder whose lease ran out is fenced off
 
 _log = logging.getLogger("plait.server")
 
@@ -84,6 +90,12 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
         await state.hub.announced()  # other replicas hear of the run before its first write
         result = await run.result()
     except Exception as exc:  # the run's own failure: reported to observers, never raised
+        if isinstance(exc, WriterLockLostError) and await state.call(
+            lambda: state.fleet.taken_from_here(run_id)
+        ):
+            # Fenced: this replica's lease ran out and another took the run over (D256);
+            # that one speaks for the run from now on, and this one says nothing more.
+            state.handed_over.add(run_id)
         status, code = status_and_code(exc)
         if status >= 500 and code == "internal_error":
             _log.exception("run %s on session %s failed", run_id, session_id)
@@ -95,7 +107,7 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
         )
     finally:
         state.follows.pop(run_id, None)
-    handed = state.fleet.mode != "serving" and run_id in state.handed_over
+    handed = run_id in state.handed_over
 
     def ended() -> None:
         if handed:
@@ -208,12 +220,19 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
 
     session: Session | None = None
     why = "its session was deleted"
-    for _ in range(_LOCK_TRIES):  # the dead replica's lock goes when its connection drops
+    store = state.client.store
+    for attempt in range(_LOCK_TRIES):  # a dead replica's lock goes when its connection drops
         try:
             session = await state.call(locked)
             break
         except SessionLockedError:
             why = "another process still holds its session's writer lock"
+            if attempt == _BREAK_AFTER and isinstance(store, BreakableLocks):
+                # Its lease ran out but its connection lives (frozen, or cut off from its
+                # peers only): end that connection; its writes are fenced from now on.
+                broken = await state.call(lambda: store.break_lock(session_id))
+                _log.warning("run %s: ended replica %s's hold on session %s (%s)",
+                             run_id, orphan.replica_id, session_id, broken)  # fmt: skip
             await asyncio.sleep(_LOCK_PAUSE)
         except SessionNotFoundError:
             why = "its session was deleted"

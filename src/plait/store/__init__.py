@@ -14,6 +14,7 @@ from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
 from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
+    BreakableLocks,
     LiveClientStore,
     ObjectStore,
     ScratchpadEntry,
@@ -45,6 +46,7 @@ __all__ = [
     "BusMessage",
     "EventBus",
     "BearerStore",
+    "BreakableLocks",
     "LiveClientStore",
     "MemoryStore",
     "ObjectStore",

@@ -270,6 +270,30 @@ class AdvisoryLocks:
         mine = self._held.get(session_id)
         return None if mine is None else mine[1]
 
+    def break_held(self, session_id: str) -> bool:
+        """End the connection of another process that holds the session's lock.
+
+        What a fleet does to a replica whose lease ran out while it still holds the
+        lock (frozen, or cut off from its peers but not from PostgreSQL): the server
+        drops that connection's locks, the next taker bumps the epoch, and every
+        later write of the old holder is refused (D232, D256). Returns whether a
+        connection was ended; never this process's own.
+        """
+        locks = self._shared
+        with locks.mutex:
+            if session_id in locks.holders:
+                return False
+        key = lock_key(self._namespace, session_id)
+        with self._pooled(f"break the lock on {session_id!r}") as conn:
+            found = conn.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1 "
+                "AND granted AND pid <> pg_backend_pid()",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
+            ).fetchall()
+        return any(bool(row[0]) for row in found)
+
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the lock (a snapshot; this process's own is not).
 
@@ -387,6 +411,19 @@ class PgWriterLocks:
         The lock itself is released when no store of this process holds it.
         """
         self._locks.unlock(session_id)
+
+    def break_lock(self, session_id: str) -> bool:
+        """End the database connection through which another process holds the lock.
+
+        For a fleet fencing a replica whose lease ran out (D256): that process's writes
+        on the session are refused from then on. Needs the right to end that backend
+        (the same role, or ``pg_signal_backend``). Returns whether one was ended.
+
+        Raises:
+            StoreError: the store is closed or the server cannot be reached.
+        """
+        self._check_open()
+        return self._locks.break_held(session_id)
 
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the session's writer lock (a snapshot).

@@ -30,6 +30,7 @@ __all__ = [
     "HIDDEN_OPERATOR",
     "BearerRow",
     "BearerStore",
+    "BreakableLocks",
     "LineageStore",
     "ListingStore",
     "LiveClientRow",
@@ -409,6 +410,20 @@ class WriterLocks(Protocol):
 
     def locked_elsewhere(self, session_id: str) -> bool:
         """Whether another process holds the session's writer lock (a snapshot)."""
+        ...
+
+
+@runtime_checkable
+class BreakableLocks(Protocol):
+    """Writer locks another process can take away (optional; PostgreSQL's, D256).
+
+    A lock that lives on a server connection outlives a holder that froze or lost its
+    peers but not its connection; a fleet ends that connection once the holder's lease
+    ran out, and the fence refuses the old holder's writes from then on (D232).
+    """
+
+    def break_lock(self, session_id: str) -> bool:
+        """End the hold of the process that has the session's lock; True if one was ended."""
         ...
 
 
