@@ -13,7 +13,7 @@ const state = {
   controlled: null,  // the session this page controls, or null
   sessions: [],      // the list view's rows, for the search box
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
-  factsTimer: 0,     // the facts line redrawn once records stop arriving
+  factsTimer: 0,     // the facts line and lineage, due to be read again (a timer)
   opened: 0,         // counts the views opened: one whose answers come late draws nothing
   ended: null,       // the open session's run's `ended` event, until its run_end
 };
@@ -323,6 +323,8 @@ async function showSession(id) {
   if (state.controlled !== id) setControlling(id, false);
   state.messages = 0;
   state.ended = null;
+  clearTimeout(state.factsTimer);  // one due for the session before is not this one's
+  state.factsTimer = 0;
   $("live-text").textContent = "";
   setRunning(detail.running);
   $("session-view").hidden = false;
@@ -517,12 +519,16 @@ function caughtUp(id, running) {
   refreshFacts(id);
 }
 
-// The facts line (the count of messages, when last active) follows the records, redrawn
-// once they stop arriving for a moment (one request however many arrive together).
-function factsSoon(id) {
-  clearTimeout(state.factsTimer);
+// The facts line (the count of messages, when last active) and the lineage (each box's
+// count of messages) follow the records during a run, not only at its end: read again at
+// most every 300 ms however many records arrive, and once after the last. (Put off until
+// records paused, they were never read while a busy run kept writing.)
+function countsSoon(id) {
+  if (state.factsTimer) return;  // already due: it reads what arrives meanwhile too
   state.factsTimer = setTimeout(() => {
+    state.factsTimer = 0;
     refreshFacts(id);
+    showLineage(id).catch(() => {});
   }, 300);
 }
 
@@ -531,7 +537,7 @@ function handleEvent(id, name, data) {
     headMoved(id, data.keep);
   } else if (name === "record") {
     addRecord(data.record);
-    factsSoon(id);  // the count of messages follows, during a run too
+    countsSoon(id);  // the counts of messages follow, during a run too
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {
