@@ -260,14 +260,17 @@ async function showContext(id) {
   $("context").dataset.empty = r ? "no" : "yes";
   if (!r) {
     $("context-total").textContent = "No reply yet: nothing to measure.";
-    $("context-fill").value = 0;
     return;
   }
+  // Drawn against the window: the filled part is used / window of the bar, split among
+  // the shares by their tokens; the rest is the window still free. (Shares that filled the
+  // whole bar however little was used left how full it is to a thin line beside it.)
+  const filled = 100 * Math.min(Math.max(r.used / r.window, 0), 1) || 0;
   const whole = r.shares.reduce((sum, s) => sum + s.tokens, 0) || 1;
   r.shares.forEach((share) => {
     const colour = "share share-" + (SHARE_COLOURS[share.name] || "6");
     const part = text("span", "", colour);
-    part.style.width = (100 * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
+    part.style.width = (filled * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
     part.title = share.name + ": " + share.tokens.toLocaleString() + " tokens";
     bar.append(part);
     const item = text("li", "");
@@ -277,13 +280,18 @@ async function showContext(id) {
     );
     legend.append(item);
   });
+  const free = text("span", "", "free");
+  free.title = "free: " + r.free.toLocaleString() + " of " + r.window.toLocaleString() + " tokens";
+  bar.append(free);
+  bar.dataset.over = r.used > r.window ? "yes" : "no";
   const source = r.from_provider ? "the provider's count" : r.measured_by;
   $("context-total").textContent = r.used.toLocaleString() + " / " + r.window.toLocaleString() +
     " tokens (" + Math.round(100 * r.fraction) + "%), " + r.free.toLocaleString() + " free · " +
     source + (r.partial ? " · partial" : "") + (r.window_source === "guess"
       ? " · window: a guess, plait does not know this model's window"
       : " · window from " + (WINDOW_SOURCES[r.window_source] || r.window_source));
-  $("context-fill").value = Math.min(r.fraction, 1);
+  bar.setAttribute("aria-label", "context by source: " + Math.round(100 * r.fraction) +
+    "% of the window used");
 }
 
 // One colour per source, whichever sources a session has (by place in the list, the same
@@ -318,7 +326,6 @@ async function showSession(id) {
     $(part).replaceChildren();
   }
   $("context-total").textContent = "";
-  $("context-fill").value = 0;
   $("live").dataset.connected = "no";
   if (state.controlled !== id) setControlling(id, false);
   state.messages = 0;
