@@ -13,7 +13,7 @@ const state = {
   controlled: null,  // the session this page controls, or null
   sessions: [],      // the list view's rows, for the search box
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
-  factsTimer: 0,     // the facts line redrawn once records stop arriving
+  factsTimer: 0,     // the facts line and lineage, due to be read again (a timer)
   opened: 0,         // counts the views opened: one whose answers come late draws nothing
   ended: null,       // the open session's run's `ended` event, until its run_end
 };
@@ -260,14 +260,17 @@ async function showContext(id) {
   $("context").dataset.empty = r ? "no" : "yes";
   if (!r) {
     $("context-total").textContent = "No reply yet: nothing to measure.";
-    $("context-fill").value = 0;
     return;
   }
+  // Drawn against the window: the filled part is used / window of the bar, split among
+  // the shares by their tokens; the rest is the window still free. (Shares that filled the
+  // whole bar however little was used left how full it is to a thin line beside it.)
+  const filled = 100 * Math.min(Math.max(r.used / r.window, 0), 1) || 0;
   const whole = r.shares.reduce((sum, s) => sum + s.tokens, 0) || 1;
   r.shares.forEach((share) => {
     const colour = "share share-" + (SHARE_COLOURS[share.name] || "6");
     const part = text("span", "", colour);
-    part.style.width = (100 * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
+    part.style.width = (filled * share.tokens / whole) + "%";  // CSSOM: allowed by the CSP
     part.title = share.name + ": " + share.tokens.toLocaleString() + " tokens";
     bar.append(part);
     const item = text("li", "");
@@ -277,13 +280,18 @@ async function showContext(id) {
     );
     legend.append(item);
   });
+  const free = text("span", "", "free");
+  free.title = "free: " + r.free.toLocaleString() + " of " + r.window.toLocaleString() + " tokens";
+  bar.append(free);
+  bar.dataset.over = r.used > r.window ? "yes" : "no";
   const source = r.from_provider ? "the provider's count" : r.measured_by;
   $("context-total").textContent = r.used.toLocaleString() + " / " + r.window.toLocaleString() +
     " tokens (" + Math.round(100 * r.fraction) + "%), " + r.free.toLocaleString() + " free · " +
     source + (r.partial ? " · partial" : "") + (r.window_source === "guess"
       ? " · window: a guess, plait does not know this model's window"
       : " · window from " + (WINDOW_SOURCES[r.window_source] || r.window_source));
-  $("context-fill").value = Math.min(r.fraction, 1);
+  bar.setAttribute("aria-label", "context by source: " + Math.round(100 * r.fraction) +
+    "% of the window used");
 }
 
 // One colour per source, whichever sources a session has (by place in the list, the same
@@ -318,11 +326,12 @@ async function showSession(id) {
     $(part).replaceChildren();
   }
   $("context-total").textContent = "";
-  $("context-fill").value = 0;
   $("live").dataset.connected = "no";
   if (state.controlled !== id) setControlling(id, false);
   state.messages = 0;
   state.ended = null;
+  clearTimeout(state.factsTimer);  // one due for the session before is not this one's
+  state.factsTimer = 0;
   $("live-text").textContent = "";
   setRunning(detail.running);
   $("session-view").hidden = false;
@@ -517,12 +526,16 @@ function caughtUp(id, running) {
   refreshFacts(id);
 }
 
-// The facts line (the count of messages, when last active) follows the records, redrawn
-// once they stop arriving for a moment (one request however many arrive together).
-function factsSoon(id) {
-  clearTimeout(state.factsTimer);
+// The facts line (the count of messages, when last active) and the lineage (each box's
+// count of messages) follow the records during a run, not only at its end: read again at
+// most every 300 ms however many records arrive, and once after the last. (Put off until
+// records paused, they were never read while a busy run kept writing.)
+function countsSoon(id) {
+  if (state.factsTimer) return;  // already due: it reads what arrives meanwhile too
   state.factsTimer = setTimeout(() => {
+    state.factsTimer = 0;
     refreshFacts(id);
+    showLineage(id).catch(() => {});
   }, 300);
 }
 
@@ -531,7 +544,7 @@ function handleEvent(id, name, data) {
     headMoved(id, data.keep);
   } else if (name === "record") {
     addRecord(data.record);
-    factsSoon(id);  // the count of messages follows, during a run too
+    countsSoon(id);  // the counts of messages follow, during a run too
     watchControl(id, data.record);
     if (data.record.kind === "assistant") $("live-text").textContent = "";
   } else if (name === "text_delta") {

@@ -102,6 +102,27 @@ function markResolved(item, approve, why) {
   const answer = item.querySelector(".answer");
   if (answer) answer.remove();
   item.querySelector(".outcome").textContent = why;
+  foldApproval(item);
+}
+
+// An answered card folds to one line: its tool, the answer and the arguments cut to fit,
+// the whole arguments a click away. Only the one waiting stays open (a run of 20 tool
+// calls left 20 full cards, a page of thousands of pixels, the one that mattered last).
+function foldApproval(item) {
+  const args = item.querySelector("pre.arguments");
+  if (!args || item.querySelector("details")) return;
+  let oneLine = args.textContent;
+  try { oneLine = JSON.stringify(JSON.parse(oneLine)); } catch (e) { /* shown as it is */ }
+  const line = document.createElement("summary");
+  line.append(
+    text("span", "tool call", "label"),
+    item.querySelector(".tool-name"),
+    item.querySelector(".outcome"),
+    text("span", oneLine, "args-line"),
+  );
+  const box = document.createElement("details");
+  box.append(line, args);
+  item.replaceChildren(box);
 }
 
 function resolveApproval(data) {
