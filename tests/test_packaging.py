@@ -92,10 +92,10 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             pytest.fail(f"PLAIT_REQUIRE_BUILD=1, but this test {message}")
         pytest.skip(message)
     out = tmp_path_factory.mktemp("dist")
-    # The source is copied by the sdist step: building from the checkout's own folder
-    # writes nothing into it, but only -o decides where the archives go.
+    # The build runs in its own isolated environment; it writes only into `out`.
     env = _env(tmp_path_factory.mktemp("home"))
-    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # `build` itself may come from it
+    if "PYTHONPATH" in os.environ:  # the frontend, `build`, may itself come from it
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     _run([sys.executable, "-m", "build", "-o", out, ROOT], cwd=out, env=env)
     wheels = list(out.glob("plait-*.whl"))
     sdists = list(out.glob("plait-*.tar.gz"))
