@@ -62,7 +62,7 @@ def test_the_kit_without_pytest_names_its_install_command() -> None:
     out = _run("import sys; sys.modules['pytest'] = None; import plait.testing")
     assert out.returncode != 0
     assert "MissingDependencyError" in out.stderr
-    assert "pip install 'plait[test]'" in out.stderr
+    assert "pip install 'plait[testing]'" in out.stderr
 
 
 @pytest.mark.slow

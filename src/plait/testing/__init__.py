@@ -61,7 +61,7 @@ callable that takes the target string and returns an open store)::
 
 Run it with ``pytest``; the lock tests start subprocesses and are marked
 ``slow`` (``-m "not slow"`` leaves them out). The kit needs pytest:
-``pip install 'plait[test]'``.
+``pip install 'plait[testing]'``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ from plait.errors import MissingDependencyError
 try:
     import pytest
 except ImportError as exc:  # pragma: no cover - depends on what is installed
-    raise MissingDependencyError("plait.testing (the store conformance kit)", "test") from exc
+    raise MissingDependencyError("plait.testing (the store conformance kit)", "testing") from exc
 
 # The suites' asserts are in this package, not in the test module that runs them:
 # rewriting them makes a failure show the values compared, as in any test file.
