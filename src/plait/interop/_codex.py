@@ -25,6 +25,15 @@ for a sub-agent thread, its ``source`` and ``parent_thread_id``;
 * ``reasoning`` items are not replayed: their summary text goes to the next
   assistant message's ``meta["thinking"]``; encrypted content is counted in
   ``meta["redacted_thinking"]``.
+* ``event_msg`` ``token_count`` lines carry the usage of the model call they
+  follow (``info.last_token_usage``; ``info`` is null before the first call). It
+  goes on that call's assistant message as plait's ``meta["usage"]`` (D29:
+  ``input_tokens`` with the cached part, ``output_tokens`` with the reasoning,
+  ``cached_tokens``), so ``plait stats`` and the context report count Codex
+  replies. Codex repeats a count (the same running total again at the next
+  turn context), and older releases (0.47) wrote it *before* the call's items:
+  a repeat is skipped, and a count with no assistant message waiting for it
+  goes on the next assistant message (D280).
 * ``compacted`` lines become a ``summary`` message folding everything before
   it: the ``message``, or else the text of its ``replacement_history``.
 * ``event_msg`` lines are the UI's copy of the turn; they are kept verbatim as
@@ -111,6 +120,27 @@ def looks_like(value: object) -> bool:
     )
 
 
+def _count(raw: dict[str, Any], key: str) -> int:
+    value = raw.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _usage(raw: object) -> dict[str, JSONValue] | None:
+    """One model call's usage (``last_token_usage``) in plait's shape, or None for none.
+
+    The Responses API counts cached tokens inside ``input_tokens`` and reasoning
+    inside ``output_tokens``, as plait does (D29), so the numbers carry over as they are.
+    """
+    if not isinstance(raw, dict):
+        return None
+    usage: dict[str, JSONValue] = {
+        "input_tokens": _count(raw, "input_tokens"),
+        "output_tokens": _count(raw, "output_tokens"),
+        "cached_tokens": _count(raw, "cached_input_tokens"),
+    }
+    return usage if any(usage.values()) else None
+
+
 def _exit_ok(text: str) -> bool | None:
     """Whether a shell-style output reports success, or None if it says nothing."""
     stripped = text.lstrip()
@@ -143,9 +173,18 @@ class ItemBuilder:
         self.redacted = 0
         self.meta_seen = False
         self.boundary = False  # a reasoning item began a new model response
+        # Usage of model calls (Codex's token_count events): the last assistant message
+        # not yet given its call's usage, a count waiting for its call's message, and the
+        # running total last seen (a count repeated with the same total is no new call).
+        self.unpriced: dict[str, JSONValue] | None = None
+        self.pending_usage: dict[str, JSONValue] | None = None
+        self.last_total: object = None
 
     def _assistant_meta(self, line: int | None, time: str | None) -> dict[str, JSONValue]:
         meta: dict[str, JSONValue] = {"source": origin(line, time=time)}
+        if self.pending_usage is not None:
+            meta["usage"] = self.pending_usage
+            self.pending_usage = None
         if self.thinking:
             meta["thinking"] = self.thinking
             self.thinking = []
@@ -235,6 +274,8 @@ class ItemBuilder:
             return
         if images and role != "developer" and role != "system":
             msg["images"] = images
+        if role == "assistant":
+            self._priced(msg)
         self.out.items.append(Item(msg, line))
 
     def _call(
@@ -273,7 +314,43 @@ class ItemBuilder:
             "tool_calls": [call],
             "meta": self._assistant_meta(line, time),
         }
+        self._priced(msg)
         items.append(Item(msg, line))
+
+    def _priced(self, msg: dict[str, JSONValue]) -> None:
+        """Note a new assistant message: one without usage waits for its call's count."""
+        meta = msg.get("meta")
+        self.unpriced = None if isinstance(meta, dict) and "usage" in meta else msg
+
+    def token_count(self, payload: dict[str, Any]) -> None:
+        """Put a ``token_count`` event's usage on the assistant message of its model call.
+
+        The message written since the last count gets it; with none waiting (older
+        Codex wrote the count ahead of the call's items) the next assistant message
+        does. A repeated count, a null ``info`` and a call that counted
+        nothing are skipped, so each model call is counted once.
+        """
+        info = as_dict(payload.get("info"))
+        if info is None:
+            return
+        total = info.get("total_token_usage")
+        seen = total if isinstance(total, dict) else info
+        if seen == self.last_total:
+            return  # the same count again (Codex repeats it at the next turn context)
+        self.last_total = seen
+        usage = _usage(info.get("last_token_usage"))
+        if usage is None:
+            return
+        target = self.unpriced
+        if target is not None and isinstance(target.get("meta"), dict):
+            meta = target["meta"]
+            assert isinstance(meta, dict)
+            meta["usage"] = usage
+            self.unpriced = None
+        else:
+            # A count already waiting belonged to a call that wrote no message (a
+            # compaction, a cut-off reply): it stays unmapped with its event line.
+            self.pending_usage = usage
 
     def _output(
         self, line: int | None, time: str | None, itype: str, payload: dict[str, Any]
@@ -411,6 +488,8 @@ def parse(src: Source) -> Parsed:
             else:
                 src.keep(line, "event_msg user_message", record)
         elif ltype == "event_msg":
+            if payload.get("type") == "token_count":
+                builder.token_count(payload)
             if payload.get("type") == "thread_name_updated":
                 name = as_str(payload.get("thread_name"))
                 if name and name.strip():
