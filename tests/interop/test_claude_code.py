@@ -165,8 +165,11 @@ def test_permission_denials_are_failed_results(mem: Client, transcripts: Path) -
 
 
 def test_init_command(mem: Client, transcripts: Path) -> None:
-    _, messages = seed(mem, transcripts / CC / "ccviewer_init-command_v1.0.98.jsonl")
-    assert messages[0].text.startswith("<command-message>init is analyzing your codebase")
+    result, messages = seed(mem, transcripts / CC / "ccviewer_init-command_v1.0.98.jsonl")
+    # What the person typed; Claude Code's markup of the command is kept beside it.
+    assert messages[0].text == "/init"
+    first = mem.sessions.get(result.session_id or "").records[0]
+    assert str(first.meta["command_markup"]).startswith("<command-message>init is")
     assert sum(len(m.tool_calls) for m in messages) == 12
     failed = [m for m in messages if m.role == "tool" and not m.ok]
     assert [m.tool_name for m in failed] == ["Write"]

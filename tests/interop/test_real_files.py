@@ -134,6 +134,18 @@ def _cc_text(content: Any) -> str:
     )
 
 
+def _cc_typed(text: str) -> str:
+    """What the person typed: ``/name args`` for a slash command's markup, else the text."""
+    if re.sub(r"<(command-[a-z]+)>.*?</\1>", "", text, flags=re.DOTALL).strip():
+        return text
+    name = re.search(r"<command-name>(.*?)</command-name>", text, re.DOTALL)
+    if name is None:
+        return text
+    args = re.search(r"<command-args>(.*?)</command-args>", text, re.DOTALL)
+    typed = "/" + name.group(1).strip().lstrip("/")
+    return f"{typed} {args.group(1).strip()}" if args and args.group(1).strip() else typed
+
+
 # The attachments whose text reaches the model, and where the text is.
 _CC_SHOWN = {
     "hook_additional_context": lambda a: a.get("content"),
@@ -284,6 +296,8 @@ def _cc_reference(path: Path) -> tuple[Expected, bool]:
             else:  # an orphan result is kept (leniently) as a user message
                 exp.roles["user"] += 1
         text = _cc_text(content)
+        if r.get("isMeta") is not True:
+            text = _cc_typed(text)
         images = any(isinstance(b, dict) and b.get("type") == "image" for b in blocks)
         if text or images:
             role = "summary" if r.get("isCompactSummary") is True else "user"
@@ -302,6 +316,35 @@ def _cc_reference(path: Path) -> tuple[Expected, bool]:
 def test_claude_code_file(mem: Client, path: Path) -> None:
     expected, malformed = _cc_reference(path)
     _check(mem, path, expected, fmt="claude-code", lenient=malformed)
+
+
+def _cc_commands(path: Path | None) -> list[str]:
+    """The slash commands the person typed in a file, by the reference parser."""
+    if path is None:
+        return []
+    texts = [
+        _cc_text(r["message"].get("content"))
+        for r in _jsonl(path)
+        if isinstance(r, dict)
+        and r.get("type") == "user"
+        and r.get("isMeta") is not True
+        and isinstance(r.get("message"), dict)
+    ]
+    return [_cc_typed(t) for t in texts if "<command-name>" in t and _cc_typed(t) != t]
+
+
+@pytest.mark.parametrize("path", [p for p in _files("claude-code") if _cc_commands(p.values[0])])
+def test_a_slash_command_shows_as_typed(mem: Client, path: Path) -> None:
+    commands = _cc_commands(path)
+    result = seed_from_jsonl(mem, path, validate=False)
+    sid = result.session_id or ""
+    said = [m.text for m in mem.sessions.history_of(sid, full=True) if m.role == "user"]
+    for command in commands:
+        assert command in said
+    assert not any("<command-" in text for text in said)
+    listed = describe(mem, [i for i in mem.sessions.list(all_workspaces=True) if i.id == sid])
+    if said[0] == commands[0]:
+        assert listed[0].first_prompt == _one_line(commands[0])
 
 
 def test_parallel_calls_are_one_message_per_api_response(mem: Client) -> None:

@@ -48,6 +48,11 @@ How the conversation is rebuilt:
   (``plan_mode``, ``auto_mode``, an empty ``task_reminder``), and bookkeeping
   (``hook_success``, ``hook_system_message``, ``command_permissions`` ...), are
   kept verbatim as unmapped records.
+* **Slash commands.** A prompt that is only Claude Code's markup of a command
+  (``<command-name>/init</command-name>``, ``<command-args>`` ...) becomes a
+  user message saying what the person typed, ``/init ARGS``; the markup is kept
+  in ``meta["command_markup"]``. The command's expanded prompt that follows
+  (``isMeta``) is a user message marked ``added`` (``"meta"``): not the person's words.
 * **Compaction.** A user record with ``isCompactSummary: true`` becomes a
   ``summary`` message folding everything before it, so ``history()`` starts
   there and ``history(full=True)`` still shows what it folded.

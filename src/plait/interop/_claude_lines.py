@@ -9,14 +9,53 @@ paired with their calls, and attachments placed after the results they follow.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Final
 
 from plait.interop._parts import origin
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
-__all__ = ["LineBuilder", "attachment_text", "blocks_of", "conversation", "result_ids"]
+__all__ = [
+    "LineBuilder",
+    "attachment_text",
+    "blocks_of",
+    "conversation",
+    "result_ids",
+    "slash_command",
+]
+
+_COMMAND_PART: Final = re.compile(
+    r"<command-(name|message|args|contents)>(.*?)</command-\1>", re.DOTALL
+)
+"""One element of the markup Claude Code records a slash command as."""
+
+
+def slash_command(text: str) -> str | None:
+    """What the person typed, when a prompt is Claude Code's record of a slash command.
+
+    Claude Code writes ``/init`` as ``<command-message>init is analyzing your
+    codebase…</command-message>`` and ``<command-name>/init</command-name>``, with
+    ``<command-args>`` (what followed the name) and sometimes ``<command-contents>``.
+
+    Returns:
+        ``/name args`` (``/name`` without args), or None when the text is anything
+        but those elements and the whitespace between them, or names no command.
+    """
+    parts: dict[str, str] = {}
+    pos = 0
+    for match in _COMMAND_PART.finditer(text):
+        if text[pos : match.start()].strip():
+            return None
+        parts.setdefault(match.group(1), match.group(2))
+        pos = match.end()
+    name = parts.get("name", "").strip()
+    if text[pos:].strip() or not name or any(c.isspace() for c in name):
+        return None
+    name = name if name.startswith("/") else "/" + name
+    args = parts.get("args", "").strip()
+    return f"{name} {args}" if args else name
 
 
 def blocks_of(message: dict[str, Any]) -> list[Any] | str | None:
@@ -301,6 +340,12 @@ class LineBuilder:
                 # Claude Code's own text for the model (a command's expanded prompt, its
                 # caveats), not what the person typed.
                 msg["added"] = "meta"
+            elif (typed := slash_command(text)) is not None:
+                # A slash command: the person typed "/init ARGS"; Claude Code recorded
+                # it wrapped in markup (its expanded prompt follows, marked isMeta).
+                # History, lists and titles show what was typed; the markup is kept.
+                msg["content"] = typed
+                meta["command_markup"] = text
         self.out.items.append(Item(msg, line))
 
     def _result(self, line: int, record: dict[str, Any], block: dict[str, Any]) -> None:
