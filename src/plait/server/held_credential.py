@@ -4,7 +4,7 @@ A request is authenticated when it arrives; an event stream may stay open for ho
 after. Both streams a caller can hold open (``GET /sessions/{id}/events`` and a run's
 own stream, ``POST .../runs`` or ``.../resume`` with ``stream: true``) pass their bytes
 through :func:`while_credential_holds`, so a durable bearer token that expires or is
-revoked ends them the same way.
+revoked ends them the same way (a run outlives its own stream's ending, D264).
 """
 
 from __future__ import annotations
