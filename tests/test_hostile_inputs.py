@@ -225,3 +225,96 @@ def test_a_hostile_argument_is_a_plait_error_and_changes_nothing(verb: str) -> N
                 result.close()
 
         check()
+
+
+def _cases(world: World) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool]]]:
+    """The newer options, each: how to pass it a value, and what an accepted value must be."""
+    from plait.providers import ModelSettings
+    from plait.tools.base import tool
+
+    def fn(x: int) -> int:
+        """Echo."""
+        return x
+
+    def whole(v: object) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+    cases: dict[str, tuple[Callable[[Any], Any], Callable[[Any], bool]]] = {}
+    for cap in ("max_reply_chars", "max_tool_arguments_chars", "max_tool_output_chars"):
+        cases[f"ModelSettings({cap})"] = (
+            lambda v, cap=cap: getattr(ModelSettings(**{cap: v}), cap), whole
+        )
+        cases[f"ModelSettings.from_json({cap})"] = (
+            lambda v, cap=cap: getattr(ModelSettings.from_json({cap: v}), cap), whole
+        )
+    cases["ModelSettings(idle_timeout)"] = (
+        lambda v: ModelSettings(idle_timeout=v).idle_timeout,
+        lambda v: isinstance(v, float) and 0 < v < float("inf"),
+    )
+    cases["Session.set_settings(repeat_limit)"] = (
+        lambda v: world.session.set_settings(repeat_limit=v) or v, whole
+    )
+    def flag(v: object) -> bool:
+        return v is True or v is False
+
+    cases["tool(idempotent)"] = (lambda v: tool(fn, idempotent=v).idempotent, flag)
+    cases["tool(read_only)"] = (lambda v: tool(read_only=v)(fn).read_only, flag)
+    cases["tool(name)"] = (
+        lambda v: tool(fn, name=v).name, lambda v: isinstance(v, str) and bool(v.strip())
+    )
+    return cases
+
+
+with _world() as _probe:
+    NEW_OPTIONS = sorted(_cases(_probe))
+
+
+@pytest.mark.parametrize("option", NEW_OPTIONS)
+def test_a_hostile_value_for_a_newer_option_is_a_plait_error_or_a_value_of_its_kind(
+    option: str,
+) -> None:
+    """The reply and output caps, the idle timeout, ``repeat_limit`` and a tool's flags:
+    a value is refused with a plait error (nothing written) or kept as what it must be,
+    never taken as whatever it was (a truthy ``"false"`` made a tool idempotent)."""
+    with _world() as world:
+        set_, kept = _cases(world)[option]
+
+        @settings(
+            max_examples=EXAMPLES * 4,
+            deadline=None,
+            derandomize=True,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        @given(value=HOSTILE | st.sampled_from(["false", "0", "1", -0.0, 1e308, 1, 2]))
+        def check(value: Any) -> None:
+            before = world.fingerprint()
+            try:
+                result = set_(value)
+            except PlaitError:
+                assert world.fingerprint() == before, f"{option} raised after writing"
+                return
+            except Exception as exc:
+                raise AssertionError(
+                    f"{option}({value!r:.100}) leaked {type(exc).__name__}: {exc!s:.200}"
+                ) from exc
+            unset = value is None and result is None  # None leaves the default
+            assert unset or kept(result), f"{option} took {value!r:.100} as {result!r:.100}"
+
+        check()
+
+
+def test_make_current_takes_only_a_session_of_its_own_client() -> None:
+    """Another client's session, a bare id, a client, or anything else: a plait error,
+    and the current session stays what it was."""
+    with _world() as world, tempfile.TemporaryDirectory() as other_dir:
+        other = plait.Client(Path(other_dir), store=Path(other_dir) / "other.db")
+        try:
+            foreign = other.sessions.create([{"role": "user", "content": "elsewhere"}])
+            world.client.make_current(world.session)
+            for value in (foreign, foreign.id, world.session.id, other, world.client, None, 1):
+                with pytest.raises(PlaitError):
+                    world.client.make_current(value)
+                assert world.client.make_current(world.session) is world.session
+        finally:
+            other.close()

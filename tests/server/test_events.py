@@ -10,7 +10,7 @@ import httpx
 from plait import Client
 from tests.conftest import make_store, needs_postgres
 
-from .conftest import AUTH, REPLY, LiveServer, Served, SseReader, make_served
+from .conftest import AUTH, REPLY, GatedProvider, LiveServer, Served, SseReader, make_served
 
 
 def test_observers_see_a_run_and_reconnect_without_losing_records(
@@ -251,3 +251,64 @@ def test_a_stream_ends_when_its_token_is_revoked_or_expires(live: LiveServer) ->
             assert list(b_lines) == []
         for gone in (revoked, short):
             assert http.get(f"/sessions/{sid}/events", headers=gone).status_code == 401
+
+
+def test_a_runs_own_stream_ends_when_its_token_is_revoked_or_expires(tmp_path: Path) -> None:
+    """``POST .../runs`` with ``stream: true`` is held to its token as ``GET .../events`` is.
+
+    The run itself goes on: only the stream belonged to the token.
+    """
+    gated: list[GatedProvider] = []
+
+    def provider() -> GatedProvider:
+        gated.append(GatedProvider())
+        return gated[-1]
+
+    served = make_served(tmp_path, provider=provider)
+    try:
+        with (
+            LiveServer(served.app) as live,
+            httpx.Client(base_url=live.url, headers=AUTH, timeout=30) as http,
+        ):
+
+            def bearer(ttl: int) -> dict[str, str]:
+                r = http.post("/auth/sessions", json={"principal": "bob", "ttl_seconds": ttl})
+                return {"Authorization": f"Bearer {r.json()['id']}"}
+
+            for reason, ttl in (("revoked", 3600), ("expired", 2)):
+                sid = http.post("/sessions", json={"title": reason}).json()["id"]
+                token = bearer(ttl)
+                with http.stream(
+                    "POST",
+                    f"/sessions/{sid}/runs",
+                    headers=token,
+                    json={"text": "hi", "stream": True},
+                ) as run:
+                    assert run.status_code == 200
+                    lines = run.iter_lines()
+                    assert _until_event(lines, "text_delta")[-1]["data"]["text"] == "first piece "
+                    if reason == "revoked":
+                        gone = http.delete("/auth/sessions/current", headers=token)
+                        assert gone.status_code == 200
+                    ended = _until_event(lines, "credential_ended")[-1]["data"]
+                    assert ended["reason"] == reason and reason in ended["message"]
+                    assert list(lines) == []  # and the stream is over
+                gated[-1].gate.set()
+                wait_idle_live(http, sid)
+                kinds = [r["kind"] for r in http.get(f"/sessions/{sid}/records").json()["records"]]
+                assert "assistant" in kinds  # the run finished without its stream
+    finally:
+        for held in gated:
+            held.gate.set()  # a failed assertion leaves no run waiting on its model
+        served.client.close()
+
+
+def wait_idle_live(http: httpx.Client, sid: str) -> None:
+    """Wait (bounded) until the session has no run in progress."""
+    import time
+
+    for _ in range(3000):
+        if not http.get(f"/sessions/{sid}/runs/current").json()["running"]:
+            return
+        time.sleep(0.01)
+    raise AssertionError("the run never ended")

@@ -114,3 +114,58 @@ def test_without_a_valid_credential_every_operation_is_401_whatever_the_body(cas
         assert response.json()["error"]["code"] == "unauthorized"
         challenge = {k.lower(): v for k, v in response.headers.items()}["www-authenticate"]
         assert challenge in ("Bearer", ["Bearer"])
+
+
+# The newer options and routes, each with values a generator rarely reaches: caps at 0,
+# negative, past 64 bits, as text, as a bool; the prefix switch spelled every way; and
+# GET /replicas with a query it does not take. Each is sent as a schemathesis case, so
+# the answer is held to the document too: a 4xx it names (422 for a bad value), never a 5xx.
+_CAPS = ("max_reply_chars", "max_tool_arguments_chars", "max_tool_output_chars", "idle_timeout")
+_BAD_NUMBERS: tuple[object, ...] = (0, -1, 2**70, -(2**70), 1e308, "5", True, [], {}, "")
+HOSTILE_CASES: list[tuple[str, str, dict[str, Any]]] = [
+    *(
+        (path, method, {"body": {**extra, "model_settings": {cap: value}}})
+        for cap in _CAPS
+        for value in _BAD_NUMBERS
+        for path, method, extra in (
+            ("/sessions/{session_id}/model-settings", "PUT", {}),
+            ("/sessions/{session_id}/runs", "POST", {"text": "hi"}),
+            ("/sessions/{session_id}/resume", "POST", {}),
+        )
+    ),
+    *(
+        ("/sessions/{session_id}", "GET", {"query": {"prefix": value}})
+        for value in ("maybe", "", "2", "-1", "\x00", "true" * 1000, "TRUE", "on")
+    ),
+    *(
+        ("/sessions/{session_id}/messages", "POST", {"query": {"prefix": value}, "body": body})
+        for value in ("maybe", "1", "yes")
+        for body in ({"messages": [{"role": "user", "content": "x"}]},)
+    ),
+    ("/replicas", "GET", {"query": {"prefix": "true", "limit": "-1"}}),
+    ("/replicas", "GET", {"query": {"x" * 200: "\x00"}}),
+]
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "parts"),
+    HOSTILE_CASES,
+    ids=[f"{m} {p} {i}" for i, (p, m, _) in enumerate(HOSTILE_CASES)],
+)
+def test_the_newer_options_and_routes_answer_hostile_values_with_a_4xx(
+    path: str, method: str, parts: dict[str, Any]
+) -> None:
+    operation = schema[path][method]
+    path_parameters = {"session_id": KNOWN[:8] if "prefix" in parts.get("query", {}) else KNOWN}
+    if "{session_id}" not in path:
+        path_parameters = {}
+    payload: dict[str, Any] = (
+        {"body": parts["body"], "media_type": "application/json"} if "body" in parts else {}
+    )
+    case = operation.Case(path_parameters=path_parameters, query=parts.get("query"), **payload)
+    response = case.call(headers=AUTH)
+    assert response.status_code < 500, (response.status_code, response.text[:300])
+    if "model_settings" in parts.get("body", {}):
+        assert response.status_code == 422, (response.status_code, response.text[:300])
+        assert response.json()["error"]["code"]
+    case.validate_response(response, checks=CHECKS)

@@ -20,6 +20,7 @@ from plait.errors import (
     SandboxUnavailableError,
     ToolError,
     ToolSchemaError,
+    shown,
 )
 from plait.sandbox import CommandResult, Mount, Sandbox, SandboxPolicy, open_sandbox_at
 from plait.sandbox.local import apply_file_op, run_here
@@ -402,7 +403,15 @@ def tool(
 
     Raises:
         ToolSchemaError: a parameter without an annotation, or of a type JSON cannot carry.
+        InvalidArgumentError: ``name`` that is not a non-empty string, or ``read_only`` or
+            ``idempotent`` that is not a bool (a truthy ``"false"`` would make a resume
+            run again a call that must not run twice).
     """
+    for flag, value in (("read_only", read_only), ("idempotent", idempotent)):
+        if not isinstance(value, bool):
+            raise InvalidArgumentError(f"tool {flag} must be True or False, not {shown(value)}")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise InvalidArgumentError(f"a tool's name must be a non-empty string, not {shown(name)}")
 
     def build(f: ToolFunc) -> Tool:
         params = list(inspect.signature(f).parameters.values())

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
-import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import StreamingResponse
 
-from plait.auth import Authenticated
+from plait.server.held_credential import while_credential_holds
 from plait.server.prefix import resolve_path_session
 from plait.server.routes.runs import SSE_EVENT, stream_events
 from plait.server.sse import parse_event_mark
@@ -78,7 +75,7 @@ async def session_events(
     else:
         since, head = parse_event_mark(last_event_id)
     backlog, sub = await state.hub.open(session_id, since, head)
-    stream = _checked(state, who, stream_events(state, session_id, backlog, sub))
+    stream = while_credential_holds(state, who, stream_events(state, session_id, backlog, sub))
     body = (
         stream
         if client_id is None
@@ -106,44 +103,3 @@ async def _present(
                 yield chunk
     finally:
         state.presence.left(session_id, client_id, principal)
-
-
-def _ending(reason: str) -> bytes:
-    """The ``credential_ended`` event: no id, so a reconnect resumes where the data stopped."""
-    said = (
-        "the bearer token expired" if reason == "expired" else "the bearer token was revoked"
-    )
-    data = json.dumps({"reason": reason, "message": f"{said}; sign in again to follow"})
-    return f"event: credential_ended\ndata: {data}\n\n".encode()
-
-
-async def _checked(
-    state: ServerState, who: Authenticated, stream: AsyncGenerator[bytes, None]
-) -> AsyncGenerator[bytes, None]:
-    """``stream`` for as long as the durable token that opened it stays live.
-
-    Before each chunk (the stream sends a keep-alive at least every ``ping_interval``),
-    the token's expiry is compared with the clock, and at most every ``ping_interval``
-    the store is asked again whether the token is live (a revocation). A static key is
-    configuration, fixed for the server's life: it is not asked again.
-    """
-    token = who.session
-    if who.method != "durable_session" or token is None:
-        async with contextlib.aclosing(stream) as inner:
-            async for chunk in inner:
-                yield chunk
-        return
-    bearer, expires = token.id, token.expires_at
-    checked = time.monotonic()
-    async with contextlib.aclosing(stream) as inner:
-        async for chunk in inner:
-            if datetime.now(UTC) >= expires:
-                yield _ending("expired")
-                return
-            if time.monotonic() - checked >= state.ping_interval:
-                live = await state.call(lambda: state.bearers.get(bearer))
-                checked = time.monotonic()
-                if live is None:
-                    yield _ending("expired" if datetime.now(UTC) >= expires else "revoked")
-                    return
-            yield chunk

@@ -19,6 +19,7 @@ from plait.run import Run
 from plait.server import schemas as s
 from plait.server.approvals import approver
 from plait.server.forward import forward_writes
+from plait.server.held_credential import while_credential_holds
 from plait.server.identity import act_for
 from plait.server.paths import session_url
 from plait.server.prefix import resolve_path_session
@@ -51,7 +52,8 @@ SSE_EVENT: dict[str, object] = {
 
 SSE_RESPONSE: dict[int | str, dict[str, object]] = {
     200: {
-        "description": "The run's events as text/event-stream (with stream=true).",
+        "description": "The run's events as text/event-stream (with stream=true); "
+        "credential_ended (expired or revoked) ends it, not the run.",
         "content": {"text/event-stream": {"schema": SSE_EVENT}},
     }
 }
@@ -169,7 +171,9 @@ async def start_run(
 
     Answers 202 with the run's id at once; its events go to every observer of
     ``GET /sessions/{id}/events``. With ``stream: true`` the answer is the
-    run's own event stream, ending with its ``run_end``. The provider is the
+    run's own event stream, ending with its ``run_end`` (or, opened with a durable
+    token that expires or is revoked meanwhile, with ``credential_ended``: the run
+    goes on, followed by ``GET .../events``). The provider is the
     server's; only the live controller may run when one is attached (403).
     The run acts for the caller's principal (the session's actor chain), and
     its tool calls wait for the controller's approval when one is attached.
@@ -202,7 +206,7 @@ async def start_run(
         if sub is not None:
             state.hub.close(session_id, sub)
         raise
-    return _answer(state, session, run_id, sub)
+    return _answer(state, session, run_id, sub, who)
 
 
 async def _driven(
@@ -219,12 +223,14 @@ async def _driven(
 
 
 def _answer(
-    state: ServerState, session: Session, run_id: str, sub: Subscriber | None
+    state: ServerState, session: Session, run_id: str, sub: Subscriber | None, who: Writer
 ) -> JSONResponse | StreamingResponse:
     if sub is None:
         return JSONResponse(_run_out(session.id, run_id).model_dump(), status_code=202)
+    # The run goes on when its stream ends for a token's end: only the stream is the token's.
+    events = stream_events(state, session.id, [], sub, until_run=run_id)
     return StreamingResponse(
-        stream_events(state, session.id, [], sub, until_run=run_id),
+        while_credential_holds(state, who, events),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "X-Run-Id": run_id},
     )
@@ -267,7 +273,7 @@ async def resume_run(
         if sub is not None:
             state.hub.close(session_id, sub)
         raise
-    return _answer(state, session, run_id, sub)
+    return _answer(state, session, run_id, sub, who)
 
 
 @router.get(
