@@ -1,0 +1,615 @@
+"""plait as LangGraph's checkpointer (``pip install 'plait[langgraph]'``).
+
+A drop-in where ``SqliteSaver`` or ``PostgresSaver`` stood::
+
+    from plait.integrations.langgraph import PlaitSaver
+
+    with PlaitSaver.from_conn_string("chats.db") as saver:
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}})
+
+A thread is a plait session (the root namespace of thread ``T`` is the session
+``T``; a subgraph's namespace is a session of its own, marked with its thread),
+so plait's API reads it: ``client.get("t1").history()`` shows the conversation.
+A checkpoint costs what changed (D270):
+
+- the ``messages`` channel (a list of LangChain messages, as ``add_messages``
+  keeps it) is plait records, each message appended once: a later checkpoint
+  that holds it again names its position, it does not store it again;
+- every other channel value is stored once per distinct value, content-addressed
+  in the store's object space (:class:`plait.store.ObjectStore`);
+- the checkpoint itself is one small event record naming, for each channel
+  version it introduced, a digest or the message positions; pending writes are
+  event records too.
+
+The store is plain (synchronous) calls, so :class:`AsyncPlaitSaver` and the async
+methods run each call on the client's store worker (D219). Each write holds the
+thread's writer lock (``writer_lock="write"``), so several processes may share a
+store.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from typing import Any, Final, TypeVar, cast
+
+from plait.client import Client
+from plait.errors import (
+    InvalidArgumentError,
+    MissingDependencyError,
+    SessionExistsError,
+    SessionNotFoundError,
+)
+from plait.integrations._keys import MAX_ID, id_part, scan
+from plait.integrations._offload import in_thread
+from plait.records import EventRecord, Record
+from plait.session import Session as PlaitConversation
+from plait.store import ObjectStore, Store
+
+try:
+    from langchain_core.messages import BaseMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise MissingDependencyError("plait's LangGraph checkpointer", "langgraph") from exc
+
+__all__ = ["AsyncPlaitSaver", "PlaitSaver"]
+
+_T = TypeVar("_T")
+_OPERATOR: Final = "langgraph"
+_MARK: Final = "langgraph"  # session metadata: {"thread": T, "ns": ns}
+_CHECKPOINT: Final = "langgraph.checkpoint"
+_WRITES: Final = "langgraph.writes"
+_MESSAGES: Final = "messages"
+_PART: Final = 1 << 20  # the object space's largest part
+_ROLES: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.b64decode(text.encode("ascii"))
+
+
+def _version_key(version: object) -> str:
+    """A channel version as a dict key: its JSON, so ``1`` and ``"1"`` stay apart."""
+    return json.dumps(version)
+
+
+def _ranges(seqs: Sequence[int]) -> list[list[int]]:
+    """``seqs`` as ``[first, last]`` runs: a growing conversation is one run, not n numbers."""
+    runs: list[list[int]] = []
+    for seq in seqs:
+        if runs and runs[-1][1] + 1 == seq:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return runs
+
+
+def _expand(runs: Sequence[Sequence[int]]) -> list[int]:
+    return [seq for first, last in runs for seq in range(first, last + 1)]
+
+
+class _Thread:
+    """What one namespace's session holds, read once for one call."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.checkpoints: dict[str, dict[str, Any]] = {}
+        self.writes: dict[str, list[dict[str, Any]]] = {}
+        self.blobs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.messages: dict[int, dict[str, Any]] = {}
+        for record in records:
+            if isinstance(record, EventRecord):
+                data = dict(record.data)
+                if record.name == _CHECKPOINT:
+                    self.checkpoints[str(data["id"])] = data
+                    for channel, entry in dict(data.get("blobs") or {}).items():
+                        self.blobs[(channel, str(entry["v"]))] = entry
+                elif record.name == _WRITES:
+                    self.writes.setdefault(str(data["checkpoint"]), []).append(data)
+            elif isinstance(record.meta.get(_MARK), dict):
+                self.messages[record.seq] = dict(record.meta[_MARK])
+
+    def message_index(self) -> dict[tuple[str, str], int]:
+        """Each stored message's (id, digest of its serialized form) -> its newest position."""
+        return {(str(m["id"]), str(m["digest"])): seq for seq, m in self.messages.items()}
+
+
+class _SaverCore(BaseCheckpointSaver[str]):
+    """The checkpointer over a plait client: sync methods, async ones on its store worker."""
+
+    def __init__(
+        self,
+        store: Client | Store | str | os.PathLike[str] | None = None,
+        *,
+        workspace: str | os.PathLike[str] = ".",
+        lock_timeout: float | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        if isinstance(store, Client):
+            self._client, self._owns = store, False
+        else:
+            options: dict[str, Any] = {"store": store, "writer_lock": "write"}
+            if lock_timeout is not None:
+                options["lock_timeout"] = lock_timeout
+            self._client, self._owns = Client(workspace, **options), True
+        objects = self._client.store
+        if not isinstance(objects, ObjectStore):
+            raise InvalidArgumentError("PlaitSaver needs a store with an object space")
+        self._objects: ObjectStore = objects
+
+    @property
+    def client(self) -> Client:
+        """The plait client the threads are read and written through."""
+        return self._client
+
+    def close(self) -> None:
+        """Close the store if this saver opened it."""
+        if self._owns:
+            self._client.close()
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _session_id(thread_id: str, ns: str) -> str:
+        if not isinstance(thread_id, str) or not thread_id or len(thread_id) > MAX_ID:
+            raise InvalidArgumentError(f"{thread_id!r} is not a valid thread id for plait")
+        if not ns:
+            return thread_id
+        budget = max(MAX_ID - len(thread_id) - 1, 24)
+        return f"{thread_id}/{id_part(ns, budget)}"
+
+    def _sessions(self, thread_id: str) -> dict[str, str]:
+        """Every namespace of a thread that has a session -> that session's id."""
+        found: dict[str, str] = {}
+        for row in scan(self._client.store, thread_id):
+            mark = row.metadata.get(_MARK)
+            if isinstance(mark, dict) and mark.get("thread") == thread_id:
+                found[str(mark.get("ns", ""))] = row.id
+        return found
+
+    def _threads(self) -> list[str]:
+        threads: list[str] = []
+        for row in scan(self._client.store, ""):
+            mark = row.metadata.get(_MARK)
+            if isinstance(mark, dict) and mark.get("ns") == "":
+                threads.append(str(mark.get("thread")))
+        return threads
+
+    def _session(self, thread_id: str, ns: str, *, create: bool) -> PlaitConversation | None:
+        session_id = self._session_id(thread_id, ns)
+        try:
+            return self._client.sessions.get(session_id)
+        except SessionNotFoundError:
+            if not create:
+                return None
+        try:
+            return self._client.sessions.create(
+                session_id=session_id,
+                lineage_operator=_OPERATOR,
+                metadata={_MARK: {"thread": thread_id, "ns": ns}},
+            )
+        except SessionExistsError:  # another writer created it first
+            return self._client.sessions.get(session_id)
+
+    def _read(self, thread_id: str, ns: str) -> _Thread | None:
+        session = self._session(thread_id, ns, create=False)
+        return None if session is None else _Thread(session.records)
+
+    # -- values -----------------------------------------------------------------------------
+
+    def _put_object(self, value: Any) -> str:
+        kind, data = self.serde.dumps_typed(value)
+        body = kind.encode("utf-8") + b"\0" + data
+        digest = hashlib.sha256(body).hexdigest()
+        parts = (body[i : i + _PART] for i in range(0, max(len(body), 1), _PART))
+        self._objects.object_put(digest, parts, _now_us())
+        return digest
+
+    def _get_object(self, digest: str) -> Any:
+        chunks: list[bytes] = []
+        while (part := self._objects.object_part(digest, len(chunks))) is not None:
+            chunks.append(part)
+        body = b"".join(chunks)
+        kind, _, data = body.partition(b"\0")
+        return self.serde.loads_typed((kind.decode("utf-8"), data))
+
+    def _dump(self, value: Any) -> list[str]:
+        kind, data = self.serde.dumps_typed(value)
+        return [kind, _b64(data)]
+
+    def _load(self, pair: Sequence[str]) -> Any:
+        return self.serde.loads_typed((pair[0], _unb64(pair[1])))
+
+    @staticmethod
+    def _is_messages(channel: str, value: Any) -> bool:
+        return (
+            channel == _MESSAGES
+            and isinstance(value, list)
+            and all(isinstance(m, BaseMessage) and m.id for m in value)
+        )
+
+    def _message_seqs(
+        self, session: PlaitConversation, thread: _Thread, messages: list[Any]
+    ) -> list[int]:
+        """The positions of ``messages``, appending only those not stored already."""
+        index = thread.message_index()
+        seqs: list[int | None] = []
+        new: list[dict[str, Any]] = []
+        for message in messages:
+            kind, data = self.serde.dumps_typed(message)
+            digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
+            seq = index.get((str(message.id), digest))
+            seqs.append(seq)
+            if seq is None:
+                new.append(_plait_message(message, kind, data, digest))
+        if new:
+            added = iter(r.seq for r in session.inject_many(new))
+            seqs = [seq if seq is not None else next(added) for seq in seqs]
+        return [seq for seq in seqs if seq is not None]
+
+    # -- the saver --------------------------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint: new message records, new channel objects, one event.
+
+        Args:
+            config: names the thread, namespace and (as ``checkpoint_id``) the parent.
+            checkpoint: the checkpoint; only channels in ``new_versions`` are written.
+            metadata: its metadata (merged with the config's, as LangGraph's savers do).
+            new_versions: the channel versions this checkpoint introduced.
+
+        Returns:
+            The config naming the stored checkpoint.
+
+        Raises:
+            InvalidArgumentError: a thread id plait cannot use as a session id.
+        """
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
+        session_id = self._session_id(thread_id, ns)
+        values = checkpoint["channel_values"]
+        skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        with self._client.locked(session_id):
+            session = self._session(thread_id, ns, create=True)
+            assert session is not None
+            thread = _Thread(session.records)
+            blobs: dict[str, dict[str, Any]] = {}
+            for channel, version in new_versions.items():
+                entry: dict[str, Any] = {"v": _version_key(version)}
+                if channel not in values:
+                    entry["empty"] = True
+                elif self._is_messages(channel, values[channel]):
+                    seqs = self._message_seqs(session, thread, values[channel])
+                    entry["messages"] = _ranges(seqs)
+                else:
+                    entry["d"] = self._put_object(values[channel])
+                blobs[channel] = entry
+            session.log_event(
+                _CHECKPOINT,
+                {
+                    "id": checkpoint["id"],
+                    "parent": conf.get("checkpoint_id"),
+                    "checkpoint": self._dump(skeleton),
+                    "metadata": self._dump(get_checkpoint_metadata(config, metadata)),
+                    "blobs": blobs,
+                },
+            )
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes against a checkpoint, as one event record.
+
+        A write already stored under the same task and index is kept, except the
+        special channels (errors, interrupts, ...), which the newest replaces.
+        """
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
+        rows = [[WRITES_IDX_MAP.get(c, i), c, *self._dump(v)] for i, (c, v) in enumerate(writes)]
+        if not rows:
+            return
+        with self._client.locked(self._session_id(thread_id, ns)):
+            session = self._session(thread_id, ns, create=True)
+            assert session is not None
+            session.log_event(
+                _WRITES,
+                {
+                    "checkpoint": str(conf["checkpoint_id"]),
+                    "task": task_id,
+                    "path": task_path,
+                    "writes": rows,
+                },
+            )
+
+    def _tuple(
+        self, thread_id: str, ns: str, thread: _Thread, checkpoint_id: str
+    ) -> CheckpointTuple:
+        data = thread.checkpoints[checkpoint_id]
+        skeleton = self._load(data["checkpoint"])
+        values: dict[str, Any] = {}
+        for channel, version in skeleton["channel_versions"].items():
+            entry = thread.blobs.get((channel, _version_key(version)))
+            if entry is None or entry.get("empty"):
+                continue
+            if "messages" in entry:
+                values[channel] = [
+                    self._load(thread.messages[seq]["value"]) for seq in _expand(entry["messages"])
+                ]
+            else:
+                values[channel] = self._get_object(str(entry["d"]))
+        return CheckpointTuple(
+            config=_config(thread_id, ns, checkpoint_id),
+            checkpoint=cast("Checkpoint", {**skeleton, "channel_values": values}),
+            metadata=self._load(data["metadata"]),
+            parent_config=_config(thread_id, ns, data["parent"]) if data.get("parent") else None,
+            pending_writes=self._pending(thread, checkpoint_id),
+        )
+
+    def _pending(self, thread: _Thread, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+        kept: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
+        for event in thread.writes.get(checkpoint_id, []):
+            task, path = str(event["task"]), str(event["path"])
+            for idx, channel, kind, data in event["writes"]:
+                key = (task, int(idx))
+                if key[1] >= 0 and key in kept:
+                    continue
+                kept[key] = (task, str(channel), [kind, data], path)
+        order = sorted(kept, key=lambda k: writes_sort_key(kept[k][3], *k))
+        return [(kept[k][0], kept[k][1], self._load(kept[k][2])) for k in order]
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the thread's newest; None when there is none."""
+        conf = config["configurable"]
+        thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
+        thread = self._read(thread_id, ns)
+        if thread is None or not thread.checkpoints:
+            return None
+        checkpoint_id = get_checkpoint_id(config) or max(thread.checkpoints)
+        if checkpoint_id not in thread.checkpoints:
+            return None
+        return self._tuple(thread_id, ns, thread, checkpoint_id)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """The checkpoints matching the criteria, newest first per namespace.
+
+        Args:
+            config: a thread (and optionally a namespace or checkpoint id); None for all.
+            filter: metadata keys and the values they must have.
+            before: only checkpoints older than the one this config names.
+            limit: at most this many.
+
+        Returns:
+            An iterator of checkpoint tuples.
+        """
+        return iter(self._list(config, filter, before, limit))
+
+    def _list(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+        limit: int | None,
+    ) -> builtins.list[CheckpointTuple]:
+        conf = config["configurable"] if config else {}
+        threads = [str(conf["thread_id"])] if config else self._threads()
+        want_ns = conf.get("checkpoint_ns")
+        want_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        found: builtins.list[CheckpointTuple] = []
+        for thread_id in threads:
+            for ns in self._sessions(thread_id):
+                if want_ns is not None and ns != want_ns:
+                    continue
+                thread = self._read(thread_id, ns)
+                if thread is None:
+                    continue
+                for checkpoint_id in sorted(thread.checkpoints, reverse=True):
+                    if want_id and checkpoint_id != want_id:
+                        continue
+                    if before_id and checkpoint_id >= before_id:
+                        continue
+                    if filter:
+                        meta = self._load(thread.checkpoints[checkpoint_id]["metadata"])
+                        if not all(meta.get(k) == v for k, v in filter.items()):
+                            continue
+                    if limit is not None and len(found) >= limit:
+                        return found
+                    found.append(self._tuple(thread_id, ns, thread, checkpoint_id))
+        return found
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Erase every session of the thread (its namespaces') with their records.
+
+        Channel objects stay in the object space: another thread may hold the same value.
+        """
+        for session_id in self._sessions(thread_id).values():
+            with contextlib.suppress(SessionNotFoundError):
+                self._client.sessions.erase(session_id)
+
+    # -- async twins: the same calls on the client's store worker ----------------------------
+
+    async def _off(self, fn: Callable[[], _T]) -> _T:
+        return await in_thread(self._client, fn)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """:meth:`get_tuple` on the store worker."""
+        return await self._off(lambda: self.get_tuple(config))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """:meth:`list` on the store worker."""
+        for item in await self._off(lambda: self._list(config, filter, before, limit)):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """:meth:`put` on the store worker."""
+        return await self._off(lambda: self.put(config, checkpoint, metadata, new_versions))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """:meth:`put_writes` on the store worker."""
+        await self._off(lambda: self.put_writes(config, writes, task_id, task_path))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """:meth:`delete_thread` on the store worker."""
+        await self._off(lambda: self.delete_thread(thread_id))
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """The next channel version: a zero-padded counter and a random tail.
+
+        The form LangGraph's own savers use, so versions compare as strings.
+        """
+        if current is None:
+            number = 0
+        elif isinstance(current, int):
+            number = current
+        else:
+            number = int(str(current).split(".")[0])
+        return f"{number + 1:032}.{int.from_bytes(os.urandom(8), 'big') / 2**64:016}"
+
+
+class PlaitSaver(_SaverCore):
+    """LangGraph's checkpointer over a plait store (sync and async methods).
+
+    Args:
+        store: anything :func:`plait.open_store` takes (a path, ``":memory:"``, a
+            ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the default
+            file), or a :class:`plait.Client` (used as it is and never closed here).
+        workspace: the workspace of the sessions it creates.
+        lock_timeout: seconds a write waits for another writer of the same thread.
+        serde: LangGraph's serializer for channel values (its default otherwise).
+
+    Raises:
+        MissingDependencyError: langgraph is not installed.
+        InvalidArgumentError: a store without an object space.
+    """
+
+    @classmethod
+    @contextlib.contextmanager
+    def from_conn_string(cls, conn_string: str, **options: Any) -> Iterator[PlaitSaver]:
+        """A saver over ``conn_string`` (a path, ``:memory:`` or a URL), closed on exit."""
+        saver = cls(conn_string, **options)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+
+class AsyncPlaitSaver(_SaverCore):
+    """:class:`PlaitSaver` for async graphs: every store call runs off the event loop.
+
+    Takes the same arguments as :class:`PlaitSaver`.
+    """
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def from_conn_string(
+        cls, conn_string: str, **options: Any
+    ) -> AsyncIterator[AsyncPlaitSaver]:
+        """A saver over ``conn_string``, closed on exit (``async with``)."""
+        saver = cls(conn_string, **options)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+
+def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {
+        "configurable": {
+            "thread_id": thread_id,
+            "checkpoint_ns": ns,
+            "checkpoint_id": checkpoint_id,
+        }
+    }
+
+
+def _plait_message(message: Any, kind: str, data: bytes, digest: str) -> dict[str, Any]:
+    """A LangChain message as a plait message, its serialized form kept in ``meta``."""
+    mark = {"id": str(message.id), "digest": digest, "value": [kind, _b64(data)]}
+    role = _ROLES.get(str(message.type))
+    text = message.text if isinstance(message.text, str) else str(message.text)
+    if role == "tool" and getattr(message, "tool_call_id", None):
+        return {
+            "role": "tool",
+            "content": text,
+            "tool_call_id": str(message.tool_call_id),
+            "meta": {_MARK: mark},
+        }
+    if role in ("user", "assistant", "system"):
+        return {"role": role, "content": text, "meta": {_MARK: mark}}
+    return {
+        "role": "opaque",
+        "format": "langgraph",
+        "item": {"type": str(message.type)},
+        "meta": {_MARK: mark},
+    }
+
+
+def _now_us() -> int:
+    import time
+
+    return time.time_ns() // 1000
