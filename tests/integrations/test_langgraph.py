@@ -45,7 +45,9 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         drop_schema(schema)
 
 
-def test_conformance_kit_passes_every_base_capability(store_target: str, tmp_path: Path) -> None:
+def test_conformance_kit_passes_base_capabilities_and_copy_thread(
+    store_target: str, tmp_path: Path
+) -> None:
     made = iter(range(1_000))
 
     @checkpointer_test(name=f"PlaitSaver[{store_target.split('?')[0]}]")
@@ -62,8 +64,9 @@ def test_conformance_kit_passes_every_base_capability(store_target: str, tmp_pat
     assert report.passed_all_base(), {
         name: result.failures for name, result in report.results.items() if result.failures
     }
+    assert report.results["copy_thread"].passed is True
     # What this saver does not implement yet reports as not detected, never as passed.
-    for name in ("copy_thread", "delete_for_runs", "prune"):
+    for name in ("delete_for_runs", "prune"):
         assert report.results[name].detected is False
 
 
@@ -187,3 +190,26 @@ def test_a_thread_id_plait_cannot_name_is_a_clear_error(tmp_path: Path) -> None:
         graph = _graph(saver)
         with pytest.raises(InvalidArgumentError):
             graph.invoke(_turn("x"), {"configurable": {"thread_id": "t" * 300}})
+
+
+def test_a_copied_thread_is_a_fork_that_goes_its_own_way(store_target: str) -> None:
+    with PlaitSaver.from_conn_string(store_target) as saver:
+        graph = _graph(saver)
+        for n in range(2):
+            graph.invoke(_turn(f"hi {n}"), CONFIG)
+        saver.copy_thread("t1", "t2")
+        copy = {"configurable": {"thread_id": "t2"}}
+        out = graph.invoke(_turn("only in the copy"), copy)
+        assert out["turns"] == 3
+        assert len(graph.get_state(CONFIG).values["messages"]) == 4
+        # plait's lineage: the copy is a branch of the thread, sharing its records.
+        branch = saver.client.sessions.get("t2")
+        assert branch.parent_session_ids == ("t1",)
+        assert [m.text for m in branch.history()][-2:] == [
+            "only in the copy",
+            "echo: only in the copy",
+        ]
+        # Deleting the source leaves the copy whole.
+        saver.delete_thread("t1")
+        assert graph.get_state(CONFIG).values == {}
+        assert len(graph.get_state(copy).values["messages"]) == 6

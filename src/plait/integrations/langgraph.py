@@ -472,7 +472,27 @@ class _SaverCore(BaseCheckpointSaver[str]):
             with contextlib.suppress(SessionNotFoundError):
                 self._client.sessions.erase(session_id)
 
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy a thread, every checkpoint and write, as plait forks of its sessions.
+
+        Each namespace's session is forked (one new row that shares its records:
+        the cost does not grow with the thread), then marked as the target's.
+        A source with no checkpoint copies nothing.
+
+        Raises:
+            SessionExistsError: the target thread has a session already.
+            InvalidArgumentError: a target id plait cannot use as a session id.
+        """
+        for ns, session_id in sorted(self._sessions(source_thread_id).items()):
+            target = self._session_id(target_thread_id, ns)
+            branch = self._client.sessions.get(session_id).fork(target)
+            branch.set_metadata(_MARK, {"thread": target_thread_id, "ns": ns})
+
     # -- async twins: the same calls on the client's store worker ----------------------------
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`copy_thread` on the store worker."""
+        await self._off(lambda: self.copy_thread(source_thread_id, target_thread_id))
 
     async def _off(self, fn: Callable[[], _T]) -> _T:
         return await in_thread(self._client, fn)
