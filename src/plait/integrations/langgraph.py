@@ -37,7 +37,7 @@ import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, Self, TypeVar, cast
 
 from plait.client import Client
 from plait.errors import (
@@ -168,6 +168,20 @@ class _SaverCore(BaseCheckpointSaver[str]):
         """Close the store if this saver opened it."""
         if self._owns:
             self._client.close()
+
+    def __enter__(self) -> Self:
+        """The saver itself; leaving the block closes a store it opened."""
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        """The saver itself; leaving the block closes a store it opened."""
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
 
     # -- sessions ---------------------------------------------------------------------------
 
