@@ -213,3 +213,59 @@ def test_a_copied_thread_is_a_fork_that_goes_its_own_way(store_target: str) -> N
         saver.delete_thread("t1")
         assert graph.get_state(CONFIG).values == {}
         assert len(graph.get_state(copy).values["messages"]) == 6
+
+
+def _agent_graph(saver: Any) -> Any:
+    """A model-free agent: a node that calls a tool, LangGraph's ToolNode, then a subgraph
+    that asks a person for approval."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    def plan(state: State) -> dict[str, Any]:
+        call = {"id": "call-1", "name": "add", "args": {"a": 2, "b": 3}}
+        return {"messages": [AIMessage("", tool_calls=[call])], "turns": 1}
+
+    def approve(state: State) -> dict[str, Any]:
+        answer = interrupt(f"send {state['messages'][-1].content}?")
+        return {"messages": [AIMessage(f"sent: {answer}")]}
+
+    sub = StateGraph(State)
+    sub.add_node("approve", approve)
+    sub.add_edge(START, "approve")
+
+    builder = StateGraph(State)
+    builder.add_node("plan", plan)
+    builder.add_node("tools", ToolNode([add]))
+    builder.add_node("review", sub.compile())
+    builder.add_edge(START, "plan")
+    builder.add_edge("plan", "tools")
+    builder.add_edge("tools", "review")
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_tool_node_and_an_interrupted_subgraph_read_through_plait(store_target: str) -> None:
+    client = Client(".", store=store_target)
+    try:
+        graph = _agent_graph(PlaitSaver(client))
+        graph.invoke(_turn("add 2 and 3"), CONFIG)
+        state = graph.get_state(CONFIG, subgraphs=True)
+        assert state.next == ("review",)
+        # The subgraph's namespace has its own session, marked as the thread's.
+        marks = [r.metadata.get("langgraph") for r in client.store.recent(None, 50) if r.id != "t1"]
+        assert any(isinstance(m, dict) and m["thread"] == "t1" and m["ns"] for m in marks)
+
+        # Resumed by a fresh saver, as another process would.
+        out = _agent_graph(PlaitSaver(client)).invoke(Command(resume="yes"), CONFIG)
+        assert out["messages"][-1].content == "sent: yes"
+
+        history = client.sessions.get("t1").history()
+        assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
+        assert history[1].tool_calls[0].name == "add"
+        assert history[2].text == "5"
+    finally:
+        client.close()

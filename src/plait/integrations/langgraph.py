@@ -622,25 +622,50 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
 
 
 def _plait_message(message: Any, kind: str, data: bytes, digest: str) -> dict[str, Any]:
-    """A LangChain message as a plait message, its serialized form kept in ``meta``."""
+    """A LangChain message as a plait message, its serialized form kept in ``meta``.
+
+    Human, AI, system and tool messages become user, assistant, system and tool
+    messages (an AI message's tool calls as plait tool calls); any other kind is an
+    opaque item. What LangGraph reads back is always the serialized form.
+    """
     mark = {"id": str(message.id), "digest": digest, "value": [kind, _b64(data)]}
     role = _ROLES.get(str(message.type))
     text = message.text if isinstance(message.text, str) else str(message.text)
-    if role == "tool" and getattr(message, "tool_call_id", None):
-        return {
+    meta = {_MARK: mark}
+    if role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
+        tool: dict[str, Any] = {
             "role": "tool",
             "content": text,
-            "tool_call_id": str(message.tool_call_id),
-            "meta": {_MARK: mark},
+            "tool_call_id": message.tool_call_id,
+            "ok": getattr(message, "status", "success") != "error",
+            "meta": meta,
         }
-    if role in ("user", "assistant", "system"):
-        return {"role": role, "content": text, "meta": {_MARK: mark}}
+        if isinstance(getattr(message, "name", None), str):
+            tool["tool_name"] = message.name
+        return tool
+    if role == "assistant":
+        calls = [c for c in (_call(raw) for raw in getattr(message, "tool_calls", [])) if c]
+        return {"role": role, "content": text, "tool_calls": calls, "meta": meta}
+    if role in ("user", "system"):
+        return {"role": role, "content": text, "meta": meta}
     return {
         "role": "opaque",
         "format": "langgraph",
         "item": {"type": str(message.type)},
-        "meta": {_MARK: mark},
+        "meta": meta,
     }
+
+
+def _call(raw: Any) -> dict[str, Any] | None:
+    """A LangChain tool call as plait's ``{id, name, arguments}``; None if it has no JSON form."""
+    call_id, name, args = raw.get("id"), raw.get("name"), raw.get("args", {})
+    if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+        return None
+    try:
+        json.dumps(args, allow_nan=False)
+    except (TypeError, ValueError):
+        return None  # kept only in the serialized form LangGraph reads back
+    return {"id": call_id, "name": name, "arguments": args if isinstance(args, dict) else {}}
 
 
 def _now_us() -> int:
