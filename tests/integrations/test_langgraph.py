@@ -269,3 +269,29 @@ def test_a_tool_node_and_an_interrupted_subgraph_read_through_plait(store_target
         assert history[2].text == "5"
     finally:
         client.close()
+
+
+def test_two_savers_on_one_store_see_each_others_turns(tmp_path: Path) -> None:
+    path = str(tmp_path / "graph.db")
+    with PlaitSaver.from_conn_string(path) as one, PlaitSaver.from_conn_string(path) as two:
+        first, second = _graph(one), _graph(two)
+        first.invoke(_turn("from one"), CONFIG)
+        second.invoke(_turn("from two"), CONFIG)
+        out = first.invoke(_turn("one again"), CONFIG)
+    assert out["turns"] == 3
+    assert [m.content for m in out["messages"]][::2] == ["from one", "from two", "one again"]
+
+
+def test_plaits_own_trim_and_rewind_never_lose_a_checkpoint(tmp_path: Path) -> None:
+    with PlaitSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+        graph = _graph(saver)
+        for n in range(3):
+            graph.invoke(_turn(f"hi {n}"), CONFIG)
+        session = saver.client.sessions.get("t1")
+        session.trim(2)  # a reader's view: the checkpoints still name every message
+        assert graph.get_state(CONFIG).values["turns"] == 3
+        assert len(graph.get_state(CONFIG).values["messages"]) == 6
+        # Rewound through plait's API and written again: the saver reads it afresh.
+        session.rewind(2)
+        out = graph.invoke(_turn("after the rewind"), CONFIG)
+        assert out["messages"][-1].content == "echo: after the rewind"

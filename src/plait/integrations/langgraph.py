@@ -33,11 +33,13 @@ from __future__ import annotations
 import base64
 import builtins
 import contextlib
+import functools
 import hashlib
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
-from typing import Any, Final, Self, TypeVar, cast
+from typing import Any, Final, ParamSpec, Self, TypeVar, cast
 
 from plait.client import Client
 from plait.errors import (
@@ -73,6 +75,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 __all__ = ["AsyncPlaitSaver", "PlaitSaver"]
 
 _T = TypeVar("_T")
+_P = ParamSpec("_P")
 _OPERATOR: Final = "langgraph"
 _MARK: Final = "langgraph"  # session metadata: {"thread": T, "ns": ns}
 _CHECKPOINT: Final = "langgraph.checkpoint"
@@ -111,13 +114,26 @@ def _expand(runs: Sequence[Sequence[int]]) -> list[int]:
 
 
 class _Thread:
-    """What one namespace's session holds, read once for one call."""
+    """What one namespace's session holds, read from its first record, kept between calls.
 
-    def __init__(self, records: Sequence[Record]) -> None:
+    A session only grows under the saver (records are appended, never changed), so
+    a later call reads the records past :attr:`end` alone. ``key`` and ``last`` say
+    whether that holds still: a session erased and made again, or rewound through
+    plait's API, is read again from the start.
+    """
+
+    def __init__(self, key: tuple[object, ...]) -> None:
+        self.key = key
+        self.end = 0
+        self.last: Record | None = None
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.writes: dict[str, list[dict[str, Any]]] = {}
         self.blobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.messages: dict[int, dict[str, Any]] = {}
+        self.index: dict[tuple[str, str], int] = {}
+
+    def add(self, records: Sequence[Record]) -> None:
+        """Take in records appended since the last read."""
         for record in records:
             if isinstance(record, EventRecord):
                 data = dict(record.data)
@@ -127,12 +143,24 @@ class _Thread:
                         self.blobs[(channel, str(entry["v"]))] = entry
                 elif record.name == _WRITES:
                     self.writes.setdefault(str(data["checkpoint"]), []).append(data)
-            elif isinstance(record.meta.get(_MARK), dict):
-                self.messages[record.seq] = dict(record.meta[_MARK])
+            elif isinstance(mark := record.meta.get(_MARK), dict):
+                self.messages[record.seq] = dict(mark)
+                # Each stored message's (id, digest of its serialized form) -> its newest seq.
+                self.index[(str(mark["id"]), str(mark["digest"]))] = record.seq
+        if records:
+            self.end = records[-1].seq + 1
+            self.last = records[-1]
 
-    def message_index(self) -> dict[tuple[str, str], int]:
-        """Each stored message's (id, digest of its serialized form) -> its newest position."""
-        return {(str(m["id"]), str(m["digest"])): seq for seq, m in self.messages.items()}
+
+def _one_at_a_time(method: Callable[_P, _T]) -> Callable[_P, _T]:
+    """Run a saver method under the saver's lock (its client's handles are not shared)."""
+
+    @functools.wraps(method)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
+        with args[0]._lock:  # type: ignore[attr-defined]
+            return method(*args, **kwargs)
+
+    return run
 
 
 class _SaverCore(BaseCheckpointSaver[str]):
@@ -158,6 +186,9 @@ class _SaverCore(BaseCheckpointSaver[str]):
         if not isinstance(objects, ObjectStore):
             raise InvalidArgumentError("PlaitSaver needs a store with an object space")
         self._objects: ObjectStore = objects
+        # Sync graphs write a step's parallel tasks from several threads: one call at a time.
+        self._lock = threading.RLock()
+        self._cache: dict[str, _Thread] = {}
 
     @property
     def client(self) -> Client:
@@ -228,8 +259,35 @@ class _SaverCore(BaseCheckpointSaver[str]):
             return self._client.sessions.get(session_id)
 
     def _read(self, thread_id: str, ns: str) -> _Thread | None:
-        session = self._session(thread_id, ns, create=False)
-        return None if session is None else _Thread(session.records)
+        """The namespace's checkpoints, writes and messages; None when it has no session.
+
+        Read from the first record, not the view: a trim or compaction through plait's
+        API hides records from a reader, never from the checkpoints that name them.
+        """
+        session_id = self._session_id(thread_id, ns)
+        store = self._client.store
+        row = store.get(session_id)
+        if row is None:
+            self._cache.pop(session_id, None)
+            return None
+        lay = row.layout
+        key = (row.pk, lay.bases)
+        thread = self._cache.get(session_id)
+        if thread is None or thread.key != key or lay.end_seq < thread.end:
+            thread = _Thread(key)
+        elif thread.end == lay.end_seq:
+            return thread
+        lo = max(thread.end - 1, 0)
+        fresh = store.read(row, lo, lay.end_seq)
+        if thread.end:
+            if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
+                thread = _Thread(key)
+                fresh = store.read(row, 0, lay.end_seq)
+            else:
+                fresh = fresh[1:]
+        thread.add(fresh)
+        self._cache[session_id] = thread
+        return thread
 
     # -- values -----------------------------------------------------------------------------
 
@@ -268,7 +326,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         self, session: PlaitConversation, thread: _Thread, messages: list[Any]
     ) -> list[int]:
         """The positions of ``messages``, appending only those not stored already."""
-        index = thread.message_index()
+        index = thread.index
         seqs: list[int | None] = []
         new: list[dict[str, Any]] = []
         for message in messages:
@@ -285,6 +343,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
 
     # -- the saver --------------------------------------------------------------------------
 
+    @_one_at_a_time
     def put(
         self,
         config: RunnableConfig,
@@ -314,7 +373,8 @@ class _SaverCore(BaseCheckpointSaver[str]):
         with self._client.locked(session_id):
             session = self._session(thread_id, ns, create=True)
             assert session is not None
-            thread = _Thread(session.records)
+            thread = self._read(thread_id, ns)
+            assert thread is not None
             blobs: dict[str, dict[str, Any]] = {}
             for channel, version in new_versions.items():
                 entry: dict[str, Any] = {"v": _version_key(version)}
@@ -344,6 +404,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
             }
         }
 
+    @_one_at_a_time
     def put_writes(
         self,
         config: RunnableConfig,
@@ -410,6 +471,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         order = sorted(kept, key=lambda k: writes_sort_key(kept[k][3], *k))
         return [(kept[k][0], kept[k][1], self._load(kept[k][2])) for k in order]
 
+    @_one_at_a_time
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's newest; None when there is none."""
         conf = config["configurable"]
@@ -443,6 +505,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         """
         return iter(self._list(config, filter, before, limit))
 
+    @_one_at_a_time
     def _list(
         self,
         config: RunnableConfig | None,
@@ -477,6 +540,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
                     found.append(self._tuple(thread_id, ns, thread, checkpoint_id))
         return found
 
+    @_one_at_a_time
     def delete_thread(self, thread_id: str) -> None:
         """Erase every session of the thread (its namespaces') with their records.
 
@@ -486,6 +550,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
             with contextlib.suppress(SessionNotFoundError):
                 self._client.sessions.erase(session_id)
 
+    @_one_at_a_time
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread, every checkpoint and write, as plait forks of its sessions.
 
