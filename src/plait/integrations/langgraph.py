@@ -30,14 +30,13 @@ store.
 
 from __future__ import annotations
 
-import base64
 import builtins
 import contextlib
 import functools
 import hashlib
-import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, Final, ParamSpec, Self, TypeVar, cast
 
@@ -49,8 +48,19 @@ from plait.errors import (
     SessionNotFoundError,
 )
 from plait.integrations._keys import MAX_ID, id_part, scan
+from plait.integrations._langgraph_records import (
+    CHECKPOINT,
+    MARK,
+    WRITES,
+    Thread,
+    b64,
+    expand,
+    plait_message,
+    ranges,
+    unb64,
+    version_key,
+)
 from plait.integrations._offload import in_thread
-from plait.records import EventRecord, Record
 from plait.session import Session as PlaitConversation
 from plait.store import ObjectStore, Store
 
@@ -77,79 +87,9 @@ __all__ = ["AsyncPlaitSaver", "PlaitSaver"]
 _T = TypeVar("_T")
 _P = ParamSpec("_P")
 _OPERATOR: Final = "langgraph"
-_MARK: Final = "langgraph"  # session metadata: {"thread": T, "ns": ns}
-_CHECKPOINT: Final = "langgraph.checkpoint"
-_WRITES: Final = "langgraph.writes"
 _MESSAGES: Final = "messages"
+_CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
 _PART: Final = 1 << 20  # the object space's largest part
-_ROLES: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: str) -> bytes:
-    return base64.b64decode(text.encode("ascii"))
-
-
-def _version_key(version: object) -> str:
-    """A channel version as a dict key: its JSON, so ``1`` and ``"1"`` stay apart."""
-    return json.dumps(version)
-
-
-def _ranges(seqs: Sequence[int]) -> list[list[int]]:
-    """``seqs`` as ``[first, last]`` runs: a growing conversation is one run, not n numbers."""
-    runs: list[list[int]] = []
-    for seq in seqs:
-        if runs and runs[-1][1] + 1 == seq:
-            runs[-1][1] = seq
-        else:
-            runs.append([seq, seq])
-    return runs
-
-
-def _expand(runs: Sequence[Sequence[int]]) -> list[int]:
-    return [seq for first, last in runs for seq in range(first, last + 1)]
-
-
-class _Thread:
-    """What one namespace's session holds, read from its first record, kept between calls.
-
-    A session only grows under the saver (records are appended, never changed), so
-    a later call reads the records past :attr:`end` alone. ``key`` and ``last`` say
-    whether that holds still: a session erased and made again, or rewound through
-    plait's API, is read again from the start.
-    """
-
-    def __init__(self, key: tuple[object, ...]) -> None:
-        self.key = key
-        self.end = 0
-        self.last: Record | None = None
-        self.checkpoints: dict[str, dict[str, Any]] = {}
-        self.writes: dict[str, list[dict[str, Any]]] = {}
-        self.blobs: dict[tuple[str, str], dict[str, Any]] = {}
-        self.messages: dict[int, dict[str, Any]] = {}
-        self.index: dict[tuple[str, str], int] = {}
-
-    def add(self, records: Sequence[Record]) -> None:
-        """Take in records appended since the last read."""
-        for record in records:
-            if isinstance(record, EventRecord):
-                data = dict(record.data)
-                if record.name == _CHECKPOINT:
-                    self.checkpoints[str(data["id"])] = data
-                    for channel, entry in dict(data.get("blobs") or {}).items():
-                        self.blobs[(channel, str(entry["v"]))] = entry
-                elif record.name == _WRITES:
-                    self.writes.setdefault(str(data["checkpoint"]), []).append(data)
-            elif isinstance(mark := record.meta.get(_MARK), dict):
-                self.messages[record.seq] = dict(mark)
-                # Each stored message's (id, digest of its serialized form) -> its newest seq.
-                self.index[(str(mark["id"]), str(mark["digest"]))] = record.seq
-        if records:
-            self.end = records[-1].seq + 1
-            self.last = records[-1]
 
 
 def _one_at_a_time(method: Callable[_P, _T]) -> Callable[_P, _T]:
@@ -188,7 +128,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         self._objects: ObjectStore = objects
         # Sync graphs write a step's parallel tasks from several threads: one call at a time.
         self._lock = threading.RLock()
-        self._cache: dict[str, _Thread] = {}
+        self._cache: OrderedDict[str, Thread] = OrderedDict()  # the newest used last
 
     @property
     def client(self) -> Client:
@@ -229,7 +169,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         """Every namespace of a thread that has a session -> that session's id."""
         found: dict[str, str] = {}
         for row in scan(self._client.store, thread_id):
-            mark = row.metadata.get(_MARK)
+            mark = row.metadata.get(MARK)
             if isinstance(mark, dict) and mark.get("thread") == thread_id:
                 found[str(mark.get("ns", ""))] = row.id
         return found
@@ -237,7 +177,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
     def _threads(self) -> list[str]:
         threads: list[str] = []
         for row in scan(self._client.store, ""):
-            mark = row.metadata.get(_MARK)
+            mark = row.metadata.get(MARK)
             if isinstance(mark, dict) and mark.get("ns") == "":
                 threads.append(str(mark.get("thread")))
         return threads
@@ -253,12 +193,12 @@ class _SaverCore(BaseCheckpointSaver[str]):
             return self._client.sessions.create(
                 session_id=session_id,
                 lineage_operator=_OPERATOR,
-                metadata={_MARK: {"thread": thread_id, "ns": ns}},
+                metadata={MARK: {"thread": thread_id, "ns": ns}},
             )
         except SessionExistsError:  # another writer created it first
             return self._client.sessions.get(session_id)
 
-    def _read(self, thread_id: str, ns: str) -> _Thread | None:
+    def _read(self, thread_id: str, ns: str) -> Thread | None:
         """The namespace's checkpoints, writes and messages; None when it has no session.
 
         Read from the first record, not the view: a trim or compaction through plait's
@@ -274,19 +214,23 @@ class _SaverCore(BaseCheckpointSaver[str]):
         key = (row.pk, lay.bases)
         thread = self._cache.get(session_id)
         if thread is None or thread.key != key or lay.end_seq < thread.end:
-            thread = _Thread(key)
+            thread = Thread(key)
         elif thread.end == lay.end_seq:
+            self._cache.move_to_end(session_id)
             return thread
         lo = max(thread.end - 1, 0)
         fresh = store.read(row, lo, lay.end_seq)
         if thread.end:
             if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
-                thread = _Thread(key)
+                thread = Thread(key)
                 fresh = store.read(row, 0, lay.end_seq)
             else:
                 fresh = fresh[1:]
         thread.add(fresh)
         self._cache[session_id] = thread
+        self._cache.move_to_end(session_id)
+        while len(self._cache) > _CACHED:
+            self._cache.popitem(last=False)
         return thread
 
     # -- values -----------------------------------------------------------------------------
@@ -309,10 +253,10 @@ class _SaverCore(BaseCheckpointSaver[str]):
 
     def _dump(self, value: Any) -> list[str]:
         kind, data = self.serde.dumps_typed(value)
-        return [kind, _b64(data)]
+        return [kind, b64(data)]
 
     def _load(self, pair: Sequence[str]) -> Any:
-        return self.serde.loads_typed((pair[0], _unb64(pair[1])))
+        return self.serde.loads_typed((pair[0], unb64(pair[1])))
 
     @staticmethod
     def _is_messages(channel: str, value: Any) -> bool:
@@ -323,7 +267,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         )
 
     def _message_seqs(
-        self, session: PlaitConversation, thread: _Thread, messages: list[Any]
+        self, session: PlaitConversation, thread: Thread, messages: list[Any]
     ) -> list[int]:
         """The positions of ``messages``, appending only those not stored already."""
         index = thread.index
@@ -335,7 +279,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
             seq = index.get((str(message.id), digest))
             seqs.append(seq)
             if seq is None:
-                new.append(_plait_message(message, kind, data, digest))
+                new.append(plait_message(message, kind, data, digest))
         if new:
             added = iter(r.seq for r in session.inject_many(new))
             seqs = [seq if seq is not None else next(added) for seq in seqs]
@@ -377,17 +321,17 @@ class _SaverCore(BaseCheckpointSaver[str]):
             assert thread is not None
             blobs: dict[str, dict[str, Any]] = {}
             for channel, version in new_versions.items():
-                entry: dict[str, Any] = {"v": _version_key(version)}
+                entry: dict[str, Any] = {"v": version_key(version)}
                 if channel not in values:
                     entry["empty"] = True
                 elif self._is_messages(channel, values[channel]):
                     seqs = self._message_seqs(session, thread, values[channel])
-                    entry["messages"] = _ranges(seqs)
+                    entry["messages"] = ranges(seqs)
                 else:
                     entry["d"] = self._put_object(values[channel])
                 blobs[channel] = entry
             session.log_event(
-                _CHECKPOINT,
+                CHECKPOINT,
                 {
                     "id": checkpoint["id"],
                     "parent": conf.get("checkpoint_id"),
@@ -426,7 +370,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
             session = self._session(thread_id, ns, create=True)
             assert session is not None
             session.log_event(
-                _WRITES,
+                WRITES,
                 {
                     "checkpoint": str(conf["checkpoint_id"]),
                     "task": task_id,
@@ -436,18 +380,18 @@ class _SaverCore(BaseCheckpointSaver[str]):
             )
 
     def _tuple(
-        self, thread_id: str, ns: str, thread: _Thread, checkpoint_id: str
+        self, thread_id: str, ns: str, thread: Thread, checkpoint_id: str
     ) -> CheckpointTuple:
         data = thread.checkpoints[checkpoint_id]
         skeleton = self._load(data["checkpoint"])
         values: dict[str, Any] = {}
         for channel, version in skeleton["channel_versions"].items():
-            entry = thread.blobs.get((channel, _version_key(version)))
+            entry = thread.blobs.get((channel, version_key(version)))
             if entry is None or entry.get("empty"):
                 continue
             if "messages" in entry:
                 values[channel] = [
-                    self._load(thread.messages[seq]["value"]) for seq in _expand(entry["messages"])
+                    self._load(thread.messages[seq]["value"]) for seq in expand(entry["messages"])
                 ]
             else:
                 values[channel] = self._get_object(str(entry["d"]))
@@ -459,7 +403,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
             pending_writes=self._pending(thread, checkpoint_id),
         )
 
-    def _pending(self, thread: _Thread, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+    def _pending(self, thread: Thread, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         kept: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
         for event in thread.writes.get(checkpoint_id, []):
             task, path = str(event["task"]), str(event["path"])
@@ -565,7 +509,7 @@ class _SaverCore(BaseCheckpointSaver[str]):
         for ns, session_id in sorted(self._sessions(source_thread_id).items()):
             target = self._session_id(target_thread_id, ns)
             branch = self._client.sessions.get(session_id).fork(target)
-            branch.set_metadata(_MARK, {"thread": target_thread_id, "ns": ns})
+            branch.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
 
     # -- async twins: the same calls on the client's store worker ----------------------------
 
@@ -684,53 +628,6 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
             "checkpoint_id": checkpoint_id,
         }
     }
-
-
-def _plait_message(message: Any, kind: str, data: bytes, digest: str) -> dict[str, Any]:
-    """A LangChain message as a plait message, its serialized form kept in ``meta``.
-
-    Human, AI, system and tool messages become user, assistant, system and tool
-    messages (an AI message's tool calls as plait tool calls); any other kind is an
-    opaque item. What LangGraph reads back is always the serialized form.
-    """
-    mark = {"id": str(message.id), "digest": digest, "value": [kind, _b64(data)]}
-    role = _ROLES.get(str(message.type))
-    text = message.text if isinstance(message.text, str) else str(message.text)
-    meta = {_MARK: mark}
-    if role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
-        tool: dict[str, Any] = {
-            "role": "tool",
-            "content": text,
-            "tool_call_id": message.tool_call_id,
-            "ok": getattr(message, "status", "success") != "error",
-            "meta": meta,
-        }
-        if isinstance(getattr(message, "name", None), str):
-            tool["tool_name"] = message.name
-        return tool
-    if role == "assistant":
-        calls = [c for c in (_call(raw) for raw in getattr(message, "tool_calls", [])) if c]
-        return {"role": role, "content": text, "tool_calls": calls, "meta": meta}
-    if role in ("user", "system"):
-        return {"role": role, "content": text, "meta": meta}
-    return {
-        "role": "opaque",
-        "format": "langgraph",
-        "item": {"type": str(message.type)},
-        "meta": meta,
-    }
-
-
-def _call(raw: Any) -> dict[str, Any] | None:
-    """A LangChain tool call as plait's ``{id, name, arguments}``; None if it has no JSON form."""
-    call_id, name, args = raw.get("id"), raw.get("name"), raw.get("args", {})
-    if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
-        return None
-    try:
-        json.dumps(args, allow_nan=False)
-    except (TypeError, ValueError):
-        return None  # kept only in the serialized form LangGraph reads back
-    return {"id": call_id, "name": name, "arguments": args if isinstance(args, dict) else {}}
 
 
 def _now_us() -> int:
