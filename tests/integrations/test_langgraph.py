@@ -45,9 +45,7 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         drop_schema(schema)
 
 
-def test_conformance_kit_passes_base_capabilities_and_copy_thread(
-    store_target: str, tmp_path: Path
-) -> None:
+def test_conformance_kit_passes_every_capability(store_target: str, tmp_path: Path) -> None:
     made = iter(range(1_000))
 
     @checkpointer_test(name=f"PlaitSaver[{store_target.split('?')[0]}]")
@@ -61,13 +59,11 @@ def test_conformance_kit_passes_base_capabilities_and_copy_thread(
 
     report = asyncio.run(validate(saver))
     report.print_report()
-    assert report.passed_all_base(), {
-        name: result.failures for name, result in report.results.items() if result.failures
-    }
-    assert report.results["copy_thread"].passed is True
-    # What this saver does not implement yet reports as not detected, never as passed.
-    for name in ("delete_for_runs", "prune"):
-        assert report.results[name].detected is False
+    failures = {name: r.failures for name, r in report.results.items() if r.failures}
+    assert report.passed_all(), failures
+    assert report.conformance_level() == "FULL"
+    extended = ("copy_thread", "delete_for_runs", "prune")
+    assert all(report.results[name].passed is True for name in extended)
 
 
 class State(TypedDict):
@@ -295,3 +291,51 @@ def test_plaits_own_trim_and_rewind_never_lose_a_checkpoint(tmp_path: Path) -> N
         session.rewind(2)
         out = graph.invoke(_turn("after the rewind"), CONFIG)
         assert out["messages"][-1].content == "echo: after the rewind"
+
+
+def test_prune_keeps_the_newest_checkpoint_and_frees_the_rest(store_target: str) -> None:
+    with PlaitSaver.from_conn_string(store_target) as saver:
+        graph = _graph(saver)
+        for n in range(4):
+            graph.invoke(_turn(f"hi {n}"), CONFIG)
+        before = saver.client.store.get("t1")
+        assert before is not None
+        saver.prune(["t1"])
+        after = saver.client.store.get("t1")
+        assert after is not None
+        assert len(list(saver.list(CONFIG))) == 1
+        # One checkpoint event and the eight messages it holds; no hidden copy of the old.
+        assert after.layout.end_seq == 9 < before.layout.end_seq
+        session = saver.client.sessions.get("t1")
+        assert session.hidden_heads() == []
+        assert [m.text for m in session.history()][-1] == "echo: hi 3"
+        out = graph.invoke(_turn("after the prune"), CONFIG)
+        assert out["turns"] == 5
+        assert len(out["messages"]) == 10
+
+
+def test_delete_for_runs_removes_a_runs_checkpoints_and_writes(tmp_path: Path) -> None:
+    with PlaitSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+        graph = _graph(saver)
+        graph.invoke(_turn("kept"), {**CONFIG, "metadata": {"run_id": "run-1"}})
+        graph.invoke(_turn("dropped"), {**CONFIG, "metadata": {"run_id": "run-2"}})
+        runs = {c.metadata.get("run_id") for c in saver.list(CONFIG)}
+        assert "run-2" in runs
+        saver.delete_for_runs(["run-2"])
+        left = list(saver.list(CONFIG))
+        assert {c.metadata.get("run_id") for c in left} == {"run-1"}
+        assert graph.get_state(CONFIG).values["turns"] == 1
+        # The run's messages are gone from the store too, not only from LangGraph's view.
+        history = saver.client.sessions.get("t1").history()
+        assert [m.text for m in history] == ["kept", "echo: kept"]
+
+
+def test_a_thread_with_only_a_subgraph_namespace_is_listed_and_deleted(tmp_path: Path) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    with PlaitSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+        config = {"configurable": {"thread_id": "t9", "checkpoint_ns": "child:1"}}
+        saver.put(config, empty_checkpoint(), {"source": "loop", "step": 0}, {})
+        assert [c.config["configurable"]["thread_id"] for c in saver.list(None)] == ["t9"]
+        saver.delete_thread("t9")
+        assert list(saver.list(None)) == []

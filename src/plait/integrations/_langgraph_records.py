@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from plait.records import EventRecord, Record
@@ -23,6 +24,7 @@ __all__ = [
     "Thread",
     "b64",
     "expand",
+    "kept_records",
     "plait_message",
     "ranges",
     "unb64",
@@ -153,3 +155,49 @@ def _call(raw: Any) -> dict[str, Any] | None:
     except (TypeError, ValueError):
         return None  # kept only in the serialized form LangGraph reads back
     return {"id": call_id, "name": name, "arguments": args if isinstance(args, dict) else {}}
+
+
+def kept_records(
+    old: Sequence[Record], thread: Thread, versions: Mapping[str, Mapping[str, Any]]
+) -> list[Record]:
+    """A session's records rewritten to hold only some checkpoints, from position 0.
+
+    Args:
+        old: the session's records, from its first.
+        thread: what they hold.
+        versions: each kept checkpoint's id -> its ``channel_versions``.
+
+    Returns:
+        The kept checkpoints' events (each naming every value it reads itself, since
+        the checkpoints whose entries it shared go), their writes, and the messages
+        they hold, in their old order, with message runs naming the new positions.
+    """
+    wanted: set[int] = set()
+    blobs: dict[str, dict[str, Any]] = {}
+    for cid, channels in versions.items():
+        entries: dict[str, Any] = {}
+        for channel, version in channels.items():
+            entry = thread.blobs.get((channel, version_key(version)))
+            if entry is not None:
+                entries[channel] = dict(entry)
+                wanted.update(expand(entry.get("messages", ())))
+        blobs[cid] = entries
+    moved: dict[int, int] = {}
+    out: list[Record] = []
+    for record in old:
+        seq = len(out)
+        if isinstance(record, EventRecord):
+            data = dict(record.data)
+            if record.name == CHECKPOINT and data["id"] in versions:
+                data["blobs"] = blobs[str(data["id"])]
+            elif not (record.name == WRITES and data["checkpoint"] in versions):
+                continue
+            out.append(EventRecord(seq=seq, name=record.name, data=data))
+        elif record.seq in wanted:
+            moved[record.seq] = seq
+            out.append(replace(record, seq=seq))
+    for entries in blobs.values():
+        for entry in entries.values():
+            if "messages" in entry:
+                entry["messages"] = ranges([moved[s] for s in expand(entry["messages"])])
+    return out

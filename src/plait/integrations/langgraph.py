@@ -10,7 +10,8 @@ A drop-in where ``SqliteSaver`` or ``PostgresSaver`` stood::
 
 A thread is a plait session (the root namespace of thread ``T`` is the session
 ``T``; a subgraph's namespace is a session of its own, marked with its thread),
-so plait's API reads it: ``client.get("t1").history()`` shows the conversation.
+so plait's API reads it: ``client.sessions.get("t1").history()`` shows the
+conversation.
 A checkpoint costs what changed (D270):
 
 - the ``messages`` channel (a list of LangChain messages, as ``add_messages``
@@ -21,6 +22,10 @@ A checkpoint costs what changed (D270):
 - the checkpoint itself is one small event record naming, for each channel
   version it introduced, a digest or the message positions; pending writes are
   event records too.
+
+``copy_thread`` forks a thread's sessions; ``prune`` and ``delete_for_runs``
+rewrite a namespace's session in one store transaction (its id moves to a head
+holding only what is kept) and erase the old head.
 
 The store is plain (synchronous) calls, so :class:`AsyncPlaitSaver` and the async
 methods run each call on the client's store worker (D219). Each write holds the
@@ -33,35 +38,34 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
-import hashlib
 import os
 import threading
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Final, ParamSpec, Self, TypeVar, cast
 
 from plait.client import Client
 from plait.errors import (
     InvalidArgumentError,
     MissingDependencyError,
-    SessionExistsError,
+    PlaitError,
     SessionNotFoundError,
 )
-from plait.integrations._keys import MAX_ID, id_part, scan
 from plait.integrations._langgraph_records import (
     CHECKPOINT,
     MARK,
     WRITES,
     Thread,
-    b64,
     expand,
-    plait_message,
+    kept_records,
     ranges,
-    unb64,
     version_key,
 )
+from plait.integrations._langgraph_space import ThreadSpace
 from plait.integrations._offload import in_thread
-from plait.session import Session as PlaitConversation
+from plait.layout import branch
 from plait.store import ObjectStore, Store
 
 try:
@@ -88,8 +92,6 @@ _T = TypeVar("_T")
 _P = ParamSpec("_P")
 _OPERATOR: Final = "langgraph"
 _MESSAGES: Final = "messages"
-_CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
-_PART: Final = 1 << 20  # the object space's largest part
 
 
 def _one_at_a_time(method: Callable[_P, _T]) -> Callable[_P, _T]:
@@ -103,7 +105,7 @@ def _one_at_a_time(method: Callable[_P, _T]) -> Callable[_P, _T]:
     return run
 
 
-class _SaverCore(BaseCheckpointSaver[str]):
+class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
     """The checkpointer over a plait client: sync methods, async ones on its store worker."""
 
     def __init__(
@@ -154,110 +156,6 @@ class _SaverCore(BaseCheckpointSaver[str]):
     async def __aexit__(self, *exc: object) -> None:
         self.close()
 
-    # -- sessions ---------------------------------------------------------------------------
-
-    @staticmethod
-    def _session_id(thread_id: str, ns: str) -> str:
-        if not isinstance(thread_id, str) or not thread_id or len(thread_id) > MAX_ID:
-            raise InvalidArgumentError(f"{thread_id!r} is not a valid thread id for plait")
-        if not ns:
-            return thread_id
-        budget = max(MAX_ID - len(thread_id) - 1, 24)
-        return f"{thread_id}/{id_part(ns, budget)}"
-
-    def _sessions(self, thread_id: str) -> dict[str, str]:
-        """Every namespace of a thread that has a session -> that session's id."""
-        found: dict[str, str] = {}
-        for row in scan(self._client.store, thread_id):
-            mark = row.metadata.get(MARK)
-            if isinstance(mark, dict) and mark.get("thread") == thread_id:
-                found[str(mark.get("ns", ""))] = row.id
-        return found
-
-    def _threads(self) -> list[str]:
-        threads: list[str] = []
-        for row in scan(self._client.store, ""):
-            mark = row.metadata.get(MARK)
-            if isinstance(mark, dict) and mark.get("ns") == "":
-                threads.append(str(mark.get("thread")))
-        return threads
-
-    def _session(self, thread_id: str, ns: str, *, create: bool) -> PlaitConversation | None:
-        session_id = self._session_id(thread_id, ns)
-        try:
-            return self._client.sessions.get(session_id)
-        except SessionNotFoundError:
-            if not create:
-                return None
-        try:
-            return self._client.sessions.create(
-                session_id=session_id,
-                lineage_operator=_OPERATOR,
-                metadata={MARK: {"thread": thread_id, "ns": ns}},
-            )
-        except SessionExistsError:  # another writer created it first
-            return self._client.sessions.get(session_id)
-
-    def _read(self, thread_id: str, ns: str) -> Thread | None:
-        """The namespace's checkpoints, writes and messages; None when it has no session.
-
-        Read from the first record, not the view: a trim or compaction through plait's
-        API hides records from a reader, never from the checkpoints that name them.
-        """
-        session_id = self._session_id(thread_id, ns)
-        store = self._client.store
-        row = store.get(session_id)
-        if row is None:
-            self._cache.pop(session_id, None)
-            return None
-        lay = row.layout
-        key = (row.pk, lay.bases)
-        thread = self._cache.get(session_id)
-        if thread is None or thread.key != key or lay.end_seq < thread.end:
-            thread = Thread(key)
-        elif thread.end == lay.end_seq:
-            self._cache.move_to_end(session_id)
-            return thread
-        lo = max(thread.end - 1, 0)
-        fresh = store.read(row, lo, lay.end_seq)
-        if thread.end:
-            if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
-                thread = Thread(key)
-                fresh = store.read(row, 0, lay.end_seq)
-            else:
-                fresh = fresh[1:]
-        thread.add(fresh)
-        self._cache[session_id] = thread
-        self._cache.move_to_end(session_id)
-        while len(self._cache) > _CACHED:
-            self._cache.popitem(last=False)
-        return thread
-
-    # -- values -----------------------------------------------------------------------------
-
-    def _put_object(self, value: Any) -> str:
-        kind, data = self.serde.dumps_typed(value)
-        body = kind.encode("utf-8") + b"\0" + data
-        digest = hashlib.sha256(body).hexdigest()
-        parts = (body[i : i + _PART] for i in range(0, max(len(body), 1), _PART))
-        self._objects.object_put(digest, parts, _now_us())
-        return digest
-
-    def _get_object(self, digest: str) -> Any:
-        chunks: list[bytes] = []
-        while (part := self._objects.object_part(digest, len(chunks))) is not None:
-            chunks.append(part)
-        body = b"".join(chunks)
-        kind, _, data = body.partition(b"\0")
-        return self.serde.loads_typed((kind.decode("utf-8"), data))
-
-    def _dump(self, value: Any) -> list[str]:
-        kind, data = self.serde.dumps_typed(value)
-        return [kind, b64(data)]
-
-    def _load(self, pair: Sequence[str]) -> Any:
-        return self.serde.loads_typed((pair[0], unb64(pair[1])))
-
     @staticmethod
     def _is_messages(channel: str, value: Any) -> bool:
         return (
@@ -265,25 +163,6 @@ class _SaverCore(BaseCheckpointSaver[str]):
             and isinstance(value, list)
             and all(isinstance(m, BaseMessage) and m.id for m in value)
         )
-
-    def _message_seqs(
-        self, session: PlaitConversation, thread: Thread, messages: list[Any]
-    ) -> list[int]:
-        """The positions of ``messages``, appending only those not stored already."""
-        index = thread.index
-        seqs: list[int | None] = []
-        new: list[dict[str, Any]] = []
-        for message in messages:
-            kind, data = self.serde.dumps_typed(message)
-            digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
-            seq = index.get((str(message.id), digest))
-            seqs.append(seq)
-            if seq is None:
-                new.append(plait_message(message, kind, data, digest))
-        if new:
-            added = iter(r.seq for r in session.inject_many(new))
-            seqs = [seq if seq is not None else next(added) for seq in seqs]
-        return [seq for seq in seqs if seq is not None]
 
     # -- the saver --------------------------------------------------------------------------
 
@@ -495,6 +374,79 @@ class _SaverCore(BaseCheckpointSaver[str]):
                 self._client.sessions.erase(session_id)
 
     @_one_at_a_time
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Remove the checkpoints whose metadata names one of ``run_ids``, with their writes.
+
+        Every thread of the store is looked at (LangGraph's savers do the same); a
+        namespace that keeps nothing is erased, one that keeps some is rewritten (see
+        :meth:`prune`).
+        """
+        runs = set(run_ids)
+        if not runs:
+            return
+        for thread_id in self._threads():
+            for ns in self._sessions(thread_id):
+                thread = self._read(thread_id, ns)
+                if thread is None:
+                    continue
+                keep = {
+                    cid
+                    for cid, data in thread.checkpoints.items()
+                    if self._load(data["metadata"]).get("run_id") not in runs
+                }
+                self._keep_only(thread_id, ns, keep)
+
+    @_one_at_a_time
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Keep only each namespace's newest checkpoint (``keep_latest``) or none (``delete``).
+
+        A namespace is rewritten in one store transaction: its session's id moves to a
+        new head holding the kept checkpoints, their writes, the values they name and the
+        messages they hold (the same records, copied once), and the old head is erased.
+        Objects stay in the object space (another thread may hold the same value).
+
+        Raises:
+            InvalidArgumentError: an unknown strategy.
+        """
+        if strategy not in ("keep_latest", "delete"):
+            raise InvalidArgumentError(f"unknown prune strategy {strategy!r}")
+        for thread_id in thread_ids:
+            if strategy == "delete":
+                self.delete_thread(thread_id)
+                continue
+            for ns in self._sessions(thread_id):
+                thread = self._read(thread_id, ns)
+                if thread is not None and thread.checkpoints:
+                    self._keep_only(thread_id, ns, {max(thread.checkpoints)})
+
+    def _keep_only(self, thread_id: str, ns: str, keep: set[str]) -> None:
+        """Rewrite a namespace's session to hold only the checkpoints ``keep``."""
+        session_id = self._session_id(thread_id, ns)
+        with self._client.locked(session_id):
+            thread = self._read(thread_id, ns)
+            row = self._client.store.get(session_id)
+            if thread is None or row is None or keep >= set(thread.checkpoints):
+                return
+            if not keep:
+                self._client.sessions.erase(session_id)
+                self._cache.pop(session_id, None)
+                return
+            versions = {
+                cid: self._load(thread.checkpoints[cid]["checkpoint"])["channel_versions"]
+                for cid in keep
+            }
+            old = self._client.store.read(row, 0, row.layout.end_seq)
+            records = kept_records(old, thread, versions)
+            messages = sum(r.kind != "event" for r in records)
+            layout = branch(row.layout, row.pk, 0, 0).appended(len(records), messages)
+            hidden = f"{_OPERATOR}-pruned-{uuid.uuid4().hex}"
+            self._client.store.move_head(row, replace(row, pk=0, layout=layout), hidden, records)
+            self._cache.pop(session_id, None)
+            # The old head: gone at once (plait's erase), or at the thread's deletion.
+            with contextlib.suppress(PlaitError):
+                self._client.store.erase(hidden)
+
+    @_one_at_a_time
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread, every checkpoint and write, as plait forks of its sessions.
 
@@ -512,6 +464,14 @@ class _SaverCore(BaseCheckpointSaver[str]):
             branch.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
 
     # -- async twins: the same calls on the client's store worker ----------------------------
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """:meth:`delete_for_runs` on the store worker."""
+        await self._off(lambda: self.delete_for_runs(run_ids))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """:meth:`prune` on the store worker."""
+        await self._off(lambda: self.prune(thread_ids, strategy=strategy))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """:meth:`copy_thread` on the store worker."""
@@ -628,9 +588,3 @@ def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
             "checkpoint_id": checkpoint_id,
         }
     }
-
-
-def _now_us() -> int:
-    import time
-
-    return time.time_ns() // 1000
