@@ -339,3 +339,26 @@ def test_a_thread_with_only_a_subgraph_namespace_is_listed_and_deleted(tmp_path:
         assert [c.config["configurable"]["thread_id"] for c in saver.list(None)] == ["t9"]
         saver.delete_thread("t9")
         assert list(saver.list(None)) == []
+
+
+def test_a_checkpoint_record_stays_the_same_size_as_the_conversation_grows(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    def newest_checkpoint_size(saver: PlaitSaver) -> int:
+        records = saver.client.sessions.get("t1").records
+        events = [r for r in records if r.kind == "event" and r.name == "langgraph.checkpoint"]
+        return len(json.dumps(events[-1].data))
+
+    with PlaitSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+        graph = _graph(saver)
+        for n in range(3):
+            graph.invoke(_turn(f"turn {n}"), CONFIG)
+        early = newest_checkpoint_size(saver)
+        for n in range(3, 30):
+            graph.invoke(_turn(f"turn {n}"), CONFIG)
+        late = newest_checkpoint_size(saver)
+        assert len(graph.get_state(CONFIG).values["messages"]) == 60
+    # The 60 messages are named as one run of positions, not one entry each.
+    assert late <= early + 16

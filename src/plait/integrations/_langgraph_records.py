@@ -87,7 +87,9 @@ class Thread:
         self.checkpoints: dict[str, dict[str, Any]] = {}
         self.writes: dict[str, list[dict[str, Any]]] = {}
         self.blobs: dict[tuple[str, str], dict[str, Any]] = {}
-        self.messages: dict[int, dict[str, Any]] = {}
+        # Messages by ordinal (the n-th message the saver stored in this session): a
+        # conversation that only grew is one run of ordinals whatever events lie between.
+        self.messages: list[dict[str, Any]] = []
         self.index: dict[tuple[str, str], int] = {}
 
     def add(self, records: Sequence[Record]) -> None:
@@ -102,9 +104,9 @@ class Thread:
                 elif record.name == WRITES:
                     self.writes.setdefault(str(data["checkpoint"]), []).append(data)
             elif isinstance(mark := record.meta.get(MARK), dict):
-                self.messages[record.seq] = dict(mark)
-                # Each stored message's (id, digest of its serialized form) -> its newest seq.
-                self.index[(str(mark["id"]), str(mark["digest"]))] = record.seq
+                # Each stored message's (id, digest of its serialized form) -> its newest ordinal.
+                self.index[(str(mark["id"]), str(mark["digest"]))] = len(self.messages)
+                self.messages.append(dict(mark))
         if records:
             self.end = records[-1].seq + 1
             self.last = records[-1]
@@ -170,7 +172,7 @@ def kept_records(
     Returns:
         The kept checkpoints' events (each naming every value it reads itself, since
         the checkpoints whose entries it shared go), their writes, and the messages
-        they hold, in their old order, with message runs naming the new positions.
+        they hold, in their old order, with message runs naming their new ordinals.
     """
     wanted: set[int] = set()
     blobs: dict[str, dict[str, Any]] = {}
@@ -184,8 +186,11 @@ def kept_records(
         blobs[cid] = entries
     moved: dict[int, int] = {}
     out: list[Record] = []
+    ordinal = -1
     for record in old:
         seq = len(out)
+        if not isinstance(record, EventRecord) and isinstance(record.meta.get(MARK), dict):
+            ordinal += 1
         if isinstance(record, EventRecord):
             data = dict(record.data)
             if record.name == CHECKPOINT and data["id"] in versions:
@@ -193,8 +198,8 @@ def kept_records(
             elif not (record.name == WRITES and data["checkpoint"] in versions):
                 continue
             out.append(EventRecord(seq=seq, name=record.name, data=data))
-        elif record.seq in wanted:
-            moved[record.seq] = seq
+        elif ordinal in wanted and isinstance(record.meta.get(MARK), dict):
+            moved[ordinal] = len(moved)
             out.append(replace(record, seq=seq))
     for entries in blobs.values():
         for entry in entries.values():

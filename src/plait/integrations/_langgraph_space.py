@@ -143,21 +143,22 @@ class ThreadSpace:
     def _load(self, pair: Sequence[str]) -> Any:
         return self.serde.loads_typed((pair[0], unb64(pair[1])))
 
-    def _message_seqs(
-        self, session: PlaitConversation, thread: Thread, messages: list[Any]
+    def _message_ordinals(
+        self, thread_id: str, ns: str, session: PlaitConversation, messages: list[Any]
     ) -> list[int]:
-        """The positions of ``messages``, appending only those not stored already."""
-        index = thread.index
-        seqs: list[int | None] = []
+        """The ordinals of ``messages`` in the session, appending only those not stored yet."""
+        keys: list[tuple[str, str]] = []
         new: list[dict[str, Any]] = []
+        thread = self._read(thread_id, ns)
+        assert thread is not None
         for message in messages:
             kind, data = self.serde.dumps_typed(message)
             digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
-            seq = index.get((str(message.id), digest))
-            seqs.append(seq)
-            if seq is None:
+            keys.append((str(message.id), digest))
+            if keys[-1] not in thread.index:
                 new.append(plait_message(message, kind, data, digest))
         if new:
-            added = iter(r.seq for r in session.inject_many(new))
-            seqs = [seq if seq is not None else next(added) for seq in seqs]
-        return [seq for seq in seqs if seq is not None]
+            session.inject_many(new)
+            thread = self._read(thread_id, ns)
+            assert thread is not None
+        return [thread.index[key] for key in keys]

@@ -196,16 +196,14 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         with self._client.locked(session_id):
             session = self._session(thread_id, ns, create=True)
             assert session is not None
-            thread = self._read(thread_id, ns)
-            assert thread is not None
             blobs: dict[str, dict[str, Any]] = {}
             for channel, version in new_versions.items():
                 entry: dict[str, Any] = {"v": version_key(version)}
                 if channel not in values:
                     entry["empty"] = True
                 elif self._is_messages(channel, values[channel]):
-                    seqs = self._message_seqs(session, thread, values[channel])
-                    entry["messages"] = ranges(seqs)
+                    found = self._message_ordinals(thread_id, ns, session, values[channel])
+                    entry["messages"] = ranges(found)
                 else:
                     entry["d"] = self._put_object(values[channel])
                 blobs[channel] = entry
@@ -270,7 +268,7 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
                 continue
             if "messages" in entry:
                 values[channel] = [
-                    self._load(thread.messages[seq]["value"]) for seq in expand(entry["messages"])
+                    self._load(thread.messages[n]["value"]) for n in expand(entry["messages"])
                 ]
             else:
                 values[channel] = self._get_object(str(entry["d"]))
