@@ -17,6 +17,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -362,3 +363,41 @@ def test_a_checkpoint_record_stays_the_same_size_as_the_conversation_grows(
         assert len(graph.get_state(CONFIG).values["messages"]) == 60
     # The 60 messages are named as one run of positions, not one entry each.
     assert late <= early + 16
+
+
+def _extend(state: list[str] | None, writes: Any) -> list[str]:
+    return [*(state or []), *(x for w in writes for x in w)]
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], DeltaChannel(_extend)]
+
+
+def test_a_delta_channel_branch_reads_only_its_own_writes(tmp_path: Path) -> None:
+    """A fork from an older checkpoint and ``update_state`` there stay on their branch.
+
+    LangGraph's ``DeltaChannel`` (beta) rebuilds a value from the writes along the
+    parent chain, so the saver's parents and writes decide what a branch sees.
+    """
+
+    def note(state: Log) -> dict[str, Any]:
+        return {"log": [f"seen {len(state['log'])}"]}
+
+    with PlaitSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+        builder = StateGraph(Log)
+        builder.add_node("note", note)
+        builder.add_edge(START, "note")
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "d"}}
+        graph.invoke({"log": ["A"]}, config)
+        after_a = graph.get_state(config).config
+        graph.invoke({"log": ["B"]}, config)
+        main = graph.get_state(config).config
+        assert graph.get_state(main).values["log"] == ["A", "seen 1", "B", "seen 3"]
+        # The fork does not replay the abandoned sibling's writes (B).
+        fork = graph.invoke({"log": ["C"]}, after_a)
+        assert fork["log"] == ["A", "seen 1", "C", "seen 3"]
+        # update_state on the older checkpoint writes into a branch of its own.
+        updated = graph.update_state(after_a, {"log": ["U"]})
+        assert graph.get_state(updated).values["log"] == ["A", "seen 1", "U"]
+        assert graph.get_state(main).values["log"] == ["A", "seen 1", "B", "seen 3"]
