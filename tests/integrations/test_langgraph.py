@@ -401,3 +401,27 @@ def test_a_delta_channel_branch_reads_only_its_own_writes(tmp_path: Path) -> Non
         updated = graph.update_state(after_a, {"log": ["U"]})
         assert graph.get_state(updated).values["log"] == ["A", "seen 1", "U"]
         assert graph.get_state(main).values["log"] == ["A", "seen 1", "B", "seen 3"]
+
+
+class Big(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    blob: str
+
+
+def test_values_past_plaits_record_limit_go_to_the_object_space(tmp_path: Path) -> None:
+    """A write or a message form bigger than a record may hold (8 MiB of JSON) is stored."""
+    big = "x" * (5 * 1024 * 1024)
+
+    def bulky(state: Big) -> dict[str, Any]:
+        return {"messages": [AIMessage(big)], "blob": big + "y" * (4 * 1024 * 1024)}
+
+    builder = StateGraph(Big)
+    builder.add_node("bulky", bulky)
+    builder.add_edge(START, "bulky")
+    with PlaitSaver.from_conn_string(str(tmp_path / "graph.db")) as saver:
+        graph = builder.compile(checkpointer=saver)
+        graph.invoke({"messages": [HumanMessage("go")], "blob": ""}, CONFIG)
+        values = PlaitSaver(saver.client).get_tuple(CONFIG).checkpoint["channel_values"]
+        assert values["messages"][-1].content == big
+        assert len(values["blob"]) == 9 * 1024 * 1024
+        assert saver.client.sessions.get("t1").history()[-1].text == big

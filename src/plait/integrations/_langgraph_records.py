@@ -112,14 +112,17 @@ class Thread:
             self.last = records[-1]
 
 
-def plait_message(message: Any, kind: str, data: bytes, digest: str) -> dict[str, Any]:
+def plait_message(message: Any, value: list[str], digest: str) -> dict[str, Any]:
     """A LangChain message as a plait message, its serialized form kept in ``meta``.
+
+    ``value`` is that form as the saver packs it (inline, or an object's digest when
+    large); ``digest`` names the form, so the same message is not stored twice.
 
     Human, AI, system and tool messages become user, assistant, system and tool
     messages (an AI message's tool calls as plait tool calls); any other kind is an
     opaque item. What LangGraph reads back is always the serialized form.
     """
-    mark = {"id": str(message.id), "digest": digest, "value": [kind, b64(data)]}
+    mark = {"id": str(message.id), "digest": digest, "value": value}
     role = _ROLES.get(str(message.type))
     text = message.text if isinstance(message.text, str) else str(message.text)
     meta = {MARK: mark}

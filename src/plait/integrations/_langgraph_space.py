@@ -28,6 +28,8 @@ __all__ = ["ThreadSpace"]
 _OPERATOR: Final = "langgraph"
 _CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
 _PART: Final = 1 << 20  # the object space's largest part
+_INLINE: Final = 16 * 1024  # a serialized value up to this many bytes stays in its record
+_BY_DIGEST: Final = "@object"  # in place of a serializer's type name: the value is an object
 
 
 class ThreadSpace:
@@ -121,7 +123,10 @@ class ThreadSpace:
     # -- values -----------------------------------------------------------------------------
 
     def _put_object(self, value: Any) -> str:
-        kind, data = self.serde.dumps_typed(value)
+        """Store a value once, named by the digest of its serialized form; its digest."""
+        return self._put_body(*self.serde.dumps_typed(value))
+
+    def _put_body(self, kind: str, data: bytes) -> str:
         body = kind.encode("utf-8") + b"\0" + data
         digest = hashlib.sha256(body).hexdigest()
         parts = (body[i : i + _PART] for i in range(0, max(len(body), 1), _PART))
@@ -136,11 +141,22 @@ class ThreadSpace:
         kind, _, data = body.partition(b"\0")
         return self.serde.loads_typed((kind.decode("utf-8"), data))
 
+    def _pack(self, kind: str, data: bytes) -> list[str]:
+        """A serialized value as JSON: inline when small, else an object's digest.
+
+        Records are JSON of at most 8 MiB (plait's limit), so a large pending write or
+        message form goes to the object space and the record names it.
+        """
+        if len(data) <= _INLINE:
+            return [kind, b64(data)]
+        return [_BY_DIGEST, self._put_body(kind, data)]
+
     def _dump(self, value: Any) -> list[str]:
-        kind, data = self.serde.dumps_typed(value)
-        return [kind, b64(data)]
+        return self._pack(*self.serde.dumps_typed(value))
 
     def _load(self, pair: Sequence[str]) -> Any:
+        if pair[0] == _BY_DIGEST:
+            return self._get_object(pair[1])
         return self.serde.loads_typed((pair[0], unb64(pair[1])))
 
     def _message_ordinals(
@@ -156,7 +172,7 @@ class ThreadSpace:
             digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
             keys.append((str(message.id), digest))
             if keys[-1] not in thread.index:
-                new.append(plait_message(message, kind, data, digest))
+                new.append(plait_message(message, self._pack(kind, data), digest))
         if new:
             session.inject_many(new)
             thread = self._read(thread_id, ns)
