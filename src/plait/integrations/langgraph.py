@@ -42,7 +42,7 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, ParamSpec, Self, TypeVar, cast
 
@@ -78,6 +78,7 @@ try:
         Checkpoint,
         CheckpointMetadata,
         CheckpointTuple,
+        DeltaChannelHistory,
         get_checkpoint_id,
         get_checkpoint_metadata,
         writes_sort_key,
@@ -264,14 +265,8 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         values: dict[str, Any] = {}
         for channel, version in skeleton["channel_versions"].items():
             entry = thread.blobs.get((channel, version_key(version)))
-            if entry is None or entry.get("empty"):
-                continue
-            if "messages" in entry:
-                values[channel] = [
-                    self._load(thread.messages[n]["value"]) for n in expand(entry["messages"])
-                ]
-            else:
-                values[channel] = self._get_object(str(entry["d"]))
+            if entry is not None and not entry.get("empty"):
+                values[channel] = self._value(thread, entry)
         return CheckpointTuple(
             config=_config(thread_id, ns, checkpoint_id),
             checkpoint=cast("Checkpoint", {**skeleton, "channel_values": values}),
@@ -279,6 +274,12 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
             parent_config=_config(thread_id, ns, data["parent"]) if data.get("parent") else None,
             pending_writes=self._pending(thread, checkpoint_id),
         )
+
+    def _value(self, thread: Thread, entry: dict[str, Any]) -> Any:
+        """A channel's stored value: its messages in order, or the object it names."""
+        if "messages" in entry:
+            return [self._load(thread.messages[n]["value"]) for n in expand(entry["messages"])]
+        return self._get_object(str(entry["d"]))
 
     def _pending(self, thread: Thread, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         kept: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
@@ -291,6 +292,52 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
                 kept[key] = (task, str(channel), [kind, data], path)
         order = sorted(kept, key=lambda k: writes_sort_key(kept[k][3], *k))
         return [(kept[k][0], kept[k][1], self._load(kept[k][2])) for k in order]
+
+    @_one_at_a_time
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """What ``channels`` (``DeltaChannel`` ones) gathered along the checkpoint's parents.
+
+        LangGraph's contract: per channel, the writes stored at each ancestor (oldest
+        first, the target's own excluded) back to the nearest ancestor that stores a
+        value, which is the ``seed``. Read from the session once, not one
+        ``get_tuple`` (every channel decoded) per ancestor.
+        """
+        history: dict[str, list[tuple[str, str, Any]]] = {c: [] for c in channels}
+        seeds: dict[str, Any] = {}
+        conf = config["configurable"]
+        thread = self._read(str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")))
+        if channels and thread is not None and thread.checkpoints:
+            target = thread.checkpoints.get(get_checkpoint_id(config) or max(thread.checkpoints))
+            current = target.get("parent") if target else None
+            remaining = set(channels)
+            while remaining and isinstance(current, str) and current in thread.checkpoints:
+                data = thread.checkpoints[current]
+                versions = self._load(data["checkpoint"])["channel_versions"]
+                for write in reversed(self._pending(thread, current)):
+                    if write[1] in remaining:
+                        history[write[1]].append(write)
+                for channel in sorted(remaining):
+                    entry = thread.blobs.get((channel, version_key(versions.get(channel))))
+                    if channel in versions and entry is not None and not entry.get("empty"):
+                        seeds[channel] = self._value(thread, entry)
+                        remaining.discard(channel)
+                current = data.get("parent")
+        result: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            result[channel] = {"writes": history[channel][::-1]}
+            if channel in seeds:
+                result[channel]["seed"] = seeds[channel]
+        return result
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """:meth:`get_delta_channel_history` on the store worker."""
+        return await self._off(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
 
     @_one_at_a_time
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
