@@ -455,3 +455,17 @@ def test_the_delta_history_read_agrees_with_langgraphs_own_walk(store_target: st
             assert ours == theirs
             seeded += "seed" in ours["log"]
         assert seeded  # snapshots every two updates: some walks stop at a seed
+
+
+def test_a_plait_conversation_of_the_same_id_is_never_written_into(tmp_path: Path) -> None:
+    client = Client(".", store=str(tmp_path / "graph.db"))
+    try:
+        client.sessions.create([{"role": "user", "content": "mine"}], session_id="t1")
+        saver = PlaitSaver(client)
+        assert saver.get_tuple(CONFIG) is None
+        with pytest.raises(InvalidArgumentError, match="not LangGraph thread"):
+            _graph(saver).invoke(_turn("x"), CONFIG)
+        saver.delete_thread("t1")
+        assert [m.text for m in client.sessions.get("t1").history()] == ["mine"]
+    finally:
+        client.close()

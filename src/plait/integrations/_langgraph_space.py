@@ -70,12 +70,25 @@ class ThreadSpace:
         return builtins.list(threads)
 
     def _session(self, thread_id: str, ns: str, *, create: bool) -> PlaitConversation | None:
+        """The namespace's session (made when ``create``), or None.
+
+        Raises:
+            InvalidArgumentError: a plait session of that id exists that is not this
+                thread's (a conversation of plait's own is never written into).
+        """
         session_id = self._session_id(thread_id, ns)
         try:
-            return self._client.sessions.get(session_id)
+            session = self._client.sessions.get(session_id)
         except SessionNotFoundError:
             if not create:
                 return None
+        else:
+            if session.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
+                raise InvalidArgumentError(
+                    f"plait session {session_id!r} exists and is not LangGraph thread "
+                    f"{thread_id!r}'s: name the thread otherwise"
+                )
+            return session
         try:
             return self._client.sessions.create(
                 session_id=session_id,
@@ -83,7 +96,7 @@ class ThreadSpace:
                 metadata={MARK: {"thread": thread_id, "ns": ns}},
             )
         except SessionExistsError:  # another writer created it first
-            return self._client.sessions.get(session_id)
+            return self._session(thread_id, ns, create=False)
 
     def _read(self, thread_id: str, ns: str) -> Thread | None:
         """The namespace's checkpoints, writes and messages; None when it has no session.
@@ -94,9 +107,9 @@ class ThreadSpace:
         session_id = self._session_id(thread_id, ns)
         store = self._client.store
         row = store.get(session_id)
-        if row is None:
+        if row is None or row.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
             self._cache.pop(session_id, None)
-            return None
+            return None  # none, or a session of plait's own that merely has that id
         lay = row.layout
         key = (row.pk, lay.bases)
         thread = self._cache.get(session_id)
