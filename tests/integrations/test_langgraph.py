@@ -469,3 +469,20 @@ def test_a_plait_conversation_of_the_same_id_is_never_written_into(tmp_path: Pat
         assert [m.text for m in client.sessions.get("t1").history()] == ["mine"]
     finally:
         client.close()
+
+
+def test_plaits_session_list_says_langgraph_wrote_the_thread(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from plait.cli import cli
+
+    store = str(tmp_path / "graph.db")
+    with PlaitSaver.from_conn_string(store, workspace=tmp_path) as saver:
+        _graph(saver).invoke(_turn("hello"), CONFIG)
+    result = CliRunner().invoke(
+        cli, ["--store", store, "--workspace", str(tmp_path), "sessions", "list", "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert {r["id"]: r["source"] for r in json.loads(result.output)} == {"t1": "langgraph"}
