@@ -179,6 +179,7 @@ _FRAMEWORKS: Final = (
     ("claude_agent_sdk", "claude-agent-sdk"),
     ("openai-agents", "openai-agents"),
     ("pydantic-ai", "pydantic-ai"),
+    ("langgraph", "langgraph"),
 )
 """Each adapter's metadata key (or lineage operator, or its prefix before a dot) and the
 name a person sees for its framework."""

@@ -1,4 +1,4 @@
-"""The examples of docs/integrations/openai-agents.md and pydantic-ai.md, run as written.
+"""The examples of docs/integrations/ (openai-agents, pydantic-ai, langgraph), run as written.
 
 Every ``python`` block of a page runs, in order, in one namespace (top-level
 ``await`` allowed), in a fresh working directory: a page whose example stops
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +41,17 @@ def test_every_example_runs(page: str, tmp_path: Path, monkeypatch: pytest.Monke
     asyncio.run(run_all())
     assert (tmp_path / "chats.db").exists()
     assert (tmp_path / "chat.html").exists()
+
+
+def test_the_langgraph_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    monkeypatch.chdir(tmp_path)
+    found = blocks("langgraph.md")
+    assert len(found) >= 5
+    # The page's State is a TypedDict LangGraph reads the hints of, from its module.
+    module = types.ModuleType("__langgraph_docs__")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    for n, source in enumerate(found):
+        exec(compile(source, f"langgraph.md[{n}]", "exec"), module.__dict__)
+    assert (tmp_path / "chats.db").exists()

@@ -1,0 +1,211 @@
+"""How the LangGraph saver lays a thread out in a plait session (D270).
+
+A checkpoint is a ``langgraph.checkpoint`` event, a task's writes a
+``langgraph.writes`` event, and each message of the ``messages`` channel one
+plait message carrying LangGraph's serialized form in ``meta["langgraph"]``.
+:class:`Thread` is what a session holds, read incrementally. Nothing here
+imports LangGraph: messages are read by their attributes.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final
+
+from plait.records import EventRecord, Record
+
+__all__ = [
+    "CHECKPOINT",
+    "MARK",
+    "WRITES",
+    "Thread",
+    "b64",
+    "expand",
+    "kept_records",
+    "plait_message",
+    "ranges",
+    "unb64",
+    "version_key",
+]
+
+MARK: Final = "langgraph"
+"""The key of the saver's marks: a session's metadata ``{thread, ns}``, a message's meta."""
+CHECKPOINT: Final = "langgraph.checkpoint"
+"""The event a checkpoint is."""
+WRITES: Final = "langgraph.writes"
+"""The event a task's pending writes are."""
+_ROLES: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def b64(data: bytes) -> str:
+    """Bytes as base64 text (event data and meta are JSON)."""
+    return base64.b64encode(data).decode("ascii")
+
+
+def unb64(text: str) -> bytes:
+    """The bytes :func:`b64` wrote."""
+    return base64.b64decode(text.encode("ascii"))
+
+
+def version_key(version: object) -> str:
+    """A channel version as a dict key: its JSON, so ``1`` and ``"1"`` stay apart."""
+    return json.dumps(version)
+
+
+def ranges(seqs: Sequence[int]) -> list[list[int]]:
+    """``seqs`` as ``[first, last]`` runs: a growing conversation is one run, not n numbers."""
+    runs: list[list[int]] = []
+    for seq in seqs:
+        if runs and runs[-1][1] + 1 == seq:
+            runs[-1][1] = seq
+        else:
+            runs.append([seq, seq])
+    return runs
+
+
+def expand(runs: Sequence[Sequence[int]]) -> list[int]:
+    """The positions :func:`ranges` ran together."""
+    return [seq for first, last in runs for seq in range(first, last + 1)]
+
+
+class Thread:
+    """What one namespace's session holds, read from its first record, kept between calls.
+
+    A session only grows under the saver (records are appended, never changed), so
+    a later call reads the records past :attr:`end` alone. ``key`` and ``last`` say
+    whether that holds still: a session erased and made again, or rewound through
+    plait's API, is read again from the start.
+    """
+
+    def __init__(self, key: tuple[object, ...]) -> None:
+        self.key = key
+        self.end = 0
+        self.last: Record | None = None
+        self.checkpoints: dict[str, dict[str, Any]] = {}
+        self.writes: dict[str, list[dict[str, Any]]] = {}
+        self.blobs: dict[tuple[str, str], dict[str, Any]] = {}
+        # Messages by ordinal (the n-th message the saver stored in this session): a
+        # conversation that only grew is one run of ordinals whatever events lie between.
+        self.messages: list[dict[str, Any]] = []
+        self.index: dict[tuple[str, str], int] = {}
+
+    def add(self, records: Sequence[Record]) -> None:
+        """Take in records appended since the last read."""
+        for record in records:
+            if isinstance(record, EventRecord):
+                data = dict(record.data)
+                if record.name == CHECKPOINT:
+                    self.checkpoints[str(data["id"])] = data
+                    for channel, entry in dict(data.get("blobs") or {}).items():
+                        self.blobs[(channel, str(entry["v"]))] = entry
+                elif record.name == WRITES:
+                    self.writes.setdefault(str(data["checkpoint"]), []).append(data)
+            elif isinstance(mark := record.meta.get(MARK), dict):
+                # Each stored message's (id, digest of its serialized form) -> its newest ordinal.
+                self.index[(str(mark["id"]), str(mark["digest"]))] = len(self.messages)
+                self.messages.append(dict(mark))
+        if records:
+            self.end = records[-1].seq + 1
+            self.last = records[-1]
+
+
+def plait_message(message: Any, value: list[str], digest: str) -> dict[str, Any]:
+    """A LangChain message as a plait message, its serialized form kept in ``meta``.
+
+    ``value`` is that form as the saver packs it (inline, or an object's digest when
+    large); ``digest`` names the form, so the same message is not stored twice.
+
+    Human, AI, system and tool messages become user, assistant, system and tool
+    messages (an AI message's tool calls as plait tool calls); any other kind is an
+    opaque item. What LangGraph reads back is always the serialized form.
+    """
+    mark = {"id": str(message.id), "digest": digest, "value": value}
+    role = _ROLES.get(str(message.type))
+    text = message.text if isinstance(message.text, str) else str(message.text)
+    meta = {MARK: mark}
+    if role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
+        tool: dict[str, Any] = {
+            "role": "tool",
+            "content": text,
+            "tool_call_id": message.tool_call_id,
+            "ok": getattr(message, "status", "success") != "error",
+            "meta": meta,
+        }
+        if isinstance(getattr(message, "name", None), str):
+            tool["tool_name"] = message.name
+        return tool
+    if role == "assistant":
+        calls = [c for c in (_call(raw) for raw in getattr(message, "tool_calls", [])) if c]
+        return {"role": role, "content": text, "tool_calls": calls, "meta": meta}
+    if role in ("user", "system"):
+        return {"role": role, "content": text, "meta": meta}
+    return {
+        "role": "opaque",
+        "format": "langgraph",
+        "item": {"type": str(message.type)},
+        "meta": meta,
+    }
+
+
+def _call(raw: Any) -> dict[str, Any] | None:
+    """A LangChain tool call as plait's ``{id, name, arguments}``; None if it has no JSON form."""
+    call_id, name, args = raw.get("id"), raw.get("name"), raw.get("args", {})
+    if not (isinstance(call_id, str) and call_id and isinstance(name, str) and name):
+        return None
+    try:
+        json.dumps(args, allow_nan=False)
+    except (TypeError, ValueError):
+        return None  # kept only in the serialized form LangGraph reads back
+    return {"id": call_id, "name": name, "arguments": args if isinstance(args, dict) else {}}
+
+
+def kept_records(
+    old: Sequence[Record], thread: Thread, versions: Mapping[str, Mapping[str, Any]]
+) -> list[Record]:
+    """A session's records rewritten to hold only some checkpoints, from position 0.
+
+    Args:
+        old: the session's records, from its first.
+        thread: what they hold.
+        versions: each kept checkpoint's id -> its ``channel_versions``.
+
+    Returns:
+        The kept checkpoints' events (each naming every value it reads itself, since
+        the checkpoints whose entries it shared go), their writes, and the messages
+        they hold, in their old order, with message runs naming their new ordinals.
+    """
+    wanted: set[int] = set()
+    blobs: dict[str, dict[str, Any]] = {}
+    for cid, channels in versions.items():
+        entries: dict[str, Any] = {}
+        for channel, version in channels.items():
+            entry = thread.blobs.get((channel, version_key(version)))
+            if entry is not None:
+                entries[channel] = dict(entry)
+                wanted.update(expand(entry.get("messages", ())))
+        blobs[cid] = entries
+    moved: dict[int, int] = {}
+    out: list[Record] = []
+    ordinal = -1
+    for record in old:
+        seq = len(out)
+        if not isinstance(record, EventRecord) and isinstance(record.meta.get(MARK), dict):
+            ordinal += 1
+        if isinstance(record, EventRecord):
+            data = dict(record.data)
+            if record.name == CHECKPOINT and data["id"] in versions:
+                data["blobs"] = blobs[str(data["id"])]
+            elif not (record.name == WRITES and data["checkpoint"] in versions):
+                continue
+            out.append(EventRecord(seq=seq, name=record.name, data=data))
+        elif ordinal in wanted and isinstance(record.meta.get(MARK), dict):
+            moved[ordinal] = len(moved)
+            out.append(replace(record, seq=seq))
+    for entries in blobs.values():
+        for entry in entries.values():
+            if "messages" in entry:
+                entry["messages"] = ranges([moved[s] for s in expand(entry["messages"])])
+    return out

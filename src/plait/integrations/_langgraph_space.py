@@ -1,0 +1,193 @@
+"""Where the LangGraph saver keeps a thread: its plait sessions and its values (D270).
+
+:class:`ThreadSpace` is the saver's half that knows plait: which session a
+thread's namespace is, reading what a session holds (from its first record,
+incrementally, kept for the most recently used namespaces), channel values as
+content-addressed objects, messages appended once. The LangGraph half
+(:mod:`plait.integrations.langgraph`) builds on it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, Final
+
+from plait.client import Client
+from plait.errors import InvalidArgumentError, SessionExistsError, SessionNotFoundError
+from plait.integrations._keys import MAX_ID, id_part, scan
+from plait.integrations._langgraph_records import MARK, Thread, b64, plait_message, unb64
+from plait.session import Session as PlaitConversation
+from plait.store import ObjectStore
+
+__all__ = ["ThreadSpace"]
+
+_OPERATOR: Final = "langgraph"
+_CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
+_PART: Final = 1 << 20  # the object space's largest part
+_INLINE: Final = 16 * 1024  # a serialized value up to this many bytes stays in its record
+_BY_DIGEST: Final = "@object"  # in place of a serializer's type name: the value is an object
+
+
+class ThreadSpace:
+    """The sessions, records and objects of a saver's threads (a mixin of the saver)."""
+
+    _client: Client
+    _objects: ObjectStore
+    _cache: OrderedDict[str, Thread]
+    serde: Any  # LangGraph's SerializerProtocol: dumps_typed / loads_typed
+
+    # -- sessions ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _session_id(thread_id: str, ns: str) -> str:
+        if not isinstance(thread_id, str) or not thread_id or len(thread_id) > MAX_ID:
+            raise InvalidArgumentError(f"{thread_id!r} is not a valid thread id for plait")
+        if not ns:
+            return thread_id
+        budget = max(MAX_ID - len(thread_id) - 1, 24)
+        return f"{thread_id}/{id_part(ns, budget)}"
+
+    def _sessions(self, thread_id: str) -> dict[str, str]:
+        """Every namespace of a thread that has a session -> that session's id."""
+        found: dict[str, str] = {}
+        for row in scan(self._client.store, thread_id):
+            mark = row.metadata.get(MARK)
+            if isinstance(mark, dict) and mark.get("thread") == thread_id:
+                found[str(mark.get("ns", ""))] = row.id
+        return found
+
+    def _threads(self) -> builtins.list[str]:
+        """Every thread of the store (one with only a subgraph's namespace too)."""
+        threads: dict[str, None] = {}
+        for row in scan(self._client.store, ""):
+            mark = row.metadata.get(MARK)
+            if isinstance(mark, dict) and isinstance(mark.get("thread"), str):
+                threads[str(mark["thread"])] = None
+        return builtins.list(threads)
+
+    def _session(self, thread_id: str, ns: str, *, create: bool) -> PlaitConversation | None:
+        """The namespace's session (made when ``create``), or None.
+
+        Raises:
+            InvalidArgumentError: a plait session of that id exists that is not this
+                thread's (a conversation of plait's own is never written into).
+        """
+        session_id = self._session_id(thread_id, ns)
+        try:
+            session = self._client.sessions.get(session_id)
+        except SessionNotFoundError:
+            if not create:
+                return None
+        else:
+            if session.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
+                raise InvalidArgumentError(
+                    f"plait session {session_id!r} exists and is not LangGraph thread "
+                    f"{thread_id!r}'s: name the thread otherwise"
+                )
+            return session
+        try:
+            return self._client.sessions.create(
+                session_id=session_id,
+                lineage_operator=_OPERATOR,
+                metadata={MARK: {"thread": thread_id, "ns": ns}},
+            )
+        except SessionExistsError:  # another writer created it first
+            return self._session(thread_id, ns, create=False)
+
+    def _read(self, thread_id: str, ns: str) -> Thread | None:
+        """The namespace's checkpoints, writes and messages; None when it has no session.
+
+        Read from the first record, not the view: a trim or compaction through plait's
+        API hides records from a reader, never from the checkpoints that name them.
+        """
+        session_id = self._session_id(thread_id, ns)
+        store = self._client.store
+        row = store.get(session_id)
+        if row is None or row.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
+            self._cache.pop(session_id, None)
+            return None  # none, or a session of plait's own that merely has that id
+        lay = row.layout
+        key = (row.pk, lay.bases)
+        thread = self._cache.get(session_id)
+        if thread is None or thread.key != key or lay.end_seq < thread.end:
+            thread = Thread(key)
+        elif thread.end == lay.end_seq:
+            self._cache.move_to_end(session_id)
+            return thread
+        lo = max(thread.end - 1, 0)
+        fresh = store.read(row, lo, lay.end_seq)
+        if thread.end:
+            if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
+                thread = Thread(key)
+                fresh = store.read(row, 0, lay.end_seq)
+            else:
+                fresh = fresh[1:]
+        thread.add(fresh)
+        self._cache[session_id] = thread
+        self._cache.move_to_end(session_id)
+        while len(self._cache) > _CACHED:
+            self._cache.popitem(last=False)
+        return thread
+
+    # -- values -----------------------------------------------------------------------------
+
+    def _put_object(self, value: Any) -> str:
+        """Store a value once, named by the digest of its serialized form; its digest."""
+        return self._put_body(*self.serde.dumps_typed(value))
+
+    def _put_body(self, kind: str, data: bytes) -> str:
+        body = kind.encode("utf-8") + b"\0" + data
+        digest = hashlib.sha256(body).hexdigest()
+        parts = (body[i : i + _PART] for i in range(0, max(len(body), 1), _PART))
+        self._objects.object_put(digest, parts, time.time_ns() // 1000)
+        return digest
+
+    def _get_object(self, digest: str) -> Any:
+        chunks: list[bytes] = []
+        while (part := self._objects.object_part(digest, len(chunks))) is not None:
+            chunks.append(part)
+        body = b"".join(chunks)
+        kind, _, data = body.partition(b"\0")
+        return self.serde.loads_typed((kind.decode("utf-8"), data))
+
+    def _pack(self, kind: str, data: bytes) -> list[str]:
+        """A serialized value as JSON: inline when small, else an object's digest.
+
+        Records are JSON of at most 8 MiB (plait's limit), so a large pending write or
+        message form goes to the object space and the record names it.
+        """
+        if len(data) <= _INLINE:
+            return [kind, b64(data)]
+        return [_BY_DIGEST, self._put_body(kind, data)]
+
+    def _dump(self, value: Any) -> list[str]:
+        return self._pack(*self.serde.dumps_typed(value))
+
+    def _load(self, pair: Sequence[str]) -> Any:
+        if pair[0] == _BY_DIGEST:
+            return self._get_object(pair[1])
+        return self.serde.loads_typed((pair[0], unb64(pair[1])))
+
+    def _message_ordinals(
+        self, thread_id: str, ns: str, session: PlaitConversation, messages: list[Any]
+    ) -> list[int]:
+        """The ordinals of ``messages`` in the session, appending only those not stored yet."""
+        keys: list[tuple[str, str]] = []
+        new: list[dict[str, Any]] = []
+        thread = self._read(thread_id, ns)
+        assert thread is not None
+        for message in messages:
+            kind, data = self.serde.dumps_typed(message)
+            digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
+            keys.append((str(message.id), digest))
+            if keys[-1] not in thread.index:
+                new.append(plait_message(message, self._pack(kind, data), digest))
+        if new:
+            session.inject_many(new)
+            thread = self._read(thread_id, ns)
+            assert thread is not None
+        return [thread.index[key] for key in keys]
