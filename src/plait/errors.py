@@ -77,6 +77,7 @@ __all__ = [
     "ImportFormatError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "SearchQueryError",
     "MissingDependencyError",
     "NoSandboxError",
     "NothingToDoError",
@@ -158,6 +159,13 @@ class UnknownOptionError(InvalidArgumentError):
 
 class InvalidMessageError(InvalidArgumentError):
     """A message to inject is malformed: no role, an unknown role, a bad field."""
+
+
+class SearchQueryError(InvalidArgumentError):
+    """A search query the store's full-text engine cannot parse.
+
+    An unclosed quote, a stray operator: nothing was searched.
+    """
 
 
 class ImportFormatError(InvalidArgumentError):
