@@ -93,15 +93,17 @@ SQLITE_REINDEX: Final = (
     "INSERT INTO record_text (record_text) VALUES ('rebuild')",
 )
 
-# The payload is JSON text that may hold the escape of a NUL, which PostgreSQL's json
-# operators refuse to decode: such a payload is indexed as it stands, so that an append
-# never fails for its text. Immutable, as an index expression must be.
+# The payload is JSON text, which may hold the escape of a NUL (PostgreSQL's json
+# operators refuse to decode it) or, in a damaged row, be no JSON at all: such a payload
+# is indexed as it stands, so that neither an append nor a repair fails for its text.
+# Immutable, as an index expression must be; not parallel safe, since its exception
+# block starts a subtransaction.
 PG_TEXT_INDEX: Final = (
     "CREATE FUNCTION plait_record_text(kind text, payload text) RETURNS text "
-    "LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT CASE "
-    f"WHEN kind NOT IN ({_KINDS_SQL}) THEN NULL "
-    "WHEN strpos(payload, '\\u0000') > 0 THEN payload "
-    "ELSE payload::json ->> 'content' END $$",
+    "LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN "
+    f"IF kind NOT IN ({_KINDS_SQL}) THEN RETURN NULL; END IF; "
+    "RETURN payload::json ->> 'content'; "
+    "EXCEPTION WHEN others THEN RETURN payload; END $$",
     "CREATE INDEX records_text ON records USING GIN "
     "(to_tsvector('simple', plait_record_text(kind, payload))) "
     f"WHERE kind IN ({_KINDS_SQL})",
@@ -172,6 +174,10 @@ class SQLSearch:
         self, query: str, params: Sequence[Any], what: str, subject: object = None
     ) -> list[Any]: ...
 
+    def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
+        """Run the engine's search query (an engine may run it its own way)."""
+        return self._all(query, params, "search")
+
     @abstractmethod
     def _bad_query(self, exc: StoreError) -> bool:
         """Whether a failed search failed on the query's syntax (the engine's own test)."""
@@ -215,7 +221,7 @@ class SQLSearch:
         wanted = min(MAX_INT, limit * 4)
         while True:
             try:
-                found = self._all(self._hits_sql, (query, wanted), "search")
+                found = self._search_rows(self._hits_sql, (query, wanted))
             except StoreError as exc:
                 if self._bad_query(exc):
                     raise SearchQueryError(f"bad search query {query!r}: {exc}") from exc
