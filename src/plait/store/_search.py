@@ -44,7 +44,9 @@ def _lite_body(p: str) -> str:
     # A message's content is always a string (parts are joined into it when written).
     # The view FTS5 reads snippets from and the triggers that write the index must
     # spell this identically, or a delete would remove terms that were never added.
-    return f"json_extract({p}payload, '$.content')"
+    # SQLite's JSON functions end a string at a NUL: its escape becomes a space's, six
+    # characters for six, which stays valid JSON even after an escaped backslash.
+    return f"json_extract(replace({p}payload, '\\u0000', '\\u0020'), '$.content')"
 
 
 _OWED_DELETE: Final = (
@@ -93,16 +95,16 @@ SQLITE_REINDEX: Final = (
     "INSERT INTO record_text (record_text) VALUES ('rebuild')",
 )
 
-# The payload is JSON text, which may hold the escape of a NUL (PostgreSQL's json
-# operators refuse to decode it) or, in a damaged row, be no JSON at all: such a payload
-# is indexed as it stands, so that neither an append nor a repair fails for its text.
+# The payload is JSON text. The escape of a NUL (which PostgreSQL's json operators refuse
+# to decode) becomes a space's, as on SQLite; a payload that is no JSON at all (a damaged
+# row) is indexed as it stands, so that neither an append nor a repair fails for its text.
 # Immutable, as an index expression must be; not parallel safe, since its exception
 # block starts a subtransaction.
 PG_TEXT_INDEX: Final = (
     "CREATE FUNCTION plait_record_text(kind text, payload text) RETURNS text "
     "LANGUAGE plpgsql IMMUTABLE AS $$ BEGIN "
     f"IF kind NOT IN ({_KINDS_SQL}) THEN RETURN NULL; END IF; "
-    "RETURN payload::json ->> 'content'; "
+    "RETURN replace(payload, '\\u0000', '\\u0020')::json ->> 'content'; "
     "EXCEPTION WHEN others THEN RETURN payload; END $$",
     "CREATE INDEX records_text ON records USING GIN "
     "(to_tsvector('simple', plait_record_text(kind, payload))) "
