@@ -110,3 +110,21 @@ def test_text_with_a_nul_is_written_and_found_by_its_words(store: Store, tmp_pat
         s.inject({"role": "user", "content": "printf('\\u0000') bilby"})
         assert sorted(h.position for h in c.sessions.search("bilby")) == [0, 1]
         assert [h.position for h in c.sessions.search("after")] == [0]
+
+
+def test_an_erase_leaves_no_term_of_it_in_the_sqlite_index(tmp_path: Path) -> None:
+    """Terms already folded into FTS5 leave the file with the records (its segments are
+    rewritten, and the freed pages overwritten)."""
+    path = tmp_path / "s.db"
+    with Client(tmp_path, store=path) as client:
+        client.open("keep").inject({"role": "user", "content": "nothing to hide"})
+        s = client.open("forget-me")
+        for i in range(50):
+            s.inject({"role": "user", "content": f"the launch code is swordfishcode {i}"})
+        assert len(client.sessions.search("swordfishcode", limit=100)) == 50  # folded
+        client.sessions.erase("forget-me")
+        assert client.sessions.search("swordfishcode") == []
+        assert [h.session_id for h in client.sessions.search("hide")] == ["keep"]
+    for f in tmp_path.iterdir():
+        if f.name.startswith("s.db") and f.is_file():
+            assert b"swordfishcode" not in f.read_bytes(), f.name

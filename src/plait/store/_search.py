@@ -90,6 +90,9 @@ SQLITE_FOLD: Final = (
     "DELETE FROM record_text_owed",
 )
 """Add the owed records' text to the FTS5 table, in one transaction."""
+SQLITE_FORGET: Final = "INSERT INTO record_text (record_text) VALUES ('optimize')"
+"""Rewrite the FTS5 table without the entries deleted from it: a delete only adds a
+marker beside the segment that still holds the terms, which an erase must not leave."""
 SQLITE_REINDEX: Final = (
     "DELETE FROM record_text_owed",
     "INSERT INTO record_text (record_text) VALUES ('rebuild')",
