@@ -11,6 +11,7 @@ The hierarchy::
     ├── InvalidArgumentError (ValueError)      bad input; nothing was written
     │   ├── UnknownOptionError                 an option key plait does not know
     │   ├── InvalidMessageError                a message without a role, an unknown role, ...
+    │   ├── SearchQueryError                   a search query the full-text engine cannot parse
     │   ├── ImportFormatError                  a transcript to import is malformed (names the line)
     │   ├── ToolSchemaError                    a tool function's parameters JSON cannot describe
     │   ├── BundleVersionError                 a session bundle of a schema this plait cannot read
