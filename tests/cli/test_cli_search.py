@@ -60,3 +60,19 @@ def test_db_reindex_rebuilds_what_search_finds(run: Run, api: Client) -> None:
     assert result.exit_code == 0, result.output
     assert "rebuilt the full-text index" in result.stdout
     assert json.loads(run("sessions", "search", "echidna", "--json").stdout) == before
+
+
+def test_an_imported_transcript_is_searched_like_any_other(
+    run: Run, api: Client, tmp_path
+) -> None:
+    """The index is the engine's: whatever writes records (an import here) is indexed."""
+    lines = [
+        {"role": "user", "content": "what does the kookaburra eat?"},
+        {"role": "assistant", "content": "Mostly insects and small reptiles."},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in lines))
+    done = run("import", str(path), "--format", "openai")
+    assert done.exit_code == 0, done.output
+    hits = json.loads(run("sessions", "search", "kookaburra", "--json").stdout)
+    assert [(h["position"], h["role"]) for h in hits] == [(0, "user")]
