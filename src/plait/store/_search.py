@@ -136,12 +136,16 @@ PG_HITS: Final = (
 
 
 def _descendants(d: Dialect, owners: int) -> str:
+    # The owners, every session below them along base_owner, and the layouts that are
+    # not such a branch (few: each is read and checked), each through its own index: an
+    # OR of the two would scan every session.
     marks = ", ".join("?" * owners)
     return d.sql(
         f"WITH RECURSIVE tree(pk) AS (SELECT pk FROM sessions WHERE pk IN ({marks}) "
-        "UNION SELECT s.pk FROM sessions s JOIN tree t ON s.base_owner = t.pk) "
-        "{select_row} WHERE (s.pk IN (SELECT pk FROM tree) "
-        "OR (s.base_owner IS NULL AND s.bases <> '[]')) AND {live_s} "
+        "UNION SELECT s.pk FROM sessions s JOIN tree t ON s.base_owner = t.pk), "
+        "picked(pk) AS (SELECT pk FROM tree UNION SELECT pk FROM sessions "
+        "WHERE base_owner IS NULL AND bases <> '[]') "
+        "{select_row} WHERE s.pk IN (SELECT pk FROM picked) AND {live_s} "
         f"AND (s.lineage_operator IS NULL OR s.lineage_operator <> '{HIDDEN_OPERATOR}')"
     )
 
