@@ -25,6 +25,7 @@ def test_search_lists_each_session_that_shows_the_message(run: Run, api: Client)
     hits = json.loads(only.stdout)
     assert [(h["session_id"], h["position"], h["role"]) for h in hits] == [(b.id, 5, "user")]
     assert hits[0]["snippet"] == "and the «wombat»?" and hits[0]["title"] is None
+    assert hits[0]["message"] == 5  # as `plait sessions show` numbers it
 
 
 def test_search_finds_nothing_in_a_deleted_session(run: Run, api: Client) -> None:

@@ -170,7 +170,8 @@ def search(settings: Settings, query: str, as_json: bool, limit: int, all_worksp
 
     QUERY: words (all must match) and "quoted phrases". A message that several
     sessions share (a fork and its parent) is listed for each. Each line: the session
-    id, the message's position, its role, when it was written and the matched text.
+    id, the message's number (as `plait sessions show` numbers it), its role, when it
+    was written and the matched text.
     """
     client = open_client(settings)
     hits = client.sessions.search(query, limit=limit, all_workspaces=all_workspaces)
@@ -181,6 +182,7 @@ def search(settings: Settings, query: str, as_json: bool, limit: int, all_worksp
                     "session_id": h.session_id,
                     "title": h.title,
                     "position": h.position,
+                    "message": h.message,
                     "role": h.role,
                     "snippet": h.snippet,
                     "created_at": from_micros(h.created_at_us).isoformat(),
@@ -197,7 +199,7 @@ def search(settings: Settings, query: str, as_json: bool, limit: int, all_worksp
     for h in hits:
         line = Text.assemble(
             safe_text(h.session_id, style="cyan"),
-            f" #{h.position} ",
+            f" #{h.message} ",
             safe_text(h.role, style="dim"),
             f" {age(from_micros(h.created_at_us))}  ",
         )

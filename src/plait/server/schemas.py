@@ -149,6 +149,7 @@ class SearchHitOut(_Out):
     session_id: str
     title: str | None
     position: int = Field(description="The message's position (a record seq) in the session.")
+    message: int = Field(description="The message's number in the session's view, from 0.")
     role: str
     snippet: str = Field(description="The matched text; each matched term between « and ».")
     created_at: str

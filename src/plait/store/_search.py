@@ -118,16 +118,16 @@ PG_TEXT_INDEX: Final = (
 PG_REINDEX: Final = ("REINDEX INDEX records_text",)
 
 SQLITE_HITS: Final = (
-    "SELECT t.rowid, r.kind, r.created_at, "
+    "SELECT t.rowid, r.kind, r.created_at, r.mpos, "
     f"snippet(record_text, 0, '{MARK_START}', '{MARK_END}', '\u2026', 16) "
     "FROM record_text t JOIN records r ON r.key = t.rowid "
     "WHERE record_text MATCH ? ORDER BY r.created_at DESC, t.rowid DESC LIMIT ?"
 )
 PG_HITS: Final = (
-    "SELECT h.key, h.kind, h.created_at, ts_headline('simple', "
+    "SELECT h.key, h.kind, h.created_at, h.mpos, ts_headline('simple', "
     "plait_record_text(h.kind, h.payload), q, "
     f"'StartSel={MARK_START}, StopSel={MARK_END}, MaxWords=20, MinWords=6') FROM ("
-    "SELECT r.key, r.kind, r.payload, r.created_at, q FROM records r, "
+    "SELECT r.key, r.kind, r.payload, r.created_at, r.mpos, q FROM records r, "
     "websearch_to_tsquery('simple', %s) q "
     f"WHERE r.kind IN ({_KINDS_SQL}) "
     "AND to_tsvector('simple', plait_record_text(r.kind, r.payload)) @@ q "
@@ -163,7 +163,7 @@ class SQLSearch:
 
     dialect: Dialect
     _hits_sql: str
-    """The engine's query: ``(key, kind, created_at, snippet)`` newest first, for a
+    """The engine's query: ``(key, kind, created_at, mpos, snippet)`` newest first, for a
     query text and a limit."""
     _reindex_sql: tuple[str, ...]
     """The statements that rebuild the index from the records."""
@@ -253,12 +253,17 @@ class SQLSearch:
         if workspace is not None:
             rows = [r for r in rows if r.workspace == workspace]
         out: list[SearchHit] = []
-        for key, kind, created, snippet in found:
+        for key, kind, created, mpos, snippet in found:
             owner, seq = int(key) >> SEQ_BITS, int(key) & SEQ_MAX
             for row in rows:
                 if reads(row, owner, seq):
+                    # mpos counts the messages before the row in the whole transcript; a
+                    # session's view numbers them from its first shown one.
+                    message = int(mpos) - row.layout.view_msgs
                     out.append(
-                        SearchHit(row.id, row.title, seq, str(kind), str(snippet), int(created))
+                        SearchHit(
+                            row.id, row.title, seq, message, str(kind), str(snippet), int(created)
+                        )
                     )
         return out
 

@@ -28,6 +28,9 @@ class SearchHit:
     """The session's title, or None."""
     position: int
     """The message's position in that session (a record position, as ``records`` reads)."""
+    message: int
+    """The message's number among the messages the session's view shows, from 0 (as
+    ``plait sessions show`` numbers them; events are not counted)."""
     role: str
     """``user``, ``assistant``, ``tool`` or ``summary``."""
     snippet: str

@@ -66,6 +66,7 @@ class SearchConformance(ConformanceBase):
         assert sorted((h.position, h.role) for h in hits) == [
             (0, "user"), (1, "assistant"), (2, "tool"), (3, "summary")
         ]
+        assert sorted(h.message for h in hits) == [0, 1, 2, 3]
         assert all(h.session_id == "s" for h in hits)
         first = next(h for h in hits if h.position == 0)
         assert f"{MARK_START}quokka{MARK_END}" in first.snippet
@@ -122,6 +123,13 @@ class SearchConformance(ConformanceBase):
         t = self._session(store, "t", "bilby a", "bilby b")
         store.write(t, replace(t, layout=replace(t.layout, view_start=1, view_msgs=1)))  # a trim
         assert _where(search.search("bilby", 20, None)) == {("t", 1)}
+        # The view numbers its messages from its first shown one; events are not counted.
+        assert [h.message for h in search.search("bilby", 20, None)] == [0]
+        u = store.get("t")
+        assert u is not None
+        recs: list[Record] = [EventRecord(seq=2, name="note"), UserRecord(seq=3, content="bilby c")]
+        store.append(u, recs)
+        assert [(h.position, h.message) for h in search.search('"bilby c"', 20, None)] == [(3, 1)]
 
     def test_a_workspace_narrows_the_search(self, store: Store) -> None:
         """``workspace`` keeps that workspace's sessions; None searches them all."""

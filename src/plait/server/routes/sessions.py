@@ -147,6 +147,7 @@ def _searched(state: ServerState, q: str, limit: int, everywhere: bool) -> s.Ses
             session_id=h.session_id,
             title=h.title,
             position=h.position,
+            message=h.message,
             role=h.role,
             snippet=h.snippet,
             created_at=from_micros(h.created_at_us).isoformat(),
