@@ -24,7 +24,6 @@ from plait.store.base import (
     TranscriptStore,
     WriterLocks,
 )
-from plait.store.search import SearchHit, SearchStore
 
 if TYPE_CHECKING:
     from plait.store.postgres import PostgresStore
@@ -59,8 +58,6 @@ __all__ = [
     "RunRow",
     "SQLiteStore",
     "Salvaged",
-    "SearchHit",
-    "SearchStore",
     "ScratchpadEntry",
     "SessionRow",
     "Store",
