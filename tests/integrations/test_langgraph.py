@@ -361,8 +361,9 @@ def test_a_checkpoint_record_stays_the_same_size_as_the_conversation_grows(
             graph.invoke(_turn(f"turn {n}"), CONFIG)
         late = newest_checkpoint_size(saver)
         assert len(graph.get_state(CONFIG).values["messages"]) == 60
-    # The 60 messages are named as one run of positions, not one entry each.
-    assert late <= early + 16
+    # The 60 messages are named as one run of positions, not one entry each: 54 more
+    # messages would add hundreds of bytes; wider numbers (counts, versions, ids) add a few.
+    assert late <= early + 96, (early, late)
 
 
 def _extend(state: list[str] | None, writes: Any) -> list[str]:
