@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from plait.errors import SessionNotFoundError
 from plait.records import JSONValue
@@ -25,7 +25,6 @@ from plait.store import BusMessage, EventBus
 
 __all__ = ["BEAT", "INLINE_RECORD", "RELAY_SILENCE", "Relay"]
 
-_T = TypeVar("_T")
 _log = logging.getLogger("plait.server")
 
 INLINE_RECORD: Final = 16 * 1024
@@ -62,24 +61,13 @@ class Relay:
     _bus: EventBus | None
     _beat: asyncio.Task[None] | None
 
-    async def _call(self, fn: Callable[[], _T]) -> _T:
-        raise NotImplementedError
-
-    def _send(self, channel: Channel, event: SseEvent, seq: int | None = None) -> None:
-        raise NotImplementedError
-
-    def _catch_up(self, channel: Channel, upto: int | None = None) -> Any:
-        raise NotImplementedError
-
-    def _publish_read(self, channel: Channel, known: int, read: Any) -> bool:
-        raise NotImplementedError
-
-    def _end(self, channel: Channel) -> None:
-        raise NotImplementedError
-
-    def poke(self, session_id: str) -> None:
-        """Publish, soon, what the store holds past the channel's last record (the hub's)."""
-        raise NotImplementedError
+    # The hub's own verbs (plait.server.sse.Hub), which this part of it calls.
+    _call: Callable[[Callable[[], Any]], Awaitable[Any]]
+    _send: Callable[..., None]
+    _catch_up: Callable[..., Any]
+    _publish_read: Callable[[Channel, int, Any], bool]
+    _end: Callable[[Channel], None]
+    poke: Callable[[str], None]
 
     def taken_over(self, session_id: str, epoch: int) -> None:
         """A run of the session is taken over here at ``epoch`` (2 for the first takeover).

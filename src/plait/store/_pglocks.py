@@ -363,8 +363,8 @@ class PgWriterLocks:
 
     _locks: AdvisoryLocks
 
-    def _check_open(self) -> None:
-        raise NotImplementedError  # the store's own (PostgresStore._check_open)
+    _check_open: Callable[[], None]
+    """The store's own check that it is still open (``PostgresStore._check_open``)."""
 
     def _fence(self, conn: Connection, session_id: str) -> None:
         """First in a write transaction: refuse a writer whose lock was lost (D232).

@@ -27,8 +27,8 @@ class PgNotifications:
     _bus_out: BusPublisher
     _bus_in: BusListener
 
-    def _check_open(self) -> None:
-        raise NotImplementedError
+    _check_open: Callable[[], None]
+    """The store's own check that it is still open (``PostgresStore._check_open``)."""
 
     def changes(self, timeout: float | None = None) -> Iterator[str]:
         """Listen for committed writes to this store's sessions, from every process.
