@@ -180,6 +180,8 @@ def test_two_hubs_relay_a_run_in_its_order(tmp_path: Path, pg_store_schema: str)
         hub_a, hub_b = Hub(client_a), Hub(client_b)
         feed = StoreFeed(store_b, hub_b, asyncio.get_running_loop())
         feed.start()
+        # B must be listening before A announces the run, as a serving replica is.
+        assert await asyncio.to_thread(feed.wait_listening, 10.0)
         try:
             seen_a, seen_b = await relayed(client_a, hub_a, hub_b, watched_on_a=True)
             assert _marks(seen_b) == _marks(seen_a)

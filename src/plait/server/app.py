@@ -316,6 +316,9 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         feed = StoreFeed(client.store, state.hub, asyncio.get_running_loop())
         feed.start()
+        # Serve once the fleet's events are heard: a client of this replica that opens
+        # a stream at once would otherwise miss a run's first batches from another one.
+        await asyncio.to_thread(feed.wait_listening, 5.0)
         state.fleet.restarted()  # an app started again serves again
         state.handed_over.clear()
         beating = asyncio.get_running_loop().create_task(keep_beating(state))

@@ -56,6 +56,7 @@ class StoreFeed:
         self._hub = hub
         self._loop = loop
         self._stop = threading.Event()
+        self._listening = threading.Event()
         self._pending: list[BusMessage] = []
         self._mutex = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -72,6 +73,16 @@ class StoreFeed:
         self._thread = threading.Thread(target=self._run, name="plait-store-feed", daemon=True)
         self._thread.start()
 
+    def wait_listening(self, timeout: float) -> bool:
+        """Block until the feed first listens; False at once without a feed, or on ``timeout``.
+
+        What is announced before then is not heard: a caller that starts the feed and
+        then expects to hear a write made right after waits here first.
+        """
+        if self._listen is None or self._thread is None:
+            return False
+        return self._listening.wait(timeout)
+
     def stop(self) -> None:
         """Stop listening and wait for the thread (briefly)."""
         self._stop.set()
@@ -84,6 +95,7 @@ class StoreFeed:
         while not self._stop.is_set():
             try:
                 messages = self._listen()  # listening from here on
+                self._listening.set()
                 if failed:  # the changes announced while nobody listened: read the store
                     failed = False
                     self._loop.call_soon_threadsafe(self._hub.poke_all)
