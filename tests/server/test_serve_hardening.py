@@ -166,7 +166,8 @@ def test_a_minted_key_is_shown_on_the_terminal_once_and_not_in_the_log(tmp_path:
     port = _free_port()
     log = tmp_path / "serve.log"
     tmux = ["tmux", "-L", f"plait-test-{uuid.uuid4().hex[:8]}"]  # a tmux server of its own
-    command = " ".join(_serve_args(tmp_path, port)) + f" 2>{log} >{log}.out"
+    status = tmp_path / "status"
+    command = " ".join(_serve_args(tmp_path, port)) + f" 2>{log} >{log}.out; echo $? >{status}"
     subprocess.run(
         [*tmux, "new-session", "-d", "-x", "200", "-y", "50", f"env -u PLAIT_API_KEYS {command}"],
         check=True,
@@ -203,6 +204,9 @@ def test_a_minted_key_is_shown_on_the_terminal_once_and_not_in_the_log(tmp_path:
         logged = log.read_text() + Path(f"{log}.out").read_text()
         assert "plait serving" in logged and "denied" in logged
         assert key not in logged
+        # Ctrl-C is how a server in the foreground is stopped: an orderly end, not an abort.
+        assert "Aborted" not in logged
+        assert status.read_text().strip() == "0"
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
 

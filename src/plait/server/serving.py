@@ -19,6 +19,7 @@ about 1.8 times the runs per second).
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
 from collections.abc import Callable
@@ -70,4 +71,8 @@ def serve_app(app: Any, *, host: str, port: int, log_level: str, **limits: Any) 
         timeout_graceful_shutdown=GRACE_SECONDS,
         **limits,
     )
-    StoppingServer(config, app.state.plait.hub.close_all).run()
+    # Once stopped, uvicorn raises the signal that stopped it again; for Ctrl-C that is a
+    # KeyboardInterrupt after an orderly stop, which click would report as "Aborted!"
+    # with exit status 1. SIGTERM still ends the process by its signal, as uvicorn's does.
+    with contextlib.suppress(KeyboardInterrupt):
+        StoppingServer(config, app.state.plait.hub.close_all).run()
