@@ -8,10 +8,11 @@ batches it is told of by id, and after a reconnect those past the last id it saw
 An event may be as large as a tool's output: ``NOTIFY`` payloads stop at 8000
 bytes, a row does not (D235).
 
-A :class:`BusPublisher` sends from a thread of its own, as the change feed's
-``Notifier`` does: what is queued within 15 ms goes in one statement, a row per
-session holding its events in the order queued, so a session's batches are
-committed one after another and heard in that order. Every few seconds it deletes
+A :class:`BusPublisher` sends from a thread of its own (a
+:class:`~plait.store._pgsender.Sender`, as the change feed's ``Notifier`` does):
+what is queued within 15 ms goes in one statement, a row per session holding its
+events in the order queued, so a session's batches are committed one after another
+and heard in that order. Every few seconds it deletes
 the rows older than a minute: a listener reads a batch within milliseconds, and
 one that falls a minute behind is told that batch is lost.
 
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreError
 from plait.store._bus import BusMessage
+from plait.store._pgsender import Sender
 
 if TYPE_CHECKING:
     import psycopg
@@ -56,10 +58,9 @@ _KEEP: Final = 60.0
 """Seconds a batch stays in the table (a listener that far behind has lost it)."""
 _PRUNE_EVERY: Final = 10.0
 """Seconds between two deletions of old batches by one publisher."""
-_FLUSH_WAIT: Final = 5.0
 
 
-class BusPublisher:
+class BusPublisher(Sender[dict[str, list[str]]]):
     """Send queued events, batched, as rows of ``plait_bus`` announced on ``channel``.
 
     Args:
@@ -70,24 +71,18 @@ class BusPublisher:
     """
 
     def __init__(self, conninfo: str, kwargs: dict[str, Any], channel: str, origin: str) -> None:
-        self._conninfo = conninfo
-        self._kwargs = kwargs
+        # A run's deltas come every few milliseconds while a model streams: they go in
+        # one row per linger, unless someone waits for them (a run about to start).
+        super().__init__(conninfo, kwargs, name="plait-pg-bus", linger=_LINGER, busy_linger=_LINGER)
         self._channel = channel
         self._origin = origin
-        self._cond = threading.Condition(threading.Lock())
         self._pending: dict[str, list[str]] = {}
-        self._sending = False
-        self._active = False  # the thread is lingering or sending: no need to wake it
-        self._hurry = 0
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._marks: deque[tuple[float, int]] = deque()  # (when, the last id sent then)
         self._pruned = time.monotonic()
 
     def publish(self, session_id: str, events: Sequence[str]) -> None:
         """Queue ``events`` (JSON texts) of a session; an empty batch is sent too."""
-        with self._cond:
+        with self._mutex:
             if self._closed:
                 return
             queued = self._pending.get(session_id)
@@ -95,95 +90,34 @@ class BusPublisher:
                 self._pending[session_id] = list(events)
             else:
                 queued.extend(events)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="plait-pg-bus", daemon=True)
-                self._thread.start()
-            # A delta comes every few milliseconds while a model streams: waking the
-            # thread for each, only for it to linger on, would cost a switch per delta.
-            if not self._active:
-                self._active = True
-                self._cond.notify()
+            self._queued()
 
-    def flush(self, timeout: float = _FLUSH_WAIT) -> bool:
-        """Wait until what is queued so far is sent; False if ``timeout`` passed first."""
-        with self._cond:
-            self._hurry += 1
-            self._cond.notify_all()
-            try:
-                return self._cond.wait_for(
-                    lambda: self._thread is None or not (self._pending or self._sending), timeout
-                )
-            finally:
-                self._hurry -= 1
+    def _has_pending(self) -> bool:
+        return bool(self._pending)
 
-    def close(self) -> None:
-        """Send what is queued (briefly), then stop the thread and close its connection."""
-        self.flush()
-        with self._cond:
-            self._closed = True
-            thread = self._thread
-            self._cond.notify_all()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(_FLUSH_WAIT)
+    def _take(self) -> dict[str, list[str]]:
+        batch, self._pending = self._pending, {}
+        return batch
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                if not self._pending:
-                    self._active = False
-                self._cond.wait_for(lambda: self._pending or self._closed)
-                if not self._pending:
-                    break
-                self._active = True
-                # Linger so that the deltas of a busy run go in one row, unless someone
-                # waits for them (a run about to start).
-                self._cond.wait_for(lambda: self._closed or self._hurry > 0, _LINGER)
-                batch, self._pending = self._pending, {}
-                self._sending = True
-            try:
-                self._send(batch)
-            finally:
-                with self._cond:
-                    self._sending = False
-                    self._cond.notify_all()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = None
-
-    def _send(self, batch: dict[str, list[str]]) -> None:
+    def _send_on(
+        self, conn: psycopg.Connection[tuple[Any, ...]], batch: dict[str, list[str]]
+    ) -> None:
         import psycopg
 
-        sids = list(batch)
-        bodies = ["[" + ",".join(events) + "]" for events in batch.values()]
-        row: tuple[Any, ...] | None = None
-        for attempt in (1, 2):  # a connection the server dropped is replaced once
-            try:
-                conn = self._conn
-                if conn is None or conn.closed or conn.broken:
-                    conn = psycopg.connect(self._conninfo, **self._kwargs)
-                    conn.execute("SET synchronous_commit = off")  # passing messages
-                    self._conn = conn
-                params = {
-                    "origin": self._origin, "sids": sids, "bodies": bodies, "channel": self._channel
-                }
-                row = conn.execute(_SEND, params, prepare=True).fetchone()
-                break
-            except (psycopg.Error, UnicodeEncodeError) as exc:
-                # Sent again on a new connection: a batch whose commit the broken one
-                # never confirmed may arrive twice (listeners' relays skip what they had).
-                if self._conn is not None:
-                    with contextlib.suppress(Exception):
-                        self._conn.close()
-                self._conn = None
-                if attempt == 2:
-                    _log.warning("could not send the events of %d sessions: %s", len(sids), exc)
-                    return
+        params = {
+            "origin": self._origin,
+            "sids": list(batch),
+            "bodies": ["[" + ",".join(events) + "]" for events in batch.values()],
+            "channel": self._channel,
+        }
+        row = conn.execute(_SEND, params, prepare=True).fetchone()
         try:
-            if self._conn is not None:
-                self._prune(self._conn, int(row[0]) if row and row[0] is not None else None)
-        except psycopg.Error as exc:  # the next prune tries again
+            self._prune(conn, int(row[0]) if row and row[0] is not None else None)
+        except psycopg.Error as exc:  # the next prune tries again; the batch is sent
             _log.warning("could not delete old event batches: %s", exc)
+
+    def _lost(self, batch: dict[str, list[str]], exc: Exception) -> None:
+        _log.warning("could not send the events of %d sessions: %s", len(batch), exc)
 
     def _prune(self, conn: psycopg.Connection[tuple[Any, ...]], last: int | None) -> None:
         """Delete the batches older than :data:`_KEEP` (whoever sent them), now and then.
