@@ -13,8 +13,9 @@ run it starts there, with the options a takeover continues it with. Then:
   registry: whether a run is in progress anywhere, since when, on which replica.
 * **Runs outlive their process.** A replica unseen for ``lease`` seconds (killed,
   out of memory, cut off), or one that said it is gone, leaves its runs orphaned;
-  at its next heartbeat any other replica claims each one (compare-and-set on
-  the run's epoch: one claimer wins), takes the session's writer lock and
+  each run goes to the survivor that ranks first for it (:func:`first_choice`;
+  any survivor after a further lease), which claims it (compare-and-set on the
+  run's epoch: one claimer wins), takes the session's writer lock and
   continues the run with ``resume()``'s rules (:mod:`plait.server.running`).
 * A replica stopping (SIGTERM) takes no new runs, lets its runs finish for a grace
   period, and hands the rest over: they stop here (what they wrote stays, a
@@ -27,8 +28,10 @@ before: runs are this process's alone.
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from plait._ids import new_id
@@ -38,7 +41,7 @@ from plait.records import JSONValue
 from plait.server import DEFAULT_LEASE
 from plait.store import ReplicaRow, ReplicaState, RunRegistry, RunRow, Store
 
-__all__ = ["FORWARDED_BY", "Fleet"]
+__all__ = ["FORWARDED_BY", "Fleet", "first_choice"]
 
 FORWARDED_BY: Final = "x-plait-forwarded-by"
 """The header a forwarded request carries: the replica that forwarded it (never forwarded again)."""
@@ -46,6 +49,20 @@ _PRUNE_EVERY: Final = 300  # heartbeats between prunes of ended runs' rows
 _KEEP_ENDED_US: Final = 24 * 3600 * 1_000_000  # how long an ended run's row is kept
 
 _log = logging.getLogger("plait.server")
+
+
+def first_choice(run_id: str, replicas: Sequence[str]) -> str:
+    """The replica among ``replicas`` that takes over ``run_id`` first (rendezvous hashing).
+
+    Removing a replica moves only the runs it was first for; the others keep their choice.
+    """
+    if not replicas:
+        raise InvalidArgumentError("no replica to choose from")
+    return max(replicas, key=lambda rid: _rank(run_id, rid))
+
+
+def _rank(run_id: str, replica_id: str) -> bytes:
+    return hashlib.blake2b(f"{run_id}\0{replica_id}".encode(), digest_size=8).digest()
 
 
 class Fleet:
@@ -86,6 +103,8 @@ class Fleet:
         self.epochs: dict[str, int] = {}
         """The runs this replica drives, by run id: the epoch it drives each at."""
         self._beats = 0
+        self._orphaned_since: dict[str, float] = {}
+        """Orphaned runs seen at the last heartbeat: when this replica first saw each."""
 
     @property
     def enabled(self) -> bool:
@@ -153,12 +172,34 @@ class Fleet:
             registry.runs_prune(now_micros() - _KEEP_ENDED_US)
         if self.mode != "serving":
             return []
-        found = [r for r in registry.runs_orphaned(lease_us) if r.replica_id != self.replica_id]
+        found = self._ours([r for r in registry.runs_orphaned(lease_us)
+                            if r.replica_id != self.replica_id])  # fmt: skip
         if self._beats == 1:  # started again under the same id: what it ran before is orphaned
             found += [
                 r for r in registry.runs_driven_by(self.replica_id) if r.run_id not in self.epochs
             ]
         return found
+
+    def _ours(self, orphans: list[RunRow]) -> list[RunRow]:
+        """The orphaned runs this replica adopts now: its share, and any left for a lease.
+
+        Each run goes to the serving replica that ranks first for it (rendezvous hashing
+        over the run id), so the runs of a dead replica spread over the survivors rather
+        than all landing on whichever beats first; every survivor computes the same
+        choice from the same peers. A run its first choice has not claimed within a lease
+        (that replica died too, or its view of the fleet differs) is anyone's.
+        """
+        serving = [self.replica_id]
+        serving += [rid for rid, row in self.peers.items() if row.state == "serving"]
+        now = time.monotonic()
+        since = {r.run_id: self._orphaned_since.get(r.run_id, now) for r in orphans}
+        self._orphaned_since = since
+        return [
+            r
+            for r in orphans
+            if first_choice(r.run_id, serving) == self.replica_id
+            or now - since[r.run_id] >= self.lease
+        ]
 
     def claim(self, row: RunRow) -> RunRow | None:
         """Claim an orphaned run for this replica; None if another replica was first."""
