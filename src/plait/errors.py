@@ -63,6 +63,7 @@ A warning is drawn apart, since it is issued, not raised (``warnings.warn``)::
 from __future__ import annotations
 
 import reprlib
+from typing import Any
 
 __all__ = [
     "AdapterClosedError",
@@ -134,7 +135,24 @@ def shown(value: object) -> str:
 
 
 class PlaitError(Exception):
-    """The base of every error plait raises on purpose."""
+    """The base of every error plait raises on purpose.
+
+    Every one pickles and unpickles whole, attributes included (a worker process or a
+    task queue sends errors back that way): most take other arguments than the message
+    their base class keeps in ``args``, so unpickling rebuilds them without calling
+    their ``__init__`` again.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, dict(self.__dict__)))
+
+
+def _rebuilt(cls: type[PlaitError], args: tuple[Any, ...], state: dict[str, Any]) -> PlaitError:
+    """A pickled error, made again from its message arguments and attributes."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class InvalidArgumentError(PlaitError, ValueError):
