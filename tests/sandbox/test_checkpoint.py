@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -196,10 +197,10 @@ class TableObjects:
     def put(self, digest: str, data: bytes) -> None:
         self.rows.setdefault(digest, data)
 
-    def put_file(self, digest: str, source: Path) -> int:
+    def put_file(self, digest: str, source: BinaryIO) -> int:
         if digest in self.rows:
             return 0
-        self.rows[digest] = source.read_bytes()
+        self.rows[digest] = source.read()
         return len(self.rows[digest])
 
     def get(self, digest: str) -> bytes:
