@@ -229,7 +229,8 @@ def _blob(
         src.seek(0)
         # put_file stores nothing (and reads nothing) when the object is there already.
         scan.written += objects.put_file(digest, src)
-    scan.new[rel] = [fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino, digest, scan.started]
+    key: list[int | str] = [fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino]
+    scan.new[rel] = [*key, digest, scan.started]
     return digest, stat.S_IMODE(fst.st_mode) & MODE_BITS
 
 

@@ -127,7 +127,7 @@ class FolderObjects:
         self._publish(digest, lambda out: out.write(data))
 
     def put_file(self, digest: str, source: BinaryIO) -> int:
-        """Copy the open file ``source`` in under ``digest``; returns the bytes written (0 if present)."""
+        """Copy the open file ``source`` in as ``digest``; returns bytes written (0 if present)."""
         return self._publish(digest, lambda out: copy_stream(source, out))
 
     def get(self, digest: str) -> bytes:

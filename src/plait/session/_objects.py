@@ -75,7 +75,7 @@ class StoreObjects:
         self.store.object_put(digest, parts, _now_us())
 
     def put_file(self, digest: str, source: BinaryIO) -> int:
-        """Store the open file ``source`` from where it is (hashed to ``digest``); returns bytes written."""
+        """Store the open file ``source`` from where it is (hashed to ``digest``); returns bytes."""
 
         def parts() -> Iterator[bytes]:
             while chunk := source.read(_PART):
