@@ -316,7 +316,9 @@ def test_the_same_races_as_an_ordinary_user() -> None:
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
         argv += [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
         argv += [__file__, f"--basetemp={base / 'pt'}", f"--rootdir={base}", "-c", os.devnull]
-        env = {**os.environ, _AS_USER: "1", "HOME": str(base)}
+        # The outer run's own settings (xdist's worker, coverage) are not the inner run's.
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
+        env.update({_AS_USER: "1", "HOME": str(base)})
         done = subprocess.run(
             argv, capture_output=True, text=True, timeout=300, cwd=base, env=env,
             stdin=subprocess.DEVNULL,
