@@ -304,18 +304,20 @@ def test_a_restore_into_a_folder_that_became_a_link_is_refused(
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to an ordinary user needs root")
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) is missing")
 @pytest.mark.skipif(bool(os.environ.get(_AS_USER)), reason="already running as the user")
-def test_the_same_races_as_an_ordinary_user() -> None:
+def test_the_same_races_and_checkpoints_as_an_ordinary_user() -> None:
     """plait run by an ordinary user (nobody, switched to from root): the same promises.
 
-    As root, permissions never stop a walk; as a user, folders a restore makes or
-    leaves without write or search permission must not stop it either.
+    This module and ``test_checkpoint.py`` run again as ``nobody``. As root,
+    permissions never stop a walk; as a user, folders a restore makes or keeps
+    without write permission must not stop it either.
     """
     base = Path(tempfile.mkdtemp(prefix="plait-walk-races-"))
     try:
         os.chown(base, 65534, 65534)
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
         argv += [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "0"]
-        argv += [__file__, f"--basetemp={base / 'pt'}", f"--rootdir={base}", "-c", os.devnull]
+        argv += [__file__, str(Path(__file__).with_name("test_checkpoint.py"))]
+        argv += [f"--basetemp={base / 'pt'}", f"--rootdir={base}", "-c", os.devnull]
         # The outer run's own settings (xdist's worker, coverage) are not the inner run's.
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "COV_"))}
         env.update({_AS_USER: "1", "HOME": str(base)})
