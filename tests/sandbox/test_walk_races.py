@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from plait.errors import InvalidArgumentError
 from plait.sandbox import CheckpointStore
 
 _AS_USER = "PLAIT_TEST_WALK_RACES_AS_USER"
@@ -176,6 +177,7 @@ def places(tmp_path: Path) -> tuple[Path, Path]:
     }.items():
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
         (ws / rel).write_bytes(data)
+    os.symlink("one.txt", ws / "a" / "link")
     for rel, data in _OUTSIDE.items():
         (outside / rel).parent.mkdir(parents=True, exist_ok=True)
         (outside / rel).write_bytes(data)
@@ -237,6 +239,7 @@ def _stretch_of_work(ws: Path) -> None:
     (ws / "a" / "junk" / "j.txt").write_bytes(b"junk")
     (ws / "a" / "sub").chmod(0o700)
     (ws / "b" / "three.txt").unlink()
+    (ws / "a" / "link").unlink()  # a restore makes it again
 
 
 @pytest.mark.parametrize(
@@ -294,9 +297,9 @@ def test_a_restore_into_a_folder_that_became_a_link_is_refused(
     before = _snapshot(outside)
     os.rename(ws, tmp_path / "ws.moved")
     os.symlink(outside, ws)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         store.restore(ws, cid)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError):
         store.checkpoint(ws)
     assert _snapshot(outside) == before
 
