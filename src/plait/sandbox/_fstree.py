@@ -105,11 +105,6 @@ class Cursor:
         st = os.fstat(self.fd)
         self._above: list[tuple[int, int]] = [(st.st_dev, st.st_ino)]
 
-    @property
-    def depth(self) -> int:
-        """How far below the root the walk is (0 at the root)."""
-        return len(self._above) - 1
-
     def down(self, name: str) -> os.stat_result:
         """Go into the folder ``name``; returns its ``fstat``.
 
@@ -118,7 +113,11 @@ class Cursor:
                 ``ENOTDIR``); the cursor stays where it was.
         """
         nxt = open_folder(name, self.fd)
-        st = os.fstat(nxt)
+        try:
+            st = os.fstat(nxt)
+        except BaseException:
+            os.close(nxt)
+            raise
         os.close(self.fd)
         self.fd = nxt
         self._above.append((st.st_dev, st.st_ino))
