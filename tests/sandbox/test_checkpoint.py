@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -196,10 +197,10 @@ class TableObjects:
     def put(self, digest: str, data: bytes) -> None:
         self.rows.setdefault(digest, data)
 
-    def put_file(self, digest: str, source: Path) -> int:
+    def put_file(self, digest: str, source: BinaryIO) -> int:
         if digest in self.rows:
             return 0
-        self.rows[digest] = source.read_bytes()
+        self.rows[digest] = source.read()
         return len(self.rows[digest])
 
     def get(self, digest: str) -> bytes:
@@ -278,6 +279,31 @@ def test_a_hostile_tree_cannot_write_outside_the_folder(tmp_path: Path, name: st
         store.restore(ws, digest)
     assert not (tmp_path / "deep" / "escape.txt").exists()
     assert [p.name for p in ws.iterdir()] == ["mine.txt"]
+
+
+def test_a_folder_left_without_write_permission_is_restored_into(tmp_path: Path) -> None:
+    """A tool may leave a folder read-only; its owner restores into it all the same.
+
+    As root permissions never stop a restore; this matters as a user (the module is run
+    again as one by ``test_walk_races.py``).
+    """
+    ws = tmp_path / "ws"
+    (ws / "ro").mkdir(parents=True)
+    (ws / "ro" / "f.txt").write_text("one")
+    (ws / "ro").chmod(0o500)
+    store = CheckpointStore(tmp_path / "cp")
+    cid = store.checkpoint(ws)
+    (ws / "ro").chmod(0o700)
+    (ws / "ro" / "f.txt").write_text("two")
+    (ws / "ro" / "new.txt").write_text("new")
+    (ws / "ro").chmod(0o500)
+    try:
+        store.restore(ws, cid)
+        assert sorted(p.name for p in (ws / "ro").iterdir()) == ["f.txt"]
+        assert (ws / "ro" / "f.txt").read_text() == "one"
+        assert stat.S_IMODE((ws / "ro").stat().st_mode) == 0o500
+    finally:
+        (ws / "ro").chmod(0o700)
 
 
 def _forged(store: CheckpointStore, entries: list[list[object]]) -> str:

@@ -13,11 +13,11 @@ import os
 import tempfile
 from collections.abc import Collection, Iterator
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, BinaryIO, Final, Protocol
 
 from plait.errors import InvalidArgumentError
 
-__all__ = ["DIGEST_CHARS", "FolderObjects", "Objects", "copy_stream", "hash_file"]
+__all__ = ["DIGEST_CHARS", "FolderObjects", "Objects", "copy_stream", "hash_stream"]
 
 _CHUNK: Final = 1 << 20
 DIGEST_CHARS: Final = frozenset("0123456789abcdef")
@@ -39,8 +39,17 @@ class Objects(Protocol):
         """Store ``data`` under ``digest`` (its SHA-256) if it is not there yet."""
         ...
 
-    def put_file(self, digest: str, source: Path) -> int:
-        """Store the file ``source`` (already hashed to ``digest``); returns bytes written."""
+    def put_file(self, digest: str, source: BinaryIO) -> int:
+        """Store an open file, read from where it is to its end (already hashed to ``digest``).
+
+        It takes a file the caller opened, never a path: a workspace's file is opened
+        relative to its folder's descriptor without following a symlink, and what is
+        stored is what was hashed, whatever the name points to by now. Nothing is read
+        when the object is already stored.
+
+        Returns:
+            The bytes written (0 when the object was there).
+        """
         ...
 
     def get(self, digest: str) -> bytes:
@@ -117,14 +126,9 @@ class FolderObjects:
         """Store ``data`` under ``digest`` if it is not there yet."""
         self._publish(digest, lambda out: out.write(data))
 
-    def put_file(self, digest: str, source: Path) -> int:
-        """Copy ``source`` in under ``digest``; returns the bytes written (0 if present)."""
-
-        def copy(out: Any) -> int:
-            with open(source, "rb") as src:
-                return copy_stream(src, out)
-
-        return self._publish(digest, copy)
+    def put_file(self, digest: str, source: BinaryIO) -> int:
+        """Copy the open file ``source`` in as ``digest``; returns bytes written (0 if present)."""
+        return self._publish(digest, lambda out: copy_stream(source, out))
 
     def get(self, digest: str) -> bytes:
         """The object's bytes.
@@ -187,10 +191,9 @@ def copy_stream(src: Any, out: Any) -> int:
     return size
 
 
-def hash_file(path: Path) -> str:
-    """A file's SHA-256, read in parts of 1 MiB."""
+def hash_stream(src: BinaryIO) -> str:
+    """The SHA-256 of an open file from where it is to its end, read in parts of 1 MiB."""
     h = hashlib.sha256()
-    with open(path, "rb", buffering=0) as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
+    while chunk := src.read(_CHUNK):
+        h.update(chunk)
     return h.hexdigest()

@@ -25,9 +25,12 @@ tell is read again.
 Every walk, of a folder or of stored trees, is a loop over an explicit stack: a folder
 tree thousands deep raises no ``RecursionError``. A checkpoint of folders nested more
 than :data:`MAX_DEPTH` deep is refused, and so is a restore of a tree that deep, with
-:class:`~plait.errors.WorkspaceTooDeepError` (before anything is written); removing
-what a restore does not keep goes through :mod:`plait.sandbox._fstree` (any depth,
-never through a symlink).
+:class:`~plait.errors.WorkspaceTooDeepError` (before anything is written).
+
+The walks of the folder itself (``_fswalk.py``) go through held folder descriptors,
+never by path and never through a symlink: whatever runs in the workspace may swap a
+folder for a link to elsewhere while a checkpoint or a restore walks it, and neither
+then reads, writes, removes nor changes the mode of anything outside it.
 """
 
 from __future__ import annotations
@@ -37,39 +40,23 @@ import hashlib
 import json
 import logging
 import os
-import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from plait.errors import InvalidArgumentError, WorkspaceTooDeepError
-from plait.sandbox._fstree import remove_tree
-from plait.sandbox._objects import FolderObjects, Objects, copy_stream, hash_file
+from plait.sandbox import _fswalk
+from plait.sandbox._fswalk import MAX_DEPTH, VERSION, Scan
+from plait.sandbox._objects import FolderObjects, Objects
 
 _log = logging.getLogger("plait")
 
 __all__ = ["MAX_DEPTH", "CheckpointStore", "FileChange", "FolderObjects", "Objects"]
 
-MAX_DEPTH = 512
-"""The deepest folder nesting a checkpoint records or a restore makes (git's own walks
-stop near here too); deeper is :class:`~plait.errors.WorkspaceTooDeepError`."""
-
-_VERSION = 1
-# A file whose mtime is this close to the scan that hashed it may change again within the
-# same timestamp tick, so its cached digest is not trusted (git's "racy" entries).
-_RACY_NS = 50_000_000
 _TREE_HEAD = b'{"v":1,"entries":'
-# The permission bits a checkpoint keeps and a restore sets: the sticky bit, never set-id.
-_MODE_BITS = 0o1777
-
-
-def _encode(entries: list[list[Any]]) -> bytes:
-    return json.dumps(
-        {"v": _VERSION, "entries": entries}, separators=(",", ":"), ensure_ascii=False
-    ).encode("utf-8", "surrogateescape")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,36 +72,6 @@ class FileChange:
 
 
 _KINDS = {"f": "file", "l": "symlink", "d": "folder"}
-
-
-@dataclass(slots=True)
-class _Scan:
-    """One walk of a workspace: the stat cache read and written, the objects it needs."""
-
-    old: dict[str, list[int | str]]
-    started: int
-    new: dict[str, list[int | str]] = field(default_factory=dict)
-    trees: dict[str, bytes] = field(default_factory=dict)
-    cached: dict[str, str] = field(default_factory=dict)
-    """Blobs taken from the stat cache (digest -> path): their presence is asked once."""
-
-
-@dataclass(slots=True)
-class _Folder:
-    """One folder of a checkpoint's walk: what it holds, how far through, what it records."""
-
-    path: Path
-    prefix: str
-    items: list[os.DirEntry[str]]
-    name: str = ""
-    mode: int = 0
-    at: int = 0
-    entries: list[list[Any]] = field(default_factory=list)
-
-
-def _listed(folder: Path) -> list[os.DirEntry[str]]:
-    with os.scandir(folder) as found:
-        return sorted(found, key=lambda e: e.name)
 
 
 class CheckpointStore:
@@ -133,7 +90,6 @@ class CheckpointStore:
         self.written = 0
         """Bytes of new objects written by this instance (what checkpoints cost on disk)."""
         self._caches: dict[str, dict[str, list[int | str]]] = {}
-        self._own = self.folder.resolve()
 
     @classmethod
     def beside(cls, store_file: Path | str) -> CheckpointStore:
@@ -186,6 +142,8 @@ class CheckpointStore:
 
         Raises:
             InvalidArgumentError: ``folder`` is not an existing folder.
+            WorkspaceTooDeepError: its folders nest more than :data:`MAX_DEPTH` deep.
+            OSError: a file in it cannot be read, or a folder moved while this walked it.
         """
         root = Path(folder)
         if not root.is_dir() or root.is_symlink():
@@ -193,8 +151,9 @@ class CheckpointStore:
         root = root.resolve()
         old = self._cache(root)
         for _attempt in range(2):
-            scan = _Scan(old, time.time_ns())
-            digest = self._tree(root, scan)
+            scan = Scan(old, time.time_ns())
+            digest = _fswalk.record(root, scan, self.objects, self._own())
+            self.written += scan.written
             absent = self.objects.missing(scan.trees.keys() | scan.cached.keys())
             lost = absent & scan.cached.keys()
             if not lost:
@@ -212,64 +171,13 @@ class CheckpointStore:
             self._save_cache(root, scan.new)
         return digest
 
-    def _tree(self, root: Path, scan: _Scan) -> str:
-        """Record every folder below ``root``, deepest first; returns the root tree's digest.
-
-        Raises:
-            WorkspaceTooDeepError: folders nest more than :data:`MAX_DEPTH` deep.
-        """
-        stack = [_Folder(root, "", _listed(root))]
-        while True:
-            top = stack[-1]
-            if top.at < len(top.items):
-                item = top.items[top.at]
-                top.at += 1
-                rel = top.prefix + item.name
-                try:
-                    st = item.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue  # removed while we looked: it is not part of this checkpoint
-                mode = stat.S_IMODE(st.st_mode) & _MODE_BITS
-                if stat.S_ISLNK(st.st_mode):
-                    top.entries.append([item.name, "l", 0, os.readlink(item.path)])
-                elif stat.S_ISDIR(st.st_mode):
-                    if Path(item.path) == self._own:
-                        continue  # the checkpoints themselves, kept inside the workspace
-                    if len(stack) >= MAX_DEPTH:
-                        raise WorkspaceTooDeepError(f"the workspace {str(root)!r}", MAX_DEPTH)
-                    sub = Path(item.path)
-                    stack.append(_Folder(sub, rel + "/", _listed(sub), item.name, mode))
-                elif stat.S_ISREG(st.st_mode):
-                    digest = self._blob(item.path, rel, st, scan)
-                    top.entries.append([item.name, "f", mode, digest])
-                continue
-            # Every item is recorded: the folder's tree is complete, and its parent's next.
-            data = _encode(top.entries)
-            digest = hashlib.sha256(data).hexdigest()
-            scan.trees[digest] = data
-            stack.pop()
-            if not stack:
-                return digest
-            stack[-1].entries.append([top.name, "d", top.mode, digest])
-
-    def _blob(self, path: str, rel: str, st: os.stat_result, scan: _Scan) -> str:
-        key: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        seen = scan.old.get(rel)
-        if (
-            seen is not None
-            and len(seen) == 6
-            and seen[:4] == key
-            and st.st_mtime_ns + _RACY_NS < int(seen[5])
-        ):
-            digest = str(seen[4])
-            scan.cached[digest] = path
-            scan.new[rel] = list(seen)
-            return digest
-        digest = hash_file(Path(path))
-        # put_file stores nothing (and reads nothing) when the object is there already.
-        self.written += self.objects.put_file(digest, Path(path))
-        scan.new[rel] = [*key, digest, scan.started]
-        return digest
+    def _own(self) -> tuple[int, int] | None:
+        """The identity of the checkpoint folder (not recorded when kept in the workspace)."""
+        try:
+            st = os.stat(self.folder)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
 
     # -- reading ------------------------------------------------------------------------
 
@@ -279,8 +187,8 @@ class CheckpointStore:
             tree = json.loads(data.decode("utf-8", "surrogateescape"))
         except ValueError:
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree") from None
-        if not isinstance(tree, dict) or tree.get("v") != _VERSION:
-            raise InvalidArgumentError(f"{digest} is not a checkpoint tree of version {_VERSION}")
+        if not isinstance(tree, dict) or tree.get("v") != VERSION:
+            raise InvalidArgumentError(f"{digest} is not a checkpoint tree of version {VERSION}")
         entries = tree.get("entries")
         if not isinstance(entries, list):
             raise InvalidArgumentError(f"{digest} is not a checkpoint tree")
@@ -393,13 +301,16 @@ class CheckpointStore:
 
         Paths the checkpoint does not have are removed (a symlink is removed, never
         followed); files that differ are replaced atomically; an empty or missing
-        folder becomes a copy of the checkpoint. Nothing outside ``folder`` is touched.
+        folder becomes a copy of the checkpoint. Nothing outside ``folder`` is touched,
+        even when what runs in it swaps a folder for a symlink while this walks it.
 
         Raises:
             InvalidArgumentError: ``checkpoint_id`` is not a checkpoint or lacks an
                 object, or ``folder`` exists and is not a folder (nothing is changed).
             WorkspaceTooDeepError: the checkpoint's folders nest more than
                 :data:`MAX_DEPTH` deep (nothing is changed).
+            OSError: something in the folder could not be made or removed, or a folder
+                moved while this walked it (what was done stays done).
         """
         root = Path(folder)
         # Every object must be there before anything changes: a restore is whole or nothing.
@@ -408,72 +319,7 @@ class CheckpointStore:
             raise InvalidArgumentError(f"{str(folder)!r} is not a folder to restore into")
         root.mkdir(parents=True, exist_ok=True)
         root = root.resolve()
-        self._restore_tree(root, checkpoint_id, self._cache(root))
-
-    def _restore_tree(self, root: Path, digest: str, cache: dict[str, list[int | str]]) -> None:
-        # One frame per folder on the way down: the folder, its path, the entries still to
-        # make and the mode it gets once they are made (the root keeps its own).
-        Frame = tuple[Path, str, Iterator[list[Any]], int | None]
-        stack: list[Frame] = [(root, "", self._clear(root, digest), None)]
-        while stack:
-            folder, prefix, todo, mode = stack[-1]
-            entry = next(todo, None)
-            if entry is None:
-                stack.pop()
-                if mode is not None:
-                    os.chmod(folder, mode & _MODE_BITS)
-                continue
-            name, kind, entry_mode, ref = entry
-            path = folder / name
-            if kind == "d":
-                path.mkdir(exist_ok=True)
-                stack.append((path, prefix + name + "/", self._clear(path, ref), entry_mode))
-            elif kind == "l":
-                os.symlink(ref, path)
-            else:
-                if not (path.exists() and self._same(path, ref, cache, prefix + name)):
-                    self._write_blob(path, ref)
-                os.chmod(path, entry_mode & _MODE_BITS)
-
-    def _clear(self, folder: Path, digest: str) -> Iterator[list[Any]]:
-        """Remove from ``folder`` what tree ``digest`` does not keep; its entries, by name."""
-        wanted = {e[0]: e for e in self._entries(digest)}
-        with os.scandir(folder) as scan:
-            present = list(scan)
-        for item in present:
-            entry = wanted.get(item.name)
-            st = item.stat(follow_symlinks=False)
-            keep = entry is not None and (
-                (entry[1] == "d" and stat.S_ISDIR(st.st_mode))
-                or (entry[1] == "f" and stat.S_ISREG(st.st_mode))
-            )
-            if not keep:
-                remove_tree(item.path)
-        return iter([wanted[name] for name in sorted(wanted)])
-
-    def _same(self, path: Path, digest: str, cache: dict[str, list[int | str]], rel: str) -> bool:
-        st = path.stat()
-        seen = cache.get(rel)
-        key: list[int | str] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
-        if (
-            seen is not None
-            and len(seen) == 6
-            and seen[:4] == key
-            and st.st_mtime_ns + _RACY_NS < int(seen[5])
-        ):
-            return seen[4] == digest
-        return hash_file(path) == digest
-
-    def _write_blob(self, path: Path, digest: str) -> None:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".plait-restore-")
-        try:
-            with os.fdopen(fd, "wb") as out, self.objects.open(digest) as src:
-                copy_stream(src, out)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        _fswalk.restore(root, checkpoint_id, self._entries, self.objects, self._cache(root))
 
     # -- pruning ------------------------------------------------------------------------
 

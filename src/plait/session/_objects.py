@@ -11,8 +11,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import Collection, Iterator
-from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from plait.errors import InvalidArgumentError
 from plait.store import ObjectStore
@@ -75,13 +74,12 @@ class StoreObjects:
         parts = (data[i : i + _PART] for i in range(0, len(data), _PART))
         self.store.object_put(digest, parts, _now_us())
 
-    def put_file(self, digest: str, source: Path) -> int:
-        """Store the file ``source`` (hashed to ``digest``); returns the bytes written."""
+    def put_file(self, digest: str, source: BinaryIO) -> int:
+        """Store the open file ``source`` from where it is (hashed to ``digest``); returns bytes."""
 
         def parts() -> Iterator[bytes]:
-            with open(source, "rb") as src:
-                while chunk := src.read(_PART):
-                    yield chunk
+            while chunk := source.read(_PART):
+                yield chunk
 
         return self.store.object_put(digest, parts(), _now_us())
 
