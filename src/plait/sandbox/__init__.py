@@ -12,6 +12,7 @@ sandbox's :class:`SandboxPolicy`. :class:`CheckpointStore` records and restores
 a workspace's files, content-addressed.
 """
 
+from plait.sandbox._objects import SourceChangedError, verified_parts
 from plait.sandbox.base import (
     Backend,
     Mount,
@@ -39,8 +40,10 @@ __all__ = [
     "Objects",
     "Sandbox",
     "SandboxPolicy",
+    "SourceChangedError",
     "backend_named",
     "open_sandbox_at",
     "register_backend",
     "tool_environment",
+    "verified_parts",
 ]

@@ -25,20 +25,30 @@ import json
 import os
 import secrets
 import stat
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from plait.errors import WorkspaceTooDeepError
 from plait.sandbox._fstree import Cursor, open_file, remove_at
-from plait.sandbox._objects import Objects, copy_stream, hash_stream
+from plait.sandbox._objects import (
+    Objects,
+    SourceChangedError,
+    copy_stream,
+    hash_stream,
+    snapshot,
+)
 
 __all__ = ["MAX_DEPTH", "MODE_BITS", "VERSION", "Scan", "record", "restore"]
 
 MAX_DEPTH = 512
 """The deepest folder nesting a checkpoint records or a restore makes (git's own walks
 stop near here too); deeper is :class:`~plait.errors.WorkspaceTooDeepError`."""
+
+_SPOOL_IN_MEMORY = 8 << 20
+"""Bytes of a file's snapshot kept in memory before it goes to a temporary file."""
 
 MODE_BITS = 0o1777
 """The permission bits a checkpoint keeps and a restore sets: the sticky bit, never set-id."""
@@ -228,7 +238,16 @@ def _blob(
         digest = hash_stream(src)
         src.seek(0)
         # put_file stores nothing (and reads nothing) when the object is there already.
-        scan.written += objects.put_file(digest, src)
+        try:
+            scan.written += objects.put_file(digest, src)
+        except SourceChangedError:
+            # Written to between the hash and the copy (a log a background process
+            # appends to): store what one read of it saw, under that read's digest.
+            src.seek(0)
+            with tempfile.SpooledTemporaryFile(_SPOOL_IN_MEMORY) as spooled:
+                spool = cast(BinaryIO, spooled)  # a binary file, typed as IO[bytes]
+                digest = snapshot(src, spool)
+                scan.written += objects.put_file(digest, spool)
     key: list[int | str] = [fst.st_size, fst.st_mtime_ns, fst.st_ctime_ns, fst.st_ino]
     scan.new[rel] = [*key, digest, scan.started]
     return digest, stat.S_IMODE(fst.st_mode) & MODE_BITS

@@ -17,7 +17,16 @@ from typing import Any, BinaryIO, Final, Protocol
 
 from plait.errors import InvalidArgumentError
 
-__all__ = ["DIGEST_CHARS", "FolderObjects", "Objects", "copy_stream", "hash_stream"]
+__all__ = [
+    "DIGEST_CHARS",
+    "FolderObjects",
+    "Objects",
+    "SourceChangedError",
+    "copy_stream",
+    "hash_stream",
+    "snapshot",
+    "verified_parts",
+]
 
 _CHUNK: Final = 1 << 20
 DIGEST_CHARS: Final = frozenset("0123456789abcdef")
@@ -45,7 +54,10 @@ class Objects(Protocol):
         It takes a file the caller opened, never a path: a workspace's file is opened
         relative to its folder's descriptor without following a symlink, and what is
         stored is what was hashed, whatever the name points to by now. Nothing is read
-        when the object is already stored.
+        when the object is already stored. What is read is hashed as it is copied
+        (:func:`verified_parts`): a file written to since it was hashed raises
+        :class:`SourceChangedError` with nothing stored, never an object whose bytes
+        are not its name's.
 
         Returns:
             The bytes written (0 when the object was there).
@@ -127,8 +139,20 @@ class FolderObjects:
         self._publish(digest, lambda out: out.write(data))
 
     def put_file(self, digest: str, source: BinaryIO) -> int:
-        """Copy the open file ``source`` in as ``digest``; returns bytes written (0 if present)."""
-        return self._publish(digest, lambda out: copy_stream(source, out))
+        """Copy the open file ``source`` in as ``digest``; returns bytes written (0 if present).
+
+        Raises:
+            SourceChangedError: what was read does not hash to ``digest`` (nothing stored).
+        """
+
+        def copy(out: Any) -> int:
+            size = 0
+            for part in verified_parts(source, digest, _CHUNK):
+                out.write(part)
+                size += len(part)
+            return size
+
+        return self._publish(digest, copy)
 
     def get(self, digest: str) -> bytes:
         """The object's bytes.
@@ -180,6 +204,39 @@ class FolderObjects:
         """Remove one object."""
         with contextlib.suppress(FileNotFoundError):
             self._path(digest).unlink()
+
+
+class SourceChangedError(Exception):
+    """A file being stored did not hash to its digest as it was copied: it was written to.
+
+    Raised by :meth:`Objects.put_file` with nothing stored; the checkpoint walk then
+    stores one snapshot of the file instead, so it never reaches a caller.
+    """
+
+
+def verified_parts(source: BinaryIO, digest: str, size: int) -> Iterator[bytes]:
+    """The open file's bytes in parts of ``size``, checked against ``digest`` at the end.
+
+    Raises:
+        SourceChangedError: once the last part is read, if the bytes hash otherwise
+            (the consumer, which stores the parts, then stores nothing).
+    """
+    h = hashlib.sha256()
+    while chunk := source.read(size):
+        h.update(chunk)
+        yield chunk
+    if h.hexdigest() != digest:
+        raise SourceChangedError(f"the file changed while it was stored as {digest}")
+
+
+def snapshot(source: BinaryIO, spool: BinaryIO) -> str:
+    """Copy the open file ``source`` into ``spool`` in one read; return the copy's SHA-256."""
+    h = hashlib.sha256()
+    while chunk := source.read(_CHUNK):
+        h.update(chunk)
+        spool.write(chunk)
+    spool.seek(0)
+    return h.hexdigest()
 
 
 def copy_stream(src: Any, out: Any) -> int:

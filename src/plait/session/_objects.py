@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterator
 from typing import Any, BinaryIO
 
 from plait.errors import InvalidArgumentError
+from plait.sandbox import verified_parts
 from plait.store import ObjectStore
 
 __all__ = ["StoreObjects"]
@@ -75,13 +76,13 @@ class StoreObjects:
         self.store.object_put(digest, parts, _now_us())
 
     def put_file(self, digest: str, source: BinaryIO) -> int:
-        """Store the open file ``source`` from where it is (hashed to ``digest``); returns bytes."""
+        """Store the open file ``source`` from where it is (hashed to ``digest``); returns bytes.
 
-        def parts() -> Iterator[bytes]:
-            while chunk := source.read(_PART):
-                yield chunk
-
-        return self.store.object_put(digest, parts(), _now_us())
+        Raises:
+            SourceChangedError: what was read does not hash to ``digest``; the store's
+                write is undone, so nothing is stored.
+        """
+        return self.store.object_put(digest, verified_parts(source, digest, _PART), _now_us())
 
     def get(self, digest: str) -> bytes:
         """The object's bytes.
