@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -26,6 +26,7 @@ from plait.session import (
     Snapshot,
     WriterLockMode,
     checkpoints,
+    retention,
     validate_workspace_policy,
 )
 from plait.session.counting import shown_length
@@ -340,6 +341,51 @@ class SessionCollection:
             SessionLockedError: another process has it open for writing.
         """
         self._remove(session_id, erase=True)
+
+    def retain(
+        self,
+        older_than: timedelta | float | str,
+        *,
+        dry_run: bool = False,
+        all_workspaces: bool = False,
+        vacuum: bool = False,
+    ) -> retention.Retained:
+        """Remove the sessions idle for longer than ``older_than``, and give their space back.
+
+        A session is idle since its last write (its row's or its newest record's). Each
+        one goes as :meth:`erase` removes it, with its hidden heads and the workspace
+        checkpoints no kept session needs; every record a kept session reads stays (a
+        kept fork keeps its shared prefix), so every kept session still resumes. A
+        session with a run in progress or a writer holding its lock is kept (named in
+        ``skipped``), and so is a framework's state holder. Then the store gives the
+        space back: SQLite's incremental vacuum; PostgreSQL's ``VACUUM``, which makes it
+        reusable (D310-D313).
+
+        Args:
+            older_than: a ``timedelta``, seconds, or text such as ``30d``, ``12h``, ``2w``.
+            dry_run: report what would go; change nothing.
+            all_workspaces: every session of the store, not only this workspace's.
+            vacuum: also rewrite the store where only that gives space back (an older
+                SQLite file: ``VACUUM``; PostgreSQL: ``VACUUM FULL``, which locks each
+                table while it runs).
+
+        Returns:
+            What was removed (or would be) and the bytes given back.
+
+        Raises:
+            InvalidArgumentError: ``older_than`` is not a positive duration, or a flag is
+                not a bool.
+        """
+        if not isinstance(all_workspaces, bool):
+            raise InvalidArgumentError(f"all_workspaces is True or False, not {all_workspaces!r}")
+        return retention.retain(
+            self._client,
+            older_than,
+            dry_run=dry_run,
+            workspace=None if all_workspaces else self._client.workspace,
+            vacuum=vacuum,
+            spare=lambda row: not is_conversation(row),
+        )
 
     def _remove(self, session_id: str, *, erase: bool) -> None:
         row = self._client.lookup(session_id)
