@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Final
+from typing import Final, Literal, NamedTuple
 
 from plait._checks import MAX_INT
 from plait._time import now_micros
@@ -44,8 +44,9 @@ _RUNNING: Final = "running"
 
 
 def parse_age(value: object, name: str = "older_than") -> timedelta:
-    """A positive duration from a ``timedelta``, a number of seconds, or text such as
-    ``30d``, ``12h``, ``90m``, ``45s``, ``2w`` or ``1d12h``.
+    """A positive duration: a ``timedelta``, seconds, or text such as ``30d`` or ``1d12h``.
+
+    Text is a number and a unit (``s``, ``m``, ``h``, ``d``, ``w``), several added up.
 
     Raises:
         InvalidArgumentError: anything else (zero, negative, unknown units, not a duration).
@@ -205,16 +206,14 @@ def retain(
     saved: set[str] = set()
     for row in chosen:
         done = _remove(host, row.id, cutoff_us, planner)
-        if done is None:
-            continue
-        if done is False:
+        if done == "busy":
             busy.append(row.id)
-            continue
-        removed_ids.append(row.id)
-        heads += done[0]
-        records += done[1]
-        octets += done[2]
-        saved |= done[3]
+        elif isinstance(done, _Removed):
+            removed_ids.append(row.id)
+            heads += done.hidden_heads
+            records += done.records
+            octets += done.record_bytes
+            saved |= done.checkpoints
     objects = 0
     if saved:
         objects = checkpoints.forget(store, saved, checkpoints.referenced(store))
@@ -252,13 +251,20 @@ def _idle(store: Store, cutoff_us: int, workspace: str | None) -> list[SessionRo
 def _busy(host: SessionHost, session_id: str) -> bool:
     """Whether a run is in progress on the session, or a writer holds its lock."""
     store = host.store
-    if host.runs.running(session_id) or _turns.held(store, session_id):
+    if _turns.held(store, session_id) or _running(host, session_id):
         return True
+    return store.locked_elsewhere(session_id)
+
+
+def _running(host: SessionHost, session_id: str) -> bool:
+    """Whether a run is in progress on the session: this host's, or any the store knows."""
+    if host.runs.running(session_id):
+        return True
+    store = host.store
     if isinstance(store, RunRegistry):
         run = store.run_of(session_id)
-        if run is not None and run.state == _RUNNING:
-            return True
-    return store.locked_elsewhere(session_id)
+        return run is not None and run.state == _RUNNING
+    return False
 
 
 def _hidden(store: Store, ids: Iterable[str]) -> set[str]:
@@ -276,22 +282,30 @@ def _hidden(store: Store, ids: Iterable[str]) -> set[str]:
     return found
 
 
+class _Removed(NamedTuple):
+    hidden_heads: int
+    records: int
+    record_bytes: int
+    checkpoints: set[str]
+    """The checkpoint ids the session and its hidden heads named."""
+
+
 def _remove(
     host: SessionHost, session_id: str, cutoff_us: int, planner: RetentionStore | None
-) -> tuple[int, int, int, set[str]] | bool | None:
+) -> _Removed | Literal["busy", "gone"]:
     """Erase one idle session under its writer lock.
 
-    Returns its hidden heads, records and their bytes, and the checkpoint ids it named;
-    False when a writer holds it; None when it is gone or was written meanwhile.
+    Returns what went; ``busy`` when a run or another writer holds it; ``gone`` when it
+    was erased meanwhile (another retention) or written since it was listed.
     """
     store = host.store
     try:
         with host.locked(session_id):
             row = store.get(session_id)
             if row is None or row.updated_at_us >= cutoff_us:
-                return None  # erased by another retention, or written since it was listed
-            if host.runs.running(session_id):
-                return False
+                return "gone"  # erased by another retention, or written since it was listed
+            if _turns.held(store, session_id) > 1 or _running(host, session_id):
+                return "busy"  # a writer of this process took it since it was listed
             heads = _hidden(store, [session_id])
             saved = checkpoints.ids_in(store.read(row, 0, row.layout.end_seq))
             for hidden_id in heads:
@@ -301,10 +315,10 @@ def _remove(
             plan = planner.erase_plan([session_id]) if planner is not None else None
             store.erase(session_id)
     except SessionLockedError:
-        return False
+        return "busy"
     except SessionNotFoundError:
-        return None
+        return "gone"
     host.forget(session_id)
     if plan is None:
-        return len(heads), 0, 0, saved
-    return plan.hidden_heads, plan.records, plan.record_bytes, saved
+        return _Removed(len(heads), 0, 0, saved)
+    return _Removed(plan.hidden_heads, plan.records, plan.record_bytes, saved)
