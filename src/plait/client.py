@@ -349,32 +349,25 @@ class SessionCollection:
         dry_run: bool = False,
         all_workspaces: bool = False,
         vacuum: bool = False,
+        checkpoint_grace: float = checkpoints.PRUNE_GRACE,
     ) -> retention.Retained:
-        """Remove the sessions idle for longer than ``older_than``, and give their space back.
+        """Remove the sessions idle for longer than ``older_than``; give their space back.
 
-        A session is idle since its last write (its row's or its newest record's). Each
-        one goes as :meth:`erase` removes it, with its hidden heads and the workspace
-        checkpoints no kept session needs; every record a kept session reads stays (a
-        kept fork keeps its shared prefix), so every kept session still resumes. A
-        session with a run in progress or a writer holding its lock is kept (named in
-        ``skipped``), and so is a framework's state holder. Then the store gives the
-        space back: SQLite's incremental vacuum; PostgreSQL's ``VACUUM``, which makes it
-        reusable (D310-D313).
+        Each idle session (no write since) is erased as :meth:`erase` does, with its
+        hidden heads and the checkpoints no kept session needs; what a kept session
+        reads stays, so every kept session still resumes. A session in a run, held by
+        a writer, or holding a framework's state is kept (D310-D313).
 
         Args:
             older_than: a ``timedelta``, seconds, or text such as ``30d``, ``12h``, ``2w``.
             dry_run: report what would go; change nothing.
             all_workspaces: every session of the store, not only this workspace's.
-            vacuum: also rewrite the store where only that gives space back (an older
-                SQLite file: ``VACUUM``; PostgreSQL: ``VACUUM FULL``, which locks each
-                table while it runs).
-
-        Returns:
-            What was removed (or would be) and the bytes given back.
+            vacuum: rewrite the store where only that gives space back (an older SQLite
+                file; PostgreSQL's ``VACUUM FULL``, which locks each table meanwhile).
+            checkpoint_grace: seconds of recent use that keep a checkpoint object.
 
         Raises:
-            InvalidArgumentError: ``older_than`` is not a positive duration, or a flag is
-                not a bool.
+            InvalidArgumentError: not a positive duration, a flag not a bool, or a bad grace.
         """
         if not isinstance(all_workspaces, bool):
             raise InvalidArgumentError(f"all_workspaces is True or False, not {all_workspaces!r}")
@@ -384,6 +377,7 @@ class SessionCollection:
             dry_run=dry_run,
             workspace=None if all_workspaces else self._client.workspace,
             vacuum=vacuum,
+            checkpoint_grace=checkpoint_grace,
             spare=lambda row: not is_conversation(row),
         )
 

@@ -127,17 +127,22 @@ def ids_in(records: Iterable[Record]) -> set[str]:
 
 
 def forget(
-    store: Store, gone: Collection[str], keep: Collection[str], *, dry_run: bool = False
+    store: Store,
+    gone: Collection[str],
+    keep: Collection[str],
+    *,
+    grace: float = PRUNE_GRACE,
+    dry_run: bool = False,
 ) -> int:
     """Remove the objects of the checkpoints ``gone`` that no checkpoint in ``keep`` needs.
 
     What a removed session's tool calls saved goes with it; an object no checkpoint names
     (another user of the store's object space keeps its own) is never looked at, and one
-    used within :data:`PRUNE_GRACE` stays. Returns how many objects went (or would).
+    used within ``grace`` seconds stays. Returns how many objects went (or would).
     """
     if not gone:
         return 0
-    return checkpoints_of(store).forget(gone, keep, grace=PRUNE_GRACE, dry_run=dry_run)
+    return checkpoints_of(store).forget(gone, keep, grace=grace, dry_run=dry_run)
 
 
 def checkpoint_at(records: Sequence[Record], messages: int) -> str:

@@ -146,6 +146,7 @@ def retain(
     dry_run: bool = False,
     workspace: str | None = None,
     vacuum: bool = False,
+    checkpoint_grace: float = checkpoints.PRUNE_GRACE,
     spare: Callable[[SessionRow], bool] | None = None,
 ) -> Retained:
     """Remove the sessions of ``workspace`` (None: every one) idle for longer than asked.
@@ -157,12 +158,18 @@ def retain(
         workspace: the workspace path, or None for the whole store.
         vacuum: where only a rewrite gives space back (SQLite without incremental vacuum,
             PostgreSQL's ``VACUUM FULL``), do it.
+        checkpoint_grace: seconds: a checkpoint object used more recently stays (a
+            tool call in flight may need it before its record names it).
         spare: idle sessions this returns True for are kept, unreported.
 
     Raises:
-        InvalidArgumentError: a bad ``older_than``, ``dry_run`` or ``vacuum``.
+        InvalidArgumentError: a bad ``older_than``, ``dry_run``, ``vacuum`` or
+            ``checkpoint_grace``.
     """
     age = parse_age(older_than)
+    grace = checkpoint_grace
+    if isinstance(grace, bool) or not isinstance(grace, int | float) or not 0 <= grace < 1e12:
+        raise InvalidArgumentError(f"checkpoint_grace is seconds >= 0, not {shown(grace)}")
     for name, flag in (("dry_run", dry_run), ("vacuum", vacuum)):
         if not isinstance(flag, bool):
             raise InvalidArgumentError(f"{name} is True or False, not {shown(flag)}")
@@ -185,7 +192,7 @@ def retain(
         refs = checkpoints.references(store) if gone_ids else {}
         gone = {c for c, by in refs.items() if by <= removed}
         keep = set(refs) - gone
-        objects = checkpoints.forget(store, gone, keep, dry_run=True)
+        objects = checkpoints.forget(store, gone, keep, grace=grace, dry_run=True)
         return Retained(
             age,
             cutoff,
@@ -216,7 +223,7 @@ def retain(
             saved |= done.checkpoints
     objects = 0
     if saved:
-        objects = checkpoints.forget(store, saved, checkpoints.referenced(store))
+        objects = checkpoints.forget(store, saved, checkpoints.referenced(store), grace=grace)
     reclaimed = "nothing"
     after = before
     if planner is not None and (removed_ids or vacuum):
