@@ -25,6 +25,7 @@ from plait.client import Client
 from plait.errors import InvalidArgumentError
 from plait.interop import to_jsonl
 from plait.layout import branch
+from plait.records import Record, UserRecord
 from plait.session import Session
 from plait.session.checkpoints import checkpoints_of
 from plait.session.retention import Retained
@@ -96,7 +97,7 @@ class RetentionConformance(ConformanceBase):
         """The footprint counts what is held; giving space back leaves it readable."""
         self.needs(store, RetentionStore, "retention verbs")
         assert isinstance(store, RetentionStore)
-        big = [replace(r, content="x" * 4000) for r in users(0, 50)]
+        big: list[Record] = [UserRecord(seq=i, content="x" * 4000) for i in range(50)]
         store.create(appended(new_row("big"), big), big)
         held = store.footprint()
         assert held.records == 50 and held.sessions == 1 and held.bytes > 0
@@ -258,7 +259,7 @@ class RetentionConformance(ConformanceBase):
             mine = Client(tmp_path, store=writer.store, writer_lock="write", lock_timeout=0)
             try:
                 results.append(mine.sessions.retain(IDLE, all_workspaces=True))
-            except BaseException as exc:  # noqa: BLE001 - reported by the assert below
+            except BaseException as exc:  # reported by the assert below
                 errors.append(exc)
             finally:
                 mine.close()
