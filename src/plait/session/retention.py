@@ -4,8 +4,8 @@ A session is idle since its last write: the later of its row's ``updated_at`` an
 newest record (the store's :meth:`~plait.store.RetentionStore.idle_sessions`). Each idle
 session is removed by the store's own ``erase`` (D117), under its writer lock, after its
 idleness is read again under that lock, so a session written meanwhile stays. A session
-with a run in progress, or whose writer lock another process (or a handle of this one)
-holds, is kept and named as skipped. Erase keeps what a kept session reads: a kept fork
+with a run in progress, or whose writer lock another process (or another client of this
+one) holds, is kept and named as skipped. Erase keeps what a kept session reads: a kept fork
 keeps its shared prefix whole, a kept session's hidden heads stay, so every kept session
 still resumes (D310).
 
@@ -255,12 +255,18 @@ def _idle(store: Store, cutoff_us: int, workspace: str | None) -> list[SessionRo
     return sorted((r for r in rows if r.updated_at_us < cutoff_us), key=lambda r: r.updated_at_us)
 
 
-def _busy(host: SessionHost, session_id: str) -> bool:
-    """Whether a run is in progress on the session, or a writer holds its lock."""
+def _busy(host: SessionHost, session_id: str, *, taken: int = 0) -> bool:
+    """Whether a run is in progress on the session, or another writer holds its lock.
+
+    ``taken``: holds of the lock the caller itself took. This host's own hold (a
+    session it wrote and has not released) is no other writer: ``erase`` removes such a
+    session too, and so does a retention through this host once it is idle.
+    """
     store = host.store
-    if _turns.held(store, session_id) or _running(host, session_id):
+    own = taken + (1 if host.holds_lock(session_id) else 0)
+    if _turns.held(store, session_id) > own or _running(host, session_id):
         return True
-    return store.locked_elsewhere(session_id)
+    return not taken and store.locked_elsewhere(session_id)
 
 
 def _running(host: SessionHost, session_id: str) -> bool:
@@ -311,7 +317,7 @@ def _remove(
             row = store.get(session_id)
             if row is None or row.updated_at_us >= cutoff_us:
                 return "gone"  # erased by another retention, or written since it was listed
-            if _turns.held(store, session_id) > 1 or _running(host, session_id):
+            if _busy(host, session_id, taken=1):
                 return "busy"  # a writer of this process took it since it was listed
             heads = _hidden(store, [session_id])
             saved = checkpoints.ids_in(store.read(row, 0, row.layout.end_seq))

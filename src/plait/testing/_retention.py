@@ -104,7 +104,9 @@ class RetentionConformance(ConformanceBase):
         store.erase("big")
         assert isinstance(store.reclaim(), str)
         after = store.footprint()
-        assert after.records == 0 and after.bytes <= held.bytes
+        assert after.records == 0
+        if held.free_bytes is not None:  # PostgreSQL's VACUUM may add its maps' pages
+            assert after.bytes <= held.bytes
         assert store.integrity_check() == []
 
     # -- writer.sessions.retain -------------------------------------------------------------
