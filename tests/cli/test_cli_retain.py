@@ -112,7 +112,7 @@ def test_the_plain_report_names_what_went_and_the_bytes(store: tuple[Path, str, 
 def test_a_bad_age_is_a_clean_error_and_removes_nothing(
     store: tuple[Path, str, str], age: str, said: str
 ) -> None:
-    db, old, _ = store
+    db, _, _ = store
     before = db.read_bytes()
     done = _plait(db, "db", "retain", "--older-than", age)
     assert done.returncode == 1

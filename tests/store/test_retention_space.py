@@ -10,11 +10,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-
 from plait import Client
 from plait.session.checkpoints import checkpoints_of
 from plait.store import SQLiteStore
-
 from tests.conftest import make_store, needs_postgres
 
 
