@@ -220,12 +220,18 @@ def serve_command(
     from plait.client import Client
     from plait.server import create_app
     from plait.server.retaining import Retention
+    from plait.session.retention import parse_age
     from plait.server.serving import serve_app
     from plait.tools import BUILTIN_TOOLS
 
     # Checked before anything is opened or minted: a typo is said at once.
     retention = (
-        Retention(retain_older_than, _period(retain_every)) if retain_older_than else None
+        Retention(
+            parse_age(retain_older_than, "--retain-older-than"),
+            _period(retain_every),
+        )
+        if retain_older_than is not None
+        else None
     )
     if api_keys:
         click.echo(
@@ -281,8 +287,8 @@ def serve_command(
     )
     if retention is not None:
         click.echo(
-            f"sessions idle for longer than {retention.older_than} are removed "
-            f"every {retention.every:g}s (plait db retain --dry-run shows which)",
+            f"sessions idle for longer than {retain_older_than} are removed "
+            f"every {retain_every} (plait db retain --dry-run shows which)",
             err=True,
         )
     if minted is None:
@@ -301,12 +307,22 @@ def serve_command(
         client.close()
 
 
-def _period(text: str) -> float | str:
-    """``--retain-every``: plain seconds, or text such as ``30m`` (checked by Retention)."""
+def _period(text: str) -> float:
+    """``--retain-every``: plain seconds, or text such as ``30m``.
+
+    Raises:
+        InvalidArgumentError: neither.
+    """
+    from plait.errors import InvalidArgumentError
+    from plait.session.retention import parse_age
+
     try:
-        return float(text)
+        seconds = float(text)
     except ValueError:
-        return text
+        return parse_age(text, "--retain-every").total_seconds()
+    if not 1 <= seconds < float("inf"):
+        raise InvalidArgumentError(f"--retain-every is at least 1 second, not {text!r}")
+    return seconds
 
 
 def _own_url(host: str, port: int) -> str | None:
