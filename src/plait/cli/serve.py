@@ -220,8 +220,8 @@ def serve_command(
     from plait.client import Client
     from plait.server import create_app
     from plait.server.retaining import Retention
-    from plait.session.retention import parse_age
     from plait.server.serving import serve_app
+    from plait.session.retention import parse_age
     from plait.tools import BUILTIN_TOOLS
 
     # Checked before anything is opened or minted: a typo is said at once.
