@@ -47,7 +47,8 @@ class Footprint:
     sessions: int
     """Session rows held: live sessions, hidden heads and tombstones still read."""
     objects: int
-    """Objects in the store's object space (workspace checkpoints' blobs and trees)."""
+    """Objects in the store's own object space (PostgreSQL's workspace checkpoints, a
+    framework's values); a SQLite file keeps its checkpoints in a folder beside it."""
     bytes: int
     """The size of the store: SQLite's database file (pages times page size);
     PostgreSQL's plait tables with their indexes and TOAST."""
