@@ -6,14 +6,19 @@ needed.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from plait import Client
 from plait.session.checkpoints import checkpoints_of
 from plait.store import SQLiteStore
-from tests.conftest import make_store, needs_postgres
+from tests.conftest import POSTGRES_URL, make_store, needs_postgres
 
 
 def _fill(client: Client, n: int, size: int = 4000) -> list[str]:
@@ -114,3 +119,39 @@ def test_postgres_vacuums_and_says_the_space_is_reusable(pg_schema: str, tmp_pat
         assert full.reclaimed == "vacuum full"
         assert full.bytes_after is not None and done.bytes_after is not None
         assert full.bytes_after < done.bytes_after
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_processes_retaining_at_once_remove_each_session_once(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """As two replicas on one store would (D313): both succeed, each session goes once."""
+    if kind == "postgres":
+        schema = request.getfixturevalue("pg_schema")
+        store = make_store("postgres", tmp_path, schema)
+        target = f"{POSTGRES_URL}?schema={schema}" if "?" not in str(POSTGRES_URL) else (
+            f"{POSTGRES_URL}&schema={schema}"
+        )
+    else:
+        store = make_store("sqlite", tmp_path)
+        target = str(tmp_path / "plait.db")
+    with Client(tmp_path, store=store) as client:
+        old = _fill(client, 12, size=200)
+        time.sleep(8.5)  # past the age, with room for two commands' start-up on a busy machine
+        kept = _fill(client, 1, size=200)
+    store.close()
+    command = [sys.executable, "-m", "plait", "--store", target, "db", "retain",
+               "--older-than", "8s", "--json"]
+    procs = [
+        subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err for _, err in outs]
+    removed = [sid for out, _ in outs for sid in json.loads(out)["sessions"]]
+    assert sorted(removed) == sorted(old)  # every one, none twice
+    with Client(tmp_path, store=make_store(kind, tmp_path, schema if kind == "postgres" else None)
+                ) as client:
+        assert [i.id for i in client.sessions.list(all_workspaces=True)] == kept
+        assert client.store.integrity_check() == []
