@@ -176,7 +176,6 @@ def retain(
     store = host.store
     cutoff_us = now_micros() - int(age.total_seconds() * 1_000_000)
     planner = store if isinstance(store, RetentionStore) else None
-    before = planner.footprint() if planner is not None else None
     idle = [
         row
         for row in _idle(store, cutoff_us, workspace)
@@ -185,6 +184,9 @@ def retain(
     busy = [row.id for row in idle if _busy(host, row.id)]
     chosen = [row for row in idle if row.id not in set(busy)]
     gone_ids = [row.id for row in chosen]
+    # Measuring counts every row: a pass with nothing to do (most of a server's) skips it.
+    measure = planner is not None and bool(chosen or vacuum or dry_run)
+    before = planner.footprint() if planner is not None and measure else None
     cutoff = datetime.fromtimestamp(cutoff_us / 1_000_000, UTC)
     if dry_run:
         plan = planner.erase_plan(gone_ids) if planner is not None else None
@@ -226,7 +228,7 @@ def retain(
         objects = checkpoints.forget(store, saved, checkpoints.referenced(store), grace=grace)
     reclaimed = "nothing"
     after = before
-    if planner is not None and (removed_ids or vacuum):
+    if planner is not None and before is not None and (removed_ids or vacuum):
         reclaimed = planner.reclaim(full=vacuum)
         after = planner.footprint()
     return Retained(

@@ -26,6 +26,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+from plait.errors import StoreCorruptError
 from plait.store._moves import hidden_heads
 from plait.store._rows import SEQ_BITS, row_from_columns
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
@@ -169,7 +170,10 @@ class SQLRetention:
         rows = self._all(query, (*params, limit), "list idle sessions")
         out = []
         for r in rows:
-            row = row_from_columns(r)
+            try:
+                row = row_from_columns(r)
+            except StoreCorruptError:
+                continue  # a row that cannot be read is not removed (`plait db check` names it)
             if row.updated_at_us < before_us:
                 out.append(row)
         return out
