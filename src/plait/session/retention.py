@@ -223,6 +223,9 @@ def retain(
             records += done.records
             octets += done.record_bytes
             saved |= done.checkpoints
+    # One found held may have been held by another pass that removed it (two servers on
+    # one store): it is not in use any more, only gone.
+    busy = [session_id for session_id in busy if store.get(session_id) is not None]
     objects = 0
     if saved:
         objects = checkpoints.forget(store, saved, checkpoints.referenced(store), grace=grace)
