@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -22,8 +23,13 @@ from tests.conftest import eventually
 KEY = "k-0123456789abcdef0123"
 
 
-def test_a_server_removes_idle_sessions_and_keeps_the_rest(tmp_path: Path) -> None:
-    """Every pass removes what has been idle past the age; a session in use is kept."""
+def test_a_server_removes_idle_sessions_and_keeps_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every pass removes what has been idle past the age, and says so in the log."""
+    log = logging.getLogger("plait.server.retention")
+    log.addHandler(caplog.handler)  # whatever `plait serve` in this process set up
+    caplog.set_level(logging.INFO, "plait.server.retention")
     db = tmp_path / "plait.db"
     client = Client(tmp_path, store=db)
     old = client.sessions.new()
@@ -38,6 +44,9 @@ def test_a_server_removes_idle_sessions_and_keeps_the_rest(tmp_path: Path) -> No
         assert api.get(f"/sessions/{made}").status_code == 200
         assert eventually(lambda: not client.exists(made), seconds=20)  # idle once 1 s passes
     client.close()
+    log.removeHandler(caplog.handler)
+    said = [r.getMessage() for r in caplog.records if r.name == "plait.server.retention"]
+    assert any(m.startswith("retention removed 1 session(s) idle over 0:00:01") for m in said)
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ in once (D133).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sys
@@ -291,6 +292,7 @@ def serve_command(
             f"every {retain_every} (plait db retain --dry-run shows which)",
             err=True,
         )
+        _show_retention_log()
     if minted is None:
         click.echo(_sign_in_line(host, port, None), err=True)
     try:
@@ -305,6 +307,16 @@ def serve_command(
         )
     finally:
         client.close()
+
+
+def _show_retention_log() -> None:
+    """Say what each retention pass removed on stderr, in uvicorn's manner."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    log = logging.getLogger("plait.server.retention")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def _period(text: str) -> float:

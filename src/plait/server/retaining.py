@@ -29,7 +29,8 @@ from plait.session.retention import Retained, parse_age
 
 __all__ = ["DEFAULT_RETAIN_EVERY", "Retention", "keep_retaining"]
 
-_log = logging.getLogger("plait.server")
+_log = logging.getLogger("plait.server.retention")
+"""What each pass removed; ``plait serve`` shows it on stderr beside uvicorn's own lines."""
 
 DEFAULT_RETAIN_EVERY: Final = 3600.0
 """Seconds between two retention passes of a server, by default."""
