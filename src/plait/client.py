@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Final
@@ -26,6 +26,7 @@ from plait.session import (
     Snapshot,
     WriterLockMode,
     checkpoints,
+    retention,
     validate_workspace_policy,
 )
 from plait.session.counting import shown_length
@@ -340,6 +341,45 @@ class SessionCollection:
             SessionLockedError: another process has it open for writing.
         """
         self._remove(session_id, erase=True)
+
+    def retain(
+        self,
+        older_than: timedelta | float | str,
+        *,
+        dry_run: bool = False,
+        all_workspaces: bool = False,
+        vacuum: bool = False,
+        checkpoint_grace: float = checkpoints.PRUNE_GRACE,
+    ) -> retention.Retained:
+        """Remove the sessions idle for longer than ``older_than``; give their space back.
+
+        Each idle session (no write since) is erased as :meth:`erase` does, with its
+        hidden heads and the checkpoints no kept session needs; what a kept session
+        reads stays, so every kept session still resumes. A session in a run, held by
+        a writer, or holding a framework's state is kept (D310-D313).
+
+        Args:
+            older_than: a ``timedelta``, seconds, or text such as ``30d``, ``12h``, ``2w``.
+            dry_run: report what would go; change nothing.
+            all_workspaces: every session of the store, not only this workspace's.
+            vacuum: rewrite the store where only that gives space back (an older SQLite
+                file; PostgreSQL's ``VACUUM FULL``, which locks each table meanwhile).
+            checkpoint_grace: seconds of recent use that keep a checkpoint object.
+
+        Raises:
+            InvalidArgumentError: not a positive duration, a flag not a bool, or a bad grace.
+        """
+        if not isinstance(all_workspaces, bool):
+            raise InvalidArgumentError(f"all_workspaces is True or False, not {all_workspaces!r}")
+        return retention.retain(
+            self._client,
+            older_than,
+            dry_run=dry_run,
+            workspace=None if all_workspaces else self._client.workspace,
+            vacuum=vacuum,
+            checkpoint_grace=checkpoint_grace,
+            spare=lambda row: not is_conversation(row),
+        )
 
     def _remove(self, session_id: str, *, erase: bool) -> None:
         row = self._client.lookup(session_id)

@@ -50,6 +50,7 @@ SOME_ID = "01a2271e-0000-7000-8000-000000000000"
         ["token", "purge"],
         ["db", "check"],
         ["db", "prune-checkpoints"],
+        ["db", "retain", "--older-than", "30d"],
     ],
     ids=lambda args: " ".join(a for a in args if a != SOME_ID),
 )

@@ -1,6 +1,6 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
-``migrate``, ``check`` and ``prune-checkpoints`` work on a SQLite file and on a
+``migrate``, ``check``, ``prune-checkpoints`` and ``retain`` work on a SQLite file and on a
 ``postgresql://`` URL; ``path`` names the SQLite file, and ``recover`` copies what a
 damaged one still holds.
 """
@@ -25,6 +25,7 @@ from plait.cli._terminal import safe
 from plait.client import Client
 from plait.errors import SchemaOutdatedError, StoreCorruptError
 from plait.session.checkpoints import PRUNE_GRACE, unheld
+from plait.session.retention import Retained, parse_age
 from plait.store import Problem, SQLiteStore, Store, salvage
 from plait.store.postgres import PostgresStore
 
@@ -256,3 +257,92 @@ def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
         f"{done.referenced} checkpoint(s) still referenced"
         + (f", {done.unheld} of them not held by this store (ignored)" if done.unheld else "")
     )
+
+
+@db_group.command("retain", context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--older-than",
+    "older_than",
+    required=True,
+    metavar="AGE",
+    help="Remove sessions idle for longer than this: 30d, 12h, 90m, 45s, 2w.",
+)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; change nothing.")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Also rewrite the store where only that gives space back (an older SQLite file: "
+    "VACUUM; PostgreSQL: VACUUM FULL, which locks each table while it runs).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@pass_settings
+def retain(settings: Settings, older_than: str, dry_run: bool, vacuum: bool, as_json: bool) -> None:
+    """Remove every session idle for longer than AGE, in every workspace, and give the space back.
+
+    A session is idle since its last write. Each one is erased with its hidden heads
+    and the workspace checkpoints no kept session needs; a record a kept session
+    reads (a fork's shared prefix) stays, so every kept session still resumes. A
+    session with a run in progress or held open for writing by another process is
+    kept, and named.
+    """
+    age = parse_age(older_than, "--older-than")  # checked before the store is opened
+    check_store_file(settings, create=False)  # a store that is not there has nothing to remove
+    store = _open(settings, auto_migrate=False)
+    with Client(".", store=store) as client:
+        done = client.sessions.retain(age, dry_run=dry_run, all_workspaces=True, vacuum=vacuum)
+    if as_json:
+        click.echo(json.dumps({"store": store.location, **done.to_dict()}, indent=2))
+        return
+    for line in retained_lines(done, postgres=_is_postgres(settings)):
+        click.echo(safe(line))
+
+
+def retained_lines(done: Retained, *, postgres: bool) -> list[str]:
+    """What a retention did, in a few lines for a person."""
+    since = done.cutoff.strftime("%Y-%m-%d %H:%M:%S UTC")
+    verb = "would remove" if done.dry_run else "removed"
+    heads = f" and {done.hidden_heads} hidden head(s)" if done.hidden_heads else ""
+    lines = [
+        f"{verb} {len(done.sessions)} session(s) idle since before {since}{heads}: "
+        f"{done.records} record(s) ({_size(done.record_bytes)} of text), "
+        f"{done.checkpoint_objects} checkpoint object(s)"
+    ]
+    lines.extend(f"  {session_id}" for session_id in done.sessions)
+    if done.skipped:
+        lines.append(f"kept {len(done.skipped)} idle session(s) in use (a run, or a writer):")
+        lines.extend(f"  {session_id}" for session_id in done.skipped)
+    if done.dry_run:
+        lines.append("nothing changed (dry run)")
+    elif done.bytes_after is not None and done.reclaimed != "nothing":
+        now = _size(done.bytes_after)
+        if postgres:
+            lines.append(
+                f"{done.reclaimed}: the deleted rows' space is reusable by later writes; "
+                f"the tables hold {now}, {_size(done.bytes_freed)} less (PostgreSQL gives "
+                "back only empty pages at a table's end unless --vacuum)"
+            )
+        else:
+            free = f", {_size(done.free_bytes)} free inside it" if done.free_bytes else ""
+            lines.append(
+                f"gave back {_size(done.bytes_freed)} ({done.reclaimed}): "
+                f"the store is {now}{free}"
+            )
+            if done.free_bytes and done.reclaimed == "free pages kept for reuse":
+                lines.append(
+                    "this older store file cannot shrink without a rewrite: "
+                    "`plait db retain --vacuum` does it once"
+                )
+    return lines
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    if n < 1024:
+        return f"{n} bytes"
+    size = n / 1024
+    for unit in ("KiB", "MiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GiB"

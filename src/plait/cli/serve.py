@@ -16,6 +16,7 @@ in once (D133).
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sys
@@ -171,6 +172,19 @@ def _read_key_file(path: Path) -> str:
     metavar="SECONDS",
     help="On SIGTERM, how long runs may go on before they are handed to another server.",
 )
+@click.option(
+    "--retain-older-than",
+    metavar="AGE",
+    help="Remove the sessions idle for longer than AGE (30d, 12h, 2w), as `plait db retain` "
+    "does, every --retain-every. Default: never.",
+)
+@click.option(
+    "--retain-every",
+    default="1h",
+    show_default=True,
+    metavar="PERIOD",
+    help="How often --retain-older-than looks (3600, 30m, 6h, 1d).",
+)
 @click.option("--log-level", default="info", show_default=True)
 @pass_settings
 def serve_command(
@@ -191,6 +205,8 @@ def serve_command(
     replica_id: str | None,
     lease: float,
     drain_grace: float,
+    retain_older_than: str | None,
+    retain_every: str,
     log_level: str,
 ) -> None:
     """Serve the sessions over HTTP: the API, SSE event streams and a web page.
@@ -204,9 +220,20 @@ def serve_command(
     require_server_extra()
     from plait.client import Client
     from plait.server import create_app
+    from plait.server.retaining import Retention
     from plait.server.serving import serve_app
+    from plait.session.retention import parse_age
     from plait.tools import BUILTIN_TOOLS
 
+    # Checked before anything is opened or minted: a typo is said at once.
+    retention = (
+        Retention(
+            parse_age(retain_older_than, "--retain-older-than"),
+            _period(retain_every),
+        )
+        if retain_older_than is not None
+        else None
+    )
     if api_keys:
         click.echo(
             "warning: a key given with --api-key is visible to every user of this machine "
@@ -245,6 +272,8 @@ def serve_command(
         replica_url=advertise_url or _own_url(host, port),
         lease=lease,
         drain_grace=drain_grace,
+        retain_older_than=retention.older_than if retention else None,
+        retain_every=retention.every if retention else 3600.0,
     )
     scope = f"workspace {settings.workspace}" if settings.workspace_given else "every workspace"
     click.echo(f"plait serving {settings.store} ({scope}) on http://{host}:{port}/", err=True)
@@ -257,6 +286,13 @@ def serve_command(
         f"runs get {tools}; a tool call with no live controller to approve it is {policy}",
         err=True,
     )
+    if retention is not None:
+        click.echo(
+            f"sessions idle for longer than {retain_older_than} are removed "
+            f"every {retain_every} (plait db retain --dry-run shows which)",
+            err=True,
+        )
+        _show_retention_log()
     if minted is None:
         click.echo(_sign_in_line(host, port, None), err=True)
     try:
@@ -271,6 +307,34 @@ def serve_command(
         )
     finally:
         client.close()
+
+
+def _show_retention_log() -> None:
+    """Say what each retention pass removed on stderr, in uvicorn's manner."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(message)s"))
+    log = logging.getLogger("plait.server.retention")
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
+
+
+def _period(text: str) -> float:
+    """``--retain-every``: plain seconds, or text such as ``30m``.
+
+    Raises:
+        InvalidArgumentError: neither.
+    """
+    from plait.errors import InvalidArgumentError
+    from plait.session.retention import parse_age
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        return parse_age(text, "--retain-every").total_seconds()
+    if not 1 <= seconds < float("inf"):
+        raise InvalidArgumentError(f"--retain-every is at least 1 second, not {text!r}")
+    return seconds
 
 
 def _own_url(host: str, port: int) -> str | None:

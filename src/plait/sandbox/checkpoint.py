@@ -408,3 +408,54 @@ class CheckpointStore:
                 gone += 1
         return gone
 
+
+    def forget(
+        self,
+        gone: Iterable[str],
+        keep: Iterable[str],
+        *,
+        grace: float = 0.0,
+        dry_run: bool = False,
+    ) -> int:
+        """Delete the objects the checkpoints ``gone`` need and no checkpoint in ``keep`` does.
+
+        Unlike :meth:`prune`, it touches nothing but what ``gone`` reaches: an object of
+        the space that no checkpoint names (another user of a store's object space keeps
+        its own) stays. An object used within ``grace`` seconds stays, with what it reaches.
+
+        Returns:
+            How many objects were (or in a dry run would be) deleted.
+
+        Raises:
+            InvalidArgumentError: ``grace`` is negative.
+        """
+        if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
+            raise InvalidArgumentError(f"grace is a number of seconds >= 0, not {grace!r}")
+        candidates = self._reached(gone)
+        if not candidates:
+            return 0
+        needed = self._reached(keep)
+        if grace:
+            recent = self.objects.written_since(time.time() - grace)
+            needed |= recent
+            needed |= self._reached([d for d in recent if self._is_tree(d)])
+        gone_now = sorted(candidates - needed)
+        if not dry_run:
+            for digest in gone_now:
+                self.objects.delete(digest)
+        return len(gone_now)
+
+    def _reached(self, checkpoint_ids: Iterable[str]) -> set[str]:
+        """What :meth:`reachable` finds of each checkpoint still whole (others are skipped)."""
+        ids = list(checkpoint_ids)
+        try:
+            return self.reachable(ids)  # the common case: every one whole, one walk
+        except InvalidArgumentError:
+            pass
+        found: set[str] = set()
+        for checkpoint_id in ids:
+            try:
+                found |= self.reachable([checkpoint_id])
+            except InvalidArgumentError:
+                continue  # not held here, or not whole: nothing of it to keep or forget
+        return found

@@ -45,6 +45,7 @@ from plait.server.guard import RequestGuard
 from plait.server.letgo import ReleaseIdleLocks
 from plait.server.paths import SessionIdPaths
 from plait.server.presence import DEFAULT_GRACE
+from plait.server.retaining import DEFAULT_RETAIN_EVERY, Retention, keep_retaining
 from plait.server.routes import approvals, auth, events, fleet, live, runs, sessions
 from plait.server.running import drain, keep_beating
 from plait.server.sse import DEFAULT_MAX_QUEUE, Hub
@@ -208,6 +209,8 @@ def create_app(
     lease: float = DEFAULT_LEASE,
     drain_grace: float = 10.0,
     all_workspaces: bool = False,
+    retain_older_than: object = None,
+    retain_every: object = DEFAULT_RETAIN_EVERY,
 ) -> FastAPI:
     """Build the HTTP service over a client's sessions.
 
@@ -248,10 +251,14 @@ def create_app(
             them to another server (or, with none, leaves them for the next to start).
         all_workspaces: the server's scope is every workspace of the store (its
             list and ``latest``); else the client's workspace.
+        retain_older_than: remove the sessions of the server's scope idle for longer
+            than this (``30d``, a ``timedelta``, seconds), every ``retain_every``
+            seconds (``client.sessions.retain``); None (the default): never.
+        retain_every: seconds (or text such as ``6h``) between retention passes.
 
     Raises:
         InvalidArgumentError: a bad interval, queue size, timeout, default, body limit,
-            lease or grace.
+            lease, grace or retention.
     """
     if isinstance(ping_interval, bool) or not isinstance(ping_interval, int | float):
         raise InvalidArgumentError("ping_interval must be a number of seconds")
@@ -287,6 +294,9 @@ def create_app(
         raise InvalidArgumentError(
             f"approval_default must be 'allow' or 'deny', not {approval_default!r}"
         )
+    retention = (
+        Retention(retain_older_than, retain_every) if retain_older_than is not None else None
+    )
     if isinstance(client_or_store, Client):
         client, owns = client_or_store, False
     else:
@@ -322,10 +332,19 @@ def create_app(
         state.fleet.restarted()  # an app started again serves again
         state.handed_over.clear()
         beating = asyncio.get_running_loop().create_task(keep_beating(state))
+        retaining = (
+            asyncio.get_running_loop().create_task(
+                keep_retaining(client, retention, state.all_workspaces)
+            )
+            if retention is not None
+            else None
+        )
         try:
             yield
         finally:
             beating.cancel()
+            if retaining is not None:
+                retaining.cancel()
             await asyncio.to_thread(feed.stop)  # it waits for the feed's thread
             await drain(state)
             await state.close_peers()

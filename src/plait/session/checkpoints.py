@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,6 +47,8 @@ __all__ = [
     "checkpoint_at",
     "checkpoints_of",
     "diff_files",
+    "forget",
+    "ids_in",
     "meta",
     "prune",
     "referenced",
@@ -112,6 +114,35 @@ def _ids(record: Record) -> tuple[str | None, str | None]:
         return None, None
     before, after = found.get("before"), found.get("after")
     return (before if isinstance(before, str) else None, after if isinstance(after, str) else None)
+
+
+def ids_in(records: Iterable[Record]) -> set[str]:
+    """The checkpoint ids the records name (a tool call's before and after, a saved workspace)."""
+    found: set[str] = set()
+    for record in records:
+        for checkpoint_id in _ids(record):
+            if checkpoint_id is not None:
+                found.add(checkpoint_id)
+    return found
+
+
+def forget(
+    store: Store,
+    gone: Collection[str],
+    keep: Collection[str],
+    *,
+    grace: float = PRUNE_GRACE,
+    dry_run: bool = False,
+) -> int:
+    """Remove the objects of the checkpoints ``gone`` that no checkpoint in ``keep`` needs.
+
+    What a removed session's tool calls saved goes with it; an object no checkpoint names
+    (another user of the store's object space keeps its own) is never looked at, and one
+    used within ``grace`` seconds stays. Returns how many objects went (or would).
+    """
+    if not gone:
+        return 0
+    return checkpoints_of(store).forget(gone, keep, grace=grace, dry_run=dry_run)
 
 
 def checkpoint_at(records: Sequence[Record], messages: int) -> str:

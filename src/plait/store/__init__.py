@@ -11,6 +11,7 @@ from plait._lazy import lazy_names
 from plait.store._bus import BusMessage, EventBus
 from plait.store._check import Problem
 from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
+from plait.store._retention import ErasePlan, Footprint, RetentionStore
 from plait.store._salvage import Salvaged, salvage
 from plait.store.base import (
     BearerStore,
@@ -47,6 +48,8 @@ __all__ = [
     "EventBus",
     "BearerStore",
     "BreakableLocks",
+    "ErasePlan",
+    "Footprint",
     "LiveClientStore",
     "MemoryStore",
     "ObjectStore",
@@ -54,6 +57,7 @@ __all__ = [
     "Problem",
     "ReplicaRow",
     "ReplicaState",
+    "RetentionStore",
     "RunRegistry",
     "RunRow",
     "SQLiteStore",

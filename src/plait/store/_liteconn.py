@@ -96,6 +96,10 @@ def rollback(db: sqlite3.Connection) -> None:
             db.execute("ROLLBACK")
 
 
+_INCREMENTAL: Final = 2
+"""``PRAGMA auto_vacuum``'s value for incremental mode."""
+
+
 class LiteConnection(SQLStore):
     """One SQLite connection under a lock, and what every statement of the store runs in.
 
@@ -288,6 +292,44 @@ class LiteConnection(SQLStore):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"{self._path}: the store is closed")
+
+    # -- retention (store/_retention.py) --------------------------------------------------
+
+    def _store_bytes(self, conn: Connection) -> tuple[int, int | None]:
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        return int(pages) * int(size), int(free) * int(size)
+
+    def reclaim(self, *, full: bool = False) -> str:
+        """Give the pages freed by deletions back to the file system (D311).
+
+        A store made by this version keeps ``auto_vacuum = INCREMENTAL``: the free pages
+        are moved to the end of the file and cut off, and the write-ahead log is
+        checkpointed and truncated so the file shrinks now. An older file
+        (``auto_vacuum = NONE``) keeps its free pages for later writes unless ``full``:
+        then ``VACUUM`` rewrites it whole, in incremental mode from then on.
+        """
+        self._check_open()
+        with self._lock:
+            try:
+                mode = int(self._db.execute("PRAGMA auto_vacuum").fetchone()[0])
+                if mode == _INCREMENTAL:
+                    # A statement step frees one page, and the driver's execute steps once:
+                    # a script runs the pragma to its end.
+                    self._db.executescript("PRAGMA incremental_vacuum;")
+                    done = "incremental vacuum"
+                elif full:
+                    self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                    self._db.execute("VACUUM")
+                    done = "vacuum"
+                else:
+                    done = "free pages kept for reuse" if mode == 0 else "auto vacuum"
+                if not self._memory:
+                    self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.DatabaseError as exc:
+                raise failed("give space back", exc) from exc
+        return done
 
     # -- the moves the append fast path owes (D166) ---------------------------------------
 

@@ -62,6 +62,18 @@ def cursor_of(conn: psycopg.Connection[tuple[Any, ...]]) -> psycopg.Cursor[tuple
     return cur
 
 
+_RETAINED_TABLES: Final = (
+    "records",
+    "sessions",
+    "lineage",
+    "scratchpads",
+    "live_clients",
+    "checkpoint_objects",
+    "checkpoint_parts",
+)
+"""The tables an erase or a checkpoint prune deletes rows of: what retention measures."""
+
+
 class PgConnection(SQLStore):
     """Pooled connections to one schema, and what every statement of the store runs in.
 
@@ -306,6 +318,34 @@ class PgConnection(SQLStore):
             ([lo for lo, _ in ranges], [hi for _, hi in ranges]),
         ).fetchall()
         return [int(n) for (n,) in rows]
+
+    # -- retention (store/_retention.py) --------------------------------------------------
+
+    _octets = "octet_length({})"
+
+    def _store_bytes(self, conn: Connection) -> tuple[int, int | None]:
+        found = conn.execute(
+            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+            "AND c.relname = ANY(%s)",
+            (list(_RETAINED_TABLES),),
+        ).fetchone()
+        return int(found[0]), None  # what is free inside the tables, PostgreSQL does not say
+
+    def reclaim(self, *, full: bool = False) -> str:
+        """``VACUUM`` the tables a deletion frees rows of (D312).
+
+        A plain ``VACUUM`` makes the deleted rows' space reusable by later writes and
+        gives back only empty pages at a table's end; ``full`` runs ``VACUUM FULL``,
+        which rewrites each table and gives all of it back, holding an exclusive lock
+        on the table meanwhile (every read and write of it waits).
+        """
+        self._check_open()
+        verb = "VACUUM FULL" if full else "VACUUM"
+        with self._conn("give space back") as conn:  # autocommit: VACUUM runs outside one
+            for table in _RETAINED_TABLES:
+                conn.execute(f"{verb} {table}")
+        return verb.lower()
 
     def _live_locked(self, conn: Connection, session_id: str) -> None:
         # Transaction-scoped, and not the writer lock's key: the live writes of every

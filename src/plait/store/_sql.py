@@ -51,6 +51,7 @@ from plait.store._dialect import Connection, Dialect, Statements
 from plait.store._moves import move_head
 from plait.store._objects import SQLObjects
 from plait.store._registry import SQLRegistry
+from plait.store._retention import SQLRetention
 from plait.store._rows import (
     SEQ_BITS,
     SEQ_MAX,
@@ -173,7 +174,7 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, SQLRegistry, ABC):
+class SQLStore(SQLObjects, SQLRegistry, SQLRetention, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every

@@ -196,6 +196,11 @@ class SQLiteStore(LiteConnection):
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
             )
             self._db.execute("PRAGMA busy_timeout = 30000")
+            # A new store's freed pages can be given back without rewriting the file
+            # (D311). Set only on a file with no table yet, where alone it takes effect
+            # (on any other it still writes the header: a reader would change the file).
+            if self._db.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchone() is None:
+                self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             if not self._memory:
                 mode = self._db.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if str(mode).lower() != "wal":

@@ -29,6 +29,11 @@ API, one class of tests per protocol:
   where a lock can be lost while its holder lives (``StoreFactory.lose_lock``),
   refuses every write of a holder whose lock was lost and taken by another process
   (:class:`~plait.errors.WriterLockLostError`, nothing written).
+* :class:`RetentionConformance`: the optional retention verbs (idle sessions, what an
+  erase would remove, the footprint, giving space back) and ``client.sessions.retain``
+  over forks, rewinds and checkpoints: every kept session reads byte for byte as
+  before and resumes; a dry run changes nothing; a session in use is kept; two passes
+  at once remove each session once.
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 
@@ -82,6 +87,7 @@ pytest.register_assert_rewrite(
     "plait.testing._objects",
     "plait.testing._heads",
     "plait.testing._ids",
+    "plait.testing._retention",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
@@ -90,6 +96,7 @@ from plait.testing._ids import SessionIdConformance  # noqa: E402
 from plait.testing._listing import ListingConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._objects import ObjectConformance  # noqa: E402
+from plait.testing._retention import RetentionConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
     LiveClientConformance,
@@ -104,6 +111,7 @@ __all__ = [
     "LiveClientConformance",
     "ObjectConformance",
     "ListingConformance",
+    "RetentionConformance",
     "SessionIdConformance",
     "StoreConformance",
     "SessionVerbConformance",
@@ -124,6 +132,7 @@ class StoreConformance(
     BearerConformance,
     LiveClientConformance,
     ObjectConformance,
+    RetentionConformance,
     WriterLockConformance,
     SessionIdConformance,
 ):
