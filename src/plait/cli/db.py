@@ -1,6 +1,6 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
-``migrate``, ``check`` and ``prune-checkpoints`` work on a SQLite file and on a
+``migrate``, ``check``, ``reindex`` and ``prune-checkpoints`` work on a SQLite file and on a
 ``postgresql://`` URL; ``path`` names the SQLite file, and ``recover`` copies what a
 damaged one still holds.
 """
@@ -256,3 +256,18 @@ def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
         f"{done.referenced} checkpoint(s) still referenced"
         + (f", {done.unheld} of them not held by this store (ignored)" if done.unheld else "")
     )
+
+
+@db_group.command("reindex", context_settings=CONTEXT_SETTINGS)
+@pass_settings
+def reindex(settings: Settings) -> None:
+    """Rebuild the full-text index of every session's messages from the records.
+
+    The index is kept with the records as they are written; a rebuild is for an
+    index a repair or an old backup left out of step (searches then miss or show
+    stale text). Every record is read again, in one transaction.
+    """
+    check_store_file(settings, create=False)  # a store that is not there has nothing to index
+    store = _open(settings, auto_migrate=False)
+    store.reindex()
+    click.echo(f"rebuilt the full-text index of {store.location}")

@@ -24,6 +24,7 @@ from plait.store.base import (
     TranscriptStore,
     WriterLocks,
 )
+from plait.store.search import SearchHit, SearchStore
 
 if TYPE_CHECKING:
     from plait.store.postgres import PostgresStore
@@ -58,6 +59,8 @@ __all__ = [
     "RunRow",
     "SQLiteStore",
     "Salvaged",
+    "SearchHit",
+    "SearchStore",
     "ScratchpadEntry",
     "SessionRow",
     "Store",

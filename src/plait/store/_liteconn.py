@@ -33,6 +33,7 @@ from plait.store._due import DueCall
 from plait.store._litesql import SQLITE_DDL
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
+from plait.store._search import SQLITE_FOLD, SQLITE_HITS, SQLITE_OWED, SQLITE_REINDEX
 from plait.store._sql import Connection, SQLStore, describe
 from plait.store.base import SessionRow
 
@@ -110,6 +111,22 @@ class LiteConnection(SQLStore):
     _owed_timer: DueCall
     _migrations: tuple[Migration, ...]
     _memory: bool
+    _hits_sql = SQLITE_HITS
+    _reindex_sql = SQLITE_REINDEX
+    _owed_sql = SQLITE_OWED
+    _fold_sql = SQLITE_FOLD
+
+    def _bad_query(self, exc: StoreError) -> bool:
+        # FTS5 reports a query it cannot parse as an OperationalError: a syntax error,
+        # or a "column" it does not have (``word:`` names a column in its syntax).
+        cause = exc.__cause__
+        text = str(cause)
+        return isinstance(cause, sqlite3.OperationalError) and (
+            text.startswith("fts5:")
+            or "no such column" in text
+            or "unterminated string" in text
+            or "unknown special" in text
+        )
     _synced_changes: int
     _checkpoint_every: int
 

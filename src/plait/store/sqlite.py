@@ -80,6 +80,7 @@ from plait.store._schema import (
     checked_migrations,
     migrations,
 )
+from plait.store._search import SQLITE_FORGET
 from plait.store._sql import (
     Dialect,
     check_start,
@@ -523,6 +524,8 @@ class SQLiteStore(LiteConnection):
                 with self._tx() as db:
                     erase_sessions(db, self.dialect, session_id)
                     collect_all(db)  # erasing reads every layout anyway
+                    if self.code_version >= 12:  # the text index's copies of the terms too
+                        db.execute(SQLITE_FORGET)
             finally:
                 self._db.execute("PRAGMA secure_delete = OFF")
             if self._path != ":memory:":

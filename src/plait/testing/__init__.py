@@ -29,6 +29,9 @@ API, one class of tests per protocol:
   where a lock can be lost while its holder lives (``StoreFactory.lose_lock``),
   refuses every write of a holder whose lock was lost and taken by another process
   (:class:`~plait.errors.WriterLockLostError`, nothing written).
+* :class:`SearchConformance`: full-text search across sessions: every message role,
+  newest first, a shared row found in each live fork, none in a deleted session,
+  a hidden head or a trimmed position, by workspace, after a rebuild.
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 
@@ -82,6 +85,7 @@ pytest.register_assert_rewrite(
     "plait.testing._objects",
     "plait.testing._heads",
     "plait.testing._ids",
+    "plait.testing._search",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
@@ -90,6 +94,7 @@ from plait.testing._ids import SessionIdConformance  # noqa: E402
 from plait.testing._listing import ListingConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._objects import ObjectConformance  # noqa: E402
+from plait.testing._search import SearchConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
     LiveClientConformance,
@@ -103,6 +108,7 @@ __all__ = [
     "LineageConformance",
     "LiveClientConformance",
     "ObjectConformance",
+    "SearchConformance",
     "ListingConformance",
     "SessionIdConformance",
     "StoreConformance",
@@ -124,6 +130,7 @@ class StoreConformance(
     BearerConformance,
     LiveClientConformance,
     ObjectConformance,
+    SearchConformance,
     WriterLockConformance,
     SessionIdConformance,
 ):

@@ -1,0 +1,130 @@
+"""Full-text search as the SQL stores keep it: migrated stores, crashes, deletes, odd text.
+
+The protocol's cases are the conformance kit's (plait.testing, SearchConformance);
+these are about the index the engines keep beside the records.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from plait import Client
+from plait.store import SQLiteStore, Store
+from plait.store import sqlite as lite
+from tests.conftest import POSTGRES_URL, needs_postgres
+
+
+def _hits(store: Store, query: str) -> list[tuple[str, int]]:
+    return [(h.session_id, h.position) for h in store.search(query, 50, None)]  # type: ignore[attr-defined]
+
+
+def test_a_store_migrated_from_schema_11_finds_what_it_held(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with Client(tmp_path, store=SQLiteStore(path, migrations=lite.MIGRATIONS[:11])) as c:
+        s = c.sessions.create()
+        s.inject({"role": "user", "content": "an old quokka"})
+        c.store.close()
+    store = SQLiteStore(path)  # migrates to 12: the records it holds are indexed
+    try:
+        assert store.schema_version == 12
+        assert _hits(store, "quokka") == [(s.id, 0)]
+    finally:
+        store.close()
+
+
+@needs_postgres
+def test_a_postgres_schema_migrated_from_11_finds_what_it_held(
+    tmp_path: Path, pg_schema: str
+) -> None:
+    from plait.store.postgres import MIGRATIONS, PostgresStore
+
+    assert POSTGRES_URL is not None
+    old = PostgresStore(POSTGRES_URL, schema=pg_schema, migrations=MIGRATIONS[:11])
+    with Client(tmp_path, store=old) as c:
+        s = c.sessions.create()
+        s.inject({"role": "user", "content": "an old quokka"})
+    old.close()
+    store = PostgresStore(POSTGRES_URL, schema=pg_schema, auto_migrate=True)
+    try:
+        assert _hits(store, "quokka") == [(s.id, 0)]
+    finally:
+        store.close()
+
+
+def test_a_message_is_found_after_its_writer_died(tmp_path: Path) -> None:
+    """What an append committed is in the index, even if its process never ran again."""
+    path = tmp_path / "crash.db"
+    code = textwrap.dedent(
+        f"""
+        import os
+        from plait import Client
+        c = Client({str(tmp_path)!r}, store={str(path)!r})
+        s = c.sessions.create()
+        s.inject({{"role": "user", "content": "a dying wombat"}})
+        print(s.id, flush=True)
+        os._exit(9)  # no close, no checkpoint, no search ever ran in this process
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 9, done.stderr
+    store = SQLiteStore(path)
+    try:
+        assert _hits(store, "wombat") == [(done.stdout.strip(), 0)]
+    finally:
+        store.close()
+
+
+def test_the_sqlite_index_stays_whole_through_deletes_and_erases(tmp_path: Path) -> None:
+    """Rows collected by a delete or an erase leave the FTS5 table as they were added."""
+    store = SQLiteStore(tmp_path / "gc.db")
+    with Client(tmp_path, store=store) as c:
+        a = c.sessions.create()
+        a.inject_many([{"role": "user", "content": f"numbat {i}"} for i in range(5)])
+        b = a.fork()
+        b.inject({"role": "assistant", "content": "numbat in b"})
+        assert len(_hits(store, "numbat")) == 11  # folds what the appends owe
+        e = c.sessions.create()
+        e.inject({"role": "user", "content": "numbat owed, never folded"})
+        c.sessions.delete(b.id)
+        e.erase()
+        a.inject({"role": "user", "content": "numbat again"})
+        c.sessions.delete(a.id)
+        assert _hits(store, "numbat") == []
+        # FTS5 compares its index with the text it was built from: an error if they differ.
+        check = "INSERT INTO record_text (record_text, rank) VALUES ('integrity-check', 1)"
+        store._db.execute(check)
+        assert store._db.execute("SELECT count(*) FROM record_text_owed").fetchone()[0] == 0
+
+
+def test_text_with_a_nul_is_written_and_found_by_its_words(store: Store, tmp_path: Path) -> None:
+    """A NUL (which PostgreSQL's json operators refuse) neither fails an append nor hides it."""
+    with Client(tmp_path, store=store) as c:
+        s = c.sessions.create()
+        s.inject({"role": "user", "content": "before\x00after bilby"})
+        # The text of the escape itself, as code quotes it, after a backslash.
+        s.inject({"role": "user", "content": "printf('\\u0000') bilby"})
+        assert sorted(h.position for h in c.sessions.search("bilby")) == [0, 1]
+        assert [h.position for h in c.sessions.search("after")] == [0]
+
+
+def test_an_erase_leaves_no_term_of_it_in_the_sqlite_index(tmp_path: Path) -> None:
+    """Terms already folded into FTS5 leave the file with the records (its segments are
+    rewritten, and the freed pages overwritten)."""
+    path = tmp_path / "s.db"
+    with Client(tmp_path, store=path) as client:
+        client.open("keep").inject({"role": "user", "content": "nothing to hide"})
+        s = client.open("forget-me")
+        for i in range(50):
+            s.inject({"role": "user", "content": f"the launch code is swordfishcode {i}"})
+        assert len(client.sessions.search("swordfishcode", limit=100)) == 50  # folded
+        client.sessions.erase("forget-me")
+        assert client.sessions.search("swordfishcode") == []
+        assert [h.session_id for h in client.sessions.search("hide")] == ["keep"]
+    for f in tmp_path.iterdir():
+        if f.name.startswith("s.db") and f.is_file():
+            assert b"swordfishcode" not in f.read_bytes(), f.name
