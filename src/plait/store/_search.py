@@ -1,8 +1,8 @@
-"""Full-text search across every session, on both SQL stores (D275).
+"""Full-text search across every session, on both SQL stores (D300).
 
-The index is kept by the engine itself with the records, in the transaction
-that writes them: on SQLite an FTS5 table filled by triggers on ``records``, on
-PostgreSQL a GIN index on an expression of the row. Either way it holds one
+On PostgreSQL the index is a GIN index on an expression of the row, kept by the
+engine in the transaction that writes it; on SQLite FTS5 tables brought up to the
+committed records before each search (``_litetext``). Either way it holds one
 entry per record *row*, keyed by the row key (``owner pk << 32 | seq``); the
 rows that forks and rewinds share are indexed once. A hit on a row is then
 resolved, here, to every live session whose layout reads that row: the row's
@@ -28,7 +28,6 @@ from plait.store.search import MARK_END, MARK_START, SearchHit
 __all__ = [
     "INDEXED_KINDS",
     "PG_TEXT_INDEX",
-    "SQLITE_TEXT_INDEX",
     "SQLSearch",
 ]
 
@@ -36,67 +35,8 @@ INDEXED_KINDS: Final = ("user", "assistant", "tool", "summary")
 """The record kinds whose text is searched (a system prompt, an event or an opaque
 item is not: they are not what a person said or was told)."""
 
-
 _KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 
-
-def _lite_body(p: str) -> str:
-    # A message's content is always a string (parts are joined into it when written).
-    # The view FTS5 reads snippets from and the triggers that write the index must
-    # spell this identically, or a delete would remove terms that were never added.
-    # SQLite's JSON functions end a string at a NUL: its escape becomes a space's, six
-    # characters for six, which stays valid JSON even after an escaped backslash.
-    return f"json_extract(replace({p}payload, '\\u0000', '\\u0020'), '$.content')"
-
-
-_OWED_DELETE: Final = (
-    # A row's terms leave the index with it; a row still owed was never added.
-    "INSERT INTO record_text (record_text, rowid, body) SELECT 'delete', old.key, "
-    f"{_lite_body('old.')} WHERE old.kind IN ({_KINDS_SQL}) AND NOT EXISTS "
-    "(SELECT 1 FROM record_text_owed WHERE key = old.key); "
-    "DELETE FROM record_text_owed WHERE key = old.key;"
-)
-
-SQLITE_TEXT_INDEX: Final = (
-    # The keys of records written but not yet in the FTS5 table: written by a trigger in
-    # the append's own transaction (one small row), and folded into the FTS5 table in a
-    # batch by the next search (or ``reindex``) before it reads. FTS5 writes a segment
-    # per transaction, which cost a single append six times its time; a fold pays that
-    # once for every record since the last. The index is never behind: what is owed is
-    # in it, durably, from the append's commit (D275).
-    "CREATE TABLE record_text_owed (key INTEGER PRIMARY KEY)",
-    f"CREATE VIEW record_text_source AS SELECT key, {_lite_body('')} AS body "
-    f"FROM records WHERE kind IN ({_KINDS_SQL})",
-    # External content: the text is not stored twice, FTS5 reads it back from the
-    # view (by the row key, the records' primary key) only to build a snippet.
-    "CREATE VIRTUAL TABLE record_text USING fts5(body, content='record_text_source', "
-    "content_rowid='key', tokenize='unicode61 remove_diacritics 2')",
-    f"CREATE TRIGGER record_text_add AFTER INSERT ON records WHEN new.kind IN ({_KINDS_SQL}) "
-    "BEGIN INSERT INTO record_text_owed (key) VALUES (new.key); END",
-    f"CREATE TRIGGER record_text_drop AFTER DELETE ON records BEGIN {_OWED_DELETE} END",
-    # Records are written once; a payload is rewritten only by repairs, never by appends.
-    "CREATE TRIGGER record_text_change AFTER UPDATE OF payload, kind ON records BEGIN "
-    f"{_OWED_DELETE} INSERT OR IGNORE INTO record_text_owed (key) SELECT new.key "
-    f"WHERE new.kind IN ({_KINDS_SQL}); END",
-    "INSERT INTO record_text (record_text) VALUES ('rebuild')",
-)
-"""How SQLite keeps the index: an FTS5 table over a view of the records' text."""
-
-SQLITE_OWED: Final = "SELECT 1 FROM record_text_owed LIMIT 1"
-"""Whether any record's text is owed to the FTS5 table."""
-SQLITE_FOLD: Final = (
-    "INSERT INTO record_text (rowid, body) SELECT o.key, "
-    f"{_lite_body('r.')} FROM record_text_owed o JOIN records r ON r.key = o.key",
-    "DELETE FROM record_text_owed",
-)
-"""Add the owed records' text to the FTS5 table, in one transaction."""
-SQLITE_FORGET: Final = "INSERT INTO record_text (record_text) VALUES ('optimize')"
-"""Rewrite the FTS5 table without the entries deleted from it: a delete only adds a
-marker beside the segment that still holds the terms, which an erase must not leave."""
-SQLITE_REINDEX: Final = (
-    "DELETE FROM record_text_owed",
-    "INSERT INTO record_text (record_text) VALUES ('rebuild')",
-)
 
 # The payload is JSON text. The escape of a NUL (which PostgreSQL's json operators refuse
 # to decode) becomes a space's, as on SQLite; a payload that is no JSON at all (a damaged
@@ -117,12 +57,6 @@ PG_TEXT_INDEX: Final = (
 
 PG_REINDEX: Final = ("REINDEX INDEX records_text",)
 
-SQLITE_HITS: Final = (
-    "SELECT t.rowid, r.kind, r.created_at, r.mpos, "
-    f"snippet(record_text, 0, '{MARK_START}', '{MARK_END}', '\u2026', 16) "
-    "FROM record_text t JOIN records r ON r.key = t.rowid "
-    "WHERE record_text MATCH ? ORDER BY r.created_at DESC, t.rowid DESC LIMIT ?"
-)
 PG_HITS: Final = (
     "SELECT h.key, h.kind, h.created_at, h.mpos, ts_headline('simple', "
     "plait_record_text(h.kind, h.payload), q, "
@@ -167,10 +101,6 @@ class SQLSearch:
     query text and a limit."""
     _reindex_sql: tuple[str, ...]
     """The statements that rebuild the index from the records."""
-    _owed_sql: str = ""
-    """A read that returns a row when the index owes records a fold (none: never)."""
-    _fold_sql: tuple[str, ...] = ()
-    """The statements that fold what is owed into the index, in one transaction."""
 
     @property
     @abstractmethod
@@ -182,6 +112,14 @@ class SQLSearch:
     def _all(
         self, query: str, params: Sequence[Any], what: str, subject: object = None
     ) -> list[Any]: ...
+
+    def _records_written(self, pk: int) -> None:
+        """Note that this store wrote records of owner ``pk`` (an index fed from the
+        records catches up these; one kept by the engine ignores it)."""
+
+    def _catch_up(self) -> None:
+        """Bring the index up to the committed records (an engine that keeps it whole
+        in the records' own transaction has nothing to do)."""
 
     def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
         """Run the engine's search query (an engine may run it its own way)."""
@@ -223,10 +161,7 @@ class SQLSearch:
         if type(limit) is not int or limit < 1:
             raise InvalidArgumentError(f"limit must be a positive int, not {limit!r}")
         self._indexed()
-        if self._owed_sql and self._all(self._owed_sql, (), "search"):
-            with self._transaction("index the records' text") as conn:
-                for statement in self._fold_sql:
-                    conn.execute(statement)
+        self._catch_up()
         wanted = min(MAX_INT, limit * 4)
         while True:
             try:

@@ -308,6 +308,7 @@ class SQLStore(SQLObjects, SQLRegistry, SQLSearch, ABC):
         with self._transaction(f"move the head of {expected.id!r}") as conn:
             self._fence(conn, expected.id)
             pk = move_head(conn, self.dialect, expected, head, hidden_id, records, now_micros())
+            self._records_written(pk)
             bases = head.layout.bases
             if not head.pk and bases and self._links:
                 # The new head is a branch of the row it shares its layout with: link it,

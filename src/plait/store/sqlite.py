@@ -80,7 +80,7 @@ from plait.store._schema import (
     checked_migrations,
     migrations,
 )
-from plait.store._search import SQLITE_FORGET
+from plait.store._litetext import TextFeed, forget_erased
 from plait.store._sql import (
     Dialect,
     check_start,
@@ -192,6 +192,7 @@ class SQLiteStore(LiteConnection):
         self._owed_timer = DueCall(self._owed_due, self._recency.ttl, name="plait-owed-moves")
         self._synced_changes = 0
         self._checkpoint_every = CHECKPOINT_PAGES
+        self._text = TextFeed()
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -253,6 +254,7 @@ class SQLiteStore(LiteConnection):
                     raise StoreError("session key space exhausted")
                 if records:
                     db.executemany(INSERT_RECORD, record_params(pk, records, mpos))
+                    self._text.dirty.add(pk)
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
@@ -317,6 +319,7 @@ class SQLiteStore(LiteConnection):
                             db.executemany(INSERT_RECORD, params)
                     except sqlite3.IntegrityError:
                         raise self._stale(db, expected) from None
+                    self._text.dirty.add(expected.pk)
                     if move_to is not None:
                         db.execute(
                             "UPDATE sessions SET updated_at = ? WHERE pk = ?",
@@ -366,6 +369,8 @@ class SQLiteStore(LiteConnection):
             try:
                 params = record_params(expected.pk, (record,), lay.end_msgs)[0]
                 db.execute(INSERT_RECORD, params)
+                # The full-text index's whole cost on this path (see store/_litetext.py).
+                self._text.dirty.add(expected.pk)
             except sqlite3.IntegrityError:
                 raise self._stale(db, expected) from None
             except UnicodeEncodeError as exc:
@@ -439,6 +444,7 @@ class SQLiteStore(LiteConnection):
                         INSERT_RECORD,
                         record_params(expected.pk, records, expected.layout.end_msgs),
                     )
+                    self._text.dirty.add(expected.pk)
                 if scratchpad is not None:
                     db.execute(
                         "INSERT INTO scratchpads VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -525,7 +531,7 @@ class SQLiteStore(LiteConnection):
                     erase_sessions(db, self.dialect, session_id)
                     collect_all(db)  # erasing reads every layout anyway
                     if self.code_version >= 12:  # the text index's copies of the terms too
-                        db.execute(SQLITE_FORGET)
+                        forget_erased(db)
             finally:
                 self._db.execute("PRAGMA secure_delete = OFF")
             if self._path != ":memory:":

@@ -1,0 +1,270 @@
+"""The SQLite store's full-text index: fed from the records past each owner's mark (D300).
+
+An append writes its record and nothing else. The index is brought up to the
+committed records before a search reads it, in one transaction: every owner
+(a session row's key, whose records are one range of keys that only grows at
+its end) has a *mark*, the highest key indexed, and the records of an owner past
+its mark are indexed and the mark moved in the transaction that indexes them. A
+crash between an append and the next search thus leaves records past a mark,
+which the next search indexes; never an index that disagrees with the records.
+
+Finding the owners behind their mark reads every session (an index lookup each).
+A search does that only when another connection has committed since this one
+last caught up (``PRAGMA data_version``) or on its first search; its own writes
+name the owners they wrote to (:attr:`TextFeed.dirty`), so a process that writes
+and searches catches up exactly those.
+
+Deletes and repairs are seen by triggers (not on the append path): a row deleted
+or rewritten after it was indexed is copied to ``record_text_gone``, and the next
+catch-up removes its terms (FTS5's ``delete`` needs the text indexed) and, for a
+rewritten row, indexes its new text.
+
+The FTS5 tables are *shards* of 2**SHARD_BITS owners each: an erase rewrites only
+the shards that held the erased rows (FTS5 keeps a deleted term in its segment
+until the segment is merged, and SQLite 3.40 has no ``secure-delete`` for it), so
+its cost is bounded by a shard, not the store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from plait.store._rows import SEQ_BITS
+from plait.store._search import INDEXED_KINDS
+from plait.store.search import MARK_END, MARK_START
+
+__all__ = [
+    "SHARD_BITS",
+    "SQLITE_TEXT_INDEX",
+    "TextFeed",
+    "catch_up",
+    "forget_erased",
+    "index_text",
+    "reindex",
+    "search_shards",
+]
+
+SHARD_BITS: Final = 10
+"""Owners per FTS5 table: ``owner >> SHARD_BITS`` names the table holding its rows."""
+
+_KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
+_MARK: Final = "(SELECT last_key FROM record_text_marks WHERE owner = old.key >> 32)"
+
+
+def index_text(kind: str, payload: str) -> str | None:
+    """The text a record gives the index, or None for a record that is not searched.
+
+    The one place a record's stored form becomes index terms: the FTS5 tables
+    are fed this text, and a row leaves them with it. A mode that must not store
+    plain terms would return the record's terms transformed here (keyed hashes),
+    and build snippets itself.
+    """
+    if kind not in INDEXED_KINDS:
+        return None
+    try:
+        content = json.loads(payload).get("content")
+    except (ValueError, AttributeError):
+        return payload  # a damaged row is indexed as it stands, as PostgreSQL does
+    return content if isinstance(content, str) else None
+
+
+SQLITE_TEXT_INDEX: Final = (
+    # The highest key indexed (or looked at) of each owner; its rows past it are owed.
+    "CREATE TABLE record_text_marks (owner INTEGER PRIMARY KEY, last_key INTEGER NOT NULL)",
+    # Rows deleted or rewritten after they were indexed, with the text the index holds.
+    "CREATE TABLE record_text_gone (key INTEGER PRIMARY KEY, kind TEXT NOT NULL, "
+    "payload TEXT NOT NULL)",
+    "CREATE TABLE record_text_shards (shard INTEGER PRIMARY KEY)",
+    # What snippets read back by key (external content: the text is not stored twice).
+    # SQLite's JSON functions end a string at a NUL: its escape becomes a space's.
+    "CREATE VIEW record_text_source AS SELECT key, CASE WHEN json_valid(payload) THEN "
+    "json_extract(replace(payload, '\\u0000', '\\u0020'), '$.content') ELSE payload END "
+    f"AS body FROM records WHERE kind IN ({_KINDS_SQL})",
+    f"CREATE TRIGGER record_text_drop AFTER DELETE ON records WHEN old.kind IN ({_KINDS_SQL}) "
+    f"AND old.key <= {_MARK} BEGIN INSERT OR IGNORE INTO record_text_gone (key, kind, payload) "
+    "VALUES (old.key, old.kind, old.payload); END",
+    # Records are written once; a payload is rewritten only by repairs, never by appends.
+    f"CREATE TRIGGER record_text_change AFTER UPDATE OF payload, kind ON records WHEN "
+    f"old.key <= {_MARK} BEGIN INSERT OR IGNORE INTO record_text_gone (key, kind, payload) "
+    "VALUES (old.key, old.kind, old.payload); END",
+)
+"""Migration 12 on SQLite: the marks, the rows gone, and the FTS5 shards' list."""
+
+_BEHIND: Final = (
+    "SELECT s.pk, coalesce(m.last_key, (s.pk << 32) - 1) FROM sessions s "
+    "LEFT JOIN record_text_marks m ON m.owner = s.pk WHERE EXISTS (SELECT 1 FROM records r "
+    "WHERE r.key > coalesce(m.last_key, (s.pk << 32) - 1) AND r.key < ((s.pk + 1) << 32))"
+)
+_MARK_OF: Final = "SELECT last_key FROM record_text_marks WHERE owner = ?"
+_PAST: Final = "SELECT key, kind, payload FROM records WHERE key > ? AND key < ? ORDER BY key"
+_SET_MARK: Final = "INSERT OR REPLACE INTO record_text_marks (owner, last_key) VALUES (?, ?)"
+_ANY_GONE: Final = "SELECT 1 FROM record_text_gone LIMIT 1"
+
+
+@dataclass(slots=True)
+class TextFeed:
+    """What one connection knows of the index's feed (used under the store's lock)."""
+
+    version: int | None = None
+    """``PRAGMA data_version`` when this connection last caught up; None: never."""
+    dirty: set[int] = field(default_factory=set)
+    """The owners this connection wrote records to since (appends add theirs)."""
+
+
+def _table(shard: int) -> str:
+    return f"record_text_{shard}"
+
+
+def _shard(key: int) -> int:
+    return key >> (SEQ_BITS + SHARD_BITS)
+
+
+def _shards(db: sqlite3.Connection) -> list[int]:
+    return [int(s) for (s,) in db.execute("SELECT shard FROM record_text_shards ORDER BY shard")]
+
+
+def _ensure(db: sqlite3.Connection, shard: int, made: set[int]) -> str:
+    if shard not in made:
+        db.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {_table(shard)} USING fts5(body, "
+            "content='record_text_source', content_rowid='key', "
+            "tokenize='unicode61 remove_diacritics 2')"
+        )
+        db.execute("INSERT OR IGNORE INTO record_text_shards (shard) VALUES (?)", (shard,))
+        made.add(shard)
+    return _table(shard)
+
+
+def _add(db: sqlite3.Connection, rows: Iterable[tuple[int, str, str]], made: set[int]) -> None:
+    batch: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for key, kind, payload in rows:
+        text = index_text(kind, payload)
+        if text is not None:
+            batch[_shard(key)].append((key, text))
+    for shard, items in batch.items():
+        db.executemany(f"INSERT INTO {_ensure(db, shard, made)} (rowid, body) VALUES (?, ?)", items)
+
+
+def _flush_gone(db: sqlite3.Connection, made: set[int]) -> set[int]:
+    """Take the rows gone out of the index (and index a rewritten row's new text).
+
+    Returns:
+        The shards that held them.
+    """
+    touched: set[int] = set()
+    gone = db.execute("SELECT key, kind, payload FROM record_text_gone").fetchall()
+    if not gone:
+        return touched
+    for key, kind, payload in gone:
+        text = index_text(kind, payload)
+        if text is not None:
+            shard = _shard(key)
+            db.execute(
+                f"INSERT INTO {_ensure(db, shard, made)} ({_table(shard)}, rowid, body) "
+                "VALUES ('delete', ?, ?)",
+                (key, text),
+            )
+            touched.add(shard)
+    again = db.execute(
+        "SELECT r.key, r.kind, r.payload FROM record_text_gone g JOIN records r ON r.key = g.key"
+    ).fetchall()
+    _add(db, again, made)
+    owners = {int(k) >> SEQ_BITS for k, _, _ in gone}
+    # An owner whose session row is gone has no rows left to index: its mark goes too.
+    db.executemany(
+        "DELETE FROM record_text_marks WHERE owner = ?1 "
+        "AND NOT EXISTS (SELECT 1 FROM sessions WHERE pk = ?1)",
+        [(o,) for o in owners],
+    )
+    db.execute("DELETE FROM record_text_gone")
+    return touched
+
+
+def catch_up(db: sqlite3.Connection, feed: TextFeed) -> None:
+    """Index every committed record past its owner's mark, and drop the rows gone.
+
+    Runs outside any transaction of the connection, under the store's lock; writes
+    (in one transaction) only when something is owed, so a search over an index
+    that is up to date takes no write lock.
+    """
+    version = int(db.execute("PRAGMA data_version").fetchone()[0])
+    if version != feed.version:  # another connection wrote, or this one never looked
+        owners = [int(o) for o, _ in db.execute(_BEHIND)]
+    else:
+        owners = sorted(feed.dirty)
+    if not owners and db.execute(_ANY_GONE).fetchone() is None:
+        feed.version, feed.dirty = version, set()
+        return
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        made = set(_shards(db))
+        _flush_gone(db, made)
+        for owner in owners:
+            # Read again in the write transaction: another connection may have caught up.
+            found = db.execute(_MARK_OF, (owner,)).fetchone()
+            mark = int(found[0]) if found else (owner << SEQ_BITS) - 1
+            rows = db.execute(_PAST, (mark, (owner + 1) << SEQ_BITS)).fetchall()
+            if rows:
+                _add(db, rows, made)
+                db.execute(_SET_MARK, (owner, int(rows[-1][0])))
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    # Whatever another connection committed after `version` was read changes it again.
+    feed.version, feed.dirty = version, set()
+
+
+def forget_erased(db: sqlite3.Connection) -> None:
+    """Inside an erase's transaction (``secure_delete`` on): no term of its rows stays.
+
+    FTS5 deletes a row by writing a marker beside the segment that still holds its
+    terms; only a merge of that segment drops them. The shards that held the rows
+    gone are merged whole (``optimize``): each is at most 2**SHARD_BITS owners, so
+    an erase costs what those shards hold, whatever the store's size.
+    """
+    made = set(_shards(db))
+    for shard in sorted(_flush_gone(db, made)):
+        db.execute(f"INSERT INTO {_table(shard)} ({_table(shard)}) VALUES ('optimize')")
+
+
+def reindex(db: sqlite3.Connection, feed: TextFeed) -> None:
+    """Drop the FTS5 tables and the marks, then index every record again."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for shard in _shards(db):
+            db.execute(f"DROP TABLE {_table(shard)}")
+        for table in ("record_text_shards", "record_text_marks", "record_text_gone"):
+            db.execute(f"DELETE FROM {table}")
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    feed.version = None
+    catch_up(db, feed)
+
+
+def _hits(shard: int) -> str:
+    t = _table(shard)
+    return (
+        f"SELECT t.rowid, r.kind, r.created_at, r.mpos, "
+        f"snippet({t}, 0, '{MARK_START}', '{MARK_END}', '\u2026', 16) "
+        f"FROM {t} t JOIN records r ON r.key = t.rowid "
+        f"WHERE {t} MATCH ? ORDER BY r.created_at DESC, t.rowid DESC LIMIT ?"
+    )
+
+
+def search_shards(db: sqlite3.Connection, query: str, wanted: int) -> list[Any]:
+    """``(key, kind, created_at, mpos, snippet)`` of the newest ``wanted`` matches."""
+    found: list[Any] = []
+    for shard in _shards(db):
+        found.extend(db.execute(_hits(shard), (query, wanted)).fetchall())
+    found.sort(key=lambda r: (r[2], r[0]), reverse=True)
+    return found[:wanted]
