@@ -6,13 +6,17 @@ these are about the index the engines keep beside the records.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from plait import Client
-from plait.store import SQLiteStore, Store
+from plait.store import SearchStore, SQLiteStore, Store
 from plait.store import sqlite as lite
 from tests.conftest import POSTGRES_URL, needs_postgres
 
@@ -134,3 +138,36 @@ def test_an_erase_leaves_no_term_of_it_in_the_sqlite_index(tmp_path: Path) -> No
     for f in tmp_path.iterdir():
         if f.name.startswith("s.db") and f.is_file():
             assert b"swordfishcode" not in f.read_bytes(), f.name
+
+
+def test_a_word_written_by_each_path_is_found_in_forks_too(store: Store, tmp_path: Path) -> None:
+    """A run, inject, an import and a framework adapter each write a word that is found,
+    in the session that holds it and in a fork of it."""
+    import asyncio
+
+    from plait.interop import seed_from_jsonl
+    from plait.providers import ScriptedProvider
+
+    if not isinstance(store, SearchStore):
+        pytest.skip(f"{type(store).__name__} keeps no full-text index")
+    with Client(tmp_path, store=store) as c:
+        ran = c.sessions.create()
+        asyncio.run(ran.prompt("ask of the axolotl", provider=ScriptedProvider(["an aardwolf"])))
+        injected = c.sessions.create()
+        injected.inject({"role": "user", "content": "an injected ibex"})
+        transcript = tmp_path / "chat.jsonl"
+        lines = [{"role": "user", "content": "imported impala"}, {"role": "assistant", "content": "ok"}]
+        transcript.write_text("".join(json.dumps(m) + "\n" for m in lines))
+        imported = seed_from_jsonl(c, transcript, format="openai").session_id
+        if importlib.util.find_spec("agents") is not None:
+            from plait.integrations.openai_agents import PlaitSession
+
+            adapted = PlaitSession("agents/1", c)
+            asyncio.run(adapted.add_items([{"role": "user", "content": "an adapted addax"}]))
+            assert [h.session_id for h in c.sessions.search("addax")] == ["agents/1"]
+        words = {"axolotl": ran.id, "aardwolf": ran.id, "ibex": injected.id, "impala": imported}
+        for word, sid in words.items():
+            assert [h.session_id for h in c.sessions.search(word)] == [sid], word
+        forks = {sid: c.sessions.get(sid).fork().id for sid in set(words.values())}
+        for word, sid in words.items():
+            assert {h.session_id for h in c.sessions.search(word)} == {sid, forks[sid]}, word

@@ -9,7 +9,10 @@ index finds the same; a query the engine cannot parse is a typed error.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
+from typing import cast
 
 import pytest
 
@@ -25,7 +28,7 @@ from plait.records import (
 )
 from plait.store.base import SessionRow, Store
 from plait.store.search import MARK_END, MARK_START, SearchHit, SearchStore
-from plait.testing._factory import ConformanceBase
+from plait.testing._factory import ConformanceBase, Peer
 from plait.testing._transcript import appended, new_row
 
 __all__ = ["SearchConformance"]
@@ -153,6 +156,54 @@ class SearchConformance(ConformanceBase):
         before = search.search("possum", 20, None)
         search.reindex()
         assert search.search("possum", 20, None) == before
+
+    def test_what_is_written_after_a_search_is_found_by_the_next(self, store: Store) -> None:
+        """Appends, a new session and a fork written after a search are all found."""
+        search = self._searcher(store)
+        s = self._session(store, "s", "wallaby one")
+        assert _where(search.search("wallaby", 20, None)) == {("s", 0)}
+        s = store.append(s, _said(1, "wallaby two"))
+        self._session(store, "t", "wallaby three")
+        fork = store.create(
+            new_row("f", layout=branch(s.layout, s.pk, 2, 2), parent_ids=("s",)), []
+        )
+        store.append(fork, _said(2, "wallaby four"))
+        assert _where(search.search("wallaby", 20, None)) == {
+            ("s", 0), ("s", 1), ("t", 0), ("f", 0), ("f", 1), ("f", 2)
+        }
+
+    def test_what_a_killed_writer_committed_is_found(
+        self, store: Store, store_target: str, peers: Callable[[], Peer]
+    ) -> None:
+        """Another process appends, one record per commit, and is killed mid-write: every
+        record it committed is found (by this store, which searched before, and by one
+        opened after), none it did not, and a fork made after finds its share."""
+        search = self._searcher(store)
+        self._session(store, "w", "quoll zero")
+        assert len(search.search("quoll", 20, None)) == 1
+        peer = peers()
+        peer.send("append w 1000000")
+        deadline = time.monotonic() + 60
+        while True:
+            row = store.get("w")
+            assert row is not None
+            if row.layout.end_seq > 30 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        peer.kill()  # SIGKILL, in the middle of its appends
+        row = store.get("w")
+        assert row is not None
+        end = row.layout.end_seq
+        assert end > 30
+        found = search.search("peer", end + 10, None)
+        assert sorted(h.position for h in found) == list(range(1, end))
+        again = cast(SearchStore, self.factory.open(store_target))
+        try:
+            assert len(again.search("peer", end + 10, None)) == end - 1
+        finally:
+            cast(Store, again).close()
+        store.create(new_row("f", layout=branch(row.layout, row.pk, 5, 5), parent_ids=("w",)), [])
+        assert _where(search.search("peer", end + 10, "/ws")) >= {("f", p) for p in range(1, 5)}
 
     def test_bad_input_is_a_typed_error(self, store: Store) -> None:
         """An empty query or a bad limit is InvalidArgumentError, never a crash."""
