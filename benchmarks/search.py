@@ -1,18 +1,24 @@
-"""Full-text search: what the index costs an append, and what a query costs (D275).
+"""Full-text search: what the index costs an append, a query, a delete and an erase (D300).
 
 Appends of messages of ordinary prose (40 words from a 5,000-word vocabulary) to one
 session, on a store with the full-text index (schema 12) and on one without it
-(schema 11); then a query for a rare and for a common word over ``--sessions``
-sessions of ``--messages`` messages each. SQLite always; PostgreSQL when a server
-answers at ``PLAIT_BENCH_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``),
-in fresh schemas it drops. Figures are medians of several rounds.
+(schema 11), in alternating rounds; then, over ``--sessions`` sessions of
+``--messages`` messages each: the first search (which indexes everything), a rare
+and a common word's, a search right after an append by the same store and after one
+by another connection (SQLite: the owners to catch up found from the store's own
+writes, or by reading every session's mark), and the delete and the erase of a
+session of 10,000 messages. SQLite always; PostgreSQL when a server answers at
+``PLAIT_BENCH_POSTGRES_URL`` (default ``postgresql://postgres@127.0.0.1:5432/test``),
+in fresh schemas it drops (``--pg-sessions``, default 1000). Figures are medians of
+several rounds.
 
-Usage: python benchmarks/search.py [--sessions N] [--messages M]
+Usage: python benchmarks/search.py [--sessions N] [--messages M] [--pg-sessions N] [--no-pg]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -45,13 +51,24 @@ def _median_us(op: Callable[[], object], n: int, rounds: int = 5) -> float:
     return statistics.median(times)
 
 
-def append_us(store: plait.Store, ws: Path) -> float:
-    """The median time of one single-message append of prose."""
+def append_us(stores: dict[str, plait.Store], ws: Path, rounds: int = 7) -> dict[str, float]:
+    """The median time of one single-message append of prose, per store, rounds alternating."""
     rng = random.Random(1)
-    with plait.Client(ws, store=store) as client:
-        s = client.sessions.create()
-        s.inject({"role": "user", "content": _prose(rng)})
-        return _median_us(lambda: s.inject({"role": "user", "content": _prose(rng)}), 300)
+    times: dict[str, list[float]] = {name: [] for name in stores}
+    with contextlib.ExitStack() as stack:
+        sessions = {}
+        for name, store in stores.items():
+            client = stack.enter_context(plait.Client(ws, store=store))
+            sessions[name] = client.sessions.create()
+            sessions[name].inject({"role": "user", "content": _prose(rng)})
+        for _ in range(rounds):
+            for name, s in sessions.items():
+                texts = [_prose(rng) for _ in range(300)]
+                start = time.perf_counter()
+                for text in texts:
+                    s.inject({"role": "user", "content": text})
+                times[name].append((time.perf_counter() - start) / len(texts) * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict[str, float]:
@@ -72,6 +89,35 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
             out[f"query {name} ms"] = (
                 _median_us(lambda t=term: client.sessions.search(t, all_workspaces=True), 5) / 1000
             )
+        last = s
+
+        def after_own_append() -> None:
+            last.inject({"role": "user", "content": _prose(rng, 20)})
+            client.sessions.search("zanzibarite", all_workspaces=True)
+
+        out["append + query ms"] = _median_us(after_own_append, 5) / 1000
+        if isinstance(store, lite.SQLiteStore):
+            other = lite.SQLiteStore(store.location)
+            with plait.Client(ws, store=other) as writer:
+                w = writer.sessions.get(last.id)
+
+                def after_other_append() -> None:
+                    w.inject({"role": "user", "content": _prose(rng, 20)})
+                    client.sessions.search("zanzibarite", all_workspaces=True)
+
+                out["another connection's append + query ms"] = (
+                    _median_us(after_other_append, 5) / 1000
+                )
+        for verb in ("delete", "erase"):
+            big = client.sessions.create()
+            big.inject_many([{"role": "user", "content": _prose(rng, 20)} for _ in range(10_000)])
+            client.sessions.search("zanzibarite", all_workspaces=True)  # indexed
+            start = time.perf_counter()
+            getattr(client.sessions, verb)(big.id)
+            out[f"{verb} of 10,000 messages ms"] = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            client.sessions.search("zanzibarite", all_workspaces=True)
+            out[f"query after the {verb} ms"] = (time.perf_counter() - start) * 1000
         return out
 
 
@@ -96,28 +142,38 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sessions", type=int, default=1000)
     parser.add_argument("--messages", type=int, default=100)
+    parser.add_argument("--pg-sessions", type=int, default=1000)
+    parser.add_argument("--no-pg", action="store_true", help="SQLite only")
     args = parser.parse_args(argv)
     url = os.environ.get("PLAIT_BENCH_POSTGRES_URL", DEFAULT_PG)
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         old = lite.MIGRATIONS[:11]
-        for name, steps in (("without index", old), ("with index", lite.MIGRATIONS)):
-            store = lite.SQLiteStore(ws / f"{name}.db", migrations=steps)
-            print(f"sqlite append µs ({name}): {append_us(store, ws):.1f}")
+        stores: dict[str, plait.Store] = {
+            name: lite.SQLiteStore(ws / f"{name}.db", migrations=steps)
+            for name, steps in (("without index", old), ("with index", lite.MIGRATIONS))
+        }
+        for name, us in append_us(stores, ws).items():
+            print(f"sqlite append µs ({name}): {us:.1f}")
+        for store in stores.values():
             store.close()
         store = lite.SQLiteStore(ws / "q.db")
         for k, v in query_ms(store, ws, args.sessions, args.messages).items():
             print(f"sqlite {k} ({args.sessions * args.messages:,} records): {v:.2f}")
         store.close()
+        if args.no_pg:
+            return 0
         try:
             from plait.store.postgres import MIGRATIONS
 
-            for name, pg_steps in (("without index", MIGRATIONS[:11]), ("with index", None)):
-                with _pg(url, pg_steps) as pg:
-                    print(f"postgres append µs ({name}): {append_us(pg, ws):.1f}")
+            with _pg(url, MIGRATIONS[:11]) as bare, _pg(url, None) as indexed:
+                pair = {"without index": bare, "with index": indexed}
+                for name, us in append_us(pair, ws).items():
+                    print(f"postgres append µs ({name}): {us:.1f}")
             with _pg(url, None) as pg:
-                for k, v in query_ms(pg, ws, args.sessions, args.messages).items():
-                    print(f"postgres {k} ({args.sessions * args.messages:,} records): {v:.2f}")
+                n = args.pg_sessions * args.messages
+                for k, v in query_ms(pg, ws, args.pg_sessions, args.messages).items():
+                    print(f"postgres {k} ({n:,} records): {v:.2f}")
         except (plait.errors.StoreError, ImportError) as exc:
             print(f"PostgreSQL skipped: {exc}")
     return 0

@@ -17,6 +17,7 @@ import pytest
 
 from plait import Client
 from plait.store import SearchStore, SQLiteStore, Store
+from plait.store import _litetext as litetext
 from plait.store import sqlite as lite
 from tests.conftest import POSTGRES_URL, needs_postgres
 
@@ -83,8 +84,11 @@ def test_a_message_is_found_after_its_writer_died(tmp_path: Path) -> None:
         store.close()
 
 
-def test_the_sqlite_index_stays_whole_through_deletes_and_erases(tmp_path: Path) -> None:
-    """Rows collected by a delete or an erase leave the FTS5 table as they were added."""
+def test_the_sqlite_index_stays_whole_through_deletes_and_erases(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows collected by a delete or an erase leave the FTS5 tables as they were added."""
+    monkeypatch.setattr(litetext, "SHARD_BITS", 1)  # two owners a table: several tables
     store = SQLiteStore(tmp_path / "gc.db")
     with Client(tmp_path, store=store) as c:
         a = c.sessions.create()
@@ -101,6 +105,24 @@ def test_the_sqlite_index_stays_whole_through_deletes_and_erases(tmp_path: Path)
         assert _hits(store, "numbat") == []
         _integrity_check(store)
         assert store._db.execute("SELECT count(*) FROM record_text_gone").fetchone()[0] == 0
+        assert store._db.execute("SELECT count(*) FROM record_text_shards").fetchone()[0] > 1
+
+
+def test_a_row_rewritten_after_it_was_indexed_is_found_by_its_new_text(tmp_path: Path) -> None:
+    """A repair that rewrites a payload takes the old words out of the index."""
+    store = SQLiteStore(tmp_path / "fix.db")
+    with Client(tmp_path, store=store) as c:
+        s = c.sessions.create()
+        s.inject({"role": "user", "content": "a garbled gnu"})
+        assert [h.position for h in c.sessions.search("gnu")] == [0]
+        store._db.execute(
+            "UPDATE records SET payload = ? WHERE key >> 32 = "
+            "(SELECT pk FROM sessions WHERE id = ?)",
+            ('{"content":"a mended moose"}', s.id),
+        )
+        assert c.sessions.search("gnu") == []
+        assert [h.position for h in c.sessions.search("moose")] == [0]
+        _integrity_check(store)
 
 
 def _integrity_check(store: SQLiteStore) -> None:
@@ -122,19 +144,25 @@ def test_text_with_a_nul_is_written_and_found_by_its_words(store: Store, tmp_pat
         assert [h.position for h in c.sessions.search("after")] == [0]
 
 
-def test_an_erase_leaves_no_term_of_it_in_the_sqlite_index(tmp_path: Path) -> None:
-    """Terms already folded into FTS5 leave the file with the records (its segments are
-    rewritten, and the freed pages overwritten)."""
+def test_an_erase_leaves_no_term_of_it_in_the_sqlite_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Terms already indexed leave the file with the records (the segments of the FTS5
+    table that held them are rewritten, and the freed pages overwritten)."""
+    monkeypatch.setattr(litetext, "SHARD_BITS", 1)
     path = tmp_path / "s.db"
     with Client(tmp_path, store=path) as client:
         client.open("keep").inject({"role": "user", "content": "nothing to hide"})
+        for i in range(4):  # sessions in other FTS5 tables
+            client.open(f"other {i}").inject({"role": "user", "content": "hide and seek"})
         s = client.open("forget-me")
         for i in range(50):
             s.inject({"role": "user", "content": f"the launch code is swordfishcode {i}"})
         assert len(client.sessions.search("swordfishcode", limit=100)) == 50  # folded
         client.sessions.erase("forget-me")
         assert client.sessions.search("swordfishcode") == []
-        assert [h.session_id for h in client.sessions.search("hide")] == ["keep"]
+        found = {h.session_id for h in client.sessions.search("hide")}
+        assert found == {"keep", *(f"other {i}" for i in range(4))}
     for f in tmp_path.iterdir():
         if f.name.startswith("s.db") and f.is_file():
             assert b"swordfishcode" not in f.read_bytes(), f.name

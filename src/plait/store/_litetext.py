@@ -32,6 +32,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Final
 
 from plait.store._rows import SEQ_BITS
@@ -49,7 +50,7 @@ __all__ = [
     "search_shards",
 ]
 
-SHARD_BITS: Final = 10
+SHARD_BITS: Final = 8
 """Owners per FTS5 table: ``owner >> SHARD_BITS`` names the table holding its rows."""
 
 _KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
@@ -261,10 +262,24 @@ def _hits(shard: int) -> str:
     )
 
 
+_ARMS: Final = 200
+"""Shards one search statement reads (SQLite allows 500 arms in a compound select)."""
+
+
+@lru_cache(maxsize=16)
+def _hits_sql(shards: tuple[int, ...]) -> str:
+    # One statement for many shards, so that the statement cache keeps a few of them,
+    # not one per shard; each arm is its shard's newest matches.
+    arms = " UNION ALL ".join(f"SELECT * FROM ({_hits(s)})" for s in shards)
+    return f"{arms} ORDER BY 3 DESC, 1 DESC LIMIT ?"
+
+
 def search_shards(db: sqlite3.Connection, query: str, wanted: int) -> list[Any]:
     """``(key, kind, created_at, mpos, snippet)`` of the newest ``wanted`` matches."""
+    shards = _shards(db)
     found: list[Any] = []
-    for shard in _shards(db):
-        found.extend(db.execute(_hits(shard), (query, wanted)).fetchall())
+    for i in range(0, len(shards), _ARMS):
+        part = tuple(shards[i : i + _ARMS])
+        found.extend(db.execute(_hits_sql(part), (query, wanted) * len(part) + (wanted,)))
     found.sort(key=lambda r: (r[2], r[0]), reverse=True)
     return found[:wanted]
