@@ -184,7 +184,10 @@ def test_a_word_written_by_each_path_is_found_in_forks_too(store: Store, tmp_pat
         injected = c.sessions.create()
         injected.inject({"role": "user", "content": "an injected ibex"})
         transcript = tmp_path / "chat.jsonl"
-        lines = [{"role": "user", "content": "imported impala"}, {"role": "assistant", "content": "ok"}]
+        lines = [
+            {"role": "user", "content": "imported impala"},
+            {"role": "assistant", "content": "ok"},
+        ]
         transcript.write_text("".join(json.dumps(m) + "\n" for m in lines))
         imported = seed_from_jsonl(c, transcript, format="openai").session_id
         if importlib.util.find_spec("agents") is not None:

@@ -31,9 +31,9 @@ from plait.errors import (
 )
 from plait.store._due import DueCall
 from plait.store._litesql import SQLITE_DDL
+from plait.store._litetext import TextFeed, catch_up, reindex, search_shards
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
-from plait.store._litetext import TextFeed, catch_up, reindex, search_shards
 from plait.store._sql import Connection, SQLStore, describe
 from plait.store.base import SessionRow
 

@@ -13,9 +13,9 @@ from typing import Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
+from plait.store._litetext import SQLITE_TEXT_INDEX
 from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX
 from plait.store._schema import DDL
-from plait.store._litetext import SQLITE_TEXT_INDEX
 
 __all__ = [
     "APPEND_STATE",

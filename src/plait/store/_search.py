@@ -114,12 +114,16 @@ class SQLSearch:
     ) -> list[Any]: ...
 
     def _records_written(self, pk: int) -> None:
-        """Note that this store wrote records of owner ``pk`` (an index fed from the
-        records catches up these; one kept by the engine ignores it)."""
+        """Note that this store wrote records of owner ``pk``.
+
+        An index fed from the records catches these up; one kept by the engine ignores it.
+        """
 
     def _catch_up(self) -> None:
-        """Bring the index up to the committed records (an engine that keeps it whole
-        in the records' own transaction has nothing to do)."""
+        """Bring the index up to the committed records.
+
+        An engine that keeps it whole in the records' own transaction has nothing to do.
+        """
 
     def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
         """Run the engine's search query (an engine may run it its own way)."""

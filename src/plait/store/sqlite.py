@@ -65,6 +65,7 @@ from plait.store._litesql import (
     UPDATE_SESSION_UNLINKED,
     record_params,
 )
+from plait.store._litetext import TextFeed, forget_erased
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
@@ -80,7 +81,6 @@ from plait.store._schema import (
     checked_migrations,
     migrations,
 )
-from plait.store._litetext import TextFeed, forget_erased
 from plait.store._sql import (
     Dialect,
     check_start,

@@ -175,9 +175,12 @@ class SearchConformance(ConformanceBase):
     def test_what_a_killed_writer_committed_is_found(
         self, store: Store, store_target: str, peers: Callable[[], Peer]
     ) -> None:
-        """Another process appends, one record per commit, and is killed mid-write: every
-        record it committed is found (by this store, which searched before, and by one
-        opened after), none it did not, and a fork made after finds its share."""
+        """What a writer process killed mid-write committed is found, and nothing else.
+
+        Another process appends, one record per commit, and is SIGKILLed: every record it
+        committed is found (by this store, which searched before, and by one opened
+        after), none it did not, and a fork made after finds its share.
+        """
         search = self._searcher(store)
         self._session(store, "w", "quoll zero")
         assert len(search.search("quoll", 20, None)) == 1
