@@ -71,6 +71,33 @@ def append_us(stores: dict[str, plait.Store], ws: Path, rounds: int = 7) -> dict
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+def peer_append_us(ws: Path, rounds: int = 5) -> float | None:
+    """openai-agents' ``SQLiteSession.add_items`` of one such message, or None without it."""
+    try:
+        from agents import SQLiteSession
+    except ImportError:
+        return None
+    import asyncio
+
+    rng = random.Random(1)
+    session = SQLiteSession("bench", str(ws / "agents.db"))
+
+    async def run() -> float:
+        times = []
+        for _ in range(rounds):
+            texts = [_prose(rng) for _ in range(300)]
+            start = time.perf_counter()
+            for text in texts:
+                await session.add_items([{"role": "user", "content": text}])
+            times.append((time.perf_counter() - start) / len(texts) * 1e6)
+        return statistics.median(times)
+
+    try:
+        return asyncio.run(run())
+    finally:
+        session.close()
+
+
 def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict[str, float]:
     """Fill ``store``; time the first search, then a rare and a common term's (limit 20)."""
     rng = random.Random(2)
@@ -83,7 +110,7 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
             s.inject_many(batch)
         start = time.perf_counter()
         client.sessions.search("zanzibarite", all_workspaces=True)
-        # On SQLite the first search folds every record the appends left owed.
+        # On SQLite the first search indexes every record the appends wrote.
         out = {"first query ms": (time.perf_counter() - start) * 1000}
         for name, term in (("rare", "zanzibarite"), ("common", "w7x")):
             out[f"query {name} ms"] = (
@@ -157,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sqlite append µs ({name}): {us:.1f}")
         for store in stores.values():
             store.close()
+        peer = peer_append_us(ws)
+        if peer is not None:
+            print(f"openai-agents SQLiteSession.add_items µs (one message): {peer:.1f}")
         store = lite.SQLiteStore(ws / "q.db")
         for k, v in query_ms(store, ws, args.sessions, args.messages).items():
             print(f"sqlite {k} ({args.sessions * args.messages:,} records): {v:.2f}")

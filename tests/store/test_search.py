@@ -158,7 +158,7 @@ def test_an_erase_leaves_no_term_of_it_in_the_sqlite_index(
         s = client.open("forget-me")
         for i in range(50):
             s.inject({"role": "user", "content": f"the launch code is swordfishcode {i}"})
-        assert len(client.sessions.search("swordfishcode", limit=100)) == 50  # folded
+        assert len(client.sessions.search("swordfishcode", limit=100)) == 50  # indexed
         client.sessions.erase("forget-me")
         assert client.sessions.search("swordfishcode") == []
         found = {h.session_id for h in client.sessions.search("hide")}
