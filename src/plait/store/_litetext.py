@@ -30,7 +30,8 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
@@ -103,6 +104,7 @@ _BEHIND: Final = (
 )
 _MARK_OF: Final = "SELECT last_key FROM record_text_marks WHERE owner = ?"
 _PAST: Final = "SELECT key, kind, payload FROM records WHERE key > ? AND key < ? ORDER BY key"
+_UPTO: Final = "SELECT key, kind, payload FROM records WHERE key >= ? AND key <= ?"
 _SET_MARK: Final = "INSERT OR REPLACE INTO record_text_marks (owner, last_key) VALUES (?, ?)"
 _ANY_GONE: Final = "SELECT 1 FROM record_text_gone LIMIT 1"
 
@@ -201,53 +203,91 @@ def catch_up(db: sqlite3.Connection, feed: TextFeed) -> None:
     if not owners and db.execute(_ANY_GONE).fetchone() is None:
         feed.version, feed.dirty = version, set()
         return
-    db.execute("BEGIN IMMEDIATE")
-    try:
-        made = set(_shards(db))
-        _flush_gone(db, made)
-        for owner in owners:
-            # Read again in the write transaction: another connection may have caught up.
-            found = db.execute(_MARK_OF, (owner,)).fetchone()
-            mark = int(found[0]) if found else (owner << SEQ_BITS) - 1
-            rows = db.execute(_PAST, (mark, (owner + 1) << SEQ_BITS)).fetchall()
-            if rows:
-                _add(db, rows, made)
-                db.execute(_SET_MARK, (owner, int(rows[-1][0])))
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
+    with _overwriting(db):
+        _index(db, owners)
     # Whatever another connection committed after `version` was read changes it again.
     feed.version, feed.dirty = version, set()
+
+
+@contextmanager
+def _overwriting(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction in which every page or cell freed is overwritten.
+
+    FTS5 merges its segments as they grow, freeing the pages of the old ones: left as
+    they were, a term (of a session erased later) would stay readable in free pages
+    that no erase knows of. ``secure_delete`` zeroes them as they are freed.
+    """
+    before = int(db.execute("PRAGMA secure_delete").fetchone()[0])
+    db.execute("PRAGMA secure_delete = ON")
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+    finally:
+        db.execute(f"PRAGMA secure_delete = {before}")
+
+
+def _index(db: sqlite3.Connection, owners: list[int]) -> None:
+    made = set(_shards(db))
+    _flush_gone(db, made)
+    for owner in owners:
+        # Read again in the write transaction: another connection may have caught up.
+        found = db.execute(_MARK_OF, (owner,)).fetchone()
+        mark = int(found[0]) if found else (owner << SEQ_BITS) - 1
+        rows = db.execute(_PAST, (mark, (owner + 1) << SEQ_BITS)).fetchall()
+        if rows:
+            _add(db, rows, made)
+            db.execute(_SET_MARK, (owner, int(rows[-1][0])))
 
 
 def forget_erased(db: sqlite3.Connection) -> None:
     """Inside an erase's transaction (``secure_delete`` on): no term of its rows stays.
 
     FTS5 deletes a row by writing a marker beside the segment that still holds its
-    terms; only a merge of that segment drops them. The shards that held the rows
-    gone are merged whole (``optimize``): each is at most 2**SHARD_BITS owners, so
-    an erase costs what those shards hold, whatever the store's size.
+    terms, and even a merge of the segments (``optimize``) leaves copies of cells that
+    the b-tree moved in the unused space of pages it keeps. So each FTS5 table that
+    held a row gone is dropped (every page of it freed, and overwritten as it is
+    freed) and made again from the records its owners still have. A table holds at
+    most 2**SHARD_BITS owners: an erase costs what those tables hold, whatever the
+    store's size.
     """
+    touched = sorted({_shard(int(k)) for (k,) in db.execute("SELECT key FROM record_text_gone")})
+    if not touched:
+        return
     made = set(_shards(db))
-    for shard in sorted(_flush_gone(db, made)):
-        db.execute(f"INSERT INTO {_table(shard)} ({_table(shard)}) VALUES ('optimize')")
+    db.execute("DELETE FROM record_text_gone")
+    # An owner whose session row is gone has no rows left to index: its mark goes too.
+    db.execute(
+        "DELETE FROM record_text_marks "
+        "WHERE NOT EXISTS (SELECT 1 FROM sessions WHERE pk = record_text_marks.owner)"
+    )
+    for shard in touched:
+        if shard in made:
+            db.execute(f"DROP TABLE {_table(shard)}")
+            made.discard(shard)
+        lo, hi = shard << SHARD_BITS, (shard + 1) << SHARD_BITS
+        marks = db.execute(
+            "SELECT owner, last_key FROM record_text_marks WHERE owner >= ? AND owner < ?",
+            (lo, hi),
+        ).fetchall()
+        _ensure(db, shard, made)
+        for owner, last in marks:
+            rows = db.execute(_UPTO, (int(owner) << SEQ_BITS, int(last))).fetchall()
+            _add(db, rows, made)
 
 
 def reindex(db: sqlite3.Connection, feed: TextFeed) -> None:
     """Drop the FTS5 tables and the marks, then index every record again."""
-    db.execute("BEGIN IMMEDIATE")
-    try:
+    with _overwriting(db):
         for shard in _shards(db):
             db.execute(f"DROP TABLE {_table(shard)}")
         for table in ("record_text_shards", "record_text_marks", "record_text_gone"):
             db.execute(f"DELETE FROM {table}")
-        db.execute("COMMIT")
-    except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
-        raise
     feed.version = None
     catch_up(db, feed)
 

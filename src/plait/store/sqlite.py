@@ -207,6 +207,10 @@ class SQLiteStore(LiteConnection):
             # after its commit, rather than inside whichever commit crosses
             # SQLite's threshold (see LiteConnection._wrote; D211).
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
+            # Space freed in a page being written anyway is zeroed (a root page that
+            # splits, a cell deleted): otherwise copies of moved cells stay in pages the
+            # b-tree keeps, where an erase (which zeroes what it frees) never looks.
+            self._db.execute("PRAGMA secure_delete = FAST")
             self._migrate(auto_migrate)
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
@@ -533,7 +537,7 @@ class SQLiteStore(LiteConnection):
                     if self.code_version >= 12:  # the text index's copies of the terms too
                         forget_erased(db)
             finally:
-                self._db.execute("PRAGMA secure_delete = OFF")
+                self._db.execute("PRAGMA secure_delete = FAST")
             if self._path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
