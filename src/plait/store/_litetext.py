@@ -292,13 +292,22 @@ def reindex(db: sqlite3.Connection, feed: TextFeed) -> None:
     catch_up(db, feed)
 
 
-def _hits(shard: int) -> str:
+def _newest(shard: int) -> str:
     t = _table(shard)
+    return (
+        f"SELECT t.rowid, r.created_at FROM {t} t JOIN records r ON r.key = t.rowid "
+        f"WHERE {t} MATCH ? ORDER BY r.created_at DESC, t.rowid DESC LIMIT ?"
+    )
+
+
+def _shown(shard: int) -> str:
+    t = _table(shard)
+    # The keys as one JSON list: one statement text per shard, kept by the cache.
     return (
         f"SELECT t.rowid, r.kind, r.created_at, r.mpos, "
         f"snippet({t}, 0, '{MARK_START}', '{MARK_END}', '\u2026', 16) "
         f"FROM {t} t JOIN records r ON r.key = t.rowid "
-        f"WHERE {t} MATCH ? ORDER BY r.created_at DESC, t.rowid DESC LIMIT ?"
+        f"WHERE {t} MATCH ? AND t.rowid IN (SELECT value FROM json_each(?))"
     )
 
 
@@ -307,19 +316,30 @@ _ARMS: Final = 200
 
 
 @lru_cache(maxsize=16)
-def _hits_sql(shards: tuple[int, ...]) -> str:
+def _newest_sql(shards: tuple[int, ...]) -> str:
     # One statement for many shards, so that the statement cache keeps a few of them,
     # not one per shard; each arm is its shard's newest matches.
-    arms = " UNION ALL ".join(f"SELECT * FROM ({_hits(s)})" for s in shards)
-    return f"{arms} ORDER BY 3 DESC, 1 DESC LIMIT ?"
+    arms = " UNION ALL ".join(f"SELECT * FROM ({_newest(s)})" for s in shards)
+    return f"{arms} ORDER BY 2 DESC, 1 DESC LIMIT ?"
 
 
 def search_shards(db: sqlite3.Connection, query: str, wanted: int) -> list[Any]:
-    """``(key, kind, created_at, mpos, snippet)`` of the newest ``wanted`` matches."""
+    """``(key, kind, created_at, mpos, snippet)`` of the newest ``wanted`` matches.
+
+    The newest are found first, by key and time alone; snippets (FTS5 reads each
+    matched row's text back and tokenises it again) are made for those only.
+    """
     shards = _shards(db)
-    found: list[Any] = []
+    newest: list[tuple[int, int]] = []
     for i in range(0, len(shards), _ARMS):
         part = tuple(shards[i : i + _ARMS])
-        found.extend(db.execute(_hits_sql(part), (query, wanted) * len(part) + (wanted,)))
+        newest.extend(db.execute(_newest_sql(part), (query, wanted) * len(part) + (wanted,)))
+    newest.sort(key=lambda r: (r[1], r[0]), reverse=True)
+    by_shard: dict[int, list[int]] = defaultdict(list)
+    for key, _ in newest[:wanted]:
+        by_shard[_shard(int(key))].append(int(key))
+    found: list[Any] = []
+    for shard, keys in by_shard.items():
+        found.extend(db.execute(_shown(shard), (query, json.dumps(keys))))
     found.sort(key=lambda r: (r[2], r[0]), reverse=True)
-    return found[:wanted]
+    return found

@@ -14,6 +14,7 @@ own layout and view.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -191,10 +192,15 @@ class SQLSearch:
         ]
         if workspace is not None:
             rows = [r for r in rows if r.workspace == workspace]
+        # Each row is checked only against the hits on owners its layout names.
+        readers: dict[int, list[SessionRow]] = defaultdict(list)
+        for row in rows:
+            for named in {row.pk, *(o for o, _ in row.layout.bases)}:
+                readers[named].append(row)
         out: list[SearchHit] = []
         for key, kind, created, mpos, snippet in found:
             owner, seq = int(key) >> SEQ_BITS, int(key) & SEQ_MAX
-            for row in rows:
+            for row in readers.get(owner, ()):
                 if reads(row, owner, seq):
                     # mpos counts the messages before the row in the whole transcript; a
                     # session's view numbers them from its first shown one.

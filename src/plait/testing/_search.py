@@ -194,8 +194,14 @@ class SearchConformance(ConformanceBase):
                 break
             time.sleep(0.01)
         peer.kill()  # SIGKILL, in the middle of its appends
-        row = store.get("w")
-        assert row is not None
+        # A server may still commit the statement a killed client sent last: wait until
+        # the transcript stops growing.
+        row, end = None, -1
+        while row is None or row.layout.end_seq != end:
+            end = row.layout.end_seq if row is not None else -1
+            time.sleep(0.3)
+            row = store.get("w")
+            assert row is not None
         end = row.layout.end_seq
         assert end > 30
         found = search.search("peer", end + 10, None)
