@@ -263,9 +263,10 @@ def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
 def reindex(settings: Settings) -> None:
     """Rebuild the full-text index of every session's messages from the records.
 
-    The index is kept with the records as they are written; a rebuild is for an
-    index a repair or an old backup left out of step (searches then miss or show
-    stale text). Every record is read again, in one transaction.
+    The index is kept in step with the records (on SQLite, brought up to them by each
+    search); a rebuild is for an index a repair or an old backup left out of step
+    (searches then miss or show stale text). Every record is read again, in one
+    transaction.
     """
     check_store_file(settings, create=False)  # a store that is not there has nothing to index
     store = _open(settings, auto_migrate=False)

@@ -282,14 +282,15 @@ def forget_erased(db: sqlite3.Connection) -> None:
 
 
 def reindex(db: sqlite3.Connection, feed: TextFeed) -> None:
-    """Drop the FTS5 tables and the marks, then index every record again."""
+    """Drop the FTS5 tables and the marks, and index every record again, in one transaction."""
+    version = int(db.execute("PRAGMA data_version").fetchone()[0])
     with _overwriting(db):
         for shard in _shards(db):
             db.execute(f"DROP TABLE {_table(shard)}")
         for table in ("record_text_shards", "record_text_marks", "record_text_gone"):
             db.execute(f"DELETE FROM {table}")
-    feed.version = None
-    catch_up(db, feed)
+        _index(db, [int(o) for o, _ in db.execute(_BEHIND).fetchall()])
+    feed.version, feed.dirty = version, set()
 
 
 def _newest(shard: int) -> str:

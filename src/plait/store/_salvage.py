@@ -114,7 +114,7 @@ def _other_tables(dst: sqlite3.Connection) -> list[str]:
     """Every table of the schema but the two copied range by range and the bookkeeping.
 
     The full-text index (``record_text``, its FTS5 shadow tables and what it owes) is
-    not copied: the new file's triggers index the records as they are copied.
+    not copied: the new file indexes the records it holds at its first search.
     """
     names = dst.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
     return [
