@@ -148,6 +148,30 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
         return out
 
 
+def erase_ms(
+    path: Path, ws: Path, steps: tuple[plait.store.Migration, ...], sessions: int, messages: int
+) -> dict[str, float]:
+    """The erase of a 10,000-message session in a store of ``sessions`` sessions (SQLite)."""
+    rng = random.Random(3)
+    store = lite.SQLiteStore(path, migrations=steps)
+    out: dict[str, float] = {}
+    with plait.Client(ws, store=store) as client:
+        for _ in range(sessions):
+            client.sessions.create().inject_many(
+                [{"role": "user", "content": _prose(rng, 20)} for _ in range(messages)]
+            )
+        big = client.sessions.create()
+        big.inject_many([{"role": "user", "content": _prose(rng, 20)} for _ in range(10_000)])
+        if len(steps) >= 12:
+            client.sessions.search("w7x", all_workspaces=True)  # everything indexed
+        store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the same log before each
+        start = time.perf_counter()
+        client.sessions.erase(big.id)
+        out["erase ms"] = (time.perf_counter() - start) * 1000
+    store.close()
+    return out
+
+
 @contextmanager
 def _pg(url: str, steps: tuple[plait.store.Migration, ...] | None) -> Iterator[plait.Store]:
     import psycopg
@@ -171,8 +195,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=100)
     parser.add_argument("--pg-sessions", type=int, default=1000)
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--erase", action="store_true", help="only the erase, without and with the index"
+    )
     args = parser.parse_args(argv)
     url = os.environ.get("PLAIT_BENCH_POSTGRES_URL", DEFAULT_PG)
+    if args.erase:
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, steps in (("without index", lite.MIGRATIONS[:11]), ("with index", None)):
+                found = erase_ms(
+                    Path(tmp) / f"{name}.db",
+                    Path(tmp),
+                    steps or lite.MIGRATIONS,
+                    args.sessions,
+                    args.messages,
+                )
+                n = args.sessions * args.messages
+                print(
+                    f"sqlite erase of 10,000 messages ms ({name}, {n:,} records): "
+                    f"{found['erase ms']:.1f}"
+                )
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         old = lite.MIGRATIONS[:11]

@@ -51,11 +51,14 @@ __all__ = [
     "search_shards",
 ]
 
-SHARD_BITS: Final = 8
+SHARD_BITS: Final = 7
 """Owners per FTS5 table: ``owner >> SHARD_BITS`` names the table holding its rows."""
 
 _KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 _MARK: Final = "(SELECT last_key FROM record_text_marks WHERE owner = old.key >> 32)"
+
+
+_DECODE: Final = json.JSONDecoder().raw_decode
 
 
 def index_text(kind: str, payload: str) -> str | None:
@@ -69,7 +72,8 @@ def index_text(kind: str, payload: str) -> str | None:
     if kind not in INDEXED_KINDS:
         return None
     try:
-        content = json.loads(payload).get("content")
+        # The codec writes one JSON object with nothing around it: read it as it is.
+        content = _DECODE(payload)[0].get("content")
     except (ValueError, AttributeError):
         return payload  # a damaged row is indexed as it stands, as PostgreSQL does
     return content if isinstance(content, str) else None
