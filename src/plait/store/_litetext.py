@@ -19,10 +19,12 @@ or rewritten after it was indexed is copied to ``record_text_gone``, and the nex
 catch-up removes its terms (FTS5's ``delete`` needs the text indexed) and, for a
 rewritten row, indexes its new text.
 
-The FTS5 tables are *shards* of 2**SHARD_BITS owners each: an erase rewrites only
-the shards that held the erased rows (FTS5 keeps a deleted term in its segment
-until the segment is merged, and SQLite 3.40 has no ``secure-delete`` for it), so
-its cost is bounded by a shard, not the store.
+The FTS5 tables are *shards* of 2**SHARD_BITS owners each. FTS5 keeps a deleted
+term in its segment until the segment is merged (SQLite 3.40 has no FTS5
+``secure-delete``), and a merge leaves copies in pages it keeps: an erase drops the
+shards that held the erased rows and makes them again, so its cost is bounded by
+a shard, not the store. Catch-ups run with ``secure_delete`` on, so the pages
+FTS5's merges free keep no term either.
 """
 
 from __future__ import annotations
