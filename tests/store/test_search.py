@@ -205,3 +205,17 @@ def test_a_word_written_by_each_path_is_found_in_forks_too(store: Store, tmp_pat
         forks = {sid: c.sessions.get(sid).fork().id for sid in set(words.values())}
         for word, sid in words.items():
             assert {h.session_id for h in c.sessions.search(word)} == {sid, forks[sid]}, word
+
+
+def test_a_writer_of_many_sessions_forgets_them_and_a_search_still_finds_all(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The owners a store remembers writing to are bounded; past that it reads every mark."""
+    monkeypatch.setattr(litetext, "DIRTY_MAX", 3)
+    store = SQLiteStore(tmp_path / "many.db")
+    store._checkpoint_every = 2
+    with Client(tmp_path, store=store) as c:
+        assert c.sessions.search("kudu") == []
+        ids = {c.sessions.create([{"role": "user", "content": f"kudu {i}"}]).id for i in range(8)}
+        assert len(store._text.dirty) <= 3 + 2
+        assert {h.session_id for h in c.sessions.search("kudu")} == ids

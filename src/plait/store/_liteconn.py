@@ -407,6 +407,7 @@ class LiteConnection(SQLStore):
     def _checkpoint(self) -> None:
         """Copy the write-ahead log into the database file, as far as readers allow."""
         self._synced_changes = self._db.total_changes
+        self._text.bound()
         if self._memory:
             return
         try:

@@ -56,6 +56,9 @@ __all__ = [
 SHARD_BITS: Final = 7
 """Owners per FTS5 table: ``owner >> SHARD_BITS`` names the table holding its rows."""
 
+DIRTY_MAX: Final = 4096
+"""Owners a connection remembers writing to before it forgets them (see TextFeed.bound)."""
+
 _KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 _MARK: Final = "(SELECT last_key FROM record_text_marks WHERE owner = old.key >> 32)"
 
@@ -123,6 +126,16 @@ class TextFeed:
     """``PRAGMA data_version`` when this connection last caught up; None: never."""
     dirty: set[int] = field(default_factory=set)
     """The owners this connection wrote records to since (appends add theirs)."""
+
+    def bound(self) -> None:
+        """Forget the owners once there are many: the next search reads every mark.
+
+        Called now and then (at each checkpoint), so that a process that writes to
+        many sessions and never searches does not keep a key for each.
+        """
+        if len(self.dirty) > DIRTY_MAX:
+            self.version = None
+            self.dirty.clear()
 
 
 def _table(shard: int) -> str:
