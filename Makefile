@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/depth.py
 	$(BIN)/python benchmarks/concurrency.py
 	$(BIN)/python benchmarks/stores.py
+	$(BIN)/python benchmarks/search.py
 	$(BIN)/python benchmarks/context.py
 	$(BIN)/python benchmarks/sandbox.py
 	$(BIN)/python benchmarks/rewind.py

@@ -16,7 +16,7 @@ from plait._checks import check_int
 from plait._files import usable_path
 from plait._ids import is_session_id
 from plait._time import from_micros
-from plait.errors import InvalidArgumentError, SessionNotFoundError, shown
+from plait.errors import InvalidArgumentError, SessionNotFoundError, StoreError, shown
 from plait.lineage import Ancestry
 from plait.records import AssistantRecord, JSONValue, Message, Record
 from plait.session import (
@@ -32,6 +32,7 @@ from plait.session import (
 from plait.session.counting import shown_length
 from plait.store import Store, open_store
 from plait.store.base import SessionRow, sessions_with_prefix
+from plait.store.search import SearchHit, SearchStore
 
 __all__ = [
     "STATE_ONLY",
@@ -203,6 +204,33 @@ class SessionCollection:
         store = self._client.store
         rows = conversations(store, None if all_workspaces else self._client.workspace, n, prefix)
         return [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
+
+    def search(
+        self, query: str, *, limit: int = 20, all_workspaces: bool = False
+    ) -> builtins.list[SearchHit]:
+        """Search the text of every stored session's messages, newest message first.
+
+        Args:
+            query: words (all must match) and ``"quoted phrases"``; SQLite also reads
+                FTS5's operators, PostgreSQL web search's.
+            limit: at most this many hits (a positive int).
+            all_workspaces: search every workspace's sessions, not only this one's.
+
+        Returns:
+            A hit (session id, title, position, role, snippet with each matched term
+            between ``«`` and ``»``) per message and live session that shows it: a
+            message forks share is a hit in each fork.
+
+        Raises:
+            InvalidArgumentError (a ValueError): an empty query or a bad ``limit``;
+                :class:`~plait.errors.SearchQueryError` for a query the store cannot parse.
+            StoreError: the store keeps no full-text index.
+        """
+        n = _check_limit(limit)
+        store = self._client.store
+        if not isinstance(store, SearchStore):
+            raise StoreError(f"{store!r} keeps no full-text index: it cannot search")
+        return store.search(query, n, None if all_workspaces else self._client.workspace)
 
     def new(self) -> Session:
         """Start an empty conversation and make it current (stored when first written)."""

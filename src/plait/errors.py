@@ -11,6 +11,7 @@ The hierarchy::
     ├── InvalidArgumentError (ValueError)      bad input; nothing was written
     │   ├── UnknownOptionError                 an option key plait does not know
     │   ├── InvalidMessageError                a message without a role, an unknown role, ...
+    │   ├── SearchQueryError                   a search query the full-text engine cannot parse
     │   ├── ImportFormatError                  a transcript to import is malformed (names the line)
     │   ├── ToolSchemaError                    a tool function's parameters JSON cannot describe
     │   ├── BundleVersionError                 a session bundle of a schema this plait cannot read
@@ -78,6 +79,7 @@ __all__ = [
     "ImportFormatError",
     "InvalidArgumentError",
     "InvalidMessageError",
+    "SearchQueryError",
     "MissingDependencyError",
     "NoSandboxError",
     "NothingToDoError",
@@ -176,6 +178,13 @@ class UnknownOptionError(InvalidArgumentError):
 
 class InvalidMessageError(InvalidArgumentError):
     """A message to inject is malformed: no role, an unknown role, a bad field."""
+
+
+class SearchQueryError(InvalidArgumentError):
+    """A search query the store's full-text engine cannot parse.
+
+    An unclosed quote, a stray operator: nothing was searched.
+    """
 
 
 class ImportFormatError(InvalidArgumentError):

@@ -10,6 +10,7 @@ from starlette.testclient import TestClient
 
 from plait import errors as E
 from plait.server.errors import CODES, status_and_code
+from plait.store import SQLiteStore
 
 from .conftest import AUTH, KEY, REPLY, GatedProvider, Served, make_served, parse_sse, wait_idle
 
@@ -505,3 +506,28 @@ def test_runs_with_tools_leave_no_sandbox_folder_behind(
         del app, api
         gc.collect()
         assert [p.name for p in temp.iterdir() if "sandbox" in p.name] == []
+
+
+def test_sessions_q_searches_every_message_of_the_store(api: TestClient, served: Served) -> None:
+    a = new_session(api, messages=[{"role": "user", "content": "Where is the quokka?"}])["id"]
+    b = api.post(f"/sessions/{a}/fork", json={}).json()["id"]  # shares the question
+    gone = new_session(api, messages=[{"role": "user", "content": "a quokka"}])["id"]
+    served.client.sessions.delete(gone)  # no route deletes: the server's client does
+    new_session(api, messages=[{"role": "user", "content": "nothing to find"}])
+    body = api.get("/sessions?q=quokka").json()
+    assert sorted((h["session_id"], h["position"], h["role"]) for h in body["hits"]) == sorted(
+        [(a, 0, "user"), (b, 0, "user")]
+    )
+    assert all(h["snippet"] == "Where is the «quokka»?" for h in body["hits"])
+    assert sorted(s["id"] for s in body["sessions"]) == sorted([a, b])
+    assert api.get("/sessions?q=absent").json() == {"sessions": [], "hits": []}
+    assert api.get("/sessions").json()["hits"] is None  # a plain listing is unchanged
+    assert len(api.get("/sessions?q=quokka&limit=1").json()["hits"]) == 1
+    assert error_of(api.get("/sessions?q="))["code"] == "invalid_request"
+    # FTS5 (SQLite) refuses an unclosed quote; PostgreSQL's web search reads any text.
+    bad = api.get("/sessions", params={"q": '"unclosed'})
+    if isinstance(served.client.store, SQLiteStore):
+        assert error_of(bad)["code"] == "invalid_argument"
+        assert "bad search query" in error_of(bad)["message"]
+    else:
+        assert bad.status_code == 200

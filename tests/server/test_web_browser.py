@@ -351,3 +351,63 @@ def test_the_list_marks_cut_ids_and_shows_other_ids_whole(
         page.screenshot(path=str(shots / "list-ids.png"), full_page=True)
         page.goto("about:blank")
     served.client.close()
+
+
+def test_the_search_box_finds_messages_in_every_session_on_the_server(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    """Words said deep in a transcript (not in any title or first prompt the list holds)
+    are found by the server's search: each hit names its session, and its snippet marks
+    the words; opening a hit opens its session."""
+    served = make_served(tmp_path, lambda: ScriptedProvider(["ok"]))
+    root = served.client.sessions.create(
+        [
+            {"role": "user", "content": "what lives on Rottnest island?"},
+            {"role": "assistant", "content": "The quokka smiles at <i>visitors</i> there."},
+        ],
+        title="Island animals",
+    )
+    root.fork().rename("Island animals, again")
+    served.client.sessions.create([{"role": "user", "content": "nothing to find"}], title="Other")
+    page = browser_page
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and problems.append(m.text))
+    with LiveServer(served.app) as live:
+        page.goto(live.url + "/", wait_until="load")
+        page.fill("#api-key", KEY)
+        page.click("#connect")
+        page.wait_for_selector("#list-view:not([hidden]) a.session-link")
+        page.fill("#search", "quokka visitors")
+        page.wait_for_selector("#hits li")
+        hits = page.locator("#hits li")
+        assert hits.count() == 2  # the message, in the session and in its fork
+        links = page.locator("#hits a.hit-link").all_inner_texts()
+        assert sorted(links) == ["Island animals", "Island animals, again"]
+        first = hits.nth(0)
+        assert "assistant, message 1" in first.inner_text()
+        snippet = first.locator(".snippet")
+        assert "smiles at" in snippet.inner_text()
+        assert snippet.locator("i").count() == 0  # the text's markup is shown as text
+        assert sorted(snippet.locator("mark").all_inner_texts()) == ["quokka", "visitors"]
+        box = snippet.locator("mark").first.bounding_box()
+        assert box is not None and box["width"] > 10
+        shots = Path(os.environ.get("PLAIT_SCREENSHOTS", tmp_path))
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / "search-hits.png"), full_page=True)
+
+        # Nothing found says so; a query the engine cannot read says that.
+        page.fill("#search", "platypus")
+        page.locator("#hits-state", has_text="No message matches.").wait_for()
+        assert page.locator("#hits li").count() == 0
+        page.fill("#search", '"unclosed')
+        page.locator("#hits-state", has_text="cannot read that query").wait_for()
+
+        page.fill("#search", "quokka")
+        page.wait_for_selector("#hits li")
+        page.click("#hits a.hit-link:text-is('Island animals')")
+        page.wait_for_selector("#transcript li[data-seq='1']")
+        assert page.inner_text("#session-title") == "Island animals"
+        page.goto("about:blank")
+    assert [p for p in problems if "422" not in p] == []
+    served.client.close()

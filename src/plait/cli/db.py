@@ -1,8 +1,8 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
-``migrate``, ``check``, ``prune-checkpoints`` and ``retain`` work on a SQLite file and on a
-``postgresql://`` URL; ``path`` names the SQLite file, and ``recover`` copies what a
-damaged one still holds.
+``migrate``, ``check``, ``reindex``, ``prune-checkpoints`` and ``retain`` work on a SQLite
+file and on a ``postgresql://`` URL; ``path`` names the SQLite file, and ``recover`` copies
+what a damaged one still holds.
 """
 
 from __future__ import annotations
@@ -346,3 +346,17 @@ def _size(n: int | None) -> str:
             return f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GiB"
+@db_group.command("reindex", context_settings=CONTEXT_SETTINGS)
+@pass_settings
+def reindex(settings: Settings) -> None:
+    """Rebuild the full-text index of every session's messages from the records.
+
+    The index is kept in step with the records (on SQLite, brought up to them by each
+    search); a rebuild is for an index a repair or an old backup left out of step
+    (searches then miss or show stale text). Every record is read again, in one
+    transaction.
+    """
+    check_store_file(settings, create=False)  # a store that is not there has nothing to index
+    store = _open(settings, auto_migrate=False)
+    store.reindex()
+    click.echo(f"rebuilt the full-text index of {store.location}")

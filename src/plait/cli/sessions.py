@@ -1,4 +1,4 @@
-"""``plait sessions ...``: list, show, draw, branch, rename and delete stored sessions."""
+"""``plait sessions ...``: list, search, show, draw, branch, rename and delete stored sessions."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from rich.text import Text
 
 from plait._checks import MAX_INT
 from plait._prefix import describe, resolve_session_id, source_agent
+from plait._time import from_micros
 from plait.cli._common import (
     CONTEXT_SETTINGS,
     Settings,
@@ -38,6 +39,7 @@ from plait.cli._render import (
 from plait.cli._terminal import safe, safe_text
 from plait.cli._turns import is_terminal
 from plait.session import Session
+from plait.store.search import MARK_END, MARK_START
 
 __all__ = ["sessions_group"]
 
@@ -148,6 +150,65 @@ def _left_cut(text: Text, width: int) -> Text:
     if text.cell_len <= width:
         return text
     return Text("…" + text.plain[-(width - 1) :], style=text.style)
+
+
+@sessions_group.command("search", context_settings=CONTEXT_SETTINGS)
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array instead of lines.")
+@click.option(
+    "-n",
+    "--limit",
+    type=click.IntRange(min=1, max=MAX_INT),
+    default=20,
+    show_default=True,
+    help="Show at most this many hits.",
+)
+@click.option("--all", "all_workspaces", is_flag=True, help="Search every workspace's sessions.")
+@pass_settings
+def search(settings: Settings, query: str, as_json: bool, limit: int, all_workspaces: bool) -> None:
+    """Search the text of every session's messages, newest first.
+
+    QUERY: words (all must match) and "quoted phrases". A message that several
+    sessions share (a fork and its parent) is listed for each. Each line: the session
+    id, the message's number (as `plait sessions show` numbers it), its role, when it
+    was written and the matched text.
+    """
+    client = open_client(settings)
+    hits = client.sessions.search(query, limit=limit, all_workspaces=all_workspaces)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "session_id": h.session_id,
+                    "title": h.title,
+                    "position": h.position,
+                    "message": h.message,
+                    "role": h.role,
+                    "snippet": h.snippet,
+                    "created_at": from_micros(h.created_at_us).isoformat(),
+                }
+                for h in hits
+            ]
+        )
+        return
+    out = console()
+    if not hits:
+        where = "this store" if all_workspaces else f"the workspace {client.workspace}"
+        out.print(safe_text(f"no message in {where} matches {query!r}", style="dim"))
+        return
+    for h in hits:
+        line = Text.assemble(
+            safe_text(h.session_id, style="cyan"),
+            f" #{h.message} ",
+            safe_text(h.role, style="dim"),
+            f" {age(from_micros(h.created_at_us))}  ",
+        )
+        # The matched terms, between the store's marks, are shown in bold.
+        for i, part in enumerate(safe(h.snippet.replace("\n", " ")).split(MARK_START)):
+            term, _, rest = part.partition(MARK_END) if i else ("", "", part)
+            line.append(term, style="bold")
+            line.append(rest)
+        out.print(line, soft_wrap=True)
 
 
 @sessions_group.command("show", context_settings=CONTEXT_SETTINGS)

@@ -143,10 +143,26 @@ class SessionOut(_Out):
     )
 
 
+class SearchHitOut(_Out):
+    """One message a search found, in one session that shows it."""
+
+    session_id: str
+    title: str | None
+    position: int = Field(description="The message's position (a record seq) in the session.")
+    message: int = Field(description="The message's number in the session's view, from 0.")
+    role: str
+    snippet: str = Field(description="The matched text; each matched term between « and ».")
+    created_at: str
+
+
 class SessionListOut(_Out):
     """``GET /sessions``."""
 
     sessions: list[SessionOut]
+    hits: list[SearchHitOut] | None = Field(
+        default=None,
+        description="With ``q``: the messages found, newest first; ``sessions`` are theirs.",
+    )
 
 
 class SessionDetail(SessionOut):

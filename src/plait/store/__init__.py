@@ -25,6 +25,7 @@ from plait.store.base import (
     TranscriptStore,
     WriterLocks,
 )
+from plait.store.search import SearchHit, SearchStore
 
 if TYPE_CHECKING:
     from plait.store.postgres import PostgresStore
@@ -62,6 +63,8 @@ __all__ = [
     "RunRow",
     "SQLiteStore",
     "Salvaged",
+    "SearchHit",
+    "SearchStore",
     "ScratchpadEntry",
     "SessionRow",
     "Store",

@@ -31,6 +31,7 @@ from plait.errors import (
 )
 from plait.store._due import DueCall
 from plait.store._litesql import SQLITE_DDL
+from plait.store._litetext import TextFeed, catch_up, reindex, search_shards
 from plait.store._recency import Recency
 from plait.store._schema import Migration, apply_migrations, check_schema, schema_table
 from plait.store._sql import Connection, SQLStore, describe
@@ -116,6 +117,58 @@ class LiteConnection(SQLStore):
     _memory: bool
     _synced_changes: int
     _checkpoint_every: int
+    _text: TextFeed
+    """The full-text index's feed: what this connection wrote since it caught up."""
+    _hits_sql = ""  # the FTS5 tables are read one by one (search_shards)
+    _reindex_sql = ()
+
+    # -- full-text search (store/_litetext.py) -----------------------------------------
+
+    def _bad_query(self, exc: StoreError) -> bool:
+        # FTS5 reports a query it cannot parse as an OperationalError: a syntax error,
+        # or a "column" it does not have (``word:`` names a column in its syntax).
+        cause = exc.__cause__
+        text = str(cause)
+        return isinstance(cause, sqlite3.OperationalError) and (
+            text.startswith("fts5:")
+            or "no such column" in text
+            or "unterminated string" in text
+            or "unknown special" in text
+        )
+
+    def _records_written(self, pk: int) -> None:
+        self._text.dirty.add(pk)
+
+    def _catch_up(self) -> None:
+        with self._lock:
+            self._check_open()
+            try:
+                catch_up(self._db, self._text)
+            except sqlite3.DatabaseError as exc:
+                raise failed("index the records' text", exc) from exc
+            self._wrote(self._db.total_changes)
+
+    def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
+        with self._lock:
+            self._check_open()
+            try:
+                return search_shards(self._db, params[0], params[1])
+            except sqlite3.DatabaseError as exc:
+                raise failed("search", exc) from exc
+
+    def reindex(self) -> None:
+        """Rebuild the full-text index from the records (``plait db reindex``).
+
+        Raises:
+            StoreError: the store has no full-text index, or the rebuild failed.
+        """
+        self._indexed()
+        with self._lock:
+            self._check_open()
+            try:
+                reindex(self._db, self._text)
+            except sqlite3.DatabaseError as exc:
+                raise failed("reindex", exc) from exc
 
     @property
     def location(self) -> str:
@@ -396,6 +449,7 @@ class LiteConnection(SQLStore):
     def _checkpoint(self) -> None:
         """Copy the write-ahead log into the database file, as far as readers allow."""
         self._synced_changes = self._db.total_changes
+        self._text.bound()
         if self._memory:
             return
         try:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
+from plait.store._litetext import SQLITE_TEXT_INDEX
 from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX
 from plait.store._schema import DDL
 
@@ -45,6 +46,7 @@ SQLITE_DDL: Final = DDL(
     blob="BLOB",
     tombstone="char(0) || pk",
     last_owner="json_extract(bases, '$[#-1][0]')",
+    text_index=SQLITE_TEXT_INDEX,
 )
 
 INSERT_SESSION: Final = (

@@ -25,6 +25,7 @@ from plait.store._schema import (
     schema_table,
     too_new,
 )
+from plait.store._search import PG_TEXT_INDEX
 
 if TYPE_CHECKING:
     import psycopg
@@ -58,6 +59,7 @@ PG_DDL: Final = DDL(
     plain_layouts="ALTER TABLE sessions ALTER COLUMN bases SET STORAGE EXTERNAL",
     serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     unlogged="UNLOGGED ",
+    text_index=PG_TEXT_INDEX,
 )
 """How PostgreSQL spells the schema of ``_schema.py``."""
 

@@ -111,9 +111,17 @@ def _copy_all(src: sqlite3.Connection, dst: sqlite3.Connection, report: Salvaged
 
 
 def _other_tables(dst: sqlite3.Connection) -> list[str]:
-    """Every table of the schema but the two copied range by range and the bookkeeping."""
+    """Every table of the schema but the two copied range by range and the bookkeeping.
+
+    The full-text index (``record_text``, its FTS5 shadow tables and what it owes) is
+    not copied: the new file indexes the records it holds at its first search.
+    """
     names = dst.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
-    return [str(n) for (n,) in names if n not in _RANGED and not str(n).startswith("sqlite_")]
+    return [
+        str(n)
+        for (n,) in names
+        if n not in _RANGED and not str(n).startswith(("sqlite_", "record_text"))
+    ]
 
 
 def _copy_table(

@@ -68,6 +68,10 @@ class DDL:
     unlogged: str = ""
     """``UNLOGGED `` where a table may skip the write-ahead log (PostgreSQL): its rows
     are lost in a crash, which a table of passing messages can afford."""
+    text_index: tuple[str, ...] = ()
+    """The statements that make the full-text index of the records' text, kept by the
+    engine in the transaction that writes the records (a virtual table and triggers
+    on SQLite, an expression index on PostgreSQL): each engine spells its own."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -355,6 +359,15 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 ){d.rowid}
                 """,
             ),
+        ),
+        (
+            12,
+            "full-text index of the records' text",
+            # The text of user, assistant, tool and summary records, keyed by the
+            # record's row key and written by the engine in the statement or trigger
+            # that writes the row: a crash never leaves the index behind the records,
+            # and rows that forks share are indexed once (D275).
+            d.text_index,
         ),
     )
 

@@ -64,6 +64,7 @@ from plait.store._rows import (
     scratchpad_entry_from_columns,
 )
 from plait.store._schema import Migration
+from plait.store._search import SQLSearch
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
 __all__ = [
@@ -174,7 +175,7 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, SQLRegistry, SQLRetention, ABC):
+class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
@@ -308,6 +309,7 @@ class SQLStore(SQLObjects, SQLRegistry, SQLRetention, ABC):
         with self._transaction(f"move the head of {expected.id!r}") as conn:
             self._fence(conn, expected.id)
             pk = move_head(conn, self.dialect, expected, head, hidden_id, records, now_micros())
+            self._records_written(pk)
             bases = head.layout.bases
             if not head.pk and bases and self._links:
                 # The new head is a branch of the row it shares its layout with: link it,

@@ -65,6 +65,7 @@ from plait.store._litesql import (
     UPDATE_SESSION_UNLINKED,
     record_params,
 )
+from plait.store._litetext import TextFeed, forget_erased
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._recency import Recency
 from plait.store._rows import (
@@ -191,6 +192,7 @@ class SQLiteStore(LiteConnection):
         self._owed_timer = DueCall(self._owed_due, self._recency.ttl, name="plait-owed-moves")
         self._synced_changes = 0
         self._checkpoint_every = CHECKPOINT_PAGES
+        self._text = TextFeed()
         try:
             self._db = sqlite3.connect(
                 target, isolation_level=None, check_same_thread=False, timeout=30.0
@@ -210,6 +212,10 @@ class SQLiteStore(LiteConnection):
             # after its commit, rather than inside whichever commit crosses
             # SQLite's threshold (see LiteConnection._wrote; D211).
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
+            # Space freed in a page being written anyway is zeroed (a root page that
+            # splits, a cell deleted): otherwise copies of moved cells stay in pages the
+            # b-tree keeps, where an erase (which zeroes what it frees) never looks.
+            self._db.execute("PRAGMA secure_delete = FAST")
             self._migrate(auto_migrate)
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
@@ -257,6 +263,7 @@ class SQLiteStore(LiteConnection):
                     raise StoreError("session key space exhausted")
                 if records:
                     db.executemany(INSERT_RECORD, record_params(pk, records, mpos))
+                    self._text.dirty.add(pk)
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
@@ -321,6 +328,7 @@ class SQLiteStore(LiteConnection):
                             db.executemany(INSERT_RECORD, params)
                     except sqlite3.IntegrityError:
                         raise self._stale(db, expected) from None
+                    self._text.dirty.add(expected.pk)
                     if move_to is not None:
                         db.execute(
                             "UPDATE sessions SET updated_at = ? WHERE pk = ?",
@@ -370,6 +378,8 @@ class SQLiteStore(LiteConnection):
             try:
                 params = record_params(expected.pk, (record,), lay.end_msgs)[0]
                 db.execute(INSERT_RECORD, params)
+                # The full-text index's whole cost on this path (see store/_litetext.py).
+                self._text.dirty.add(expected.pk)
             except sqlite3.IntegrityError:
                 raise self._stale(db, expected) from None
             except UnicodeEncodeError as exc:
@@ -443,6 +453,7 @@ class SQLiteStore(LiteConnection):
                         INSERT_RECORD,
                         record_params(expected.pk, records, expected.layout.end_msgs),
                     )
+                    self._text.dirty.add(expected.pk)
                 if scratchpad is not None:
                     db.execute(
                         "INSERT INTO scratchpads VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -528,8 +539,10 @@ class SQLiteStore(LiteConnection):
                 with self._tx() as db:
                     erase_sessions(db, self.dialect, session_id)
                     collect_all(db)  # erasing reads every layout anyway
+                    if self.code_version >= 12:  # the text index's copies of the terms too
+                        forget_erased(db)
             finally:
-                self._db.execute("PRAGMA secure_delete = OFF")
+                self._db.execute("PRAGMA secure_delete = FAST")
             if self._path != ":memory:":
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 

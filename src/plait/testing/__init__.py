@@ -34,6 +34,9 @@ API, one class of tests per protocol:
   over forks, rewinds and checkpoints: every kept session reads byte for byte as
   before and resumes; a dry run changes nothing; a session in use is kept; two passes
   at once remove each session once.
+* :class:`SearchConformance`: full-text search across sessions: every message role,
+  newest first, a shared row found in each live fork, none in a deleted session,
+  a hidden head or a trimmed position, by workspace, after a rebuild.
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
 
@@ -88,6 +91,7 @@ pytest.register_assert_rewrite(
     "plait.testing._heads",
     "plait.testing._ids",
     "plait.testing._retention",
+    "plait.testing._search",
 )
 
 from plait.testing._factory import StoreFactory  # noqa: E402
@@ -97,6 +101,7 @@ from plait.testing._listing import ListingConformance  # noqa: E402
 from plait.testing._locks import WriterLockConformance  # noqa: E402
 from plait.testing._objects import ObjectConformance  # noqa: E402
 from plait.testing._retention import RetentionConformance  # noqa: E402
+from plait.testing._search import SearchConformance  # noqa: E402
 from plait.testing._services import (  # noqa: E402
     BearerConformance,
     LiveClientConformance,
@@ -110,6 +115,7 @@ __all__ = [
     "LineageConformance",
     "LiveClientConformance",
     "ObjectConformance",
+    "SearchConformance",
     "ListingConformance",
     "RetentionConformance",
     "SessionIdConformance",
@@ -133,6 +139,7 @@ class StoreConformance(
     LiveClientConformance,
     ObjectConformance,
     RetentionConformance,
+    SearchConformance,
     WriterLockConformance,
     SessionIdConformance,
 ):

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from plait._prefix import Described, describe
+from plait._time import from_micros
 from plait.client import SessionInfo, conversations
 from plait.errors import SessionNotFoundError
 from plait.records import Message, Record
@@ -109,17 +110,22 @@ async def list_sessions(
     who: Caller,
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
     all_workspaces: bool = False,
+    q: Annotated[str | None, Query(min_length=1, max_length=1000)] = None,
 ) -> s.SessionListOut:
     """Stored sessions, most recently active first: the server's scope, or every workspace.
 
     A server's scope is its configuration (``plait serve --workspace``, else every
-    workspace), never the folder its process started in.
+    workspace), never the folder its process started in. With ``q``, a full-text
+    search of every message in that scope: up to ``limit`` hits, newest first, and
+    the sessions they are in.
     """
     state = _state(request)
     ws = None if all_workspaces or state.all_workspaces else state.client.workspace
 
     def listed() -> s.SessionListOut:
         store = state.client.store
+        if q is not None:
+            return _searched(state, q, limit, ws is None)
         rows = conversations(store, ws, limit)
         infos = [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
         described = describe(state.client, infos)
@@ -128,6 +134,28 @@ async def list_sessions(
         )
 
     return await state.call(listed)
+
+
+def _searched(state: ServerState, q: str, limit: int, everywhere: bool) -> s.SessionListOut:
+    store = state.client.store
+    found = state.client.sessions.search(q, limit=limit, all_workspaces=everywhere)
+    rows = [r for r in (store.get(i) for i in dict.fromkeys(h.session_id for h in found)) if r]
+    infos = [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
+    described = describe(state.client, infos)
+    hits = [
+        s.SearchHitOut(
+            session_id=h.session_id,
+            title=h.title,
+            position=h.position,
+            message=h.message,
+            role=h.role,
+            snippet=h.snippet,
+            created_at=from_micros(h.created_at_us).isoformat(),
+        )
+        for h in found
+    ]
+    sessions = [session_out(state, r, d) for r, d in zip(rows, described, strict=True)]
+    return s.SessionListOut(sessions=sessions, hits=hits)
 
 
 @router.post(

@@ -12,6 +12,8 @@ const state = {
   client: sessionStorage.getItem("plait.client") || newClientId(),
   controlled: null,  // the session this page controls, or null
   sessions: [],      // the list view's rows, for the search box
+  searched: 0,       // counts the searches sent: one answered late draws nothing
+  searchTimer: 0,    // the search due once typing pauses (a timer)
   messages: 0,       // messages in view so far in the open transcript (fork here counts them)
   factsTimer: 0,     // the facts line and lineage, due to be read again (a timer)
   opened: 0,         // counts the views opened: one whose answers come late draws nothing
@@ -165,6 +167,7 @@ async function showList() {
   state.sessions = data.sessions;
   drawList();
   $("list-view").hidden = false;
+  if ($("search").value.trim()) act(searchMessages);  // back from a hit: its search again
 }
 
 function matches(s, words) {
@@ -204,6 +207,74 @@ function drawList() {
   $("empty").hidden = state.sessions.length > 0;
   $("no-match").hidden = shown > 0 || state.sessions.length === 0;
   $("capped").hidden = state.sessions.length < LIST_LIMIT;
+}
+
+// The search box asks the server for every session's messages (GET /sessions?q=) once
+// typing pauses; the listed sessions are still narrowed by title, prompt, source and id.
+function searchTyped() {
+  drawList();
+  clearTimeout(state.searchTimer);
+  state.searchTimer = setTimeout(() => act(searchMessages), 250);
+}
+
+async function searchMessages() {
+  const q = $("search").value.trim();
+  const mine = ++state.searched;
+  if (!q) {
+    $("hits").replaceChildren();
+    $("hits-view").hidden = true;
+    return;
+  }
+  $("hits-state").textContent = "searching…";
+  $("hits-view").hidden = false;
+  let data;
+  try {
+    data = await api("/sessions?limit=50&q=" + encodeURIComponent(q));
+  } catch (e) {
+    if (mine !== state.searched) return;
+    $("hits").replaceChildren();
+    $("hits-state").textContent = e.status === 422 ? "The search cannot read that query: " +
+      e.message : "The search failed.";
+    if (e.status !== 422) throw e;
+    return;
+  }
+  if (mine !== state.searched) return;
+  drawHits(data.hits || [], data.sessions || []);
+}
+
+// A snippet marks each matched term between « and »: drawn as <mark> around text nodes.
+function snippet(value) {
+  const p = document.createElement("p");
+  p.className = "snippet";
+  let rest = value;
+  while (rest) {
+    const open = rest.indexOf("\u00ab");
+    const close = open < 0 ? -1 : rest.indexOf("\u00bb", open + 1);
+    if (open < 0 || close < 0) { p.append(document.createTextNode(rest)); break; }
+    p.append(document.createTextNode(rest.slice(0, open)));
+    p.append(text("mark", rest.slice(open + 1, close)));
+    rest = rest.slice(close + 1);
+  }
+  return p;
+}
+
+function drawHits(hits, sessions) {
+  const byId = new Map(sessions.map((s) => [s.id, s]));
+  const list = $("hits");
+  list.replaceChildren();
+  for (const h of hits) {
+    const s = byId.get(h.session_id);
+    const item = document.createElement("li");
+    const link = text("a", h.title || (s && s.first_prompt) || "(empty)", "hit-link");
+    if (!h.title) link.classList.add("untitled");
+    link.href = "#/s/" + encodeURIComponent(h.session_id);
+    link.title = h.session_id;
+    item.dataset.session = h.session_id;
+    item.append(link, text("span", h.role + ", message " + h.message + ", " + age(h.created_at),
+      "hit-where"), snippet(h.snippet));
+    list.append(item);
+  }
+  $("hits-state").textContent = hits.length ? "" : "No message matches.";
 }
 
 async function newSession() {
@@ -675,7 +746,7 @@ function init() {
     route();
   });
   $("sign-out").addEventListener("click", () => { releaseControl(true); signedOut(); });
-  $("search").addEventListener("input", drawList);
+  $("search").addEventListener("input", searchTyped);
   $("new-session").addEventListener("click", () => act(newSession));
   $("fork").addEventListener("click", fork);
   $("compact").addEventListener("click", previewCompact);
