@@ -12,16 +12,29 @@ from __future__ import annotations
 import builtins
 import hashlib
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from plait.client import Client
 from plait.errors import InvalidArgumentError, SessionExistsError, SessionNotFoundError
 from plait.integrations._keys import MAX_ID, id_part, scan
-from plait.integrations._langgraph_records import MARK, Thread, b64, plait_message, unb64
+from plait.integrations._langgraph_records import (
+    BY_DIGEST,
+    DROP,
+    MARK,
+    Branches,
+    Thread,
+    b64,
+    plait_message,
+    unb64,
+)
+from plait.layout import branch
 from plait.session import Session as PlaitConversation
-from plait.store import ObjectStore
+from plait.store import ObjectStore, SessionRow
+from plait.store.base import HIDDEN_OPERATOR
 
 __all__ = ["ThreadSpace"]
 
@@ -29,7 +42,12 @@ _OPERATOR: Final = "langgraph"
 _CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
 _PART: Final = 1 << 20  # the object space's largest part
 _INLINE: Final = 16 * 1024  # a serialized value up to this many bytes stays in its record
-_BY_DIGEST: Final = "@object"  # in place of a serializer's type name: the value is an object
+
+
+def _dropped(row: SessionRow) -> list[str]:
+    """The hidden heads a rewrite of the session left to erase (see :data:`DROP`)."""
+    found = row.metadata.get(DROP)
+    return [str(i) for i in found] if isinstance(found, list) else []
 
 
 class ThreadSpace:
@@ -98,11 +116,13 @@ class ThreadSpace:
         except SessionExistsError:  # another writer created it first
             return self._session(thread_id, ns, create=False)
 
-    def _read(self, thread_id: str, ns: str) -> Thread | None:
-        """The namespace's checkpoints, writes and messages; None when it has no session.
+    def _read(self, thread_id: str, ns: str) -> Branches | None:
+        """The namespace's checkpoints, writes and messages, on every head; None when none.
 
-        Read from the first record, not the view: a trim or compaction through plait's
-        API hides records from a reader, never from the checkpoints that name them.
+        The session's own head comes first, then its hidden heads (the branches time
+        travel left, D340) but those a rewrite dropped. Read from the first record,
+        not the view: a trim or compaction through plait's API hides records from a
+        reader, never from the checkpoints that name them.
         """
         session_id = self._session_id(thread_id, ns)
         store = self._client.store
@@ -110,28 +130,65 @@ class ThreadSpace:
         if row is None or row.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
             self._cache.pop(session_id, None)
             return None  # none, or a session of plait's own that merely has that id
+        dropped = set(_dropped(row))
+        heads = [self._read_head(row)]
+        leftover: list[str] = []
+        for child in store.children(session_id):
+            hidden = store.get(child)
+            if (
+                hidden is None
+                or hidden.lineage_operator != HIDDEN_OPERATOR
+                or tuple(hidden.parent_ids) != (session_id,)
+            ):
+                continue
+            if child in dropped:
+                leftover.append(child)
+            else:
+                heads.append(self._read_head(hidden))
+        return Branches(heads, leftover)
+
+    def _read_head(self, row: SessionRow) -> Thread:
+        """What one head holds: read once, then only the records appended since."""
+        store = self._client.store
         lay = row.layout
         key = (row.pk, lay.bases)
-        thread = self._cache.get(session_id)
+        thread = self._cache.get(row.id)
         if thread is None or thread.key != key or lay.end_seq < thread.end:
-            thread = Thread(key)
+            thread = Thread(key, row)
         elif thread.end == lay.end_seq:
-            self._cache.move_to_end(session_id)
+            thread.row = row
+            self._cache.move_to_end(row.id)
             return thread
         lo = max(thread.end - 1, 0)
         fresh = store.read(row, lo, lay.end_seq)
         if thread.end:
             if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
-                thread = Thread(key)
+                thread = Thread(key, row)
                 fresh = store.read(row, 0, lay.end_seq)
             else:
                 fresh = fresh[1:]
         thread.add(fresh)
-        self._cache[session_id] = thread
-        self._cache.move_to_end(session_id)
+        thread.row = row
+        self._cache[row.id] = thread
+        self._cache.move_to_end(row.id)
         while len(self._cache) > _CACHED:
             self._cache.popitem(last=False)
         return thread
+
+    def _branch_at(self, space: Branches, parent: str) -> None:
+        """Move the session's id to a new head sharing the records up to ``parent``.
+
+        What the head held past that checkpoint stays on a hidden head (LangGraph
+        still lists it; plait's ``history()`` shows the branch the id is on), so the
+        writes of the new branch belong to it alone (D340). One store transaction;
+        the caller holds the thread's writer lock.
+        """
+        home = space.home[parent]
+        cut, msgs = home.cuts[parent]
+        current = space.current.row
+        layout = branch(home.row.layout, home.row.pk, cut, msgs)
+        hidden = f"{_OPERATOR}-branch-{uuid.uuid4().hex}"
+        self._client.store.move_head(current, replace(current, pk=0, layout=layout), hidden, [])
 
     # -- values -----------------------------------------------------------------------------
 
@@ -162,13 +219,13 @@ class ThreadSpace:
         """
         if len(data) <= _INLINE:
             return [kind, b64(data)]
-        return [_BY_DIGEST, self._put_body(kind, data)]
+        return [BY_DIGEST, self._put_body(kind, data)]
 
     def _dump(self, value: Any) -> list[str]:
         return self._pack(*self.serde.dumps_typed(value))
 
     def _load(self, pair: Sequence[str]) -> Any:
-        if pair[0] == _BY_DIGEST:
+        if pair[0] == BY_DIGEST:
             return self._get_object(pair[1])
         return self.serde.loads_typed((pair[0], unb64(pair[1])))
 
@@ -178,8 +235,9 @@ class ThreadSpace:
         """The ordinals of ``messages`` in the session, appending only those not stored yet."""
         keys: list[tuple[str, str]] = []
         new: list[dict[str, Any]] = []
-        thread = self._read(thread_id, ns)
-        assert thread is not None
+        space = self._read(thread_id, ns)
+        assert space is not None
+        thread = space.current
         for message in messages:
             kind, data = self.serde.dumps_typed(message)
             digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
@@ -188,6 +246,7 @@ class ThreadSpace:
                 new.append(plait_message(message, self._pack(kind, data), digest))
         if new:
             session.inject_many(new)
-            thread = self._read(thread_id, ns)
-            assert thread is not None
+            space = self._read(thread_id, ns)
+            assert space is not None
+            thread = space.current
         return [thread.index[key] for key in keys]

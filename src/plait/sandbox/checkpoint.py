@@ -40,7 +40,7 @@ import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -528,7 +528,14 @@ class CheckpointStore:
             return False
         return True
 
-    def prune(self, keep: Iterable[str], *, grace: float = 0.0, dry_run: bool = False) -> int:
+    def prune(
+        self,
+        keep: Iterable[str],
+        *,
+        grace: float = 0.0,
+        dry_run: bool = False,
+        also: Collection[str] = (),
+    ) -> int:
         """Delete every object no checkpoint in ``keep`` needs; returns how many (would) go.
 
         The caller passes the ids still referenced (by the sessions that exist). An
@@ -540,6 +547,8 @@ class CheckpointStore:
             keep: the checkpoint ids to keep whole.
             grace: seconds; objects used more recently are kept (0: none is).
             dry_run: count what would go, delete nothing.
+            also: objects kept as they are (not trees): what others sharing the
+                object space still need, such as a LangGraph checkpoint's values.
 
         Raises:
             InvalidArgumentError: a kept checkpoint is missing a tree, or ``grace`` is
@@ -547,7 +556,7 @@ class CheckpointStore:
         """
         if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
             raise InvalidArgumentError(f"grace is a number of seconds >= 0, not {grace!r}")
-        needed = self.reachable(keep)
+        needed = self.reachable(keep) | set(also)
         if grace:
             recent = self.objects.written_since(time.time() - grace)
             needed |= recent
