@@ -211,9 +211,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             # A checkpoint continues one chain: after one another run already continued,
             # only a branch LangGraph asks for (time travel: an update or a fork) is
             # taken; any other run lost the race and writes nothing (D340).
-            branching = (
-                metadata.get("source") in ("update", "fork") or _addressed(config) == parent
-            )
+            branching = metadata.get("source") in ("update", "fork") or _addressed(config) == parent
             if space.continued(parent, checkpoint["id"]) and not branching:
                 raise ThreadConflictError(session_id, thread_id, parent)
             if parent in space.checkpoints and space.current.tip != parent:
@@ -282,9 +280,10 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             assert session is not None and space is not None
             # A task's writes after another saver (another process) continued their
             # checkpoint lost the race: refused as their checkpoint would be (D340).
-            if space.continued_by_other(checkpoint_id, self._writer) and _addressed(
-                config
-            ) != checkpoint_id:
+            if (
+                space.continued_by_other(checkpoint_id, self._writer)
+                and _addressed(config) != checkpoint_id
+            ):
                 raise ThreadConflictError(session_id, thread_id, checkpoint_id)
             session.log_event(WRITES, data)
 

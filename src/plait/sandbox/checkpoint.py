@@ -570,4 +570,3 @@ class CheckpointStore:
                     self.objects.delete(digest)
                 gone += 1
         return gone
-
