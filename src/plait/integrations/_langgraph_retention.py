@@ -63,6 +63,7 @@ class Retention(ThreadSpace):
     def _erase_heads(self, ids: Sequence[str]) -> set[str]:
         """Erase these hidden heads; the objects their records held (to collect)."""
         held = self._held_by_heads(ids)
+        self._hidden.clear()  # the hidden heads of some session change
         for hidden in ids:
             with contextlib.suppress(PlaitError):  # gone already: a crash came after it
                 self._client.store.erase(hidden)

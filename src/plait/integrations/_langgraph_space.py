@@ -56,6 +56,7 @@ class ThreadSpace:
     _client: Client
     _objects: ObjectStore
     _cache: OrderedDict[str, Thread]
+    _hidden: dict[str, tuple[int, list[SessionRow], list[str]]]  # id -> (key, heads, dropped)
     serde: Any  # LangGraph's SerializerProtocol: dumps_typed / loads_typed
 
     # -- sessions ---------------------------------------------------------------------------
@@ -130,22 +131,31 @@ class ThreadSpace:
         if row is None or row.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
             self._cache.pop(session_id, None)
             return None  # none, or a session of plait's own that merely has that id
-        dropped = set(_dropped(row))
-        heads = [self._read_head(row)]
-        leftover: list[str] = []
-        for child in store.children(session_id):
-            hidden = store.get(child)
-            if (
-                hidden is None
-                or hidden.lineage_operator != HIDDEN_OPERATOR
-                or tuple(hidden.parent_ids) != (session_id,)
-            ):
-                continue
-            if child in dropped:
-                leftover.append(child)
-            else:
-                heads.append(self._read_head(hidden))
-        return Branches(heads, leftover)
+        known = self._hidden.get(session_id)
+        if known is None or known[0] != row.pk:
+            # A head is hidden only when the id moves to another row (a new key), so the
+            # hidden heads are listed again only then (or after this saver erased some).
+            dropped = set(_dropped(row))
+            rows: list[SessionRow] = []
+            leftover: list[str] = []
+            for child in store.children(session_id):
+                hidden = store.get(child)
+                if (
+                    hidden is None
+                    or hidden.lineage_operator != HIDDEN_OPERATOR
+                    or tuple(hidden.parent_ids) != (session_id,)
+                ):
+                    continue
+                if child in dropped:
+                    leftover.append(child)
+                else:
+                    rows.append(hidden)
+            known = (row.pk, rows, leftover)
+            if len(self._hidden) >= 4 * _CACHED:
+                self._hidden.clear()
+            self._hidden[session_id] = known
+        heads = [self._read_head(row), *(self._read_head(h) for h in known[1])]
+        return Branches(heads, known[2])
 
     def _read_head(self, row: SessionRow) -> Thread:
         """What one head holds: read once, then only the records appended since."""

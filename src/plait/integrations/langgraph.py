@@ -60,7 +60,7 @@ from plait.integrations._langgraph_records import (
 from plait.integrations._langgraph_retention import Retention
 from plait.integrations._offload import in_thread
 from plait.session.checkpoints import HELD
-from plait.store import ObjectStore, Store
+from plait.store import ObjectStore, SessionRow, Store
 
 try:
     from langchain_core.messages import BaseMessage
@@ -136,6 +136,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         # Sync graphs write a step's parallel tasks from several threads: one call at a time.
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Thread] = OrderedDict()  # the newest used last
+        self._hidden: dict[str, tuple[int, list[SessionRow], list[str]]] = {}
         # Names the checkpoints this saver writes: another saver's child of a checkpoint
         # tells a task's late writes to it from another process's race (D340).
         self._writer = uuid.uuid4().hex
