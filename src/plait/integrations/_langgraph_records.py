@@ -1,4 +1,4 @@
-"""How the LangGraph saver lays a thread out in a plait session (D270).
+"""How the LangGraph saver lays a thread out in a plait session (D344).
 
 A checkpoint is a ``langgraph.checkpoint`` event, a task's writes a
 ``langgraph.writes`` event, and each message of the ``messages`` channel one

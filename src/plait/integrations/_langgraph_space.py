@@ -1,4 +1,4 @@
-"""Where the LangGraph saver keeps a thread: its plait sessions and its values (D270).
+"""Where the LangGraph saver keeps a thread: its plait sessions and its values (D344).
 
 :class:`ThreadSpace` is the saver's half that knows plait: which session a
 thread's namespace is, reading what a session holds (from its first record,

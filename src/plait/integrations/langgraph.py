@@ -12,7 +12,7 @@ A thread is a plait session (the root namespace of thread ``T`` is the session
 ``T``; a subgraph's namespace is a session of its own, marked with its thread),
 so plait's API reads it: ``client.sessions.get("t1").history()`` shows the
 conversation.
-A checkpoint costs what changed (D270):
+A checkpoint costs what changed (D344):
 
 - the ``messages`` channel (a list of LangChain messages, as ``add_messages``
   keeps it) is plait records, each message appended once: a later checkpoint
@@ -23,14 +23,20 @@ A checkpoint costs what changed (D270):
   version it introduced, a digest or the message positions; pending writes are
   event records too.
 
-``copy_thread`` forks a thread's sessions; ``prune`` and ``delete_for_runs``
-rewrite a namespace's session in one store transaction (its id moves to a head
-holding only what is kept) and erase the old head.
+Time travel (invoking from an older checkpoint, ``update_state`` on one) is a
+plait branch: the session's id moves to a head sharing the records up to that
+checkpoint, and the abandoned branch stays a hidden head that LangGraph still
+lists (D340). ``copy_thread`` forks a thread's sessions; ``prune`` and
+``delete_for_runs`` rewrite a namespace's session into new heads and erase the
+old ones (D341); the channel values no live record holds go (D342).
 
-The store is plain (synchronous) calls, so :class:`AsyncPlaitSaver` and the async
-methods run each call on the client's store worker (D219). Each write holds the
-thread's writer lock (``writer_lock="write"``), so several processes may share a
-store.
+One writer per thread (D343): each write holds the thread's writer lock
+(``writer_lock="write"``), and a run that continues a checkpoint another run
+continued first is refused with :class:`~plait.errors.ThreadConflictError`;
+``with saver.turn(thread_id):`` around a run makes another process's run wait
+its turn instead. The store is plain (synchronous) calls, so
+:class:`AsyncPlaitSaver` and the async methods run each call on the client's
+store worker (D219).
 """
 
 from __future__ import annotations
@@ -138,7 +144,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         self._cache: OrderedDict[str, Thread] = OrderedDict()  # the newest used last
         self._hidden: dict[str, tuple[int, list[SessionRow], list[str]]] = {}
         # Names the checkpoints this saver writes: another saver's child of a checkpoint
-        # tells a task's late writes to it from another process's race (D340).
+        # tells a task's late writes to it from another process's race (D343).
         self._writer = uuid.uuid4().hex
 
     @property
@@ -211,7 +217,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             self._finish_rewrite(session_id, space)
             # A checkpoint continues one chain: after one another run already continued,
             # only a branch LangGraph asks for (time travel: an update or a fork) is
-            # taken; any other run lost the race and writes nothing (D340).
+            # taken; any other run lost the race and writes nothing (D343).
             branching = metadata.get("source") in ("update", "fork") or _addressed(config) == parent
             if space.continued(parent, checkpoint["id"]) and not branching:
                 raise ThreadConflictError(session_id, thread_id, parent)
@@ -280,7 +286,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             space = self._read(thread_id, ns)
             assert session is not None and space is not None
             # A task's writes after another saver (another process) continued their
-            # checkpoint lost the race: refused as their checkpoint would be (D340).
+            # checkpoint lost the race: refused as their checkpoint would be (D343).
             if (
                 space.continued_by_other(checkpoint_id, self._writer)
                 and _addressed(config) != checkpoint_id
@@ -530,12 +536,16 @@ class PlaitSaver(_SaverCore):
             ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the default
             file), or a :class:`plait.Client` (used as it is and never closed here).
         workspace: the workspace of the sessions it creates.
-        lock_timeout: seconds a write waits for another writer of the same thread.
+        lock_timeout: seconds a write (or a :meth:`turn`) waits for another writer of
+            the same thread.
         serde: LangGraph's serializer for channel values (its default otherwise).
+        object_grace: seconds a channel value no live checkpoint reads any more is
+            kept after its last use, since a ``put`` in another process may be naming
+            it (default 60); the next delete or prune collects it.
 
     Raises:
         MissingDependencyError: langgraph is not installed.
-        InvalidArgumentError: a store without an object space.
+        InvalidArgumentError: a store without an object space, or a bad ``object_grace``.
     """
 
     @classmethod
