@@ -111,6 +111,29 @@ def test_a_fork_never_replays_the_abandoned_siblings_writes(target: str) -> None
         assert graph.get_state(T1).values["turns"] == 3
 
 
+def test_a_copy_after_time_travel_holds_every_branch(target: str) -> None:
+    with Client(".", store=target) as client:
+        saver = PlaitSaver(client)
+        graph = _graph(saver)
+        graph.invoke(_turn("a"), T1)
+        after_a = graph.get_state(T1).config
+        graph.invoke(_turn("b"), T1)
+        abandoned = graph.get_state(T1).config["configurable"]["checkpoint_id"]
+        graph.invoke(_turn("x"), after_a)
+        source = {c.config["configurable"]["checkpoint_id"] for c in saver.list(T1)}
+
+        saver.copy_thread("t1", "t2")
+        saver.delete_thread("t1")
+        t2 = _config("t2")
+        assert {c.config["configurable"]["checkpoint_id"] for c in saver.list(t2)} == source
+        old = graph.get_state({"configurable": {"thread_id": "t2", "checkpoint_id": abandoned}})
+        assert _texts(old.values) == ["a", "echo: a", "b", "echo: b"]
+        assert _history(client, "t2") == ["a", "echo: a", "x", "echo: x"]
+        (hidden,) = client.sessions.get("t2").hidden_heads()
+        assert _history(client, hidden) == ["a", "echo: a", "b", "echo: b"]
+        assert _texts(graph.invoke(_turn("y"), t2))[-2:] == ["y", "echo: y"]
+
+
 def test_update_state_on_an_older_checkpoint_never_writes_into_the_branch_it_left(
     target: str,
 ) -> None:

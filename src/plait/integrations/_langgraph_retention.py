@@ -214,11 +214,12 @@ class Retention(ThreadSpace):
         """
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread, every checkpoint and write of its current branch, as plait forks.
+        """Copy a thread, every checkpoint and write, as plait forks of its sessions.
 
         Each namespace's session is forked (one new row that shares its records:
-        the cost does not grow with the thread), then marked as the target's. The
-        branches time travel left on the source are not copied. A source with no
+        the cost does not grow with the thread), then marked as the target's; each
+        branch time travel left on the source (a hidden head) becomes a hidden head
+        of the copy, one row each, sharing its records too (D340). A source with no
         checkpoint copies nothing.
 
         Raises:
@@ -227,11 +228,33 @@ class Retention(ThreadSpace):
         """
         with self._lock:
             for ns, session_id in sorted(self._sessions(source_thread_id).items()):
+                space = self._read(source_thread_id, ns)
                 target = self._session_id(target_thread_id, ns)
                 fork = self._client.sessions.get(session_id).fork(target)
                 fork.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
                 if DROP in fork.metadata:
                     fork.set_metadata(DROP, None)
+                if space is not None and len(space.heads) > 1:
+                    self._copy_branches(target, space.heads[1:])
+
+    def _copy_branches(self, target: str, heads: Sequence[Thread]) -> None:
+        """Give the session ``target`` a hidden head sharing each of ``heads``' records.
+
+        Only a move of the id hides a head: the id moves onto a copy of each branch
+        in turn, then back to the row it had (an undo), leaving the copies hidden.
+        """
+        store = self._client.store
+        own = f"{_OPERATOR}-branch-{uuid.uuid4().hex}"
+        for n, head in enumerate(heads):
+            row = store.get(target)
+            assert row is not None
+            end = head.row.layout
+            layout = branch(end, head.row.pk, end.end_seq, end.end_msgs)
+            hidden = own if n == 0 else f"{_OPERATOR}-branch-{uuid.uuid4().hex}"
+            store.move_head(row, replace(row, pk=0, layout=layout), hidden, [])
+        row, back = store.get(target), store.get(own)
+        assert row is not None and back is not None
+        store.move_head(row, back, f"{_OPERATOR}-branch-{uuid.uuid4().hex}", [])
 
     @contextlib.contextmanager
     def turn(self, thread_id: str) -> Iterator[None]:
