@@ -136,6 +136,9 @@ class Thread:
         self.cuts: dict[str, tuple[int, int]] = {}
         self.tip: str | None = None
         self.msgs = 0  # message records (of any kind) read so far
+        self.first_write: dict[str, int] = {}  # checkpoint id -> position of its first write
+        # Events before this position were not read (only its tip is served, D345).
+        self.partial_from = 0
 
     def add(self, records: Sequence[Record]) -> None:
         """Take in records appended since the last read."""
@@ -150,6 +153,7 @@ class Thread:
                         self.blobs[(channel, str(entry["v"]))] = entry
                 elif record.name == WRITES:
                     self.writes.setdefault(str(data["checkpoint"]), []).append(data)
+                    self.first_write.setdefault(str(data["checkpoint"]), record.seq)
             else:
                 self.msgs += 1
                 if isinstance(mark := record.meta.get(MARK), dict):
@@ -187,6 +191,14 @@ class Branches:
                     parent = data.get("parent")
                     self._children.setdefault(parent if isinstance(parent, str) else None, set())
                     self._children[parent if isinstance(parent, str) else None].add(cid)
+
+    def entry(self, channel: str, version: str) -> dict[str, Any] | None:
+        """What stores a channel's version (its ``version_key``), on any head; None if none."""
+        for head in self.heads:
+            found = head.blobs.get((channel, version))
+            if found is not None:
+                return found
+        return None
 
     def writes(self, checkpoint_id: str) -> list[dict[str, Any]]:
         """Every ``langgraph.writes`` event stored against the checkpoint, on any head."""
@@ -293,21 +305,32 @@ def kept_records(
     moved: dict[int, int] = {}
     out: list[Record] = []
     ordinal = -1
+    # A task's writes stored before their checkpoint's event (a background put) follow
+    # it in the rewrite, in their order: the event needs no pointer back to them.
+    early: dict[str, list[dict[str, Any]]] = {}
+    written: set[str] = set()
     for record in old:
-        seq = len(out)
         if not isinstance(record, EventRecord) and isinstance(record.meta.get(MARK), dict):
             ordinal += 1
         if isinstance(record, EventRecord):
             data = dict(record.data)
             if record.name == CHECKPOINT and data["id"] in versions:
                 data["blobs"] = blobs[str(data["id"])]
+                data["all"] = set(data["blobs"]) == set(versions[str(data["id"])])
+                data.pop("early", None)
                 data[HELD] = held(data)  # it now names values its ancestors stored
-            elif not (record.name == WRITES and data["checkpoint"] in versions):
-                continue
-            out.append(EventRecord(seq=seq, name=record.name, data=data))
+                out.append(EventRecord(seq=len(out), name=CHECKPOINT, data=data))
+                written.add(str(data["id"]))
+                for writes in early.pop(str(data["id"]), []):
+                    out.append(EventRecord(seq=len(out), name=WRITES, data=writes))
+            elif record.name == WRITES and data["checkpoint"] in versions:
+                if data["checkpoint"] in written:
+                    out.append(EventRecord(seq=len(out), name=WRITES, data=data))
+                else:
+                    early.setdefault(str(data["checkpoint"]), []).append(data)
         elif ordinal in wanted and isinstance(record.meta.get(MARK), dict):
             moved[ordinal] = len(moved)
-            out.append(replace(record, seq=seq))
+            out.append(replace(record, seq=len(out)))
     for entries in blobs.values():
         for entry in entries.values():
             if "messages" in entry:

@@ -23,6 +23,7 @@ from plait.errors import InvalidArgumentError, SessionExistsError, SessionNotFou
 from plait.integrations._keys import MAX_ID, id_part, scan
 from plait.integrations._langgraph_records import (
     BY_DIGEST,
+    CHECKPOINT,
     DROP,
     MARK,
     Branches,
@@ -32,14 +33,17 @@ from plait.integrations._langgraph_records import (
     unb64,
 )
 from plait.layout import branch
+from plait.records import EventRecord
 from plait.session import Session as PlaitConversation
-from plait.store import ObjectStore, SessionRow
+from plait.store import MessageReader, ObjectStore, SessionRow
 from plait.store.base import HIDDEN_OPERATOR
 
 __all__ = ["ThreadSpace"]
 
 _OPERATOR: Final = "langgraph"
 _CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
+_TIP_FROM: Final = 256  # records: a shorter head is read whole, as cheap as its tip
+_TIP_SPAN: Final = 64  # records read back from the end for the newest checkpoint, then x4
 _PART: Final = 1 << 20  # the object space's largest part
 _INLINE: Final = 16 * 1024  # a serialized value up to this many bytes stays in its record
 
@@ -117,13 +121,19 @@ class ThreadSpace:
         except SessionExistsError:  # another writer created it first
             return self._session(thread_id, ns, create=False)
 
-    def _read(self, thread_id: str, ns: str) -> Branches | None:
+    def _read(self, thread_id: str, ns: str, *, whole: bool = True) -> Branches | None:
         """The namespace's checkpoints, writes and messages, on every head; None when none.
 
         The session's own head comes first, then its hidden heads (the branches time
         travel left, D340) but those a rewrite dropped. Read from the first record,
         not the view: a trim or compaction through plait's API hides records from a
         reader, never from the checkpoints that name them.
+
+        Args:
+            thread_id: the LangGraph thread.
+            ns: the namespace (``""`` for the root).
+            whole: False when only the newest checkpoint is asked for: a long head read
+                cold is then read from its tip's records and its messages (D345).
         """
         session_id = self._session_id(thread_id, ns)
         store = self._client.store
@@ -154,35 +164,77 @@ class ThreadSpace:
             if len(self._hidden) >= 4 * _CACHED:
                 self._hidden.clear()
             self._hidden[session_id] = known
-        heads = [self._read_head(row), *(self._read_head(h) for h in known[1])]
+        whole = whole or bool(known[1])  # the newest checkpoint may be on any head
+        heads = [self._read_head(row, whole), *(self._read_head(h, True) for h in known[1])]
         return Branches(heads, known[2])
 
-    def _read_head(self, row: SessionRow) -> Thread:
+    def _read_head(self, row: SessionRow, whole: bool = True) -> Thread:
         """What one head holds: read once, then only the records appended since."""
         store = self._client.store
         lay = row.layout
         key = (row.pk, lay.bases)
         thread = self._cache.get(row.id)
-        if thread is None or thread.key != key or lay.end_seq < thread.end:
+        if thread is not None and whole and thread.partial_from:
+            thread = None  # read from its tip only: now wanted whole
+        if thread is None and not whole and (tip := self._read_tip(row)) is not None:
+            thread = tip
+        elif thread is None or thread.key != key or lay.end_seq < thread.end:
             thread = Thread(key, row)
-        elif thread.end == lay.end_seq:
-            thread.row = row
-            self._cache.move_to_end(row.id)
-            return thread
-        lo = max(thread.end - 1, 0)
-        fresh = store.read(row, lo, lay.end_seq)
-        if thread.end:
-            if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
-                thread = Thread(key, row)
-                fresh = store.read(row, 0, lay.end_seq)
-            else:
-                fresh = fresh[1:]
-        thread.add(fresh)
+        if thread.end != lay.end_seq:
+            lo = max(thread.end - 1, 0)
+            fresh = store.read(row, lo, lay.end_seq)
+            if thread.end:
+                if not fresh or fresh[0] != thread.last:  # rewound and written again
+                    thread = Thread(key, row)
+                    fresh = store.read(row, 0, lay.end_seq)
+                else:
+                    fresh = fresh[1:]
+            thread.add(fresh)
         thread.row = row
         self._cache[row.id] = thread
         self._cache.move_to_end(row.id)
         while len(self._cache) > _CACHED:
             self._cache.popitem(last=False)
+        return thread
+
+    def _read_tip(self, row: SessionRow) -> Thread | None:
+        """A long head read from its newest checkpoint on, and its messages (D345).
+
+        The records from the newest checkpoint event's (or from the first write to
+        it, when a write came before its event: ``early``) to the end, found by
+        reading the end backwards, and every message before them, without their
+        events (:class:`~plait.store.MessageReader`). It serves the newest
+        checkpoint when that event names every channel's value itself (``all``);
+        None otherwise (an event written before it did), and for a short head.
+        """
+        store = self._client.store
+        end = row.layout.end_seq
+        if end < _TIP_FROM:
+            return None
+        span = _TIP_SPAN
+        while True:
+            lo = max(end - span, 0)
+            tail = store.read(row, lo, end)
+            tip = next(
+                (r for r in reversed(tail) if isinstance(r, EventRecord) and r.name == CHECKPOINT),
+                None,
+            )
+            if tip is not None or lo == 0:
+                break
+            span *= 4
+        if tip is None or tip.data.get("all") is not True:
+            return None
+        early = tip.data.get("early")
+        start = min(tip.seq, early if isinstance(early, int) else tip.seq)
+        if start < lo:
+            tail, lo = store.read(row, start, end), start
+        if isinstance(store, MessageReader):
+            before = store.read_messages(row, 0, lo)
+        else:
+            before = [r for r in store.read(row, 0, lo) if r.kind != "event"]
+        thread = Thread((row.pk, row.layout.bases), row)
+        thread.partial_from = lo
+        thread.add([*before, *tail])
         return thread
 
     def _branch_at(self, space: Branches, parent: str) -> None:

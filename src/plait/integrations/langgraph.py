@@ -224,7 +224,8 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             if parent in space.checkpoints and space.current.tip != parent:
                 self._branch_at(space, parent)
                 session = self._session(thread_id, ns, create=False)
-                assert session is not None
+                space = self._read(thread_id, ns)
+                assert session is not None and space is not None
             blobs: dict[str, dict[str, Any]] = {}
             for channel, version in new_versions.items():
                 entry: dict[str, Any] = {"v": version_key(version)}
@@ -236,6 +237,16 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
                 else:
                     entry["d"] = self._put_object(values[channel])
                 blobs[channel] = entry
+            # The event names every value it holds, not only the new ones, so the newest
+            # checkpoint is read from its own event (D345).
+            whole = True
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel not in blobs:
+                    kept = space.entry(channel, version_key(version))
+                    if kept is None:
+                        whole = False
+                    else:
+                        blobs[channel] = dict(kept)
             data: dict[str, Any] = {
                 "id": checkpoint["id"],
                 "parent": parent,
@@ -243,7 +254,11 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
                 "metadata": self._dump(get_checkpoint_metadata(config, metadata)),
                 "blobs": blobs,
                 "writer": self._writer,
+                "all": whole,
             }
+            early = space.current.first_write.get(str(checkpoint["id"]))
+            if early is not None:  # a task's writes stored before the checkpoint itself
+                data["early"] = early
             data[HELD] = held(data)
             session.log_event(CHECKPOINT, data)
         return {
@@ -382,10 +397,11 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the thread's newest; None when there is none."""
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
-        space = self._read(thread_id, ns)
+        asked = get_checkpoint_id(config)
+        space = self._read(thread_id, ns, whole=asked is not None)
         if space is None or not space.checkpoints:
             return None
-        checkpoint_id = get_checkpoint_id(config) or max(space.checkpoints)
+        checkpoint_id = asked or max(space.checkpoints)
         if checkpoint_id not in space.checkpoints:
             return None
         return self._tuple(thread_id, ns, space, checkpoint_id)

@@ -12,6 +12,7 @@ from plait.store._bus import BusMessage, EventBus
 from plait.store._check import Problem
 from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
 from plait.store._salvage import Salvaged, salvage
+from plait.store._skim import MessageReader
 from plait.store.base import (
     BearerStore,
     BreakableLocks,
@@ -49,6 +50,7 @@ __all__ = [
     "BreakableLocks",
     "LiveClientStore",
     "MemoryStore",
+    "MessageReader",
     "ObjectStore",
     "PostgresStore",
     "Problem",

@@ -63,6 +63,7 @@ from plait.store._rows import (
     scratchpad_entry_from_columns,
 )
 from plait.store._schema import Migration
+from plait.store._skim import SQLSkim
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
 __all__ = [
@@ -173,7 +174,7 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, SQLRegistry, ABC):
+class SQLStore(SQLObjects, SQLRegistry, SQLSkim, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
