@@ -7,13 +7,17 @@ thread's records) and reads it again (the saver keeps what it read, so the secon
 only looks for records appended since). A cell is the median of the rounds.
 
 Usage: python benchmarks/langgraph_first_read.py [--turns 50,200,500] [--rounds 5]
-       [--postgres URL]
+       [--postgres URL] [--source DIR]
+
+``--source DIR`` runs another checkout's ``src`` (the code before a change, say)
+for both the writes and the reads.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -72,15 +76,26 @@ with PlaitSaver(store) as saver:
 """
 
 
-def _run(code: str, *args: str) -> str:
+def _run(code: str, *args: str, source: str | None = None) -> str:
+    env = dict(os.environ)
+    if source:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [source, env.get("PYTHONPATH")]))
     done = subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
         check=True,
+        env=env,
     )
     return done.stdout
+
+
+def _drop(url: str, schema: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def main() -> None:
@@ -89,24 +104,33 @@ def main() -> None:
     parser.add_argument("--turns", default="50,200,500")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--postgres", default=None, help="a postgresql:// URL to add")
+    parser.add_argument("--source", default=None, help="another checkout's src to run")
     options = parser.parse_args()
     print("| store | turns | records | first get_tuple ms | again ms |")
     print("| --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as folder:
         for turns in (int(t) for t in options.turns.split(",")):
             targets = {"sqlite": str(Path(folder) / f"t{turns}.db")}
+            schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
             if options.postgres:
-                schema = f"bench_lg_{uuid.uuid4().hex[:8]}"
                 targets["postgres"] = f"{options.postgres}?schema={schema}"
-            for kind, target in targets.items():
-                _run(_BUILD, target, str(turns))
-                rows = [json.loads(_run(_READ, target)) for _ in range(options.rounds)]
-                first = statistics.median(r["first_ms"] for r in rows)
-                again = statistics.median(r["again_ms"] for r in rows)
-                print(
-                    f"| {kind} | {turns} | {rows[0]['records']} | {first:.1f} | {again:.2f} |",
-                    flush=True,
-                )
+            try:
+                for kind, target in targets.items():
+                    _run(_BUILD, target, str(turns), source=options.source)
+                    rows = [
+                        json.loads(_run(_READ, target, source=options.source))
+                        for _ in range(options.rounds)
+                    ]
+                    first = statistics.median(r["first_ms"] for r in rows)
+                    again = statistics.median(r["again_ms"] for r in rows)
+                    records = rows[0]["records"]
+                    print(
+                        f"| {kind} | {turns} | {records} | {first:.1f} | {again:.2f} |",
+                        flush=True,
+                    )
+            finally:
+                if options.postgres:
+                    _drop(options.postgres, schema)
 
 
 if __name__ == "__main__":

@@ -297,7 +297,7 @@ class ThreadSpace:
         """The ordinals of ``messages`` in the session, appending only those not stored yet."""
         keys: list[tuple[str, str]] = []
         new: list[dict[str, Any]] = []
-        space = self._read(thread_id, ns)
+        space = self._read(thread_id, ns, whole=False)  # every message is read either way
         assert space is not None
         thread = space.current
         for message in messages:
@@ -308,7 +308,7 @@ class ThreadSpace:
                 new.append(plait_message(message, self._pack(kind, data), digest))
         if new:
             session.inject_many(new)
-            space = self._read(thread_id, ns)
+            space = self._read(thread_id, ns, whole=False)
             assert space is not None
             thread = space.current
         return [thread.index[key] for key in keys]

@@ -212,8 +212,11 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         parent = str(parent) if parent else None
         with self._client.locked(session_id):
             session = self._session(thread_id, ns, create=True)
-            space = self._read(thread_id, ns)
+            space = self._read(thread_id, ns, whole=False)
             assert session is not None and space is not None
+            if parent != space.current.tip and space.current.partial_from:
+                space = self._read(thread_id, ns)  # not a run continuing the tip: every record
+                assert space is not None
             self._finish_rewrite(session_id, space)
             # A checkpoint continues one chain: after one another run already continued,
             # only a branch LangGraph asks for (time travel: an update or a fork) is
@@ -298,8 +301,11 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         data[HELD] = held(data)
         with self._client.locked(session_id):
             session = self._session(thread_id, ns, create=True)
-            space = self._read(thread_id, ns)
+            space = self._read(thread_id, ns, whole=False)
             assert session is not None and space is not None
+            if checkpoint_id not in space.checkpoints and space.current.partial_from:
+                space = self._read(thread_id, ns)  # writes to an older checkpoint
+                assert space is not None
             # A task's writes after another saver (another process) continued their
             # checkpoint lost the race: refused as their checkpoint would be (D343).
             if (
