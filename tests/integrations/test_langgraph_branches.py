@@ -109,6 +109,9 @@ def test_a_fork_never_replays_the_abandoned_siblings_writes(target: str) -> None
         graph.invoke(_turn("y"), T1)
         assert _history(client, "t1") == ["a", "echo: a", "x", "echo: x", "y", "echo: y"]
         assert graph.get_state(T1).values["turns"] == 3
+        # A delete that removes none of its checkpoints leaves the branches as they are.
+        PlaitSaver(client).delete_for_runs(["no-such-run"])
+        assert client.sessions.get("t1").hidden_heads() == [hidden]
 
 
 def test_a_copy_after_time_travel_holds_every_branch(target: str) -> None:

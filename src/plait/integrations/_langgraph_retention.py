@@ -159,8 +159,8 @@ class Retention(ThreadSpace):
                 return set()
             freed = self._erase_heads(space.leftover)
             space.leftover = []
-            if keep >= set(space.checkpoints) and len(space.heads) == 1:
-                return freed
+            if keep >= set(space.checkpoints):
+                return freed  # nothing of it goes (its branches stay branches)
             heads = [h.row.id for h in space.heads]
             freed |= self._held_by_heads(heads)
             if not keep & set(space.checkpoints):
