@@ -25,7 +25,7 @@ from tests.conftest import POSTGRES_SKIP, POSTGRES_URL, drop_schema, fresh_schem
 
 _RUN = textwrap.dedent(
     """
-    import operator, os, sys, time
+    import asyncio, operator, os, sys, time
     from pathlib import Path
     from typing import Annotated, TypedDict
 
@@ -35,7 +35,7 @@ _RUN = textwrap.dedent(
     from langgraph.graph.message import add_messages
 
     from plait.errors import ThreadConflictError
-    from plait.integrations.langgraph import PlaitSaver
+    from plait.integrations.langgraph import AsyncPlaitSaver, PlaitSaver
 
     target, mode, me, meet = sys.argv[1:5]
 
@@ -73,6 +73,15 @@ _RUN = textwrap.dedent(
             if mode == "turns":
                 with saver.turn("t1"):
                     graph.invoke(turn, config)
+            elif mode == "aturns":
+
+                async def run():
+                    async with AsyncPlaitSaver(target, lock_timeout=60) as asaver:
+                        agraph = builder.compile(checkpointer=asaver)
+                        async with asaver.aturn("t1"):
+                            await agraph.ainvoke(turn, config)
+
+                asyncio.run(run())
             else:
                 graph.invoke(turn, config)
         except ThreadConflictError as exc:
@@ -151,10 +160,11 @@ def test_two_processes_racing_on_one_thread_never_both_commit(shared: str, tmp_p
         assert client.sessions.get("t1").hidden_heads() == []
 
 
+@pytest.mark.parametrize("mode", ["turns", "aturns"])
 def test_two_processes_taking_turns_on_one_thread_both_commit_in_order(
-    shared: str, tmp_path: Path
+    shared: str, mode: str, tmp_path: Path
 ) -> None:
-    done = _both(shared, "turns", tmp_path / "meet")
+    done = _both(shared, mode, tmp_path / "meet")
     assert [p.returncode for p in done.values()] == [0, 0], {
         me: p.stderr[-2000:] for me, p in done.items()
     }
