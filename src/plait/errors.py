@@ -22,7 +22,8 @@ The hierarchy::
     ├── SessionClosedError                     a write to a session that was closed
     ├── SessionLockedError                     another process has the session open for writing
     │   ├── SessionLockTimeoutError (TimeoutError)  still taken after lock_timeout
-    │   └── WriterLockLostError                this process's lock was lost and taken by another
+    │   ├── WriterLockLostError                this process's lock was lost and taken by another
+    │   └── ThreadConflictError                another run continued a LangGraph thread first
     ├── NothingToDoError                       the verb had nothing to act on (says why)
     ├── SessionBusyError                       a run is already in progress on this session/client
     ├── RunTimeoutError (TimeoutError)         a run passed its timeout; resume() picks it up
@@ -101,6 +102,7 @@ __all__ = [
     "SessionLockedError",
     "SessionNotFoundError",
     "StaleSessionError",
+    "ThreadConflictError",
     "StoreCorruptError",
     "StoreNotFoundError",
     "NotAStoreError",
@@ -350,6 +352,35 @@ class WriterLockLostError(SessionLockedError):
         self.args = (
             f"session {shown(session_id)}: this process's writer lock (epoch {epoch}) was "
             "lost and another writer took it; nothing was written",
+        )
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class ThreadConflictError(SessionLockedError):
+    """Another run continued a LangGraph thread from the same checkpoint first.
+
+    Raised by :class:`plait.integrations.langgraph.PlaitSaver` when a run stores a
+    checkpoint (or a task's writes) after a checkpoint that another run has already
+    continued: two runs of one thread at once would otherwise both commit and fork
+    its history silently. Nothing of this run was written; invoke the thread again
+    to continue from the other run's end (or take turns with ``PlaitSaver.turn``).
+
+    Attributes:
+        session_id: the namespace's session.
+        thread_id: the LangGraph thread.
+        checkpoint_id: the checkpoint the run continued (None for a thread's first).
+    """
+
+    def __init__(self, session_id: str, thread_id: str, checkpoint_id: str | None) -> None:
+        self.thread_id = thread_id
+        self.checkpoint_id = checkpoint_id
+        super().__init__(session_id)
+        after = f"checkpoint {shown(checkpoint_id)}" if checkpoint_id else "its start"
+        self.args = (
+            f"LangGraph thread {shown(thread_id)}: another run continued it from {after} "
+            "first; nothing of this run was written (invoke again to continue from there)",
         )
 
     def __str__(self) -> str:

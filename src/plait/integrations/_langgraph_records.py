@@ -1,4 +1,4 @@
-"""How the LangGraph saver lays a thread out in a plait session (D270).
+"""How the LangGraph saver lays a thread out in a plait session (D344).
 
 A checkpoint is a ``langgraph.checkpoint`` event, a task's writes a
 ``langgraph.writes`` event, and each message of the ``messages`` channel one
@@ -16,11 +16,16 @@ from dataclasses import replace
 from typing import Any, Final
 
 from plait.records import EventRecord, Record
+from plait.session.checkpoints import HELD
 
 __all__ = [
     "CHECKPOINT",
     "MARK",
     "WRITES",
+    "BY_DIGEST",
+    "Branches",
+    "DROP",
+    "held",
     "Thread",
     "b64",
     "expand",
@@ -37,6 +42,15 @@ CHECKPOINT: Final = "langgraph.checkpoint"
 """The event a checkpoint is."""
 WRITES: Final = "langgraph.writes"
 """The event a task's pending writes are."""
+BY_DIGEST: Final = "@object"
+"""In place of a serializer's type name: the value is the object this digest names."""
+DROP: Final = "langgraph.drop"
+"""A session's metadata: the hidden heads its last rewrite left to erase (D341).
+
+A rewrite (prune, delete_for_runs) moves the session's id to a new head and names
+the heads it replaces here, in the same transaction: from then on they are read
+by no saver, whether or not they are erased yet, and the next write erases what
+a crash left."""
 _ROLES: Final = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
 
 
@@ -71,6 +85,31 @@ def expand(runs: Sequence[Sequence[int]]) -> list[int]:
     return [seq for first, last in runs for seq in range(first, last + 1)]
 
 
+def held(data: Any) -> list[str]:
+    """The objects a checkpoint's or writes' event data, or a message's mark, names.
+
+    A channel value's digest (a checkpoint's ``d``) and every packed value stored
+    by digest (``[BY_DIGEST, digest]``, also inside a write's row): what the record
+    holds in the object space, so plait's object collection keeps them (D342).
+    """
+    found: dict[str, None] = {}
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            digest = item.get("d")
+            if isinstance(digest, str):
+                found[digest] = None
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            for i, part in enumerate(item):
+                if part == BY_DIGEST and i + 1 < len(item) and isinstance(item[i + 1], str):
+                    found[item[i + 1]] = None
+                elif isinstance(part, (dict, list)):
+                    stack.append(part)
+    return sorted(found)
+
+
 class Thread:
     """What one namespace's session holds, read from its first record, kept between calls.
 
@@ -80,8 +119,9 @@ class Thread:
     plait's API, is read again from the start.
     """
 
-    def __init__(self, key: tuple[object, ...]) -> None:
+    def __init__(self, key: tuple[object, ...], row: Any = None) -> None:
         self.key = key
+        self.row = row  # the head's SessionRow as last read
         self.end = 0
         self.last: Record | None = None
         self.checkpoints: dict[str, dict[str, Any]] = {}
@@ -91,6 +131,14 @@ class Thread:
         # conversation that only grew is one run of ordinals whatever events lie between.
         self.messages: list[dict[str, Any]] = []
         self.index: dict[tuple[str, str], int] = {}
+        # Where each checkpoint's event ends: (position after it, messages before that),
+        # the cut a branch from it shares; the checkpoint of the newest event is the tip.
+        self.cuts: dict[str, tuple[int, int]] = {}
+        self.tip: str | None = None
+        self.msgs = 0  # message records (of any kind) read so far
+        self.first_write: dict[str, int] = {}  # checkpoint id -> position of its first write
+        # Events before this position were not read (only its tip is served, D345).
+        self.partial_from = 0
 
     def add(self, records: Sequence[Record]) -> None:
         """Take in records appended since the last read."""
@@ -99,17 +147,82 @@ class Thread:
                 data = dict(record.data)
                 if record.name == CHECKPOINT:
                     self.checkpoints[str(data["id"])] = data
+                    self.cuts[str(data["id"])] = (record.seq + 1, self.msgs)
+                    self.tip = str(data["id"])
                     for channel, entry in dict(data.get("blobs") or {}).items():
                         self.blobs[(channel, str(entry["v"]))] = entry
                 elif record.name == WRITES:
                     self.writes.setdefault(str(data["checkpoint"]), []).append(data)
-            elif isinstance(mark := record.meta.get(MARK), dict):
-                # Each stored message's (id, digest of its serialized form) -> its newest ordinal.
-                self.index[(str(mark["id"]), str(mark["digest"]))] = len(self.messages)
-                self.messages.append(dict(mark))
+                    self.first_write.setdefault(str(data["checkpoint"]), record.seq)
+            else:
+                self.msgs += 1
+                if isinstance(mark := record.meta.get(MARK), dict):
+                    # Each stored message's (id, digest of its form) -> its newest ordinal.
+                    self.index[(str(mark["id"]), str(mark["digest"]))] = len(self.messages)
+                    self.messages.append(dict(mark))
         if records:
             self.end = records[-1].seq + 1
             self.last = records[-1]
+
+
+class Branches:
+    """What a namespace holds across its heads: the session's own, then its hidden ones.
+
+    A branch from an older checkpoint moves the session's id to a new head that
+    shares the records up to that checkpoint (D340); the checkpoints past it stay on
+    the head it left, now hidden, and LangGraph still lists them. Each checkpoint is
+    read from the first head that holds it (a shared prefix holds the same records),
+    its values against that head's own messages; pending writes are gathered from
+    every head (one written twice by a shared prefix reads the same).
+    """
+
+    def __init__(self, heads: Sequence[Thread], leftover: Sequence[str] = ()) -> None:
+        self.heads = list(heads)
+        self.leftover = list(leftover)  # dropped heads not erased yet (a crash between)
+        self.current = self.heads[0]
+        self.checkpoints: dict[str, dict[str, Any]] = {}
+        self.home: dict[str, Thread] = {}
+        self._children: dict[str | None, set[str]] = {}
+        for head in self.heads:
+            for cid, data in head.checkpoints.items():
+                if cid not in self.home:
+                    self.home[cid] = head
+                    self.checkpoints[cid] = data
+                    parent = data.get("parent")
+                    self._children.setdefault(parent if isinstance(parent, str) else None, set())
+                    self._children[parent if isinstance(parent, str) else None].add(cid)
+
+    def entry(self, channel: str, version: str) -> dict[str, Any] | None:
+        """What stores a channel's version (its ``version_key``), on any head; None if none."""
+        for head in self.heads:
+            found = head.blobs.get((channel, version))
+            if found is not None:
+                return found
+        return None
+
+    def writes(self, checkpoint_id: str) -> list[dict[str, Any]]:
+        """Every ``langgraph.writes`` event stored against the checkpoint, on any head."""
+        found: list[dict[str, Any]] = []
+        for head in self.heads:
+            found.extend(head.writes.get(checkpoint_id, ()))
+        return found
+
+    def continued(self, checkpoint_id: str | None, by: str) -> bool:
+        """Whether a checkpoint other than ``by`` continues ``checkpoint_id``.
+
+        None is the thread's start: any checkpoint of a thread continues it, since a
+        thread is started once.
+        """
+        if checkpoint_id is None:
+            return bool(set(self.checkpoints) - {by})
+        return bool(self._children.get(checkpoint_id, set()) - {by})
+
+    def continued_by_other(self, checkpoint_id: str, writer: str) -> bool:
+        """Whether a checkpoint another saver wrote continues ``checkpoint_id``."""
+        return any(
+            self.checkpoints[child].get("writer", writer) != writer
+            for child in self._children.get(checkpoint_id, ())
+        )
 
 
 def plait_message(message: Any, value: list[str], digest: str) -> dict[str, Any]:
@@ -125,7 +238,9 @@ def plait_message(message: Any, value: list[str], digest: str) -> dict[str, Any]
     mark = {"id": str(message.id), "digest": digest, "value": value}
     role = _ROLES.get(str(message.type))
     text = message.text if isinstance(message.text, str) else str(message.text)
-    meta = {MARK: mark}
+    meta: dict[str, Any] = {MARK: mark}
+    if objects := held(mark):
+        meta[HELD] = objects
     if role == "tool" and isinstance(getattr(message, "tool_call_id", None), str):
         tool: dict[str, Any] = {
             "role": "tool",
@@ -190,20 +305,32 @@ def kept_records(
     moved: dict[int, int] = {}
     out: list[Record] = []
     ordinal = -1
+    # A task's writes stored before their checkpoint's event (a background put) follow
+    # it in the rewrite, in their order: the event needs no pointer back to them.
+    early: dict[str, list[dict[str, Any]]] = {}
+    written: set[str] = set()
     for record in old:
-        seq = len(out)
         if not isinstance(record, EventRecord) and isinstance(record.meta.get(MARK), dict):
             ordinal += 1
         if isinstance(record, EventRecord):
             data = dict(record.data)
             if record.name == CHECKPOINT and data["id"] in versions:
                 data["blobs"] = blobs[str(data["id"])]
-            elif not (record.name == WRITES and data["checkpoint"] in versions):
-                continue
-            out.append(EventRecord(seq=seq, name=record.name, data=data))
+                data["all"] = set(data["blobs"]) == set(versions[str(data["id"])])
+                data.pop("early", None)
+                data[HELD] = held(data)  # it now names values its ancestors stored
+                out.append(EventRecord(seq=len(out), name=CHECKPOINT, data=data))
+                written.add(str(data["id"]))
+                for writes in early.pop(str(data["id"]), []):
+                    out.append(EventRecord(seq=len(out), name=WRITES, data=writes))
+            elif record.name == WRITES and data["checkpoint"] in versions:
+                if data["checkpoint"] in written:
+                    out.append(EventRecord(seq=len(out), name=WRITES, data=data))
+                else:
+                    early.setdefault(str(data["checkpoint"]), []).append(data)
         elif ordinal in wanted and isinstance(record.meta.get(MARK), dict):
             moved[ordinal] = len(moved)
-            out.append(replace(record, seq=seq))
+            out.append(replace(record, seq=len(out)))
     for entries in blobs.values():
         for entry in entries.values():
             if "messages" in entry:

@@ -1,4 +1,4 @@
-"""Where the LangGraph saver keeps a thread: its plait sessions and its values (D270).
+"""Where the LangGraph saver keeps a thread: its plait sessions and its values (D344).
 
 :class:`ThreadSpace` is the saver's half that knows plait: which session a
 thread's namespace is, reading what a session holds (from its first record,
@@ -12,24 +12,46 @@ from __future__ import annotations
 import builtins
 import hashlib
 import time
+import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from plait.client import Client
 from plait.errors import InvalidArgumentError, SessionExistsError, SessionNotFoundError
 from plait.integrations._keys import MAX_ID, id_part, scan
-from plait.integrations._langgraph_records import MARK, Thread, b64, plait_message, unb64
+from plait.integrations._langgraph_records import (
+    BY_DIGEST,
+    CHECKPOINT,
+    DROP,
+    MARK,
+    Branches,
+    Thread,
+    b64,
+    plait_message,
+    unb64,
+)
+from plait.layout import branch
+from plait.records import EventRecord
 from plait.session import Session as PlaitConversation
-from plait.store import ObjectStore
+from plait.store import MessageReader, ObjectStore, SessionRow
+from plait.store.base import HIDDEN_OPERATOR
 
 __all__ = ["ThreadSpace"]
 
 _OPERATOR: Final = "langgraph"
 _CACHED: Final = 64  # namespaces whose reads a saver keeps (the most recently used)
+_TIP_FROM: Final = 256  # records: a shorter head is read whole, as cheap as its tip
+_TIP_SPAN: Final = 64  # records read back from the end for the newest checkpoint, then x4
 _PART: Final = 1 << 20  # the object space's largest part
 _INLINE: Final = 16 * 1024  # a serialized value up to this many bytes stays in its record
-_BY_DIGEST: Final = "@object"  # in place of a serializer's type name: the value is an object
+
+
+def _dropped(row: SessionRow) -> list[str]:
+    """The hidden heads a rewrite of the session left to erase (see :data:`DROP`)."""
+    found = row.metadata.get(DROP)
+    return [str(i) for i in found] if isinstance(found, list) else []
 
 
 class ThreadSpace:
@@ -38,6 +60,7 @@ class ThreadSpace:
     _client: Client
     _objects: ObjectStore
     _cache: OrderedDict[str, Thread]
+    _hidden: dict[str, tuple[int, list[SessionRow], list[str]]]  # id -> (key, heads, dropped)
     serde: Any  # LangGraph's SerializerProtocol: dumps_typed / loads_typed
 
     # -- sessions ---------------------------------------------------------------------------
@@ -98,11 +121,19 @@ class ThreadSpace:
         except SessionExistsError:  # another writer created it first
             return self._session(thread_id, ns, create=False)
 
-    def _read(self, thread_id: str, ns: str) -> Thread | None:
-        """The namespace's checkpoints, writes and messages; None when it has no session.
+    def _read(self, thread_id: str, ns: str, *, whole: bool = True) -> Branches | None:
+        """The namespace's checkpoints, writes and messages, on every head; None when none.
 
-        Read from the first record, not the view: a trim or compaction through plait's
-        API hides records from a reader, never from the checkpoints that name them.
+        The session's own head comes first, then its hidden heads (the branches time
+        travel left, D340) but those a rewrite dropped. Read from the first record,
+        not the view: a trim or compaction through plait's API hides records from a
+        reader, never from the checkpoints that name them.
+
+        Args:
+            thread_id: the LangGraph thread.
+            ns: the namespace (``""`` for the root).
+            whole: False when only the newest checkpoint is asked for: a long head read
+                cold is then read from its tip's records and its messages (D345).
         """
         session_id = self._session_id(thread_id, ns)
         store = self._client.store
@@ -110,28 +141,116 @@ class ThreadSpace:
         if row is None or row.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
             self._cache.pop(session_id, None)
             return None  # none, or a session of plait's own that merely has that id
+        known = self._hidden.get(session_id)
+        if known is None or known[0] != row.pk:
+            # A head is hidden only when the id moves to another row (a new key), so the
+            # hidden heads are listed again only then (or after this saver erased some).
+            dropped = set(_dropped(row))
+            rows: list[SessionRow] = []
+            leftover: list[str] = []
+            for child in store.children(session_id):
+                hidden = store.get(child)
+                if (
+                    hidden is None
+                    or hidden.lineage_operator != HIDDEN_OPERATOR
+                    or tuple(hidden.parent_ids) != (session_id,)
+                ):
+                    continue
+                if child in dropped:
+                    leftover.append(child)
+                else:
+                    rows.append(hidden)
+            known = (row.pk, rows, leftover)
+            if len(self._hidden) >= 4 * _CACHED:
+                self._hidden.clear()
+            self._hidden[session_id] = known
+        whole = whole or bool(known[1])  # the newest checkpoint may be on any head
+        heads = [self._read_head(row, whole), *(self._read_head(h, True) for h in known[1])]
+        return Branches(heads, known[2])
+
+    def _read_head(self, row: SessionRow, whole: bool = True) -> Thread:
+        """What one head holds: read once, then only the records appended since."""
+        store = self._client.store
         lay = row.layout
         key = (row.pk, lay.bases)
-        thread = self._cache.get(session_id)
-        if thread is None or thread.key != key or lay.end_seq < thread.end:
-            thread = Thread(key)
-        elif thread.end == lay.end_seq:
-            self._cache.move_to_end(session_id)
-            return thread
-        lo = max(thread.end - 1, 0)
-        fresh = store.read(row, lo, lay.end_seq)
-        if thread.end:
-            if not fresh or fresh[0] != thread.last:  # rewound and written again: start over
-                thread = Thread(key)
-                fresh = store.read(row, 0, lay.end_seq)
-            else:
-                fresh = fresh[1:]
-        thread.add(fresh)
-        self._cache[session_id] = thread
-        self._cache.move_to_end(session_id)
+        thread = self._cache.get(row.id)
+        if thread is not None and whole and thread.partial_from:
+            thread = None  # read from its tip only: now wanted whole
+        if thread is None and not whole and (tip := self._read_tip(row)) is not None:
+            thread = tip
+        elif thread is None or thread.key != key or lay.end_seq < thread.end:
+            thread = Thread(key, row)
+        if thread.end != lay.end_seq:
+            lo = max(thread.end - 1, 0)
+            fresh = store.read(row, lo, lay.end_seq)
+            if thread.end:
+                if not fresh or fresh[0] != thread.last:  # rewound and written again
+                    thread = Thread(key, row)
+                    fresh = store.read(row, 0, lay.end_seq)
+                else:
+                    fresh = fresh[1:]
+            thread.add(fresh)
+        thread.row = row
+        self._cache[row.id] = thread
+        self._cache.move_to_end(row.id)
         while len(self._cache) > _CACHED:
             self._cache.popitem(last=False)
         return thread
+
+    def _read_tip(self, row: SessionRow) -> Thread | None:
+        """A long head read from its newest checkpoint on, and its messages (D345).
+
+        The records from the newest checkpoint event's (or from the first write to
+        it, when a write came before its event: ``early``) to the end, found by
+        reading the end backwards, and every message before them, without their
+        events (:class:`~plait.store.MessageReader`). It serves the newest
+        checkpoint when that event names every channel's value itself (``all``);
+        None otherwise (an event written before it did), and for a short head.
+        """
+        store = self._client.store
+        end = row.layout.end_seq
+        if end < _TIP_FROM:
+            return None
+        span = _TIP_SPAN
+        while True:
+            lo = max(end - span, 0)
+            tail = store.read(row, lo, end)
+            tip = next(
+                (r for r in reversed(tail) if isinstance(r, EventRecord) and r.name == CHECKPOINT),
+                None,
+            )
+            if tip is not None or lo == 0:
+                break
+            span *= 4
+        if tip is None or tip.data.get("all") is not True:
+            return None
+        early = tip.data.get("early")
+        start = min(tip.seq, early if isinstance(early, int) else tip.seq)
+        if start < lo:
+            tail, lo = store.read(row, start, end), start
+        if isinstance(store, MessageReader):
+            before = store.read_messages(row, 0, lo)
+        else:
+            before = [r for r in store.read(row, 0, lo) if r.kind != "event"]
+        thread = Thread((row.pk, row.layout.bases), row)
+        thread.partial_from = lo
+        thread.add([*before, *tail])
+        return thread
+
+    def _branch_at(self, space: Branches, parent: str) -> None:
+        """Move the session's id to a new head sharing the records up to ``parent``.
+
+        What the head held past that checkpoint stays on a hidden head (LangGraph
+        still lists it; plait's ``history()`` shows the branch the id is on), so the
+        writes of the new branch belong to it alone (D340). One store transaction;
+        the caller holds the thread's writer lock.
+        """
+        home = space.home[parent]
+        cut, msgs = home.cuts[parent]
+        current = space.current.row
+        layout = branch(home.row.layout, home.row.pk, cut, msgs)
+        hidden = f"{_OPERATOR}-branch-{uuid.uuid4().hex}"
+        self._client.store.move_head(current, replace(current, pk=0, layout=layout), hidden, [])
 
     # -- values -----------------------------------------------------------------------------
 
@@ -162,13 +281,13 @@ class ThreadSpace:
         """
         if len(data) <= _INLINE:
             return [kind, b64(data)]
-        return [_BY_DIGEST, self._put_body(kind, data)]
+        return [BY_DIGEST, self._put_body(kind, data)]
 
     def _dump(self, value: Any) -> list[str]:
         return self._pack(*self.serde.dumps_typed(value))
 
     def _load(self, pair: Sequence[str]) -> Any:
-        if pair[0] == _BY_DIGEST:
+        if pair[0] == BY_DIGEST:
             return self._get_object(pair[1])
         return self.serde.loads_typed((pair[0], unb64(pair[1])))
 
@@ -178,8 +297,9 @@ class ThreadSpace:
         """The ordinals of ``messages`` in the session, appending only those not stored yet."""
         keys: list[tuple[str, str]] = []
         new: list[dict[str, Any]] = []
-        thread = self._read(thread_id, ns)
-        assert thread is not None
+        space = self._read(thread_id, ns, whole=False)  # every message is read either way
+        assert space is not None
+        thread = space.current
         for message in messages:
             kind, data = self.serde.dumps_typed(message)
             digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
@@ -188,6 +308,7 @@ class ThreadSpace:
                 new.append(plait_message(message, self._pack(kind, data), digest))
         if new:
             session.inject_many(new)
-            thread = self._read(thread_id, ns)
-            assert thread is not None
+            space = self._read(thread_id, ns, whole=False)
+            assert space is not None
+            thread = space.current
         return [thread.index[key] for key in keys]

@@ -12,7 +12,7 @@ A thread is a plait session (the root namespace of thread ``T`` is the session
 ``T``; a subgraph's namespace is a session of its own, marked with its thread),
 so plait's API reads it: ``client.sessions.get("t1").history()`` shows the
 conversation.
-A checkpoint costs what changed (D270):
+A checkpoint costs what changed (D344):
 
 - the ``messages`` channel (a list of LangChain messages, as ``add_messages``
   keeps it) is plait records, each message appended once: a later checkpoint
@@ -23,14 +23,20 @@ A checkpoint costs what changed (D270):
   version it introduced, a digest or the message positions; pending writes are
   event records too.
 
-``copy_thread`` forks a thread's sessions; ``prune`` and ``delete_for_runs``
-rewrite a namespace's session in one store transaction (its id moves to a head
-holding only what is kept) and erase the old head.
+Time travel (invoking from an older checkpoint, ``update_state`` on one) is a
+plait branch: the session's id moves to a head sharing the records up to that
+checkpoint, and the abandoned branch stays a hidden head that LangGraph still
+lists (D340). ``copy_thread`` forks a thread's sessions; ``prune`` and
+``delete_for_runs`` rewrite a namespace's session into new heads and erase the
+old ones (D341); the channel values no live record holds go (D342).
 
-The store is plain (synchronous) calls, so :class:`AsyncPlaitSaver` and the async
-methods run each call on the client's store worker (D219). Each write holds the
-thread's writer lock (``writer_lock="write"``), so several processes may share a
-store.
+One writer per thread (D343): each write holds the thread's writer lock
+(``writer_lock="write"``), and a run that continues a checkpoint another run
+continued first is refused with :class:`~plait.errors.ThreadConflictError`;
+``with saver.turn(thread_id):`` around a run makes another process's run wait
+its turn instead. The store is plain (synchronous) calls, so
+:class:`AsyncPlaitSaver` and the async methods run each call on the client's
+store worker (D219).
 """
 
 from __future__ import annotations
@@ -43,30 +49,24 @@ import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, Final, ParamSpec, Self, TypeVar, cast
 
 from plait.client import Client
-from plait.errors import (
-    InvalidArgumentError,
-    MissingDependencyError,
-    PlaitError,
-    SessionNotFoundError,
-)
+from plait.errors import InvalidArgumentError, MissingDependencyError, ThreadConflictError
 from plait.integrations._langgraph_records import (
     CHECKPOINT,
-    MARK,
     WRITES,
+    Branches,
     Thread,
     expand,
-    kept_records,
+    held,
     ranges,
     version_key,
 )
-from plait.integrations._langgraph_space import ThreadSpace
+from plait.integrations._langgraph_retention import Retention
 from plait.integrations._offload import in_thread
-from plait.layout import branch
-from plait.store import ObjectStore, Store
+from plait.session.checkpoints import HELD
+from plait.store import ObjectStore, SessionRow, Store
 
 try:
     from langchain_core.messages import BaseMessage
@@ -106,7 +106,7 @@ def _one_at_a_time(method: Callable[_P, _T]) -> Callable[_P, _T]:
     return run
 
 
-class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
+class _SaverCore(Retention, BaseCheckpointSaver[str]):
     """The checkpointer over a plait client: sync methods, async ones on its store worker."""
 
     def __init__(
@@ -116,8 +116,18 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         workspace: str | os.PathLike[str] = ".",
         lock_timeout: float | None = None,
         serde: SerializerProtocol | None = None,
+        object_grace: float = 60.0,
     ) -> None:
         super().__init__(serde=serde)
+        if (
+            isinstance(object_grace, bool)
+            or not isinstance(object_grace, int | float)
+            or not 0 <= object_grace < float("inf")
+        ):
+            raise InvalidArgumentError(
+                f"object_grace is a number of seconds >= 0, not {object_grace!r}"
+            )
+        self._object_grace = float(object_grace)
         if isinstance(store, Client):
             self._client, self._owns = store, False
         else:
@@ -132,6 +142,10 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         # Sync graphs write a step's parallel tasks from several threads: one call at a time.
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Thread] = OrderedDict()  # the newest used last
+        self._hidden: dict[str, tuple[int, list[SessionRow], list[str]]] = {}
+        # Names the checkpoints this saver writes: another saver's child of a checkpoint
+        # tells a task's late writes to it from another process's race (D343).
+        self._writer = uuid.uuid4().hex
 
     @property
     def client(self) -> Client:
@@ -194,9 +208,27 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         session_id = self._session_id(thread_id, ns)
         values = checkpoint["channel_values"]
         skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        parent = conf.get("checkpoint_id")
+        parent = str(parent) if parent else None
         with self._client.locked(session_id):
             session = self._session(thread_id, ns, create=True)
-            assert session is not None
+            space = self._read(thread_id, ns, whole=False)
+            assert session is not None and space is not None
+            if parent != space.current.tip and space.current.partial_from:
+                space = self._read(thread_id, ns)  # not a run continuing the tip: every record
+                assert space is not None
+            self._finish_rewrite(session_id, space)
+            # A checkpoint continues one chain: after one another run already continued,
+            # only a branch LangGraph asks for (time travel: an update or a fork) is
+            # taken; any other run lost the race and writes nothing (D343).
+            branching = metadata.get("source") in ("update", "fork") or _addressed(config) == parent
+            if space.continued(parent, checkpoint["id"]) and not branching:
+                raise ThreadConflictError(session_id, thread_id, parent)
+            if parent in space.checkpoints and space.current.tip != parent:
+                self._branch_at(space, parent)
+                session = self._session(thread_id, ns, create=False)
+                space = self._read(thread_id, ns)
+                assert session is not None and space is not None
             blobs: dict[str, dict[str, Any]] = {}
             for channel, version in new_versions.items():
                 entry: dict[str, Any] = {"v": version_key(version)}
@@ -208,16 +240,30 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
                 else:
                     entry["d"] = self._put_object(values[channel])
                 blobs[channel] = entry
-            session.log_event(
-                CHECKPOINT,
-                {
-                    "id": checkpoint["id"],
-                    "parent": conf.get("checkpoint_id"),
-                    "checkpoint": self._dump(skeleton),
-                    "metadata": self._dump(get_checkpoint_metadata(config, metadata)),
-                    "blobs": blobs,
-                },
-            )
+            # The event names every value it holds, not only the new ones, so the newest
+            # checkpoint is read from its own event (D345).
+            whole = True
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel not in blobs:
+                    kept = space.entry(channel, version_key(version))
+                    if kept is None:
+                        whole = False
+                    else:
+                        blobs[channel] = dict(kept)
+            data: dict[str, Any] = {
+                "id": checkpoint["id"],
+                "parent": parent,
+                "checkpoint": self._dump(skeleton),
+                "metadata": self._dump(get_checkpoint_metadata(config, metadata)),
+                "blobs": blobs,
+                "writer": self._writer,
+                "all": whole,
+            }
+            early = space.current.first_write.get(str(checkpoint["id"]))
+            if early is not None:  # a task's writes stored before the checkpoint itself
+                data["early"] = early
+            data[HELD] = held(data)
+            session.log_event(CHECKPOINT, data)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -244,23 +290,36 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         rows = [[WRITES_IDX_MAP.get(c, i), c, *self._dump(v)] for i, (c, v) in enumerate(writes)]
         if not rows:
             return
-        with self._client.locked(self._session_id(thread_id, ns)):
+        session_id = self._session_id(thread_id, ns)
+        checkpoint_id = str(conf["checkpoint_id"])
+        data: dict[str, Any] = {
+            "checkpoint": checkpoint_id,
+            "task": task_id,
+            "path": task_path,
+            "writes": rows,
+        }
+        data[HELD] = held(data)
+        with self._client.locked(session_id):
             session = self._session(thread_id, ns, create=True)
-            assert session is not None
-            session.log_event(
-                WRITES,
-                {
-                    "checkpoint": str(conf["checkpoint_id"]),
-                    "task": task_id,
-                    "path": task_path,
-                    "writes": rows,
-                },
-            )
+            space = self._read(thread_id, ns, whole=False)
+            assert session is not None and space is not None
+            if checkpoint_id not in space.checkpoints and space.current.partial_from:
+                space = self._read(thread_id, ns)  # writes to an older checkpoint
+                assert space is not None
+            # A task's writes after another saver (another process) continued their
+            # checkpoint lost the race: refused as their checkpoint would be (D343).
+            if (
+                space.continued_by_other(checkpoint_id, self._writer)
+                and _addressed(config) != checkpoint_id
+            ):
+                raise ThreadConflictError(session_id, thread_id, checkpoint_id)
+            session.log_event(WRITES, data)
 
     def _tuple(
-        self, thread_id: str, ns: str, thread: Thread, checkpoint_id: str
+        self, thread_id: str, ns: str, space: Branches, checkpoint_id: str
     ) -> CheckpointTuple:
-        data = thread.checkpoints[checkpoint_id]
+        data = space.checkpoints[checkpoint_id]
+        thread = space.home[checkpoint_id]  # its head: its values name that head's messages
         skeleton = self._load(data["checkpoint"])
         values: dict[str, Any] = {}
         for channel, version in skeleton["channel_versions"].items():
@@ -272,7 +331,7 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
             checkpoint=cast("Checkpoint", {**skeleton, "channel_values": values}),
             metadata=self._load(data["metadata"]),
             parent_config=_config(thread_id, ns, data["parent"]) if data.get("parent") else None,
-            pending_writes=self._pending(thread, checkpoint_id),
+            pending_writes=self._pending(space, checkpoint_id),
         )
 
     def _value(self, thread: Thread, entry: dict[str, Any]) -> Any:
@@ -281,9 +340,9 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
             return [self._load(thread.messages[n]["value"]) for n in expand(entry["messages"])]
         return self._get_object(str(entry["d"]))
 
-    def _pending(self, thread: Thread, checkpoint_id: str) -> list[tuple[str, str, Any]]:
+    def _pending(self, space: Branches, checkpoint_id: str) -> list[tuple[str, str, Any]]:
         kept: dict[tuple[str, int], tuple[str, str, list[str], str]] = {}
-        for event in thread.writes.get(checkpoint_id, []):
+        for event in space.writes(checkpoint_id):
             task, path = str(event["task"]), str(event["path"])
             for idx, channel, kind, data in event["writes"]:
                 key = (task, int(idx))
@@ -307,21 +366,21 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         history: dict[str, list[tuple[str, str, Any]]] = {c: [] for c in channels}
         seeds: dict[str, Any] = {}
         conf = config["configurable"]
-        thread = self._read(str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")))
-        if channels and thread is not None and thread.checkpoints:
-            target = thread.checkpoints.get(get_checkpoint_id(config) or max(thread.checkpoints))
+        space = self._read(str(conf["thread_id"]), str(conf.get("checkpoint_ns", "")))
+        if channels and space is not None and space.checkpoints:
+            target = space.checkpoints.get(get_checkpoint_id(config) or max(space.checkpoints))
             current = target.get("parent") if target else None
             remaining = set(channels)
-            while remaining and isinstance(current, str) and current in thread.checkpoints:
-                data = thread.checkpoints[current]
+            while remaining and isinstance(current, str) and current in space.checkpoints:
+                data, home = space.checkpoints[current], space.home[current]
                 versions = self._load(data["checkpoint"])["channel_versions"]
-                for write in reversed(self._pending(thread, current)):
+                for write in reversed(self._pending(space, current)):
                     if write[1] in remaining:
                         history[write[1]].append(write)
                 for channel in sorted(remaining):
-                    entry = thread.blobs.get((channel, version_key(versions.get(channel))))
+                    entry = home.blobs.get((channel, version_key(versions.get(channel))))
                     if channel in versions and entry is not None and not entry.get("empty"):
-                        seeds[channel] = self._value(thread, entry)
+                        seeds[channel] = self._value(home, entry)
                         remaining.discard(channel)
                 current = data.get("parent")
         result: dict[str, DeltaChannelHistory] = {}
@@ -344,13 +403,14 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the thread's newest; None when there is none."""
         conf = config["configurable"]
         thread_id, ns = str(conf["thread_id"]), str(conf.get("checkpoint_ns", ""))
-        thread = self._read(thread_id, ns)
-        if thread is None or not thread.checkpoints:
+        asked = get_checkpoint_id(config)
+        space = self._read(thread_id, ns, whole=asked is not None)
+        if space is None or not space.checkpoints:
             return None
-        checkpoint_id = get_checkpoint_id(config) or max(thread.checkpoints)
-        if checkpoint_id not in thread.checkpoints:
+        checkpoint_id = asked or max(space.checkpoints)
+        if checkpoint_id not in space.checkpoints:
             return None
-        return self._tuple(thread_id, ns, thread, checkpoint_id)
+        return self._tuple(thread_id, ns, space, checkpoint_id)
 
     def list(
         self,
@@ -391,122 +451,22 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
             for ns in self._sessions(thread_id):
                 if want_ns is not None and ns != want_ns:
                     continue
-                thread = self._read(thread_id, ns)
-                if thread is None:
+                space = self._read(thread_id, ns)
+                if space is None:
                     continue
-                for checkpoint_id in sorted(thread.checkpoints, reverse=True):
+                for checkpoint_id in sorted(space.checkpoints, reverse=True):
                     if want_id and checkpoint_id != want_id:
                         continue
                     if before_id and checkpoint_id >= before_id:
                         continue
                     if filter:
-                        meta = self._load(thread.checkpoints[checkpoint_id]["metadata"])
+                        meta = self._load(space.checkpoints[checkpoint_id]["metadata"])
                         if not all(meta.get(k) == v for k, v in filter.items()):
                             continue
                     if limit is not None and len(found) >= limit:
                         return found
-                    found.append(self._tuple(thread_id, ns, thread, checkpoint_id))
+                    found.append(self._tuple(thread_id, ns, space, checkpoint_id))
         return found
-
-    @_one_at_a_time
-    def delete_thread(self, thread_id: str) -> None:
-        """Erase every session of the thread (its namespaces') with their records.
-
-        Channel objects stay in the object space: another thread may hold the same value.
-        """
-        for session_id in self._sessions(thread_id).values():
-            with contextlib.suppress(SessionNotFoundError):
-                self._client.sessions.erase(session_id)
-
-    @_one_at_a_time
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        """Remove the checkpoints whose metadata names one of ``run_ids``, with their writes.
-
-        Every thread of the store is looked at (LangGraph's savers do the same); a
-        namespace that keeps nothing is erased, one that keeps some is rewritten (see
-        :meth:`prune`).
-        """
-        runs = set(run_ids)
-        if not runs:
-            return
-        for thread_id in self._threads():
-            for ns in self._sessions(thread_id):
-                thread = self._read(thread_id, ns)
-                if thread is None:
-                    continue
-                keep = {
-                    cid
-                    for cid, data in thread.checkpoints.items()
-                    if self._load(data["metadata"]).get("run_id") not in runs
-                }
-                self._keep_only(thread_id, ns, keep)
-
-    @_one_at_a_time
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        """Keep only each namespace's newest checkpoint (``keep_latest``) or none (``delete``).
-
-        A namespace is rewritten in one store transaction: its session's id moves to a
-        new head holding the kept checkpoints, their writes, the values they name and the
-        messages they hold (the same records, copied once), and the old head is erased.
-        Objects stay in the object space (another thread may hold the same value).
-
-        Raises:
-            InvalidArgumentError: an unknown strategy.
-        """
-        if strategy not in ("keep_latest", "delete"):
-            raise InvalidArgumentError(f"unknown prune strategy {strategy!r}")
-        for thread_id in thread_ids:
-            if strategy == "delete":
-                self.delete_thread(thread_id)
-                continue
-            for ns in self._sessions(thread_id):
-                thread = self._read(thread_id, ns)
-                if thread is not None and thread.checkpoints:
-                    self._keep_only(thread_id, ns, {max(thread.checkpoints)})
-
-    def _keep_only(self, thread_id: str, ns: str, keep: set[str]) -> None:
-        """Rewrite a namespace's session to hold only the checkpoints ``keep``."""
-        session_id = self._session_id(thread_id, ns)
-        with self._client.locked(session_id):
-            thread = self._read(thread_id, ns)
-            row = self._client.store.get(session_id)
-            if thread is None or row is None or keep >= set(thread.checkpoints):
-                return
-            if not keep:
-                self._client.sessions.erase(session_id)
-                self._cache.pop(session_id, None)
-                return
-            versions = {
-                cid: self._load(thread.checkpoints[cid]["checkpoint"])["channel_versions"]
-                for cid in keep
-            }
-            old = self._client.store.read(row, 0, row.layout.end_seq)
-            records = kept_records(old, thread, versions)
-            messages = sum(r.kind != "event" for r in records)
-            layout = branch(row.layout, row.pk, 0, 0).appended(len(records), messages)
-            hidden = f"{_OPERATOR}-pruned-{uuid.uuid4().hex}"
-            self._client.store.move_head(row, replace(row, pk=0, layout=layout), hidden, records)
-            self._cache.pop(session_id, None)
-            # The old head: gone at once (plait's erase), or at the thread's deletion.
-            with contextlib.suppress(PlaitError):
-                self._client.store.erase(hidden)
-
-    @_one_at_a_time
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread, every checkpoint and write, as plait forks of its sessions.
-
-        Each namespace's session is forked (one new row that shares its records:
-        the cost does not grow with the thread), then marked as the target's.
-        A source with no checkpoint copies nothing.
-
-        Raises:
-            SessionExistsError: the target thread has a session already.
-            InvalidArgumentError: a target id plait cannot use as a session id.
-        """
-        for ns, session_id in sorted(self._sessions(source_thread_id).items()):
-            target = self._session_id(target_thread_id, ns)
-            branch = self._client.sessions.get(session_id).fork(target)
-            branch.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
 
     # -- async twins: the same calls on the client's store worker ----------------------------
 
@@ -561,6 +521,17 @@ class _SaverCore(ThreadSpace, BaseCheckpointSaver[str]):
         """:meth:`put_writes` on the store worker."""
         await self._off(lambda: self.put_writes(config, writes, task_id, task_path))
 
+    @contextlib.asynccontextmanager
+    async def aturn(self, thread_id: str) -> AsyncIterator[None]:
+        """:meth:`turn` for async graphs: the wait for the lock runs off the event loop."""
+        session_id = self._session_id(thread_id, "")
+        hold = self._client.locked(session_id)
+        await self._off(hold.__enter__)
+        try:
+            yield
+        finally:
+            await self._off(lambda: hold.__exit__(None, None, None))
+
     async def adelete_thread(self, thread_id: str) -> None:
         """:meth:`delete_thread` on the store worker."""
         await self._off(lambda: self.delete_thread(thread_id))
@@ -587,12 +558,16 @@ class PlaitSaver(_SaverCore):
             ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the default
             file), or a :class:`plait.Client` (used as it is and never closed here).
         workspace: the workspace of the sessions it creates.
-        lock_timeout: seconds a write waits for another writer of the same thread.
+        lock_timeout: seconds a write (or a :meth:`turn`) waits for another writer of
+            the same thread.
         serde: LangGraph's serializer for channel values (its default otherwise).
+        object_grace: seconds a channel value no live checkpoint reads any more is
+            kept after its last use, since a ``put`` in another process may be naming
+            it (default 60); the next delete or prune collects it.
 
     Raises:
         MissingDependencyError: langgraph is not installed.
-        InvalidArgumentError: a store without an object space.
+        InvalidArgumentError: a store without an object space, or a bad ``object_grace``.
     """
 
     @classmethod
@@ -623,6 +598,17 @@ class AsyncPlaitSaver(_SaverCore):
             yield saver
         finally:
             saver.close()
+
+
+def _addressed(config: RunnableConfig) -> str | None:
+    """The checkpoint a run was invoked at (time travel), as LangGraph passes it on.
+
+    LangGraph copies the caller's ``configurable`` into the run's metadata, so a run
+    invoked with a ``checkpoint_id`` carries it in every write; a run that continued
+    the thread's newest checkpoint carries none.
+    """
+    found = (config.get("metadata") or {}).get("checkpoint_id")
+    return str(found) if found else None
 
 
 def _config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:

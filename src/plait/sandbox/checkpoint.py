@@ -42,7 +42,7 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -374,7 +374,14 @@ class CheckpointStore:
             return False
         return True
 
-    def prune(self, keep: Iterable[str], *, grace: float = 0.0, dry_run: bool = False) -> int:
+    def prune(
+        self,
+        keep: Iterable[str],
+        *,
+        grace: float = 0.0,
+        dry_run: bool = False,
+        also: Collection[str] = (),
+    ) -> int:
         """Delete every object no checkpoint in ``keep`` needs; returns how many (would) go.
 
         The caller passes the ids still referenced (by the sessions that exist). An
@@ -386,6 +393,8 @@ class CheckpointStore:
             keep: the checkpoint ids to keep whole.
             grace: seconds; objects used more recently are kept (0: none is).
             dry_run: count what would go, delete nothing.
+            also: objects kept as they are (not trees): what others sharing the
+                object space still need, such as a LangGraph checkpoint's values.
 
         Raises:
             InvalidArgumentError: a kept checkpoint is missing a tree, or ``grace`` is
@@ -393,7 +402,7 @@ class CheckpointStore:
         """
         if not isinstance(grace, (int, float)) or isinstance(grace, bool) or grace < 0:
             raise InvalidArgumentError(f"grace is a number of seconds >= 0, not {grace!r}")
-        needed = self.reachable(keep)
+        needed = self.reachable(keep) | set(also)
         if grace:
             recent = self.objects.written_since(time.time() - grace)
             needed |= recent
@@ -416,12 +425,14 @@ class CheckpointStore:
         *,
         grace: float = 0.0,
         dry_run: bool = False,
+        also: Collection[str] = (),
     ) -> int:
         """Delete the objects the checkpoints ``gone`` need and no checkpoint in ``keep`` does.
 
         Unlike :meth:`prune`, it touches nothing but what ``gone`` reaches: an object of
         the space that no checkpoint names (another user of a store's object space keeps
-        its own) stays. An object used within ``grace`` seconds stays, with what it reaches.
+        its own) stays. An object used within ``grace`` seconds stays, with what it reaches,
+        and so do the objects in ``also`` (others' that a gone checkpoint's happen to equal).
 
         Returns:
             How many objects were (or in a dry run would be) deleted.
@@ -434,7 +445,7 @@ class CheckpointStore:
         candidates = self._reached(gone)
         if not candidates:
             return 0
-        needed = self._reached(keep)
+        needed = self._reached(keep) | set(also)
         if grace:
             recent = self.objects.written_since(time.time() - grace)
             needed |= recent

@@ -21,6 +21,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,15 +41,19 @@ if TYPE_CHECKING:
     from plait.session.session import Session
 
 __all__ = [
+    "HELD",
     "PRUNE_GRACE",
     "SAVED",
     "Pruned",
     "StoreObjects",
     "checkpoint_at",
     "checkpoints_of",
+    "collect_objects",
     "diff_files",
     "forget",
     "ids_in",
+    "held_by",
+    "held_objects",
     "meta",
     "prune",
     "referenced",
@@ -60,6 +65,14 @@ __all__ = [
     "rewind_with_files",
     "undo_rewind_with_files",
 ]
+
+HELD = "objects"
+"""The key of a record's list of the objects it holds in the store's object space.
+
+An event's ``data[HELD]`` or another record's ``meta[HELD]``: 64-hex digests that
+:func:`prune` (``plait db prune-checkpoints``) and :func:`collect_objects` keep
+while a live session or hidden head holds the record.
+"""
 
 SAVED = "workspace_checkpoint"
 """The event that records the workspace as it was then: ``{"after": id, "reason": ...}``."""
@@ -142,7 +155,10 @@ def forget(
     """
     if not gone:
         return 0
-    return checkpoints_of(store).forget(gone, keep, grace=grace, dry_run=dry_run)
+    space = checkpoints_of(store)
+    # In a store's own object space, what records hold (HELD) may equal a gone blob.
+    also = held_objects(store) if _shares(space, store) else set()
+    return space.forget(gone, keep, grace=grace, dry_run=dry_run, also=also)
 
 
 def checkpoint_at(records: Sequence[Record], messages: int) -> str:
@@ -237,7 +253,30 @@ def references(store: Store) -> dict[str, set[str]]:
 
     Read as :func:`referenced` reads them.
     """
+    return _walk(store)[0]
+
+
+def held_objects(store: Store) -> set[str]:
+    """Every object of the store's object space a live session or hidden head holds.
+
+    A record holds the objects its :data:`HELD` list names (an event's data, a
+    message's meta): values kept beside the transcript, such as a LangGraph
+    checkpoint's channel values. Read as :func:`referenced` reads the sessions.
+    """
+    return _walk(store)[1]
+
+
+def held_by(record: Record) -> list[str]:
+    """The objects ``record`` holds (its :data:`HELD` list; malformed entries left out)."""
+    found = record.data.get(HELD) if isinstance(record, EventRecord) else record.meta.get(HELD)
+    if not isinstance(found, list):
+        return []
+    return [d for d in found if isinstance(d, str) and _DIGEST.fullmatch(d)]
+
+
+def _walk(store: Store) -> tuple[dict[str, set[str]], set[str]]:
     found: dict[str, set[str]] = {}
+    held: set[str] = set()
     rows = store.recent(None, sys.maxsize)
     seen = {row.id for row in rows}
     while rows:
@@ -247,6 +286,7 @@ def references(store: Store) -> dict[str, set[str]]:
             for checkpoint_id in (before, after):
                 if checkpoint_id is not None:
                     found.setdefault(checkpoint_id, set()).add(row.id)
+            held.update(held_by(record))
         # A rewind's hidden heads are listed nowhere but the lineage; an undo brings
         # one back, with the files it names.
         for child in store.children(row.id):
@@ -255,7 +295,35 @@ def references(store: Store) -> dict[str, set[str]]:
                 if hidden is not None and hidden.lineage_operator == HIDDEN_OPERATOR:
                     seen.add(child)
                     rows.append(hidden)
-    return found
+    return found, held
+
+
+def collect_objects(
+    store: Store, candidates: Collection[str] | None, *, grace: float, dry_run: bool = False
+) -> int:
+    """Delete the objects of the store's own object space that no record holds.
+
+    Only ``candidates`` are looked at (None: every object); one used within the
+    last ``grace`` seconds stays (a writer may be about to name it), and so does
+    one a workspace checkpoint kept in that space reaches. Returns how many went
+    (or, in a dry run, would go); 0 for a store without an object space.
+    """
+    if not isinstance(store, ObjectStore):
+        return 0
+    pool = set(store.object_digests()) if candidates is None else set(candidates)
+    if not pool:
+        return 0
+    refs, held = _walk(store)
+    space = checkpoints_of(store)
+    if _shares(space, store):
+        ids = set(refs) - unheld_ids(space, set(refs))
+        held |= space.reachable({i for i in ids if _whole(space, i)})
+    if grace:
+        held |= set(store.object_digests(int((time.time() - grace) * 1_000_000)))
+    gone = sorted((pool & set(store.object_has(sorted(pool)))) - held)
+    if gone and not dry_run:
+        store.object_delete(gone)
+    return len(gone)
 
 
 def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) -> Pruned:
@@ -266,22 +334,39 @@ def prune(store: Store, *, grace: float = PRUNE_GRACE, dry_run: bool = False) ->
     """
     if not isinstance(dry_run, bool):
         raise InvalidArgumentError(f"dry_run is True or False, not {dry_run!r}")
-    keep = referenced(store)
+    refs, objects = _walk(store)
+    keep = set(refs)
     space = checkpoints_of(store)
     held = keep - unheld_ids(space, keep)
+    shared = _shares(space, store)
+    also = objects if shared else set()  # others' objects in the same space stay
     try:
-        removed = space.prune(held, grace=grace, dry_run=dry_run)
+        removed = space.prune(held, grace=grace, dry_run=dry_run, also=also)
     except InvalidArgumentError:
         if not isinstance(grace, int | float) or isinstance(grace, bool) or grace < 0:
             raise
         # A held object named like a checkpoint that is not one whole (an id a bundle
         # brought that names one of this store's files): kept out, the rest pruned.
         held = {i for i in held if _whole(space, i)}
-        removed = space.prune(held, grace=grace, dry_run=dry_run)
+        removed = space.prune(held, grace=grace, dry_run=dry_run, also=also)
+    if not shared and isinstance(store, ObjectStore):
+        # Workspace checkpoints live in a folder here: the store's own object space
+        # holds only what records hold (HELD), so what none holds goes.
+        cutoff = int((time.time() - grace) * 1_000_000)
+        recent = set(store.object_digests(cutoff)) if grace else set()
+        gone = sorted(set(store.object_digests()) - objects - recent)
+        if gone and not dry_run:
+            store.object_delete(gone)
+        removed += len(gone)
     return Pruned(len(keep), removed, dry_run, len(keep) - len(held))
 
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _shares(space: CheckpointStore, store: object) -> bool:
+    """Whether the workspace checkpoints are kept in ``store``'s own object space."""
+    return isinstance(space.objects, StoreObjects) and space.objects.store is store
 
 
 def unheld_ids(space: CheckpointStore, ids: Collection[str]) -> set[str]:

@@ -13,6 +13,7 @@ from plait.store._check import Problem
 from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
 from plait.store._retention import ErasePlan, Footprint, RetentionStore
 from plait.store._salvage import Salvaged, salvage
+from plait.store._skim import MessageReader
 from plait.store.base import (
     BearerStore,
     BreakableLocks,
@@ -53,6 +54,7 @@ __all__ = [
     "Footprint",
     "LiveClientStore",
     "MemoryStore",
+    "MessageReader",
     "ObjectStore",
     "PostgresStore",
     "Problem",

@@ -65,6 +65,7 @@ from plait.store._rows import (
 )
 from plait.store._schema import Migration
 from plait.store._search import SQLSearch
+from plait.store._skim import SQLSkim
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 
 __all__ = [
@@ -175,7 +176,7 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, ABC):
+class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
