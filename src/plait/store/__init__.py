@@ -70,7 +70,11 @@ __all__ = [
 ]
 
 
-def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
+def open_store(
+    target: str | os.PathLike[str] | Store | None = None,
+    *,
+    encryption_key: str | bytes | None = None,
+) -> Store:
     """Open the store a user named.
 
     Args:
@@ -80,6 +84,9 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
             :class:`PostgresStore` (``?schema=name`` picks a schema);
             ``None`` for ``$PLAIT_STORE`` if set, else the default SQLite file
             (see :func:`default_path`).
+        encryption_key: the master key of an encrypted store (``plait db keygen``;
+            D320); None for ``$PLAIT_ENCRYPTION_KEY``'s, if set. Ignored for a
+            :class:`Store` given as is.
 
     Returns:
         An open store.
@@ -89,6 +96,7 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
             is none of these (a path the file system cannot name included).
         MissingDependencyError: a PostgreSQL URL without ``plait[postgres]`` installed.
         StoreError: the store cannot be opened (a bad URL, an unreachable server, ...).
+        EncryptionKeyError: an encrypted store without its key, or with another.
     """
     from plait.errors import InvalidArgumentError, shown
     from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
@@ -100,19 +108,19 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
     if target is None:
         target = os.environ.get("PLAIT_STORE") or None
     if target is None:
-        return SQLiteStore(default_path())
+        return SQLiteStore(default_path(), encryption_key=encryption_key)
     text = usable_path(os.fspath(target), target)
     if text == ":memory:":
-        return MemoryStore()
+        return MemoryStore(encryption_key=encryption_key)
     if text.startswith("sqlite://"):
-        return SQLiteStore(Path(text.removeprefix("sqlite://")))
+        return SQLiteStore(Path(text.removeprefix("sqlite://")), encryption_key=encryption_key)
     if text.startswith(("postgresql://", "postgres://")):
         from plait.store.postgres import PostgresStore
 
-        return PostgresStore(text)
+        return PostgresStore(text, encryption_key=encryption_key)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise InvalidArgumentError(
             f"no store for {scheme!r} URLs (known: sqlite, postgresql, :memory:)"
         )
-    return SQLiteStore(Path(text))
+    return SQLiteStore(Path(text), encryption_key=encryption_key)

@@ -26,6 +26,8 @@ from plait.store._rows import ROW_COLUMNS, SEQ_BITS, row_from_columns, row_value
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 
 if TYPE_CHECKING:
+    from plait.store._sealing import Sealer
+    from plait.store._sealstore import SQLSealing
     from plait.store._sql import Connection, Dialect
 
 __all__ = ["HIDDEN_OPERATOR", "erase_sessions", "hidden_heads", "move_head"]
@@ -50,9 +52,9 @@ def hidden_heads(conn: Connection, d: Dialect, session_id: str) -> list[str]:
     return found
 
 
-def _row(conn: Connection, d: Dialect, pk: int) -> SessionRow | None:
+def _row(conn: Connection, d: Dialect, pk: int, sealer: Sealer | None) -> SessionRow | None:
     r = conn.execute(d.sql("{select_row} WHERE s.pk = ? AND {live_s}"), (pk,)).fetchone()
-    return row_from_columns(r) if r is not None else None
+    return row_from_columns(r, None, sealer) if r is not None else None
 
 
 def move_head(
@@ -63,6 +65,7 @@ def move_head(
     hidden_id: str,
     records: Sequence[Record],
     now_us: int,
+    store: SQLSealing,
 ) -> int:
     """Give ``expected``'s id to ``head``, keeping the row it named as ``hidden_id``.
 
@@ -73,16 +76,19 @@ def move_head(
     creation time, live clients) stays with the id; only the transcript moves.
 
     Returns:
-        The key of the row that now has the id.
+        The key of the row that now has the id. In an encrypted store (``store``'s
+        sealer) a new row gets a data key of its own; an undo seals the id's columns
+        under the key of the row it moves back to.
 
     Raises:
         StaleSessionError: the session changed since ``expected`` (nothing written).
         SessionNotFoundError: the session is gone.
         InvalidArgumentError: ``head`` is a stored row that is not one of its hidden heads.
     """
+    sealer = store._sealer
     if d.row_lock:
         conn.execute(d.row_lock, (expected.pk,))
-    current = _row(conn, d, expected.pk)
+    current = _row(conn, d, expected.pk, sealer)
     if current is None:
         raise SessionNotFoundError(expected.id)
     if (current.row_version, current.layout.end_seq) != (
@@ -92,7 +98,7 @@ def move_head(
         raise StaleSessionError(expected.id, expected.version, current.version)
     end = head.layout.end_seq
     if head.pk:
-        incoming = _row(conn, d, head.pk)
+        incoming = _row(conn, d, head.pk, sealer)
         if (
             incoming is None
             or incoming.lineage_operator != HIDDEN_OPERATOR
@@ -116,6 +122,7 @@ def move_head(
         current.created_at_us,
     )
     if head.pk == 0:
+        key = sealer.new_key() if sealer is not None else None
         columns = ", ".join(ROW_COLUMNS)
         marks = ", ".join("?" * len(ROW_COLUMNS))
         pk = int(
@@ -125,16 +132,24 @@ def move_head(
                     f"branched_at, created_at, updated_at, version, {columns}) "
                     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {marks}) RETURNING pk"
                 ),
-                (current.id, current.workspace, *identity, now_us, version, *row_values(head)),
+                (
+                    current.id,
+                    current.workspace,
+                    *identity,
+                    now_us,
+                    version,
+                    *row_values(head, sealer, key),
+                ),
             ).fetchone()[0]
         )
+        store._bind_key(conn, key, pk)
         mpos = head.layout.end_msgs - sum(1 for r in records if r.kind != "event")
         insert = d.sql(
             "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
         for record in records:
-            conn.execute(insert, _record_values(pk, record, mpos))
+            conn.execute(insert, _record_values(pk, record, mpos, sealer))
             mpos += record.kind != "event"
     else:
         pk = head.pk
@@ -145,7 +160,7 @@ def move_head(
                 "branched_at = ?, created_at = ?, updated_at = ?, version = ?, title = ?, "
                 "status = ?, scratchpad = ?, scratchpad_version = ?, metadata = ? WHERE pk = ?"
             ),
-            (current.id, *identity, now_us, version, *_identity_values(current), pk),
+            (current.id, *identity, now_us, version, *_identity_values(current, sealer, pk), pk),
         )
         conn.execute(d.sql("DELETE FROM scratchpads WHERE session_pk = ?"), (pk,))
         conn.execute(d.sql("DELETE FROM live_clients WHERE session_pk = ?"), (pk,))
@@ -160,22 +175,31 @@ def move_head(
     return pk
 
 
-def _identity_values(row: SessionRow) -> tuple[Any, ...]:
-    """title, status, scratchpad, scratchpad_version, metadata: as ``row_values`` encodes them."""
-    values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
+def _identity_values(row: SessionRow, sealer: Sealer | None, pk: int) -> tuple[Any, ...]:
+    """title, status, scratchpad, scratchpad_version, metadata: as ``row_values`` encodes them.
+
+    Sealed, in an encrypted store, under the key of the row ``pk`` they are written to.
+    """
+    key = sealer.owner_key(pk) if sealer is not None else None
+    values = dict(zip(ROW_COLUMNS, row_values(row, sealer, key), strict=True))
     return tuple(
         values[c] for c in ("title", "status", "scratchpad", "scratchpad_version", "metadata")
     )
 
 
-def _record_values(pk: int, record: Record, mpos: int) -> tuple[Any, ...]:
+def _record_values(pk: int, record: Record, mpos: int, sealer: Sealer | None) -> tuple[Any, ...]:
+    payload = encode_payload(record)
+    meta = dumps(dict(record.meta)) if record.meta else None
+    if sealer is not None:
+        key = sealer.owner_key(pk)
+        payload, meta = sealer.seal_record(key, record.seq, record.id, record.kind, payload, meta)
     return (
         (pk << _SHIFT) | record.seq,
         mpos,
         record.id,
         record.kind,
-        encode_payload(record),
-        dumps(dict(record.meta)) if record.meta else None,
+        payload,
+        meta,
         record.created_at_us,
         record.tokens,
     )

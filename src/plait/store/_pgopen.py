@@ -48,6 +48,9 @@ PG_DDL: Final = DDL(
     live="NOT deleted",
     rowid="",
     blob="BYTEA",
+    # A data key goes with its session's row (D322).
+    keys_follow="ALTER TABLE data_keys ADD CONSTRAINT data_keys_owner_fk FOREIGN KEY (owner_pk) "
+    "REFERENCES sessions (pk) ON DELETE CASCADE",
     tombstone="chr(1) || pk",  # a text value cannot hold NUL
     last_owner="(bases::jsonb -> -1 ->> 0)::bigint",
     # The id's own index follows the database's collation, which need not be code point

@@ -68,6 +68,11 @@ class DDL:
     unlogged: str = ""
     """``UNLOGGED `` where a table may skip the write-ahead log (PostgreSQL): its rows
     are lost in a crash, which a table of passing messages can afford."""
+    keys_follow: str = (
+        "CREATE TRIGGER data_keys_follow AFTER DELETE ON sessions "
+        "BEGIN DELETE FROM data_keys WHERE owner_pk = OLD.pk; END"
+    )
+    """What deletes a session's data keys with its ``sessions`` row (SQLite: a trigger)."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -354,6 +359,25 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                     epoch {d.big} NOT NULL
                 ){d.rowid}
                 """,
+            ),
+        ),
+        (
+            14,
+            "data keys of an encrypted store",
+            (
+                # Each session's data key, wrapped by the store's master key (D320); the
+                # row of kid 0 (no owner) holds the master key's check value. Empty in a
+                # store that is not encrypted. A key goes with its session's row, so a
+                # tombstone a live fork still reads keeps it, and erasing destroys it.
+                f"""
+                CREATE TABLE data_keys (
+                    kid {d.big} PRIMARY KEY,         -- named in front of each sealed column
+                    owner_pk {d.big},                -- sessions.pk; NULL for the check value
+                    wrapped {d.blob} NOT NULL        -- nonce + AES-GCM(master key, data key)
+                )
+                """,
+                "CREATE UNIQUE INDEX data_keys_owner ON data_keys (owner_pk)",
+                d.keys_follow,
             ),
         ),
     )
