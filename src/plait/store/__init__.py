@@ -12,6 +12,7 @@ from plait.store._bus import BusMessage, EventBus
 from plait.store._check import Problem
 from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
 from plait.store._salvage import Salvaged, salvage
+from plait.store._sealing import generate_key as new_encryption_key
 from plait.store.base import (
     BearerStore,
     BreakableLocks,
@@ -65,6 +66,7 @@ __all__ = [
     "TranscriptStore",
     "WriterLocks",
     "default_path",
+    "new_encryption_key",
     "open_store",
     "salvage",
 ]

@@ -43,6 +43,7 @@ from plait.errors import (
 
 __all__ = [
     "CHECK_KID",
+    "OBJECTS_KID",
     "KEY_ENV",
     "DataKey",
     "KeyLoader",
@@ -58,6 +59,9 @@ KEY_ENV: Final = "PLAIT_ENCRYPTION_KEY"
 KEY_BYTES: Final = 32
 CHECK_KID: Final = 0
 """The ``data_keys`` row that holds the master key's check value (owner NULL)."""
+OBJECTS_KID: Final = 1
+"""The ``data_keys`` row of the store's object key (owner NULL): checkpoint objects are
+shared by digest across sessions, so they are sealed under one key of the store's."""
 _NONCE: Final = 12
 _KID: Final = struct.Struct(">q")
 _HEAD: Final = _KID.size + _NONCE
@@ -219,9 +223,36 @@ class Sealer:
 
     def new_key(self) -> DataKey:
         """A new data key for a session about to be inserted (bind it to its row's key)."""
-        kid = secrets.randbits(63) or 1
+        kid = max(secrets.randbits(63), OBJECTS_KID + 1)
         raw = secrets.token_bytes(KEY_BYTES)
         return DataKey(kid, 0, _aesgcm()(raw), raw)
+
+    def objects_key(self) -> tuple[int, None, bytes]:
+        """A new object key: the ``(kid, owner_pk, wrapped)`` row to insert once."""
+        key = self.new_key()
+        return OBJECTS_KID, None, self.wrap(DataKey(OBJECTS_KID, 0, key.aead, key.raw), 0)
+
+    def seal_part(self, digest: str, index: int, data: bytes) -> bytes:
+        """A checkpoint object's part sealed under the object key (nonce in front)."""
+        key = self._key(OBJECTS_KID)
+        nonce = secrets.token_bytes(_NONCE)
+        aad = b"o" + digest.encode() + _KID.pack(index)
+        return nonce + bytes(key.aead.encrypt(nonce, data, aad))
+
+    def open_part(self, digest: str, index: int, blob: bytes) -> bytes:
+        """What :meth:`seal_part` sealed.
+
+        Raises:
+            StoreCorruptError: it does not open (another object's part, or altered).
+        """
+        from cryptography.exceptions import InvalidTag
+
+        key = self._key(OBJECTS_KID)
+        aad = b"o" + digest.encode() + _KID.pack(index)
+        try:
+            return bytes(key.aead.decrypt(blob[:_NONCE], blob[_NONCE:], aad))
+        except (InvalidTag, ValueError) as exc:
+            raise StoreCorruptError(f"object {digest} part {index} does not open") from exc
 
     def bind(self, key: DataKey, owner: int) -> tuple[int, int, bytes]:
         """Keep ``key`` as ``owner``'s; the ``(kid, owner_pk, wrapped)`` row to insert."""
@@ -377,6 +408,9 @@ def open_sealer(
     key: bytes | None, check: bytes | None, empty: bool, load: KeyLoader, where: str
 ) -> tuple[Sealer | None, bytes | None]:
     """The sealer of a store being opened, and the check value to store if it starts now.
+
+    A store that starts being encrypted also stores its object key
+    (:meth:`Sealer.objects_key`) with the check value.
 
     ``check``: the store's stored check value (None: never encrypted); ``empty``: it
     holds no session. A store starts being encrypted when it is first opened with a key

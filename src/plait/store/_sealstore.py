@@ -9,7 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import EncryptionKeyError, EncryptionKeyMissingError
-from plait.store._sealing import CHECK_KID, DataKey, Sealer, master_key, open_sealer
+from plait.store._sealing import (
+    CHECK_KID,
+    OBJECTS_KID,
+    DataKey,
+    Sealer,
+    master_key,
+    open_sealer,
+)
 
 if TYPE_CHECKING:
     from plait.store._dialect import Dialect
@@ -56,10 +63,21 @@ class SQLSealing:
         sealer, check = open_sealer(
             master, None if found is None else bytes(found[0]), empty, self._load_key, where
         )
-        if check is not None:
+        if check is not None and sealer is not None:
             with self._transaction("store the key check") as conn:
                 conn.execute(d.sql(_INSERT_KEY), (CHECK_KID, None, check))
+                conn.execute(d.sql(_INSERT_KEY), sealer.objects_key())
         self._sealer = sealer
+
+    def _seal_part(self, digest: str, index: int, data: bytes) -> bytes:
+        """An object's part as stored: sealed under the object key in an encrypted store."""
+        sealer = self._sealer
+        return data if sealer is None else sealer.seal_part(digest, index, data)
+
+    def _open_part(self, digest: str, index: int, data: bytes) -> bytes:
+        """An object's part as stored, opened (see :meth:`_seal_part`)."""
+        sealer = self._sealer
+        return data if sealer is None else sealer.open_part(digest, index, data)
 
     def _load_key(self, by: str, value: int) -> tuple[int | None, int, bytes] | None:
         column = "kid" if by == "kid" else "owner_pk"
@@ -85,7 +103,7 @@ class SQLSealing:
         From then on the store opens with ``new_key`` only.
 
         Returns:
-            The number of data keys re-wrapped (the check value not counted).
+            The number of sessions' data keys re-wrapped (the store's own two not counted).
 
         Raises:
             EncryptionKeyMissingError: the store is not encrypted (opened without a key).
@@ -106,4 +124,4 @@ class SQLSealing:
                 conn.execute(update, pair)
         fresh.adopt(sealer)
         self._sealer = fresh
-        return sum(1 for _, kid in rewrapped if kid != CHECK_KID)
+        return sum(1 for _, kid in rewrapped if kid not in (CHECK_KID, OBJECTS_KID))
