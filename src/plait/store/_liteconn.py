@@ -189,6 +189,23 @@ class LiteConnection(SQLStore):
             except sqlite3.DatabaseError as exc:
                 raise failed(describe(what, subject), exc) from exc
 
+    @contextmanager
+    def _key_reader(self) -> Iterator[sqlite3.Connection]:
+        """Where a data key is read: in the transaction this thread has open, if any.
+
+        (A key is first needed inside a read or a write; the one connection cannot
+        open a second transaction.)
+        """
+        with self._lock:
+            if not self._db.in_transaction:
+                with self._snapshot("read a data key") as db:
+                    yield db
+                return
+            try:
+                yield self._db
+            except sqlite3.DatabaseError as exc:
+                raise failed("read a data key", exc) from exc
+
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 
     # Reads are the commonest calls: plain methods under the lock, with the error's

@@ -37,6 +37,7 @@ from plait.errors import (
     EncryptionKeyMismatchError,
     EncryptionKeyMissingError,
     InvalidArgumentError,
+    InvalidMessageError,
     MissingDependencyError,
     StoreCorruptError,
 )
@@ -319,9 +320,19 @@ class Sealer:
     # -- columns ----------------------------------------------------------------------------
 
     def seal(self, key: DataKey, text: str, aad: bytes) -> str:
-        """``text`` sealed under ``key`` (its id and the nonce in front), as base64 text."""
+        """``text`` sealed under ``key`` (its id and the nonce in front), as base64 text.
+
+        Raises:
+            InvalidMessageError: text that is not Unicode (a lone surrogate): nothing written.
+        """
         nonce = secrets.token_bytes(_NONCE)
-        body = key.aead.encrypt(nonce, text.encode("utf-8", "surrogatepass"), aad)
+        try:
+            data = text.encode()
+        except UnicodeEncodeError as exc:
+            raise InvalidMessageError(
+                f"text is not valid Unicode ({exc.reason} at {exc.start})"
+            ) from exc
+        body = key.aead.encrypt(nonce, data, aad)
         return base64.b64encode(_KID.pack(key.kid) + nonce + body).decode("ascii")
 
     def open(self, text: Any, aad: Callable[[int], bytes], owner: int | None, where: str) -> str:
@@ -348,7 +359,7 @@ class Sealer:
             plain = key.aead.decrypt(blob[_KID.size : _HEAD], blob[_HEAD:], aad(kid))
         except InvalidTag as exc:
             raise StoreCorruptError(f"{where}: does not open (moved, or altered)") from exc
-        return str(plain.decode("utf-8", "surrogatepass"))
+        return str(plain.decode())
 
     def seal_record(
         self, key: DataKey, seq: int, rid: str, kind: str, payload: str, meta: str | None

@@ -6,6 +6,7 @@ lends; the sealing itself is :mod:`plait.store._sealing` (D320-D323).
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 from plait.errors import EncryptionKeyError, EncryptionKeyMissingError
@@ -82,9 +83,13 @@ class SQLSealing:
     def _load_key(self, by: str, value: int) -> tuple[int | None, int, bytes] | None:
         column = "kid" if by == "kid" else "owner_pk"
         query = self.dialect.sql(f"SELECT owner_pk, kid, wrapped FROM data_keys WHERE {column} = ?")
-        with self._snapshot("read a data key") as conn:
+        with self._key_reader() as conn:
             r = conn.execute(query, (value,)).fetchone()
         return None if r is None else (r[0], int(r[1]), bytes(r[2]))
+
+    def _key_reader(self) -> AbstractContextManager[Connection]:
+        """A connection to read a data key on (a read snapshot by default)."""
+        return self._snapshot("read a data key")  # type: ignore[no-any-return]
 
     def _bind_key(self, conn: Connection, key: DataKey | None, pk: int) -> None:
         """Store ``key`` as the data key of the session just inserted with ``pk``."""
