@@ -246,3 +246,22 @@ def test_the_key_comes_from_the_environment(
         Client(tmp_path, store=path)
     with pytest.raises(EncryptionKeyMismatchError):
         Client(tmp_path, store=path, encryption_key=new_encryption_key())
+
+
+def test_recover_copies_an_encrypted_store_with_its_keys(
+    tmp_path: Path, key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``salvage`` (``plait db recover``) of an encrypted file opens with the same key."""
+    from plait.store import salvage
+
+    path, copy = tmp_path / "e.db", tmp_path / "copy.db"
+    with Client(tmp_path, store=path, encryption_key=key) as client:
+        s = client.sessions.new()
+        s.inject({"role": "user", "content": "zebracontent"})
+        sid = s.id
+    monkeypatch.setenv("PLAIT_ENCRYPTION_KEY", key)
+    report = salvage(path, copy)
+    assert report.records == 1
+    with Client(tmp_path, store=copy) as client:
+        assert client.sessions.get(sid).history()[0].text == "zebracontent"
+    assert b"zebracontent" not in _raw_sqlite(copy)
