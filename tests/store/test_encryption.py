@@ -265,3 +265,21 @@ def test_recover_copies_an_encrypted_store_with_its_keys(
     with Client(tmp_path, store=copy) as client:
         assert client.sessions.get(sid).history()[0].text == "zebracontent"
     assert b"zebracontent" not in _raw_sqlite(copy)
+
+
+def test_a_wrong_key_is_refused_before_a_migration_writes(tmp_path: Path, key: str) -> None:
+    """An encrypted file that a newer plait would migrate is refused first, unchanged."""
+    from plait.store.sqlite import MIGRATIONS
+
+    path = tmp_path / "m.db"
+    SQLiteStore(path, encryption_key=key).close()
+    newer = (*MIGRATIONS, (MIGRATIONS[-1][0] + 1, "test: one more table", ("CREATE TABLE x (y)",)))
+    before = path.read_bytes()
+    with pytest.raises(EncryptionKeyMismatchError):
+        SQLiteStore(path, migrations=newer, encryption_key=new_encryption_key())
+    with pytest.raises(EncryptionKeyMissingError):
+        SQLiteStore(path, migrations=newer)
+    assert path.read_bytes() == before
+    store = SQLiteStore(path, migrations=newer, encryption_key=key)
+    assert store.schema_version == newer[-1][0]
+    store.close()

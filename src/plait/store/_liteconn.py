@@ -128,8 +128,16 @@ class LiteConnection(SQLStore):
         row = self._db.execute("SELECT MAX(version) FROM plait_schema").fetchone()
         return int(row[0] or 0)
 
-    def _migrate(self, auto: bool) -> None:
+    def _migrate(self, auto: bool, key: str | bytes | None = None) -> None:
         with self._lock:
+            # An encrypted store opened without its key, or with another, is refused
+            # before a migration writes anything (D321).
+            if self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'data_keys'"
+            ).fetchone():
+                found = self._db.execute("SELECT wrapped FROM data_keys WHERE kid = 0").fetchone()
+                if found is not None:
+                    self._refuse_another_key(key, bytes(found[0]), self._path)
             self._db.execute(schema_table(SQLITE_DDL))
             if check_schema(self._path, self._current_version(), self.code_version, auto=auto):
                 self.migrate()

@@ -80,6 +80,14 @@ class SQLSealing:
         sealer = self._sealer
         return data if sealer is None else sealer.open_part(digest, index, data)
 
+    def _refuse_another_key(self, key: str | bytes | None, check: bytes | None, where: str) -> None:
+        """Refuse a missing or wrong key against a stored check value, before any migration.
+
+        Raises:
+            EncryptionKeyMissingError, EncryptionKeyMismatchError: see :meth:`_start_sealing`.
+        """
+        open_sealer(master_key(key), check, False, self._load_key, where)
+
     def _load_key(self, by: str, value: int) -> tuple[int | None, int, bytes] | None:
         column = "kid" if by == "kid" else "owner_pk"
         query = self.dialect.sql(f"SELECT owner_pk, kid, wrapped FROM data_keys WHERE {column} = ?")

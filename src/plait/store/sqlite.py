@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 from plait._time import now_micros
 from plait.errors import (
+    EncryptionKeyError,
     InvalidArgumentError,
     SessionExistsError,
     SessionNotFoundError,
@@ -210,7 +211,7 @@ class SQLiteStore(LiteConnection):
             # after its commit, rather than inside whichever commit crosses
             # SQLite's threshold (see LiteConnection._wrote; D211).
             self._db.execute("PRAGMA wal_autocheckpoint = 0")
-            self._migrate(auto_migrate)
+            self._migrate(auto_migrate, encryption_key)
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
@@ -218,6 +219,9 @@ class SQLiteStore(LiteConnection):
             self._synced_changes = self._db.total_changes  # opening wrote nothing to copy
         except sqlite3.DatabaseError as exc:
             raise failed(f"{target}: cannot open as a plait store", exc) from exc
+        except EncryptionKeyError:
+            self._db.close()  # refused: nothing was written, and nothing is kept open
+            raise
 
     # -- sessions ---------------------------------------------------------------------
 
