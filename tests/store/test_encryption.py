@@ -283,3 +283,14 @@ def test_a_wrong_key_is_refused_before_a_migration_writes(tmp_path: Path, key: s
     store = SQLiteStore(path, migrations=newer, encryption_key=key)
     assert store.schema_version == newer[-1][0]
     store.close()
+
+
+def test_a_key_with_an_open_store_is_refused(tmp_path: Path, key: str) -> None:
+    from plait.errors import InvalidArgumentError
+
+    store = SQLiteStore(tmp_path / "o.db")
+    try:
+        with pytest.raises(InvalidArgumentError, match="not with an open store"):
+            Client(tmp_path, store=store, encryption_key=key)
+    finally:
+        store.close()

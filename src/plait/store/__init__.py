@@ -87,8 +87,8 @@ def open_store(
             ``None`` for ``$PLAIT_STORE`` if set, else the default SQLite file
             (see :func:`default_path`).
         encryption_key: the master key of an encrypted store (``plait db keygen``;
-            D320); None for ``$PLAIT_ENCRYPTION_KEY``'s, if set. Ignored for a
-            :class:`Store` given as is.
+            D320); None for ``$PLAIT_ENCRYPTION_KEY``'s, if set. Refused with a
+            :class:`Store` given as is (it was opened with its own).
 
     Returns:
         An open store.
@@ -105,6 +105,11 @@ def open_store(
 
     if target is not None and not isinstance(target, str | os.PathLike):
         if isinstance(target, Store):
+            if encryption_key is not None:
+                raise InvalidArgumentError(
+                    "an encryption key is given with a store's path or URL, not with an "
+                    "open store (it was opened with its own key, or without one)"
+                )
             return target
         raise InvalidArgumentError(f"not a store, a path or a URL: {shown(target)}")
     if target is None:
