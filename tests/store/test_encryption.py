@@ -167,18 +167,26 @@ def test_erase_destroys_the_key_so_nothing_it_wrote_opens(
     _nothing_opens(key, sealed_store, sealed)
 
 
-def test_a_key_a_live_fork_reads_is_kept_until_the_fork_goes(
-    sealed_store: Any, tmp_path: Path
+def test_erase_with_a_live_fork_reseals_what_the_fork_reads_and_destroys_the_old_key(
+    sealed_store: Any, tmp_path: Path, key: str
 ) -> None:
+    """The fork reads on; nothing the erased session wrote opens from an earlier copy."""
     with Client(tmp_path, store=sealed_store) as client:
         s = client.sessions.new()
         s.inject({"role": "user", "content": "shared zebracontent"})
-        pk = sealed_store.get(s.id).pk
         fork = s.fork()
+        s.inject({"role": "user", "content": "zebracontent after the fork"})
+        s.rename("zebratitle")
         fork.inject({"role": "user", "content": "the fork's own"})
+        pk = sealed_store.get(s.id).pk
+        sealed = _sealed_rows(sealed_store, pk)  # both rows, as a copy of the file holds them
+        assert len(sealed) == 2
         client.sessions.erase(s.id)
-        assert pk in {o for _, o, _ in _data_keys(sealed_store)}
+        assert pk in {o for _, o, _ in _data_keys(sealed_store)}  # a new key, for the fork
         assert [m.text for m in fork.history()] == ["shared zebracontent", "the fork's own"]
+        _nothing_opens(key, sealed_store, sealed)
+        assert len(_sealed_rows(sealed_store, pk)) == 1  # what the fork reads, sealed anew
+        assert sealed_store.check(deep=True) == []
         client.sessions.delete(fork.id)
     assert {o for _, o, _ in _data_keys(sealed_store)} == {None}  # the store's own two
 

@@ -205,13 +205,20 @@ def _record_values(pk: int, record: Record, mpos: int, sealer: Sealer | None) ->
     )
 
 
-def erase_sessions(conn: Connection, d: Dialect, session_id: str) -> list[int]:
+def erase_sessions(
+    conn: Connection, d: Dialect, session_id: str, sealer: Sealer | None = None
+) -> list[int]:
     """Tombstone a session and its hidden heads, and delete every row of theirs nobody reads.
 
     Runs inside the caller's write transaction. A record another live layout
     still reads (a fork's shared prefix) stays, with the tombstone that owns it;
     every later record of that owner goes. Reads every live layout once: erasing
     is rare, and what it must not delete is exactly what those layouts say.
+
+    In an encrypted store (``sealer``) a session row that goes takes its data key with
+    it; a tombstone kept for a fork has the rows it keeps sealed again under a new key
+    and its own columns cleared, and its old key is destroyed: nothing the erased
+    session wrote past what the fork reads opens any more, from any copy (D322).
 
     Returns:
         The keys of the sessions erased.
@@ -248,7 +255,38 @@ def erase_sessions(conn: Connection, d: Dialect, session_id: str) -> list[int]:
         )
         if pk not in read_upto:
             conn.execute(d.sql("DELETE FROM sessions WHERE pk = ?"), (pk,))
+        elif sealer is not None:
+            _reseal_kept(conn, d, sealer, pk, lo)
     return pks
+
+
+def _reseal_kept(conn: Connection, d: Dialect, sealer: Sealer, pk: int, lo: int) -> None:
+    """Seal the rows ``[0, lo)`` of ``pk`` a fork still reads under a new key; drop the old.
+
+    The tombstone's title and scratchpad are cleared and its metadata emptied (sealed
+    under the new key): the erased session keeps nothing but what the fork reads.
+    """
+    base = pk << _SHIFT
+    rows = conn.execute(
+        d.sql("SELECT key, id, kind, payload, meta FROM records WHERE key >= ? AND key < ?"),
+        (base, base | lo),
+    ).fetchall()
+    opened = sealer.open_rows(rows)  # under the old key, before it goes
+    conn.execute(d.sql("DELETE FROM data_keys WHERE owner_pk = ?"), (pk,))
+    key = sealer.new_key()
+    conn.execute(
+        d.sql("INSERT INTO data_keys (kid, owner_pk, wrapped) VALUES (?, ?, ?)"),
+        sealer.bind(key, pk),
+    )
+    update = d.sql("UPDATE records SET payload = ?, meta = ? WHERE key = ?")
+    for row_key, rid, kind, payload, meta in opened:
+        sealed = sealer.seal_record(key, row_key & ((1 << _SHIFT) - 1), rid, kind, payload, meta)
+        conn.execute(update, (*sealed, row_key))
+    empty = sealer.seal_columns(key, ("metadata",), ("{}",), frozenset({"metadata"}))[0]
+    conn.execute(
+        d.sql("UPDATE sessions SET title = NULL, scratchpad = NULL, metadata = ? WHERE pk = ?"),
+        (empty, pk),
+    )
 
 
 def _bases(text: str) -> list[tuple[int, int]]:

@@ -259,6 +259,9 @@ class Sealer:
         """Keep ``key`` as ``owner``'s; the ``(kid, owner_pk, wrapped)`` row to insert."""
         bound = DataKey(key.kid, owner, key.aead, key.raw)
         with self._lock:
+            replaced = self._by_owner.get(owner)
+            if replaced is not None:  # a kept tombstone's rows sealed again (an erase)
+                self._by_kid.pop(replaced.kid, None)
             self._by_kid[key.kid] = bound
             self._by_owner[owner] = bound
         return key.kid, owner, self.wrap(key, owner)

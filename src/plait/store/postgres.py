@@ -588,7 +588,7 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         """
         with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
             self._fence(conn, session_id)
-            erased = erase_sessions(conn, self.dialect, session_id)
+            erased = erase_sessions(conn, self.dialect, session_id, self._sealer)
             collect_all(conn)  # erasing reads every layout anyway
         if self._sealer is not None:
             self._sealer.forget(erased)

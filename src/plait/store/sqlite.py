@@ -540,7 +540,7 @@ class SQLiteStore(LiteConnection):
             self._db.execute("PRAGMA secure_delete = ON")
             try:
                 with self._tx() as db:
-                    erased = erase_sessions(db, self.dialect, session_id)
+                    erased = erase_sessions(db, self.dialect, session_id, self._sealer)
                     collect_all(db)  # erasing reads every layout anyway
                 if self._sealer is not None:
                     self._sealer.forget(erased)
