@@ -302,3 +302,29 @@ def test_a_key_with_an_open_store_is_refused(tmp_path: Path, key: str) -> None:
             Client(tmp_path, store=store, encryption_key=key)
     finally:
         store.close()
+
+
+@needs_postgres
+def test_run_events_cross_the_bus_sealed(pg_store_schema: str, key: str) -> None:
+    """Another process hears the events as sent; the bus table holds none of their text."""
+    import json
+
+    import psycopg
+
+    url = f"{POSTGRES_URL}?schema={pg_store_schema}"
+    a, b = PostgresStore(url, encryption_key=key), PostgresStore(url, encryption_key=key)
+    try:
+        heard = b.events(timeout=0.5)
+        a.publish_events("s1", [json.dumps({"delta": "zebradelta"}), '"two"'])
+        assert a.flush_events()
+        got = [(m.session_id, json.loads(m.body)) for m in heard if m.kind == "events"]
+        assert got == [("s1", [{"delta": "zebradelta"}, "two"])]
+        assert POSTGRES_URL is not None
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+            rows = conn.execute(
+                f'SELECT body FROM "{pg_store_schema}".plait_bus'  # noqa: S608
+            ).fetchall()
+        assert rows and not any("zebradelta" in r[0] for r in rows)
+    finally:
+        a.close()
+        b.close()

@@ -146,6 +146,10 @@ def _record_aad(kid: int, seq: int, rid: str, kind: str, column: bytes) -> bytes
     return b"r" + _KID.pack(kid) + _KID.pack(seq) + column + kind.encode() + b"\0" + rid.encode()
 
 
+def _bus_aad(kid: int, session_id: str) -> bytes:
+    return b"bus" + session_id.encode()
+
+
 def _column_aad(kid: int, name: bytes) -> bytes:
     return b"s" + _KID.pack(kid) + name
 
@@ -232,6 +236,19 @@ class Sealer:
         """A new object key: the ``(kid, owner_pk, wrapped)`` row to insert once."""
         key = self.new_key()
         return OBJECTS_KID, None, self.wrap(DataKey(OBJECTS_KID, 0, key.aead, key.raw), 0)
+
+    def seal_bus(self, session_id: str, event: str) -> str:
+        """A run event passed between processes, sealed under the object key."""
+        return self.seal(self._key(OBJECTS_KID), event, b"bus" + session_id.encode())
+
+    def open_bus(self, session_id: str, event: str) -> str:
+        """What :meth:`seal_bus` sealed.
+
+        Raises:
+            StoreCorruptError: it does not open (another session's, or altered).
+        """
+        aad = partial(_bus_aad, session_id=session_id)
+        return self.open(event, aad, None, f"an event of session {session_id!r}")
 
     def seal_part(self, digest: str, index: int, data: bytes) -> bytes:
         """A checkpoint object's part sealed under the object key (nonce in front)."""
