@@ -4,7 +4,12 @@ A store opened with a master key (``encryption_key=`` or ``$PLAIT_ENCRYPTION_KEY
 each session's content under a **data key** of its own: a random 32-byte AES-GCM key,
 stored in ``data_keys`` wrapped (AES-GCM) by the master key. What is sealed: a record's
 ``payload`` and ``meta``; a session row's ``title``, ``scratchpad`` and ``metadata``; a
-scratchpad version's ``scratchpad``, ``reason`` and ``metadata`` (D320).
+scratchpad version's ``scratchpad``, ``reason`` and ``metadata``; and, under the store's
+own object key, checkpoint object parts and PostgreSQL's bus events (D320).
+
+Written by hand on the ``cryptography`` package's AES-GCM rather than its Fernet: Fernet
+has no associated data (a row could be moved and still open) and costs an HMAC and a
+CBC pass per value where AES-GCM is one primitive.
 
 A sealed column is text (both engines' columns are TEXT): base64 of the data key's id
 (8 bytes), a random 12-byte nonce, the ciphertext and its tag. The associated data binds
@@ -14,8 +19,9 @@ moved to another position or session does not open; a session column's to its ke
 column name. A data key is bound to its key id and owner by its own associated data.
 
 Erasing forgets by destroying: a data key's row goes with the ``sessions`` row of its
-owner (a trigger on SQLite, a cascading foreign key on PostgreSQL), so a tombstone that a
-live fork still reads keeps its key, and once nothing reads it both go (D322). Rotating
+owner (a trigger on SQLite, a cascading foreign key on PostgreSQL); a tombstone kept for
+a live fork has what the fork reads sealed again under a new key, and the old one goes
+(D322). Rotating
 the master key re-wraps every data key and rewrites no record (D323).
 """
 
