@@ -328,3 +328,21 @@ def test_run_events_cross_the_bus_sealed(pg_store_schema: str, key: str) -> None
     finally:
         a.close()
         b.close()
+
+
+@needs_postgres
+def test_a_wrong_key_is_refused_before_a_postgres_migration(pg_schema: str, key: str) -> None:
+    """An encrypted schema a newer plait would migrate is refused first, unchanged."""
+    from plait.store.postgres import MIGRATIONS
+
+    url = f"{POSTGRES_URL}?schema={pg_schema}"
+    PostgresStore(url, encryption_key=key).close()
+    extra = (MIGRATIONS[-1][0] + 1, "test: one more table", ("CREATE TABLE x (y int)",))
+    newer = (*MIGRATIONS, extra)
+    with pytest.raises(EncryptionKeyMismatchError):
+        PostgresStore(url, migrations=newer, auto_migrate=True, encryption_key=new_encryption_key())
+    with pytest.raises(EncryptionKeyMissingError):
+        PostgresStore(url, migrations=newer, auto_migrate=True)
+    store = PostgresStore(url, encryption_key=key)
+    assert store.schema_version == MIGRATIONS[-1][0]  # nothing was applied
+    store.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -137,8 +137,12 @@ def open_schema(
     steps: Sequence[Migration],
     *,
     auto: bool,
+    refuse: Callable[[bytes], None] | None = None,
 ) -> str:
     """Check the schema version; set up a fresh one. Returns the namespace.
+
+    ``refuse`` is given an encrypted schema's key check value before any migration is
+    applied, and raises to refuse a missing or wrong key (D321).
 
     Raises:
         StoreError: the connection names no schema to keep plait's tables in.
@@ -159,6 +163,12 @@ def open_schema(
         # it has applied so far is no outdated schema. Once it is done, read again.
         with _setup_lock(conn, namespace):
             current = current_version(conn)
+    if refuse is not None and current > 0:
+        keys = conn.execute("SELECT to_regclass('data_keys')").fetchone()
+        if keys is not None and keys[0] is not None:
+            check = conn.execute("SELECT wrapped FROM data_keys WHERE kid = 0").fetchone()
+            if check is not None:
+                refuse(bytes(check[0]))
     if check_schema(location, current, newest, auto=auto):
         apply_schema(conn, namespace, schema, location, steps)
     return namespace

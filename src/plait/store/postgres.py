@@ -255,8 +255,9 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         try:
             with setup:
                 self._namespace = open_schema(
-                    setup, self._schema, self._location, self._migrations, auto=auto_migrate
-                )
+                    setup, self._schema, self._location, self._migrations, auto=auto_migrate,
+                    refuse=lambda c: self._refuse_another_key(encryption_key, c, self._location),
+                )  # fmt: skip
                 # A schema opened with fewer migrations (tests make old ones so) has no
                 # base-owner links: writes leave them out and deletes read every layout.
                 version = current_version(setup)
