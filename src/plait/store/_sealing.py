@@ -457,8 +457,12 @@ class Sealer:
         return out
 
 
+def _no_keys(by: str, value: int) -> None:
+    return None
+
+
 def open_sealer(
-    key: bytes | None, check: bytes | None, empty: bool, load: KeyLoader, where: str
+    key: bytes | None, check: bytes | None, empty: bool, load: KeyLoader | None, where: str
 ) -> tuple[Sealer | None, bytes | None]:
     """The sealer of a store being opened, and the check value to store if it starts now.
 
@@ -480,7 +484,7 @@ def open_sealer(
                 f"{where}: the store is encrypted; give its key (encryption_key= or ${KEY_ENV})"
             )
         return None, None
-    sealer = Sealer(key, load)
+    sealer = Sealer(key, load or _no_keys)
     if check is not None:
         sealer.verify(check, where)
         return sealer, None

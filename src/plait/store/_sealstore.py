@@ -17,6 +17,7 @@ from plait.store._sealing import (
     Sealer,
     master_key,
     open_sealer,
+    parse_key,
 )
 
 if TYPE_CHECKING:
@@ -65,9 +66,17 @@ class SQLSealing:
             master, None if found is None else bytes(found[0]), empty, self._load_key, where
         )
         if check is not None and sealer is not None:
+            # Another process may be starting the same store: the first check value
+            # stored wins, and this key must be the one it checks.
+            keep = d.sql(_INSERT_KEY + " ON CONFLICT (kid) DO NOTHING")
             with self._transaction("store the key check") as conn:
-                conn.execute(d.sql(_INSERT_KEY), (CHECK_KID, None, check))
-                conn.execute(d.sql(_INSERT_KEY), sealer.objects_key())
+                if conn.execute("SELECT 1 FROM sessions LIMIT 1").fetchone() is None:
+                    conn.execute(keep, (CHECK_KID, None, check))
+                    conn.execute(keep, sealer.objects_key())
+                stored = conn.execute(
+                    d.sql("SELECT wrapped FROM data_keys WHERE kid = ?"), (CHECK_KID,)
+                ).fetchone()
+            open_sealer(master, None if stored is None else bytes(stored[0]), False, None, where)
         self._sealer = sealer
 
     def _seal_part(self, digest: str, index: int, data: bytes) -> bytes:
@@ -125,9 +134,7 @@ class SQLSealing:
         sealer = self._sealer
         if sealer is None:
             raise EncryptionKeyMissingError("rotate_key: the store is not encrypted")
-        new = master_key(new_key)
-        assert new is not None
-        fresh = Sealer(new, self._load_key)
+        fresh = Sealer(parse_key(new_key), self._load_key)
         d = self.dialect
         with self._transaction("rotate the encryption key") as conn:
             rows = conn.execute("SELECT kid, owner_pk, wrapped FROM data_keys").fetchall()
