@@ -127,8 +127,8 @@ def _empty_schema(conn: Any, schema: str) -> bool:
     ).fetchone()[0]
     # sessions, records, lineage, scratchpads, durable_sessions, live_clients, plait_schema,
     # checkpoint_objects, checkpoint_parts, replicas, runs, live_streams, plait_bus,
-    # writer_fences
-    if tables != 14:
+    # writer_fences, data_keys
+    if tables != 15:
         return False
     ident = sql.Identifier(schema)
     version = conn.execute(
@@ -143,7 +143,8 @@ def _empty_schema(conn: Any, schema: str) -> bool:
             "DELETE FROM {0}.records; DELETE FROM {0}.sessions; "
             "DELETE FROM {0}.checkpoint_parts; DELETE FROM {0}.checkpoint_objects; "
             "DELETE FROM {0}.plait_bus; DELETE FROM {0}.replicas; DELETE FROM {0}.runs; "
-            "DELETE FROM {0}.live_streams; DELETE FROM {0}.writer_fences"
+            "DELETE FROM {0}.live_streams; DELETE FROM {0}.writer_fences; "
+            "DELETE FROM {0}.data_keys"
         ).format(ident)
     )
     return True

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, invariant, precondition, rule
 
 from plait import Client, Session
-from plait.store import MemoryStore, SQLiteStore, Store
+from plait.store import MemoryStore, SQLiteStore, Store, new_encryption_key
 
 pytestmark = pytest.mark.slow
 
@@ -56,15 +56,17 @@ class SessionMachine(RuleBasedStateMachine):
     """Drive plait and the model side by side."""
 
     store_factory: type[Store] | None = None
+    encryption_key: str | None = None
+    """An encrypted store's master key (its content sealed, D320); None: a plain store."""
 
     def __init__(self) -> None:
         super().__init__()
         self.tmp = tempfile.TemporaryDirectory()
         store: Store
         if self.store_factory is SQLiteStore:
-            store = SQLiteStore(Path(self.tmp.name) / "m.db")
+            store = SQLiteStore(Path(self.tmp.name) / "m.db", encryption_key=self.encryption_key)
         else:
-            store = MemoryStore()
+            store = MemoryStore(encryption_key=self.encryption_key)
         self.client = Client(self.tmp.name, store=store)
         self.models: dict[str, Model] = {}
         self.handles: dict[str, Session] = {}
@@ -218,10 +220,19 @@ class SQLiteMachine(SessionMachine):
     store_factory = SQLiteStore
 
 
+class EncryptedSQLiteMachine(SessionMachine):
+    store_factory = SQLiteStore
+    encryption_key = new_encryption_key()
+
+
 TestMemoryModel = MemoryMachine.TestCase
 TestMemoryModel.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
 TestSQLiteModel = SQLiteMachine.TestCase
 TestSQLiteModel.settings = settings(max_examples=15, stateful_step_count=30, deadline=None)
+TestEncryptedSQLiteModel = EncryptedSQLiteMachine.TestCase
+TestEncryptedSQLiteModel.settings = settings(
+    max_examples=10, stateful_step_count=30, deadline=None
+)
 
 
 def _tail(view: list[Any], n: int) -> list[Any]:

@@ -75,6 +75,28 @@ class NotAStoreError(StoreError):
         super().__init__(message)
 
 
+class EncryptionKeyError(StoreError):
+    """The store's encryption key is missing or wrong (nothing was written).
+
+    An encrypted store keeps a check value of its master key: a store opened without
+    a key, or with another one, is refused when it is opened, before anything is
+    written or read. (A key that is not 32 bytes in URL-safe base64 is an
+    :class:`InvalidArgumentError`.) Also raised for a key given to a store that
+    already holds plain sessions: a store is encrypted from its start or not at all.
+    """
+
+
+class EncryptionKeyMissingError(EncryptionKeyError):
+    """The store is encrypted and no key was given.
+
+    Give it as ``encryption_key=`` or in ``$PLAIT_ENCRYPTION_KEY``.
+    """
+
+
+class EncryptionKeyMismatchError(EncryptionKeyError):
+    """The key given is not the one the store was encrypted with (its check value differs)."""
+
+
 class StoreCorruptWarning(PlaitError, UserWarning):
     """A listing left out stored rows it could not decode (the others are listed).
 

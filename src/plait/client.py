@@ -460,11 +460,14 @@ class Client(SessionHost):
             finds the lock taken waits for it.
         lock_timeout: how long a ``"write"`` turn waits for the lock, in seconds
             (default 10; 0 asks once).
+        encryption_key: the master key of an encrypted store opened by path
+            (``plait db keygen``, D320); None for ``$PLAIT_ENCRYPTION_KEY``'s, if set.
 
     Raises:
         InvalidArgumentError: ``workspace`` is not a folder path, or ``store`` is none of these.
         SessionNotFoundError: ``resume`` names no stored session.
         InvalidArgumentError: an unknown ``writer_lock`` or a bad ``lock_timeout``.
+        EncryptionKeyError: an encrypted store without its key, or with another.
     """
 
     def __init__(
@@ -475,10 +478,11 @@ class Client(SessionHost):
         resume: str | None = None,
         writer_lock: WriterLockMode = "process",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        encryption_key: str | bytes | None = None,
     ) -> None:
         owns = not isinstance(store, Store)
         folder = _workspace_path(workspace)  # checked before a store is opened for it
-        super().__init__(open_store(store), folder)
+        super().__init__(open_store(store, encryption_key=encryption_key), folder)
         self._owns_store = owns
         try:
             self.set_writer_lock(writer_lock, lock_timeout)

@@ -48,7 +48,10 @@ The hierarchy::
     │   ├── SchemaOutdatedError                the database needs ``plait db migrate``
     │   ├── StoreCorruptError                  a stored row could not be decoded
     │   ├── StoreNotFoundError (FileNotFoundError)  a reader named a store file that is not there
-    │   └── NotAStoreError                     the file named is not a SQLite database at all
+    │   ├── NotAStoreError                     the file named is not a SQLite database at all
+    │   └── EncryptionKeyError                 the store's master key is missing or wrong
+    │       ├── EncryptionKeyMissingError      an encrypted store opened without a key
+    │       └── EncryptionKeyMismatchError     not the store's key (its check value differs)
     ├── AuthError                              a credential or actor chain was refused
     │   └── ScopeViolationError                a child actor claims scopes its parent lacks
     └── LiveClientError                        a live client may not do that
@@ -104,6 +107,9 @@ __all__ = [
     "StaleSessionError",
     "ThreadConflictError",
     "StoreCorruptError",
+    "EncryptionKeyError",
+    "EncryptionKeyMismatchError",
+    "EncryptionKeyMissingError",
     "StoreNotFoundError",
     "NotAStoreError",
     "StoreCorruptWarning",
@@ -590,6 +596,9 @@ from plait._errors_provider import (  # noqa: E402
     ToolArgumentsError,
 )
 from plait._errors_store import (  # noqa: E402
+    EncryptionKeyError,
+    EncryptionKeyMismatchError,
+    EncryptionKeyMissingError,
     NotAStoreError,
     SchemaOutdatedError,
     SchemaTooNewError,
@@ -608,6 +617,9 @@ for _moved in (
     ReplyTooLargeError,
     ScriptExhaustedError,
     ToolArgumentsError,
+    EncryptionKeyError,
+    EncryptionKeyMismatchError,
+    EncryptionKeyMissingError,
     NotAStoreError,
     SchemaOutdatedError,
     SchemaTooNewError,

@@ -13,7 +13,7 @@ import pytest
 
 from plait.store import MemoryStore, PostgresStore, SQLiteStore, Store
 from plait.store.base import LiveClientRow, SessionRow, TranscriptStore
-from plait.testing import StoreConformance, StoreFactory
+from plait.testing import StoreConformance, StoreFactory, open_encrypted_store
 from tests.conftest import POSTGRES_URL, _empty_schema, drop_schema, fresh_schema, needs_postgres
 
 
@@ -116,6 +116,57 @@ class TestPostgres(StoreConformance):
 
     def test_the_factory_opens_the_store_plait_ships(self, store: Store) -> None:
         assert type(store) is PostgresStore and isinstance(store, Store)
+
+
+class EncryptedSQLiteFactory(SQLiteFactory):
+    """A SQLite file opened with the kit's key: every case runs on sealed rows."""
+
+    opener: ClassVar[str] = "plait.testing:open_encrypted_store"
+    encrypted: ClassVar[bool] = True
+
+
+class EncryptedMemoryFactory(MemoryFactory):
+    """``:memory:`` with the kit's key."""
+
+    opener: ClassVar[str] = "plait.testing:open_encrypted_store"
+    encrypted: ClassVar[bool] = True
+
+
+class EncryptedPostgresFactory(PostgresFactory):
+    """A schema of its own per test, opened with the kit's key."""
+
+    opener: ClassVar[str] = "plait.testing:open_encrypted_store"
+    encrypted: ClassVar[bool] = True
+
+
+class TestEncryptedSQLite(StoreConformance):
+    factory = EncryptedSQLiteFactory()
+
+    def test_the_factory_opens_an_encrypted_store(self, store: Store) -> None:
+        assert type(store) is SQLiteStore and store.encrypted
+
+
+class TestEncryptedMemory(StoreConformance):
+    factory = EncryptedMemoryFactory()
+
+    def test_the_factory_opens_an_encrypted_store(self, store: Store) -> None:
+        assert type(store) is MemoryStore and store.encrypted
+
+
+@needs_postgres
+class TestEncryptedPostgres(StoreConformance):
+    factory = EncryptedPostgresFactory()
+
+    def test_the_factory_opens_an_encrypted_store(self, store: Store) -> None:
+        assert type(store) is PostgresStore and store.encrypted
+
+
+def test_the_kit_opener_opens_an_encrypted_store(tmp_path: Path) -> None:
+    store = open_encrypted_store(str(tmp_path / "k.db"))
+    try:
+        assert isinstance(store, SQLiteStore) and store.encrypted
+    finally:
+        store.close()
 
 
 def _live_rows(store: Store) -> int:

@@ -1,13 +1,15 @@
 """``plait db ...``: the store itself: where it is, its schema, its health.
 
-``migrate``, ``check``, ``reindex``, ``prune-checkpoints`` and ``retain`` work on a SQLite
-file and on a ``postgresql://`` URL; ``path`` names the SQLite file, and ``recover`` copies
-what a damaged one still holds.
+``migrate``, ``check``, ``reindex``, ``prune-checkpoints``, ``retain`` and ``rotate-key``
+work on a SQLite file and on a ``postgresql://`` URL; ``path`` names the SQLite file,
+``recover`` copies what a damaged one still holds, and ``keygen`` prints a new encryption
+key. An encrypted store is opened with ``$PLAIT_ENCRYPTION_KEY`` (D320).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from contextlib import closing
 from pathlib import Path
 
@@ -23,10 +25,10 @@ from plait.cli._common import (
 )
 from plait.cli._terminal import safe
 from plait.client import Client
-from plait.errors import SchemaOutdatedError, StoreCorruptError
+from plait.errors import InvalidArgumentError, SchemaOutdatedError, StoreCorruptError
 from plait.session.checkpoints import PRUNE_GRACE, unheld
 from plait.session.retention import Retained, parse_age
-from plait.store import Problem, SQLiteStore, Store, salvage
+from plait.store import Problem, SQLiteStore, Store, new_encryption_key, salvage
 from plait.store.postgres import PostgresStore
 
 __all__ = ["db_group"]
@@ -346,6 +348,8 @@ def _size(n: int | None) -> str:
             return f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} GiB"
+
+
 @db_group.command("reindex", context_settings=CONTEXT_SETTINGS)
 @pass_settings
 def reindex(settings: Settings) -> None:
@@ -360,3 +364,43 @@ def reindex(settings: Settings) -> None:
     store = _open(settings, auto_migrate=False)
     store.reindex()
     click.echo(f"rebuilt the full-text index of {store.location}")
+
+
+@db_group.command("keygen", context_settings=CONTEXT_SETTINGS)
+def keygen() -> None:
+    """Print a new encryption key (32 random bytes, URL-safe base64).
+
+    A store opened with it in $PLAIT_ENCRYPTION_KEY while it is new (empty) keeps every
+    session's content encrypted; keep the key apart from the store: without it nothing
+    in the store can be read.
+    """
+    click.echo(new_encryption_key())
+
+
+@db_group.command("rotate-key", context_settings=CONTEXT_SETTINGS)
+@click.option(
+    "--new-key-env",
+    default="PLAIT_NEW_ENCRYPTION_KEY",
+    show_default=True,
+    metavar="NAME",
+    help="The environment variable that holds the new key (never given on the command line).",
+)
+@pass_settings
+def rotate_key(settings: Settings, new_key_env: str) -> None:
+    """Wrap the store's data keys by a new master key; no record is rewritten.
+
+    The store is opened with the current key ($PLAIT_ENCRYPTION_KEY); afterwards it
+    opens only with the new one.
+    """
+    new = os.environ.get(new_key_env)
+    if not new:
+        raise InvalidArgumentError(
+            f"set ${new_key_env} to the new key (`plait db keygen` makes one)"
+        )
+    check_store_file(settings, create=False)
+    store = _open(settings, auto_migrate=False)
+    count = store.rotate_key(new)
+    click.echo(
+        f"re-wrapped {count} session key(s) of {store.location}; "
+        "from now on open it with the new key"
+    )

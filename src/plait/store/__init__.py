@@ -13,6 +13,7 @@ from plait.store._check import Problem
 from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
 from plait.store._retention import ErasePlan, Footprint, RetentionStore
 from plait.store._salvage import Salvaged, salvage
+from plait.store._sealing import generate_key as new_encryption_key
 from plait.store._skim import MessageReader
 from plait.store.base import (
     BearerStore,
@@ -74,12 +75,17 @@ __all__ = [
     "TranscriptStore",
     "WriterLocks",
     "default_path",
+    "new_encryption_key",
     "open_store",
     "salvage",
 ]
 
 
-def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
+def open_store(
+    target: str | os.PathLike[str] | Store | None = None,
+    *,
+    encryption_key: str | bytes | None = None,
+) -> Store:
     """Open the store a user named.
 
     Args:
@@ -89,6 +95,9 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
             :class:`PostgresStore` (``?schema=name`` picks a schema);
             ``None`` for ``$PLAIT_STORE`` if set, else the default SQLite file
             (see :func:`default_path`).
+        encryption_key: the master key of an encrypted store (``plait db keygen``;
+            D320); None for ``$PLAIT_ENCRYPTION_KEY``'s, if set. Refused with a
+            :class:`Store` given as is (it was opened with its own).
 
     Returns:
         An open store.
@@ -98,30 +107,36 @@ def open_store(target: str | os.PathLike[str] | Store | None = None) -> Store:
             is none of these (a path the file system cannot name included).
         MissingDependencyError: a PostgreSQL URL without ``plait[postgres]`` installed.
         StoreError: the store cannot be opened (a bad URL, an unreachable server, ...).
+        EncryptionKeyError: an encrypted store without its key, or with another.
     """
     from plait.errors import InvalidArgumentError, shown
     from plait.store.sqlite import MemoryStore, SQLiteStore, default_path
 
     if target is not None and not isinstance(target, str | os.PathLike):
         if isinstance(target, Store):
+            if encryption_key is not None:
+                raise InvalidArgumentError(
+                    "an encryption key is given with a store's path or URL, not with an "
+                    "open store (it was opened with its own key, or without one)"
+                )
             return target
         raise InvalidArgumentError(f"not a store, a path or a URL: {shown(target)}")
     if target is None:
         target = os.environ.get("PLAIT_STORE") or None
     if target is None:
-        return SQLiteStore(default_path())
+        return SQLiteStore(default_path(), encryption_key=encryption_key)
     text = usable_path(os.fspath(target), target)
     if text == ":memory:":
-        return MemoryStore()
+        return MemoryStore(encryption_key=encryption_key)
     if text.startswith("sqlite://"):
-        return SQLiteStore(Path(text.removeprefix("sqlite://")))
+        return SQLiteStore(Path(text.removeprefix("sqlite://")), encryption_key=encryption_key)
     if text.startswith(("postgresql://", "postgres://")):
         from plait.store.postgres import PostgresStore
 
-        return PostgresStore(text)
+        return PostgresStore(text, encryption_key=encryption_key)
     if "://" in text:
         scheme = text.split("://", 1)[0]
         raise InvalidArgumentError(
             f"no store for {scheme!r} URLs (known: sqlite, postgresql, :memory:)"
         )
-    return SQLiteStore(Path(text))
+    return SQLiteStore(Path(text), encryption_key=encryption_key)

@@ -144,7 +144,7 @@ def check(store: SQLStore, *, deep: bool = False) -> list[Problem]:
         if r is None:
             continue  # deleted since it was listed
         try:
-            row = row_from_columns(r)
+            row = row_from_columns(r, None, store._sealer)
         except StoreCorruptError as exc:
             problems.append(Problem(str(exc), sid if isinstance(sid, str) else repr(sid)))
             continue
@@ -256,6 +256,8 @@ def _decode(store: SQLStore, owner: int, a: int, b: int) -> tuple[list[_Found], 
                 continue
             _, rid, kind, payload, meta, created, tokens, running = found
             try:
+                if store._sealer is not None:  # an encrypted store's row is opened first
+                    _, rid, kind, payload, meta, *_ = store._sealer.open_rows([found])[0]
                 decode_record(
                     kind, payload, seq=seq, id=rid, created_at_us=created, meta=meta, tokens=tokens
                 )

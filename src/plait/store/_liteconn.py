@@ -185,8 +185,16 @@ class LiteConnection(SQLStore):
         row = self._db.execute("SELECT MAX(version) FROM plait_schema").fetchone()
         return int(row[0] or 0)
 
-    def _migrate(self, auto: bool) -> None:
+    def _migrate(self, auto: bool, key: str | bytes | None = None) -> None:
         with self._lock:
+            # An encrypted store opened without its key, or with another, is refused
+            # before a migration writes anything (D321).
+            if self._db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'data_keys'"
+            ).fetchone():
+                found = self._db.execute("SELECT wrapped FROM data_keys WHERE kid = 0").fetchone()
+                if found is not None:
+                    self._refuse_another_key(key, bytes(found[0]), self._path)
             self._db.execute(schema_table(SQLITE_DDL))
             if check_schema(self._path, self._current_version(), self.code_version, auto=auto):
                 self.migrate()
@@ -245,6 +253,23 @@ class LiteConnection(SQLStore):
                     rollback(db)
             except sqlite3.DatabaseError as exc:
                 raise failed(describe(what, subject), exc) from exc
+
+    @contextmanager
+    def _key_reader(self) -> Iterator[sqlite3.Connection]:
+        """Where a data key is read: in the transaction this thread has open, if any.
+
+        (A key is first needed inside a read or a write; the one connection cannot
+        open a second transaction.)
+        """
+        with self._lock:
+            if not self._db.in_transaction:
+                with self._snapshot("read a data key") as db:
+                    yield db
+                return
+            try:
+                yield self._db
+            except sqlite3.DatabaseError as exc:
+                raise failed("read a data key", exc) from exc
 
     # -- the connection hooks of the shared statements (store/_sql.py) -------------------
 

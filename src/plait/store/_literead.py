@@ -30,9 +30,10 @@ from plait.store._litesql import READ_RANGES_MAX, read_ranges
 from plait.store._rows import SEQ_BITS, SEQ_MAX, missing_rows
 
 if TYPE_CHECKING:
+    from plait.store._sealing import Sealer
     from plait.store.base import SessionRow
 
-__all__ = ["is_small", "read_records", "read_small", "read_view"]
+__all__ = ["is_small", "read_records", "read_sealed", "read_small", "read_view"]
 
 _EXTRA: Final = (
     "CASE WHEN meta IS NULL AND tokens IS NULL THEN NULL "
@@ -104,6 +105,35 @@ def read_records(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) 
                 if whole:
                     _fill(db, row, records, whole, base | (a + got))
                 out.extend(records)  # type: ignore[arg-type]  # every None was filled
+                got += len(rows)
+            if got != b - a:
+                raise missing_rows(row.id, owner, a, b, got)
+    return out
+
+
+_SEALED_RANGE: Final = (
+    "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
+    "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
+)
+"""A segment's rows whole, with their keys: a sealed row's key names its data key's owner."""
+
+
+def read_sealed(
+    db: sqlite3.Connection, row: SessionRow, parts: list[Segment], sealer: Sealer
+) -> list[Record]:
+    """The records of ``parts`` in an encrypted store: each row opened, then decoded.
+
+    Raises:
+        StoreCorruptError: a segment lacks rows, or a row does not open or decode.
+    """
+    out: list[Record] = []
+    with collector_paused():
+        for owner, a, b in parts:
+            base = owner << SEQ_BITS
+            cursor = db.execute(_SEALED_RANGE, (base | a, base | b, b - a))
+            got = 0
+            while rows := cursor.fetchmany(_BATCH):
+                out.extend(decode_rows(sealer.open_rows(rows), SEQ_MAX))
                 got += len(rows)
             if got != b - a:
                 raise missing_rows(row.id, owner, a, b, got)

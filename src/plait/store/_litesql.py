@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
 from plait.store._litetext import SQLITE_TEXT_INDEX
 from plait.store._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX
 from plait.store._schema import DDL
+
+if TYPE_CHECKING:
+    from plait.store._sealing import Sealer
 
 __all__ = [
     "APPEND_STATE",
@@ -126,21 +129,35 @@ def read_ranges(n: int) -> str:
     )
 
 
-def record_params(pk: int, records: Sequence[Record], mpos: int) -> list[tuple[Any, ...]]:
-    """The ``INSERT_RECORD`` parameters of records appended after ``mpos`` messages."""
+def record_params(
+    pk: int, records: Sequence[Record], mpos: int, sealer: Sealer | None = None
+) -> list[tuple[Any, ...]]:
+    """The ``INSERT_RECORD`` parameters of records appended after ``mpos`` messages.
+
+    With a ``sealer`` (an encrypted store), payload and meta are sealed under the
+    session's data key.
+    """
     params: list[tuple[Any, ...]] = []
     base = pk << _SHIFT
+    key = sealer.owner_key(pk) if sealer is not None else None
     for record in records:
         if record.seq > _SEQ_MAX:
             raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
+        payload = encode_payload(record)
+        meta = dumps(dict(record.meta)) if record.meta else None
+        if key is not None:
+            assert sealer is not None
+            payload, meta = sealer.seal_record(
+                key, record.seq, record.id, record.kind, payload, meta
+            )
         params.append(
             (
                 base | record.seq,
                 mpos,
                 record.id,
                 record.kind,
-                encode_payload(record),
-                dumps(dict(record.meta)) if record.meta else None,
+                payload,
+                meta,
                 record.created_at_us,
                 record.tokens,
             )

@@ -26,6 +26,8 @@ from plait.store._rows import ROW_COLUMNS, SEQ_BITS, row_from_columns, row_value
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 
 if TYPE_CHECKING:
+    from plait.store._sealing import Sealer
+    from plait.store._sealstore import SQLSealing
     from plait.store._sql import Connection, Dialect
 
 __all__ = ["HIDDEN_OPERATOR", "erase_sessions", "hidden_heads", "move_head"]
@@ -50,9 +52,9 @@ def hidden_heads(conn: Connection, d: Dialect, session_id: str) -> list[str]:
     return found
 
 
-def _row(conn: Connection, d: Dialect, pk: int) -> SessionRow | None:
+def _row(conn: Connection, d: Dialect, pk: int, sealer: Sealer | None) -> SessionRow | None:
     r = conn.execute(d.sql("{select_row} WHERE s.pk = ? AND {live_s}"), (pk,)).fetchone()
-    return row_from_columns(r) if r is not None else None
+    return row_from_columns(r, None, sealer) if r is not None else None
 
 
 def move_head(
@@ -63,6 +65,7 @@ def move_head(
     hidden_id: str,
     records: Sequence[Record],
     now_us: int,
+    store: SQLSealing,
 ) -> int:
     """Give ``expected``'s id to ``head``, keeping the row it named as ``hidden_id``.
 
@@ -73,16 +76,19 @@ def move_head(
     creation time, live clients) stays with the id; only the transcript moves.
 
     Returns:
-        The key of the row that now has the id.
+        The key of the row that now has the id. In an encrypted store (``store``'s
+        sealer) a new row gets a data key of its own; an undo seals the id's columns
+        under the key of the row it moves back to.
 
     Raises:
         StaleSessionError: the session changed since ``expected`` (nothing written).
         SessionNotFoundError: the session is gone.
         InvalidArgumentError: ``head`` is a stored row that is not one of its hidden heads.
     """
+    sealer = store._sealer
     if d.row_lock:
         conn.execute(d.row_lock, (expected.pk,))
-    current = _row(conn, d, expected.pk)
+    current = _row(conn, d, expected.pk, sealer)
     if current is None:
         raise SessionNotFoundError(expected.id)
     if (current.row_version, current.layout.end_seq) != (
@@ -92,7 +98,7 @@ def move_head(
         raise StaleSessionError(expected.id, expected.version, current.version)
     end = head.layout.end_seq
     if head.pk:
-        incoming = _row(conn, d, head.pk)
+        incoming = _row(conn, d, head.pk, sealer)
         if (
             incoming is None
             or incoming.lineage_operator != HIDDEN_OPERATOR
@@ -116,6 +122,7 @@ def move_head(
         current.created_at_us,
     )
     if head.pk == 0:
+        key = sealer.new_key() if sealer is not None else None
         columns = ", ".join(ROW_COLUMNS)
         marks = ", ".join("?" * len(ROW_COLUMNS))
         pk = int(
@@ -125,16 +132,24 @@ def move_head(
                     f"branched_at, created_at, updated_at, version, {columns}) "
                     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, {marks}) RETURNING pk"
                 ),
-                (current.id, current.workspace, *identity, now_us, version, *row_values(head)),
+                (
+                    current.id,
+                    current.workspace,
+                    *identity,
+                    now_us,
+                    version,
+                    *row_values(head, sealer, key),
+                ),
             ).fetchone()[0]
         )
+        store._bind_key(conn, key, pk)
         mpos = head.layout.end_msgs - sum(1 for r in records if r.kind != "event")
         insert = d.sql(
             "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         )
         for record in records:
-            conn.execute(insert, _record_values(pk, record, mpos))
+            conn.execute(insert, _record_values(pk, record, mpos, sealer))
             mpos += record.kind != "event"
     else:
         pk = head.pk
@@ -145,7 +160,7 @@ def move_head(
                 "branched_at = ?, created_at = ?, updated_at = ?, version = ?, title = ?, "
                 "status = ?, scratchpad = ?, scratchpad_version = ?, metadata = ? WHERE pk = ?"
             ),
-            (current.id, *identity, now_us, version, *_identity_values(current), pk),
+            (current.id, *identity, now_us, version, *_identity_values(current, sealer, pk), pk),
         )
         conn.execute(d.sql("DELETE FROM scratchpads WHERE session_pk = ?"), (pk,))
         conn.execute(d.sql("DELETE FROM live_clients WHERE session_pk = ?"), (pk,))
@@ -160,34 +175,50 @@ def move_head(
     return pk
 
 
-def _identity_values(row: SessionRow) -> tuple[Any, ...]:
-    """title, status, scratchpad, scratchpad_version, metadata: as ``row_values`` encodes them."""
-    values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
+def _identity_values(row: SessionRow, sealer: Sealer | None, pk: int) -> tuple[Any, ...]:
+    """title, status, scratchpad, scratchpad_version, metadata: as ``row_values`` encodes them.
+
+    Sealed, in an encrypted store, under the key of the row ``pk`` they are written to.
+    """
+    key = sealer.owner_key(pk) if sealer is not None else None
+    values = dict(zip(ROW_COLUMNS, row_values(row, sealer, key), strict=True))
     return tuple(
         values[c] for c in ("title", "status", "scratchpad", "scratchpad_version", "metadata")
     )
 
 
-def _record_values(pk: int, record: Record, mpos: int) -> tuple[Any, ...]:
+def _record_values(pk: int, record: Record, mpos: int, sealer: Sealer | None) -> tuple[Any, ...]:
+    payload = encode_payload(record)
+    meta = dumps(dict(record.meta)) if record.meta else None
+    if sealer is not None:
+        key = sealer.owner_key(pk)
+        payload, meta = sealer.seal_record(key, record.seq, record.id, record.kind, payload, meta)
     return (
         (pk << _SHIFT) | record.seq,
         mpos,
         record.id,
         record.kind,
-        encode_payload(record),
-        dumps(dict(record.meta)) if record.meta else None,
+        payload,
+        meta,
         record.created_at_us,
         record.tokens,
     )
 
 
-def erase_sessions(conn: Connection, d: Dialect, session_id: str) -> list[int]:
+def erase_sessions(
+    conn: Connection, d: Dialect, session_id: str, sealer: Sealer | None = None
+) -> list[int]:
     """Tombstone a session and its hidden heads, and delete every row of theirs nobody reads.
 
     Runs inside the caller's write transaction. A record another live layout
     still reads (a fork's shared prefix) stays, with the tombstone that owns it;
     every later record of that owner goes. Reads every live layout once: erasing
     is rare, and what it must not delete is exactly what those layouts say.
+
+    In an encrypted store (``sealer``) a session row that goes takes its data key with
+    it; a tombstone kept for a fork has the rows it keeps sealed again under a new key
+    and its own columns cleared, and its old key is destroyed: nothing the erased
+    session wrote past what the fork reads opens any more, from any copy (D322).
 
     Returns:
         The keys of the sessions erased.
@@ -224,7 +255,38 @@ def erase_sessions(conn: Connection, d: Dialect, session_id: str) -> list[int]:
         )
         if pk not in read_upto:
             conn.execute(d.sql("DELETE FROM sessions WHERE pk = ?"), (pk,))
+        elif sealer is not None:
+            _reseal_kept(conn, d, sealer, pk, lo)
     return pks
+
+
+def _reseal_kept(conn: Connection, d: Dialect, sealer: Sealer, pk: int, lo: int) -> None:
+    """Seal the rows ``[0, lo)`` of ``pk`` a fork still reads under a new key; drop the old.
+
+    The tombstone's title and scratchpad are cleared and its metadata emptied (sealed
+    under the new key): the erased session keeps nothing but what the fork reads.
+    """
+    base = pk << _SHIFT
+    rows = conn.execute(
+        d.sql("SELECT key, id, kind, payload, meta FROM records WHERE key >= ? AND key < ?"),
+        (base, base | lo),
+    ).fetchall()
+    opened = sealer.open_rows(rows)  # under the old key, before it goes
+    conn.execute(d.sql("DELETE FROM data_keys WHERE owner_pk = ?"), (pk,))
+    key = sealer.new_key()
+    conn.execute(
+        d.sql("INSERT INTO data_keys (kid, owner_pk, wrapped) VALUES (?, ?, ?)"),
+        sealer.bind(key, pk),
+    )
+    update = d.sql("UPDATE records SET payload = ?, meta = ? WHERE key = ?")
+    for row_key, rid, kind, payload, meta in opened:
+        sealed = sealer.seal_record(key, row_key & ((1 << _SHIFT) - 1), rid, kind, payload, meta)
+        conn.execute(update, (*sealed, row_key))
+    empty = sealer.seal_columns(key, ("metadata",), ("{}",), frozenset({"metadata"}))[0]
+    conn.execute(
+        d.sql("UPDATE sessions SET title = NULL, scratchpad = NULL, metadata = ? WHERE pk = ?"),
+        (empty, pk),
+    )
 
 
 def _bases(text: str) -> list[tuple[int, int]]:

@@ -5,7 +5,7 @@ by their digests. A store that keeps them in its own database lets a session on
 PostgreSQL checkpoint its workspace on one machine and restore it on another.
 The statements are the same on both engines but for placeholders, so they are
 written once here and mixed into :class:`~plait.store._sql.SQLStore`; the tables
-are migration 4 of ``_schema.py``.
+are migration 4 of ``_schema.py``. An encrypted store seals each part (D320).
 
 An object is a row of ``checkpoint_objects`` (its size and when it was last used)
 and its bytes in ``checkpoint_parts``, at most :data:`PART` bytes a part, so that a
@@ -71,6 +71,10 @@ class SQLObjects:
 
         def _side_write(self, what: str) -> AbstractContextManager[Connection]: ...
 
+        def _seal_part(self, digest: str, index: int, data: bytes) -> bytes: ...
+
+        def _open_part(self, digest: str, index: int, data: bytes) -> bytes: ...
+
     def _in(self, template: str, n: int) -> str:
         marks = ", ".join("?" * n)
         return self.dialect.sql(template.replace("(...)", f"({marks})"))
@@ -113,7 +117,7 @@ class SQLObjects:
             for index, data in enumerate(parts):
                 if len(data) > PART:
                     raise InvalidArgumentError(f"an object part is at most {PART} bytes")
-                conn.execute(add, (digest, index, bytes(data)))
+                conn.execute(add, (digest, index, self._seal_part(digest, index, bytes(data))))
                 size += len(data)
             conn.execute(
                 d.sql("UPDATE checkpoint_objects SET size = ? WHERE digest = ?"), (size, digest)
@@ -129,7 +133,7 @@ class SQLObjects:
             "read object",
             digest,
         )
-        return bytes(row[0]) if row is not None else None
+        return self._open_part(digest, part, bytes(row[0])) if row is not None else None
 
     def object_size(self, digest: str) -> int | None:
         """Return a stored object's size in bytes, or None if it is not stored."""

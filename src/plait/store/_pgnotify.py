@@ -7,6 +7,7 @@ Kept apart from ``postgres.py`` so that module stays one concern: rows and recor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from plait.store._bus import BusMessage
 if TYPE_CHECKING:
     from plait.store._pgbus import BusListener, BusPublisher
     from plait.store._pgfeed import ChangeFeed, Notifier
+    from plait.store._sealing import Sealer
 
 __all__ = ["PgNotifications"]
 
@@ -29,6 +31,7 @@ class PgNotifications:
 
     _check_open: Callable[[], None]
     """The store's own check that it is still open (``PostgresStore._check_open``)."""
+    _sealer: Sealer | None
 
     def changes(self, timeout: float | None = None) -> Iterator[str]:
         """Listen for committed writes to this store's sessions, from every process.
@@ -82,8 +85,13 @@ class PgNotifications:
         """Queue a session's events (JSON texts) for the other processes' :meth:`events`.
 
         Sent by a thread of the store within ~15 ms, a batch per session and in the
-        order queued, after the writes this store committed before the call.
+        order queued, after the writes this store committed before the call. An
+        encrypted store seals each event (a JSON string in the batch) under its store
+        key: a running session's deltas are its content too (D320).
         """
+        sealer = self._sealer
+        if sealer is not None:
+            events = [json.dumps(sealer.seal_bus(session_id, e)) for e in events]
         self._bus_out.publish(session_id, events)
 
     def flush_events(self, timeout: float = 5.0) -> bool:
@@ -100,5 +108,18 @@ class PgNotifications:
         first. See :meth:`EventBus.events <plait.store.EventBus.events>`.
         """
         self._check_open()
-        return self._bus_in.listen(timeout, wanted)
+        heard = self._bus_in.listen(timeout, wanted)
+        sealer = self._sealer
+        if sealer is None:
+            return heard
+        return (
+            BusMessage(m.kind, m.session_id, _opened(sealer, m)) if m.kind == "events" else m
+            for m in heard
+        )
+
+
+def _opened(sealer: Sealer, message: BusMessage) -> str:
+    """A sealed batch's body with each event opened (see ``publish_events``)."""
+    sealed = json.loads(message.body)
+    return "[" + ",".join(sealer.open_bus(message.session_id, e) for e in sealed) + "]"
 

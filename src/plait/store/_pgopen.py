@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
@@ -49,6 +49,9 @@ PG_DDL: Final = DDL(
     live="NOT deleted",
     rowid="",
     blob="BYTEA",
+    # A data key goes with its session's row (D322).
+    keys_follow="ALTER TABLE data_keys ADD CONSTRAINT data_keys_owner_fk FOREIGN KEY (owner_pk) "
+    "REFERENCES sessions (pk) ON DELETE CASCADE",
     tombstone="chr(1) || pk",  # a text value cannot hold NUL
     last_owner="(bases::jsonb -> -1 ->> 0)::bigint",
     # The id's own index follows the database's collation, which need not be code point
@@ -136,8 +139,12 @@ def open_schema(
     steps: Sequence[Migration],
     *,
     auto: bool,
+    refuse: Callable[[bytes], None] | None = None,
 ) -> str:
     """Check the schema version; set up a fresh one. Returns the namespace.
+
+    ``refuse`` is given an encrypted schema's key check value before any migration is
+    applied, and raises to refuse a missing or wrong key (D321).
 
     Raises:
         StoreError: the connection names no schema to keep plait's tables in.
@@ -158,6 +165,12 @@ def open_schema(
         # it has applied so far is no outdated schema. Once it is done, read again.
         with _setup_lock(conn, namespace):
             current = current_version(conn)
+    if refuse is not None and current > 0:
+        keys = conn.execute("SELECT to_regclass('data_keys')").fetchone()
+        if keys is not None and keys[0] is not None:
+            check = conn.execute("SELECT wrapped FROM data_keys WHERE kid = 0").fetchone()
+            if check is not None:
+                refuse(bytes(check[0]))
     if check_schema(location, current, newest, auto=auto):
         apply_schema(conn, namespace, schema, location, steps)
     return namespace

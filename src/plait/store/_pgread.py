@@ -26,6 +26,7 @@ from plait.store._rows import SEQ_BITS, SEQ_MAX, missing_rows
 if TYPE_CHECKING:
     import psycopg
 
+    from plait.store._sealing import Sealer
     from plait.store.base import SessionRow
 
 __all__ = ["READ_BATCH", "scan_records", "scan_view"]
@@ -35,15 +36,21 @@ READ_BATCH: Final = 4096
 
 
 def scan_records(
-    conn: psycopg.Connection[tuple[Any, ...]], row: SessionRow, parts: list[Segment]
+    conn: psycopg.Connection[tuple[Any, ...]],
+    row: SessionRow,
+    parts: list[Segment],
+    sealer: Sealer | None = None,
 ) -> list[Record]:
     """``READ`` over ``parts`` (``READ_ONE`` for one segment), each segment's rows checked.
 
+    In an encrypted store (``sealer``) every read is ``READ``: a sealed row's key names
+    the session whose data key opens it.
+
     Raises:
-        StoreCorruptError: a segment lacks rows, or a row does not decode.
+        StoreCorruptError: a segment lacks rows, or a row does not open or decode.
     """
     out: list[Record] = []
-    if len(parts) == 1:
+    if len(parts) == 1 and sealer is None:
         owner, a, b = parts[0]
         with collector_paused():
             cursor = conn.execute(READ_ONE, ((owner << SEQ_BITS) | a, (owner << SEQ_BITS) | b))
@@ -61,6 +68,8 @@ def scan_records(
         while rows := cursor.fetchmany(READ_BATCH):
             for r in rows:
                 counts[r[0] - 1] += 1
+            if sealer is not None:
+                rows = sealer.open_rows(rows, first=1)
             out.extend(decode_rows(rows, SEQ_MAX, first=1))
     for (owner, a, b), got in zip(parts, counts, strict=True):
         if got != b - a:

@@ -9,12 +9,15 @@ prepared, and a one-record append sends scalars (see ``PostgresStore.append``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
 from plait.store._pgprep import prepare
 from plait.store._rows import SEQ_BITS, SEQ_MAX
+
+if TYPE_CHECKING:
+    from plait.store._sealing import DataKey, Sealer
 
 __all__ = [
     "APPEND",
@@ -297,8 +300,14 @@ def key_ranges(parts: Sequence[tuple[int, int, int]]) -> tuple[str, str]:
     return f"{{{los}}}", f"{{{his}}}"
 
 
-def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
-    """The records as the parallel arrays ``_UNNEST_RECORDS`` reads."""
+def record_arrays(
+    records: Sequence[Record], mpos: int, seal: tuple[Sealer, DataKey] | None = None
+) -> dict[str, list[Any]]:
+    """The records as the parallel arrays ``_UNNEST_RECORDS`` reads.
+
+    ``seal``: an encrypted store's sealer and the session's data key, which seal each
+    record's payload and meta.
+    """
     out: dict[str, list[Any]] = {
         "seq": [],
         "mpos": [],
@@ -316,8 +325,15 @@ def record_arrays(records: Sequence[Record], mpos: int) -> dict[str, list[Any]]:
         out["mpos"].append(mpos)
         out["rid"].append(record.id)
         out["kind"].append(record.kind)
-        out["payload"].append(encode_payload(record))
-        out["meta"].append(dumps(dict(record.meta)) if record.meta else None)
+        payload = encode_payload(record)
+        meta = dumps(dict(record.meta)) if record.meta else None
+        if seal is not None:
+            sealer, key = seal
+            payload, meta = sealer.seal_record(
+                key, record.seq, record.id, record.kind, payload, meta
+            )
+        out["payload"].append(payload)
+        out["meta"].append(meta)
         out["created"].append(record.created_at_us)
         out["tokens"].append(record.tokens)
         if record.kind != "event":

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreCorruptError
 from plait.layout import Layout, branched_from
 from plait.records import dumps
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
+
+if TYPE_CHECKING:
+    from plait.store._sealing import DataKey, Sealer
 
 __all__ = [
     "BEARER_COLUMNS",
@@ -61,8 +64,33 @@ SCRATCHPAD_COLUMNS: Final = ("version", "scratchpad", "source", "reason", "metad
 """The ``scratchpads`` columns :func:`scratchpad_values` gives, in order."""
 
 
-def row_values(row: SessionRow) -> tuple[Any, ...]:
-    """The :data:`ROW_COLUMNS` of a row, encoded as stored (JSON columns through the codec)."""
+SEALED_ROW: Final = frozenset({"title", "scratchpad", "metadata"})
+"""The :data:`ROW_COLUMNS` an encrypted store seals (D320)."""
+_SEALED_AT: Final = {"title": 3, "scratchpad": 16, "metadata": 18}
+"""Where the sealed columns are in a selected row (see :func:`row_from_columns`)."""
+_SP_NAMES: Final = tuple(f"history.{c}" for c in SCRATCHPAD_COLUMNS)
+"""A scratchpad version's column names as its seal binds them (apart from the row's)."""
+SEALED_SCRATCHPAD: Final = frozenset({"history.scratchpad", "history.reason", "history.metadata"})
+"""The :data:`SCRATCHPAD_COLUMNS` an encrypted store seals."""
+_SEALED_SP_AT: Final = {"history.scratchpad": 1, "history.reason": 3, "history.metadata": 4}
+
+
+def row_values(
+    row: SessionRow, sealer: Sealer | None = None, key: DataKey | None = None
+) -> tuple[Any, ...]:
+    """The :data:`ROW_COLUMNS` of a row, encoded as stored (JSON columns through the codec).
+
+    With a ``sealer`` (an encrypted store), its sealed columns are sealed under ``key``,
+    else under the data key of the row's session.
+    """
+    values = _row_values(row)
+    if sealer is None:
+        return values
+    key = key if key is not None else sealer.owner_key(row.pk)
+    return sealer.seal_columns(key, ROW_COLUMNS, values, SEALED_ROW)
+
+
+def _row_values(row: SessionRow) -> tuple[Any, ...]:
     lay = row.layout
     return (
         row.title,
@@ -145,15 +173,24 @@ _spliced: list[tuple[str, str] | None] = [None]
 _ENCODE_PAIRS = json.JSONEncoder(separators=(",", ":")).encode  # C encoder; tuples as arrays
 
 
-def scratchpad_values(entry: ScratchpadEntry) -> tuple[Any, ...]:
-    """The :data:`SCRATCHPAD_COLUMNS` of a scratchpad version, encoded as stored."""
-    return (
+def scratchpad_values(
+    entry: ScratchpadEntry, sealer: Sealer | None = None, owner: int = 0
+) -> tuple[Any, ...]:
+    """The :data:`SCRATCHPAD_COLUMNS` of a scratchpad version, encoded as stored.
+
+    With a ``sealer``, its sealed columns are sealed under the data key of ``owner``.
+    """
+    values = (
         entry.version,
         dumps(dict(entry.scratchpad)) if entry.scratchpad is not None else None,
         entry.source,
         entry.reason,
         dumps(dict(entry.metadata)),
     )
+    if sealer is None:
+        return values
+    key = sealer.owner_key(owner)
+    return sealer.seal_columns(key, _SP_NAMES, values, SEALED_SCRATCHPAD)
 
 
 def missing_rows(session_id: str, owner: int, lo: int, hi: int, found: int) -> StoreCorruptError:
@@ -164,15 +201,20 @@ def missing_rows(session_id: str, owner: int, lo: int, hi: int, found: int) -> S
     )
 
 
-def row_from_columns(r: Sequence[Any], kept: tuple[str, _Bases] | None = None) -> SessionRow:
+def row_from_columns(
+    r: Sequence[Any], kept: tuple[str, _Bases] | None = None, sealer: Sealer | None = None
+) -> SessionRow:
     """Decode one selected row into a :class:`SessionRow`.
 
     ``kept`` is the layout (text and tuple) the statement compared the row's ``bases``
-    with (see :func:`kept_for`): the column is NULL when they were equal.
+    with (see :func:`kept_for`): the column is NULL when they were equal. With a
+    ``sealer`` (an encrypted store), its sealed columns are opened first.
 
     Raises:
-        StoreCorruptError: a column does not hold what it should.
+        StoreCorruptError: a column does not hold what it should, or does not open.
     """
+    if sealer is not None:
+        r = sealer.open_columns(r, _SEALED_AT, r[0], f"session row {r[1]!r}")
     try:
         end_seq, end_msgs, updated = r[8], r[9], r[5]
         if r[19] is not None:  # the newest own record
@@ -391,8 +433,16 @@ def bases_of(text: str, pk: int | None = None) -> tuple[tuple[int, int], ...]:
     return found
 
 
-def scratchpad_entry_from_columns(r: Sequence[Any]) -> ScratchpadEntry:
-    """Decode ``(version, scratchpad, source, reason, metadata, created_at)`` of the history."""
+def scratchpad_entry_from_columns(
+    r: Sequence[Any], sealer: Sealer | None = None
+) -> ScratchpadEntry:
+    """Decode ``(version, scratchpad, source, reason, metadata, created_at)`` of the history.
+
+    With a ``sealer``, its sealed columns are opened first (a version keeps the key of
+    the row that wrote it: a rewind moves the history to the id's new row).
+    """
+    if sealer is not None:
+        r = sealer.open_columns(r, _SEALED_SP_AT, None, f"scratchpad version {r[0]!r}")
     try:
         return ScratchpadEntry(
             version=r[0],

@@ -76,6 +76,9 @@ def salvage(source: str | Path, target: str | Path) -> Salvaged:
     with contextlib.closing(src), contextlib.closing(dst):
         try:
             dst.execute("BEGIN IMMEDIATE")
+            # The new file takes the damaged one's keys (an encrypted store's rows open
+            # with them only), not those it made if opened with $PLAIT_ENCRYPTION_KEY.
+            dst.execute("DELETE FROM data_keys")
             _copy_all(src, dst, report)
             dst.execute("COMMIT")
         except sqlite3.Error as exc:

@@ -69,9 +69,14 @@ class DDL:
     """``UNLOGGED `` where a table may skip the write-ahead log (PostgreSQL): its rows
     are lost in a crash, which a table of passing messages can afford."""
     text_index: tuple[str, ...] = ()
-    """The statements that make the full-text index of the records' text, kept by the
-    engine in the transaction that writes the records (a virtual table and triggers
-    on SQLite, an expression index on PostgreSQL): each engine spells its own."""
+    """The statements that make the full-text index of the records' text (SQLite: FTS5
+    shards brought up to the records past each session's mark before a search, D300;
+    PostgreSQL: an expression index): each engine spells its own."""
+    keys_follow: str = (
+        "CREATE TRIGGER data_keys_follow AFTER DELETE ON sessions "
+        "BEGIN DELETE FROM data_keys WHERE owner_pk = OLD.pk; END"
+    )
+    """What deletes a session's data keys with its ``sessions`` row (SQLite: a trigger)."""
 
 
 def migrations(ddl: DDL) -> tuple[Migration, ...]:
@@ -364,10 +369,30 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
             12,
             "full-text index of the records' text",
             # The text of user, assistant, tool and summary records, keyed by the
-            # record's row key and written by the engine in the statement or trigger
-            # that writes the row: a crash never leaves the index behind the records,
-            # and rows that forks share are indexed once (D275).
+            # record's row key: on SQLite indexed past each session's mark in one
+            # transaction with the marks, so a crash leaves records past a mark, never
+            # an index that disagrees with them; rows that forks share are indexed
+            # once (D300).
             d.text_index,
+        ),
+        (
+            13,
+            "data keys of an encrypted store",
+            (
+                # Each session's data key, wrapped by the store's master key (D320); the
+                # row of kid 0 (no owner) holds the master key's check value. Empty in a
+                # store that is not encrypted. A key goes with its session's row, so a
+                # tombstone a live fork still reads keeps it, and erasing destroys it.
+                f"""
+                CREATE TABLE data_keys (
+                    kid {d.big} PRIMARY KEY,         -- named in front of each sealed column
+                    owner_pk {d.big},                -- sessions.pk; NULL for the check value
+                    wrapped {d.blob} NOT NULL        -- nonce + AES-GCM(master key, data key)
+                )
+                """,
+                "CREATE UNIQUE INDEX data_keys_owner ON data_keys (owner_pk)",
+                d.keys_follow,
+            ),
         ),
     )
 

@@ -64,6 +64,7 @@ from plait.store._rows import (
     scratchpad_entry_from_columns,
 )
 from plait.store._schema import Migration
+from plait.store._sealstore import SQLSealing
 from plait.store._search import SQLSearch
 from plait.store._skim import SQLSkim
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
@@ -176,7 +177,7 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
+class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, SQLSealing, ABC):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
@@ -291,9 +292,9 @@ class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
             # The layout last read under this id is compared in the engine: when it is
             # the same, the row comes back without it and the decoded one is used.
             r = self._one(q.get_kept, (kept[0], session_id), "get", session_id)
-            return row_from_columns(r, kept) if r is not None else None
+            return row_from_columns(r, kept, self._sealer) if r is not None else None
         r = self._one(q.get, (session_id,), "get", session_id)
-        return row_from_columns(r) if r is not None else None
+        return row_from_columns(r, None, self._sealer) if r is not None else None
 
     def move_head(
         self,
@@ -309,7 +310,9 @@ class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
         self._check_open()
         with self._transaction(f"move the head of {expected.id!r}") as conn:
             self._fence(conn, expected.id)
-            pk = move_head(conn, self.dialect, expected, head, hidden_id, records, now_micros())
+            pk = move_head(
+                conn, self.dialect, expected, head, hidden_id, records, now_micros(), self
+            )
             self._records_written(pk)
             bases = head.layout.bases
             if not head.pk and bases and self._links:
@@ -319,12 +322,12 @@ class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
                 conn.execute(self._q.link_base_owner, (bases[-1][0], prefix, pk))
             r = conn.execute(self._q.row_by_pk, (pk,)).fetchone()
         self._changed(expected.id)
-        return row_from_columns(r)
+        return row_from_columns(r, None, self._sealer)
 
     def _stale(self, conn: Connection, expected: SessionRow) -> StaleSessionError:
         """The error for a compare-and-set that lost: the version found now, if any."""
         r = conn.execute(self._q.row_by_pk, (expected.pk,)).fetchone()
-        actual = row_from_columns(r).version if r is not None else None
+        actual = row_from_columns(r, None, self._sealer).version if r is not None else None
         return StaleSessionError(expected.id, expected.version, actual)
 
     # -- listing and lineage ------------------------------------------------------------
@@ -365,7 +368,7 @@ class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
             bad: list[str] = []
             for r in rows:
                 try:
-                    out.append(row_from_columns(r))
+                    out.append(row_from_columns(r, None, self._sealer))
                 except StoreCorruptError as exc:
                     bad.append(str(exc))
             if not bad or len(out) >= limit or len(rows) < wanted or wanted >= MAX_INT:
@@ -421,7 +424,7 @@ class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, ABC):
     def scratchpad_history(self, session_id: str) -> list[ScratchpadEntry]:
         """Return every stored scratchpad version of a session, oldest first."""
         rows = self._all(self._q.scratchpads, (session_id,), "scratchpad history of", session_id)
-        return [scratchpad_entry_from_columns(r) for r in rows]
+        return [scratchpad_entry_from_columns(r, self._sealer) for r in rows]
 
     def integrity_check(self) -> list[str]:
         """Check every live session's rows, and find rows no session owns.

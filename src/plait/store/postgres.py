@@ -57,7 +57,8 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Sequence
-from typing import Any, Final
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Any, Final
 
 from plait._time import now_micros
 from plait.errors import (
@@ -69,7 +70,7 @@ from plait.errors import (
     WriterLockLostError,
 )
 from plait.layout import Segment, segments
-from plait.records import Message, Record, dumps, encode_payload
+from plait.records import MESSAGE_KINDS, Message, Record, dumps, encode_payload
 from plait.store._moves import erase_sessions, hidden_heads
 from plait.store._pgbus import BusListener, BusPublisher, new_origin
 from plait.store._pgconn import PgConnection, cursor_of
@@ -120,6 +121,11 @@ from plait.store._sql import (
 )
 from plait.store.base import ScratchpadEntry, SessionRow
 
+if TYPE_CHECKING:
+    import psycopg
+
+    from plait.store._sealing import DataKey, Sealer
+
 __all__ = ["MIGRATIONS", "PostgresStore"]
 
 MIGRATIONS: Final[tuple[Migration, ...]] = migrations(PG_DDL)
@@ -154,6 +160,8 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         migrations: the migrations to apply (tests pass extra ones).
         pool_size: the most connections the store's pool opens at once.
         connect_timeout: seconds to wait for the server when connecting.
+        encryption_key: the master key that seals what sessions hold (D320); None for
+            ``$PLAIT_ENCRYPTION_KEY``'s, if set.
 
     Raises:
         MissingDependencyError: psycopg is not installed (``plait[postgres]``).
@@ -161,6 +169,7 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         StoreError: the URL is invalid or the server cannot be reached.
         SchemaTooNewError: the schema was written by a newer plait.
         SchemaOutdatedError: the schema is older and ``auto_migrate`` is False.
+        EncryptionKeyError: an encrypted store without its key, or with another.
     """
 
     dialect = Dialect(
@@ -190,6 +199,7 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         migrations: Sequence[Migration] = MIGRATIONS,
         pool_size: int = 10,
         connect_timeout: float = 10.0,
+        encryption_key: str | bytes | None = None,
     ) -> None:
         try:
             import psycopg
@@ -245,8 +255,9 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         try:
             with setup:
                 self._namespace = open_schema(
-                    setup, self._schema, self._location, self._migrations, auto=auto_migrate
-                )
+                    setup, self._schema, self._location, self._migrations, auto=auto_migrate,
+                    refuse=lambda c: self._refuse_another_key(encryption_key, c, self._location),
+                )  # fmt: skip
                 # A schema opened with fewer migrations (tests make old ones so) has no
                 # base-owner links: writes leave them out and deletes read every layout.
                 version = current_version(setup)
@@ -274,6 +285,11 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
             name=f"plait {self._location}",
             timeout=max(connect_timeout, 1.0) * 3,
         )
+        try:
+            self._start_sealing(encryption_key, self._location)
+        except BaseException:
+            self.close()
+            raise
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -289,7 +305,10 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         mpos = first_mpos(row, records)
         bases = row.layout.bases
         now = now_micros()
-        values = dict(zip(ROW_COLUMNS, row_values(row), strict=True))
+        sealer = self._sealer
+        seal = None if sealer is None else (sealer, sealer.new_key())
+        key = None if seal is None else seal[1]
+        values = dict(zip(ROW_COLUMNS, row_values(row, sealer, key), strict=True))
         params: dict[str, Any] = {
             "id": row.id,
             "workspace": row.workspace,
@@ -301,12 +320,14 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
             "parents": list(dict.fromkeys(row.parent_ids)),
             "last_owner": bases[-1][0] if bases else None,
             "prefix": prefix_text(bases, values["bases"]) if bases else "[]",
-            **record_arrays(records, mpos),
+            **record_arrays(records, mpos, seal),
         }
         self._owed.flush()  # the moves owed first: the new session is the most recent
-        with self._conn(f"create {row.id!r}") as conn:
+        with self._conn(f"create {row.id!r}") as conn, self._keyed(conn):
             try:
                 found = conn.execute(CREATE if self._links else CREATE_UNLINKED, params).fetchone()
+                if found is not None and found[0] is not None:
+                    self._bind_key(conn, key, int(found[0]))
             except pgerrors.UniqueViolation as exc:
                 if exc.diag.constraint_name == "sessions_id_key":
                     raise SessionExistsError(row.id) from None
@@ -355,10 +376,16 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
             if record.seq > _SEQ_MAX:
                 raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
             # In APPEND_ONE_PREPARED.keys' order; through libpq, not a cursor (_pgprep.py).
+            payload = encode_payload(record)
+            meta = dumps(dict(record.meta)) if record.meta else None
+            if self._sealer is not None:
+                payload, meta = self._sealer.seal_record(
+                    self._sealer.owner_key(expected.pk), record.seq, record.id, record.kind,
+                    payload, meta,
+                )  # fmt: skip
             values: tuple[Any, ...] = (
                 expected.pk, record.seq, lay.end_msgs, record.id, record.kind,
-                encode_payload(record), dumps(dict(record.meta)) if record.meta else None,
-                record.created_at_us, record.tokens,
+                payload, meta, record.created_at_us, record.tokens,
             )  # fmt: skip
             if epoch is not None:  # APPEND_ONE_FENCED_PREPARED.keys: the fence's first
                 values = (expected.id, epoch, *values)
@@ -368,7 +395,7 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
                 "id": expected.id,
                 "now": max(now_micros(), created),
                 "epoch": epoch,
-                **record_arrays(records, lay.end_msgs),
+                **record_arrays(records, lay.end_msgs, self._seal(expected.pk)),
             }
             self._owed.flush()  # this one moves itself: the moves owed before it go first
         # The connection and the error guard spelled out, not context managers: this is
@@ -444,10 +471,16 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
             "head": expected.layout.end_seq,
             "now": now_micros(),
             "epoch": epoch,
-            **dict(zip(ROW_COLUMNS, row_values(updated), strict=True)),
+            **dict(zip(ROW_COLUMNS, row_values(updated, self._sealer), strict=True)),
             "has_sp": sp is not None,
-            **dict(zip(_SP_PARAMS, _NO_SP if sp is None else scratchpad_values(sp), strict=True)),
-            **record_arrays(records, expected.layout.end_msgs),
+            **dict(
+                zip(
+                    _SP_PARAMS,
+                    _NO_SP if sp is None else scratchpad_values(sp, self._sealer, expected.pk),
+                    strict=True,
+                )
+            ),
+            **record_arrays(records, expected.layout.end_msgs, self._seal(expected.pk)),
         }
         self._owed.flush()  # the moves owed first: this write moves its session to the top
         if epoch is None:
@@ -480,7 +513,7 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         if not parts:
             return []
         with self._conn(f"read {row.id!r}") as conn:
-            return scan_records(conn, row, parts)
+            return scan_records(conn, row, parts, self._sealer)
 
     def read_view(self, row: SessionRow, lo: int, hi: int) -> list[Message | Record]:
         """Return the records at ``[lo, hi)``, each message as its :class:`Message`.
@@ -492,6 +525,9 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         if not parts:
             return []
         with self._conn(f"read {row.id!r}") as conn:
+            if self._sealer is not None:  # the records opened, then made messages
+                found = scan_records(conn, row, parts, self._sealer)
+                return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in found]
             return scan_view(conn, row, parts)
 
     def _parts(self, row: SessionRow, lo: int, hi: int) -> list[Segment]:
@@ -553,8 +589,10 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         """
         with self._conn(f"erase {session_id!r}") as conn, conn.transaction():
             self._fence(conn, session_id)
-            erase_sessions(conn, self.dialect, session_id)
+            erased = erase_sessions(conn, self.dialect, session_id, self._sealer)
             collect_all(conn)  # erasing reads every layout anyway
+        if self._sealer is not None:
+            self._sealer.forget(erased)
         self._changed(session_id)
 
     def stamp(self, session_id: str) -> str | None:
@@ -568,6 +606,15 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         if found is None:
             return None
         return f"{found[0]:x}.{found[1]}.{found[2]}"
+
+    def _seal(self, pk: int) -> tuple[Sealer, DataKey] | None:
+        """The sealer and ``pk``'s data key in an encrypted store, else None."""
+        sealer = self._sealer
+        return None if sealer is None else (sealer, sealer.owner_key(pk))
+
+    def _keyed(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+        """A transaction in an encrypted store, where a create also stores its data key."""
+        return conn.transaction() if self._sealer is not None else nullcontext()
 
     # -- lifecycle --------------------------------------------------------------------
 

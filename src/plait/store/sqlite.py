@@ -25,6 +25,7 @@ from typing import Final, Literal
 
 from plait._time import now_micros
 from plait.errors import (
+    EncryptionKeyError,
     InvalidArgumentError,
     SessionExistsError,
     SessionNotFoundError,
@@ -52,7 +53,7 @@ from plait.store._liteconn import (
     TOP_TTL as _TOP_TTL,
 )
 from plait.store._litegc import collect, collect_all, owners_found
-from plait.store._literead import is_small, read_records, read_small, read_view
+from plait.store._literead import is_small, read_records, read_sealed, read_small, read_view
 from plait.store._litesql import (
     APPEND_STATE,
     INSERT_RECORD,
@@ -137,9 +138,13 @@ class SQLiteStore(LiteConnection):
             this embedded store); if False, an older schema raises
             :class:`SchemaOutdatedError` naming ``plait db migrate``.
         migrations: the migrations to apply (tests pass extra ones).
+        encryption_key: the master key (``plait db keygen``) that seals what sessions
+            hold (D320); None for ``$PLAIT_ENCRYPTION_KEY``'s, if set. A store is
+            encrypted from its first opening with a key while empty.
 
     Raises:
-        InvalidArgumentError: a path the file system cannot name, or a bad option.
+        InvalidArgumentError: a path the file system cannot name, a bad option or key.
+        EncryptionKeyError: an encrypted store without its key, or with another.
         SchemaTooNewError: the file was written by a newer plait.
         SchemaOutdatedError: the file is older and ``auto_migrate`` is False.
         StoreError: the file cannot be opened as a database.
@@ -164,6 +169,7 @@ class SQLiteStore(LiteConnection):
         durability: Durability = "normal",
         auto_migrate: bool = True,
         migrations: Sequence[Migration] = MIGRATIONS,
+        encryption_key: str | bytes | None = None,
     ) -> None:
         if not isinstance(durability, str) or durability not in ("normal", "full"):
             raise InvalidArgumentError(
@@ -216,13 +222,17 @@ class SQLiteStore(LiteConnection):
             # splits, a cell deleted): otherwise copies of moved cells stay in pages the
             # b-tree keeps, where an erase (which zeroes what it frees) never looks.
             self._db.execute("PRAGMA secure_delete = FAST")
-            self._migrate(auto_migrate)
+            self._migrate(auto_migrate, encryption_key)
             # A store opened with fewer migrations (tests make old files so) has no base
             # owner links: it writes without them and collects by reading every layout.
             self._links = self._current_version() >= _LINKS_VERSION
+            self._start_sealing(encryption_key, target)
             self._synced_changes = self._db.total_changes  # opening wrote nothing to copy
         except sqlite3.DatabaseError as exc:
             raise failed(f"{target}: cannot open as a plait store", exc) from exc
+        except EncryptionKeyError:
+            self._db.close()  # refused: nothing was written, and nothing is kept open
+            raise
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -238,7 +248,8 @@ class SQLiteStore(LiteConnection):
                 # A branch reads its bases' rows: they must still be there. (A delete in
                 # another process may have collected them since the branch was planned;
                 # once this row is in, no collection can take them.)
-                values = row_values(row)
+                key = self._sealer.new_key() if self._sealer is not None else None
+                values = row_values(row, self._sealer, key)
                 found = owners_found(db, row.layout.bases, values[1])
                 if found is None:
                     raise SessionNotFoundError(
@@ -261,8 +272,9 @@ class SQLiteStore(LiteConnection):
                 pk = int(cur.lastrowid or 0)
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
+                self._bind_key(db, key, pk)
                 if records:
-                    db.executemany(INSERT_RECORD, record_params(pk, records, mpos))
+                    db.executemany(INSERT_RECORD, record_params(pk, records, mpos, self._sealer))
                     self._text.dirty.add(pk)
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
@@ -296,7 +308,7 @@ class SQLiteStore(LiteConnection):
         if not records:
             return expected
         check_start("append", expected, records)
-        params = record_params(expected.pk, records, lay.end_msgs)
+        params = record_params(expected.pk, records, lay.end_msgs, self._sealer)
         messages = sum(1 for r in records if r.kind != "event")
         created = records[-1].created_at_us
         # The key is the compare-and-set. Whether the session is live is read in a full
@@ -376,7 +388,7 @@ class SQLiteStore(LiteConnection):
                 raise StoreError(f"{self._path}: the store is closed")
             db = self._db
             try:
-                params = record_params(expected.pk, (record,), lay.end_msgs)[0]
+                params = record_params(expected.pk, (record,), lay.end_msgs, self._sealer)[0]
                 db.execute(INSERT_RECORD, params)
                 # The full-text index's whole cost on this path (see store/_litetext.py).
                 self._text.dirty.add(expected.pk)
@@ -428,7 +440,7 @@ class SQLiteStore(LiteConnection):
                 ).fetchone()
                 if r is None:
                     raise SessionNotFoundError(expected.id)
-                current = _row_from_db(r)
+                current = _row_from_db(r, None, self._sealer)
                 if (current.row_version, current.layout.end_seq) != (
                     expected.row_version,
                     expected.layout.end_seq,
@@ -444,20 +456,21 @@ class SQLiteStore(LiteConnection):
                         expected.row_version + 1,
                         now,
                         bases_text(updated.layout.bases),
-                        *row_values(updated),
+                        *row_values(updated, self._sealer),
                         expected.pk,
                     ),
                 )
                 if records:
                     db.executemany(
                         INSERT_RECORD,
-                        record_params(expected.pk, records, expected.layout.end_msgs),
+                        record_params(expected.pk, records, expected.layout.end_msgs, self._sealer),
                     )
                     self._text.dirty.add(expected.pk)
                 if scratchpad is not None:
+                    sp = scratchpad_values(scratchpad, self._sealer, expected.pk)
                     db.execute(
                         "INSERT INTO scratchpads VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (expected.pk, *scratchpad_values(scratchpad), now),
+                        (expected.pk, *sp, now),
                     )
         except UnicodeEncodeError as exc:
             raise not_unicode(exc) from exc
@@ -474,6 +487,8 @@ class SQLiteStore(LiteConnection):
         if not parts:
             return []
         with self._snapshot("read", row.id) as db:
+            if self._sealer is not None:
+                return read_sealed(db, row, parts, self._sealer)
             if is_small(parts):
                 return read_small(db, row, parts)
             return read_records(db, row, parts)
@@ -489,8 +504,12 @@ class SQLiteStore(LiteConnection):
         if not parts:
             return []
         with self._snapshot("read", row.id) as db:
-            if is_small(parts):
-                small = read_small(db, row, parts)
+            if is_small(parts) or self._sealer is not None:
+                small = (
+                    read_small(db, row, parts)
+                    if self._sealer is None
+                    else read_sealed(db, row, parts, self._sealer)
+                )
                 return [Message.from_record(r) if r.kind in MESSAGE_KINDS else r for r in small]
             return read_view(db, row, parts)
 
@@ -537,10 +556,12 @@ class SQLiteStore(LiteConnection):
             self._db.execute("PRAGMA secure_delete = ON")
             try:
                 with self._tx() as db:
-                    erase_sessions(db, self.dialect, session_id)
+                    erased = erase_sessions(db, self.dialect, session_id, self._sealer)
                     collect_all(db)  # erasing reads every layout anyway
                     if self.code_version >= 12:  # the text index's copies of the terms too
                         forget_erased(db)
+                if self._sealer is not None:
+                    self._sealer.forget(erased)
             finally:
                 self._db.execute("PRAGMA secure_delete = FAST")
             if self._path != ":memory:":
@@ -608,10 +629,13 @@ class SQLiteStore(LiteConnection):
 
 
 class MemoryStore(SQLiteStore):
-    """An in-memory SQLite store for ephemeral sessions: same code, nothing on disk."""
+    """An in-memory SQLite store for ephemeral sessions: same code, nothing on disk.
 
-    def __init__(self) -> None:
-        super().__init__(":memory:")
+    ``encryption_key`` seals what sessions hold, as in :class:`SQLiteStore` (D320).
+    """
+
+    def __init__(self, *, encryption_key: str | bytes | None = None) -> None:
+        super().__init__(":memory:", encryption_key=encryption_key)
 
     def __repr__(self) -> str:
         return "MemoryStore()"

@@ -39,6 +39,11 @@ API, one class of tests per protocol:
   a hidden head or a trimmed position, by workspace, after a rebuild.
 * :class:`SessionIdConformance`: any id :func:`plait._ids.is_session_id` accepts
   (``user/123``, ``../x``, 200 characters, Unicode) is a key, compared exactly.
+* :class:`EncryptionConformance`: on a factory that opens an encrypted store
+  (``encrypted = True``, e.g. with the opener :func:`open_encrypted_store`): a missing
+  or wrong key refused before anything is written, everything a session holds read
+  back through the key, a fork reading what it shares after its source is erased,
+  rotation of the master key, sealed checkpoint objects. Skipped on a plain store.
 
 :class:`StoreConformance` is all of them. A test of a protocol the store does not
 implement is skipped and says so, so a backend that offers only a transcript
@@ -92,8 +97,14 @@ pytest.register_assert_rewrite(
     "plait.testing._ids",
     "plait.testing._retention",
     "plait.testing._search",
+    "plait.testing._crypto",
 )
 
+from plait.testing._crypto import (  # noqa: E402
+    KIT_KEY,
+    EncryptionConformance,
+    open_encrypted_store,
+)
 from plait.testing._factory import StoreFactory  # noqa: E402
 from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._ids import SessionIdConformance  # noqa: E402
@@ -110,7 +121,9 @@ from plait.testing._services import (  # noqa: E402
 from plait.testing._transcript import LineageConformance, TranscriptConformance  # noqa: E402
 
 __all__ = [
+    "KIT_KEY",
     "BearerConformance",
+    "EncryptionConformance",
     "HeadConformance",
     "LineageConformance",
     "LiveClientConformance",
@@ -125,6 +138,7 @@ __all__ = [
     "TallyConformance",
     "TranscriptConformance",
     "WriterLockConformance",
+    "open_encrypted_store",
 ]
 
 
@@ -142,6 +156,7 @@ class StoreConformance(
     SearchConformance,
     WriterLockConformance,
     SessionIdConformance,
+    EncryptionConformance,
 ):
     """Every conformance test: subclass it in a test module and set ``factory``.
 

@@ -1,0 +1,41 @@
+"""The service over an encrypted store: a run's transcript and title read back through the
+API, and none of their text is in the store's file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from starlette.testclient import TestClient
+
+from plait.store import SQLiteStore, new_encryption_key
+
+from .conftest import AUTH, REPLY, make_served, wait_idle
+
+
+def test_a_run_on_an_encrypted_store_reads_back_and_leaves_no_text_in_the_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "sealed.db"
+    store = SQLiteStore(path, encryption_key=new_encryption_key())
+    served = make_served(tmp_path, store=store)
+    try:
+        with TestClient(served.app, headers=AUTH, raise_server_exceptions=False) as api:
+            sid = api.post("/sessions", json={"title": "zebra title"}).json()["id"]
+            run = api.post(f"/sessions/{sid}/runs", json={"text": "zebra question"})
+            assert run.status_code == 202, run.text
+            wait_idle(api, sid)
+            hist = api.get(f"/sessions/{sid}/history").json()["messages"]
+            assert [(m["role"], m["text"]) for m in hist] == [
+                ("user", "zebra question"),
+                ("assistant", REPLY),
+            ]
+            assert [s["title"] for s in api.get("/sessions").json()["sessions"]] == ["zebra title"]
+        raw = b"".join(
+            p.read_bytes()
+            for p in tmp_path.iterdir()
+            if p.name.startswith("sealed.db") and p.is_file()
+        )
+        assert b"zebra" not in raw and REPLY.encode() not in raw
+    finally:
+        served.client.close()
+        store.close()
