@@ -49,6 +49,7 @@ The hierarchy::
     │   ├── StoreCorruptError                  a stored row could not be decoded
     │   ├── StoreNotFoundError (FileNotFoundError)  a reader named a store file that is not there
     │   ├── NotAStoreError                     the file named is not a SQLite database at all
+    │   ├── SearchUnavailableError             this store cannot search (an encrypted one)
     │   └── EncryptionKeyError                 the store's master key is missing or wrong
     │       ├── EncryptionKeyMissingError      an encrypted store opened without a key
     │       └── EncryptionKeyMismatchError     not the store's key (its check value differs)
@@ -84,6 +85,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidMessageError",
     "SearchQueryError",
+    "SearchUnavailableError",
     "MissingDependencyError",
     "NoSandboxError",
     "NothingToDoError",
@@ -602,6 +604,7 @@ from plait._errors_store import (  # noqa: E402
     NotAStoreError,
     SchemaOutdatedError,
     SchemaTooNewError,
+    SearchUnavailableError,
     StaleSessionError,
     StoreCorruptError,
     StoreCorruptWarning,
@@ -623,6 +626,7 @@ for _moved in (
     NotAStoreError,
     SchemaOutdatedError,
     SchemaTooNewError,
+    SearchUnavailableError,
     StaleSessionError,
     StoreCorruptError,
     StoreCorruptWarning,

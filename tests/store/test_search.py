@@ -32,9 +32,9 @@ def test_a_store_migrated_from_schema_11_finds_what_it_held(tmp_path: Path) -> N
         s = c.sessions.create()
         s.inject({"role": "user", "content": "an old quokka"})
         c.store.close()
-    store = SQLiteStore(path)  # migrates to 12: the records it holds are indexed
+    store = SQLiteStore(path)  # migrates past 12: the records it holds are indexed
     try:
-        assert store.schema_version == 12
+        assert store.schema_version == lite.MIGRATIONS[-1][0] > 11
         assert _hits(store, "quokka") == [(s.id, 0)]
     finally:
         store.close()

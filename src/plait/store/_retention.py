@@ -33,6 +33,7 @@ from plait.store.base import HIDDEN_OPERATOR, SessionRow
 
 if TYPE_CHECKING:
     from plait.store._dialect import Connection, Dialect
+    from plait.store._sealing import Sealer
 
 __all__ = ["ErasePlan", "Footprint", "RetentionStore", "SQLRetention"]
 
@@ -124,6 +125,8 @@ class SQLRetention:
     __slots__ = ()
 
     dialect: Dialect
+    _sealer: Sealer | None
+    """The store's sealer (:class:`~plait.store._sealstore.SQLSealing`); None: not encrypted."""
 
     @abstractmethod
     def _check_open(self) -> None: ...
@@ -171,7 +174,7 @@ class SQLRetention:
         out = []
         for r in rows:
             try:
-                row = row_from_columns(r)
+                row = row_from_columns(r, None, self._sealer)
             except StoreCorruptError:
                 continue  # a row that cannot be read is not removed (`plait db check` names it)
             if row.updated_at_us < before_us:

@@ -16,15 +16,18 @@ from __future__ import annotations
 from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait._checks import MAX_INT
-from plait.errors import InvalidArgumentError, StoreError
+from plait.errors import InvalidArgumentError, SearchUnavailableError, StoreError
 from plait.layout import segments
 from plait.store._dialect import Dialect
 from plait.store._rows import SEQ_BITS, SEQ_MAX, row_from_columns
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 from plait.store.search import MARK_END, MARK_START, SearchHit
+
+if TYPE_CHECKING:
+    from plait.store._sealing import Sealer
 
 __all__ = [
     "INDEXED_KINDS",
@@ -97,6 +100,8 @@ class SQLSearch:
     """Search over the engine's full-text index, resolved to live sessions."""
 
     dialect: Dialect
+    _sealer: Sealer | None
+    """The store's sealer (:class:`~plait.store._sealstore.SQLSealing`); None: not encrypted."""
     _hits_sql: str
     """The engine's query: ``(key, kind, created_at, mpos, snippet)`` newest first, for a
     query text and a limit."""
@@ -138,6 +143,12 @@ class SQLSearch:
     def _indexed(self) -> None:
         if self.code_version < 12:
             raise StoreError("this store was opened without its full-text index (migration 12)")
+        if self._sealer is not None:
+            # Its index would hold every word of the sealed records in plain text.
+            raise SearchUnavailableError(
+                "full-text search is not available on an encrypted store: its index "
+                "would hold the records' words in plain text (docs/encryption.md)"
+            )
 
     def search(self, query: str, limit: int = 20, workspace: str | None = None) -> list[SearchHit]:
         """Return up to ``limit`` hits for ``query`` in live sessions, newest message first.
@@ -187,7 +198,7 @@ class SQLSearch:
             return []
         owners = sorted({int(r[0]) >> SEQ_BITS for r in found})
         rows = [
-            row_from_columns(r)
+            row_from_columns(r, None, self._sealer)
             for r in self._all(_descendants(self.dialect, len(owners)), owners, "search")
         ]
         if workspace is not None:
