@@ -30,6 +30,11 @@ def test_a_run_on_an_encrypted_store_reads_back_and_leaves_no_text_in_the_file(
                 ("assistant", REPLY),
             ]
             assert [s["title"] for s in api.get("/sessions").json()["sessions"]] == ["zebra title"]
+            # Search says it cannot run here, rather than finding nothing.
+            found = api.get("/sessions", params={"q": "zebra"})
+            assert found.status_code == 501, found.text
+            assert found.json()["error"]["code"] == "search_unavailable"
+            assert "encrypted" in found.json()["error"]["message"]
         raw = b"".join(
             p.read_bytes()
             for p in tmp_path.iterdir()
