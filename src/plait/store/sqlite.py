@@ -55,7 +55,6 @@ from plait.store._litegc import collect, collect_all, owners_found
 from plait.store._literead import is_small, read_records, read_small, read_view
 from plait.store._litesql import (
     APPEND_STATE,
-    INSERT_RECORD,
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
     SELECT_ROW,
@@ -63,6 +62,7 @@ from plait.store._litesql import (
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
+    insert_records,
     record_params,
 )
 from plait.store._moves import erase_sessions, hidden_heads
@@ -251,7 +251,7 @@ class SQLiteStore(LiteConnection):
                 if pk >= 1 << 31:
                     raise StoreError("session key space exhausted")
                 if records:
-                    db.executemany(INSERT_RECORD, record_params(pk, records, mpos))
+                    insert_records(db, record_params(pk, records, mpos))
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
                     [(p, row.id, i) for i, p in enumerate(dict.fromkeys(row.parent_ids))],
@@ -310,10 +310,7 @@ class SQLiteStore(LiteConnection):
                     if state[1] != expected.pk:
                         move_to = max(now_micros(), created, state[2] + 1)
                     try:
-                        if len(params) == 1:
-                            db.execute(INSERT_RECORD, params[0])
-                        else:
-                            db.executemany(INSERT_RECORD, params)
+                        insert_records(db, params)
                     except sqlite3.IntegrityError:
                         raise self._stale(db, expected) from None
                     if move_to is not None:
@@ -363,8 +360,7 @@ class SQLiteStore(LiteConnection):
                 raise StoreError(f"{self._path}: the store is closed")
             db = self._db
             try:
-                params = record_params(expected.pk, (record,), lay.end_msgs)[0]
-                db.execute(INSERT_RECORD, params)
+                insert_records(db, record_params(expected.pk, (record,), lay.end_msgs))
             except sqlite3.IntegrityError:
                 raise self._stale(db, expected) from None
             except UnicodeEncodeError as exc:
@@ -434,9 +430,8 @@ class SQLiteStore(LiteConnection):
                     ),
                 )
                 if records:
-                    db.executemany(
-                        INSERT_RECORD,
-                        record_params(expected.pk, records, expected.layout.end_msgs),
+                    insert_records(
+                        db, record_params(expected.pk, records, expected.layout.end_msgs)
                     )
                 if scratchpad is not None:
                     db.execute(
