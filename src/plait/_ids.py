@@ -57,7 +57,7 @@ def new_id() -> str:
         tail = _random.getrandbits(62)
     # unix_ts_ms (48) | ver 7 (4) + counter (12) | var 0b10 (2) + random (62)
     h = hex(_LEAD | counter << 64 | tail)
-    return prefix + h[3:7] + "-" + h[7:11] + "-" + h[11:]
+    return f"{prefix}{h[3:7]}-{h[7:11]}-{h[11:]}"
 
 
 def new_ids(n: int) -> list[str]:
@@ -95,7 +95,7 @@ def new_ids(n: int) -> list[str]:
             # One hex() of the 80 bits after the prefix, led by a 1 that keeps its zeros
             # (hex() pads nothing): a third of what three padded formats cost.
             h = hex(_LEAD | counter << 64 | bits(62))
-            add(prefix + h[3:7] + "-" + h[7:11] + "-" + h[11:])
+            add(f"{prefix}{h[3:7]}-{h[7:11]}-{h[11:]}")
         _last_ms, _counter, _prefix = last, counter, prefix
     return out
 

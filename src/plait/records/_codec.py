@@ -77,12 +77,12 @@ def encode_payload(record: Record) -> str:
             if kind is AssistantRecord:
                 calls = record.tool_calls  # type: ignore[attr-defined]
                 if not calls:
-                    return '{"content":' + _ENCODE_STR(content) + "}"
+                    return f'{{"content":{_ENCODE_STR(content)}}}'
                 encoded = _calls(calls)
                 if encoded is not None:
-                    return '{"content":' + _ENCODE_STR(content) + ',"tool_calls":' + encoded + "}"
+                    return f'{{"content":{_ENCODE_STR(content)},"tool_calls":{encoded}}}'
             elif kind is SystemRecord or record.added is None:  # type: ignore[attr-defined]
-                return '{"content":' + _ENCODE_STR(content) + "}"
+                return f'{{"content":{_ENCODE_STR(content)}}}'
     elif kind is ToolRecord:
         assert isinstance(record, ToolRecord)
         content, call_id, name, ok = (
@@ -95,11 +95,10 @@ def encode_payload(record: Record) -> str:
             and type(ok) is bool
             and not record.images
         ):
+            named = "null" if name is None else _ENCODE_STR(name)
             return (
-                '{"content":' + _ENCODE_STR(content)
-                + ',"tool_call_id":' + _ENCODE_STR(call_id)
-                + ',"tool_name":' + ("null" if name is None else _ENCODE_STR(name))
-                + (',"ok":true}' if ok else ',"ok":false}')
+                f'{{"content":{_ENCODE_STR(content)},"tool_call_id":{_ENCODE_STR(call_id)},'
+                f'"tool_name":{named},"ok":{"true" if ok else "false"}}}'
             )
     # A tool's output can be long; its size is bounded where it is made, not here.
     return check_json(record.payload, "the record", max_chars=sys.maxsize)
@@ -116,17 +115,16 @@ def _calls(calls: tuple[ToolCall, ...]) -> str | None:
         if type(call.id) is not str or type(call.name) is not str:
             return None
         args = call.arguments
+        # The nesting limit counts the payload's three levels above the arguments.
+        encoded = check_json(
+            args if type(args) is dict else dict(args),
+            "the record",
+            max_depth=MAX_JSON_DEPTH - 3,
+            max_chars=sys.maxsize,
+        )
         parts.append(
-            '{"id":' + _ENCODE_STR(call.id) + ',"name":' + _ENCODE_STR(call.name)
-            + ',"arguments":'
-            # The nesting limit counts the payload's three levels above the arguments.
-            + check_json(
-                args if type(args) is dict else dict(args),
-                "the record",
-                max_depth=MAX_JSON_DEPTH - 3,
-                max_chars=sys.maxsize,
-            )
-            + "}"
+            f'{{"id":{_ENCODE_STR(call.id)},"name":{_ENCODE_STR(call.name)},'
+            f'"arguments":{encoded}}}'
         )
     return "[" + ",".join(parts) + "]"
 
