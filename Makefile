@@ -56,7 +56,7 @@ PEERS_STAMP := $(PEERS_VENV)/.installed
 $(PEERS_STAMP): benchmarks/peers/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(PEERS_VENV)
 	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(PEERS_VENV)/bin/python -m pip install --quiet -r benchmarks/peers/requirements.txt -e '.[postgres,fast]'
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r benchmarks/peers/requirements.txt -e '.[postgres,fast,langgraph]'
 	touch $(PEERS_STAMP)
 
 bench-peers: $(PEERS_STAMP)

@@ -5,9 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 PEERS = Path(__file__).resolve().parents[1] / "benchmarks" / "peers"
 sys.path[:0] = [str(PEERS), str(PEERS.parent)]
 
+import checkpointers  # noqa: E402
 import memory  # noqa: E402
 import report  # noqa: E402
 from measure import Settings  # noqa: E402
@@ -91,3 +94,38 @@ def test_peak_memory_child_reports_for_plait(tmp_path: Path) -> None:
     doc = {"adapters": {}, "measurements": [], "memory": {
         "size": 40, "method": memory.METHOD, "runs": runs}}
     assert "| plait history(full=True) |" in report.markdown(doc)
+
+
+def test_plait_checkpointer_under_a_real_graph(tmp_path: Path) -> None:
+    pytest.importorskip("langgraph.graph")
+    counter = iter(range(100))
+
+    def place(cls: type[checkpointers.Saver], key: str) -> checkpointers.Where:
+        folder = tmp_path / f"{key}-{next(counter)}"
+        folder.mkdir()
+        return checkpointers.Where(folder)
+
+    found = checkpointers.grow(checkpointers.PlaitSQLite, place(checkpointers.PlaitSQLite, "g"),
+                               (1, 3), lambda _line: None)
+    assert 0 < found["bytes"]["1"] < found["bytes"]["3"]
+    assert found["put_us"]["3"] > 0 and found["get_tuple_us"]["3"] > 0
+    copies = checkpointers.copies(checkpointers.PlaitSQLite, place(checkpointers.PlaitSQLite, "c"),
+                                  (2,), lambda _line: None)
+    assert copies["2"] > 0
+    # The thread holds the conversation, four messages a turn, readable through plait.
+    saver = checkpointers.PlaitSQLite(place(checkpointers.PlaitSQLite, "r"))
+    try:
+        from agent_graph import build_graph, turn
+
+        turn(build_graph(saver.saver), "t", 0)
+        kinds = [m.role for m in saver.saver.client.sessions.get("t").history()]
+        assert kinds == ["user", "assistant", "tool", "assistant"]
+    finally:
+        saver.close()
+    result = {"marks": [1, 3], "copy_at": [2], "savers": {
+        "plait PlaitSaver": {**found, "copy_thread_us": copies},
+        "LangGraph SqliteSaver": {**found, "copy_thread_us": {"missing": "not implemented"}},
+    }}
+    table = checkpointers.checkpointer_tables(result)
+    assert "| copy_thread at 2 turns |" in table and "n/a (not implemented)" in table
+    assert "| growth 1 → 3 turns (3x the turns) |" in table

@@ -6,8 +6,11 @@ DatabaseSessionService (aiosqlite, asyncpg), SqliteSessionService and
 InMemorySessionService; plait runs beside them on SQLite, in memory and on PostgreSQL.
 Every store holds the same synthetic agent transcript (``transcript.py``) and is timed
 on the verbs it has: append one item per call, append a batch, full load, tail 20,
-fork, list sessions; then the peak memory of one full load of 1M items, plait beside
-SQLiteSession, each in its own subprocess (``memory.py``).
+fork, list sessions; then LangGraph's checkpointers under a real ``StateGraph``: plait's
+``PlaitSaver`` beside ``SqliteSaver`` and ``PostgresSaver``, bytes on disk after 50, 200
+and 500 turns, ``put`` and ``get_tuple`` latency, ``copy_thread`` (``checkpointers.py``);
+then the peak memory of one full load of 1M items, plait beside SQLiteSession, each in
+its own subprocess (``memory.py``).
 
 PostgreSQL: ``PLAIT_BENCH_POSTGRES_URL`` (default
 ``postgresql://postgres@127.0.0.1:5432/test``); the run makes a fresh database, one
@@ -18,10 +21,12 @@ Writes ``benchmarks/results/peers.json`` (``peers-quick.json`` with ``--quick``)
 prints the Markdown tables the README quotes.
 
 Options:
-    --quick         sizes 1k and 10k, fewer sessions to list, memory at 100k.
+    --quick         sizes 1k and 10k, fewer sessions to list, memory at 100k, checkpointers
+                    to 20 and 50 turns.
     --only A,B      only the adapters whose names contain one of these (plait is kept).
     --no-postgres   leave PostgreSQL out.
     --no-memory     leave the peak-memory subprocesses out.
+    --no-checkpointers  leave LangGraph's checkpointers under a real graph out.
     --tables FILE   print the tables of a saved report (``--short``: the README's form).
 """
 
@@ -51,6 +56,7 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 from base import Adapter, Place  # noqa: E402
+from checkpointers import SAVERS, Saver, Where, checkpointer_tables, run_checkpointers  # noqa: E402
 from measure import Settings, build_all, measure_op  # noqa: E402
 from report import markdown  # noqa: E402
 
@@ -293,6 +299,41 @@ def run_memory(plan: Plan, tmp: Path, with_agents: bool) -> dict[str, Any]:
     return {"size": plan.memory_size, "method": METHOD, "runs": runs}
 
 
+def checkpointer_savers(
+    only: list[str] | None, postgres: bool
+) -> tuple[list[type[Saver]], list[str]]:
+    """The LangGraph checkpointers to run (none if ``--only`` names no LangGraph saver)."""
+    if only and not any(o in cls.name for cls in SAVERS if "LangGraph" in cls.name for o in only):
+        return [], []
+    found: list[type[Saver]] = []
+    missing: list[str] = []
+    for cls in SAVERS:
+        if not postgres and cls.engine == "postgres":
+            continue
+        absent = [m for m in (*cls.requires, "langgraph.graph") if not _importable(m)]
+        if absent:
+            missing.append(f"{cls.name} under a graph: not installed ({', '.join(absent)})")
+        else:
+            found.append(cls)
+    return found, missing
+
+
+def run_savers(
+    savers: list[type[Saver]], quick: bool, tmp: Path, pg: Postgres | None
+) -> dict[str, Any]:
+    """Run the checkpointers, each instance in a fresh folder (and schema)."""
+
+    def place(cls: type[Saver], key: str) -> Where:
+        folder = tmp / f"saver-{cls.__name__}-{key}"
+        folder.mkdir()
+        if cls.engine == "postgres":
+            assert pg is not None
+            return Where(folder, pg.url, pg.schema())
+        return Where(folder)
+
+    return run_checkpointers(savers, quick, place, log)
+
+
 def meta(seconds: float, notes: list[str]) -> dict[str, Any]:
     """Where and with what the run was made."""
     from importlib.metadata import PackageNotFoundError, version
@@ -322,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated parts of adapter names (plait is kept)")
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--no-memory", action="store_true")
+    parser.add_argument("--no-checkpointers", action="store_true")
     parser.add_argument("--out", type=Path, help="where to write the JSON report")
     parser.add_argument("--tables", type=Path, help="print a saved report's tables, run nothing")
     parser.add_argument("--short", action="store_true",
@@ -330,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.tables:
         saved = json.loads(args.tables.read_text())
         print(markdown(saved, README_ROWS, short=True) if args.short else markdown(saved))
+        print(checkpointer_tables(saved.get("checkpointers", {})))
         return 0
     plan = QUICK if args.quick else FULL
     only = args.only.split(",") if args.only else None
@@ -341,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
             notes.append(f"PostgreSQL skipped: {why}")
             log(notes[-1])
     classes, missing = available(only, postgres=pg is not None)
+    savers: list[type[Saver]] = []
+    if not args.no_checkpointers:
+        savers, missing_savers = checkpointer_savers(only, postgres=pg is not None)
+        missing += missing_savers
     for line in missing:
         notes.append(f"skipped: {line}")
         log(notes[-1])
@@ -348,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     try:
         measurements, skipped = run_timed(classes, plan, tmp, pg)
+        checkpoints = run_savers(savers, args.quick, tmp, pg) if savers else {}
         memory: dict[str, Any] = {}
         if not args.no_memory:
             with_agents = any(c.name == "SQLiteSession" for c in classes)
@@ -366,12 +414,14 @@ def main(argv: list[str] | None = None) -> int:
         },
         "skipped": skipped,
         "measurements": measurements,
+        "checkpointers": checkpoints,
         "memory": memory,
     }
     out = args.out or RESULTS / ("peers-quick.json" if args.quick else "peers.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(markdown(report))
+    print(checkpointer_tables(checkpoints))
     for line in notes:
         print(f"- {line}")
     for size, skips in skipped.items():

@@ -35,6 +35,7 @@ __all__ = [
     "check_list",
     "check_name",
     "clean_title",
+    "flat_json",
 ]
 
 MAX_JSON_DEPTH: Final = 64
@@ -46,6 +47,11 @@ MAX_INT: Final = 2**63 - 1
 
 # One encoder, built once: json.dumps with non-default options builds a new encoder per call.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_ENCODE_STR = json.encoder.encode_basestring  # the C string encoder _ENCODE uses for strings
+_FLAT_MAX: Final = 8
+"""Entries in an object encoded by :func:`flat_json` (more: the C encoder is the faster)."""
+_FLAT_CHARS: Final = 4096
+"""Characters of a string in an object :func:`flat_json` encodes (so the text stays short)."""
 _NONCHARACTERS: Final = frozenset("\ufffe\uffff")
 
 
@@ -66,6 +72,38 @@ def _deeper_than(value: Any, limit: int) -> bool:
             if isinstance(child, dict | list | tuple):
                 stack.append((child, depth + 1))
     return False
+
+
+def flat_json(value: dict[Any, Any]) -> str | None:
+    """The JSON of a small object of short strings, bools, None and 64-bit ints, else None.
+
+    Exactly what :func:`check_json` gives for it (a tool call's arguments, most meta and
+    event data), without the JSON encoder's per-call set-up, which costs more than
+    encoding a few strings; such an object is within every limit :func:`check_json`
+    enforces. Anything else (a float, a nested value, a key that is not a string, a
+    subclass of a type, more than a few entries) gives None: ask :func:`check_json`.
+    """
+    if len(value) > _FLAT_MAX:
+        return None
+    parts: list[str] = []
+    for key, item in value.items():
+        if type(key) is not str or len(key) > _FLAT_CHARS:
+            return None
+        kind = type(item)
+        if kind is str:
+            if len(item) > _FLAT_CHARS:
+                return None
+            encoded = _ENCODE_STR(item)
+        elif kind is bool:
+            encoded = "true" if item else "false"
+        elif item is None:
+            encoded = "null"
+        elif kind is int and -MAX_INT <= item <= MAX_INT:
+            encoded = int.__repr__(item)
+        else:
+            return None
+        parts.append(_ENCODE_STR(key) + ":" + encoded)
+    return "{" + ",".join(parts) + "}"
 
 
 def check_json(
@@ -91,7 +129,7 @@ def check_json(
             ``max_depth``, or longer than ``max_chars`` once encoded.
     """
     try:
-        text = _ENCODE(value)
+        text = (type(value) is dict and flat_json(value)) or _ENCODE(value)
     except RecursionError:
         raise InvalidMessageError(
             f"{what} is nested more than {max_depth} objects or arrays deep"

@@ -15,8 +15,9 @@ import secrets
 import threading
 import time
 import unicodedata
+from typing import Final
 
-__all__ = ["id_slug", "is_session_id", "new_id"]
+__all__ = ["id_slug", "is_session_id", "new_id", "new_ids"]
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -25,6 +26,11 @@ _prefix = ""
 # The random tail makes ids unique, not secret (credentials use `secrets` directly), so a
 # generator seeded once from the OS is enough and costs a tenth of an OS read per id.
 _random = random.Random(secrets.randbits(128))
+
+
+_LEAD: Final = 1 << 80 | 0x7000 << 64 | 0x8000 << 48
+"""Above the 80 bits of ``ver | counter | var | random``: the version and variant bits,
+and a leading 1 whose hex digit is dropped with the ``0x``."""
 
 
 def new_id() -> str:
@@ -50,8 +56,48 @@ def new_id() -> str:
         prefix, counter = _prefix, _counter
         tail = _random.getrandbits(62)
     # unix_ts_ms (48) | ver 7 (4) + counter (12) | var 0b10 (2) + random (62)
-    rand_b = tail & 0xFFFFFFFFFFFF
-    return f"{prefix}{0x7000 | counter:04x}-{0x8000 | (tail >> 48):04x}-{rand_b:012x}"
+    h = hex(_LEAD | counter << 64 | tail)
+    return f"{prefix}{h[3:7]}-{h[7:11]}-{h[11:]}"
+
+
+def new_ids(n: int) -> list[str]:
+    """Return ``n`` new UUIDv7s, in creation order: what ``n`` calls of :func:`new_id` return.
+
+    The clock is read and the lock taken once for all of them, which is most of what an
+    id costs: a batch of records appended together gets its ids at a third of the price.
+
+    Args:
+        n: how many ids (0 gives an empty list).
+
+    Returns:
+        Lowercase hyphenated UUIDs, each sorting after the one before it and after
+        every id this process made earlier.
+    """
+    global _last_ms, _counter, _prefix
+    out: list[str] = []
+    if n <= 0:
+        return out
+    add = out.append
+    bits = _random.getrandbits
+    with _lock:
+        ms = time.time_ns() // 1_000_000
+        last, counter, prefix = _last_ms, _counter, _prefix
+        if ms > last:
+            # The first id opens a new millisecond as new_id does; the loop counts on from it.
+            last, counter = ms, bits(11) - 1
+            prefix = f"{(ms >> 16) & 0xFFFFFFFF:08x}-{ms & 0xFFFF:04x}-"
+        for _ in range(n):
+            counter += 1
+            if counter > 0xFFF:  # counter exhausted: borrow the next millisecond
+                last += 1
+                counter = 0
+                prefix = f"{(last >> 16) & 0xFFFFFFFF:08x}-{last & 0xFFFF:04x}-"
+            # One hex() of the 80 bits after the prefix, led by a 1 that keeps its zeros
+            # (hex() pads nothing): a third of what three padded formats cost.
+            h = hex(_LEAD | counter << 64 | bits(62))
+            add(f"{prefix}{h[3:7]}-{h[7:11]}-{h[11:]}")
+        _last_ms, _counter, _prefix = last, counter, prefix
+    return out
 
 
 # Session ids are chosen by callers too (seed 003's ``open("incident-debug")``, an

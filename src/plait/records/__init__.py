@@ -21,7 +21,12 @@ from plait.records._bulk import (
     decode_view_rows,
 )
 from plait.records._codec import MESSAGE_KINDS, collector_paused, decode_record, encode_payload
-from plait.records._messages import Message, messages_of, record_from_message
+from plait.records._messages import (
+    Message,
+    messages_of,
+    record_from_message,
+    records_from_messages,
+)
 from plait.records._model import (
     COMPACTION_UNDONE,
     CUT_OFF,
@@ -78,4 +83,5 @@ __all__ = [
     "messages_of",
     "newest_summary",
     "record_from_message",
+    "records_from_messages",
 ]

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from plait._checks import check_json
+from plait._checks import MAX_JSON_DEPTH, check_json
 from plait.errors import StoreCorruptError
 from plait.records._blanks import (
     assistant_record,
@@ -67,15 +67,66 @@ def encode_payload(record: Record) -> str:
     Raises:
         InvalidMessageError: if the payload holds something JSON cannot carry.
     """
-    # A text-only message is most of every transcript: build its JSON directly.
-    if (
-        (isinstance(record, UserRecord) and not record.images and record.added is None)
-        or (isinstance(record, AssistantRecord) and not record.tool_calls and not record.images)
-        or isinstance(record, SystemRecord)
-    ):
-        return '{"content":' + _ENCODE_STR(record.content) + "}"
+    # A text-only message, a tool call and a tool result are most of every transcript:
+    # their JSON is built directly, key by key in the order ``payload`` gives them (what
+    # the bulk decoder reads fastest), when every field is of the type its slot declares.
+    kind = type(record)
+    if kind is UserRecord or kind is SystemRecord or kind is AssistantRecord:
+        content = record.content  # type: ignore[attr-defined]
+        if type(content) is str and not getattr(record, "images", 0):
+            if kind is AssistantRecord:
+                calls = record.tool_calls  # type: ignore[attr-defined]
+                if not calls:
+                    return f'{{"content":{_ENCODE_STR(content)}}}'
+                encoded = _calls(calls)
+                if encoded is not None:
+                    return f'{{"content":{_ENCODE_STR(content)},"tool_calls":{encoded}}}'
+            elif kind is SystemRecord or record.added is None:  # type: ignore[attr-defined]
+                return f'{{"content":{_ENCODE_STR(content)}}}'
+    elif kind is ToolRecord:
+        assert isinstance(record, ToolRecord)
+        content, call_id, name, ok = (
+            record.content, record.tool_call_id, record.tool_name, record.ok
+        )
+        if (
+            type(content) is str
+            and type(call_id) is str
+            and (name is None or type(name) is str)
+            and type(ok) is bool
+            and not record.images
+        ):
+            named = "null" if name is None else _ENCODE_STR(name)
+            return (
+                f'{{"content":{_ENCODE_STR(content)},"tool_call_id":{_ENCODE_STR(call_id)},'
+                f'"tool_name":{named},"ok":{"true" if ok else "false"}}}'
+            )
     # A tool's output can be long; its size is bounded where it is made, not here.
     return check_json(record.payload, "the record", max_chars=sys.maxsize)
+
+
+def _calls(calls: tuple[ToolCall, ...]) -> str | None:
+    """The JSON of a reply's tool calls, or None when a field is not of its declared type.
+
+    The arguments go through :func:`check_json` (a record built by hand may hold
+    anything); the rest is strings.
+    """
+    parts: list[str] = []
+    for call in calls:
+        if type(call.id) is not str or type(call.name) is not str:
+            return None
+        args = call.arguments
+        # The nesting limit counts the payload's three levels above the arguments.
+        encoded = check_json(
+            args if type(args) is dict else dict(args),
+            "the record",
+            max_depth=MAX_JSON_DEPTH - 3,
+            max_chars=sys.maxsize,
+        )
+        parts.append(
+            f'{{"id":{_ENCODE_STR(call.id)},"name":{_ENCODE_STR(call.name)},'
+            f'"arguments":{encoded}}}'
+        )
+    return "[" + ",".join(parts) + "]"
 
 
 def _checked(record: Record) -> Record:

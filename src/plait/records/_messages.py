@@ -8,12 +8,21 @@ OpenAI-style content parts accepted) and builds the record it stands for;
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from plait._checks import check_name
+from plait._checks import check_name, flat_json
+from plait._ids import new_id, new_ids
+from plait._time import now_micros
 from plait.errors import InvalidArgumentError, InvalidMessageError
+from plait.records._blanks import (
+    assistant_record,
+    system_record,
+    tool_call,
+    tool_record,
+    user_record,
+)
 from plait.records._model import (
     MESSAGE_ROLES,
     AssistantRecord,
@@ -28,7 +37,13 @@ from plait.records._model import (
     dumps,
 )
 
-__all__ = ["Message", "build_message", "messages_of", "record_from_message"]
+__all__ = [
+    "Message",
+    "build_message",
+    "messages_of",
+    "record_from_message",
+    "records_from_messages",
+]
 
 # -- building records from message dicts -------------------------------------------------
 
@@ -49,6 +64,18 @@ _MESSAGE_KEYS: Final = frozenset(
         "added",
     }
 )
+# The keys each role refuses (besides the opaque item's), checked with one set operation.
+_NOT_ON: Final = {
+    "system": frozenset(
+        {"tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds", "added"}
+    ),
+    "user": frozenset({"tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds"}),
+    "assistant": frozenset({"tool_call_id", "tool_name", "name", "ok", "folds", "added"}),
+    "tool": frozenset({"tool_calls", "folds", "added"}),
+    "summary": frozenset({"tool_calls", "tool_call_id", "tool_name", "name", "ok", "added"}),
+}
+_ORDER: Final = ("added", "tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
+"""The order the refused keys are named in, in an error."""
 
 
 def _content_text(content: object, where: str) -> tuple[str, int]:
@@ -79,12 +106,43 @@ def _content_text(content: object, where: str) -> tuple[str, int]:
     raise InvalidMessageError(f"{where}: content must be a string or a list of parts")
 
 
+_TOOL_KEYS: Final = frozenset({"role", "content", "tool_call_id", "tool_name", "ok"})
+"""The keys of a tool result built without the general checks."""
+
+
+def _plain_calls(raw: object) -> tuple[ToolCall, ...] | None:
+    """The calls of a list of ``{id, name, arguments}`` objects, or None.
+
+    Built only when the general checks would pass them as they are (the arguments a
+    small flat object: :func:`plait._checks.flat_json`); None for anything else, which
+    :func:`_tool_call` then checks and names.
+    """
+    if type(raw) is not list or not raw:
+        return None
+    calls: list[ToolCall] = []
+    for call in raw:
+        if type(call) is not dict or "function" in call:
+            return None
+        call_id, name, args = call.get("id"), call.get("name"), call.get("arguments")
+        if (
+            type(call_id) is not str
+            or not call_id
+            or type(name) is not str
+            or not name
+            or type(args) is not dict
+            or flat_json(args) is None
+        ):
+            return None
+        calls.append(tool_call(call_id, name, dict(args)))
+    return tuple(calls)
+
+
 def _tool_call(raw: object, where: str) -> ToolCall:
     """Accept ``{id, name, arguments}`` or the OpenAI ``{id, function: {name, arguments}}``."""
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):
         raise InvalidMessageError(f"{where}: a tool call must be an object")
     fn = raw.get("function")
-    source: Mapping[str, Any] = fn if isinstance(fn, Mapping) else raw
+    source: Mapping[str, Any] = raw if fn is None or not isinstance(fn, Mapping) else fn
     call_id, name = raw.get("id"), source.get("name")
     if not isinstance(call_id, str) or not call_id:
         raise InvalidMessageError(f"{where}: a tool call needs a string 'id'")
@@ -98,10 +156,10 @@ def _tool_call(raw: object, where: str) -> ToolCall:
             raise InvalidMessageError(
                 f"{where}: tool call {call_id!r} arguments are not JSON: {exc}"
             ) from exc
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         raise InvalidMessageError(f"{where}: tool call {call_id!r} arguments must be an object")
     dumps(args, f"{where}: tool call arguments")
-    return ToolCall(call_id, name, dict(args))
+    return tool_call(call_id, name, dict(args))
 
 
 def record_from_message(
@@ -125,23 +183,75 @@ def record_from_message(
     Raises:
         InvalidMessageError: no role, an unknown role or key, or a field of the wrong type.
     """
-    # The common case, a plain text message with nothing else, skips the general checks.
-    if type(message) is dict and len(message) == 2:
+    return _record(message, seq, default_folds_from, new_id(), now_micros())
+
+
+def records_from_messages(
+    messages: Sequence[Mapping[str, JSONValue]], *, start: int, default_folds_from: int = 0
+) -> list[Record]:
+    """Build the records of several messages appended together, from position ``start``.
+
+    Each record is what :func:`record_from_message` builds for its message; their ids
+    are minted together (:func:`plait._ids.new_ids`), which is most of what a small
+    record costs to make.
+
+    Args:
+        messages: message dicts, as :func:`record_from_message` takes each.
+        start: the position the first record will take; the others follow it.
+        default_folds_from: where a summary without ``folds`` starts folding.
+
+    Raises:
+        InvalidMessageError: the first message that is not a valid message dict.
+    """
+    clock = now_micros
+    return [
+        _record(m, start + i, default_folds_from, rid, clock())
+        for i, (m, rid) in enumerate(zip(messages, new_ids(len(messages)), strict=True))
+    ]
+
+
+def _record(
+    message: Mapping[str, JSONValue], seq: int, default_folds_from: int, rid: str, created: int
+) -> Record:
+    """:func:`record_from_message` for a record of id ``rid`` made at ``created`` (µs)."""
+    # An agent's transcript is mostly three shapes of message: text alone, a reply that
+    # calls tools, a tool's result. Each is built here when every key it holds is one the
+    # general checks below would pass without a word; anything else takes those checks.
+    # Records are built in blanks (records._blanks): no keyword handling, no frozen
+    # setters, for fields already checked.
+    if type(message) is dict:
         role, content = message.get("role"), message.get("content")
         if type(content) is str:
-            if role == "user":
-                return UserRecord(seq=seq, content=content)
-            if role == "assistant":
-                return AssistantRecord(seq=seq, content=content)
-            if role == "system":
-                return SystemRecord(seq=seq, content=content)
+            size = len(message)
+            if size == 2:
+                if role == "user":
+                    return user_record(seq, rid, created, {}, None, content)
+                if role == "assistant":
+                    return assistant_record(seq, rid, created, {}, None, content)
+                if role == "system":
+                    return system_record(seq, rid, created, {}, None, content)
+            elif role == "assistant" and size == 3:
+                calls = _plain_calls(message.get("tool_calls"))
+                if calls is not None:
+                    return assistant_record(seq, rid, created, {}, None, content, calls)
+            elif role == "tool" and _TOOL_KEYS.issuperset(message):
+                call_id, name = message.get("tool_call_id"), message.get("tool_name")
+                ok = message.get("ok", True)
+                if (
+                    type(call_id) is str
+                    and call_id
+                    and (name is None or type(name) is str)
+                    and type(ok) is bool
+                ):
+                    return tool_record(seq, rid, created, {}, None, content, call_id, name, ok, 0)
     where = f"message at position {seq}"
-    if not isinstance(message, Mapping):
+    # ``type(x) is dict`` first: a dict is what callers give, and the ABC check costs more.
+    if type(message) is not dict and not isinstance(message, Mapping):
         raise InvalidMessageError(
             f"{where}: a message must be a dict, got {type(message).__name__}"
         )
-    unknown = set(message) - _MESSAGE_KEYS
-    if unknown:
+    if not _MESSAGE_KEYS.issuperset(message):
+        unknown = set(message) - _MESSAGE_KEYS
         raise InvalidMessageError(
             f"{where}: unknown key(s) {sorted(unknown)}; allowed: {sorted(_MESSAGE_KEYS)}"
         )
@@ -153,12 +263,12 @@ def record_from_message(
             f"{where}: unknown role {role!r}; expected one of {', '.join(MESSAGE_ROLES)}"
         )
     meta = message.get("meta") or {}
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         raise InvalidMessageError(f"{where}: 'meta' must be an object")
     if meta:
         dumps(meta, f"{where}: 'meta'")
     if role == "opaque":
-        return _opaque(message, seq, dict(meta), where)
+        return _opaque(message, seq, dict(meta), where, rid, created)
     if "format" in message or "item" in message:
         raise InvalidMessageError(f"{where}: 'format' and 'item' belong to an opaque item")
     text, images = _content_text(message.get("content"), where)
@@ -166,36 +276,36 @@ def record_from_message(
     if not isinstance(extra_images, int) or isinstance(extra_images, bool) or extra_images < 0:
         raise InvalidMessageError(f"{where}: 'images' must be a non-negative int")
     images += extra_images
-    common: dict[str, Any] = {"seq": seq, "meta": dict(meta)}
-
-    def forbid(*keys: str) -> None:
-        present = [k for k in keys if k in message]
-        if present:
-            raise InvalidMessageError(f"{where}: {present} not allowed on a {role} message")
-
-    if role != "user":
-        forbid("added")
+    own = dict(meta)
+    refused = _NOT_ON[role]
+    if not refused.isdisjoint(message):
+        # "added" first, as it was always checked first, then the role's own list.
+        present = [k for k in _ORDER if k in refused and k in message]
+        if "added" in present and len(present) > 1:
+            present = ["added"]
+        raise InvalidMessageError(f"{where}: {present} not allowed on a {role} message")
     if role == "system":
-        forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
-        return SystemRecord(content=text, **common)
+        return system_record(seq, rid, created, own, None, text)
     if role == "user":
-        forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok", "folds")
         added = message.get("added")
         if added is not None:
             try:
                 added = check_name(added, "'added'", max_len=100)
             except InvalidArgumentError as exc:
                 raise InvalidMessageError(f"{where}: {exc}") from None
-        return UserRecord(content=text, images=images, added=added, **common)
+        if added is None:
+            return user_record(seq, rid, created, own, None, text, images)
+        return UserRecord(
+            seq=seq, id=rid, created_at_us=created, meta=own, content=text, images=images,
+            added=added,
+        )
     if role == "assistant":
-        forbid("tool_call_id", "tool_name", "name", "ok", "folds")
         raw_calls = message.get("tool_calls") or []
         if not isinstance(raw_calls, list | tuple):
             raise InvalidMessageError(f"{where}: 'tool_calls' must be a list")
-        calls = tuple(_tool_call(c, where) for c in raw_calls)
-        return AssistantRecord(content=text, tool_calls=calls, images=images, **common)
+        calls = tuple([_tool_call(c, where) for c in raw_calls])
+        return assistant_record(seq, rid, created, own, None, text, calls, images)
     if role == "tool":
-        forbid("tool_calls", "folds")
         call_id = message.get("tool_call_id")
         if not isinstance(call_id, str) or not call_id:
             raise InvalidMessageError(f"{where}: a tool message needs a string 'tool_call_id'")
@@ -205,16 +315,8 @@ def record_from_message(
         ok = message.get("ok", True)
         if not isinstance(ok, bool):
             raise InvalidMessageError(f"{where}: 'ok' must be a bool")
-        return ToolRecord(
-            content=text,
-            tool_call_id=call_id,
-            tool_name=tool_name,
-            ok=ok,
-            images=images,
-            **common,
-        )
+        return tool_record(seq, rid, created, own, None, text, call_id, tool_name, ok, images)
     # summary
-    forbid("tool_calls", "tool_call_id", "tool_name", "name", "ok")
     folds = message.get("folds", [default_folds_from, seq])
     if (
         not isinstance(folds, list | tuple)
@@ -225,11 +327,19 @@ def record_from_message(
         raise InvalidMessageError(
             f"{where}: 'folds' must be [from, to] with 0 <= from <= to <= {seq}"
         )
-    return SummaryRecord(content=text, folds_from=folds[0], folds_to=folds[1], **common)
+    return SummaryRecord(
+        seq=seq, id=rid, created_at_us=created, meta=own, content=text, folds_from=folds[0],
+        folds_to=folds[1],
+    )
 
 
 def _opaque(
-    message: Mapping[str, JSONValue], seq: int, meta: dict[str, JSONValue], where: str
+    message: Mapping[str, JSONValue],
+    seq: int,
+    meta: dict[str, JSONValue],
+    where: str,
+    rid: str,
+    created: int,
 ) -> OpaqueRecord:
     """The opaque item of ``{role: "opaque", format, item, meta?}``."""
     extra = sorted(set(message) - {"role", "format", "item", "meta"})
@@ -243,7 +353,9 @@ def _opaque(
     if not isinstance(item, Mapping):
         raise InvalidMessageError(f"{where}: an opaque item's 'item' must be a JSON object")
     dumps(item, f"{where}: 'item'")
-    return OpaqueRecord(seq=seq, meta=meta, format=fmt, item=dict(item))
+    return OpaqueRecord(
+        seq=seq, id=rid, created_at_us=created, meta=meta, format=fmt, item=dict(item)
+    )
 
 
 # -- the message view (seed 001) ---------------------------------------------------------

@@ -21,7 +21,13 @@ from plait.errors import (
     StaleSessionError,
     WriterLockLostError,
 )
-from plait.records import EventRecord, JSONValue, Record, record_from_message
+from plait.records import (
+    EventRecord,
+    JSONValue,
+    Record,
+    record_from_message,
+    records_from_messages,
+)
 from plait.sandbox import Sandbox
 from plait.session import _turns
 from plait.session._memo import Memo
@@ -389,11 +395,10 @@ class Head:
         """A build that appends ``messages`` (each checked before anything is written)."""
 
         def build(row: SessionRow) -> tuple[Sequence[Record], None, None]:
-            start = row.layout.end_seq
-            records = [
-                record_from_message(m, seq=start + i, default_folds_from=row.layout.view_start)
-                for i, m in enumerate(messages)
-            ]
+            lay = row.layout
+            records = records_from_messages(
+                messages, start=lay.end_seq, default_folds_from=lay.view_start
+            )
             return records, None, None
 
         return build

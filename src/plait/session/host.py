@@ -18,7 +18,7 @@ from plait.errors import (
     shown,
 )
 from plait.layout import Layout
-from plait.records import JSONValue, record_from_message
+from plait.records import JSONValue, records_from_messages
 from plait.run.worker import StoreWorker
 from plait.session import _turns
 from plait.session._memo import Memos
@@ -155,9 +155,7 @@ class SessionHost:
             raise InvalidArgumentError(f"{shown(session_id)} is not a valid session id")
         if operator is not None:
             operator = check_name(operator, "lineage_operator")
-        records = [
-            record_from_message(m, seq=i) for i, m in enumerate(check_list(messages, "messages"))
-        ]
+        records = records_from_messages(check_list(messages, "messages"), start=0)
         meta = json_object(metadata or {}, "metadata")
         title_ = clean_title(title) if title is not None else None
         msgs = sum(1 for r in records if r.kind != "event")

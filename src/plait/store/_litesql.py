@@ -7,9 +7,10 @@ do not write the session row). See ``SQLiteStore.append``.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPEND_STATE",
+    "INSERT_PLAIN",
     "INSERT_RECORD",
     "INSERT_SESSION",
     "INSERT_SESSION_UNLINKED",
@@ -30,6 +32,8 @@ __all__ = [
     "SQLITE_DDL",
     "UPDATE_SESSION",
     "UPDATE_SESSION_UNLINKED",
+    "RecordRows",
+    "insert_records",
     "read_ranges",
     "record_params",
 ]
@@ -81,6 +85,15 @@ INSERT_RECORD: Final = (
     "INSERT INTO records (key, mpos, id, kind, payload, meta, created_at, tokens) "
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 )
+INSERT_PLAIN: Final = (
+    "INSERT INTO records (key, mpos, id, kind, payload, created_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+"""INSERT_RECORD for a record with no meta and no token count: both columns left NULL.
+
+The sqlite3 module binds an int or a str as it is, but a ``None`` goes through its
+adapter lookup, which raises and clears an AttributeError for every ``None`` bound;
+most records have neither meta nor a count, so leaving the two columns out of the
+statement spares two of those a row."""
 
 # One read before an append: is the session live, and which session is the most recent?
 APPEND_STATE: Final = (
@@ -129,39 +142,69 @@ def read_ranges(n: int) -> str:
     )
 
 
+class RecordRows(NamedTuple):
+    """The parameters of records to insert: ``INSERT_PLAIN``'s rows and ``INSERT_RECORD``'s."""
+
+    plain: list[tuple[Any, ...]]
+    """Records with no meta and no token count."""
+    full: list[tuple[Any, ...]]
+    """The others."""
+
+
 def record_params(
     pk: int, records: Sequence[Record], mpos: int, sealer: Sealer | None = None
-) -> list[tuple[Any, ...]]:
-    """The ``INSERT_RECORD`` parameters of records appended after ``mpos`` messages.
+) -> RecordRows:
+    """The insert parameters of records appended after ``mpos`` messages.
 
-    With a ``sealer`` (an encrypted store), payload and meta are sealed under the
-    session's data key.
+    Every record is encoded here, so a record that cannot be is refused before the
+    store writes anything. With a ``sealer`` (an encrypted store), payload and meta
+    are sealed under the session's data key (every such row is a full one).
     """
-    params: list[tuple[Any, ...]] = []
+    plain: list[tuple[Any, ...]] = []
+    full: list[tuple[Any, ...]] = []
     base = pk << _SHIFT
     key = sealer.owner_key(pk) if sealer is not None else None
     for record in records:
-        if record.seq > _SEQ_MAX:
-            raise StoreError(f"position {record.seq} exceeds the store's limit {_SEQ_MAX}")
-        payload = encode_payload(record)
-        meta = dumps(dict(record.meta)) if record.meta else None
+        seq = record.seq
+        if seq > _SEQ_MAX:
+            raise StoreError(f"position {seq} exceeds the store's limit {_SEQ_MAX}")
+        kind = record.kind
+        meta, tokens = record.meta, record.tokens
         if key is not None:
             assert sealer is not None
-            payload, meta = sealer.seal_record(
-                key, record.seq, record.id, record.kind, payload, meta
+            text = dumps(dict(meta)) if meta else None
+            payload, sealed = sealer.seal_record(
+                key, seq, record.id, kind, encode_payload(record), text
             )
-        params.append(
-            (
-                base | record.seq,
-                mpos,
-                record.id,
-                record.kind,
-                payload,
-                meta,
-                record.created_at_us,
-                record.tokens,
+            full.append(
+                (base | seq, mpos, record.id, kind, payload, sealed, record.created_at_us, tokens)
             )
-        )
-        if record.kind != "event":
+        elif meta or tokens is not None:
+            full.append(
+                (
+                    base | seq,
+                    mpos,
+                    record.id,
+                    kind,
+                    encode_payload(record),
+                    dumps(dict(meta)) if meta else None,
+                    record.created_at_us,
+                    tokens,
+                )
+            )
+        else:
+            plain.append(
+                (base | seq, mpos, record.id, kind, encode_payload(record), record.created_at_us)
+            )
+        if kind != "event":
             mpos += 1
-    return params
+    return RecordRows(plain, full)
+
+
+def insert_records(db: sqlite3.Connection, rows: RecordRows) -> None:
+    """Insert ``rows`` (one statement per shape present; raises what the driver raises)."""
+    for sql, params in ((INSERT_PLAIN, rows.plain), (INSERT_RECORD, rows.full)):
+        if len(params) == 1:
+            db.execute(sql, params[0])
+        elif params:
+            db.executemany(sql, params)

@@ -56,7 +56,6 @@ from plait.store._litegc import collect, collect_all, owners_found
 from plait.store._literead import is_small, read_records, read_sealed, read_small, read_view
 from plait.store._litesql import (
     APPEND_STATE,
-    INSERT_RECORD,
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
     SELECT_ROW,
@@ -64,6 +63,7 @@ from plait.store._litesql import (
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
+    insert_records,
     record_params,
 )
 from plait.store._litetext import TextFeed, forget_erased
@@ -274,7 +274,7 @@ class SQLiteStore(LiteConnection):
                     raise StoreError("session key space exhausted")
                 self._bind_key(db, key, pk)
                 if records:
-                    db.executemany(INSERT_RECORD, record_params(pk, records, mpos, self._sealer))
+                    insert_records(db, record_params(pk, records, mpos, self._sealer))
                     self._text.dirty.add(pk)
                 db.executemany(
                     "INSERT INTO lineage (parent_id, child_id, ord) VALUES (?, ?, ?)",
@@ -334,10 +334,7 @@ class SQLiteStore(LiteConnection):
                     if state[1] != expected.pk:
                         move_to = max(now_micros(), created, state[2] + 1)
                     try:
-                        if len(params) == 1:
-                            db.execute(INSERT_RECORD, params[0])
-                        else:
-                            db.executemany(INSERT_RECORD, params)
+                        insert_records(db, params)
                     except sqlite3.IntegrityError:
                         raise self._stale(db, expected) from None
                     self._text.dirty.add(expected.pk)
@@ -388,8 +385,8 @@ class SQLiteStore(LiteConnection):
                 raise StoreError(f"{self._path}: the store is closed")
             db = self._db
             try:
-                params = record_params(expected.pk, (record,), lay.end_msgs, self._sealer)[0]
-                db.execute(INSERT_RECORD, params)
+                rows = record_params(expected.pk, (record,), lay.end_msgs, self._sealer)
+                insert_records(db, rows)
                 # The full-text index's whole cost on this path (see store/_litetext.py).
                 self._text.dirty.add(expected.pk)
             except sqlite3.IntegrityError:
@@ -461,8 +458,8 @@ class SQLiteStore(LiteConnection):
                     ),
                 )
                 if records:
-                    db.executemany(
-                        INSERT_RECORD,
+                    insert_records(
+                        db,
                         record_params(expected.pk, records, expected.layout.end_msgs, self._sealer),
                     )
                     self._text.dirty.add(expected.pk)
