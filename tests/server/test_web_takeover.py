@@ -45,7 +45,7 @@ def test_the_page_says_another_server_took_the_run_over(
         # What the new server streams replaces what the old one had: the model is asked
         # again, so its words are not shown twice in a row.
         assert gated.started.wait(10)
-        page.wait_for_function("document.getElementById('live-text').textContent !== ''")
+        page.locator("#live-text", has_text="first piece").wait_for()
         page.wait_for_timeout(500)  # the delta reached this page; nothing else is coming
         assert page.inner_text("#live-text").strip() == "first piece"
         page.screenshot(path=str(tmp_path / "taken-over.png"), full_page=True)
