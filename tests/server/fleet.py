@@ -92,6 +92,11 @@ class FakeModel:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
+                if not self.path.endswith("/chat/completions"):
+                    # Ollama's limits question (POST /api/show): nothing said. Answered as a
+                    # chat, it kept each replica's first run waiting for the probe's timeout.
+                    self.do_GET()
+                    return
                 messages = body.get("messages", [])
                 last = messages[-1] if messages else {}
                 users = [m for m in messages if m.get("role") == "user"]

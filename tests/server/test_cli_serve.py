@@ -54,6 +54,20 @@ def test_serve_passes_the_approval_policy_to_the_app(
     assert made["app"] == "app" and made["port"] == 9
     bad = CliRunner().invoke(cli, ["serve", "--approval-timeout", "0"])
     assert bad.exit_code == 2
+    # Listening on every address, it says its peers cannot reach it, until told where.
+    base = ["--store", str(tmp_path / "s.db"), "--workspace", str(tmp_path), "serve",
+            "--api-key", "k-0123456789abcdef", "--host", "0.0.0.0"]
+    wild = CliRunner().invoke(cli, base)
+    assert wild.exit_code == 0, wild.output
+    assert made["replica_url"] is None
+    assert "cannot forward writes to this one" in wild.output
+    assert "--advertise-url" in wild.output
+    told = CliRunner().invoke(cli, [*base, "--advertise-url", "http://10.0.0.11:8765"])
+    assert told.exit_code == 0, told.output
+    assert made["replica_url"] == "http://10.0.0.11:8765"
+    assert "cannot forward" not in told.output
+    CliRunner().invoke(cli, [*base[:-1], "127.0.0.1"])
+    assert made["replica_url"] == "http://127.0.0.1:8765"
 
 
 def test_serve_without_the_extra_says_how_to_install_it(

@@ -38,9 +38,16 @@ def test_the_page_says_another_server_took_the_run_over(
         _sign_in(page, live_b.url)
         page.click("a.session-link:text('Taken over')")
         page.wait_for_selector("#live[data-connected='yes']")
+        gated.started.clear()
         first.__exit__(None, None, None)
         page.locator("#live-state", has_text="took it over").wait_for(timeout=20000)
         assert page.is_enabled("#stop")
+        # What the new server streams replaces what the old one had: the model is asked
+        # again, so its words are not shown twice in a row.
+        assert gated.started.wait(10)
+        page.locator("#live-text", has_text="first piece").wait_for()
+        page.wait_for_timeout(500)  # the delta reached this page; nothing else is coming
+        assert page.inner_text("#live-text").strip() == "first piece"
         page.screenshot(path=str(tmp_path / "taken-over.png"), full_page=True)
         gated.gate.set()
         page.locator("#live-state", has_text="done").wait_for()

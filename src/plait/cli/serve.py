@@ -258,6 +258,7 @@ def serve_command(
                 "(a minted key is shown only on a terminal, never in a log)"
             )
         given.append(minted)
+    replica_url = advertise_url or _own_url(host, port)
     client = Client(settings.workspace, store=settings.store)
     app = create_app(
         client,
@@ -269,7 +270,7 @@ def serve_command(
         max_body=max_body,
         all_workspaces=not settings.workspace_given,
         replica_id=replica_id,
-        replica_url=advertise_url or _own_url(host, port),
+        replica_url=replica_url,
         lease=lease,
         drain_grace=drain_grace,
         retain_older_than=retention.older_than if retention else None,
@@ -293,6 +294,14 @@ def serve_command(
             err=True,
         )
         _show_retention_log()
+    if replica_url is None:
+        # docs/deploy.md: without it, a write sent to another server on the store for a
+        # session this one runs is refused (409) instead of forwarded here.
+        click.echo(
+            f"other servers on this store cannot forward writes to this one: --host {host} "
+            "says no address they reach it at (--advertise-url http://HOST:PORT does)",
+            err=True,
+        )
     if minted is None:
         click.echo(_sign_in_line(host, port, None), err=True)
     try:

@@ -347,6 +347,9 @@ def create_app(
                 retaining.cancel()
             await asyncio.to_thread(feed.stop)  # it waits for the feed's thread
             await drain(state)
+            # Out before the process goes: `plait serve` ends by its SIGTERM again once
+            # stopped, so what the store's bus still lingered on (a run_end) would be lost.
+            await state.hub.announced()
             await state.close_peers()
             state.presence.close()
             state.hub.close_all()

@@ -93,6 +93,14 @@ class Relay:
             return
         channel.broadcasts += 1
         if channel.broadcasts == 1:
+            # It relayed another process's run (taken over here now): that relay is over,
+            # or it would hold back every read of the store (and so this run's records)
+            # until the old process's silence ran out.
+            channel.heard_at = None
+            channel.inbox.clear()
+            if channel.relaying is None and channel.held:
+                channel.held = False
+                self.poke(session_id)
             self._bus.publish_events(session_id, ())
             channel.sent_at = asyncio.get_running_loop().time()
             if self._beat is None:

@@ -242,8 +242,10 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
         await state.call(lambda: fleet.end(run_id, "failed"))
         return
     await state.hub.watch(session_id)
-    state.hub.taken_over(session_id, claimed.epoch)  # its ids follow the old replica's
     state.hub.broadcast(session_id)  # this replica sequences the run's events from here
+    # What the old replica wrote as it stopped (a reply cut off) goes out before this one's.
+    await state.hub.refresh(session_id)
+    state.hub.taken_over(session_id, claimed.epoch)  # its ids follow the old replica's
     state.hub.publish(
         session_id,
         TAKEOVER_EVENT,

@@ -43,7 +43,7 @@ class StoppingServer(uvicorn.Server):
 
     Args:
         config: uvicorn's configuration.
-        end_streams: ends every open event stream (``Hub.close_all``).
+        end_streams: ends every open event stream (``Hub.end_streams``).
     """
 
     def __init__(self, config: uvicorn.Config, end_streams: Callable[[], None]) -> None:
@@ -75,4 +75,4 @@ def serve_app(app: Any, *, host: str, port: int, log_level: str, **limits: Any) 
     # KeyboardInterrupt after an orderly stop, which click would report as "Aborted!"
     # with exit status 1. SIGTERM still ends the process by its signal, as uvicorn's does.
     with contextlib.suppress(KeyboardInterrupt):
-        StoppingServer(config, app.state.plait.hub.close_all).run()
+        StoppingServer(config, app.state.plait.hub.end_streams).run()

@@ -421,8 +421,25 @@ class Hub(Relay):
         if channel is not None:
             channel.subscribers.discard(sub)
 
+    def end_streams(self) -> None:
+        """End every stream as the server stops listening; its own runs still go to the bus.
+
+        A draining replica's runs go on for the drain grace: a channel that sequences
+        one stays (with the bus's beat), so the other replicas still relay its events
+        and its ``run_end``. :meth:`close_all` ends the rest once the runs are over.
+        """
+        for channel in tuple(self._channels.values()):
+            if channel.broadcasts:
+                for sub in tuple(channel.subscribers):
+                    sub.queue.put_nowait(None)
+                channel.subscribers.clear()
+                continue
+            if channel.relaying is not None:
+                channel.relaying.cancel()
+            self._end(channel)
+
     def close_all(self) -> None:
-        """End every stream (the server is shutting down)."""
+        """End every stream and channel (the server has stopped)."""
         if self._beat is not None:
             self._beat.cancel()
         for channel in tuple(self._channels.values()):

@@ -624,8 +624,10 @@ function handleEvent(id, name, data) {
     state.ended = null;
     setRunning(true);
   } else if (name === "run_takeover") {
-    // The server that ran it stopped or died: another one goes on with it.
+    // The server that ran it stopped or died: another one goes on with it, asking the
+    // model again; what the old one streamed is its record now (stopped) or gone (killed).
     setRunning(true);
+    $("live-text").textContent = "";
     $("live-state").textContent = "running (server " + data.to_replica + " took it over from "
       + data.from_replica + ")";
   } else if (name === "approval_requested") {
