@@ -93,7 +93,8 @@ def test_demo_denies_tools_that_are_not_read_only(
     assert "shell(command='touch /tmp/x')  [denied: the demo only runs read-only tools]" in (
         result.stdout
     )
-    assert "shell (error): the user denied this tool call" in result.stdout
+    # The model is told why, not that the user said no.
+    assert "shell (error): the demo only runs read-only tools" in result.stdout
     assert not _sandbox(result.stdout).exists()  # the managed folder is deleted
 
 

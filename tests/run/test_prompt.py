@@ -9,7 +9,7 @@ import pytest
 
 from plait import Client, InvalidArgumentError, Session, ToolCall
 from plait.providers import Reply, ScriptedProvider, Usage
-from plait.run import prompt
+from plait.run import DENIED, Denied, ToolFinished, prompt
 
 
 def _session(client: Client, tmp_path: Path) -> Session:
@@ -75,6 +75,25 @@ def test_denied_and_unknown_tools_are_failed_results(client: Client, tmp_path: P
     assert asked == ["shell", "teleport"]
     assert [(m.tool_call_id, m.ok) for m in tools] == [("a", False), ("b", False)]
     assert "denied" in tools[0].text and "no tool named" in tools[1].text
+
+
+def test_a_denial_with_a_reason_is_what_the_model_reads(client: Client, tmp_path: Path) -> None:
+    s = _session(client, tmp_path)
+    provider = ScriptedProvider([
+        Reply(tool_calls=(ToolCall("a", "shell", {"command": "ls"}),), finish_reason="tool_calls"),
+        "Understood.",
+    ])
+    events: list[object] = []
+
+    def approve(call: ToolCall) -> Denied:
+        return Denied("nobody was there to approve it")
+
+    asyncio.run(prompt(s, "do it", provider=provider, on_approval=approve, on_event=events.append))
+    [tool] = [m for m in s.history() if m.role == "tool"]
+    assert (tool.ok, tool.text) == (False, "nobody was there to approve it")
+    assert DENIED not in tool.text  # not reported to the model as the user's choice
+    [finished] = [e for e in events if isinstance(e, ToolFinished)]
+    assert finished.denied and finished.content == "nobody was there to approve it"
 
 
 def test_the_step_limit_leaves_a_valid_transcript(client: Client, tmp_path: Path) -> None:

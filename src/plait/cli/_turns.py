@@ -42,7 +42,7 @@ from plait.client import Client
 from plait.errors import InvalidArgumentError, PlaitError, RunInterruptedError
 from plait.providers import ModelSettings, ReasoningDelta, TextDelta, parse_model_spec
 from plait.records import JSONValue, ToolCall
-from plait.run import Run, RunEnded, RunEvent, RunResult
+from plait.run import Denied, Run, RunEnded, RunEvent, RunResult
 from plait.session import Session
 from plait.tools import BUILTIN_TOOLS, Tool
 
@@ -237,8 +237,8 @@ class Approver:
         """The tools allowed without asking in the current session."""
         return self.always.setdefault(self.session_id, set())
 
-    def __call__(self, call: ToolCall) -> bool:
-        """Whether ``call`` may run."""
+    def __call__(self, call: ToolCall) -> bool | Denied:
+        """Whether ``call`` may run (a :class:`Denied` says why not, to the model)."""
         if self.yes or call.name in self.allowed():
             return True
         args = json.dumps(dict(call.arguments), ensure_ascii=False)
@@ -250,7 +250,10 @@ class Approver:
                 ),
                 soft_wrap=True,
             )
-            return False
+            return Denied(
+                "there was no terminal to ask the user at, so this call was not run "
+                "(--yes runs tool calls unasked)"
+            )
         question = f"run {safe(call.name)} {safe(args)}? [y]es, [n]o, [a]lways for this session: "
         while True:
             try:

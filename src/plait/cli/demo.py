@@ -44,7 +44,7 @@ from plait.providers import (
     select_provider,
 )
 from plait.records import JSONValue, Message, Record, ToolCall
-from plait.run import RunEvent, RunResult, ToolFinished, ToolStarted, prompt
+from plait.run import Denied, RunEvent, RunResult, ToolFinished, ToolStarted, prompt
 from plait.session import Session
 
 __all__ = ["NOTES", "QUESTION", "READ_ONLY_TOOLS", "SYSTEM_PROMPT", "demo_command"]
@@ -63,6 +63,7 @@ NOTES = "Ship plait 0.1 on Friday.\nRemember: forks are free.\n"
 
 READ_ONLY_TOOLS = frozenset({"read_file", "list_files"})
 """The tool calls the demo approves; others are denied (and recorded as denied)."""
+_DEMO_DENIES = "the demo only runs read-only tools (read_file, list_files): this call was not run"
 
 DEMO_MAX_TOKENS = 160
 """The reply length the embedded model gets in the demo (keeps each step to seconds)."""
@@ -118,7 +119,7 @@ class _Printer:
             self.out.print()
             self.mid_line = False
 
-    def approve(self, call: ToolCall) -> bool:
+    def approve(self, call: ToolCall) -> bool | Denied:
         ok = call.name in READ_ONLY_TOOLS
         self._end_line()
         verdict = "approved" if ok else "denied: the demo only runs read-only tools"
@@ -126,7 +127,7 @@ class _Printer:
         line.append(f"{call.name}({_arguments(call.arguments)})", style="yellow")
         line.append(f"  [{verdict}]", style="dim")
         self.out.print(line, soft_wrap=True)
-        return ok
+        return True if ok else Denied(_DEMO_DENIES)
 
     def event(self, event: RunEvent) -> None:
         if isinstance(event, TextDelta) and event.text:

@@ -17,6 +17,7 @@ from typing import Any
 from plait.run.events import (
     DENIED,
     Approval,
+    Denied,
     EndReason,
     EventHook,
     IterationEnd,
@@ -40,6 +41,7 @@ __all__ = [
     "ASK_USER",
     "CONTINUE",
     "DENIED",
+    "Denied",
     "INTERRUPTED",
     "Approval",
     "EndReason",

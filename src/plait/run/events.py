@@ -82,7 +82,23 @@ class ToolFinished:
 
 
 DENIED: Final = "the user denied this tool call"
-"""The result a denied tool call gets."""
+"""The result a tool call gets when an approval answers False."""
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """An approval's answer that denies a tool call and says why (falsy, as ``False`` is).
+
+    The model reads ``reason`` as the call's result in place of :data:`DENIED`, so a
+    call refused by a policy (nobody there to ask, a timeout, a read-only demo) is not
+    reported to it as the user's choice.
+    """
+
+    reason: str
+    """What the model reads: why the call was not run."""
+
+    def __bool__(self) -> bool:
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,8 +279,9 @@ def event_json(event: RunEvent) -> dict[str, JSONValue]:
     return out
 
 
-Approval: TypeAlias = Callable[[ToolCall], "bool | Awaitable[bool]"]
-"""Asked before each tool call runs; False denies it (the model reads that it was denied)."""
+Approval: TypeAlias = Callable[[ToolCall], "bool | Denied | Awaitable[bool | Denied]"]
+"""Asked before each tool call runs; False (the model reads that the user denied it) or a
+:class:`Denied` (the model reads its reason) denies it."""
 
 Question: TypeAlias = Callable[[str], "str | Awaitable[str]"]
 """Answers a question the model asks the user (the ``ask_user`` tool)."""

@@ -64,6 +64,7 @@ from plait.records import JSONValue, Message, Record, ToolCall
 from plait.run.events import (
     DENIED,
     Approval,
+    Denied,
     IterationEnd,
     Question,
     RecordAdded,
@@ -514,8 +515,11 @@ async def _call(
         The outcome, whether a tool ran (False when denied or unknown), and whether
         ``on_approval`` denied it.
     """
-    if on_approval is not None and not bool(await _answer(on_approval, call)):
-        return ToolOutcome(False, DENIED), False, True
+    if on_approval is not None:
+        answer = await _answer(on_approval, call)
+        if not bool(answer):
+            reason = answer.reason if isinstance(answer, Denied) else DENIED
+            return ToolOutcome(False, reason), False, True
     if call.name == ASK_USER.name and on_question is not None and call.name not in by_name:
         question = call.arguments.get("question")
         if not isinstance(question, str) or not question.strip():

@@ -43,7 +43,7 @@ from typing import Final
 from plait.errors import NotControllerError, PlaitError, SessionLockedError, StaleSessionError
 from plait.live import PERMISSION_ROUTE_EVENT
 from plait.records import EventRecord, JSONValue, Record, ToolCall
-from plait.run import Approval
+from plait.run import Approval, Denied
 from plait.server.state import PendingApproval, ServerState
 from plait.session import Session
 from plait.store.base import SessionRow
@@ -276,8 +276,12 @@ async def _cancelled(state: ServerState, session: Session, call: WaitingCall) ->
 
 def approver(state: ServerState, session: Session, run_id: str) -> Approval:
     """The ``on_approval`` of a run started through the API on ``session``."""
+    timed_out = Denied(
+        f"no one answered the request to approve this tool call within "
+        f"{state.approval_timeout:g} seconds, so it was not run"
+    )
 
-    async def wait(pending: PendingApproval, call: WaitingCall) -> bool:
+    async def wait(pending: PendingApproval, call: WaitingCall) -> bool | Denied:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + state.approval_timeout
         while True:
@@ -289,8 +293,11 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
                     _log.warning(
                         "session %s: could not record the approval of %s", session.id, call.call_id
                     )
-                    return False
-                return stands.get("approve") is True
+                    return timed_out
+                # Another server may have recorded an answer first: that one stands.
+                if stands.get("approve") is True:
+                    return True
+                return timed_out if stands.get("reason") == "timeout" else False
             await asyncio.wait({pending.future}, timeout=min(POLL_SECONDS, left))
             if pending.future.done():  # answered here: the route recorded it
                 return pending.future.result()[0]
@@ -300,10 +307,15 @@ def approver(state: ServerState, session: Session, run_id: str) -> Approval:
                 state.hub.publish(session.id, "approval_resolved", found)
                 return found.get("approve") is True
 
-    async def approve(call: ToolCall) -> bool:
+    async def approve(call: ToolCall) -> bool | Denied:
         controller = await state.call(lambda: state.live.controller_id(session))
         if controller is None:
-            return state.approval_default == "allow"
+            if state.approval_default == "allow":
+                return True
+            return Denied(
+                "no one was connected to approve this tool call, and this server denies "
+                "such calls (approval default: deny), so it was not run"
+            )
         key = (session.id, call.id)
         if key in state.approvals:  # a provider that reuses a call id: refuse the second
             return False
