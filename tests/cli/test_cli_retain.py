@@ -30,8 +30,9 @@ def _plait(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-AGE = "5s"
-"""Idle for longer than this goes: well past a command's start-up on a busy machine."""
+AGE = "20s"
+"""Idle for longer than this goes: well past a command's start-up on a busy machine (the
+fork written just before a command must still count as recent when the command runs)."""
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
         old = conversation(client, "an old question")
         old.inject_many([{"role": "user", "content": "y" * 5000} for _ in range(40)])
         fork = old.fork_at(2)
-    time.sleep(5.5)
+    time.sleep(20.5)
     return db, old.id, fork.id
 
 

@@ -28,7 +28,13 @@ from typing import Final, Literal, NamedTuple
 
 from plait._checks import MAX_INT
 from plait._time import now_micros
-from plait.errors import InvalidArgumentError, SessionLockedError, SessionNotFoundError, shown
+from plait.errors import (
+    InvalidArgumentError,
+    SessionLockedError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    shown,
+)
 from plait.records import JSONValue
 from plait.session import _turns, checkpoints
 from plait.session.host import SessionHost
@@ -336,6 +342,13 @@ def _remove(
         return "busy"
     except SessionNotFoundError:
         return "gone"
+    except StoreCorruptError:
+        # Erased by another pass of this process while this one read it (its writer
+        # lock is the process's, so both may hold it): on an encrypted store its rows
+        # then read as sealed under a key that is gone.
+        if store.get(session_id) is None:
+            return "gone"
+        raise
     host.forget(session_id)
     if plan is None:
         return _Removed(len(heads), 0, 0, saved)
