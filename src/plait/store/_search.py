@@ -107,6 +107,9 @@ class SQLSearch:
     query text and a limit."""
     _reindex_sql: tuple[str, ...]
     """The statements that rebuild the index from the records."""
+    _seals_search: bool = False
+    """Whether the engine indexes an encrypted store's records as keyed hashes of their
+    terms (D324); an engine that does not refuses to search an encrypted store."""
 
     @property
     @abstractmethod
@@ -143,7 +146,7 @@ class SQLSearch:
     def _indexed(self) -> None:
         if self.code_version < 12:
             raise StoreError("this store was opened without its full-text index (migration 12)")
-        if self._sealer is not None:
+        if self._sealer is not None and not self._seals_search:
             # Its index would hold every word of the sealed records in plain text.
             raise SearchUnavailableError(
                 "full-text search is not available on an encrypted store: its index "
