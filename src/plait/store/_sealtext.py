@@ -45,10 +45,15 @@ def _term_re() -> re.Pattern[str]:
     # Letters and digits (not "_"), and the combining marks that follow them: a
     # decomposed accent stays in its word, to be removed by folding. (Marks beyond the
     # Basic Multilingual Plane part words; both sides of a search part them alike.)
-    marks = "".join(
-        re.escape(chr(c)) for c in range(0x300, 0x10000) if unicodedata.category(chr(c))[0] == "M"
-    )
-    return re.compile(rf"[^\W_][^\W_{marks}]*|[^\W_]")
+    ranges: list[tuple[int, int]] = []
+    for c in range(0x300, 0x10000):
+        if unicodedata.category(chr(c))[0] == "M":
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1] = (ranges[-1][0], c)
+            else:
+                ranges.append((c, c))
+    marks = "".join(f"\\u{lo:04x}-\\u{hi:04x}" for lo, hi in ranges)
+    return re.compile(rf"[^\W_](?:[^\W_]|[{marks}])*")
 
 
 def _fold(word: str) -> str:

@@ -160,7 +160,8 @@ class SQLSearch:
             query: the engine's full-text query: words (all must match) and
                 ``"quoted phrases"`` mean the same on every store; SQLite also reads
                 FTS5's operators (``OR``, ``NOT``, ``prefix*``), PostgreSQL web search's
-                (``or``, ``-word``).
+                (``or``, ``-word``). An encrypted SQLite store reads words and
+                phrases only (D324).
             limit: at most this many hits (a positive int).
             workspace: only sessions of this workspace; None for every workspace.
 
@@ -170,7 +171,10 @@ class SQLSearch:
 
         Raises:
             InvalidArgumentError: an empty query or a bad limit.
-            SearchQueryError: a query the engine cannot parse.
+            SearchQueryError: a query the engine cannot parse (or, on an encrypted
+                store, one of more than words and phrases).
+            SearchUnavailableError: an encrypted store whose engine cannot search it
+                (PostgreSQL, D325).
             StoreError: the store has no full-text index, or the read failed.
         """
         from plait.errors import SearchQueryError
