@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from plait import Client
 
@@ -63,9 +64,7 @@ def test_db_reindex_rebuilds_what_search_finds(run: Run, api: Client) -> None:
     assert json.loads(run("sessions", "search", "echidna", "--json").stdout) == before
 
 
-def test_an_imported_transcript_is_searched_like_any_other(
-    run: Run, api: Client, tmp_path
-) -> None:
+def test_an_imported_transcript_is_searched_like_any_other(run: Run, api: Client, tmp_path) -> None:
     """The index is the engine's: whatever writes records (an import here) is indexed."""
     lines = [
         {"role": "user", "content": "what does the kookaburra eat?"},
@@ -77,3 +76,22 @@ def test_an_imported_transcript_is_searched_like_any_other(
     assert done.exit_code == 0, done.output
     hits = json.loads(run("sessions", "search", "kookaburra", "--json").stdout)
     assert [(h["position"], h["role"]) for h in hits] == [(0, "user")]
+
+
+def test_search_and_reindex_on_an_encrypted_store(run: Run, db_path: Path, workspace: Path) -> None:
+    key = run("db", "keygen").stdout.strip()
+    env = {"PLAIT_ENCRYPTION_KEY": key}
+    with Client(workspace, store=db_path, encryption_key=key) as client:
+        s = client.sessions.new()
+        s.inject({"role": "user", "content": "Where is the sealed quokka?"})
+    found = run("sessions", "search", '"sealed quokka"', "--json", env=env)
+    assert found.exit_code == 0, found.output
+    hits = json.loads(found.stdout)
+    assert [(h["session_id"], h["snippet"]) for h in hits] == [
+        (s.id, "Where is the «sealed» «quokka»?")
+    ]
+    assert run("db", "reindex", env=env).exit_code == 0
+    again = run("sessions", "search", "quokka", "--json", env=env)
+    assert [h["session_id"] for h in json.loads(again.stdout)] == [s.id]
+    # Only words and phrases there: a prefix is a clean error that says so.
+    assert_clean_error(run("sessions", "search", "quok*", env=env), "quoted phrases")

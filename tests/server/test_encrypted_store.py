@@ -1,5 +1,6 @@
 """The service over an encrypted store: a run's transcript and title read back through the
-API, and none of their text is in the store's file."""
+API and are found by search, and none of their text is in the store's file; a store that
+cannot search encrypted sessions says so."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from plait.store import SQLiteStore, new_encryption_key
+from plait.store import PostgresStore, SQLiteStore, new_encryption_key
+from tests.conftest import POSTGRES_URL, needs_postgres
 
 from .conftest import AUTH, REPLY, make_served, wait_idle
 
@@ -30,17 +32,44 @@ def test_a_run_on_an_encrypted_store_reads_back_and_leaves_no_text_in_the_file(
                 ("assistant", REPLY),
             ]
             assert [s["title"] for s in api.get("/sessions").json()["sessions"]] == ["zebra title"]
-            # Search says it cannot run here, rather than finding nothing.
+            # Search finds the message through hashed terms, its snippet made from it.
             found = api.get("/sessions", params={"q": "zebra"})
-            assert found.status_code == 501, found.text
-            assert found.json()["error"]["code"] == "search_unavailable"
-            assert "encrypted" in found.json()["error"]["message"]
+            assert found.status_code == 200, found.text
+            hits = found.json()["hits"]
+            assert [(h["session_id"], h["snippet"]) for h in hits] == [
+                (sid, "\u00abzebra\u00bb question")
+            ]
+            # Only words and phrases: an operator is a bad query there, not an outage.
+            bad = api.get("/sessions", params={"q": "zeb*"})
+            assert bad.status_code == 422, bad.text
+            assert bad.json()["error"]["code"] == "invalid_argument"
         raw = b"".join(
             p.read_bytes()
             for p in tmp_path.iterdir()
             if p.name.startswith("sealed.db") and p.is_file()
         )
         assert b"zebra" not in raw and REPLY.encode() not in raw
+    finally:
+        served.client.close()
+        store.close()
+
+
+@needs_postgres
+def test_an_encrypted_store_that_cannot_search_answers_501(
+    tmp_path: Path, pg_store_schema: str
+) -> None:
+    store = PostgresStore(
+        f"{POSTGRES_URL}?schema={pg_store_schema}", encryption_key=new_encryption_key()
+    )
+    served = make_served(tmp_path, store=store)
+    try:
+        with TestClient(served.app, headers=AUTH, raise_server_exceptions=False) as api:
+            api.post("/sessions", json={"title": "zebra title"})
+            # Search says it cannot run here, rather than finding nothing.
+            found = api.get("/sessions", params={"q": "zebra"})
+            assert found.status_code == 501, found.text
+            assert found.json()["error"]["code"] == "search_unavailable"
+            assert "encrypted" in found.json()["error"]["message"]
     finally:
         served.client.close()
         store.close()

@@ -139,11 +139,14 @@ class LiteConnection(SQLStore):
     def _records_written(self, pk: int) -> None:
         self._text.dirty.add(pk)
 
+    _seals_search = True  # an encrypted store's shards hold hashed terms (D324)
+
     def _catch_up(self) -> None:
         with self._lock:
             self._check_open()
+            terms = self._search_terms()
             try:
-                catch_up(self._db, self._text)
+                catch_up(self._db, self._text, terms)
             except sqlite3.DatabaseError as exc:
                 raise failed("index the records' text", exc) from exc
             self._wrote(self._db.total_changes)
@@ -152,7 +155,7 @@ class LiteConnection(SQLStore):
         with self._lock:
             self._check_open()
             try:
-                return search_shards(self._db, params[0], params[1])
+                return search_shards(self._db, params[0], params[1], self._search_terms())
             except sqlite3.DatabaseError as exc:
                 raise failed("search", exc) from exc
 
@@ -166,7 +169,7 @@ class LiteConnection(SQLStore):
         with self._lock:
             self._check_open()
             try:
-                reindex(self._db, self._text)
+                reindex(self._db, self._text, self._search_terms())
             except sqlite3.DatabaseError as exc:
                 raise failed("reindex", exc) from exc
 

@@ -25,6 +25,12 @@ term in its segment until the segment is merged (SQLite 3.40 has no FTS5
 shards that held the erased rows and makes them again, so its cost is bounded by
 a shard, not the store. Catch-ups run with ``secure_delete`` on, so the pages
 FTS5's merges free keep no term either.
+
+An encrypted store's shards hold keyed hashes of the terms instead (D324,
+``_sealtext``): each record is opened and its text cut and hashed here, as it is
+indexed, and the shards keep that hashed text as their own content (external content
+would read the records' sealed payloads). A row leaves them by its key; a query is
+hashed the same way, and its snippets are made from the hits' records, opened.
 """
 
 from __future__ import annotations
@@ -36,11 +42,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.store._rows import SEQ_BITS
+from plait.store._sealtext import match_query, snippet
 from plait.store._search import INDEXED_KINDS
 from plait.store.search import MARK_END, MARK_START
+
+if TYPE_CHECKING:
+    from plait.store._sealtext import SealedTerms
 
 __all__ = [
     "SHARD_BITS",
@@ -71,8 +81,8 @@ def index_text(kind: str, payload: str) -> str | None:
 
     The one place a record's stored form becomes index terms: the FTS5 tables
     are fed this text, and a row leaves them with it. A mode that must not store
-    plain terms would return the record's terms transformed here (keyed hashes),
-    and build snippets itself.
+    plain terms (an encrypted store's) hashes the terms of this text
+    (:meth:`~plait.store._sealtext.SealedTerms.texts`) and builds snippets itself.
     """
     if kind not in INDEXED_KINDS:
         return None
@@ -112,8 +122,10 @@ _BEHIND: Final = (
     "WHERE r.key > coalesce(m.last_key, (s.pk << 32) - 1) AND r.key < ((s.pk + 1) << 32))"
 )
 _MARK_OF: Final = "SELECT last_key FROM record_text_marks WHERE owner = ?"
-_PAST: Final = "SELECT key, kind, payload FROM records WHERE key > ? AND key < ? ORDER BY key"
-_UPTO: Final = "SELECT key, kind, payload FROM records WHERE key >= ? AND key <= ?"
+_PAST: Final = (
+    "SELECT key, id, kind, payload, meta FROM records WHERE key > ? AND key < ? ORDER BY key"
+)
+_UPTO: Final = "SELECT key, id, kind, payload, meta FROM records WHERE key >= ? AND key <= ?"
 _SET_MARK: Final = "INSERT OR REPLACE INTO record_text_marks (owner, last_key) VALUES (?, ?)"
 _ANY_GONE: Final = "SELECT 1 FROM record_text_gone LIMIT 1"
 
@@ -150,29 +162,43 @@ def _shards(db: sqlite3.Connection) -> list[int]:
     return [int(s) for (s,) in db.execute("SELECT shard FROM record_text_shards ORDER BY shard")]
 
 
-def _ensure(db: sqlite3.Connection, shard: int, made: set[int]) -> str:
+def _ensure(db: sqlite3.Connection, shard: int, made: set[int], sealed: bool) -> str:
     if shard not in made:
+        # Hashed terms are kept as the table's own content: they are no more than the
+        # index reveals, and the records hold only sealed text.
+        source = "" if sealed else "content='record_text_source', content_rowid='key', "
         db.execute(
             f"CREATE VIRTUAL TABLE IF NOT EXISTS {_table(shard)} USING fts5(body, "
-            "content='record_text_source', content_rowid='key', "
-            "tokenize='unicode61 remove_diacritics 2')"
+            f"{source}tokenize='unicode61 remove_diacritics 2')"
         )
         db.execute("INSERT OR IGNORE INTO record_text_shards (shard) VALUES (?)", (shard,))
         made.add(shard)
     return _table(shard)
 
 
-def _add(db: sqlite3.Connection, rows: Iterable[tuple[int, str, str]], made: set[int]) -> None:
-    batch: dict[int, list[tuple[int, str]]] = defaultdict(list)
-    for key, kind, payload in rows:
+def _texts(rows: Iterable[Any], terms: SealedTerms | None) -> Iterator[tuple[int, str]]:
+    """``(key, index text)`` of each ``(key, id, kind, payload, meta)`` row searched."""
+    if terms is not None:
+        yield from terms.texts(rows, index_text)
+        return
+    for key, _, kind, payload, _ in rows:
         text = index_text(kind, payload)
         if text is not None:
-            batch[_shard(key)].append((key, text))
+            yield key, text
+
+
+def _add(
+    db: sqlite3.Connection, rows: Iterable[Any], made: set[int], terms: SealedTerms | None
+) -> None:
+    batch: dict[int, list[tuple[int, str]]] = defaultdict(list)
+    for key, text in _texts(rows, terms):
+        batch[_shard(key)].append((key, text))
     for shard, items in batch.items():
-        db.executemany(f"INSERT INTO {_ensure(db, shard, made)} (rowid, body) VALUES (?, ?)", items)
+        table = _ensure(db, shard, made, terms is not None)
+        db.executemany(f"INSERT INTO {table} (rowid, body) VALUES (?, ?)", items)
 
 
-def _flush_gone(db: sqlite3.Connection, made: set[int]) -> set[int]:
+def _flush_gone(db: sqlite3.Connection, made: set[int], terms: SealedTerms | None) -> set[int]:
     """Take the rows gone out of the index (and index a rewritten row's new text).
 
     Returns:
@@ -183,19 +209,25 @@ def _flush_gone(db: sqlite3.Connection, made: set[int]) -> set[int]:
     if not gone:
         return touched
     for key, kind, payload in gone:
+        shard = _shard(key)
+        if terms is not None:  # the shard keeps its content: a row leaves by its key
+            if shard in made:
+                db.execute(f"DELETE FROM {_table(shard)} WHERE rowid = ?", (key,))
+                touched.add(shard)
+            continue
         text = index_text(kind, payload)
         if text is not None:
-            shard = _shard(key)
             db.execute(
-                f"INSERT INTO {_ensure(db, shard, made)} ({_table(shard)}, rowid, body) "
+                f"INSERT INTO {_ensure(db, shard, made, False)} ({_table(shard)}, rowid, body) "
                 "VALUES ('delete', ?, ?)",
                 (key, text),
             )
             touched.add(shard)
     again = db.execute(
-        "SELECT r.key, r.kind, r.payload FROM record_text_gone g JOIN records r ON r.key = g.key"
+        "SELECT r.key, r.id, r.kind, r.payload, r.meta FROM record_text_gone g "
+        "JOIN records r ON r.key = g.key"
     ).fetchall()
-    _add(db, again, made)
+    _add(db, again, made, terms)
     owners = {int(k) >> SEQ_BITS for k, _, _ in gone}
     # An owner whose session row is gone has no rows left to index: its mark goes too.
     db.executemany(
@@ -207,12 +239,12 @@ def _flush_gone(db: sqlite3.Connection, made: set[int]) -> set[int]:
     return touched
 
 
-def catch_up(db: sqlite3.Connection, feed: TextFeed) -> None:
+def catch_up(db: sqlite3.Connection, feed: TextFeed, terms: SealedTerms | None = None) -> None:
     """Index every committed record past its owner's mark, and drop the rows gone.
 
     Runs outside any transaction of the connection, under the store's lock; writes
     (in one transaction) only when something is owed, so a search over an index
-    that is up to date takes no write lock.
+    that is up to date takes no write lock. ``terms``: an encrypted store's hasher.
     """
     version = int(db.execute("PRAGMA data_version").fetchone()[0])
     if version != feed.version:  # another connection wrote, or this one never looked
@@ -223,7 +255,7 @@ def catch_up(db: sqlite3.Connection, feed: TextFeed) -> None:
         feed.version, feed.dirty = version, set()
         return
     with _overwriting(db):
-        _index(db, owners)
+        _index(db, owners, terms)
     # Whatever another connection committed after `version` was read changes it again.
     feed.version, feed.dirty = version, set()
 
@@ -251,20 +283,20 @@ def _overwriting(db: sqlite3.Connection) -> Iterator[None]:
         db.execute(f"PRAGMA secure_delete = {before}")
 
 
-def _index(db: sqlite3.Connection, owners: list[int]) -> None:
+def _index(db: sqlite3.Connection, owners: list[int], terms: SealedTerms | None) -> None:
     made = set(_shards(db))
-    _flush_gone(db, made)
+    _flush_gone(db, made, terms)
     for owner in owners:
         # Read again in the write transaction: another connection may have caught up.
         found = db.execute(_MARK_OF, (owner,)).fetchone()
         mark = int(found[0]) if found else (owner << SEQ_BITS) - 1
         rows = db.execute(_PAST, (mark, (owner + 1) << SEQ_BITS)).fetchall()
         if rows:
-            _add(db, rows, made)
+            _add(db, rows, made, terms)
             db.execute(_SET_MARK, (owner, int(rows[-1][0])))
 
 
-def forget_erased(db: sqlite3.Connection) -> None:
+def forget_erased(db: sqlite3.Connection, terms: SealedTerms | None = None) -> None:
     """Inside an erase's transaction (``secure_delete`` on): no term of its rows stays.
 
     FTS5 deletes a row by writing a marker beside the segment that still holds its
@@ -294,13 +326,13 @@ def forget_erased(db: sqlite3.Connection) -> None:
             "SELECT owner, last_key FROM record_text_marks WHERE owner >= ? AND owner < ?",
             (lo, hi),
         ).fetchall()
-        _ensure(db, shard, made)
+        _ensure(db, shard, made, terms is not None)
         for owner, last in marks:
             rows = db.execute(_UPTO, (int(owner) << SEQ_BITS, int(last))).fetchall()
-            _add(db, rows, made)
+            _add(db, rows, made, terms)
 
 
-def reindex(db: sqlite3.Connection, feed: TextFeed) -> None:
+def reindex(db: sqlite3.Connection, feed: TextFeed, terms: SealedTerms | None = None) -> None:
     """Drop the FTS5 tables and the marks, and index every record again, in one transaction."""
     version = int(db.execute("PRAGMA data_version").fetchone()[0])
     with _overwriting(db):
@@ -308,7 +340,7 @@ def reindex(db: sqlite3.Connection, feed: TextFeed) -> None:
             db.execute(f"DROP TABLE {_table(shard)}")
         for table in ("record_text_shards", "record_text_marks", "record_text_gone"):
             db.execute(f"DELETE FROM {table}")
-        _index(db, [int(o) for o, _ in db.execute(_BEHIND).fetchall()])
+        _index(db, [int(o) for o, _ in db.execute(_BEHIND).fetchall()], terms)
     feed.version, feed.dirty = version, set()
 
 
@@ -343,12 +375,23 @@ def _newest_sql(shards: tuple[int, ...]) -> str:
     return f"{arms} ORDER BY 2 DESC, 1 DESC LIMIT ?"
 
 
-def search_shards(db: sqlite3.Connection, query: str, wanted: int) -> list[Any]:
+def search_shards(
+    db: sqlite3.Connection, query: str, wanted: int, terms: SealedTerms | None = None
+) -> list[Any]:
     """``(key, kind, created_at, mpos, snippet)`` of the newest ``wanted`` matches.
 
     The newest are found first, by key and time alone; snippets (FTS5 reads each
     matched row's text back and tokenises it again) are made for those only.
+    ``terms``: an encrypted store's hasher (the query is hashed, snippets made here).
+
+    Raises:
+        SearchQueryError: on an encrypted store, a query of more than words and phrases.
     """
+    looked_for: frozenset[str] = frozenset()
+    if terms is not None:
+        query, looked_for = match_query(query, terms.hash)
+        if not query:
+            return []
     shards = _shards(db)
     newest: list[tuple[int, int]] = []
     for i in range(0, len(shards), _ARMS):
@@ -359,7 +402,29 @@ def search_shards(db: sqlite3.Connection, query: str, wanted: int) -> list[Any]:
     for key, _ in newest[:wanted]:
         by_shard[_shard(int(key))].append(int(key))
     found: list[Any] = []
-    for shard, keys in by_shard.items():
+    if terms is not None:
+        keys = [k for ks in by_shard.values() for k in ks]
+        found = _sealed_snippets(db, keys, looked_for, terms)
+    for shard, keys in by_shard.items() if terms is None else ():
         found.extend(db.execute(_shown(shard), (query, json.dumps(keys))))
     found.sort(key=lambda r: (r[2], r[0]), reverse=True)
     return found
+
+
+_HIT_ROWS: Final = (
+    "SELECT key, id, kind, payload, meta, created_at, mpos FROM records "
+    "WHERE key IN (SELECT value FROM json_each(?))"
+)
+
+
+def _sealed_snippets(
+    db: sqlite3.Connection, keys: list[int], looked_for: frozenset[str], terms: SealedTerms
+) -> list[Any]:
+    """The hits' rows with snippets made from their records, opened (see ``_sealtext``)."""
+    out: list[Any] = []
+    for key, _, kind, payload, _, created, mpos in terms.opened(
+        db.execute(_HIT_ROWS, (json.dumps(keys),)).fetchall()
+    ):
+        text = index_text(str(kind), str(payload)) or ""
+        out.append((key, kind, created, mpos, snippet(text, looked_for, terms.hash)))
+    return out

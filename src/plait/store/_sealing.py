@@ -51,6 +51,7 @@ from plait.errors import (
 __all__ = [
     "CHECK_KID",
     "OBJECTS_KID",
+    "SEARCH_KID",
     "KEY_ENV",
     "DataKey",
     "KeyLoader",
@@ -69,6 +70,9 @@ CHECK_KID: Final = 0
 OBJECTS_KID: Final = 1
 """The ``data_keys`` row of the store's object key (owner NULL): checkpoint objects are
 shared by digest across sessions, so they are sealed under one key of the store's."""
+SEARCH_KID: Final = 2
+"""The ``data_keys`` row of the store's search key (owner NULL): the key of the keyed
+hashes an encrypted store's full-text index holds instead of words (D324)."""
 _NONCE: Final = 12
 _KID: Final = struct.Struct(">q")
 _HEAD: Final = _KID.size + _NONCE
@@ -234,7 +238,7 @@ class Sealer:
 
     def new_key(self) -> DataKey:
         """A new data key for a session about to be inserted (bind it to its row's key)."""
-        kid = max(secrets.randbits(63), OBJECTS_KID + 1)
+        kid = max(secrets.randbits(63), SEARCH_KID + 1)
         raw = secrets.token_bytes(KEY_BYTES)
         return DataKey(kid, 0, _aesgcm()(raw), raw)
 
@@ -242,6 +246,23 @@ class Sealer:
         """A new object key: the ``(kid, owner_pk, wrapped)`` row to insert once."""
         key = self.new_key()
         return OBJECTS_KID, None, self.wrap(DataKey(OBJECTS_KID, 0, key.aead, key.raw), 0)
+
+    def search_key_row(self) -> tuple[int, None, bytes]:
+        """A new search key: the ``(kid, owner_pk, wrapped)`` row to insert once.
+
+        Random and wrapped like a data key (not derived from the master key), so that a
+        rotation re-wraps it and the index made under it stays valid.
+        """
+        key = self.new_key()
+        return SEARCH_KID, None, self.wrap(DataKey(SEARCH_KID, 0, key.aead, key.raw), 0)
+
+    def search_key(self) -> bytes:
+        """The store's search key (the HMAC key of its index's terms).
+
+        Raises:
+            StoreCorruptError: the store holds none yet (see :meth:`search_key_row`).
+        """
+        return self._key(SEARCH_KID).raw
 
     def seal_bus(self, session_id: str, event: str) -> str:
         """A run event passed between processes, sealed under the object key."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
-from plait.errors import EncryptionKeyError, EncryptionKeyMissingError
+from plait.errors import EncryptionKeyError, EncryptionKeyMissingError, StoreCorruptError
 from plait.store._sealing import (
     CHECK_KID,
     OBJECTS_KID,
@@ -19,6 +19,7 @@ from plait.store._sealing import (
     open_sealer,
     parse_key,
 )
+from plait.store._sealtext import SealedTerms
 
 if TYPE_CHECKING:
     from plait.store._dialect import Dialect
@@ -36,6 +37,7 @@ class SQLSealing:
 
     dialect: Dialect
     _sealer: Sealer | None = None
+    _sealed_terms: SealedTerms | None = None
     _snapshot: Any
     _transaction: Any
     code_version: Any
@@ -88,6 +90,27 @@ class SQLSealing:
         """An object's part as stored, opened (see :meth:`_seal_part`)."""
         sealer = self._sealer
         return data if sealer is None else sealer.open_part(digest, index, data)
+
+    def _search_terms(self) -> SealedTerms | None:
+        """What hashes an encrypted store's index terms (D324); None: not encrypted.
+
+        The store's search key is made and stored the first time it is needed (a store
+        encrypted before search could run there has none); the first one stored wins.
+        """
+        sealer = self._sealer
+        if sealer is None:
+            return None
+        found = self._sealed_terms
+        if found is None:
+            try:
+                key = sealer.search_key()
+            except StoreCorruptError:
+                keep = self.dialect.sql(_INSERT_KEY + " ON CONFLICT (kid) DO NOTHING")
+                with self._transaction("store the search key") as conn:
+                    conn.execute(keep, sealer.search_key_row())
+                key = sealer.search_key()
+            found = self._sealed_terms = SealedTerms(key, sealer.open_rows)
+        return found
 
     def _refuse_another_key(self, key: str | bytes | None, check: bytes | None, where: str) -> None:
         """Refuse a missing or wrong key against a stored check value, before any migration.
@@ -144,4 +167,5 @@ class SQLSealing:
                 conn.execute(update, pair)
         fresh.adopt(sealer)
         self._sealer = fresh
+        self._sealed_terms = None  # its key is the same; its sealer is not
         return sum(1 for _, kid in rewrapped if kid not in (CHECK_KID, OBJECTS_KID))

@@ -107,6 +107,9 @@ class SQLSearch:
     query text and a limit."""
     _reindex_sql: tuple[str, ...]
     """The statements that rebuild the index from the records."""
+    _seals_search: bool = False
+    """Whether the engine indexes an encrypted store's records as keyed hashes of their
+    terms (D324); an engine that does not refuses to search an encrypted store."""
 
     @property
     @abstractmethod
@@ -143,7 +146,7 @@ class SQLSearch:
     def _indexed(self) -> None:
         if self.code_version < 12:
             raise StoreError("this store was opened without its full-text index (migration 12)")
-        if self._sealer is not None:
+        if self._sealer is not None and not self._seals_search:
             # Its index would hold every word of the sealed records in plain text.
             raise SearchUnavailableError(
                 "full-text search is not available on an encrypted store: its index "
@@ -157,7 +160,8 @@ class SQLSearch:
             query: the engine's full-text query: words (all must match) and
                 ``"quoted phrases"`` mean the same on every store; SQLite also reads
                 FTS5's operators (``OR``, ``NOT``, ``prefix*``), PostgreSQL web search's
-                (``or``, ``-word``).
+                (``or``, ``-word``). An encrypted SQLite store reads words and
+                phrases only (D324).
             limit: at most this many hits (a positive int).
             workspace: only sessions of this workspace; None for every workspace.
 
@@ -167,7 +171,10 @@ class SQLSearch:
 
         Raises:
             InvalidArgumentError: an empty query or a bad limit.
-            SearchQueryError: a query the engine cannot parse.
+            SearchQueryError: a query the engine cannot parse (or, on an encrypted
+                store, one of more than words and phrases).
+            SearchUnavailableError: an encrypted store whose engine cannot search it
+                (PostgreSQL, D325).
             StoreError: the store has no full-text index, or the read failed.
         """
         from plait.errors import SearchQueryError

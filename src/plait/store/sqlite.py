@@ -550,13 +550,15 @@ class SQLiteStore(LiteConnection):
         """
         self._check_open()
         with self._lock:
+            # Taken before the erase's transaction, which cannot store a first search key.
+            terms = self._search_terms() if self.code_version >= 12 else None
             self._db.execute("PRAGMA secure_delete = ON")
             try:
                 with self._tx() as db:
                     erased = erase_sessions(db, self.dialect, session_id, self._sealer)
                     collect_all(db)  # erasing reads every layout anyway
                     if self.code_version >= 12:  # the text index's copies of the terms too
-                        forget_erased(db)
+                        forget_erased(db, terms)
                 if self._sealer is not None:
                     self._sealer.forget(erased)
             finally:

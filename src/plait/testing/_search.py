@@ -50,7 +50,7 @@ class SearchConformance(ConformanceBase):
         searcher = cast(SearchStore, store)
         try:
             searcher.search("plait", 1)
-        except SearchUnavailableError as exc:  # the store says it cannot search (encrypted)
+        except SearchUnavailableError as exc:  # it cannot search here (encrypted PostgreSQL)
             pytest.skip(f"{type(store).__name__} cannot search here: {exc}")
         return searcher
 
