@@ -131,6 +131,7 @@ class Thread:
         # conversation that only grew is one run of ordinals whatever events lie between.
         self.messages: list[dict[str, Any]] = []
         self.index: dict[tuple[str, str], int] = {}
+        self.by_id: dict[str, int] = {}  # a message id -> the ordinal of its newest form
         # Where each checkpoint's event ends: (position after it, messages before that),
         # the cut a branch from it shares; the checkpoint of the newest event is the tip.
         self.cuts: dict[str, tuple[int, int]] = {}
@@ -159,6 +160,7 @@ class Thread:
                 if isinstance(mark := record.meta.get(MARK), dict):
                     # Each stored message's (id, digest of its form) -> its newest ordinal.
                     self.index[(str(mark["id"]), str(mark["digest"]))] = len(self.messages)
+                    self.by_id[str(mark["id"])] = len(self.messages)
                     self.messages.append(dict(mark))
         if records:
             self.end = records[-1].seq + 1
