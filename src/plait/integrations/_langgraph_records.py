@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
@@ -131,12 +131,14 @@ class Thread:
         # conversation that only grew is one run of ordinals whatever events lie between.
         self.messages: list[dict[str, Any]] = []
         self.index: dict[tuple[str, str], int] = {}
+        self.by_id: dict[str, int] = {}  # a message id -> the ordinal of its newest form
         # Where each checkpoint's event ends: (position after it, messages before that),
         # the cut a branch from it shares; the checkpoint of the newest event is the tip.
         self.cuts: dict[str, tuple[int, int]] = {}
         self.tip: str | None = None
         self.msgs = 0  # message records (of any kind) read so far
         self.first_write: dict[str, int] = {}  # checkpoint id -> position of its first write
+        self.children: dict[str | None, set[str]] = {}  # a checkpoint id -> those continuing it
         # Events before this position were not read (only its tip is served, D345).
         self.partial_from = 0
 
@@ -149,6 +151,9 @@ class Thread:
                     self.checkpoints[str(data["id"])] = data
                     self.cuts[str(data["id"])] = (record.seq + 1, self.msgs)
                     self.tip = str(data["id"])
+                    parent = data.get("parent")
+                    self.children.setdefault(parent if isinstance(parent, str) else None, set())
+                    self.children[parent if isinstance(parent, str) else None].add(self.tip)
                     for channel, entry in dict(data.get("blobs") or {}).items():
                         self.blobs[(channel, str(entry["v"]))] = entry
                 elif record.name == WRITES:
@@ -159,6 +164,7 @@ class Thread:
                 if isinstance(mark := record.meta.get(MARK), dict):
                     # Each stored message's (id, digest of its form) -> its newest ordinal.
                     self.index[(str(mark["id"]), str(mark["digest"]))] = len(self.messages)
+                    self.by_id[str(mark["id"])] = len(self.messages)
                     self.messages.append(dict(mark))
         if records:
             self.end = records[-1].seq + 1
@@ -180,17 +186,26 @@ class Branches:
         self.heads = list(heads)
         self.leftover = list(leftover)  # dropped heads not erased yet (a crash between)
         self.current = self.heads[0]
-        self.checkpoints: dict[str, dict[str, Any]] = {}
-        self.home: dict[str, Thread] = {}
-        self._children: dict[str | None, set[str]] = {}
+        self.checkpoints: dict[str, dict[str, Any]]
+        self.home: Mapping[str, Thread]
+        self._children: dict[str | None, set[str]]
+        if len(self.heads) == 1:
+            # One head (a thread that never branched): its own maps, kept as it is read,
+            # so a call costs the records appended since, not the checkpoints held.
+            self.checkpoints = self.current.checkpoints
+            self.home = _OneHead(self.current)
+            self._children = self.current.children
+            return
+        self.checkpoints, home, self._children = {}, {}, {}
         for head in self.heads:
             for cid, data in head.checkpoints.items():
-                if cid not in self.home:
-                    self.home[cid] = head
+                if cid not in home:
+                    home[cid] = head
                     self.checkpoints[cid] = data
                     parent = data.get("parent")
                     self._children.setdefault(parent if isinstance(parent, str) else None, set())
                     self._children[parent if isinstance(parent, str) else None].add(cid)
+        self.home = home
 
     def entry(self, channel: str, version: str) -> dict[str, Any] | None:
         """What stores a channel's version (its ``version_key``), on any head; None if none."""
@@ -223,6 +238,24 @@ class Branches:
             self.checkpoints[child].get("writer", writer) != writer
             for child in self._children.get(checkpoint_id, ())
         )
+
+
+class _OneHead(Mapping[str, Thread]):
+    """Every checkpoint of a single head -> that head (:attr:`Branches.home`)."""
+
+    def __init__(self, head: Thread) -> None:
+        self._head = head
+
+    def __getitem__(self, checkpoint_id: str) -> Thread:
+        if checkpoint_id not in self._head.checkpoints:
+            raise KeyError(checkpoint_id)
+        return self._head
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._head.checkpoints)
+
+    def __len__(self) -> int:
+        return len(self._head.checkpoints)
 
 
 def plait_message(message: Any, value: list[str], digest: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ content-addressed objects, messages appended once. The LangGraph half
 from __future__ import annotations
 
 import builtins
+import copy
 import hashlib
 import time
 import uuid
@@ -46,6 +47,7 @@ _TIP_FROM: Final = 256  # records: a shorter head is read whole, as cheap as its
 _TIP_SPAN: Final = 64  # records read back from the end for the newest checkpoint, then x4
 _PART: Final = 1 << 20  # the object space's largest part
 _INLINE: Final = 16 * 1024  # a serialized value up to this many bytes stays in its record
+_DECODED: Final = 8192  # decoded messages a saver keeps (the most recently used)
 
 
 def _dropped(row: SessionRow) -> list[str]:
@@ -61,6 +63,8 @@ class ThreadSpace:
     _objects: ObjectStore
     _cache: OrderedDict[str, Thread]
     _hidden: dict[str, tuple[int, list[SessionRow], list[str]]]  # id -> (key, heads, dropped)
+    # A stored message's digest -> it decoded from its stored form, never handed out (D346).
+    _decoded: OrderedDict[str, Any]
     serde: Any  # LangGraph's SerializerProtocol: dumps_typed / loads_typed
 
     # -- sessions ---------------------------------------------------------------------------
@@ -291,24 +295,96 @@ class ThreadSpace:
             return self._get_object(pair[1])
         return self.serde.loads_typed((pair[0], unb64(pair[1])))
 
+    def _message(self, mark: dict[str, Any]) -> Any:
+        """A stored message (a mark of :attr:`Thread.messages`) decoded, as a caller's own copy.
+
+        A message's digest names its serialized form, so what it decodes to never
+        changes: it is decoded once and kept (the most recently used :data:`_DECODED`),
+        and each read hands out a copy, so a graph that changes a message it was given
+        changes neither the saver's copy nor what a later read returns (D346).
+        """
+        return _fresh(self._kept_message(str(mark["digest"]), mark["value"]))
+
+    def _kept_message(self, digest: str, value: Sequence[str]) -> Any:
+        found = self._decoded.get(digest)
+        if found is None:
+            return self._keep(digest, self._load(value))
+        self._decoded.move_to_end(digest)
+        return found
+
+    def _keep(self, digest: str, decoded: Any) -> Any:
+        self._decoded[digest] = decoded
+        while len(self._decoded) > _DECODED:
+            self._decoded.popitem(last=False)
+        return decoded
+
     def _message_ordinals(
         self, thread_id: str, ns: str, session: PlaitConversation, messages: list[Any]
     ) -> list[int]:
-        """The ordinals of ``messages`` in the session, appending only those not stored yet."""
-        keys: list[tuple[str, str]] = []
+        """The ordinals of ``messages`` in the session, appending only those not stored yet.
+
+        A message whose id the session holds and that equals its newest stored form
+        (as decoded, kept by :meth:`_kept_message`) is that form: it is not serialized
+        again, so a put costs the messages that changed, not the conversation (D346).
+        Any other message is serialized and named by its form's digest, as before.
+        """
+        found: list[int | tuple[str, str]] = []
         new: list[dict[str, Any]] = []
         space = self._read(thread_id, ns, whole=False)  # every message is read either way
         assert space is not None
         thread = space.current
         for message in messages:
+            message_id = str(message.id)
+            ordinal = thread.by_id.get(message_id)
+            if ordinal is not None:
+                kept = self._decoded.get(str(thread.messages[ordinal]["digest"]))
+                if kept is not None and type(kept) is type(message) and kept == message:
+                    found.append(ordinal)
+                    continue
             kind, data = self.serde.dumps_typed(message)
             digest = hashlib.sha256(kind.encode("utf-8") + b"\0" + data).hexdigest()
-            keys.append((str(message.id), digest))
-            if keys[-1] not in thread.index:
-                new.append(plait_message(message, self._pack(kind, data), digest))
+            key = (message_id, digest)
+            known = thread.index.get(key)
+            if known is not None:
+                found.append(known)
+                continue
+            found.append(key)
+            new.append(plait_message(message, self._pack(kind, data), digest))
+            # Kept as its stored form reads back (not the caller's object, which may change).
+            self._keep(digest, self.serde.loads_typed((kind, data)))
         if new:
             session.inject_many(new)
             space = self._read(thread_id, ns, whole=False)
             assert space is not None
             thread = space.current
-        return [thread.index[key] for key in keys]
+        return [n if isinstance(n, int) else thread.index[n] for n in found]
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a decoded message that shares nothing a caller could change in place.
+
+    A pydantic model (a LangChain message) is copied shallow by pydantic, then given
+    copies of its JSON-like fields: half the cost of decoding it again, where a deep
+    copy costs as much as the decode.
+    """
+    fields = getattr(value, "__dict__", None)
+    if not callable(getattr(value, "model_copy", None)) or not isinstance(fields, dict):
+        return copy.deepcopy(value)
+    out = copy.copy(value)
+    object.__setattr__(
+        out, "__dict__", {k: v if type(v) in _ATOMS else _plain(v) for k, v in fields.items()}
+    )
+    return out
+
+
+_ATOMS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """JSON-like data copied (dicts and lists rebuilt, anything else deep-copied)."""
+    kind = type(value)
+    if kind is dict:
+        return {k: v if type(v) in _ATOMS else _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [v if type(v) in _ATOMS else _plain(v) for v in value]
+    return value if kind in _ATOMS else copy.deepcopy(value)

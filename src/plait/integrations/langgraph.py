@@ -143,6 +143,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         self._lock = threading.RLock()
         self._cache: OrderedDict[str, Thread] = OrderedDict()  # the newest used last
         self._hidden: dict[str, tuple[int, list[SessionRow], list[str]]] = {}
+        self._decoded: OrderedDict[str, Any] = OrderedDict()
         # Names the checkpoints this saver writes: another saver's child of a checkpoint
         # tells a task's late writes to it from another process's race (D343).
         self._writer = uuid.uuid4().hex
@@ -337,7 +338,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
     def _value(self, thread: Thread, entry: dict[str, Any]) -> Any:
         """A channel's stored value: its messages in order, or the object it names."""
         if "messages" in entry:
-            return [self._load(thread.messages[n]["value"]) for n in expand(entry["messages"])]
+            return [self._message(thread.messages[n]) for n in expand(entry["messages"])]
         return self._get_object(str(entry["d"]))
 
     def _pending(self, space: Branches, checkpoint_id: str) -> list[tuple[str, str, Any]]:
