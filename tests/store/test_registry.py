@@ -83,3 +83,9 @@ def test_replicas_are_listed_newest_heartbeat_first(store: Store) -> None:
     reg.replica_seen("a", "http://a2", "serving")  # a heartbeat updates the row in place
     assert [r.replica_id for r in reg.replicas()] == ["a", "b"]
     assert reg.replicas()[0].url == "http://a2"
+    first = reg.replicas()[0].started_at_us
+    time.sleep(0.01)
+    reg.replica_seen("a", "http://a2", "serving")
+    assert reg.replicas()[0].started_at_us == first  # a heartbeat keeps the start time
+    reg.replica_seen("a", "http://a2", "serving", started=True)  # started again, same id
+    assert reg.replicas()[0].started_at_us > first

@@ -160,7 +160,7 @@ class Fleet:
         registry = self.registry
         if registry is None:
             return []
-        registry.replica_seen(self.replica_id, self.url, self.mode)
+        registry.replica_seen(self.replica_id, self.url, self.mode, started=self._beats == 0)
         lease_us = int(self.lease * 1_000_000)
         self.peers = {
             r.replica_id: r

@@ -94,8 +94,14 @@ class RunRow:
 class RunRegistry(Protocol):
     """The replicas of a fleet and its runs in progress (optional; both SQL stores have it)."""
 
-    def replica_seen(self, replica_id: str, url: str | None, state: ReplicaState) -> None:
-        """Write the replica's heartbeat (creating its row the first time) and its state."""
+    def replica_seen(
+        self, replica_id: str, url: str | None, state: ReplicaState, *, started: bool = False
+    ) -> None:
+        """Write the replica's heartbeat (creating its row the first time) and its state.
+
+        ``started``: the replica's first heartbeat since it started, so its start time is
+        now (a replica started again under the same id is not shown as up since its first).
+        """
         ...
 
     def replicas(self) -> list[ReplicaRow]:
@@ -214,13 +220,17 @@ class SQLRegistry:
         rows = self._all(sql, params, what)
         return [self._run_row(r, int(r[11])) for r in rows]
 
-    def replica_seen(self, replica_id: str, url: str | None, state: ReplicaState) -> None:
+    def replica_seen(
+        self, replica_id: str, url: str | None, state: ReplicaState, *, started: bool = False
+    ) -> None:
         """Write the replica's heartbeat (creating its row the first time) and its state."""
         now = self._now()
+        restart = ", started_at = excluded.started_at" if started else ""
         sql = self.dialect.sql(
             "INSERT INTO replicas (replica_id, url, state, started_at, seen_at) "
             f"VALUES (?, ?, ?, {now}, {now}) ON CONFLICT (replica_id) DO UPDATE "
             "SET url = excluded.url, state = excluded.state, seen_at = excluded.seen_at"
+            + restart
         )
         with self._write(f"heartbeat of replica {replica_id!r}") as conn:
             conn.execute(sql, (replica_id, url, state))
