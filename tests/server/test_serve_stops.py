@@ -82,4 +82,8 @@ def test_serve_stops_with_an_open_stream_and_logs_no_traceback(
     assert "Waiting for connections to close" not in log, log
     assert "timeout graceful shutdown exceeded" not in log, log
     assert "Finished server process" in log
+    # An orderly stop: the process ends by itself, having closed its store (SQLite removes
+    # the write-ahead log as its last connection closes), for SIGTERM as for Ctrl-C.
+    assert proc.returncode == 0, (proc.returncode, log)
+    assert not (tmp_path / "s.db-wal").exists()
     print(f"plait serve stopped {took:.2f} s after {stop.name} with a stream open")

@@ -20,8 +20,10 @@ about 1.8 times the runs per second).
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -71,8 +73,29 @@ def serve_app(app: Any, *, host: str, port: int, log_level: str, **limits: Any) 
         timeout_graceful_shutdown=GRACE_SECONDS,
         **limits,
     )
-    # Once stopped, uvicorn raises the signal that stopped it again; for Ctrl-C that is a
-    # KeyboardInterrupt after an orderly stop, which click would report as "Aborted!"
-    # with exit status 1. SIGTERM still ends the process by its signal, as uvicorn's does.
-    with contextlib.suppress(KeyboardInterrupt):
-        StoppingServer(config, app.state.plait.hub.end_streams).run()
+    # Once stopped, uvicorn raises the signal that stopped it again, under the handler it
+    # found. For Ctrl-C that is a KeyboardInterrupt after an orderly stop, which click would
+    # report as "Aborted!" with exit status 1; for SIGTERM the default handler would end the
+    # process there, before the caller closes its store (its queued announcements, its
+    # locks). Both return here instead, and the caller's clean-up runs.
+    previous = _on_sigterm(_raise_stopped)
+    try:
+        with contextlib.suppress(KeyboardInterrupt, _Stopped):
+            StoppingServer(config, app.state.plait.hub.end_streams).run()
+    finally:
+        _on_sigterm(previous)
+
+
+class _Stopped(Exception):
+    """The SIGTERM uvicorn raises again once it has stopped."""
+
+
+def _raise_stopped(signum: int, frame: object) -> None:
+    raise _Stopped
+
+
+def _on_sigterm(handler: Any) -> Any:
+    """Set SIGTERM's handler where signals can be set (the main thread); the previous one."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, handler if handler is not None else signal.SIG_DFL)
