@@ -69,6 +69,7 @@ A warning is drawn apart, since it is issued, not raised (``warnings.warn``)::
 from __future__ import annotations
 
 import reprlib
+import sys
 from typing import Any
 
 __all__ = [
@@ -612,26 +613,10 @@ from plait._errors_store import (  # noqa: E402
     StoreNotFoundError,
 )
 
-for _moved in (
-    MissingCredentialsError,
-    ProviderError,
-    ProviderResponseError,
-    ProviderStalledError,
-    ReplyTooLargeError,
-    ScriptExhaustedError,
-    ToolArgumentsError,
-    EncryptionKeyError,
-    EncryptionKeyMismatchError,
-    EncryptionKeyMissingError,
-    NotAStoreError,
-    SchemaOutdatedError,
-    SchemaTooNewError,
-    SearchUnavailableError,
-    StaleSessionError,
-    StoreCorruptError,
-    StoreCorruptWarning,
-    StoreError,
-    StoreNotFoundError,
-):
-    _moved.__module__ = __name__
-del _moved
+# Every error class of the two leaf groups is shown as this module's (tracebacks, docs,
+# pickles), whichever file defines it.
+for _group in ("plait._errors_provider", "plait._errors_store"):
+    for _value in list(vars(sys.modules[_group]).values()):
+        if isinstance(_value, type) and _value.__module__ == _group:
+            _value.__module__ = __name__
+del _group, _value
