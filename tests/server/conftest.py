@@ -27,6 +27,7 @@ from plait.providers.base import Request as ModelRequest
 from plait.server import create_app
 from plait.store import SQLiteStore, Store
 from tests.conftest import make_store, needs_postgres
+from tests.server.fleet import FakeModel
 
 KEY = "test-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
@@ -211,3 +212,12 @@ class SseReader:
             seen.append(ev)
             if predicate(ev):
                 return seen
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    """The fleet tests' OpenAI-compatible model on loopback, one per test."""
+    served = FakeModel()
+    served.start()
+    yield served
+    served.stop()

@@ -22,14 +22,6 @@ from tests.server.fleet import FakeModel, Fleet, Observer, Replica, run_ended
 pytestmark = [needs_postgres, pytest.mark.slow]
 
 
-@pytest.fixture
-def model() -> Iterator[FakeModel]:
-    served = FakeModel()
-    served.start()
-    yield served
-    served.stop()
-
-
 @contextlib.contextmanager
 def _pair(schema: str, tmp_path: Path, model: FakeModel, grace: float) -> Iterator[Fleet]:
     from plait.store.postgres import PostgresStore

@@ -24,14 +24,6 @@ pytestmark = [pytestmark, needs_postgres, pytest.mark.slow]
 
 
 @pytest.fixture
-def model() -> Iterator[FakeModel]:
-    served = FakeModel()
-    served.start()
-    yield served
-    served.stop()
-
-
-@pytest.fixture
 def pair(pg_schema: str, tmp_path: Path, model: FakeModel) -> Iterator[Fleet]:
     from plait.store.postgres import PostgresStore
 
