@@ -57,3 +57,19 @@ def targets(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Targets]
     yield made
     for schema in made.schemas:
         drop_schema(schema)
+
+
+@pytest.fixture(params=["sqlite", "memory", "postgres"])
+def graph_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store for a LangGraph saver as a user names it: a file, ``:memory:`` or a
+    PostgreSQL schema of its own."""
+    if request.param == "sqlite":
+        yield str(tmp_path / "graph.db")
+    elif request.param == "memory":
+        yield ":memory:"
+    else:
+        if POSTGRES_URL is None:
+            pytest.skip(POSTGRES_SKIP)
+        schema = fresh_schema()
+        yield f"{POSTGRES_URL}?schema={schema}"
+        drop_schema(schema)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import operator
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -26,33 +26,15 @@ from langgraph.types import Command, interrupt
 from plait import Client
 from plait.errors import InvalidArgumentError
 from plait.integrations.langgraph import AsyncPlaitSaver, PlaitSaver
-from tests.conftest import POSTGRES_SKIP, POSTGRES_URL, drop_schema, fresh_schema
-
-KINDS = ["sqlite", "memory", "postgres"]
 
 
-@pytest.fixture(params=KINDS)
-def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store as a user names it: a file, ``:memory:`` or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "graph.db")
-    elif request.param == "memory":
-        yield ":memory:"
-    else:
-        if POSTGRES_URL is None:
-            pytest.skip(POSTGRES_SKIP)
-        schema = fresh_schema()
-        yield f"{POSTGRES_URL}?schema={schema}"
-        drop_schema(schema)
-
-
-def test_conformance_kit_passes_every_capability(store_target: str, tmp_path: Path) -> None:
+def test_conformance_kit_passes_every_capability(graph_target: str, tmp_path: Path) -> None:
     made = iter(range(1_000))
 
-    @checkpointer_test(name=f"PlaitSaver[{store_target.split('?')[0]}]")
+    @checkpointer_test(name=f"PlaitSaver[{graph_target.split('?')[0]}]")
     async def saver() -> AsyncIterator[AsyncPlaitSaver]:
         # A fresh store per capability suite, as the kit asks (a new file or schema each time).
-        target = store_target
+        target = graph_target
         if target.endswith(".db"):
             target = str(tmp_path / f"kit-{next(made)}.db")
         async with AsyncPlaitSaver.from_conn_string(target) as s:
@@ -99,8 +81,8 @@ def _turn(text: str) -> dict[str, Any]:
 CONFIG = {"configurable": {"thread_id": "t1"}}
 
 
-def test_a_graph_runs_resumes_and_reads_through_plait(store_target: str) -> None:
-    client = Client(".", store=store_target)
+def test_a_graph_runs_resumes_and_reads_through_plait(graph_target: str) -> None:
+    client = Client(".", store=graph_target)
     try:
         saver = PlaitSaver(client)
         graph = _graph(saver)
@@ -171,9 +153,9 @@ def test_an_interrupt_resumes_from_the_saved_checkpoint(tmp_path: Path) -> None:
     assert [m.content for m in out["messages"]][-1] == "approved: yes"
 
 
-def test_the_async_saver_runs_an_async_graph(store_target: str) -> None:
+def test_the_async_saver_runs_an_async_graph(graph_target: str) -> None:
     async def main() -> list[str]:
-        async with AsyncPlaitSaver.from_conn_string(store_target) as saver:
+        async with AsyncPlaitSaver.from_conn_string(graph_target) as saver:
             graph = _graph(saver)
             await graph.ainvoke(_turn("a"), CONFIG)
             out = await graph.ainvoke(_turn("b"), CONFIG)
@@ -189,8 +171,8 @@ def test_a_thread_id_plait_cannot_name_is_a_clear_error(tmp_path: Path) -> None:
             graph.invoke(_turn("x"), {"configurable": {"thread_id": "t" * 300}})
 
 
-def test_a_copied_thread_is_a_fork_that_goes_its_own_way(store_target: str) -> None:
-    with PlaitSaver.from_conn_string(store_target) as saver:
+def test_a_copied_thread_is_a_fork_that_goes_its_own_way(graph_target: str) -> None:
+    with PlaitSaver.from_conn_string(graph_target) as saver:
         graph = _graph(saver)
         for n in range(2):
             graph.invoke(_turn(f"hi {n}"), CONFIG)
@@ -245,8 +227,8 @@ def _agent_graph(saver: Any) -> Any:
     return builder.compile(checkpointer=saver)
 
 
-def test_a_tool_node_and_an_interrupted_subgraph_read_through_plait(store_target: str) -> None:
-    client = Client(".", store=store_target)
+def test_a_tool_node_and_an_interrupted_subgraph_read_through_plait(graph_target: str) -> None:
+    client = Client(".", store=graph_target)
     try:
         graph = _agent_graph(PlaitSaver(client))
         graph.invoke(_turn("add 2 and 3"), CONFIG)
@@ -294,8 +276,8 @@ def test_plaits_own_trim_and_rewind_never_lose_a_checkpoint(tmp_path: Path) -> N
         assert out["messages"][-1].content == "echo: after the rewind"
 
 
-def test_prune_keeps_the_newest_checkpoint_and_frees_the_rest(store_target: str) -> None:
-    with PlaitSaver.from_conn_string(store_target) as saver:
+def test_prune_keeps_the_newest_checkpoint_and_frees_the_rest(graph_target: str) -> None:
+    with PlaitSaver.from_conn_string(graph_target) as saver:
         graph = _graph(saver)
         for n in range(4):
             graph.invoke(_turn(f"hi {n}"), CONFIG)
@@ -432,13 +414,13 @@ class Snapped(TypedDict):
     log: Annotated[list[str], DeltaChannel(_extend, snapshot_frequency=2)]
 
 
-def test_the_delta_history_read_agrees_with_langgraphs_own_walk(store_target: str) -> None:
+def test_the_delta_history_read_agrees_with_langgraphs_own_walk(graph_target: str) -> None:
     from langgraph.checkpoint.base import BaseCheckpointSaver
 
     def note(state: Snapped) -> dict[str, Any]:
         return {"log": [f"seen {len(state['log'])}"]}
 
-    with PlaitSaver.from_conn_string(store_target) as saver:
+    with PlaitSaver.from_conn_string(graph_target) as saver:
         builder = StateGraph(Snapped)
         builder.add_node("note", note)
         builder.add_edge(START, "note")

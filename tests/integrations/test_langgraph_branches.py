@@ -17,33 +17,15 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
-import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 
 from plait import Client
 from plait.integrations.langgraph import PlaitSaver
-from tests.conftest import POSTGRES_SKIP, POSTGRES_URL, drop_schema, fresh_schema
-
-
-@pytest.fixture(params=["sqlite", "memory", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store as a user names it: a file, ``:memory:`` or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "graph.db")
-    elif request.param == "memory":
-        yield ":memory:"
-    else:
-        if POSTGRES_URL is None:
-            pytest.skip(POSTGRES_SKIP)
-        schema = fresh_schema()
-        yield f"{POSTGRES_URL}?schema={schema}"
-        drop_schema(schema)
 
 
 class State(TypedDict):
@@ -83,9 +65,9 @@ def _history(client: Client, session_id: str) -> list[str]:
     return [m.text for m in client.sessions.get(session_id).history()]
 
 
-def test_a_fork_never_replays_the_abandoned_siblings_writes(target: str) -> None:
+def test_a_fork_never_replays_the_abandoned_siblings_writes(graph_target: str) -> None:
     """Invoking from an older checkpoint is a branch: LangGraph and plait read it alone."""
-    with Client(".", store=target) as client:
+    with Client(".", store=graph_target) as client:
         graph = _graph(PlaitSaver(client))
         graph.invoke(_turn("a"), T1)
         after_a = graph.get_state(T1).config
@@ -114,8 +96,8 @@ def test_a_fork_never_replays_the_abandoned_siblings_writes(target: str) -> None
         assert client.sessions.get("t1").hidden_heads() == [hidden]
 
 
-def test_a_copy_after_time_travel_holds_every_branch(target: str) -> None:
-    with Client(".", store=target) as client:
+def test_a_copy_after_time_travel_holds_every_branch(graph_target: str) -> None:
+    with Client(".", store=graph_target) as client:
         saver = PlaitSaver(client)
         graph = _graph(saver)
         graph.invoke(_turn("a"), T1)
@@ -138,9 +120,9 @@ def test_a_copy_after_time_travel_holds_every_branch(target: str) -> None:
 
 
 def test_update_state_on_an_older_checkpoint_never_writes_into_the_branch_it_left(
-    target: str,
+    graph_target: str,
 ) -> None:
-    with Client(".", store=target) as client:
+    with Client(".", store=graph_target) as client:
         graph = _graph(PlaitSaver(client))
         graph.invoke(_turn("a"), T1)
         after_a = graph.get_state(T1).config
@@ -188,8 +170,8 @@ def _objects(client: Client) -> set[str]:
     return set(client.store.object_digests())  # type: ignore[attr-defined]
 
 
-def test_deletes_and_prunes_leave_no_object_no_live_checkpoint_reads(target: str) -> None:
-    with Client(".", store=target) as client:
+def test_deletes_and_prunes_leave_no_object_no_live_checkpoint_reads(graph_target: str) -> None:
+    with Client(".", store=graph_target) as client:
         saver = PlaitSaver(client, object_grace=0)
         graph = _graph(saver)
         for thread in ("t1", "t2", "t3"):
@@ -223,8 +205,8 @@ def test_deletes_and_prunes_leave_no_object_no_live_checkpoint_reads(target: str
         assert _objects(client) == set()
 
 
-def test_plaits_checkpoint_pruning_keeps_what_a_live_checkpoint_reads(target: str) -> None:
-    with Client(".", store=target) as client:
+def test_plaits_checkpoint_pruning_keeps_what_a_live_checkpoint_reads(graph_target: str) -> None:
+    with Client(".", store=graph_target) as client:
         saver = PlaitSaver(client, object_grace=0)
         graph = _graph(saver)
         for n in range(2):

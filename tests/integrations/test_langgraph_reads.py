@@ -7,8 +7,6 @@ them without their events; the tuple is the one a read of every record gives.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,25 +16,10 @@ from langgraph.types import Command
 from plait import Client
 from plait.integrations.langgraph import PlaitSaver
 from plait.store import Store
-from tests.conftest import POSTGRES_SKIP, POSTGRES_URL, drop_schema, fresh_schema
 from tests.integrations.test_langgraph import _graph, _turn
 
 T1 = {"configurable": {"thread_id": "t1"}}
 
-
-@pytest.fixture(params=["sqlite", "memory", "postgres"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A store as a user names it: a file, ``:memory:`` or a PostgreSQL schema of its own."""
-    if request.param == "sqlite":
-        yield str(tmp_path / "graph.db")
-    elif request.param == "memory":
-        yield ":memory:"
-    else:
-        if POSTGRES_URL is None:
-            pytest.skip(POSTGRES_SKIP)
-        schema = fresh_schema()
-        yield f"{POSTGRES_URL}?schema={schema}"
-        drop_schema(schema)
 
 
 def _same(a: Any, b: Any) -> None:
@@ -62,9 +45,9 @@ def _counting(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_a_long_threads_newest_checkpoint_is_read_from_its_tip(
-    target: str, monkeypatch: pytest.MonkeyPatch
+    graph_target: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with Client(".", store=target) as client:
+    with Client(".", store=graph_target) as client:
         graph = _graph(PlaitSaver(client), approve=True)
         for n in range(40):
             graph.invoke(_turn(f"turn {n}"), T1)  # each stops at the approval question
@@ -94,13 +77,13 @@ def test_a_long_threads_newest_checkpoint_is_read_from_its_tip(
         assert len(list(cold.list(T1))) == 41 * 4  # input, reply, question, answer
 
 
-def test_a_write_stored_before_its_checkpoint_is_read_with_it(target: str) -> None:
+def test_a_write_stored_before_its_checkpoint_is_read_with_it(graph_target: str) -> None:
     """A background ``put`` may land after its step's writes: they are still its own.
 
     Here the writes come long before their checkpoint's event (past the records a
     read from the end looks at first).
     """
-    with Client(".", store=target) as client:
+    with Client(".", store=graph_target) as client:
         saver = PlaitSaver(client)
         made = [
             generate_checkpoint(channel_values={"n": n}, channel_versions={"n": n + 1})
