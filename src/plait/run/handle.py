@@ -249,7 +249,7 @@ class Run:
         Raises:
             RunInterruptedError: :meth:`cancel` stopped it.
             RunTimeoutError: it passed its timeout.
-            Whatever the run raised (ProviderError ...).
+            PlaitError: whatever else the run raised (a ProviderError ...).
         """
         return await self._outcome(self._start())
 
