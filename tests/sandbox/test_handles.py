@@ -87,7 +87,7 @@ def test_troubleshooting_errors() -> None:
     other.close_sandbox()
     assert handle.closed
     stale = Session.from_user_message("z")
-    stale.head.sandbox = handle  # bound to a handle someone else closed
+    stale.head.binding.hold(handle)  # bound to a handle someone else closed
     with pytest.raises(SandboxClosedError, match="session sandbox is closed"):
         stale.require_sandbox()
     with pytest.raises(SandboxClosedError):

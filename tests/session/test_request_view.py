@@ -118,3 +118,23 @@ def test_a_long_uncounted_tail_is_read_rather_than_counted(tmp_path: Path) -> No
         s.trim(3)
         assert s.request_messages() == _reference(s)
         assert s.request_messages()[0].text == "rules"
+
+
+def test_an_id_used_again_sends_its_own_hidden_system_prompt(tmp_path: Path) -> None:
+    """A trim hides the system prompt; the request still sends it, that session's own,
+    even when an erased session of the same id sent another from the same client."""
+    roles = ("user", "assistant")
+    messages = [{"role": roles[n % 2], "content": f"m{n}"} for n in range(300)]
+    with Client(tmp_path, store=tmp_path / "r.db") as client:
+        first = client.sessions.create([{"role": "system", "content": "old rules"}])
+        first.inject_many(messages)  # a long uncounted tail: the prefix is read, not tallied
+        first.trim(3)
+        assert first.request_messages()[0].text == "old rules"
+        first.erase()
+        again = client.sessions.create(
+            [{"role": "system", "content": "new rules"}], session_id=first.id
+        )
+        again.inject_many(messages)
+        again.trim(3)
+        assert again.request_messages() == _reference(again)
+        assert again.request_messages()[0].text == "new rules"

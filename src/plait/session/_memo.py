@@ -11,26 +11,34 @@ fresh tells whether a memo still describes it.
 (:data:`MEMOS_KEPT`), so a session run again and again (a server gives its lock up
 after every run, and may make a new handle for the next) does not read and decode its
 whole transcript for each run.
+
+:class:`Caches` is everything a host remembers of stored sessions to save a read:
+its :class:`Memos`, each view's usage summed so far, and the system prompts a trim
+or reset hid. Each entry is keyed by what makes it true (a row's ``pk``, never its
+id, which a deleted session gives back for reuse) and bounded.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from plait.context import Tally
 from plait.records import Record
+from plait.session._values import SessionUsage
 from plait.store.base import SessionRow
 
-__all__ = ["MEMOS_KEPT", "WINDOW_MAX", "Memo", "Memos"]
+__all__ = ["MEMOS_KEPT", "SUMS_KEPT", "WINDOW_MAX", "Caches", "Memo", "Memos"]
 
 WINDOW_MAX: Final = 4096
 """The most records a memo's window holds (a longer request is read from the store)."""
 MEMOS_KEPT: Final = 32
 """The sessions a host keeps memos of (the most recently used)."""
+SUMS_KEPT: Final = 1024
+"""The session views a host keeps a usage sum and a hidden system prompt of (each)."""
 
 
 @dataclass(slots=True)
@@ -125,3 +133,65 @@ class Memos:
     def kept(self, session_id: str) -> Memo | None:
         """The memo kept for the session, if any (of whichever epoch)."""
         return self._kept.get(session_id)
+
+    def appended(self, session_id: str, row: SessionRow, records: Sequence[Record]) -> None:
+        """``records`` were appended, making ``row``: the memo of its epoch keeps them."""
+        memo = self._kept.get(session_id)
+        if memo is not None and memo.valid_for(row):
+            memo.extend(records)
+
+
+class Caches:
+    """What a host remembers of stored sessions, so it does not read it again.
+
+    The writers' memos (:class:`Memos`), the usage summed so far of each view, and
+    the system prompt a trim or reset hid from each view (the prefix before a view's
+    start never changes). The memos are the :data:`MEMOS_KEPT` most recently used;
+    the sums and the prompts, keyed by the row's ``pk`` and view start, the
+    :data:`SUMS_KEPT` most recently used of each.
+    """
+
+    def __init__(self) -> None:
+        self._memos = Memos()
+        self._sums: OrderedDict[tuple[int, int], tuple[int, SessionUsage]] = OrderedDict()
+        self._hidden: OrderedDict[tuple[int, int], str | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def memo(self, session_id: str, row: SessionRow) -> Memo:
+        """The memo of ``row``'s epoch (a new one when the one kept is of another)."""
+        return self._memos.for_row(session_id, row)
+
+    def appended(self, session_id: str, row: SessionRow, records: Sequence[Record]) -> None:
+        """``records`` were appended, making ``row``: the memo of its epoch keeps them."""
+        self._memos.appended(session_id, row, records)
+
+    def usage_sum(self, row: SessionRow) -> tuple[int, SessionUsage] | None:
+        """The position the usage of ``row``'s view was summed to, and the sum; None if none."""
+        key = (row.pk, row.layout.view_start)
+        with self._lock:
+            found = self._sums.get(key)
+            if found is not None:
+                self._sums.move_to_end(key)
+            return found
+
+    def remember_usage(self, row: SessionRow, end: int, total: SessionUsage) -> None:
+        """Keep the usage of ``row``'s view summed to ``end`` (the least recently used go)."""
+        with self._lock:
+            self._sums[(row.pk, row.layout.view_start)] = (end, total)
+            self._sums.move_to_end((row.pk, row.layout.view_start))
+            while len(self._sums) > SUMS_KEPT:
+                self._sums.popitem(last=False)
+
+    def hidden_system(self, row: SessionRow, read: Callable[[], str | None]) -> str | None:
+        """The system prompt before ``row``'s view start: remembered, or ``read()`` once."""
+        key = (row.pk, row.layout.view_start)
+        with self._lock:
+            if key in self._hidden:
+                self._hidden.move_to_end(key)
+                return self._hidden[key]
+        found = read()  # a store read: outside the lock
+        with self._lock:
+            self._hidden[key] = found
+            while len(self._hidden) > SUMS_KEPT:
+                self._hidden.popitem(last=False)
+        return found

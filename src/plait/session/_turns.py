@@ -11,25 +11,42 @@ gives it back after, so the writers of several processes take turns. A turn that
 finds the lock taken waits for it, asking again with a growing, jittered pause
 (capped), for at most the client's ``lock_timeout``; then it is
 :class:`~plait.errors.SessionLockTimeoutError`.
+
+Three owners, one per reach: this module's functions count the process's holders
+of each store's locks; a host's :class:`HostLocks` keeps its mode, its wait and
+which of its sessions a handle of it holds; a handle's :class:`WriterLock` takes,
+holds and gives back its session's lock through its host's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
-from typing import Final, Literal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final, Literal
 
-from plait.errors import InvalidArgumentError, SessionLockTimeoutError
+from plait.errors import (
+    InvalidArgumentError,
+    SessionLockedError,
+    SessionLockTimeoutError,
+    WriterLockLostError,
+)
 from plait.store.base import WriterLocks
+
+if TYPE_CHECKING:
+    from plait.run.worker import StoreWorker
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
     "WRITER_LOCK_MODES",
+    "HostLocks",
+    "WriterLock",
     "WriterLockMode",
     "check_lock_timeout",
     "check_writer_lock",
@@ -209,3 +226,268 @@ async def wait_take_async(
         if pause is None:
             raise SessionLockTimeoutError(session_id, timeout)
         await asyncio.sleep(pause)
+
+
+class HostLocks:
+    """A host's share of its store's writer locks: the mode, the wait, and who holds what.
+
+    Which of the host's sessions a handle of it holds, and which handle (a
+    :class:`WriterLock`): at most one per session, and each hold numbered, so a
+    handle can tell one hold from the next. A hold outlives the handle that took it:
+    the next handle on the id inherits it (:meth:`acquire`), or :meth:`give_up`
+    gives it back.
+
+    Args:
+        store: the store whose locks the host takes.
+    """
+
+    def __init__(self, store: WriterLocks) -> None:
+        self._store = store
+        self._mode: WriterLockMode = "process"
+        self._timeout: float = DEFAULT_LOCK_TIMEOUT
+        self._holders: dict[str, tuple[weakref.ref[WriterLock], int]] = {}
+        self._mutex = threading.Lock()
+        self._numbers = itertools.count(1)
+
+    @property
+    def mode(self) -> WriterLockMode:
+        """How the host's handles take the lock: ``process`` or ``write``.
+
+        ``process``: a handle keeps the lock once it wrote (seed 001); ``write``: it
+        takes the lock for one write or one run, waiting up to :attr:`timeout`.
+        """
+        return self._mode
+
+    @property
+    def timeout(self) -> float:
+        """Seconds a ``write``-mode writer waits for its turn before SessionLockTimeoutError."""
+        return self._timeout
+
+    @property
+    def takes_turns(self) -> bool:
+        """Whether a handle takes the lock for one write or run (``writer_lock="write"``)."""
+        return self._mode == "write"
+
+    def configure(self, mode: object, timeout: object) -> None:
+        """Choose the mode and the wait (both checked before either is changed).
+
+        Raises:
+            InvalidArgumentError: ``mode`` is not ``process`` or ``write``, or
+                ``timeout`` is not a finite number of seconds >= 0.
+        """
+        checked = check_writer_lock(mode), check_lock_timeout(timeout)
+        self._mode, self._timeout = checked
+
+    def holds(self, session_id: str) -> bool:
+        """Whether a handle of this host (alive or gone) holds the session's lock."""
+        return session_id in self._holders
+
+    def held(self) -> list[str]:
+        """The sessions whose lock a handle of this host holds."""
+        with self._mutex:
+            return list(self._holders)
+
+    def hold_of(self, lock: WriterLock) -> int:
+        """The number of the hold ``lock`` has now (a new one each time it is taken); 0: none."""
+        entry = self._holders.get(lock.id)
+        return entry[1] if entry is not None and entry[0]() is lock else 0
+
+    def acquire(self, lock: WriterLock) -> None:
+        """Give ``lock`` its session's lock: inherited if this host holds it, else taken.
+
+        Raises:
+            SessionLockedError: in ``process`` mode, another process holds it.
+            SessionLockTimeoutError: in ``write`` mode, it stayed taken for :attr:`timeout`.
+        """
+        if self.holds(lock.id):
+            self._record(lock, taken=False)  # a handle that is gone took it: this one inherits
+            return
+        if self.takes_turns:
+            wait_take(self._store, lock.id, self._timeout)
+        elif not take(self._store, lock.id):
+            raise SessionLockedError(lock.id)
+        self._record(lock, taken=True)
+
+    def try_acquire(self, lock: WriterLock) -> bool:
+        """One try at the lock for ``lock`` (no wait); False if another process has it."""
+        if not take(self._store, lock.id):
+            return False
+        self._record(lock, taken=True)
+        return True
+
+    def _record(self, lock: WriterLock, *, taken: bool) -> None:
+        with self._mutex:
+            twice = taken and lock.id in self._holders  # another thread took it meanwhile
+            self._holders[lock.id] = (weakref.ref(lock), next(self._numbers))
+        if twice:
+            give(self._store, lock.id)  # one count per session for this host
+
+    def let_go(self, lock: WriterLock) -> None:
+        """``lock`` gives its hold back (nothing if it holds none)."""
+        with self._mutex:
+            entry = self._holders.get(lock.id)
+            if entry is None or entry[0]() is not lock:
+                return
+            del self._holders[lock.id]
+        give(self._store, lock.id)
+
+    def give_up(self, session_id: str) -> bool:
+        """Give back this host's hold on the session, whichever handle has it; False if none."""
+        with self._mutex:
+            if self._holders.pop(session_id, None) is None:
+                return False
+        give(self._store, session_id)
+        return True
+
+    def elsewhere(self, session_id: str) -> bool:
+        """Whether another process holds the session's lock (asks the store)."""
+        return self._store.locked_elsewhere(session_id)
+
+    @contextmanager
+    def locked(self, session_id: str) -> Iterator[None]:
+        """Hold the session's lock for one operation on the store (a delete).
+
+        Shared with this process's other holders, so it never takes the lock from a
+        handle that writes; in ``write`` mode it waits up to :attr:`timeout`.
+
+        Raises:
+            SessionLockedError: another process holds it (SessionLockTimeoutError in
+                ``write`` mode, after the wait).
+        """
+        if self.takes_turns:
+            wait_take(self._store, session_id, self._timeout)
+        elif not take(self._store, session_id):
+            raise SessionLockedError(session_id)
+        try:
+            yield
+        finally:
+            give(self._store, session_id)
+
+
+class WriterLock:
+    """One handle's hold on its session's writer lock: taking, holding, giving it back.
+
+    What it holds is its host's :class:`HostLocks` to say; this is the handle's
+    side of it, with the turns a write or a run takes in ``write`` mode.
+
+    Args:
+        locks: the host's locks.
+        session_id: the session.
+    """
+
+    __slots__ = ("__weakref__", "_locks", "id")
+
+    def __init__(self, locks: HostLocks, session_id: str) -> None:
+        self._locks = locks
+        self.id = session_id
+
+    @property
+    def held(self) -> bool:
+        """Whether this handle holds the lock (as far as this process knows, D232)."""
+        return self._locks.hold_of(self) != 0
+
+    @property
+    def hold(self) -> int:
+        """Which hold this is: a number new each time the lock is taken; 0 when not held.
+
+        What was read under one hold is known to be what is stored until it ends.
+        """
+        return self._locks.hold_of(self)
+
+    @property
+    def takes_turns(self) -> bool:
+        """Whether the host takes the lock for one write or run (``writer_lock="write"``)."""
+        return self._locks.takes_turns
+
+    def ensure(self) -> None:
+        """Take the lock and keep it until :meth:`release`.
+
+        In ``writer_lock="write"`` mode it waits for the lock up to the host's
+        ``lock_timeout``.
+
+        Raises:
+            SessionLockedError: another process holds it (in ``write`` mode,
+                :class:`~plait.errors.SessionLockTimeoutError` once the wait is over).
+        """
+        if not self.held:
+            self._locks.acquire(self)
+
+    def release(self) -> None:
+        """Give up this process's hold (a no-op if this handle holds none)."""
+        self._locks.let_go(self)
+
+    def lost(self) -> None:
+        """The store refused a write: the lock was lost and taken by another writer.
+
+        Gives up what is left of the hold (the store forgets its epoch once every
+        holder of this process has let go), so the error is raised once per loss: the
+        next write takes the lock again, if it is free.
+        """
+        self.release()
+
+    def elsewhere(self) -> bool:
+        """Whether another process has the session open for writing (False while held here)."""
+        return not self.held and self._locks.elsewhere(self.id)
+
+    @contextmanager
+    def turn(self, needed: bool = True) -> Iterator[bool]:
+        """Hold the lock for one write; yields whether this turn took it.
+
+        In ``process`` mode the lock is taken (if not held) and kept. In ``write``
+        mode a lock not held already is taken (waiting up to ``lock_timeout``) and
+        released when the block ends; a lock held already (by a run, or
+        :meth:`ensure`) stays as it is. A write in the block that finds the lock lost
+        (:class:`~plait.errors.WriterLockLostError`) gives it up (:meth:`lost`) and
+        the error goes on.
+
+        Args:
+            needed: False: hold nothing (a write that needs no lock, such as a create).
+        """
+        if not needed or self.held:
+            try:
+                yield False
+            except WriterLockLostError:
+                self.lost()
+                raise
+            return
+        self.ensure()
+        turns = self.takes_turns
+        try:
+            yield turns
+        except WriterLockLostError:
+            self.lost()
+            raise
+        finally:
+            if turns:
+                self.release()
+
+    async def take_turn(self, calls: StoreWorker) -> bool:
+        """:meth:`turn` for a whole run: take the lock, waiting without blocking the loop.
+
+        Args:
+            calls: where the store calls are made, off the event loop (D202).
+
+        Returns:
+            Whether it was taken here (pass it to :meth:`end_turn` when the run ends).
+
+        Raises:
+            SessionLockedError: in ``process`` mode, another process holds it.
+            SessionLockTimeoutError: in ``write`` mode, it stayed taken for all of
+                ``lock_timeout``.
+        """
+        if self.held:
+            return False
+        if not self.takes_turns or self._locks.holds(self.id):
+            await calls.run(self.ensure)
+            return False
+        await wait_take_async(
+            lambda: calls.run(lambda: self._locks.try_acquire(self)),
+            self.id,
+            self._locks.timeout,
+        )
+        return True
+
+    def end_turn(self, taken: bool) -> None:
+        """End what :meth:`take_turn` began: release the lock if that turn took it."""
+        if taken:
+            self.release()

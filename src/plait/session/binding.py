@@ -3,13 +3,16 @@
 A session stores a target (``to("local", spec)``; branches inherit it) and opens a
 reference-counted :class:`~plait.sandbox.Sandbox` handle on it when tools need
 one (seed 000 steps 5-7). A branch made while a handle is open shares it.
+
+The handle a session handle holds is its :class:`SandboxBinding`'s (reached as
+``head.binding``); the functions here decide what to hold, and the binding holds it.
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from plait.errors import InvalidArgumentError, NoSandboxError, SandboxClosedError
 from plait.records import JSONValue
@@ -21,6 +24,7 @@ if TYPE_CHECKING:
     from plait.session._head import Head
 
 __all__ = [
+    "SandboxBinding",
     "bind",
     "close",
     "require",
@@ -30,6 +34,51 @@ __all__ = [
     "target_policy",
     "tool_context",
 ]
+
+
+class SandboxBinding:
+    """The sandbox handle one session handle holds, and the one reference it owes back.
+
+    The reference is given back once: by :meth:`close`, or when the session handle
+    or the process goes, so a managed temporary workspace nobody closed is still
+    deleted.
+
+    Args:
+        owner: the session handle, weakly (None once it is gone).
+    """
+
+    __slots__ = ("_handle", "_owner", "_release")
+
+    def __init__(self, owner: Callable[[], object | None]) -> None:
+        self._owner = owner
+        self._handle: Sandbox | None = None
+        self._release: weakref.finalize[Any, Any] | None = None
+
+    @property
+    def handle(self) -> Sandbox | None:
+        """The sandbox handle held, or None (it may have been closed by another holder)."""
+        return self._handle
+
+    def hold(self, handle: Sandbox) -> Sandbox:
+        """Hold a reference to ``handle`` taken already (one held before is given back).
+
+        Returns:
+            ``handle``.
+        """
+        self.close()
+        self._handle = handle
+        owner = self._owner()
+        self._release = weakref.finalize(owner, handle.release) if owner is not None else None
+        return handle
+
+    def close(self) -> None:
+        """Give back the reference held; the sandbox closes when no session holds it."""
+        handle, self._handle = self._handle, None
+        release, self._release = self._release, None
+        if release is not None:
+            release()  # a finalizer runs once: the reference is given back exactly once
+        elif handle is not None:
+            handle.release()
 
 
 def target_backend(settings: Mapping[str, JSONValue]) -> str | None:
@@ -73,10 +122,11 @@ def require(head: Head, settings: Mapping[str, JSONValue] | None = None) -> Sand
         NoSandboxError: no target and no handle ("no sandbox to take").
         SandboxClosedError: the session is bound to a closed handle.
     """
-    if head.sandbox is not None:
-        if head.sandbox.closed:
+    held = head.binding.handle
+    if held is not None:
+        if held.closed:
             raise SandboxClosedError("session sandbox is closed")
-        return head.sandbox
+        return held
     target = (settings if settings is not None else head.settings()).get("sandbox")
     if not isinstance(target, Mapping) or not isinstance(target.get("backend"), str):
         raise NoSandboxError("no sandbox to take")
@@ -84,44 +134,26 @@ def require(head: Head, settings: Mapping[str, JSONValue] | None = None) -> Sand
     opened = backend_named(str(target["backend"])).open(
         spec if isinstance(spec, str) else None, target_policy(settings or head.settings())
     )
-    return _hold(head, opened)
-
-
-def _hold(head: Head, handle: Sandbox) -> Sandbox:
-    """The head holds one reference to ``handle``, given back however the handle ends.
-
-    ``close_sandbox`` gives it back; so does the handle's end (garbage collection) or
-    the process's, so a managed temporary workspace nobody closed is still deleted.
-    """
-    head.sandbox = handle
-    owner = head.owner()
-    head.sandbox_release = weakref.finalize(owner, handle.release) if owner is not None else None
-    return handle
+    return head.binding.hold(opened)
 
 
 def bind(head: Head, handle: Sandbox) -> None:
     """Hold ``handle`` (taking a reference), releasing the one held before."""
     if not isinstance(handle, Sandbox):
         raise InvalidArgumentError(f"with_sandbox takes a Sandbox, not {type(handle).__name__}")
-    handle.acquire()
-    close(head)
-    _hold(head, handle)
+    head.binding.hold(handle.acquire())
 
 
 def close(head: Head) -> None:
     """Release the handle held; the sandbox closes when no session holds it."""
-    handle, head.sandbox = head.sandbox, None
-    release, head.sandbox_release = head.sandbox_release, None
-    if release is not None:
-        release()  # a finalizer runs once: the reference is given back exactly once
-    elif handle is not None:
-        handle.release()
+    head.binding.close()
 
 
 def share(head: Head, branch: Head) -> None:
     """A branch made while a handle is open shares it (seed 000 step 7)."""
-    if head.sandbox is not None and not head.sandbox.closed and branch.sandbox is None:
-        _hold(branch, head.sandbox.acquire())
+    held = head.binding.handle
+    if held is not None and not held.closed and branch.binding.handle is None:
+        branch.binding.hold(held.acquire())
 
 
 def tool_context(head: Head) -> ToolContext:
@@ -131,7 +163,7 @@ def tool_context(head: Head) -> ToolContext:
     sandbox first (the default backend).
     """
     settings = head.settings()
-    if head.sandbox is None and target_backend(settings) is None:
+    if head.binding.handle is None and target_backend(settings) is None:
         retarget(head, "local", None, None)
         settings = head.settings(head.require())
     sandbox = require(head, settings)

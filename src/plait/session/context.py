@@ -91,7 +91,7 @@ def measure(
         return None
     row = head.fresh()
     store = head.store
-    persist = head.writer
+    persist = head.lock.held
     if not persist:
         # A reader stores the counts too when no other process is writing the session
         # (counting is a compare-and-set on the counted prefix: D51), so a session only
@@ -106,7 +106,7 @@ def measure(
         model=model,
         tool_specs=specs,
         persist=persist,
-        best_effort=not head.writer,
+        best_effort=not head.lock.held,
         memo=head.memo(row),
         declared=declared,
     )
@@ -171,7 +171,7 @@ async def compact(
     parsed = parse_options(more)
     calls = head.host.store_calls  # the store is called off the event loop (D202)
     await calls.run(head.require)
-    taken = await head.take_turn()  # a compaction is one turn, from its plan to its summary
+    taken = await head.lock.take_turn(calls)  # one turn, from its plan to its summary
     try:
 
         def planned() -> CompactionPlan | None:
@@ -195,7 +195,7 @@ async def compact(
         return done
     finally:
         if taken:
-            await calls.run(lambda: head.end_turn(taken))
+            await calls.run(lambda: head.lock.end_turn(taken))
 
 
 def uncompact(head: Head) -> SummaryRecord:
@@ -310,11 +310,10 @@ def request_messages(head: Head, reads: Collection[str] = ()) -> list[Message]:
                 found = _at(head, row, tally.system)
                 hidden = system_prompt([found] if found is not None else [])
         elif lay.view_start > 0:
-            key = (row.id, lay.view_start)
-            cache = head.host.runs.hidden_system
-            if key not in cache:  # read once per view start: the prefix never changes
-                cache[key] = system_prompt(head.store.read(row, 0, lay.view_start))
-            hidden = cache[key]
+            # Read once per view: the prefix before a view's start never changes.
+            hidden = head.host.caches.hidden_system(
+                row, lambda: system_prompt(head.store.read(row, 0, lay.view_start))
+            )
     return model_messages(records, hidden, reads)
 
 
@@ -348,7 +347,7 @@ def _head_tally(head: Head, row: SessionRow) -> Tally | None:
             counted_end = store.counted_end(row)
         if row.layout.end_seq - counted_end > _COUNT_ON_READ:
             return None  # a long uncounted tail (an import): reading the view is cheaper
-        counted = count_pending(store, row, persist=head.writer, best_effort=True, memo=memo)
+        counted = count_pending(store, row, persist=head.lock.held, best_effort=True, memo=memo)
     except StoreError:
         return None
     tally = counted.head

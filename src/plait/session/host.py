@@ -1,18 +1,23 @@
-"""SessionHost: a store plus the one live handle per session id, and its run board."""
+"""SessionHost: a store plus the one live handle per session id, and what serves them.
+
+The host owns the handles (one per id) and the current session; what its handles
+share is each in an owner of its own, reached as an attribute: the run board
+(``runs``), the store worker (``store_calls``), the writer locks its handles hold
+(``locks``, :class:`~plait.session._turns.HostLocks`) and what it remembers of
+stored sessions (``caches``, :class:`~plait.session._memo.Caches`).
+"""
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from plait._checks import check_list, check_name
 from plait._ids import is_session_id, new_id
 from plait.errors import (
     InvalidArgumentError,
-    SessionLockedError,
     SessionNotFoundError,
     StoreCorruptError,
     shown,
@@ -20,16 +25,16 @@ from plait.errors import (
 from plait.layout import Layout
 from plait.records import JSONValue, records_from_messages
 from plait.run.worker import StoreWorker
-from plait.session import _turns
-from plait.session._memo import Memos
-from plait.session._turns import WriterLockMode
+from plait.session._memo import Caches
+from plait.session._turns import HostLocks, WriterLockMode
 from plait.session._values import clean_title, json_object
 from plait.session.runs import RunBoard
 from plait.store import Store
 from plait.store.base import SessionRow
 
 if TYPE_CHECKING:
-    from plait.session._head import Head
+    from contextlib import AbstractContextManager
+
     from plait.session.session import Session
 
 __all__ = ["SessionHost", "ephemeral_host"]
@@ -54,17 +59,27 @@ class SessionHost:
         """The runs in progress on this host's sessions, their subscribers and caches."""
         self.store_calls: StoreWorker = StoreWorker()
         """Where code on an event loop (a run, the server) makes this host's store calls."""
-        self.memos: Memos = Memos()
-        """What this host's writers know of their sessions' transcripts (``session/_memo.py``)."""
+        self.caches: Caches = Caches()
+        """What this host remembers of stored sessions: memos, usage sums (``_memo.py``)."""
+        self.locks: HostLocks = HostLocks(store)
+        """The writer locks this host's handles hold, and how they take them."""
         self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._current: Session | None = None
         self._handles_lock = threading.Lock()
-        self._locked: set[str] = set()  # ids whose writer lock a handle of this host took
-        self.writer_lock: WriterLockMode = "process"
-        """``process``: a handle keeps the writer lock once it wrote (seed 001); ``write``:
-        it takes the lock for one write or one run, waiting up to :attr:`lock_timeout`."""
-        self.lock_timeout: float = _turns.DEFAULT_LOCK_TIMEOUT
+
+    @property
+    def writer_lock(self) -> WriterLockMode:
+        """How this host's handles take writer locks: ``process`` or ``write``.
+
+        ``process``: a handle keeps the writer lock once it wrote (seed 001); ``write``:
+        it takes the lock for one write or one run, waiting up to :attr:`lock_timeout`.
+        """
+        return self.locks.mode
+
+    @property
+    def lock_timeout(self) -> float:
         """Seconds a ``write``-mode writer waits for its turn before SessionLockTimeoutError."""
+        return self.locks.timeout
 
     @property
     def exclusive_runs(self) -> bool:
@@ -103,12 +118,18 @@ class SessionHost:
 
         return Session(self, session_id or new_id(), None)
 
-    def _adopt_head(self, head: Head) -> None:
-        """A pending handle was stored: it becomes the live handle for its id."""
-        handle = head.owner()
-        if handle is not None:
-            with self._handles_lock:
-                self._handles[head.id] = handle
+    def register(self, handle: Session) -> None:
+        """A handle from :meth:`new_session` was stored: it becomes the handle for its id.
+
+        Raises:
+            InvalidArgumentError: ``handle`` is not a session of this host.
+        """
+        from plait.session.session import Session
+
+        if not isinstance(handle, Session) or handle.host is not self:
+            raise InvalidArgumentError(f"not a session of this client: {shown(handle)}")
+        with self._handles_lock:
+            self._handles[handle.id] = handle
 
     def lookup(self, session_id: object) -> SessionRow:
         """Return the stored row of a live session (one point read).
@@ -198,11 +219,9 @@ class SessionHost:
             InvalidArgumentError: ``mode`` is not ``process`` or ``write``, or
                 ``lock_timeout`` is not a finite number of seconds >= 0.
         """
-        self.writer_lock = _turns.check_writer_lock(mode)
-        self.lock_timeout = _turns.check_lock_timeout(lock_timeout)
+        self.locks.configure(mode, lock_timeout)
 
-    @contextmanager
-    def locked(self, session_id: str) -> Iterator[None]:
+    def locked(self, session_id: str) -> AbstractContextManager[None]:
         """Hold the session's writer lock for one operation on the store (a delete).
 
         Shared with this process's other holders, so it never takes the lock from a
@@ -212,23 +231,16 @@ class SessionHost:
             SessionLockedError: another process holds it (SessionLockTimeoutError in
                 ``write`` mode, after the wait).
         """
-        if self.writer_lock == "write":
-            _turns.wait_take(self.store, session_id, self.lock_timeout)
-        elif not _turns.take(self.store, session_id):
-            raise SessionLockedError(session_id)
-        try:
-            yield
-        finally:
-            _turns.give(self.store, session_id)
+        return self.locks.locked(session_id)
 
     def holds_lock(self, session_id: str) -> bool:
         """Whether a handle of this host holds the session's writer lock (False for a non-id)."""
-        return isinstance(session_id, str) and session_id in self._locked
+        return isinstance(session_id, str) and self.locks.holds(session_id)
 
     @property
     def idle_locks(self) -> bool:
         """Whether :meth:`release_idle` has a lock to give up (a cheap check, no store call)."""
-        return any(not self.runs.running(i) for i in tuple(self._locked))
+        return any(not self.runs.running(i) for i in self.locks.held())
 
     def release_idle(self) -> int:
         """Give up the writer locks of this host's sessions that have no run in progress.
@@ -239,15 +251,9 @@ class SessionHost:
         Returns:
             How many locks were given up.
         """
-        with self._handles_lock:
-            ids = [i for i in self._locked if not self.runs.running(i)]
-            handles = [self._handles.get(i) for i in ids]
-        for session_id, handle in zip(ids, handles, strict=True):
-            if handle is not None and handle.holds_lock:
-                handle.release()
-            elif session_id in self._locked:  # the handle that took it is gone; still held
-                self._locked.discard(session_id)
-                _turns.give(self.store, session_id)
+        ids = [i for i in self.locks.held() if not self.runs.running(i)]
+        for session_id in ids:
+            self.locks.give_up(session_id)  # its handle, if any, holds it no longer
         return len(ids)
 
     def close_sandboxes(self) -> None:
@@ -273,13 +279,7 @@ class SessionHost:
         """
         if not isinstance(session_id, str):
             raise InvalidArgumentError(f"a session id is a string, not {type(session_id).__name__}")
-        with self._handles_lock:
-            handle = self._handles.get(session_id)
-        if handle is not None and handle.head.writer:
-            handle.head.release()
-        elif session_id in self._locked:  # its handle is gone; the hold is still this host's
-            self._locked.discard(session_id)
-            _turns.give(self.store, session_id)
+        self.locks.give_up(session_id)
         if self._current is not None and self._current.id == session_id:
             self._current = None
 

@@ -47,7 +47,7 @@ def _writable(head: Head, expect_version: int | None) -> SessionRow:
     head.require()
     if head.host.runs.running(head.id):
         raise SessionBusyError(head.id)
-    head.ensure_writer()
+    head.lock.ensure()
     row = head.fresh()
     if expect_version is not None and row.version != expect_version:
         raise StaleSessionError(head.id, expect_version, row.version)
@@ -87,7 +87,7 @@ def rewind(head: Head, keep_first: int, expect_version: int | None = None) -> st
         SessionClosedError: the session is closed.
         StaleSessionError: ``expect_version`` is not the head.
     """
-    with head.turn():
+    with head.lock.turn():
         return _rewind(head, keep_first, expect_version)
 
 
@@ -104,14 +104,12 @@ def _rewind(head: Head, keep_first: int, expect_version: int | None = None) -> s
         layout = branch(lay, row.pk, cut, lay.view_msgs + keep).appended(len(carried), 0)
         hidden_id = new_id()
         try:
-            head.row = head.store.move_head(
-                row, replace(row, pk=0, layout=layout), hidden_id, carried
-            )
+            moved = head.store.move_head(row, replace(row, pk=0, layout=layout), hidden_id, carried)
         except StaleSessionError:
             if expect_version is not None or attempt == _RETRIES - 1:
                 raise
             continue
-        head.trusted = True
+        head.wrote(moved)
         return hidden_id
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -144,7 +142,7 @@ def undo_rewind(head: Head, branch_id: str | None = None, expect_version: int | 
         InvalidArgumentError: ``branch_id`` is not one of its hidden heads.
         SessionBusyError, SessionClosedError, StaleSessionError: as :func:`rewind`.
     """
-    with head.turn():
+    with head.lock.turn():
         return _undo_rewind(head, branch_id, expect_version)
 
 
@@ -166,8 +164,7 @@ def _undo_rewind(
             )
         target = chosen[0]
     hidden_id = new_id()
-    head.row = head.store.move_head(row, target, hidden_id)
-    head.trusted = True
+    head.wrote(head.store.move_head(row, target, hidden_id))
     return hidden_id
 
 
@@ -177,4 +174,4 @@ def erase(head: Head) -> None:
     with head.host.locked(head.id):
         head.store.erase(head.id)
     head.host.forget(head.id)
-    head.row = None
+    head.erased()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
@@ -69,7 +68,6 @@ __all__ = [
 
 _log = logging.getLogger("plait")
 
-_USAGE_CACHE: Final = 1024  # sessions whose usage sum a host keeps (least recently used go)
 _AUTO_TITLE_MAX: Final = 80  # a title the model gives is cut here (rename() allows MAX_TITLE)
 
 NAME_IT_PROMPT: Final = (
@@ -80,7 +78,7 @@ NAME_IT_PROMPT: Final = (
 
 
 class RunBoard:
-    """A host's runs in progress (one per session), their subscribers and read caches."""
+    """A host's runs in progress (one per session) and their subscribers."""
 
     def __init__(self) -> None:
         self.exclusive = False
@@ -88,10 +86,6 @@ class RunBoard:
         self._runs: dict[str, Run] = {}
         self._subscribers: dict[str, list[EventHook]] = {}
         self._lock = threading.Lock()
-        self.usage: OrderedDict[tuple[int, int], tuple[int, SessionUsage]] = OrderedDict()
-        """Per (session pk, view start): the position summed to and the usage so far."""
-        self.hidden_system: dict[tuple[str, int], str | None] = {}
-        """Per (session id, view start): the system prompt a trim or reset hid."""
 
     def running(self, session_id: str) -> bool:
         """Whether a run is in progress on the session."""
@@ -145,12 +139,6 @@ class RunBoard:
                 callback(event)
             except Exception:  # a subscriber's bug must not break the run it watches
                 _log.exception("subscriber of session %s failed on %s", session_id, event.type)
-
-    def remember_usage(self, key: tuple[int, int], end: int, total: SessionUsage) -> None:
-        """Keep a usage sum (least recently used sums go past the cap)."""
-        self.usage[key] = (end, total)
-        while len(self.usage) > _USAGE_CACHE:
-            self.usage.popitem(last=False)
 
 
 def provider_for(head: Head, provider: Provider | str | None) -> Provider:
@@ -219,7 +207,7 @@ def start_run(
     row = head.fresh() if head.row is not None else None
     if row is not None and row.status == "closed":
         raise SessionClosedError(head.id)
-    if not head.takes_turns and head.locked_elsewhere():
+    if not head.lock.takes_turns and head.locked_elsewhere():
         raise SessionLockedError(head.id)  # a writer taking turns waits for it instead
     model = provider_for(head, provider)
     board.check_idle(head.id)
@@ -257,12 +245,13 @@ def start_run(
     async def body(run: Run) -> RunResult:
         # The run is one turn: the writer lock is held from its first write to its end.
         calls = head.host.store_calls
-        taken = await head.take_turn()
+        # A session not stored yet is locked by its first write (the create).
+        taken = head.row is not None and await head.lock.take_turn(calls)
         try:
             return await drive(target, spec, run, worker=calls)
         finally:
             if taken:  # else there is nothing to end, and no store call to make
-                await calls.run(lambda: head.end_turn(taken))
+                await calls.run(lambda: head.lock.end_turn(taken))
 
     def make() -> Run:
         return Run(
@@ -380,11 +369,10 @@ def usage(head: Head) -> SessionUsage:
         return SessionUsage()
     row = head.fresh()
     lay = row.layout
-    key = (row.pk, lay.view_start)  # pk, not id: a deleted id may be reused
-    board = head.host.runs
-    start, base = board.usage.pop(key, (lay.view_start, SessionUsage()))
-    if start > lay.end_seq:  # cannot happen for one id; start over rather than trust it
+    caches = head.host.caches
+    start, base = caches.usage_sum(row) or (lay.view_start, SessionUsage())
+    if start > lay.end_seq:  # cannot happen for one row; start over rather than trust it
         start, base = lay.view_start, SessionUsage()
     total = base + SessionUsage.from_records(head.store.read(row, start, lay.end_seq))
-    board.remember_usage(key, lay.end_seq, total)
+    caches.remember_usage(row, lay.end_seq, total)
     return total

@@ -185,8 +185,8 @@ def list_roots(head: Head, settings: Mapping[str, JSONValue]) -> dict[str, JSONV
     anchor = workspace_anchor(settings)
     if anchor is not None:
         primary = anchor
-    elif head.sandbox is not None and not head.sandbox.closed:
-        primary = str(head.sandbox.root)
+    elif (held := head.binding.handle) is not None and not held.closed:
+        primary = str(held.root)
     else:
         primary = head.row.workspace if head.row is not None else head.host.workspace
     additional: list[JSONValue] = [dict(r) for r in roots(settings)]
