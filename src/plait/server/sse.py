@@ -136,7 +136,7 @@ class Hub(Relay):
         channel = Channel(session_id, row, last_seq=row.layout.end_seq - 1)
         self._channels[session_id] = channel
         if session_id not in self._hooked:
-            handle.subscribe(lambda event: self.on_run_event(session_id, event))
+            handle.live.subscribe(lambda event: self.on_run_event(session_id, event))
             self._hooked.add(session_id)
         return channel
 

@@ -2,38 +2,43 @@
 
 :class:`RunVerbs` is a base of :class:`~plait.session.Session`: each verb is a short
 delegation to :mod:`plait.session.runs`, which starts :func:`plait.run.drive` on the
-session as its :class:`~plait.run.RunTarget`.
+session as its :class:`~plait.run.RunTarget` (:class:`_Driven`: the members the loop
+calls, gathered from the session's parts).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Unpack, cast
+from collections.abc import AsyncIterator, Collection, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Unpack, cast
 
+from plait.compaction import Compaction
+from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.providers import Provider, Request
-from plait.records import Message
-from plait.run import EventHook, Run, RunOptions, RunResult, RunTarget
+from plait.records import EventRecord, JSONValue, Message, Record
+from plait.run import Run, RunOptions, RunResult, RunTarget
 from plait.session import context, reading, runs
 from plait.session._values import SessionUsage
+from plait.tools import ToolContext
 from plait.views import ResumeInfo
 
 if TYPE_CHECKING:
     from plait.session._head import Head
+    from plait.session.session import Session
 
 __all__ = ["RunVerbs"]
 
 
 class RunVerbs:
-    """Prompting, streaming, resuming, side questions, naming, usage and subscribers."""
+    """Prompting, streaming, steering, resuming, side questions, naming and usage."""
 
     __slots__ = ()
     _head: Head
 
     def _target(self) -> RunTarget:
-        # A Session (the only class built on this one) has every member the loop uses.
-        return cast(RunTarget, self)
+        # A Session is the only class built on this one.
+        return _Driven(cast("Session", self))
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -76,11 +81,6 @@ class RunVerbs:
             NothingToDoError: no run is in progress on this session.
         """
         runs.steer(self._head, message)
-
-    @property
-    def running(self) -> bool:
-        """Whether a run is in progress on this session in this process."""
-        return self._head.host.runs.running(self._head.id)
 
     def resumable(self) -> ResumeInfo | None:
         """Whether the last request was interrupted, and how :meth:`resume` picks it up.
@@ -140,15 +140,70 @@ class RunVerbs:
         """
         return runs.usage(self._head)
 
-    def subscribe(self, callback: EventHook) -> Callable[[], None]:
-        """Call ``callback`` with every event of every run on this session (seed 003).
 
-        Subscribers live in this process, on this client; a fork does not copy them.
-        A failing callback is logged and the run goes on.
+class _Driven:
+    """A session as the loop drives it: the :class:`~plait.run.RunTarget` members.
 
-        Returns:
-            A function that removes the subscription.
-        """
-        if not callable(callback):
-            raise InvalidArgumentError("a subscriber must be callable")
-        return self._head.host.runs.subscribe(self._head.id, callback)
+    Args:
+        session: the session the run is on.
+    """
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    @property
+    def id(self) -> str:
+        """The session id."""
+        return self._session.id
+
+    @property
+    def self_compaction(self) -> bool:
+        """Whether the self-compaction tool is offered."""
+        return self._session.settings.self_compaction
+
+    def inject(self, message: Mapping[str, JSONValue]) -> Record:
+        """Append one message; returns the stored record."""
+        return self._session.inject(message)
+
+    def log_event(self, name: str, data: Mapping[str, JSONValue] | None = None) -> EventRecord:
+        """Append an event the model never sees."""
+        return self._session.transcript.log_event(name, data)
+
+    def tail(self, n: int = 20) -> list[Record]:
+        """The records of the last ``n`` messages in view."""
+        return self._session.transcript.tail(n)
+
+    def resumable(self) -> ResumeInfo | None:
+        """How an interrupted request would be picked up, or None."""
+        return self._session.resumable()
+
+    def request_messages(self, reads: Collection[str] = ()) -> list[Message]:
+        """The messages the next model call sends."""
+        return self._session.transcript.request_messages(reads)
+
+    def compaction_due(
+        self,
+        model: str | None = None,
+        tools: Iterable[object] | None = None,
+        *,
+        declared: ModelLimits | None = None,
+        reserve: int | None = None,
+    ) -> bool:
+        """Whether the context, with ``reserve`` tokens kept for the reply, is at the mark."""
+        return self._session.transcript.compaction_due(
+            model, tools, declared=declared, reserve=reserve
+        )
+
+    async def compact(self, *, provider: Any = None) -> Compaction | None:
+        """Fold the older part of the conversation into a summary."""
+        return await self._session.compact(provider=provider)
+
+    def tool_context(self) -> ToolContext:
+        """Where tools run: the sandbox folder and the mounted roots."""
+        return self._session.workspace.tool_context()
+
+    def workspace_checkpoint(self, context: ToolContext) -> str | None:
+        """Checkpoint the files of ``context``'s workspace now (None: none kept)."""
+        return self._session.workspace.checkpoint(context)

@@ -22,6 +22,7 @@ from plait.records import JSONValue, records_from_messages
 from plait.run.worker import StoreWorker
 from plait.session import _turns
 from plait.session._memo import Memos
+from plait.session._part import head_of
 from plait.session._turns import WriterLockMode
 from plait.session._values import clean_title, json_object
 from plait.session.runs import RunBoard
@@ -94,7 +95,7 @@ class SessionHost:
                 handle = Session(self, row.id, row)
                 self._handles[row.id] = handle
             else:
-                handle.head.adopt(row)
+                head_of(handle).adopt(row)
             return handle
 
     def new_session(self, session_id: str | None = None) -> Session:
@@ -184,7 +185,7 @@ class SessionHost:
         """
         from plait.session.session import Session
 
-        if not isinstance(handle, Session) or handle.host is not self:
+        if not isinstance(handle, Session) or head_of(handle).host is not self:
             raise InvalidArgumentError(f"not a session of this client: {shown(handle)}")
         self._current = handle
         return handle
@@ -243,8 +244,8 @@ class SessionHost:
             ids = [i for i in self._locked if not self.runs.running(i)]
             handles = [self._handles.get(i) for i in ids]
         for session_id, handle in zip(ids, handles, strict=True):
-            if handle is not None and handle.holds_lock:
-                handle.release()
+            if handle is not None and handle.live.holds_lock:
+                handle.live.release()
             elif session_id in self._locked:  # the handle that took it is gone; still held
                 self._locked.discard(session_id)
                 _turns.give(self.store, session_id)
@@ -275,8 +276,8 @@ class SessionHost:
             raise InvalidArgumentError(f"a session id is a string, not {type(session_id).__name__}")
         with self._handles_lock:
             handle = self._handles.get(session_id)
-        if handle is not None and handle.head.writer:
-            handle.head.release()
+        if handle is not None and head_of(handle).writer:
+            head_of(handle).release()
         elif session_id in self._locked:  # its handle is gone; the hold is still this host's
             self._locked.discard(session_id)
             _turns.give(self.store, session_id)
