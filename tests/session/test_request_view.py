@@ -1,6 +1,6 @@
 """The request a run sends, read cheaply from the tallies, equals the one read from everything.
 
-``Session.request_messages()`` and ``history()`` read only from the newest summary's kept
+``session.transcript.request_messages()`` and ``history()`` read only from the newest summary's kept
 part (D92), and ``resumable()`` only the tail back to the last turn; each is checked against
 the naive reading of the whole view after random sequences of writes, compactions, undos,
 trims, resets, forks and cut-off replies.

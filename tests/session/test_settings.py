@@ -1,4 +1,4 @@
-"""``Session.set_metadata`` and ``SessionHost.get``: the public ways the service layers use."""
+"""``settings.set_metadata`` and ``SessionHost.get``: the public ways the service layers use."""
 
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ _ANCESTORS: Final = 64  # how far up its lineage a plait fork's conversation is 
 def to_plait_messages(
     messages: Sequence[ModelMessage], *, parent: str | None = None
 ) -> list[dict[str, JSONValue]]:
-    """The plait message dicts (``Session.inject_many`` takes them) for pydantic-ai messages.
+    """The plait message dicts (``transcript.inject_many`` takes them) for pydantic-ai messages.
 
     Args:
         messages: the messages, oldest first.
