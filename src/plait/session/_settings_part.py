@@ -1,6 +1,6 @@
 """``session.settings``: the session's settings as a read-only mapping, and their verbs.
 
-:class:`SessionSettings` is the settings the row held when the part was made (so
+:class:`SessionSettings` is the settings the row held when it was first read (so
 ``session.settings["k"]``, ``dict(session.settings)`` and ``== {...}`` read as a
 dict does), plus the verbs that change them, the model settings and limits, the
 row's metadata and self-compaction (:mod:`~plait.session.settings`,
@@ -28,8 +28,9 @@ __all__ = ["SessionSettings"]
 class SessionSettings(Part, Mapping[str, JSONValue]):
     """The session settings (inherited by branches), read-only, and the verbs that set them.
 
-    Reached as ``session.settings``: each access reads the settings once; :meth:`set`
-    and the other setters write them and refresh this mapping.
+    Reached as ``session.settings``: the mapping reads the settings once, when it is
+    first read; :meth:`set` and the other setters write them, and the mapping reads
+    them again after.
 
     Args:
         session: the handle the part was reached from.
@@ -39,25 +40,32 @@ class SessionSettings(Part, Mapping[str, JSONValue]):
 
     def __init__(self, session: Session) -> None:
         super().__init__(session)
-        self._values = self._head.settings()
+        self._values: dict[str, JSONValue] | None = None
+
+    @property
+    def _read(self) -> dict[str, JSONValue]:
+        # Read on first use, so a part got only to call a setter reads nothing first.
+        if self._values is None:
+            self._values = self._head.settings()
+        return self._values
 
     # -- the mapping ------------------------------------------------------------------------
 
     def __getitem__(self, key: str) -> JSONValue:
-        return self._values[key]
+        return self._read[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._values)
+        return iter(self._read)
 
     def __len__(self) -> int:
-        return len(self._values)
+        return len(self._read)
 
     def __repr__(self) -> str:
-        return f"SessionSettings({self._values!r})"
+        return f"SessionSettings({self._read!r})"
 
     def _write(self, **values: JSONValue) -> None:
         settings.set_settings(self._head, **values)
-        self._values = self._head.settings()
+        self._values = None
 
     # -- settings ---------------------------------------------------------------------------
 
@@ -75,7 +83,7 @@ class SessionSettings(Part, Mapping[str, JSONValue]):
     @property
     def model_settings(self) -> ModelSettings:
         """The model settings the session keeps (a run's settings are laid over them)."""
-        return runs.stored_model_settings(self._values)
+        return runs.stored_model_settings(self._read)
 
     def set_model_settings(
         self, model_settings: ModelSettings | Mapping[str, JSONValue] | None
@@ -141,12 +149,12 @@ class SessionSettings(Part, Mapping[str, JSONValue]):
     @property
     def self_compaction_choice(self) -> bool | None:
         """The session's own choice: True, False, or None to follow the configuration."""
-        return settings.self_compaction(self._values)[0]
+        return settings.self_compaction(self._read)[0]
 
     @property
     def self_compaction(self) -> bool:
         """Whether self-compaction is in force: the choice, else ``PLAIT_SELF_COMPACTION``."""
-        return settings.self_compaction(self._values)[1]
+        return settings.self_compaction(self._read)[1]
 
     def use_self_compaction(self, choice: bool | None) -> None:
         """Choose whether this session may compact itself.

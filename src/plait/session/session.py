@@ -55,6 +55,10 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
     ``client.sessions.open(id)``, ``client.open(id)``) or from the seed-000
     constructors :meth:`from_agent_prompt` and :meth:`from_user_message`.
     Handles are cheap; a client hands out one handle per session id.
+
+    Its own members are the verbs the seeds name; the rest are reached through its
+    parts: :attr:`transcript`, :attr:`workspace`, :attr:`settings`,
+    :attr:`scratchpad` and :attr:`live` (D400).
     """
 
     __slots__ = ("__weakref__", "_head")
@@ -152,8 +156,7 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
     def settings(self) -> SessionSettings:
         """The session settings, a read-only mapping, with the verbs that set them.
 
-        Raises:
-            SessionNotFoundError: the stored session is gone.
+        Reading the mapping raises SessionNotFoundError once the stored session is gone.
         """
         return SessionSettings(self)
 
