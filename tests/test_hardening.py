@@ -99,7 +99,7 @@ def test_the_json_check_limits_depth_and_size() -> None:
 def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -> None:
     s = client.session
     s.inject({"role": "user", "content": "hello"})
-    before = (s.live.version, s.settings.metadata, s.scratchpad, len(s.transcript.records))
+    before = (s.live.version, s.settings.metadata, s.scratchpad(), len(s.transcript.records))
     attempts = [
         lambda: s.inject({"role": "user", "content": "x", "meta": {"a": DEEP}}),
         lambda: s.inject(
@@ -128,7 +128,7 @@ def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -
     for attempt in attempts:
         with pytest.raises(InvalidArgumentError):
             attempt()
-    assert (s.live.version, s.settings.metadata, s.scratchpad, len(s.transcript.records)) == before
+    assert (s.live.version, s.settings.metadata, s.scratchpad(), len(s.transcript.records)) == before
     assert len(client.sessions.list()) == 1
 
 
