@@ -99,7 +99,10 @@ def test_the_json_check_limits_depth_and_size() -> None:
 def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -> None:
     s = client.session
     s.inject({"role": "user", "content": "hello"})
-    before = (s.live.version, s.settings.metadata, s.scratchpad(), len(s.transcript.records))
+    def state() -> tuple[object, ...]:
+        return (s.live.version, s.settings.metadata, s.scratchpad(), len(s.transcript.records))
+
+    before = state()
     attempts = [
         lambda: s.inject({"role": "user", "content": "x", "meta": {"a": DEEP}}),
         lambda: s.inject(
@@ -128,7 +131,7 @@ def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -
     for attempt in attempts:
         with pytest.raises(InvalidArgumentError):
             attempt()
-    assert (s.live.version, s.settings.metadata, s.scratchpad(), len(s.transcript.records)) == before
+    assert state() == before
     assert len(client.sessions.list()) == 1
 
 
