@@ -72,6 +72,13 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
     def from_agent_prompt(cls, prompt: str, *, client: SessionHost | None = None) -> Session:
         """Create a stored session holding one ``system`` record (default: in memory).
 
+        Args:
+            prompt: the agent's prompt.
+            client: the client to store it with (default: an in-memory one).
+
+        Returns:
+            The new session.
+
         Raises:
             InvalidArgumentError: ``prompt`` is not a string.
         """
@@ -79,7 +86,18 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
 
     @classmethod
     def from_user_message(cls, message: str, *, client: SessionHost | None = None) -> Session:
-        """Create a stored session holding one ``user`` record (default: in memory)."""
+        """Create a stored session holding one ``user`` record (default: in memory).
+
+        Args:
+            message: the user's message.
+            client: the client to store it with (default: an in-memory one).
+
+        Returns:
+            The new session.
+
+        Raises:
+            InvalidArgumentError: ``message`` is not a string.
+        """
         return cls._seeded({"role": "user", "content": message}, client)
 
     @classmethod
