@@ -117,7 +117,17 @@ class BranchVerbs:
         return branch.to(backend, spec=target, policy=self._me().workspace.sandbox_policy)
 
     def detach(self, dst: str | None = None) -> Session:
-        """Share this transcript in a new lineage root (``metadata["detached_from"]``)."""
+        """Share this transcript in a new lineage root (``metadata["detached_from"]``).
+
+        Args:
+            dst: the new session's id (default: a new UUIDv7).
+
+        Returns:
+            The new session.
+
+        Raises:
+            SessionNotFoundError: never stored. SessionExistsError: ``dst`` is taken.
+        """
         return self._spawn(branching.detach_row(self._head, dst))
 
     def merge(

@@ -50,6 +50,13 @@ class RunVerbs:
         ``on_approval``, ``on_question``, ``on_event``, ``timeout``, ``keep_events``,
         ``max_steps``).
 
+        Args:
+            text: the user's message.
+            **options: the run's options.
+
+        Returns:
+            The run's result: its text, finish reason, usage and records.
+
         Raises:
             InvalidArgumentError: bad arguments (nothing is written).
             SessionBusyError: a run is in progress here (or, on a client, anywhere).
@@ -59,11 +66,29 @@ class RunVerbs:
         return await runs.start_run(self._head, self._target(), text, streamed=False, **options)
 
     def stream(self, text: str, **options: Unpack[RunOptions]) -> Run:
-        """Start :meth:`prompt` as a :class:`Run` to iterate (errors in arguments at once)."""
+        """Start :meth:`prompt` as a :class:`Run` to iterate (errors in arguments at once).
+
+        Args:
+            text: the user's message.
+            **options: the run's options.
+
+        Returns:
+            The run: iterate it for its events, await it for its result.
+
+        Raises:
+            InvalidArgumentError, SessionBusyError: as :meth:`prompt`, at once.
+        """
         return runs.start_run(self._head, self._target(), text, streamed=True, **options)
 
     def run(self, text: str, **options: Unpack[RunOptions]) -> RunResult:
         """:meth:`prompt` for code without an event loop: runs it to the end and returns.
+
+        Args:
+            text: the user's message.
+            **options: the run's options.
+
+        Returns:
+            The run's result.
 
         Raises:
             InvalidArgumentError: called inside a running event loop (await :meth:`prompt`).
@@ -77,6 +102,9 @@ class RunVerbs:
     def steer(self, message: str) -> None:
         """Add a user message before the next model call of the run in progress (seed 001).
 
+        Args:
+            message: the message.
+
         Raises:
             NothingToDoError: no run is in progress on this session.
         """
@@ -86,11 +114,20 @@ class RunVerbs:
         """Whether the last request was interrupted, and how :meth:`resume` picks it up.
 
         It reads the transcript's tail back to the last turn, writing nothing.
+
+        Returns:
+            What was interrupted and how it is picked up, or None when nothing was.
         """
         return reading.resumable(self._head)
 
     async def resume(self, **options: Unpack[RunOptions]) -> RunResult:
         """Pick up an interrupted request (seed 001) and run it to the end.
+
+        Args:
+            **options: the run's options.
+
+        Returns:
+            The run's result.
 
         Raises:
             NothingToDoError: nothing was interrupted (the reason says why).
@@ -98,7 +135,17 @@ class RunVerbs:
         return await self._resume(streamed=False, **options)
 
     def resume_stream(self, **options: Unpack[RunOptions]) -> Run:
-        """:meth:`resume` as a :class:`Run` to iterate."""
+        """:meth:`resume` as a :class:`Run` to iterate.
+
+        Args:
+            **options: the run's options.
+
+        Returns:
+            The run.
+
+        Raises:
+            NothingToDoError: nothing was interrupted.
+        """
         return self._resume(streamed=True, **options)
 
     def _resume(self, *, streamed: bool, **options: Unpack[RunOptions]) -> Run:
@@ -111,13 +158,35 @@ class RunVerbs:
         return runs.start_run(self._head, self._target(), None, streamed=streamed, **options)
 
     async def ask(self, question: str, *, provider: Provider | str | None = None) -> str:
-        """A side question about the conversation that adds nothing to it (seed 001)."""
+        """A side question about the conversation that adds nothing to it (seed 001).
+
+        Args:
+            question: the question.
+            provider: the model to ask (default: the session's).
+
+        Returns:
+            The answer's text.
+
+        Raises:
+            InvalidArgumentError: a blank question. ProviderError: the model did not answer.
+        """
         return "".join([piece async for piece in self.ask_stream(question, provider=provider)])
 
     def ask_stream(
         self, question: str, *, provider: Provider | str | None = None
     ) -> AsyncIterator[str]:
-        """:meth:`ask` as an async iterator of text pieces (a blank question fails at once)."""
+        """:meth:`ask` as an async iterator of text pieces.
+
+        Args:
+            question: the question.
+            provider: the model to ask (default: the session's).
+
+        Returns:
+            The answer, piece by piece.
+
+        Raises:
+            InvalidArgumentError: a blank question (at once).
+        """
         if not isinstance(question, str) or not question.strip():
             raise InvalidArgumentError("a question needs some text")
         model = runs.provider_for(self._head, provider)
@@ -126,6 +195,9 @@ class RunVerbs:
 
     async def name_it(self, *, provider: Provider | str | None = None) -> str | None:
         """Title the session by asking the model, unless it has a title (then that is returned).
+
+        Args:
+            provider: the model to ask (default: the session's).
 
         Returns:
             The title as stored, or None when there is no exchange yet to name.
