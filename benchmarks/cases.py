@@ -114,9 +114,9 @@ def build_transcript(tmp: Path, label: str, size: int) -> Transcript:
     client = plait.Client(tmp, store=path)
     session = client.session
     for start in range(0, size, BUILD_BATCH):
-        session.inject_many(_messages(start, min(BUILD_BATCH, size - start)))
-    if session.length != size:
-        raise RuntimeError(f"built {session.length} messages, wanted {size}")
+        session.transcript.inject_many(_messages(start, min(BUILD_BATCH, size - start)))
+    if session.transcript.length != size:
+        raise RuntimeError(f"built {session.transcript.length} messages, wanted {size}")
     floor = RawFloor(tmp / f"floor-{label}.db", prefill=size, row_chars=FLOOR_ROW_CHARS)
     return Transcript(label, size, path, client, session, floor, size)
 
@@ -135,7 +135,7 @@ def _appender(t: Transcript, session: plait.Session, n: int) -> Callable[[], Non
 def _batch_appender(t: Transcript, calls: int, size: int) -> Callable[[], None]:
     def run() -> None:
         for _ in range(calls):
-            t.session.inject_many(_messages(t.written, size))
+            t.session.transcript.inject_many(_messages(t.written, size))
             t.written += size
 
     return run
@@ -212,7 +212,7 @@ def measure_appends(transcripts: list[Transcript], cfg: Config) -> list[Row]:
         finally:
             full_store.close()
         # The full-durability client wrote last: bring the main handle up to date.
-        t.session.refresh()
+        t.session.live.refresh()
         ops = cfg.batch_calls * cfg.batch_size
         secs = interleave(
             {"batch": _batch_appender(t, cfg.batch_calls, cfg.batch_size)}, cfg.repeats
@@ -239,7 +239,7 @@ def measure_appends(transcripts: list[Transcript], cfg: Config) -> list[Row]:
 
 
 def _records(session: plait.Session) -> list[plait.Record]:
-    return session.records
+    return session.transcript.records
 
 
 def _floor_load(t: Transcript) -> Callable[[], list[object]]:
@@ -308,7 +308,10 @@ def measure_reads(transcripts: list[Transcript], cfg: Config, tmp: Path) -> list
 
     def check() -> None:
         for t in transcripts:
-            if len(t.session.history(full=True)) != t.size or len(t.session.tail(20)) != 20:
+            if (
+                len(t.session.history(full=True)) != t.size
+                or len(t.session.transcript.tail(20)) != 20
+            ):
                 raise RuntimeError(f"{t.label}: unexpected read result")
 
     check()
@@ -335,7 +338,10 @@ def measure_reads(transcripts: list[Transcript], cfg: Config, tmp: Path) -> list
         t.close_extras()
 
     secs = interleave(
-        {t.label: _repeat(partial(t.session.tail, 20), cfg.tail_calls) for t in transcripts},
+        {
+            t.label: _repeat(partial(t.session.transcript.tail, 20), cfg.tail_calls)
+            for t in transcripts
+        },
         cfg.repeats,
     )
     for t in transcripts:
@@ -350,7 +356,7 @@ BranchOp = Callable[[plait.Session], plait.Session]
 
 BRANCH_OPS: dict[str, tuple[str, BranchOp]] = {
     "fork": ("fork()", lambda s: s.fork()),
-    "fork_at": ("fork_at(length // 2)", lambda s: s.fork_at(s.length // 2)),
+    "fork_at": ("fork_at(length // 2)", lambda s: s.fork_at(s.transcript.length // 2)),
     "detach": ("detach()", lambda s: s.detach()),
 }
 

@@ -78,7 +78,7 @@ def build(client: plait.Client, records: int) -> plait.Session:
         i += 1
         if len(batch) >= BUILD_BATCH or written + len(batch) >= records:
             batch = batch[: records - written]
-            s.inject_many(batch)
+            s.transcript.inject_many(batch)
             written += len(batch)
             batch = []
     return s
@@ -94,7 +94,7 @@ def timed(fn: Callable[[], object], repeats: int) -> list[float]:
 
 
 def stored_tokens(s: plait.Session) -> int:
-    return sum(r.tokens or 0 for r in s.records)
+    return sum(r.tokens or 0 for r in s.transcript.records)
 
 
 def main() -> None:

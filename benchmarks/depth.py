@@ -54,7 +54,7 @@ def _chain(client: plait.Client, size: int, depth: int) -> tuple[str, str]:
     # Not the client's current session: both ends are opened alike, by id.
     root = client.sessions.create([message(0)])
     for start in range(1, size, 1000):
-        root.inject_many([message(i) for i in range(start, min(start + 1000, size))])
+        root.transcript.inject_many([message(i) for i in range(start, min(start + 1000, size))])
     current = root
     for d in range(depth):
         current = current.fork()
@@ -110,7 +110,7 @@ def measure_depth(engine: str, size: int, depth: int, rounds: int) -> list[Measu
             client.open(sid).context()  # the first count of new records is done once
         ops: dict[str, tuple[Callable[[str], object], int]] = {
             "open(id)": (lambda sid: client.open(sid), 200),
-            "tail(20)": (lambda sid: client.open(sid).tail(20), 100),
+            "tail(20)": (lambda sid: client.open(sid).transcript.tail(20), 100),
             "context()": (lambda sid: client.open(sid).context(), 100),
             "fork()": (lambda sid: client.open(sid).fork(), 30),
             "ancestry()": (lambda sid: client.ancestry(sid), 5),

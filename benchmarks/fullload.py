@@ -62,7 +62,7 @@ def build(folder: Path, n: int) -> None:
     with plait.Client(folder, store=folder / "plait.db") as client:
         s = client.sessions.create()
         for start in range(0, n, BATCH):
-            s.inject_many([message(i) for i in range(start, min(n, start + BATCH))])
+            s.transcript.inject_many([message(i) for i in range(start, min(n, start + BATCH))])
         (folder / "id").write_text(s.id)
     from agents import SQLiteSession
 
@@ -119,7 +119,7 @@ if what.startswith("plait"):
     import plait
     client = plait.Client(folder, store=folder + "/plait.db")
     s = client.sessions.get(open(folder + "/id").read())
-    next(s.iter_history(full=True, batch=1))  # what a first read imports, before measuring
+    next(s.transcript.iter_history(full=True, batch=1))  # what a first read imports, unmeasured
 else:
     from agents import SQLiteSession
     peer = SQLiteSession("bench", folder + "/peer.db")
@@ -128,7 +128,7 @@ before = status("VmRSS")
 if what == "plait":
     got = len(s.history(full=True))
 elif what == "plait-stream":
-    got = sum(1 for _ in s.iter_history(full=True))
+    got = sum(1 for _ in s.transcript.iter_history(full=True))
 else:
     got = len(asyncio.run(peer.get_items()))
 print(got, before, status("VmHWM"))
@@ -178,7 +178,7 @@ def postgres(console: Console, n: int, rounds: int) -> Table | None:
         with plait.Client(tmp, store=store) as client:
             s = client.sessions.create()
             for start in range(0, n, BATCH):
-                s.inject_many([message(i) for i in range(start, min(n, start + BATCH))])
+                s.transcript.inject_many([message(i) for i in range(start, min(n, start + BATCH))])
             peer = SQLAlchemySession("bench", engine=engine, create_tables=True)
             for start in range(0, n, BATCH):
                 items = [message(i) for i in range(start, min(n, start + BATCH))]
@@ -188,7 +188,7 @@ def postgres(console: Console, n: int, rounds: int) -> Table | None:
             secs = interleave(
                 {
                     "plait": lambda: s.history(full=True),
-                    "stream": lambda: sum(1 for _ in s.iter_history(full=True)),
+                    "stream": lambda: sum(1 for _ in s.transcript.iter_history(full=True)),
                     "peer": lambda: runner.run(peer.get_items()),
                 },
                 rounds,

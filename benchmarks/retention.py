@@ -73,7 +73,7 @@ def a_pass(sessions: int) -> None:
         middle = time.time()
         for k in range(sessions):
             s = client.sessions.new()
-            s.inject_many([message] * 40)
+            s.transcript.inject_many([message] * 40)
             if k % 10 == 0 and k < sessions // 2:
                 forks.append(s.fork_at(20))
             if k == sessions // 2 - 1:

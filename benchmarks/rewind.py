@@ -105,11 +105,11 @@ def rewind_us(session: plait.Session, rounds: int) -> list[float]:
     """Microseconds per ``rewind(length - 1)``, undone (untimed) after each."""
     out: list[float] = []
     for _ in range(rounds):
-        n = session.length
+        n = session.transcript.length
         t0 = time.perf_counter()
-        session.rewind(n - 1)
+        session.transcript.rewind(n - 1)
         out.append((time.perf_counter() - t0) * 1e6)
-        session.undo_rewind()
+        session.transcript.undo_rewind()
     return out
 
 

@@ -107,7 +107,7 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
             batch = [{"role": "user", "content": _prose(rng, 20)} for _ in range(messages)]
             if i % 97 == 0:
                 batch[-1] = {"role": "user", "content": "a rare zanzibarite here"}
-            s.inject_many(batch)
+            s.transcript.inject_many(batch)
         start = time.perf_counter()
         client.sessions.search("zanzibarite", all_workspaces=True)
         # On SQLite the first search indexes every record the appends wrote.
@@ -137,7 +137,9 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
                 )
         for verb in ("delete", "erase"):
             big = client.sessions.create()
-            big.inject_many([{"role": "user", "content": _prose(rng, 20)} for _ in range(10_000)])
+            big.transcript.inject_many(
+                [{"role": "user", "content": _prose(rng, 20)} for _ in range(10_000)]
+            )
             client.sessions.search("zanzibarite", all_workspaces=True)  # indexed
             start = time.perf_counter()
             getattr(client.sessions, verb)(big.id)
@@ -157,11 +159,13 @@ def erase_ms(
     out: dict[str, float] = {}
     with plait.Client(ws, store=store) as client:
         for _ in range(sessions):
-            client.sessions.create().inject_many(
+            client.sessions.create().transcript.inject_many(
                 [{"role": "user", "content": _prose(rng, 20)} for _ in range(messages)]
             )
         big = client.sessions.create()
-        big.inject_many([{"role": "user", "content": _prose(rng, 20)} for _ in range(10_000)])
+        big.transcript.inject_many(
+            [{"role": "user", "content": _prose(rng, 20)} for _ in range(10_000)]
+        )
         if len(steps) >= 12:
             client.sessions.search("w7x", all_workspaces=True)  # everything indexed
         store._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the same log before each

@@ -44,12 +44,12 @@ def measure(store: plait.Store, ws: Path, size: int) -> dict[str, float]:
     with plait.Client(ws, store=store) as client:
         s = client.sessions.create()
         for start in range(0, size, 1000):
-            s.inject_many([{"role": "user", "content": f"{i} {TEXT}"}
+            s.transcript.inject_many([{"role": "user", "content": f"{i} {TEXT}"}
                            for i in range(start, min(size, start + 1000))])
         append = _median_us(lambda: s.inject({"role": "user", "content": TEXT}), 300)
         load = _median_us(lambda: s.history(full=True), 1, rounds=3) / 1000
         fork = _median_us(s.fork, 50)
-        tail = _median_us(lambda: s.tail(20), 100)
+        tail = _median_us(lambda: s.transcript.tail(20), 100)
     return {"append µs": append, "history(full) ms": load, "tail(20) µs": tail, "fork µs": fork}
 
 

@@ -259,7 +259,7 @@ def test_bind_push_and_expose_the_chain(api: Client) -> None:
     }
     assert [e["sub"] for e in chain_links(chain2)] == ["user_123", "agent:planner", "agent:coder"]
     assert actor_chain(child) == chain
-    snap = grandchild.snapshot()
+    snap = grandchild.transcript.snapshot()
     assert snap is not None
     assert snap.actor_chain == chain2 and snap.metadata["actor_chain"] == chain2
     assert actor_chain(parent) == {"sub": "user_123", "scopes": ["repo:read", "repo:write"]}
@@ -330,7 +330,7 @@ def test_an_alert_writes_a_denied_trust_record(api: Client) -> None:
         bad, {"alert": True, "raise": False}, session=s
     )
     assert result.alerted
-    events = [r for r in s.records if r.kind == "event"]
+    events = [r for r in s.transcript.records if r.kind == "event"]
     assert [e.payload["name"] for e in events] == [SCOPE_ATTENUATION_EVENT] * 2
     data = events[0].payload["data"]
     assert data["decision"] == "denied" and data["trace_id"] == "tr"
@@ -339,7 +339,7 @@ def test_an_alert_writes_a_denied_trust_record(api: Client) -> None:
     # A chain that passes writes nothing.
     good = {"sub": "u", "scopes": ["a"]}
     assert actor_chain_validate_scope_attenuation(good, alert=True, session=s).alerted is False
-    assert len([r for r in s.records if r.kind == "event"]) == 2
+    assert len([r for r in s.transcript.records if r.kind == "event"]) == 2
 
 
 def test_entered_is_the_current_session_and_ids_need_a_host(api: Client) -> None:

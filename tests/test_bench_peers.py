@@ -49,7 +49,7 @@ def test_plait_adapter_has_every_verb(tmp_path: Path) -> None:
         a.fork()
         a.append_one(plait_item(step(40)))
         a.append_batch(a.items(41, 3))
-        assert a.session.length == 44
+        assert a.session.transcript.length == 44
         a.fill_sessions(3)
         assert a.list_sessions(20) == 5  # the transcript, its fork and the three
     finally:

@@ -1,4 +1,4 @@
-"""Session.export / export_markdown (seed 001 "Exporting") and client.session_stats."""
+"""Session.export (HTML and Markdown, seed 001 "Exporting") and client.session_stats."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _conversation(session: Session, *, usage: bool = False) -> None:
     def meta(i: int, o: int, c: int) -> dict[str, Any]:
         return {"usage": {"input_tokens": i, "output_tokens": o, "cached_tokens": c}}
 
-    session.inject_many(
+    session.transcript.inject_many(
         [
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "How many files?"},
@@ -51,7 +51,7 @@ def test_default_name_and_place_is_the_workspace(client: Client) -> None:
     assert os.path.isabs(path)
     page = Path(path).read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "Two files." in page
-    md = s.export_markdown()
+    md = s.export(format="markdown")
     assert md == os.path.join(client.workspace, f"plait-{s.id[:8]}.md")
     assert "Two files." in Path(md).read_text(encoding="utf-8")
     # No temporary file is left beside them.
@@ -74,7 +74,7 @@ def test_a_relative_path_is_taken_from_the_working_directory(
     path = s.export("reports/refactor.html")
     assert path == str(elsewhere / "reports" / "refactor.html")
     assert Path(path).is_file()
-    assert s.export_markdown(Path("notes.md")) == str(elsewhere / "notes.md")
+    assert s.export(Path("notes.md"), format="markdown") == str(elsewhere / "notes.md")
     absolute = tmp_path / "abs.html"
     assert s.export(absolute) == str(absolute)
     Path(path).write_text("old")
@@ -84,15 +84,15 @@ def test_a_relative_path_is_taken_from_the_working_directory(
 
 def test_nothing_stored_is_a_value_error(client: Client, tmp_path: Path) -> None:
     fresh = client.sessions.new()
-    for export in (fresh.export, fresh.export_markdown):
+    for form in ("html", "markdown"):
         with pytest.raises(ValueError, match="nothing stored"):
-            export()
+            fresh.export(format=form)
     empty = client.open("no-records")  # stored, but holds no record
-    assert empty.stored
+    assert empty.transcript.stored
     with pytest.raises(InvalidArgumentError, match="no records in view"):
         empty.export()
     with pytest.raises(InvalidArgumentError, match="no records in view"):
-        empty.export_markdown()
+        empty.export(format="markdown")
     assert not list(Path(client.workspace).iterdir())
 
 
@@ -112,10 +112,10 @@ def test_bad_paths_and_deleted_sessions(client: Client, tmp_path: Path) -> None:
 def test_export_takes_no_writer_lock(client: Client, tmp_path: Path) -> None:
     s = client.sessions.new()
     _conversation(s)
-    s.release()
+    s.live.release()
     reader = client.sessions.get(s.id)
     reader.export(tmp_path / "x.html")
-    assert not reader.holds_lock
+    assert not reader.live.holds_lock
 
 
 # -- what the page shows ------------------------------------------------------------------
@@ -133,7 +133,7 @@ def test_the_side_panel_shows_what_the_model_works_with(client: Client, tmp_path
     assert "How many files?" not in aside and "Two files." not in aside
     assert [m.text for m in s.history()] == ["USER ASKED; TWO FILES", "and now?"]
     assert "How many files?" in main and "folded into the summary at #5" in main
-    md = Path(s.export_markdown(tmp_path / "p.md")).read_text(encoding="utf-8")
+    md = Path(s.export(tmp_path / "p.md", format="markdown")).read_text(encoding="utf-8")
     request = md.split("## Next request", 1)[1]
     assert "USER ASKED; TWO FILES" in request and "How many files?" not in request
 
@@ -175,7 +175,7 @@ def test_the_lineage_has_a_box_per_session(client: Client, tmp_path: Path) -> No
         assert page.count('<path class="merge"') == 2  # the merge has two parents
     lone = Path(detached.export(tmp_path / "d.html")).read_text(encoding="utf-8")
     assert _svg_ids(lone) == {detached.id}
-    md = Path(a.export_markdown(tmp_path / "a.md")).read_text(encoding="utf-8")
+    md = Path(a.export(tmp_path / "a.md", format="markdown")).read_text(encoding="utf-8")
     assert f"` {m.id} ` merge" in md and f"` {a.id} ` fork" in md and unrelated.id not in md
 
 
@@ -195,7 +195,7 @@ def test_a_deleted_parent_is_still_drawn(client: Client, tmp_path: Path) -> None
 def test_stats_add_up_the_replies_usage(client: Client) -> None:
     s = client.sessions.new()
     _conversation(s, usage=True)
-    s.log_event("note")
+    s.transcript.log_event("note")
     (stats,) = client.session_stats()  # the current session
     assert stats == SessionStats(s.id, 6, 2, 400, 15, 200, 0.5)
     plain = client.sessions.new()
@@ -237,7 +237,7 @@ def test_stats_of_a_new_session_and_bad_ids(client: Client) -> None:
 
 def test_odd_usage_values_count_as_zero(client: Client) -> None:
     s = client.sessions.new()
-    s.inject_many(
+    s.transcript.inject_many(
         [
             {"role": "assistant", "content": "a", "meta": {"usage": {"input_tokens": "12"}}},
             {

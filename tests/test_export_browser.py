@@ -103,7 +103,7 @@ def test_the_harness_sees_a_script_that_runs(tab: Tab, tmp_path: Path) -> None:
 def test_no_script_runs_in_an_exported_hostile_transcript(tab: Tab, tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = client.sessions.new()
-        s.inject_many(
+        s.transcript.inject_many(
             [
                 {"role": "system", "content": f"system {EVIL}"},
                 {"role": "user", "content": f"user {EVIL}", "meta": {"note": EVIL}},
@@ -124,7 +124,7 @@ def test_no_script_runs_in_an_exported_hostile_transcript(tab: Tab, tmp_path: Pa
                 {"role": "user", "content": f"after {EVIL}"},
             ]
         )
-        s.log_event(f"event{EVIL}", {EVIL: EVIL})
+        s.transcript.log_event(f"event{EVIL}", {EVIL: EVIL})
         s.rename(f"title {EVIL}"[:200])
         s.fork().rename(f"branch {EVIL}"[:200])
         path = s.export(tmp_path / "hostile.html")

@@ -99,7 +99,10 @@ def test_the_json_check_limits_depth_and_size() -> None:
 def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -> None:
     s = client.session
     s.inject({"role": "user", "content": "hello"})
-    before = (s.version, s.metadata, s.scratchpad, len(s.records))
+    def state() -> tuple[object, ...]:
+        return (s.live.version, s.settings.metadata, s.scratchpad(), len(s.transcript.records))
+
+    before = state()
     attempts = [
         lambda: s.inject({"role": "user", "content": "x", "meta": {"a": DEEP}}),
         lambda: s.inject(
@@ -116,10 +119,10 @@ def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -
                 "tool_calls": [{"id": "c1", "name": "t", "arguments": "[" * 5000 + "]" * 5000}],
             }
         ),
-        lambda: s.set_metadata("k", DEEP),
-        lambda: s.set_settings(k=DEEP),
-        lambda: s.log_event("e", {"a": DEEP}),
-        lambda: s.set_scratchpad({"a": DEEP}),
+        lambda: s.settings.set_metadata("k", DEEP),
+        lambda: s.settings.set(k=DEEP),
+        lambda: s.transcript.log_event("e", {"a": DEEP}),
+        lambda: s.scratchpad.set({"a": DEEP}),
         lambda: client.sessions.create([{"role": "user", "content": "x"}], metadata={"a": DEEP}),
         lambda: DurableSessions(client.store).create(
             "p", ttl=timedelta(hours=1), attributes={"a": DEEP}
@@ -128,7 +131,7 @@ def test_every_write_path_refuses_deep_json_and_writes_nothing(client: Client) -
     for attempt in attempts:
         with pytest.raises(InvalidArgumentError):
             attempt()
-    assert (s.version, s.metadata, s.scratchpad, len(s.records)) == before
+    assert state() == before
     assert len(client.sessions.list()) == 1
 
 
@@ -215,14 +218,14 @@ def test_wrong_argument_types_are_plait_errors(client: Client, tmp_path: Path) -
         with pytest.raises(InvalidArgumentError, match="model"):
             s.context(model=model)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError, match="model"):
-            s.compaction_due(model=model)  # type: ignore[arg-type]
+            s.transcript.compaction_due(model=model)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="tools"):
         s.context(tools=True)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="mapping"):
-        s.compact_preview(True)  # type: ignore[arg-type]
+        s.transcript.compact_preview(True)  # type: ignore[arg-type]
     for messages in (None, 5, "hi", {"role": "user"}):
         with pytest.raises(InvalidArgumentError, match="list"):
-            s.inject_many(messages)  # type: ignore[arg-type]
+            s.transcript.inject_many(messages)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError, match="list"):
             client.sessions.create(messages)  # type: ignore[arg-type]
     for store in (0, object(), b"x.db", "", "a\0b", "\ud800.db"):
@@ -307,7 +310,7 @@ def test_every_export_verb_refuses_a_symlink_unless_asked_to_follow_it(tmp_path:
         s = c.sessions.create([{"role": "user", "content": "hello"}])
         writers = {
             "html": lambda p, **kw: s.export(p, **kw),
-            "md": lambda p, **kw: s.export_markdown(p, **kw),
+            "md": lambda p, **kw: s.export(p, format="markdown", **kw),
             "bundle.json": lambda p, **kw: write_bundle(s, p, **kw),
         }
         for ext, write in writers.items():

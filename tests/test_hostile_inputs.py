@@ -251,8 +251,8 @@ def _cases(world: World) -> dict[str, tuple[Callable[[Any], Any], Callable[[Any]
         lambda v: ModelSettings(idle_timeout=v).idle_timeout,
         lambda v: isinstance(v, float) and 0 < v < float("inf"),
     )
-    cases["Session.set_settings(repeat_limit)"] = (
-        lambda v: world.session.set_settings(repeat_limit=v) or v, whole
+    cases["session.settings.set(repeat_limit)"] = (
+        lambda v: world.session.settings.set(repeat_limit=v) or v, whole
     )
     def flag(v: object) -> bool:
         return v is True or v is False

@@ -41,7 +41,7 @@ class Clock:
 
 
 def events(s: Session, name: str = LIVE_CLIENT_EVENT) -> list[dict[str, object]]:
-    return [dict(r.payload["data"]) for r in s.records
+    return [dict(r.payload["data"]) for r in s.transcript.records
             if r.kind == "event" and r.payload["name"] == name]
 
 
@@ -82,11 +82,11 @@ def test_seed_003_manage_clients(client: Client) -> None:
     assert story[2]["demoted_id"] == "tui"
     assert story[2]["metadata"] == {"reason": "operator handoff"}
     assert story[3]["reason"] == "client_exit" and story[3]["released_control"] is True
-    prompt = [r for r in s.records if r.kind == "user"]
+    prompt = [r for r in s.transcript.records if r.kind == "user"]
     assert len(prompt) == 1 and prompt[0].payload["content"] == "continue from the failing test"
     assert prompt[0].meta["live_session"] == {"client_id": "mobile"}
     assert [m.text for m in s.history()] == ["continue from the failing test"]
-    assert s.length == 1  # live events are not messages
+    assert s.transcript.length == 1  # live events are not messages
 
 
 def test_attach_with_takeover_and_reattach(client: Client) -> None:
@@ -116,7 +116,7 @@ def test_only_the_controller_injects_or_routes(client: Client) -> None:
     with pytest.raises(NotControllerError) as info:
         live.client_inject_prompt(s, "portal", "hello")
     assert info.value.controller_id == "tui"
-    assert not [r for r in s.records if r.kind == "user"]
+    assert not [r for r in s.transcript.records if r.kind == "user"]
     route = live.route_permission(s, "tui", {"id": "p1", "tool_name": "shell"},
                                   metadata={"ui": "modal"})
     assert (route.request_id, route.client_id, route.ok) == ("p1", "tui", True)
@@ -126,7 +126,7 @@ def test_only_the_controller_injects_or_routes(client: Client) -> None:
     unnamed = live.route_permission(s, "tui", {"tool_name": "write_file"})
     assert unnamed.request_id  # given a fresh id
     live.client_inject_prompt(s, "tui", "go on", metadata={"source": "keyboard"})
-    last = s.records[-1]
+    last = s.transcript.records[-1]
     assert last.kind == "user"
     assert last.meta == {"source": "keyboard", "live_session": {"client_id": "tui"}}
     # The demoted controller is stopped at once.
@@ -153,12 +153,12 @@ def test_heartbeat_and_release(client: Client) -> None:
     assert events(s)[-1]["metadata"] == {"tab": 2}
     released = live.release_client(s, "portal")
     assert not released.released_control
-    before = len(s.records)
+    before = len(s.transcript.records)
     with pytest.raises(ClientNotAttachedError):
         live.heartbeat(s, "portal")
     with pytest.raises(ClientNotAttachedError):
         live.release_client(s, "portal")
-    assert len(s.records) == before  # a refused verb writes nothing
+    assert len(s.transcript.records) == before  # a refused verb writes nothing
 
 
 def test_verbs_fail_loud(client: Client) -> None:
@@ -191,13 +191,13 @@ def test_snapshot_fields(client: Client) -> None:
     fields = live.snapshot_fields(s)
     assert fields["live_controller_id"] == "tui"
     assert [c["client_id"] for c in fields["live_clients"]] == ["portal", "tui"]  # type: ignore[index,union-attr]
-    snap = s.snapshot()
+    snap = s.transcript.snapshot()
     assert snap is not None and snap.live_controller_id == "tui"
     assert [(c.client_id, c.mode) for c in snap.live_clients] == [
         ("portal", "observer"), ("tui", "controller")
     ]
     live.release_client(s, "tui")
-    snap = s.snapshot()
+    snap = s.transcript.snapshot()
     assert snap is not None and snap.live_controller_id is None
     assert [c.client_id for c in snap.live_clients] == ["portal"]
 
@@ -211,9 +211,9 @@ def test_two_connections_share_live_state(client: Client, tmp_path: Path) -> Non
         assert theirs.controller_id(s.id) == "tui"  # read (and cached) over there
         with pytest.raises(ControllerConflictError):
             theirs.attach(s.id, "mobile", mode="controller")
-        s.release()  # one writer at a time: let the other connection write the event
+        s.live.release()  # one writer at a time: let the other connection write the event
         theirs.takeover(s.id, "mobile")
-        other.get(s.id).release()
+        other.get(s.id).live.release()
         # The cache over here follows the change (the stamp moved) ...
         assert mine.controller_id(s) == "mobile"
         # ... and the old controller is refused at once.
@@ -271,7 +271,7 @@ def test_the_cache_is_an_lru_with_a_cap(client: Client) -> None:
 
 
 def _user_records(s: Session) -> list[Record]:
-    return [r for r in s.records if r.kind == "user"]
+    return [r for r in s.transcript.records if r.kind == "user"]
 
 
 @pytest.fixture

@@ -66,21 +66,21 @@ def test_another_process_reads_but_cannot_write(
         # Reading takes no lock.
         assert [m.text for m in s.history()] == ["from the holder"]
         assert client.sessions.history_of("shared")[0].text == "from the holder"
-        assert s.snapshot() is not None
+        assert s.transcript.snapshot() is not None
         # Writing of every kind is refused, and nothing is written.
-        version = s.version
+        version = s.live.version
         for write in (
             lambda: s.inject({"role": "user", "content": "intruder"}),
             lambda: s.rename("mine now"),
             lambda: s.trim(0),
             lambda: s.reset(),
             lambda: s.close(),
-            lambda: s.set_scratchpad({"x": 1}),
+            lambda: s.scratchpad.set({"x": 1}),
             lambda: client.sessions.delete("shared"),
         ):
             with pytest.raises(SessionLockedError):
                 write()
-        assert s.refresh().version == version
+        assert s.live.refresh().live.version == version
         # Forking reads the source only: the branch is this process's to write.
         branch = s.fork()
         branch.inject({"role": "user", "content": "on my branch"})
@@ -117,7 +117,7 @@ def test_release_lets_another_process_write(tmp_path: Path) -> None:
         assert not s.locked  # this process's own lock is not "elsewhere"
         assert not client.sessions.open_elsewhere("shared")
         assert _probe(tmp_path, path) == "True"
-        s.release()
+        s.live.release()
         assert _probe(tmp_path, path) == "False"
         s.inject({"role": "user", "content": "y"})  # takes it again
         assert _probe(tmp_path, path) == "True"
@@ -169,7 +169,7 @@ REWINDER = textwrap.dedent(
     from plait import Client
     with Client(sys.argv[1], store=sys.argv[2]) as client:
         s = client.get(sys.argv[3])
-        s.rewind(2)
+        s.transcript.rewind(2)
         s.inject({"role": "assistant", "content": "after the rewind"})
     """
 )
@@ -185,7 +185,7 @@ def test_a_writer_that_takes_its_lock_again_writes_on_the_head_another_moved(
     with Client(tmp_path, store=db, writer_lock=writer_lock) as client:  # type: ignore[arg-type]
         s = client.sessions.create([{"role": "user", "content": f"m{i}"} for i in range(5)])
         s.inject({"role": "assistant", "content": "a"})
-        s.release()
+        s.live.release()
         subprocess.run(
             [sys.executable, "-c", REWINDER, str(tmp_path), str(db), s.id],
             check=True,

@@ -106,7 +106,7 @@ def test_a_writer_that_lost_its_lock_is_refused_and_the_new_holder_writes_alone(
     with Client(tmp_path, store=store) as client:
         a = client.open("shared")
         a.inject({"role": "user", "content": "a 0"})
-        assert a.holds_lock
+        assert a.live.holds_lock
         _cut(f"{name} locks")  # the lock connection has a name of its own
         _writer_b(url, tmp_path, "shared")
         with pytest.raises(WriterLockLostError) as refused:
@@ -116,7 +116,7 @@ def test_a_writer_that_lost_its_lock_is_refused_and_the_new_holder_writes_alone(
         assert _texts(client, "shared") == ["a 0", "b 0", "b 1", "b 2"]
         # Told, A gave up the hold it had lost: its next write takes the lock again (B is
         # gone, so it is free) and lands after B's.
-        assert not a.holds_lock
+        assert not a.live.holds_lock
         a.inject({"role": "user", "content": "a 1"})
         assert _texts(client, "shared") == ["a 0", "b 0", "b 1", "b 2", "a 1"]
 
@@ -139,7 +139,7 @@ def test_a_run_whose_writer_lock_was_lost_stops_with_the_error_and_writes_nothin
         a = client.open("shared")
         with pytest.raises(WriterLockLostError):
             asyncio.run(a.prompt("hand it over", provider=provider, tools=[hand_over]))
-        records = client.sessions.get("shared").records
+        records = client.sessions.get("shared").transcript.records
         # The run's prompt and the model's call, then B's messages: no tool result, no
         # "interrupted" answer, no event of A's after the cut.
         assert [(r.kind, getattr(r, "text", None)) for r in records][-3:] == [
@@ -150,4 +150,4 @@ def test_a_run_whose_writer_lock_was_lost_stops_with_the_error_and_writes_nothin
         kinds = [r.kind for r in records]
         assert "tool" not in kinds
         assert kinds.count("assistant") == 1
-        assert not a.running
+        assert not a.live.running

@@ -94,14 +94,14 @@ class SessionMachine(RuleBasedStateMachine):
     def inject(self, sid: str, roles: list[str], text: str) -> None:
         if sid not in self.models:
             return
-        self.handles[sid].inject_many([{"role": r, "content": text} for r in roles])
+        self.handles[sid].transcript.inject_many([{"role": r, "content": text} for r in roles])
         self.models[sid].full.extend(Row(r, text) for r in roles)
 
     @rule(sid=sessions, name=st.sampled_from(["a", "b"]))
     def event(self, sid: str, name: str) -> None:
         if sid not in self.models:
             return
-        self.handles[sid].log_event(name)
+        self.handles[sid].transcript.log_event(name)
         self.models[sid].full.append(Row("event", ""))
 
     @rule(target=sessions, sid=sessions)
@@ -139,7 +139,7 @@ class SessionMachine(RuleBasedStateMachine):
         cut = positions[k - 1] + 1 if k else m.view_start
         if cut >= len(m.full):
             return  # nothing past it: a NothingToDoError, checked elsewhere
-        self.handles[sid].rewind(k)
+        self.handles[sid].transcript.rewind(k)
         self.undone.setdefault(sid, []).append(Model(list(m.full), m.view_start))
         self.models[sid] = Model(m.full[:cut], min(m.view_start, cut))
 
@@ -147,7 +147,7 @@ class SessionMachine(RuleBasedStateMachine):
     def undo_rewind(self, sid: str) -> None:
         if sid not in self.models or not self.undone.get(sid):
             return
-        self.handles[sid].undo_rewind()
+        self.handles[sid].transcript.undo_rewind()
         current = self.models[sid]
         self.models[sid] = self.undone[sid].pop()
         self.undone[sid].append(current)  # the undo is itself undoable: the newest head
@@ -204,11 +204,11 @@ class SessionMachine(RuleBasedStateMachine):
     def views_match_the_model(self) -> None:
         for sid, m in self.models.items():
             s = self.handles[sid]
-            got = [(r.kind, r.text) for r in s.records]
+            got = [(r.kind, r.text) for r in s.transcript.records]
             assert got == [(r.kind, r.text) for r in m.view], sid
-            assert s.length == len(m.messages)
-            assert [r.seq for r in s.records] == list(range(m.view_start, len(m.full)))
-            tail = s.tail(3)
+            assert s.transcript.length == len(m.messages)
+            assert [r.seq for r in s.transcript.records] == list(range(m.view_start, len(m.full)))
+            tail = s.transcript.tail(3)
             assert [(r.kind, r.text) for r in tail] == [(r.kind, r.text) for r in _tail(m.view, 3)]
 
 

@@ -220,7 +220,7 @@ def _agent_session(client: Client, turns: int) -> str:
              "content": f"file {t}", "ok": True},
             {"role": "assistant", "content": f"answer {t}"},
         ]
-    s.inject_many(items)
+    s.transcript.inject_many(items)
     return s.id
 
 
@@ -236,8 +236,8 @@ def test_a_damaged_tool_row_amid_a_full_load_is_corrupt_on_every_read(
         sid = _agent_session(client, 2000)
         s = client.sessions.get(sid)
         want_full = s.history(full=True)
-        want_records = s.records
-        target = s.records[seq]
+        want_records = s.transcript.records
+        target = s.transcript.records[seq]
         assert target.kind == kind
         assert [Message.from_record(r) for r in want_records] == want_full
     payload = json.loads(encode_payload(target))
@@ -254,9 +254,9 @@ def test_a_damaged_tool_row_amid_a_full_load_is_corrupt_on_every_read(
         for read in (
             lambda: s.history(full=True),
             s.history,
-            lambda: s.records,
-            lambda: list(s.iter_records()),
-            lambda: list(s.iter_history(full=True)),
+            lambda: s.transcript.records,
+            lambda: list(s.transcript.iter_records()),
+            lambda: list(s.transcript.iter_history(full=True)),
         ):
             with pytest.raises(StoreCorruptError, match=f"seq={seq}"):
                 read()
@@ -385,7 +385,7 @@ def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
     with Client(ws, store=db) as client:
         sid = _agent_session(client, 3)
         s = client.sessions.get(sid)
-        ids = [r.id for r in s.records]
+        ids = [r.id for r in s.transcript.records]
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute("UPDATE records SET meta = ?, tokens = 7 WHERE id = ?", ('{"m":[1]}', ids[0]))
         raw.execute("UPDATE records SET tokens = 9 WHERE id = ?", (ids[1],))
@@ -400,7 +400,7 @@ def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
 
     def check() -> None:
         with Client(ws, store=db) as client:
-            got = client.sessions.get(sid).records
+            got = client.sessions.get(sid).transcript.records
         for g, w in zip(got, want, strict=True):
             _same(g, w)
 
@@ -408,4 +408,4 @@ def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute("UPDATE records SET kind = 'nope' WHERE id = ?", (ids[5],))
     with Client(ws, store=db) as client, pytest.raises(StoreCorruptError, match="'nope'"):
-        _ = client.sessions.get(sid).records
+        _ = client.sessions.get(sid).transcript.records

@@ -51,7 +51,7 @@ def test_step4_detach_copies_rows_and_starts_a_new_root() -> None:
     assert detached.chunk_table.rows == forked.chunk_table.rows
     assert detached.parent_session_ids == ()
     assert detached.lineage_operator == "Session.detach"
-    assert detached.ancestry().root_id == detached.id
+    assert detached.transcript.ancestry().root_id == detached.id
 
 
 def test_exercise2_two_forks_each_name_the_same_parent() -> None:
@@ -59,7 +59,7 @@ def test_exercise2_two_forks_each_name_the_same_parent() -> None:
     a, b = user.fork(), user.fork()
     assert a.parent_session_ids == b.parent_session_ids == (user.id,)
     assert a.id != b.id
-    assert set(user.ancestry().child_ids) == {a.id, b.id}
+    assert set(user.transcript.ancestry().child_ids) == {a.id, b.id}
 
 
 def test_branches_do_not_affect_each_other(client: Client) -> None:
@@ -94,7 +94,7 @@ def test_merge_has_every_parent_and_joins_the_branches(client: Client) -> None:
         "task", "idea A", "idea B", "more B"]
     assert set(client.ancestry(b.id).child_ids) == {merged.id}  # type: ignore[union-attr]
     # Merging never changes the parents.
-    assert a.length == 2 and b.length == 3
+    assert a.transcript.length == 2 and b.transcript.length == 3
     with pytest.raises(InvalidArgumentError):
         a.merge()
     with pytest.raises(InvalidArgumentError):

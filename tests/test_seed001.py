@@ -35,12 +35,12 @@ def test_client_is_a_context_manager_both_ways(tmp_path: Path) -> None:
 def test_new_client_starts_with_an_empty_unstored_session(client: Client) -> None:
     s = client.session
     assert s.current
-    assert not s.stored
+    assert not s.transcript.stored
     assert client.sessions.list() == []
     with pytest.raises(SessionNotFoundError):
         s.history()
     _exchange(s)
-    assert s.stored
+    assert s.transcript.stored
     assert [i.id for i in client.sessions.list()] == [s.id]
     assert s.path == client.store.location
 
@@ -87,7 +87,7 @@ def test_new_open_latest_switch_the_current_session(client: Client) -> None:
     latest = client.sessions.latest()
     assert latest is feature and feature.current
     # Handles stay valid after switching.
-    assert review.length == 2 and feature.length == 4
+    assert review.transcript.length == 2 and feature.transcript.length == 4
 
 
 def test_open_unknown_or_invalid_ids(client: Client) -> None:
@@ -102,7 +102,7 @@ def test_client_resume_starts_on_a_stored_session(client: Client) -> None:
     _exchange(client.session)
     other = Client(client.workspace, store=client.store, resume=client.session.id)
     assert other.session.id == client.session.id
-    assert other.session.length == 2
+    assert other.session.transcript.length == 2
 
 
 def test_history_views_and_message_fields(client: Client) -> None:
@@ -169,7 +169,7 @@ def test_stamp_changes_exactly_when_the_session_changes(client: Client) -> None:
     first = client.sessions.stamp(s.id)
     assert first is not None
     s.history()
-    s.snapshot()
+    s.transcript.snapshot()
     s.fork()  # forking reads the source; it does not change it
     assert client.sessions.stamp(s.id) == first
     s.inject({"role": "user", "content": "more"})
@@ -183,10 +183,10 @@ def test_stamp_changes_exactly_when_the_session_changes(client: Client) -> None:
 
 def test_stamp_differs_for_a_recreated_id(client: Client) -> None:
     s = client.open("same")
-    old = s.stamp()
+    old = s.live.stamp()
     client.sessions.delete("same")
     again = client.open("same")
-    assert again.stamp() != old
+    assert again.live.stamp() != old
 
 
 def test_rename_trims_and_rejects_blank_or_long(client: Client) -> None:
@@ -229,7 +229,7 @@ def test_delete_keeps_branches_that_share_rows(client: Client) -> None:
     assert [m.text for m in child.history()] == ["q0", "a0", "q1", "a1", "q2", "a2", "child"]
     assert [m.text for m in grandchild.history()] == ["q0", "a0"]
     # Its children now stop at the deleted parent.
-    assert child.ancestry().root_id == child.id
+    assert child.transcript.ancestry().root_id == child.id
     client.sessions.delete(child.id)
     assert [m.text for m in grandchild.history()] == ["q0", "a0"]
     client.sessions.delete(grandchild.id)
@@ -248,9 +248,9 @@ def test_create_stores_messages_atomically_with_provenance(client: Client) -> No
         lineage_operator="Session.import",
         metadata={"source": {"agent": "codex"}},
     )
-    assert (s.id, s.title, s.lineage_operator, s.length) == (
+    assert (s.id, s.title, s.lineage_operator, s.transcript.length) == (
         "imported-1", "From codex", "Session.import", 2)
-    assert s.snapshot().metadata == {"source": {"agent": "codex"}}  # type: ignore[union-attr]
+    assert s.transcript.snapshot().metadata == {"source": {"agent": "codex"}}  # type: ignore[union-attr]
     assert not s.current
     with pytest.raises(InvalidMessageError):
         client.sessions.create([{"role": "user", "content": "ok"}, {"content": "no role"}],
@@ -259,6 +259,6 @@ def test_create_stores_messages_atomically_with_provenance(client: Client) -> No
     with pytest.raises(SessionExistsError):
         client.sessions.create([], session_id="imported-1")
     empty = client.sessions.create()
-    assert empty.length == 0 and client.exists(empty.id)
+    assert empty.transcript.length == 0 and client.exists(empty.id)
     s.inject({"role": "user", "content": "continues"})
-    assert s.length == 3
+    assert s.transcript.length == 3

@@ -22,7 +22,7 @@ def test_open_without_id_mints_a_uuid7_and_stores_it(client: Client) -> None:
     parsed = uuid.UUID(s.id)
     assert parsed.version == 7
     assert client.exists(s.id)
-    assert s.length == 0
+    assert s.transcript.length == 0
 
 
 def test_open_is_idempotent(client: Client) -> None:
@@ -30,7 +30,7 @@ def test_open_is_idempotent(client: Client) -> None:
     s.inject({"role": "user", "content": "Hello!"})
     again = client.open("incident-debug")
     assert again is s
-    assert again.length == 1
+    assert again.transcript.length == 1
     assert [m.text for m in again.history()] == ["Hello!"]
 
 
@@ -64,19 +64,21 @@ def test_exists_is_safe_on_unknown_ids(client: Client) -> None:
 
 def test_length_counts_messages_not_events(client: Client) -> None:
     s = client.open()
-    s.inject_many([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}])
-    s.log_event("note", {"x": 1})
-    assert s.length == 2
-    assert len(s.records) == 3
+    s.transcript.inject_many(
+        [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    )
+    s.transcript.log_event("note", {"x": 1})
+    assert s.transcript.length == 2
+    assert len(s.transcript.records) == 3
 
 
 def test_snapshot_has_seed_fields(client: Client) -> None:
     s = client.open()
     s.inject({"role": "system", "content": "be brief"})
     s.inject({"role": "user", "content": "hi"})
-    s.set_scratchpad({"plan": ["a"]})
+    s.scratchpad.set({"plan": ["a"]})
     child = s.fork_at(1)
-    snap = s.snapshot()
+    snap = s.transcript.snapshot()
     assert snap is not None
     assert snap.id == s.id
     assert snap.length == 2
@@ -101,12 +103,12 @@ def test_ancestry_walks_to_the_root(client: Client) -> None:
     branch = s.fork()
     replay = s.fork_at(1)
     grandchild = replay.fork()
-    anc = grandchild.ancestry()
+    anc = grandchild.transcript.ancestry()
     assert anc.parent_id == replay.id
     assert anc.root_id == s.id
-    assert replay.ancestry().root_id == s.id
-    assert s.ancestry().child_ids == (branch.id, replay.id)
-    assert s.ancestry().parent_id is None
+    assert replay.transcript.ancestry().root_id == s.id
+    assert s.transcript.ancestry().child_ids == (branch.id, replay.id)
+    assert s.transcript.ancestry().parent_id is None
 
 
 def harness_inject(s: object) -> None:
@@ -123,14 +125,14 @@ def test_reset_wipes_history_and_keeps_id_title_and_lineage(client: Client) -> N
     s.rename("kept")
     branch = s.fork()
     s.reset()
-    assert s.length == 0
+    assert s.transcript.length == 0
     assert s.history() == []
     assert s.title == "kept"
     assert client.exists(s.id)
     # Nothing stored was rewritten: the branch still has the full transcript.
-    assert branch.length == 2
-    assert [r.kind for r in s.records] == ["event"]
-    event = s.records[0]
+    assert branch.transcript.length == 2
+    assert [r.kind for r in s.transcript.records] == ["event"]
+    event = s.transcript.records[0]
     assert isinstance(event, EventRecord) and event.name == "session_reset"
     s.inject({"role": "user", "content": "after"})
     assert [m.text for m in s.history()] == ["after"]
@@ -150,16 +152,16 @@ def test_fork_with_dst_and_taken_dst(client: Client) -> None:
 
 def test_fork_at_keeps_first_messages_and_records_branch_point(client: Client) -> None:
     s = client.open()
-    s.inject_many([{"role": "user", "content": f"m{i}"} for i in range(6)])
+    s.transcript.inject_many([{"role": "user", "content": f"m{i}"} for i in range(6)])
     b = s.fork_at(2)
     assert [m.text for m in b.history()] == ["m0", "m1"]
-    assert b.branched_at == 2
+    assert b.transcript.branched_at == 2
     assert b.lineage_operator == "Session.fork_at"
-    assert s.length == 6
+    assert s.transcript.length == 6
     empty = s.fork_at(0)
-    assert empty.length == 0
+    assert empty.transcript.length == 0
     full = s.fork_at(6)
-    assert full.length == 6
+    assert full.transcript.length == 6
     with pytest.raises(InvalidArgumentError):
         s.fork_at(7)
     with pytest.raises(InvalidArgumentError):
@@ -169,27 +171,27 @@ def test_fork_at_keeps_first_messages_and_records_branch_point(client: Client) -
 def test_fork_at_counts_messages_across_events(client: Client) -> None:
     s = client.open()
     s.inject({"role": "user", "content": "m0"})
-    s.log_event("e1")
-    s.log_event("e2")
+    s.transcript.log_event("e1")
+    s.transcript.log_event("e2")
     s.inject({"role": "assistant", "content": "m1"})
-    s.log_event("e3")
+    s.transcript.log_event("e3")
     s.inject({"role": "user", "content": "m2"})
     b = s.fork_at(2)
     assert [m.text for m in b.history()] == ["m0", "m1"]
-    assert [r.kind for r in b.records] == ["user", "event", "event", "assistant"]
+    assert [r.kind for r in b.transcript.records] == ["user", "event", "event", "assistant"]
 
 
 def test_trim_keeps_last_and_returns_kept_count(client: Client) -> None:
     s = client.open()
-    s.inject_many([{"role": "user", "content": f"m{i}"} for i in range(10)])
+    s.transcript.inject_many([{"role": "user", "content": f"m{i}"} for i in range(10)])
     branch = s.fork()
     assert s.trim(3) == 3
     assert [m.text for m in s.history()] == ["m7", "m8", "m9"]
-    assert s.length == 3
+    assert s.transcript.length == 3
     assert s.trim(50) == 3  # fewer than asked: all kept
     assert s.trim(0) == 0
-    assert s.length == 0
-    assert branch.length == 10  # the branch's past is untouched
+    assert s.transcript.length == 0
+    assert branch.transcript.length == 10  # the branch's past is untouched
     with pytest.raises(InvalidArgumentError):
         s.trim(-1)
     with pytest.raises(InvalidArgumentError):
@@ -199,7 +201,7 @@ def test_trim_keeps_last_and_returns_kept_count(client: Client) -> None:
 def test_inject_validates_messages_and_writes_nothing_on_error(client: Client) -> None:
     s = client.open()
     s.inject({"role": "user", "content": "ok"})
-    before = s.version
+    before = s.live.version
     bad_messages: list[dict[str, object]] = [
         {"content": "no role"},
         {"role": "wizard", "content": "x"},
@@ -216,9 +218,9 @@ def test_inject_validates_messages_and_writes_nothing_on_error(client: Client) -
             s.inject(bad)  # type: ignore[arg-type]
     # A batch with one bad message stores none of them.
     with pytest.raises(InvalidMessageError):
-        s.inject_many([{"role": "user", "content": "fine"}, {"content": "no role"}])
-    assert s.version == before
-    assert s.length == 1
+        s.transcript.inject_many([{"role": "user", "content": "fine"}, {"content": "no role"}])
+    assert s.live.version == before
+    assert s.transcript.length == 1
 
 
 def test_inject_accepts_openai_shapes(client: Client) -> None:
@@ -242,12 +244,12 @@ def test_inject_accepts_openai_shapes(client: Client) -> None:
 
 def test_inject_many_is_one_write(client: Client) -> None:
     s = client.open()
-    v = s.version
-    records = s.inject_many([{"role": "user", "content": str(i)} for i in range(50)])
+    v = s.live.version
+    records = s.transcript.inject_many([{"role": "user", "content": str(i)} for i in range(50)])
     assert [r.seq for r in records] == list(range(50))
-    assert s.version == v + 50  # the version counts rows changed and records appended
+    assert s.live.version == v + 50  # the version counts rows changed and records appended
     with pytest.raises(InvalidArgumentError):
-        s.inject_many([])
+        s.transcript.inject_many([])
 
 
 def test_close_records_an_event_and_blocks_transcript_writes(client: Client) -> None:
@@ -256,23 +258,23 @@ def test_close_records_an_event_and_blocks_transcript_writes(client: Client) -> 
     s = client.open()
     harness_inject(s)
     s.close({"reason": "timeout"})
-    assert s.closed
-    last = s.records[-1]
+    assert s.transcript.closed
+    last = s.transcript.records[-1]
     assert isinstance(last, EventRecord)
     assert last.name == "agent_session_closed"
     assert last.data == {"status": {"reason": "timeout"}}
     with pytest.raises(SessionClosedError):
         s.inject({"role": "user", "content": "more"})
     s.close("again")  # closing a closed session does nothing
-    assert sum(1 for r in s.records if r.kind == "event") == 1
+    assert sum(1 for r in s.transcript.records if r.kind == "event") == 1
     # Still readable, forkable; a fork is open.
-    assert s.length == 2
+    assert s.transcript.length == 2
     f = s.fork()
-    assert not f.closed
+    assert not f.transcript.closed
     f.inject({"role": "user", "content": "continues"})
-    s.reopen()
+    s.transcript.reopen()
     s.inject({"role": "user", "content": "back"})
-    assert s.length == 3
+    assert s.transcript.length == 3
     with pytest.raises(InvalidArgumentError):
         s.close(42)  # type: ignore[arg-type]
 
@@ -280,16 +282,16 @@ def test_close_records_an_event_and_blocks_transcript_writes(client: Client) -> 
 def test_scratchpad_is_versioned(client: Client) -> None:
     s = client.open()
     assert s.scratchpad() is None
-    r1 = s.set_scratchpad({"todo": ["a"]}, source="agent", reason="plan",
+    r1 = s.scratchpad.set({"todo": ["a"]}, source="agent", reason="plan",
                           metadata={"step": 1})
     assert (r1.ok, r1.version, r1.scratchpad) == (True, 1, {"todo": ["a"]})
-    r2 = s.set_scratchpad({"todo": ["a", "b"]})
+    r2 = s.scratchpad.set({"todo": ["a", "b"]})
     assert r2.version == 2
     assert s.scratchpad() == {"todo": ["a", "b"]}
-    r3 = s.clear_scratchpad(reason="done")
+    r3 = s.scratchpad.clear(reason="done")
     assert (r3.ok, r3.version, r3.scratchpad) == (True, 3, None)
     assert s.scratchpad() is None
-    hist = s.scratchpad_history()
+    hist = s.scratchpad.history()
     assert [(h.version, h.scratchpad, h.source, h.reason) for h in hist] == [
         (1, {"todo": ["a"]}, "agent", "plan"),
         (2, {"todo": ["a", "b"]}, None, None),
@@ -297,21 +299,21 @@ def test_scratchpad_is_versioned(client: Client) -> None:
     ]
     assert hist[0].metadata == {"step": 1}
     with pytest.raises(InvalidArgumentError):
-        s.set_scratchpad(["not", "a", "dict"])  # type: ignore[arg-type]
+        s.scratchpad.set(["not", "a", "dict"])  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
-        s.set_scratchpad({"x": object()})
-    assert s.scratchpad_history()[-1].version == 3
+        s.scratchpad.set({"x": object()})
+    assert s.scratchpad.history()[-1].version == 3
 
 
 def test_fork_inherits_scratchpad_and_settings_not_close_state(client: Client) -> None:
     s = client.open(workspace_anchor="/a")
     s.inject({"role": "user", "content": "x"})
-    s.set_scratchpad({"k": 1})
+    s.scratchpad.set({"k": 1})
     s.close("done")
     f = s.fork()
     assert f.scratchpad() == {"k": 1}
     assert f.settings == {"workspace_anchor": "/a"}
-    assert not f.closed
+    assert not f.transcript.closed
 
 
 def test_lifecycle_verbs_on_a_deleted_session_fail_loud(client: Client) -> None:
@@ -325,20 +327,20 @@ def test_lifecycle_verbs_on_a_deleted_session_fail_loud(client: Client) -> None:
         lambda: s.close(),
         lambda: s.trim(1),
         lambda: s.inject({"role": "user", "content": "x"}),
-        lambda: s.length,
+        lambda: s.transcript.length,
         lambda: s.history(),
     ]
     for verb in verbs:
         with pytest.raises(SessionNotFoundError):
             verb()
     assert not client.exists(s.id)
-    assert s.snapshot() is None
+    assert s.transcript.snapshot() is None
 
 
 def test_lifecycle_verbs_on_a_never_stored_session_fail_loud(client: Client) -> None:
     s = client.sessions.new()
     for verb in (s.reset, s.fork, lambda: s.fork_at(0), s.close, lambda: s.trim(0),
-                 lambda: s.length, s.history):
+                 lambda: s.transcript.length, s.history):
         with pytest.raises(SessionNotFoundError):
             verb()
     assert not client.exists(s.id)
@@ -346,19 +348,19 @@ def test_lifecycle_verbs_on_a_never_stored_session_fail_loud(client: Client) -> 
 
 def test_workspace_anchor_and_policy_accessors(client: Client) -> None:
     s = client.open()
-    assert s.workspace_anchor is None
-    assert s.workspace_policy == {"default_mount_mode": "read_write"}
-    assert s.set_workspace_anchor("/srv") is True
-    assert s.workspace_anchor == "/srv"
-    assert s.set_workspace_policy({"default_mount_mode": "read_only"}) is True
-    assert s.workspace_policy == {"default_mount_mode": "read_only"}
+    assert s.workspace.anchor is None
+    assert s.workspace.policy == {"default_mount_mode": "read_write"}
+    assert s.workspace.set_anchor("/srv") is True
+    assert s.workspace.anchor == "/srv"
+    assert s.workspace.set_policy({"default_mount_mode": "read_only"}) is True
+    assert s.workspace.policy == {"default_mount_mode": "read_only"}
     with pytest.raises(UnknownOptionError):
-        s.set_workspace_policy({"colour": "blue"})
+        s.workspace.set_policy({"colour": "blue"})
     with pytest.raises(InvalidArgumentError):
-        s.set_workspace_anchor("")
-    s.set_workspace_anchor(None)
-    assert s.workspace_anchor is None
-    assert s.fork().workspace_policy == {"default_mount_mode": "read_only"}
+        s.workspace.set_anchor("")
+    s.workspace.set_anchor(None)
+    assert s.workspace.anchor is None
+    assert s.fork().workspace.policy == {"default_mount_mode": "read_only"}
 
 
 def test_sessions_sharing_an_id_share_a_transcript(client: Client) -> None:
@@ -377,25 +379,25 @@ def test_roots_mount_with_the_policy_default_and_list(client: Client, tmp_path: 
     (base / "libs").mkdir()
     (base / "data").mkdir()
     s = client.open(workspace_policy={"default_mount_mode": "read_only"})
-    added = s.add_root(str(base / "libs"))
+    added = s.workspace.add_root(str(base / "libs"))
     assert (added.ok, added.mounted_at, added.error) == (True, "libs", None)
-    rw = s.add_root(str(base / "data"), mount_mode="read_write", mounted_at="d")
+    rw = s.workspace.add_root(str(base / "data"), mount_mode="read_write", mounted_at="d")
     assert rw.ok and rw.mounted_at == "d"
-    roots = s.list_roots()
-    assert roots["primary"] == s.workspace
+    roots = s.workspace.list_roots()
+    assert roots["primary"] == s.workspace.name
     assert roots["additional"] == [
         {"path": str(base / "libs"), "mounted_at": "libs", "mount_mode": "read_only"},
         {"path": str(base / "data"), "mounted_at": "d", "mount_mode": "read_write"},
     ]
-    missing = s.add_root(str(base / "nope"))
+    missing = s.workspace.add_root(str(base / "nope"))
     assert not missing.ok and missing.error is not None
-    clash = s.add_root(str(base / "data"), mounted_at="libs")
+    clash = s.workspace.add_root(str(base / "data"), mounted_at="libs")
     assert not clash.ok
     with pytest.raises(InvalidArgumentError):
-        s.add_root(str(base / "data"), mount_mode="sideways")
-    assert s.remove_root("d").ok
-    assert not s.remove_root("d").ok
-    assert [r["mounted_at"] for r in s.list_roots()["additional"]] == ["libs"]  # type: ignore[index,union-attr]
-    assert s.fork().list_roots()["additional"] == s.list_roots()["additional"]
-    s.set_workspace_anchor("/srv/app")
-    assert s.list_roots()["primary"] == "/srv/app"
+        s.workspace.add_root(str(base / "data"), mount_mode="sideways")
+    assert s.workspace.remove_root("d").ok
+    assert not s.workspace.remove_root("d").ok
+    assert [r["mounted_at"] for r in s.workspace.list_roots()["additional"]] == ["libs"]  # type: ignore[index,union-attr]
+    assert s.fork().workspace.list_roots()["additional"] == s.workspace.list_roots()["additional"]
+    s.workspace.set_anchor("/srv/app")
+    assert s.workspace.list_roots()["primary"] == "/srv/app"

@@ -74,13 +74,13 @@ def test_a_hostile_id_is_created_opened_written_and_exported_in_place(
         s = client.open(sid)
         assert s is made
         s.inject({"role": "assistant", "content": "hello"})  # takes the writer lock: a file
-        assert client.sessions.open(sid).length == 2
+        assert client.sessions.open(sid).transcript.length == 2
         assert [i.id for i in client.sessions.list()] == [sid]
         fork = s.fork(dst=sid[:190] + "/fork")
         assert fork.parent_session_ids == (sid,)
         page = Path(s.export())
         assert page.parent == ws and page.name == f"plait-{default_name(sid)}.html"
-        md = Path(s.export_markdown())
+        md = Path(s.export(format="markdown"))
         assert md.parent == ws and md.suffix == ".md"
         bundle = Path(write_bundle(s))
         assert bundle.parent == ws and bundle.name.endswith(".bundle.json")
@@ -144,5 +144,5 @@ def test_a_lock_on_a_hostile_id_locks_that_session_only(tmp_path: Path) -> None:
             h.inject({"role": "user", "content": h.id})
         locks = os.listdir(str(db) + "-locks")
         assert 1 <= len(locks) <= 3 and all(_is_lock_file(n) for n in locks)
-        assert all(h.holds_lock for h in handles)
+        assert all(h.live.holds_lock for h in handles)
         assert not (tmp_path.parent / "x").exists() and not (tmp_path / "a").exists()

@@ -32,7 +32,7 @@ WORKER = textwrap.dedent(
         sys.stdin.readline()
         for i in range(int(n)):
             s.inject({"role": "user", "content": f"{name} {i}"})
-            s.log_event("tick", {"by": name, "i": i})
+            s.transcript.log_event("tick", {"by": name, "i": i})
         print("done", flush=True)
         sys.stdin.readline()
     """
@@ -131,7 +131,7 @@ def test_two_worker_processes_serve_one_conversation(
 ) -> None:
     with Client(tmp_path, store=target, writer_lock="write") as client:
         client.open("shared").inject({"role": "system", "content": "be brief"})
-        assert not client.sessions.get("shared").holds_lock  # the write gave it back
+        assert not client.sessions.get("shared").live.holds_lock  # the write gave it back
         n = 40
         workers = [start(procs, WORKER, str(tmp_path), target, name, str(n)) for name in "ab"]
         for w in workers:
@@ -144,7 +144,7 @@ def test_two_worker_processes_serve_one_conversation(
         assert len(texts) == 2 * n  # none lost
         for name in "ab":  # each worker's in its order
             assert [t for t in texts if t.startswith(name)] == [f"{name} {i}" for i in range(n)]
-        records = client.sessions.get("shared").records
+        records = client.sessions.get("shared").transcript.records
         assert [r.seq for r in records] == list(range(1 + 4 * n))
         # This process writes on after them, through the same handle.
         s = client.sessions.get("shared")
@@ -171,7 +171,7 @@ def test_a_turn_that_waits_too_long_is_a_typed_error(
     holder = start(procs, HOLDER, str(tmp_path), target)
     with Client(tmp_path, store=target, writer_lock="write", lock_timeout=0.3) as client:
         s = client.sessions.get("shared")
-        version = s.version
+        version = s.live.version
         for write in (
             lambda: s.inject({"role": "user", "content": "intruder"}),
             lambda: s.rename("mine"),
@@ -183,8 +183,8 @@ def test_a_turn_that_waits_too_long_is_a_typed_error(
             assert isinstance(found.value, SessionLockedError)
             assert found.value.session_id == "shared" and found.value.timeout == 0.3
             assert "lock_timeout=0.3 s" in str(found.value)
-        assert s.refresh().version == version  # nothing was written
-        assert not s.holds_lock
+        assert s.live.refresh().live.version == version  # nothing was written
+        assert not s.live.holds_lock
         # The holder lets go: the same client's next turn goes through.
         holder.say("stop")
         holder.proc.wait()
@@ -226,7 +226,7 @@ def test_a_run_holds_the_lock_from_start_to_end(tmp_path: Path, target: str) -> 
 
         assert asyncio.run(go()) == "True"
         assert probe(tmp_path, target) == "False"
-        assert not s.holds_lock
+        assert not s.live.holds_lock
         assert [m.text for m in s.history()] == ["earlier", "hi", "hello"]
 
 
@@ -242,9 +242,9 @@ def test_an_expected_version_from_another_writer_is_checked_against_the_store(
         b = two.sessions.get("shared")
         b.inject({"role": "user", "content": "2"})
         # a's handle is behind; the version b saw is what is stored, and holds.
-        a.inject({"role": "user", "content": "3"}, expect_version=b.version)
+        a.inject({"role": "user", "content": "3"}, expect_version=b.live.version)
         with pytest.raises(StaleSessionError):
-            b.inject({"role": "user", "content": "lost"}, expect_version=b.version - 1)
+            b.inject({"role": "user", "content": "lost"}, expect_version=b.live.version - 1)
         assert [m.text for m in b.history()] == ["1", "2", "3"]
 
 
@@ -328,7 +328,7 @@ def test_a_turn_sees_what_another_writer_wrote_between_turns(tmp_path: Path) -> 
         ) as two:
             s = one.open("shared")
             s.run("first", provider=model)
-            assert not s.holds_lock
+            assert not s.live.holds_lock
             two.sessions.get("shared").inject({"role": "user", "content": "from elsewhere"})
             s.run("second", provider=model)
             sent = [m.text for m in model.requests[-1].messages]
@@ -343,14 +343,14 @@ def test_rewind_undo_erase_and_compaction_are_turns_too(tmp_path: Path) -> None:
     path = tmp_path / "verbs.db"
     with Client(tmp_path, store=path, writer_lock="write") as client:
         s = client.open("user/7")
-        s.inject_many([{"role": "user", "content": f"m{i}"} for i in range(6)])
-        hidden = s.rewind(2)
-        assert s.length == 2 and not s.holds_lock
+        s.transcript.inject_many([{"role": "user", "content": f"m{i}"} for i in range(6)])
+        hidden = s.transcript.rewind(2)
+        assert s.transcript.length == 2 and not s.live.holds_lock
         assert probe_named(tmp_path, path, "user/7") == "False"
-        s.undo_rewind(hidden)
-        assert s.length == 6 and not s.holds_lock
+        s.transcript.undo_rewind(hidden)
+        assert s.transcript.length == 6 and not s.live.holds_lock
         asyncio.run(s.compact(keep_last=2))
-        assert not s.holds_lock and probe_named(tmp_path, path, "user/7") == "False"
+        assert not s.live.holds_lock and probe_named(tmp_path, path, "user/7") == "False"
         client.sessions.erase("user/7")
         assert not client.exists("user/7") and not client.holds_lock("user/7")
 

@@ -67,7 +67,9 @@ def build_stores(tmp: Path, size: int, with_agents: bool) -> dict[str, tuple[str
     with plait.Client(tmp, store=db) as client:
         s = client.session
         for start in range(0, size, CHUNK):
-            s.inject_many([plait_item(step(i)) for i in range(start, min(size, start + CHUNK))])
+            s.transcript.inject_many(
+                [plait_item(step(i)) for i in range(start, min(size, start + CHUNK))]
+            )
         sid = s.id
     out["plait history(full=True)"] = (str(db), sid)
     if hasattr(plait.Session, "iter_history"):
@@ -121,7 +123,7 @@ def _child(reader: str, db: str, sid: str) -> dict[str, float]:
         baseline = _baseline_mb()
         start = time.perf_counter()
         if reader == "plait iter_history()":
-            count = sum(1 for _ in session.iter_history())  # type: ignore[attr-defined]
+            count = sum(1 for _ in session.transcript.iter_history())  # type: ignore[attr-defined]
         else:
             count = len(session.history(full=True))
     else:

@@ -69,7 +69,7 @@ class PlaitSQLite(Adapter):
         self.session.inject(item)
 
     def append_batch(self, items: list[Any]) -> None:
-        self.session.inject_many(items)
+        self.session.transcript.inject_many(items)
 
     def load(self, variant: str) -> int:
         if variant == HISTORY_FULL:
@@ -77,19 +77,19 @@ class PlaitSQLite(Adapter):
         if variant == HISTORY:
             return len(self.session.history())
         if variant == RECORDS:
-            return len(self.session.records)
+            return len(self.session.transcript.records)
         raise ValueError(variant)
 
     def tail(self, n: int) -> int:
-        return len(self.session.tail(n))
+        return len(self.session.transcript.tail(n))
 
     def fork(self) -> None:
-        self.session.fork_at(self.session.length // 2)
+        self.session.fork_at(self.session.transcript.length // 2)
 
     def fill_sessions(self, count: int) -> None:
         turn = self.items(0, 4)
         for _ in range(count):
-            self.client.sessions.create().inject_many(turn)
+            self.client.sessions.create().transcript.inject_many(turn)
 
     def list_sessions(self, n: int) -> int:
         return len(self.client.sessions.list(n))

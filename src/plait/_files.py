@@ -1,6 +1,6 @@
 """Writing export files: where they go, what they may replace, and never half a file.
 
-Shared by ``Session.export`` / ``export_markdown`` and the bundle writer.
+Shared by ``Session.export`` (HTML and Markdown) and the bundle writer.
 
 An export replaces a regular file and nothing else: a FIFO (opening it would
 block), a device node (as root, renaming over ``/dev/null`` replaces the

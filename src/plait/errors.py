@@ -293,7 +293,7 @@ class SessionExistsError(PlaitError):
 
 
 class SessionClosedError(PlaitError):
-    """A write was attempted on a closed session; call ``reopen()`` first."""
+    """A write was attempted on a closed session; call ``session.transcript.reopen()`` first."""
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id

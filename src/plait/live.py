@@ -260,12 +260,12 @@ class LiveClients:
 
     def _writable(self, session: Session) -> None:
         """Refuse before changing live state what the transcript event could not record."""
-        session.refresh()
-        if session.closed:
+        session.live.refresh()
+        if session.transcript.closed:
             raise SessionClosedError(session.id)
         # Take the writer lock now (the event's write would take it a moment later): so no
         # other process can take it between the live change and its event.
-        session.acquire()
+        session.live.acquire()
 
     def _forget(self, session_id: str) -> None:
         with self._mutex:
@@ -273,7 +273,7 @@ class LiveClients:
 
     def _state(self, session: Session, *, fresh: bool = False) -> tuple[LiveClient, ...]:
         """The session's clients: from the cache while its stamp holds, else the store."""
-        store = session.store
+        store = self._host.store
         sid = session.id
         stamp = store.stamp(sid)
         if not fresh:
@@ -302,7 +302,7 @@ class LiveClients:
         data: Mapping[str, JSONValue],
     ) -> int:
         try:
-            event = session.log_event(
+            event = session.transcript.log_event(
                 LIVE_CLIENT_EVENT, {"action": action, "client_id": client_id, **data}
             )
         finally:
@@ -401,13 +401,13 @@ class LiveClients:
         handle = self._session(session)
         self._writable(handle)
         now = self._now()
-        stored, demoted = handle.store.live_attach(
+        stored, demoted = self._host.store.live_attach(
             LiveClientRow(handle.id, client_id, mode, now, now, meta), takeover=takeover
         )
         controller = client_id if mode == "controller" else None
         if controller is None:
             controller = self._controller(
-                tuple(LiveClient._from_row(r) for r in handle.store.live_clients(handle.id))
+                tuple(LiveClient._from_row(r) for r in self._host.store.live_clients(handle.id))
             )
         seq = self._record(
             handle,
@@ -459,12 +459,12 @@ class LiveClients:
         client_id = _check_client_id(client_id)
         handle = self._session(session)
         self._writable(handle)
-        gone = handle.store.live_release(handle.id, client_id)
+        gone = self._host.store.live_release(handle.id, client_id)
         if gone is None:
             self._forget(handle.id)
             raise ClientNotAttachedError(handle.id, client_id)
         released = gone.mode == "controller"
-        left = tuple(LiveClient._from_row(r) for r in handle.store.live_clients(handle.id))
+        left = tuple(LiveClient._from_row(r) for r in self._host.store.live_clients(handle.id))
         controller = self._controller(left)
         data: dict[str, JSONValue] = {
             "mode": None,
@@ -509,7 +509,7 @@ class LiveClients:
         client_id = _check_client_id(client_id)
         handle = self._session(session)
         self._writable(handle)
-        row = handle.store.live_heartbeat(handle.id, client_id, self._now(), meta)
+        row = self._host.store.live_heartbeat(handle.id, client_id, self._now(), meta)
         if row is None:
             self._forget(handle.id)
             raise ClientNotAttachedError(handle.id, client_id)
@@ -517,7 +517,7 @@ class LiveClients:
             client_id
             if row.mode == "controller"
             else self._controller(
-                tuple(LiveClient._from_row(r) for r in handle.store.live_clients(handle.id))
+                tuple(LiveClient._from_row(r) for r in self._host.store.live_clients(handle.id))
             )
         )
         data: dict[str, JSONValue] = {"mode": row.mode, "controller_id": controller}
@@ -611,7 +611,7 @@ class LiveClients:
         named = body.get("id", body.get("request_id"))
         request_id = named if isinstance(named, str) and named else new_id()
         try:
-            event = handle.log_event(
+            event = handle.transcript.log_event(
                 PERMISSION_ROUTE_EVENT,
                 {
                     "client_id": client_id,

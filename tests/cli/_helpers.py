@@ -14,7 +14,7 @@ Run = Callable[..., Result]
 def conversation(client: Client, question: str = "How many files?") -> Session:
     """Store a session: system, user, assistant with a tool call, tool result, reply (5 msgs)."""
     s = client.sessions.new()
-    s.inject_many(
+    s.transcript.inject_many(
         [
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": question},

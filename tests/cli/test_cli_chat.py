@@ -65,7 +65,7 @@ def test_run_json_prints_the_result_and_stores_the_exchange(
     assert model.specs == ["scripted:x"]  # type: ignore[attr-defined]
     stored = api.sessions.get(out["session_id"])
     assert [m.role for m in stored.history()] == ["user", "assistant", "tool", "assistant"]
-    assert stored.records[0].text == "Be brief."
+    assert stored.transcript.records[0].text == "Be brief."
 
 
 def test_run_resume_and_usage_errors(run: Run, api: Client, model: ScriptedProvider) -> None:
@@ -135,7 +135,7 @@ def test_chat_undo_takes_back_the_last_exchange_and_redo_brings_it_back(
     s = api.sessions.get(info.id)
     assert [m.text for m in s.history()] == [
         "first", "First answer.", "second, better", "Better answer."]
-    assert len(s.hidden_heads()) == 2  # the wrong answer is still there, hidden
+    assert len(s.transcript.hidden_heads()) == 2  # the wrong answer is still there, hidden
 
 
 def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedProvider) -> None:

@@ -176,7 +176,7 @@ def test_chat_in_a_terminal_survives_ctrl_c_everywhere(chat: tuple[Pane, Path, P
 
     with Client(ws, store=db) as client:
         (info,) = client.sessions.list()
-        records = client.sessions.get(info.id).records
+        records = client.sessions.get(info.id).transcript.records
     users = [r.text for r in records if r.kind == "user"]
     assert users == ["list the files", "hello", "run both", "abc"]
     first_tool = next(r for r in records if r.kind == "tool")
@@ -189,7 +189,7 @@ def test_continuing_shows_the_last_turns(tmp_path: Path) -> None:
     ws.mkdir()
     with Client(ws, store=db) as client:
         s = client.sessions.new()
-        s.inject_many([{"role": "user", "content": "what is plait?"},
+        s.transcript.inject_many([{"role": "user", "content": "what is plait?"},
                        {"role": "assistant", "content": "A session layer."}])
         s.rename("About plait")
     pane = Pane(f"plait-chat-c-{os.getpid()}-{tmp_path.name}",

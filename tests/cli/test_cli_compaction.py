@@ -32,7 +32,7 @@ def test_dry_run_then_compact_then_uncompact(tmp_path: Path) -> None:
     plan = json.loads(dry.output)
     assert plan["compressed"] == 16 and plan["kept"] == 4
     with Client(tmp_path, store=db) as client:
-        assert client.sessions.get(sid).length == 20  # the dry run wrote nothing
+        assert client.sessions.get(sid).transcript.length == 20  # the dry run wrote nothing
     done = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4"])
     assert done.exit_code == 0, done.output
     assert done.output == "folded 16 messages into a summary, kept 4\n"

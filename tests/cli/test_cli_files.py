@@ -57,7 +57,7 @@ def test_fork_with_a_workspace_gets_the_files_at_n(run: Run, api: Client, tmp_pa
     result = run("sessions", "fork", s.id, "--at", "4", "--workspace", str(mine))
     assert result.exit_code == 0, result.output
     branch = api.sessions.get(result.stdout.strip())
-    assert branch.length == 4 and branch.tool_context().root == mine.resolve()
+    assert branch.transcript.length == 4 and branch.workspace.tool_context().root == mine.resolve()
     assert {p.name: p.read_text() for p in mine.iterdir()} == {
         "a.txt": "1\n", "keep.txt": "original\n"}
     assert (tmp_path / "box" / "a.txt").read_text() == "2\n"  # the parent's are untouched

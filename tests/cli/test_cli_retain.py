@@ -44,7 +44,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     ws.mkdir()
     with Client(ws, store=db) as client:
         old = conversation(client, "an old question")
-        old.inject_many([{"role": "user", "content": "y" * 5000} for _ in range(40)])
+        old.transcript.inject_many([{"role": "user", "content": "y" * 5000} for _ in range(40)])
         fork = old.fork_at(2)
     time.sleep(20.5)
     return db, old.id, fork.id

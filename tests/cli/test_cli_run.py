@@ -29,7 +29,7 @@ def test_without_a_terminal_a_tool_call_is_denied_and_the_run_goes_on(
     assert "-> shell" in result.stdout
     assert "failed: there was no terminal to ask the user at" in result.stdout
     assert "Not allowed, fine." in result.stdout and f"session {s.id}" in result.stdout
-    tool = [r for r in api.sessions.get(s.id).records if r.kind == "tool"][-1]
+    tool = [r for r in api.sessions.get(s.id).transcript.records if r.kind == "tool"][-1]
     assert (tool.tool_call_id, tool.ok) == ("c9", False)
     assert "was not run" in tool.text and not tool.meta.get("interrupted")
 
@@ -51,7 +51,7 @@ def test_the_prompt_comes_from_standard_input(
     result = run("run", *args, "-s", "Be brief.", "--json", input="summarise this\nplease\n")
     assert result.exit_code == 0, result.output
     session = api.sessions.get(json.loads(result.stdout.splitlines()[-1])["session_id"])
-    assert [(r.kind, r.text) for r in session.records[:2]] == [
+    assert [(r.kind, r.text) for r in session.transcript.records[:2]] == [
         ("system", "Be brief."),
         ("user", "summarise this\nplease"),
     ]

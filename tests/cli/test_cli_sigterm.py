@@ -131,7 +131,7 @@ def test_sigterm_during_plait_run_keeps_the_streamed_text(
     assert last["type"] == "error" and last["error"]["code"] == "RunInterruptedError"
     client, session = _kept(tmp_path, monkeypatch, tmp_path)
     with client:
-        reply = session.records[-1]
+        reply = session.transcript.records[-1]
         assert reply.kind == "assistant" and reply.text == "".join(PIECES)
         assert reply.meta["finish_reason"] == "interrupted"
         resumable = session.resumable()
@@ -185,6 +185,6 @@ def test_sigterm_during_plait_chat_keeps_the_text_and_ends_the_chat(
     assert proc.returncode == 143, err
     client, session = _kept(tmp_path, monkeypatch, tmp_path)
     with client:
-        reply = session.records[-1]
+        reply = session.transcript.records[-1]
         assert reply.kind == "assistant" and reply.text == "".join(PIECES)
         assert reply.meta["finish_reason"] == "interrupted"

@@ -20,7 +20,7 @@ RAW = ("\x1b", "\x07", "\x9b", "\r", "\u202e", "\x00")
 
 def _stored(api: Client) -> str:
     s = api.sessions.new()
-    s.inject_many(
+    s.transcript.inject_many(
         [
             {"role": "user", "content": NASTY},
             {

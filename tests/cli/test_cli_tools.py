@@ -73,7 +73,7 @@ def test_run_mcp_offers_the_server_s_tools_for_that_run(
 def test_tools_session_adds_the_servers_its_settings_name(run: Run, api: Client) -> None:
     s = api.sessions.new()
     s.inject({"role": "user", "content": "hi"})
-    s.set_settings(mcp_servers=[{"command": STDIO, "name": "calc"}])
+    s.settings.set(mcp_servers=[{"command": STDIO, "name": "calc"}])
     rows = json.loads(run("tools", "--session", s.id, "--json").stdout)
     assert "calc__add" in [r["name"] for r in rows] and rows[0]["name"] == "shell"
 

@@ -72,9 +72,9 @@ def test_a_merge_has_its_own_models_window(tmp_path: Path) -> None:
             ]
         )
         follow = root.fork()
-        follow.inject_many([{"role": "user", "content": "Sure?"}])
+        follow.transcript.inject_many([{"role": "user", "content": "Sure?"}])
         retry = root.fork_at(1)
-        retry.inject_many([{"role": "assistant", "content": "I have not read it yet."}])
+        retry.transcript.inject_many([{"role": "assistant", "content": "I have not read it yet."}])
         merged = follow.merge(retry)
         ids = root.id, merged.id
     for sid in ids:
@@ -119,7 +119,7 @@ def test_the_provider_count_and_the_shares_agree_past_a_cut_off_reply(tmp_path: 
     with Client(tmp_path, store=db) as client:
         plain = client.sessions.create([question, {**answer, "meta": {"model": "gpt-4o"}}])
         plain.context()  # counts its records: what each costs
-        asked, said = (r.tokens for r in plain.records)
+        asked, said = (r.tokens for r in plain.transcript.records)
         assert isinstance(asked, int) and isinstance(said, int)
         # What the provider counted: the question (the cut-off reply was not sent) and
         # the reply it wrote.

@@ -31,14 +31,14 @@ def _writer(ws: Path, path: Path, sid: str, wfd: int, seed: int) -> None:
         rng = random.Random(seed)
         client = Client(ws, store=path)
         s = client.sessions.get(sid)
-        head = s.tail(1)[-1].seq + 1
+        head = s.transcript.tail(1)[-1].seq + 1
         while True:
             op = rng.random()
             if op < 0.6:
                 last = s.inject({"role": "user", "content": content(head)}).seq
             elif op < 0.9:
                 n = rng.randint(2, 6)
-                batch = s.inject_many(
+                batch = s.transcript.inject_many(
                     [{"role": "assistant", "content": content(head + i)} for i in range(n)]
                 )
                 last = batch[-1].seq
@@ -98,8 +98,10 @@ def run_trial(
     try:
         with Client(ws, store=store) as client:
             s = client.sessions.get(sid)
-            total = s.length
-            records = s.tail(total - checked)  # decodes every new row: a partial one raises
+            total = s.transcript.length
+            records = s.transcript.tail(
+                total - checked
+            )  # decodes every new row: a partial one raises
             assert [r.seq for r in records] == list(range(checked, total)), "gap in the transcript"
             for r in records:
                 if r.seq:

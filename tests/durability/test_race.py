@@ -35,7 +35,7 @@ def _writer(ws: Path, path: Path, sid: str, n: int, go: Path, wfd: int) -> None:
                         time.sleep(rng.uniform(0.0005, 0.003))
                 for j in range(1, BURST):
                     s.inject({"role": "assistant", "content": f"{n}:{m}:{j}"})
-                s.release()
+                s.live.release()
             os.write(wfd, f"{refused}\n".encode())
         code = 0
     finally:
@@ -88,10 +88,10 @@ def test_eight_processes_race_for_one_session(tmp_path: Path) -> None:
     # however the machine schedules them: their first tries are refused.
     with Client(tmp_path, store=path) as holder:
         held = holder.sessions.get(sid)
-        held.acquire()
+        held.live.acquire()
         go.touch()
         time.sleep(0.3)
-        held.release()
+        held.live.release()
     refused = sum(int(_collect(pid, rfd)) for pid, rfd in writers)
     stop.touch()
     reads = int(_collect(*reader))

@@ -154,7 +154,7 @@ def test_entries_round_trip_and_read_as_a_plait_session(tmp_path: Path) -> None:
     ]
     assert [c.name for c in history[1].tool_calls] == ["Bash"]
     # The snapshot and the title line are kept verbatim, out of the conversation.
-    opaque = [r for r in session.records if r.kind == "opaque"]
+    opaque = [r for r in session.transcript.records if r.kind == "opaque"]
     assert [r.format for r in opaque] == [ENTRY_FORMAT, ENTRY_FORMAT]  # type: ignore[attr-defined]
     assert [r.item for r in opaque] == [entries[4], entries[6]]  # type: ignore[attr-defined]
     store.close()
@@ -231,7 +231,7 @@ def test_a_rewind_in_claude_code_is_a_rewind_in_plait(claude_samples: Path, tmp_
     assert not any(t.startswith("I very much like this idea") for t in texts)
     assert texts[6].startswith("I actually don't like much")
     # The abandoned turns are a hidden head: the rewind can be undone from plait.
-    (hidden,) = session.hidden_heads()
+    (hidden,) = session.transcript.hidden_heads()
     held = [m.text for m in store.client.sessions.history_of(hidden)]
     assert held == abandoned
     store.close()
@@ -249,7 +249,7 @@ def test_a_subagent_transcript_is_a_child_session(claude_samples: Path, tmp_path
     child = store.session(sub_key)
     assert child.id == "proj/sess/subagents/agent-a2271d1"
     assert child.parent_session_ids == ("proj/sess",)
-    assert child.id in store.session(KEY).ancestry().child_ids
+    assert child.id in store.session(KEY).transcript.ancestry().child_ids
     # The sub-agent's own conversation, mapped as the importer maps its file.
     history = child.history(full=True)
     assert history[0].text.startswith("Give me a comprehensive overview")
@@ -299,9 +299,9 @@ def test_a_summary_behind_its_transcript_is_folded_again(tmp_path: Path) -> None
     # A writer that stopped after its records and before its summary: the records are
     # there, the summary is the previous one.
     session = store.session(KEY)
-    kept = session.metadata["claude_agent_sdk"]
+    kept = session.settings.metadata["claude_agent_sdk"]
     asyncio.run(store.append(KEY, entries[4:]))
-    session.set_metadata("claude_agent_sdk", kept)
+    session.settings.set_metadata("claude_agent_sdk", kept)
     data = asyncio.run(store.list_session_summaries("proj"))[0]["data"]
     assert data != good
     assert data["custom_title"] == "Folder tour"
@@ -562,18 +562,20 @@ def test_lines_in_any_batches_read_as_the_import(
     with Client(tmp_path, store=str(tmp_path / "import.db")) as other:
         imported = seed_from_jsonl(other, path, validate=False)
         if not imported.ok:  # nothing the model saw (a summary-only file)
-            assert not [r for r in store.session(KEY).records if r.kind != "opaque"]
+            assert not [r for r in store.session(KEY).transcript.records if r.kind != "opaque"]
             store.close()
             return
         assert imported.session_id is not None
-        expected = full_history(other.sessions.get(imported.session_id).records, context=True)
+        expected = full_history(
+            other.sessions.get(imported.session_id).transcript.records, context=True
+        )
     session = store.session(KEY)
-    mine = full_history(session.records, context=True)
+    mine = full_history(session.transcript.records, context=True)
     assert [(m.role, m.text, m.tool_calls, m.added) for m in mine] == [
         (m.role, m.text, m.tool_calls, m.added) for m in expected
     ]
     # Mapping a turn again leaves no head behind; only Claude Code's own rewinds do.
-    assert len(session.hidden_heads()) == _REWINDS.get(name, 0)
+    assert len(session.transcript.hidden_heads()) == _REWINDS.get(name, 0)
     store.close()
 
 

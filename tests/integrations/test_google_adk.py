@@ -187,10 +187,10 @@ def test_temp_state_is_never_stored(tmp_path: Path) -> None:
     for event in _events():
         asyncio.run(service.append_event(session, event))
     stored = service.session(APP, "ann", session.id)
-    for record in stored.records:
+    for record in stored.transcript.records:
         assert "temp:" not in str(record.meta)
         assert "temp:" not in str(getattr(record, "item", ""))
-    assert "temp:" not in str(stored.metadata)
+    assert "temp:" not in str(stored.settings.metadata)
     service.close()
 
 
@@ -210,7 +210,7 @@ def test_events_read_as_a_plait_conversation(tmp_path: Path) -> None:
     ]
     assert history[1].tool_calls[0].name == "lookup"
     assert history[2].tool_call_id == "c1"
-    opaque = [r for r in plait.records if r.kind == "opaque"]
+    opaque = [r for r in plait.transcript.records if r.kind == "opaque"]
     assert [(r.format, r.item["id"]) for r in opaque] == [(EVENT_FORMAT, "e4")]  # type: ignore[attr-defined]
     # A plait fork and compaction change nothing ADK reads.
     plait.fork("adk-what-if")
@@ -419,7 +419,7 @@ def test_a_rewind_in_adk_is_a_rewind_in_plait(tmp_path: Path) -> None:
     plait = service.session(APP, "ann", "s1")
     # plait's view drops the rewound invocation; a hidden head keeps it.
     assert [m.text for m in plait.history() if m.role == "user"] == ["add A-1"]
-    (hidden,) = plait.hidden_heads()
+    (hidden,) = plait.transcript.hidden_heads()
     held = service.client.sessions.history_of(hidden)
     assert [m.text for m in held if m.role == "user"] == ["add A-1", "add it again"]
     service.close()

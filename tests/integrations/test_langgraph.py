@@ -118,7 +118,7 @@ def test_each_message_is_stored_once_however_many_checkpoints_hold_it(tmp_path: 
         for n in range(5):
             graph.invoke(_turn(f"turn {n}"), CONFIG)
         checkpoints = list(saver.list(CONFIG))
-        records = saver.client.sessions.get("t1").records
+        records = saver.client.sessions.get("t1").transcript.records
     # Three checkpoints per turn, each holding the conversation so far: 10 message records.
     assert len(checkpoints) == 15
     assert sum(r.kind != "event" for r in records) == 10
@@ -271,7 +271,7 @@ def test_plaits_own_trim_and_rewind_never_lose_a_checkpoint(tmp_path: Path) -> N
         assert graph.get_state(CONFIG).values["turns"] == 3
         assert len(graph.get_state(CONFIG).values["messages"]) == 6
         # Rewound through plait's API and written again: the saver reads it afresh.
-        session.rewind(2)
+        session.transcript.rewind(2)
         out = graph.invoke(_turn("after the rewind"), CONFIG)
         assert out["messages"][-1].content == "echo: after the rewind"
 
@@ -290,7 +290,7 @@ def test_prune_keeps_the_newest_checkpoint_and_frees_the_rest(graph_target: str)
         # One checkpoint event and the eight messages it holds; no hidden copy of the old.
         assert after.layout.end_seq == 9 < before.layout.end_seq
         session = saver.client.sessions.get("t1")
-        assert session.hidden_heads() == []
+        assert session.transcript.hidden_heads() == []
         assert [m.text for m in session.history()][-1] == "echo: hi 3"
         out = graph.invoke(_turn("after the prune"), CONFIG)
         assert out["turns"] == 5
@@ -330,7 +330,7 @@ def test_a_checkpoint_record_stays_the_same_size_as_the_conversation_grows(
     import json
 
     def newest_checkpoint_size(saver: PlaitSaver) -> int:
-        records = saver.client.sessions.get("t1").records
+        records = saver.client.sessions.get("t1").transcript.records
         events = [r for r in records if r.kind == "event" and r.name == "langgraph.checkpoint"]
         return len(json.dumps(events[-1].data))
 

@@ -157,7 +157,7 @@ def test_two_processes_racing_on_one_thread_never_both_commit(shared: str, tmp_p
         assert state.checkpoint["channel_values"]["turns"] == 2
         history = [m.text for m in client.sessions.get("t1").history()]
         assert history == ["first", "echo: first", f"from {winner}", f"echo: from {winner}"]
-        assert client.sessions.get("t1").hidden_heads() == []
+        assert client.sessions.get("t1").transcript.hidden_heads() == []
 
 
 @pytest.mark.parametrize("mode", ["turns", "aturns"])

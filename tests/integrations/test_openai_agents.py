@@ -612,8 +612,8 @@ def test_items_round_trip_exactly_one_plait_message_each(target: str) -> None:
             assert await session.get_items(limit=n) == ITEMS[-n:]
         plait = session.plait_session()
         assert plait is not None
-        assert plait.length == len(ITEMS)
-        kinds = [r.kind for r in plait.records]
+        assert plait.transcript.length == len(ITEMS)
+        kinds = [r.kind for r in plait.transcript.records]
         assert kinds == [
             "system",
             "user",
@@ -629,7 +629,7 @@ def test_items_round_trip_exactly_one_plait_message_each(target: str) -> None:
             "assistant",
             "system",
         ]
-        opaque = [r for r in plait.records if r.kind == "opaque"]
+        opaque = [r for r in plait.transcript.records if r.kind == "opaque"]
         assert all(r.format == "openai-agents" for r in opaque)  # type: ignore[attr-defined]
         assert opaque[0].item == ITEMS[3]  # type: ignore[attr-defined]
         history = plait.history()
@@ -707,8 +707,8 @@ def test_pop_item_is_one_rewind_that_can_be_undone(target: str) -> None:
         assert await session.pop_item() == ITEMS[-2]
         plait = session.plait_session()
         assert plait is not None and plait.id == "undo"
-        assert plait.length == len(ITEMS) - 2
-        plait.undo_rewind()
+        assert plait.transcript.length == len(ITEMS) - 2
+        plait.transcript.undo_rewind()
         assert await session.get_items() == ITEMS[:-1]
         session.close()
 
@@ -723,7 +723,7 @@ def test_clear_by_rewind_can_be_undone(target: str) -> None:
         assert await session.get_items() == []
         plait = session.plait_session()
         assert plait is not None
-        plait.undo_rewind()
+        plait.transcript.undo_rewind()
         assert await session.get_items() == ITEMS[:3]
         session.close()
 
@@ -761,7 +761,7 @@ def test_plaits_api_reads_and_branches_the_conversation(target: str, tmp_path: P
             model.enqueue([assistant_message("Reply 4")])
             await Runner.run(agent, "Message 4", session=session)
             assert model.calls[-1].input[0]["content"].startswith("Summary of")
-            plait.uncompact()
+            plait.transcript.uncompact()
             assert (await session.get_items())[0] == {"role": "user", "content": "Message 1"}
 
             page = plait.export(tmp_path / "chat.html")
@@ -861,11 +861,11 @@ def test_pop_item_after_a_compaction_undone_pops_the_newest_item_shown(target: s
         plait = session.plait_session()
         assert plait is not None
         await plait.compact(keep_last=2)
-        plait.uncompact()  # the summary stays, hidden: a message that shows as no item
+        plait.transcript.uncompact()  # the summary stays, hidden: a message that shows as no item
         assert await session.get_items() == items
         assert await session.pop_item() == items[-1]
         assert await session.get_items() == items[:-1]
-        plait.undo_rewind()
+        plait.transcript.undo_rewind()
         assert await session.get_items() == items
         session.close()
 
@@ -962,8 +962,8 @@ def test_pop_item_takes_the_newest_item_shown_past_another_formats_item(target: 
         assert await session.get_items() == items  # not an openai-agents item: not shown
         assert await session.pop_item() == items[1]  # one rewind, past the foreign item
         assert await session.get_items() == items[:1]
-        plait.undo_rewind()
-        assert plait.length == 3 and await session.get_items() == items
+        plait.transcript.undo_rewind()
+        assert plait.transcript.length == 3 and await session.get_items() == items
         session.close()
 
     run(scenario())

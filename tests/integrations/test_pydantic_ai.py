@@ -118,13 +118,13 @@ def test_messages_round_trip_with_no_field_lost(target: str, tmp_path: Path) -> 
         back = load_messages(client.sessions.get("chat/1"))
         assert back == MESSAGES
         assert _json(back) == _json(MESSAGES)
-        assert from_records(session.records) == MESSAGES
+        assert from_records(session.transcript.records) == MESSAGES
 
 
 def test_parts_map_to_the_records_a_reader_expects(tmp_path: Path) -> None:
     with Client(tmp_path, store=":memory:") as client:
         session = client.sessions.create(to_plait_messages(MESSAGES))
-        kinds = [r.kind for r in session.records]
+        kinds = [r.kind for r in session.transcript.records]
         assert kinds == [
             "system",
             "system",
@@ -154,10 +154,10 @@ def test_parts_map_to_the_records_a_reader_expects(tmp_path: Path) -> None:
         assert history[2].text == '{"species":"felis catus"}'
         assert history[3].ok is False and history[3].tool_call_id == "call_2"
         assert history[5].text == "A cat. 🐈"
-        opaque = [r for r in session.records if r.kind == "opaque"]
+        opaque = [r for r in session.transcript.records if r.kind == "opaque"]
         assert {r.format for r in opaque} == {"pydantic-ai"}  # type: ignore[attr-defined]
         assert opaque[0].item["part_kind"] == "thinking"  # type: ignore[attr-defined]
-        assert session.length == len(kinds)
+        assert session.transcript.length == len(kinds)
 
 
 def test_a_prompts_typed_text_is_its_text_and_only_images_count_as_images(
@@ -180,7 +180,7 @@ def test_a_prompts_typed_text_is_its_text_and_only_images_count_as_images(
         assert said.text == "Compare\nthese two files"
         assert said.images == 1  # the PNG; a PDF is no image
         # As pydantic-ai's own JSON reads them back (a PNG's BinaryContent as a BinaryImage).
-        assert from_records(session.records) == ModelMessagesTypeAdapter.validate_json(
+        assert from_records(session.transcript.records) == ModelMessagesTypeAdapter.validate_json(
             _json(messages)
         )
 
@@ -243,7 +243,7 @@ def test_a_plait_compaction_is_what_the_next_turn_loads(tmp_path: Path) -> None:
             assert isinstance(first, ModelRequest)
             assert isinstance(first.parts[0], SystemPromptPart)
             assert len(loaded) == 3  # the summary, then the last request and reply
-            session.uncompact()
+            session.transcript.uncompact()
             assert load_messages(session) == history
 
     run(scenario())
@@ -390,7 +390,7 @@ def test_store_after_a_plait_compaction_loads_the_view_and_keeps_saving(target: 
         assert loaded.messages[1:] == full[-2:]
         more = await agent.run("question 4", conversation=loaded)
         await store.save(more)
-        plait.uncompact()
+        plait.transcript.uncompact()
         again = await store.load("long")
         assert again is not None and again.messages == full + more.new_messages()
         store.close()
@@ -488,7 +488,7 @@ def test_a_plait_fork_of_a_conversation_is_one_the_store_loads(target: str) -> N
         assert copy is not None and copy.messages == conversation.messages
         assert copy.usage == conversation.usage
         # A rewind's hidden branch is no conversation of its own.
-        plait.rewind(2)
+        plait.transcript.rewind(2)
         assert {r.conversation_id for r in await store.list_conversations()} == {
             "main",
             "main/plait-alt",
@@ -509,7 +509,7 @@ def test_a_message_with_no_json_form_is_refused_with_a_typed_error(tmp_path: Pat
             session = client.open("bad")
             with pytest.raises(InvalidArgumentError):
                 save_messages(session, [MESSAGES[0], unwritable])
-            assert session.length == 0  # neither message
+            assert session.transcript.length == 0  # neither message
             store = PlaitConversationStore(client)
             conversation = Conversation(conversation_id="bad/2", messages=[unwritable])
             with pytest.raises(InvalidArgumentError):

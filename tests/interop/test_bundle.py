@@ -104,7 +104,7 @@ def _seeded(client: Client) -> Session:
             "ok": False,
         }
     )
-    s.log_event(
+    s.transcript.log_event(
         "permission_routed",
         {"tool": "http", "why": f"token={_secret('credential_pair', 2)} {_secret('slack_token')}"},
     )
@@ -164,8 +164,8 @@ def test_sanitized_bundle_imports_with_markers(mem: Client) -> None:
     s = _seeded(mem)
     copy = import_bundle(mem, export_bundle(s))
     assert [m.role for m in copy.history(full=True)] == [m.role for m in s.history(full=True)]
-    assert "[REDACTED:openai_api_key]" in copy.records[0].text
-    assert copy.metadata["imported_bundle"]["mode"] == "sanitized"
+    assert "[REDACTED:openai_api_key]" in copy.transcript.records[0].text
+    assert copy.settings.metadata["imported_bundle"]["mode"] == "sanitized"
 
 
 # -- local ---------------------------------------------------------------------------------
@@ -188,12 +188,12 @@ def test_local_bundle_round_trips_exactly(mem: Client, tmp_path: Path) -> None:
         m.to_dict() for m in s.history(full=True)
     ]
     assert [m.to_dict() for m in copy.history()] == [m.to_dict() for m in s.history()]
-    originals = [r for r in s.records if r.kind != "event"]
-    assert [r.meta for r in copy.records] == [r.meta for r in originals]
-    assert [r.kind for r in copy.records] == [r.kind for r in originals]
+    originals = [r for r in s.transcript.records if r.kind != "event"]
+    assert [r.meta for r in copy.transcript.records] == [r.meta for r in originals]
+    assert [r.kind for r in copy.transcript.records] == [r.kind for r in originals]
     assert copy.title == s.title
     assert copy.lineage_operator == "Session.import"
-    provenance = copy.metadata["imported_bundle"]
+    provenance = copy.settings.metadata["imported_bundle"]
     assert provenance["schema"] == BUNDLE_SCHEMA
     assert provenance["mode"] == "local"
     assert provenance["source_session_id"] == s.id
@@ -248,7 +248,7 @@ def test_replay_only_has_no_user_system_or_tool_text(mem: Client) -> None:
     s.inject(
         {"role": "tool", "content": "TOOL-MARKER a b", "tool_call_id": "c1", "tool_name": "ls"}
     )
-    s.log_event("approval_granted", {"detail": "EVENT-MARKER"})
+    s.transcript.log_event("approval_granted", {"detail": "EVENT-MARKER"})
     s.inject({"role": "assistant", "content": "Two files."})
     bundle = export_bundle(s, mode="replay-only")
     text = _dump(bundle)
@@ -308,7 +308,7 @@ def test_lineage_lists_ancestors_and_descendants(mem: Client) -> None:
     assert fork.id not in by_id
     assert export_bundle(fork, include_lineage=False)["lineage"] == []
     copy = import_bundle(mem, bundle)
-    assert copy.metadata["imported_bundle"]["lineage"] == [root.id]
+    assert copy.settings.metadata["imported_bundle"]["lineage"] == [root.id]
     assert copy.parent_session_ids == ()
 
 
@@ -556,8 +556,8 @@ def test_a_huge_ignored_trace_costs_no_more_than_its_bytes(mem: Client, tmp_path
     # json.loads built 2M lists (some 26 bytes of memory for each of the file's bytes);
     # the trace is never built now: the file's bytes and what is kept, no more.
     assert peak < 2 * size
-    assert session.length == len(bundle["transcript"])
-    assert session.records[-1].text == bundle["transcript"][-1]["content"]
+    assert session.transcript.length == len(bundle["transcript"])
+    assert session.transcript.records[-1].text == bundle["transcript"][-1]["content"]
 
 
 def test_read_bundle_keeps_what_it_is_asked_and_checks_the_rest(
@@ -590,8 +590,8 @@ def test_a_shared_bundle_never_says_where_the_session_ran(client: Client, tmp_pa
     for folder in (box, anchor, lib):
         folder.mkdir()
     s = client.sessions.create([{"role": "user", "content": "hi"}]).to("local", spec=str(box))
-    s.set_workspace_anchor(str(anchor))
-    assert s.add_root(str(lib), mounted_at="vendor/lib").ok
+    s.workspace.set_anchor(str(anchor))
+    assert s.workspace.add_root(str(lib), mounted_at="vendor/lib").ok
     for mode in ("sanitized", "replay-only"):
         bundle = export_bundle(s, mode=mode)  # type: ignore[arg-type]
         assert str(tmp_path) not in json.dumps(bundle), mode

@@ -32,7 +32,7 @@ def test_entries_map_as_the_file_imports(mem: Client, transcripts: Path, name: s
     mapping = map_claude_code_entries(entries)
     result = seed_from_jsonl(mem, path)
     assert result.ok and result.session_id is not None
-    imported = mem.sessions.get(result.session_id).records
+    imported = mem.sessions.get(result.session_id).transcript.records
     imported_messages = [r for r in imported if r.kind in ("user", "assistant", "tool", "summary")]
     mine = [record_from_message(m, seq=0) for m in mapping.messages]
     assert [(r.kind, r.content) for r in mine if r.kind != "system"] == [

@@ -47,7 +47,7 @@ def _view(records: list[Record], *, with_ok: bool) -> list[tuple[object, ...]]:
 
 def _all(client: Client, session_id: str) -> list[Record]:
     """Every message record of a session, system messages included, oldest first."""
-    return [r for r in client.sessions.get(session_id).records if r.kind != "event"]
+    return [r for r in client.sessions.get(session_id).transcript.records if r.kind != "event"]
 
 
 @pytest.mark.parametrize("rel", REAL)

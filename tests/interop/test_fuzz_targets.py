@@ -135,7 +135,8 @@ def test_importer_fuzz_target(
         assert _count(fuzzed) == before, "a failed import stored a session"
     else:
         assert result.session_id is not None
-        assert len(fuzzed.sessions.get(result.session_id).records) == result.messages_loaded
+        loaded = fuzzed.sessions.get(result.session_id)
+        assert len(loaded.transcript.records) == result.messages_loaded
         fuzzed.sessions.delete(result.session_id)
 
 

@@ -15,7 +15,7 @@ from plait.interop import JSONL_VERSION, seed_from_jsonl, to_jsonl
 
 def _rich_session(client: Client) -> Session:
     s = client.sessions.new()
-    s.inject_many(
+    s.transcript.inject_many(
         [
             {"role": "system", "content": "You are terse."},
             {
@@ -38,7 +38,7 @@ def _rich_session(client: Client) -> Session:
             {"role": "tool", "content": "boom", "tool_call_id": "c2", "ok": False},
         ]
     )
-    s.log_event("note", {"x": 1})  # events are not messages: not exported
+    s.transcript.log_event("note", {"x": 1})  # events are not messages: not exported
     s.inject({"role": "summary", "content": "User asked about a cat picture.", "folds": [1, 5]})
     s.inject({"role": "user", "content": "Thanks — ünïcödé ✓"})
     s.inject({"role": "assistant", "content": "You're welcome."})
@@ -74,8 +74,10 @@ def test_round_trip_gives_the_same_messages(client: Client, tmp_path: Path) -> N
     copy = client.sessions.get(result.session_id or "")
     assert copy.title == "Cat picture"  # from the header
     assert copy.lineage_operator == "Session.import"
-    assert _meta_free(copy.records) == _meta_free(original.records)
-    assert [r.meta for r in copy.records] == [r.meta for r in original.records if r.kind != "event"]
+    assert _meta_free(copy.transcript.records) == _meta_free(original.transcript.records)
+    assert [r.meta for r in copy.transcript.records] == [
+        r.meta for r in original.transcript.records if r.kind != "event"
+    ]
     assert [m.to_dict() for m in copy.history(full=True)] == [
         m.to_dict() for m in original.history(full=True)
     ]
@@ -86,7 +88,7 @@ def test_round_trip_gives_the_same_messages(client: Client, tmp_path: Path) -> N
 
 def test_export_of_a_trimmed_view_clamps_folds(client: Client) -> None:
     s = client.sessions.new()
-    s.inject_many([{"role": "user", "content": f"m{i}"} for i in range(4)])
+    s.transcript.inject_many([{"role": "user", "content": f"m{i}"} for i in range(4)])
     s.inject({"role": "summary", "content": "sum", "folds": [0, 4]})
     s.inject({"role": "user", "content": "after"})
     s.trim(3)  # the view starts at m3

@@ -87,7 +87,9 @@ def test_codex_stats_count_each_model_call(mem: Client, path: Path) -> None:
     assert stats.input_tokens == expected.input_tokens
     assert stats.output_tokens == expected.output_tokens
     assert stats.cached_tokens == expected.cached_tokens
-    replies = [r for r in mem.sessions.get(sid).records if isinstance(r, AssistantRecord)]
+    replies = [
+        r for r in mem.sessions.get(sid).transcript.records if isinstance(r, AssistantRecord)
+    ]
     priced = [r for r in replies if isinstance(r.meta.get("usage"), dict)]
     assert len(priced) == expected.calls
     if expected.last_input is not None:

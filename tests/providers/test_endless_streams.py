@@ -141,7 +141,7 @@ def test_a_reply_streamed_without_end_stops_at_its_cap_recorded_and_resumable(
     with pytest.raises(ReplyTooLargeError) as caught:
         asyncio.run(s.prompt("talk", provider=_provider(endless), model_settings=settings))
     assert (caught.value.what, caught.value.limit) == ("text", 100_000)
-    last = s.records[-1]
+    last = s.transcript.records[-1]
     assert last.kind == "assistant" and last.meta["finish_reason"] == "error"
     assert last.text == "x" * 100_000  # what arrived, cut to the cap, and no more
     assert "passed the limit of 100,000 characters" in last.meta["error"]
@@ -163,7 +163,7 @@ def test_a_tool_call_whose_arguments_never_end_stops_at_its_cap(
     with pytest.raises(ReplyTooLargeError) as caught:
         asyncio.run(s.prompt("call", provider=_provider(endless), model_settings=settings))
     assert (caught.value.what, caught.value.limit) == ("tool call arguments", 50_000)
-    last = s.records[-1]
+    last = s.transcript.records[-1]
     assert last.kind == "assistant" and last.meta["finish_reason"] == "error"
     assert not last.tool_calls  # no half call is ever recorded, nor run
     assert s.resumable() is not None and s.resumable().kind == "retry_response"
@@ -180,7 +180,7 @@ def test_a_stream_that_sends_nothing_new_ends_the_run_with_a_stalled_error(
     with pytest.raises(ProviderStalledError) as caught:
         asyncio.run(s.prompt("hello?", provider=_provider(endless), model_settings=settings))
     assert caught.value.idle_timeout == 0.3
-    last = s.records[-1]
+    last = s.transcript.records[-1]
     # Recorded even with nothing (or little) said: the transcript tells why the run ended.
     assert last.kind == "assistant" and last.meta["finish_reason"] == "error"
     assert last.text == ("Hel" if mode == "usage" else "")

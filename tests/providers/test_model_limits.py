@@ -178,7 +178,7 @@ def test_limits_are_checked_and_the_environment_is_read() -> None:
 def _session_near(client: Client, words: int) -> Any:
     """A session of twenty messages of ``words`` tokens each (and a system prompt)."""
     s = client.sessions.create([{"role": "system", "content": "You are terse."}])
-    s.inject_many(
+    s.transcript.inject_many(
         [
             {"role": "user" if i % 2 == 0 else "assistant", "content": "word " * words}
             for i in range(20)
@@ -192,25 +192,25 @@ def test_session_settings_beat_the_environment_and_the_server(
 ) -> None:
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = _session_near(client, 10)
-        assert s.model_info("qwen2.5:7b").window == 128_000
+        assert s.settings.model_info("qwen2.5:7b").window == 128_000
         before = s.context("qwen2.5:7b")
         assert before is not None and before.window_source == "guess"  # no family knows it
         declared = ModelLimits(context_window=2048)
-        assert s.model_info("qwen2.5:7b", declared=declared).source == "server"
+        assert s.settings.model_info("qwen2.5:7b", declared=declared).source == "server"
         monkeypatch.setenv("PLAIT_CONTEXT_WINDOW", "4096")
-        assert s.model_info("qwen2.5:7b", declared=declared).window == 4096
+        assert s.settings.model_info("qwen2.5:7b", declared=declared).window == 4096
         from_env = s.context("qwen2.5:7b")
         assert from_env is not None and (from_env.window, from_env.window_source) == (
             4096,
             "environment",
         )
-        s.set_settings(model_info={"context_window": 1024, "tokenizer": "o200k_base"})
-        found = s.model_info("qwen2.5:7b", declared=declared)
+        s.settings.set(model_info={"context_window": 1024, "tokenizer": "o200k_base"})
+        found = s.settings.model_info("qwen2.5:7b", declared=declared)
         assert (found.window, found.encoding, found.source) == (1024, "o200k_base", "settings")
         report = s.context("qwen2.5:7b")
         assert report is not None and (report.window, report.window_source) == (1024, "settings")
         with pytest.raises(InvalidArgumentError):
-            s.set_settings(model_info={"context_window": 0})
+            s.settings.set(model_info={"context_window": 0})
         assert s.settings["model_info"] == {"context_window": 1024, "tokenizer": "o200k_base"}
 
 
@@ -218,10 +218,10 @@ def test_room_for_the_reply_brings_compaction_forward(tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = _session_near(client, 70)  # ~1,450 tokens
         window = ModelLimits(context_window=2048)  # 80 % is 1,638
-        assert not s.compaction_due("m", declared=window)
-        assert s.compaction_due("m", declared=window, reserve=400)
+        assert not s.transcript.compaction_due("m", declared=window)
+        assert s.transcript.compaction_due("m", declared=window, reserve=400)
         with_limit = ModelLimits(context_window=2048, output_limit=400)
-        assert s.compaction_due("m", declared=with_limit)
+        assert s.transcript.compaction_due("m", declared=with_limit)
 
 
 def test_a_run_compacts_before_the_servers_window_is_full(
@@ -233,11 +233,11 @@ def test_a_run_compacts_before_the_servers_window_is_full(
     replay_server.queue(sse(chunk({"content": "Done."}, "stop"), (None, "[DONE]")))
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = _session_near(client, 90)  # ~1,850 tokens: under 8k, over 75 % of 2,048
-        assert not s.compaction_due("smollm2")
+        assert not s.transcript.compaction_due("smollm2")
         result = asyncio.run(s.prompt("And now?", provider=_provider(replay_server), tools=[]))
         assert result.text == "Done."
-        assert any(r.kind == "summary" for r in s.records)
-        reply = s.records[-1]
+        assert any(r.kind == "summary" for r in s.transcript.records)
+        reply = s.transcript.records[-1]
         assert reply.meta["model_limits"] == {"context_window": 2048}
         report = s.context()  # read later, without asking the server: the window it said
         assert report is not None and report.window == 2048
@@ -257,12 +257,12 @@ def test_bad_arguments_are_typed_errors(tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = _session_near(client, 5)
         with pytest.raises(InvalidArgumentError):
-            s.model_info(123)  # type: ignore[arg-type]
+            s.settings.model_info(123)  # type: ignore[arg-type]
         with pytest.raises(InvalidArgumentError):
-            s.compaction_due("m", reserve=-1)
+            s.transcript.compaction_due("m", reserve=-1)
         with pytest.raises(InvalidArgumentError):
             s.context("m", declared="big")  # type: ignore[arg-type]
-        given = s.model_info("m", declared={"context_window": 4096})
+        given = s.settings.model_info("m", declared={"context_window": 4096})
         assert given.window == 4096
 
 
@@ -288,6 +288,6 @@ def test_a_summary_is_bounded_by_the_window(tmp_path: Path) -> None:
         asyncio.run(s.compact(provider=small))
         assert small.requests[-1].max_tokens == 256
         big = ScriptedProvider(["Still words."], model="gpt-4.1")
-        s.inject_many([{"role": "user", "content": "more " * 50}] * 8)
+        s.transcript.inject_many([{"role": "user", "content": "more " * 50}] * 8)
         asyncio.run(s.compact(provider=big))
         assert big.requests[-1].max_tokens == 4096

@@ -182,12 +182,12 @@ def test_a_run_compacts_before_the_server_refuses_its_window(
     assert refused.value.status_code == 400  # what a run without the server's window meets
     with Client(tmp_path, store=tmp_path / "p.db") as client:
         s = client.sessions.create(history)
-        assert not s.compaction_due("smollm2")  # the family table alone says 8,192
+        assert not s.transcript.compaction_due("smollm2")  # the family table alone says 8,192
         result = asyncio.run(
             s.prompt("Hi.", provider=_provider(server), tools=[], model_settings={"max_tokens": 8})
         )
         assert result.text
-        assert any(r.kind == "summary" for r in s.records)
+        assert any(r.kind == "summary" for r in s.transcript.records)
 
 
 def test_a_cancelled_stream_leaves_the_server_serving(server: str) -> None:

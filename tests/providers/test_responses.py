@@ -225,9 +225,9 @@ def test_a_run_keeps_the_reasoning_item_and_sends_it_back(
         result = asyncio.run(s.prompt("What is in notes.md?", provider=provider(replay_server),
                                       tools=[read_file]))
         assert result.text == "It says TODO."
-        kinds = [r.kind for r in s.records]
+        kinds = [r.kind for r in s.transcript.records]
         assert kinds == ["user", "opaque", "assistant", "tool", "assistant"]
-        reply = s.records[2]
+        reply = s.transcript.records[2]
         assert reply.meta["reasoning"] == "Need the file first."
         assert [m.role for m in s.history()] == ["user", "assistant", "tool", "assistant"]
     second = replay_server.requests[1].body["input"]

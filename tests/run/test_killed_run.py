@@ -116,10 +116,10 @@ def test_sigkill_mid_run_leaves_a_resumable_transcript(phase: str, tmp_path: Pat
         provider = ScriptedProvider(["Picked up where it stopped."])
         if phase == "stream":
             # Nothing of the cut reply was committed: the request waits for the model.
-            assert [r.kind for r in session.records] == ["system", "user"]
+            assert [r.kind for r in session.transcript.records] == ["system", "user"]
             assert info.kind == "call_model"
         else:
-            assert [r.kind for r in session.records] == ["system", "user", "assistant"]
+            assert [r.kind for r in session.transcript.records] == ["system", "user", "assistant"]
             assert info.kind == "recover_tools" and [c.id for c in info.missing] == ["m1"]
         result = asyncio.run(session.resume(provider=provider, tools=[migrate]))
         assert ran == []  # never run again on its own

@@ -50,7 +50,7 @@ def test_tool_calls_run_in_the_sandbox_and_are_recorded_in_pairs(
     assert history[3].ok is False and "outside the sandbox" in history[3].text
     # The second model call saw the tool results.
     assert [m.role for m in provider.requests[1].messages][-2:] == ["tool", "tool"]
-    assert s.records[2].meta["usage"] == {"input_tokens": 10, "output_tokens": 5,
+    assert s.transcript.records[2].meta["usage"] == {"input_tokens": 10, "output_tokens": 5,
                                           "cached_tokens": 2}
     assert events  # the stream was forwarded
     stats = client.session_stats([s.id])[0]
@@ -132,7 +132,7 @@ def test_run_session_joins_agent_and_user_and_shares_the_user_sandbox(tmp_path: 
         "system", "user", "assistant", "tool", "assistant"]
     assert out.chunk_table.rows[3].payload["content"] == "a.txt"
     assert result.text == "There is a.txt."
-    assert agent.length == 1 and user.length == 1  # the inputs did not change
+    assert agent.transcript.length == 1 and user.transcript.length == 1  # the inputs did not change
     out.close_sandbox()
     assert handle.closed
     with pytest.raises(InvalidArgumentError):

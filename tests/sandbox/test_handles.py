@@ -9,6 +9,7 @@ import pytest
 from plait import Client, Session
 from plait.errors import InvalidArgumentError, NoSandboxError, SandboxClosedError
 from plait.sandbox import Sandbox
+from plait.session._part import head_of
 
 
 def test_step5_to_local_sets_the_target_and_opens_nothing() -> None:
@@ -87,7 +88,7 @@ def test_troubleshooting_errors() -> None:
     other.close_sandbox()
     assert handle.closed
     stale = Session.from_user_message("z")
-    stale.head.binding.hold(handle)  # bound to a handle someone else closed
+    head_of(stale).binding.hold(handle)  # bound to a handle someone else closed
     with pytest.raises(SandboxClosedError, match="session sandbox is closed"):
         stale.require_sandbox()
     with pytest.raises(SandboxClosedError):

@@ -46,12 +46,12 @@ def test_files_an_isolated_shell_changed_come_back_byte_for_byte(tmp_path: Path)
         assert not (mine / "late.txt").exists() and (mine / "keep.txt").exists()
         # The parent's folder is restored in place: the link is removed, never followed.
         hostname = Path("/etc/hostname").read_bytes() if Path("/etc/hostname").exists() else None
-        s.restore_workspace(4)
+        s.workspace.restore(4)
         assert not os.path.islink(box / "sub" / "one.txt")
         assert (box / "sub" / "one.txt").read_text() == "one\n"
         if hostname is not None:
             assert Path("/etc/hostname").read_bytes() == hostname
-        assert {c.path for c in s.diff_files(4, 6)} == {"data.bin", "late.txt", "sub/one.txt"}
+        assert {c.path for c in s.workspace.diff(4, 6)} == {"data.bin", "late.txt", "sub/one.txt"}
 
 
 def test_an_isolated_session_rewinds_its_files_and_undoes_it(tmp_path: Path) -> None:
@@ -60,9 +60,9 @@ def test_an_isolated_session_rewinds_its_files_and_undoes_it(tmp_path: Path) -> 
     open_isolated(box).release()  # skips, saying why, where the backend cannot run
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         s = _work(client, box)
-        s.rewind(4, files=True)
+        s.transcript.rewind(4, files=True)
         assert not (box / "late.txt").exists() and (box / "data.bin").read_bytes() == b"\x00\xffbin"
         assert not os.path.islink(box / "sub" / "one.txt")
-        s.undo_rewind(files=True)
+        s.transcript.undo_rewind(files=True)
         assert (box / "late.txt").read_text() == "late\n" and not (box / "data.bin").exists()
         assert os.readlink(box / "sub" / "one.txt") == "/etc/hostname"

@@ -124,7 +124,7 @@ def test_a_run_on_a_session_another_process_writes_is_refused_before_it_starts(
         "import sys\n"
         "from plait import Client\n"
         "with Client(sys.argv[2], store=sys.argv[1]) as c:\n"
-        "    c.sessions.get(sys.argv[3]).acquire()\n"
+        "    c.sessions.get(sys.argv[3]).live.acquire()\n"
         "    print('held', flush=True)\n"
         "    sys.stdin.readline()\n"
     )

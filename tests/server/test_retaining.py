@@ -34,7 +34,7 @@ def test_a_server_removes_idle_sessions_and_keeps_the_rest(
     client = Client(tmp_path, store=db)
     old = client.sessions.new()
     old.inject({"role": "user", "content": "forget me"})
-    old.release()
+    old.live.release()
     time.sleep(1.2)
     app = create_app(client, api_keys=[KEY], retain_older_than="1s", retain_every=1)
     with TestClient(app, headers={"Authorization": f"Bearer {KEY}"}) as api:

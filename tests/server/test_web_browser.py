@@ -278,7 +278,7 @@ def test_an_opaque_item_is_shown_as_what_it_is(browser_page: Any, tmp_path: Path
         page.screenshot(path=str(shots / "opaque-item.png"), full_page=True)
         page.goto("about:blank")
     served.client.close()
-    assert s.length == 3
+    assert s.transcript.length == 3
 
 
 def test_an_open_page_follows_a_rewind(browser_page: Any, tmp_path: Path) -> None:

@@ -30,9 +30,9 @@ def _files(folder: Path) -> dict[str, str]:
 def _every_position_restores(s: Session, tmp: Path) -> list[dict[str, str]]:
     """Restore the session's files at every message into fresh folders; all must be whole."""
     out = []
-    for at in range(s.length + 1):
+    for at in range(s.transcript.length + 1):
         target = tmp / f"{s.id}-{at}"
-        s.restore_workspace(at, folder=target)
+        s.workspace.restore(at, folder=target)
         out.append(_files(target))
     return out
 
@@ -55,7 +55,7 @@ def test_forks_keep_the_checkpoints_they_share_and_the_rest_goes(
     s, fork = _parent_and_fork(client, tmp_path)
     # A checkpoint no tool record names: the files as a person changed them afterwards.
     (tmp_path / "box" / "stray.txt").write_text("never recorded\n")
-    stray = s.workspace_checkpoint()
+    stray = s.workspace.checkpoint()
     assert stray is not None and stray not in referenced(client.store)
     parent_files = _every_position_restores(s, tmp_path / "p1")
     fork_files = _every_position_restores(fork, tmp_path / "f1")
@@ -77,7 +77,7 @@ def test_forks_keep_the_checkpoints_they_share_and_the_rest_goes(
 
 def test_a_deleted_parent_keeps_what_its_fork_shares(client: Client, tmp_path: Path) -> None:
     s, fork = _parent_and_fork(client, tmp_path)
-    parent_only = s.records[-2].meta["workspace"]["after"]  # the tool record of c2
+    parent_only = s.transcript.records[-2].meta["workspace"]["after"]  # the tool record of c2
     fork_files = _every_position_restores(fork, tmp_path / "f1")
     client.sessions.delete(s.id)
     assert parent_only not in referenced(client.store)

@@ -42,7 +42,7 @@ _ELSEWHERE = textwrap.dedent(
     url, schema, workspace, target = sys.argv[1:5]
     with Client(workspace, store=PostgresStore(url, schema=schema)) as client:
         session = client.sessions.get("pg-files")
-        print(session.restore_workspace(4, folder=target))
+        print(session.workspace.restore(4, folder=target))
     """
 )
 

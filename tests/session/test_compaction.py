@@ -58,21 +58,21 @@ def test_never_folds_the_newest_request_or_half_a_tool_pair(client: Client) -> N
 
 def test_options_fail_loud_and_write_nothing(client: Client) -> None:
     s = _conversation(client, 3)
-    version = s.version
+    version = s.live.version
     with pytest.raises(UnknownOptionError):
         asyncio.run(s.compact({"keep_last": 2, "colour": "red"}))
     with pytest.raises(InvalidArgumentError):
         asyncio.run(s.compact(keep_last=-1))
     with pytest.raises(InvalidArgumentError):
-        s.compact_preview(compact_strategy="magic")
-    assert s.version == version
+        s.transcript.compact_preview(compact_strategy="magic")
+    assert s.live.version == version
 
 
 def test_preview_is_a_dry_run_of_the_same_plan(client: Client) -> None:
     s = _conversation(client, 6)
-    version = s.version
-    preview = s.compact_preview(keep_last=6)
-    assert preview is not None and s.version == version
+    version = s.live.version
+    preview = s.transcript.compact_preview(keep_last=6)
+    assert preview is not None and s.live.version == version
     done = asyncio.run(s.compact(keep_last=6))
     assert done is not None
     assert (done.folds_from, done.folds_to) == (preview.folds_from, preview.folds_to)
@@ -85,12 +85,12 @@ def test_uncompact_restores_the_view_before_the_compaction(client: Client) -> No
     asyncio.run(s.compact(keep_last=4))
     branch = s.fork()  # a fork of a compacted session forks as compacted
     assert branch.history()[0].role == "summary"
-    hidden = s.uncompact()
+    hidden = s.transcript.uncompact()
     assert hidden.kind == "summary"
     assert s.history() == before
     assert [m.role for m in s.history(full=True)].count("summary") == 0
     with pytest.raises(NothingToDoError):
-        s.uncompact()
+        s.transcript.uncompact()
     assert branch.history()[0].role == "summary"  # the branch keeps its own view
     # Compacting again works after an undo.
     assert asyncio.run(s.compact(keep_last=4)) is not None
@@ -112,7 +112,7 @@ def test_custom_and_llm_strategies(client: Client) -> None:
 
     done = asyncio.run(s.compact(compact_strategy="custom", custom_compactor=mine, keep_last=4))
     assert done is not None and done.summary.startswith("custom: ")
-    s.uncompact()
+    s.transcript.uncompact()
     seen: list[list[Message]] = []
 
     async def summarize(messages: list[Message]) -> str:
@@ -122,7 +122,7 @@ def test_custom_and_llm_strategies(client: Client) -> None:
     done = asyncio.run(s.compact(compact_strategy="llm", keep_last=4, summarize=summarize))
     assert done is not None and done.summary == "a model's summary"
     assert seen and all(m.role != "system" for m in seen[0])
-    s.uncompact()
+    s.transcript.uncompact()
     with pytest.raises(InvalidArgumentError):
         asyncio.run(s.compact(compact_strategy="llm", keep_last=4))  # no model to call
 

@@ -66,7 +66,7 @@ def test_none_before_the_first_reply(client: Client) -> None:
     assert s.context() is None
     s.inject({"role": "user", "content": "hello"})
     assert s.context() is None
-    assert not s.compaction_due()
+    assert not s.transcript.compaction_due()
     s.inject({"role": "assistant", "content": "hi"})
     report = s.context()
     assert report is not None
@@ -87,34 +87,34 @@ def test_the_report_matches_a_full_recount_through_compaction_undo_trim_and_bran
 ) -> None:
     s = client.sessions.create([{"role": "system", "content": "be brief"}])
     converse(s, 6)
-    assert shares(s) == reference(s.records)
+    assert shares(s) == reference(s.transcript.records)
     assert asyncio.run(s.compact(keep_last=4)) is not None
-    assert shares(s) == reference(s.records)
+    assert shares(s) == reference(s.transcript.records)
     converse(s, 3, "u")
     assert asyncio.run(s.compact(keep_last=2)) is not None
-    assert shares(s) == reference(s.records)
-    s.uncompact()
-    assert shares(s) == reference(s.records)
+    assert shares(s) == reference(s.transcript.records)
+    s.transcript.uncompact()
+    assert shares(s) == reference(s.transcript.records)
     s.inject({"role": "system", "content": "a newer, longer system prompt for the rest"})
     converse(s, 1, "v")
-    assert shares(s) == reference(s.records)
+    assert shares(s) == reference(s.transcript.records)
     fork = s.fork()
     converse(fork, 2, "f")
-    assert shares(fork) == reference(fork.records)
-    assert shares(s) == reference(s.records)
+    assert shares(fork) == reference(fork.transcript.records)
+    assert shares(s) == reference(s.transcript.records)
     s.trim(5)
-    assert shares(s) == reference(s.records)
+    assert shares(s) == reference(s.transcript.records)
     merged = fork.merge(s)
-    assert shares(merged) == reference(merged.records)
+    assert shares(merged) == reference(merged.transcript.records)
     at = s.fork_at(3)
     at.inject({"role": "assistant", "content": "late reply"})
-    assert shares(at) == reference(at.records)
+    assert shares(at) == reference(at.transcript.records)
 
 
 def test_a_system_prompt_hidden_by_trim_or_reset_still_counts(client: Client) -> None:
     s = client.sessions.create([{"role": "system", "content": "follow the house rules"}])
     converse(s, 3)
-    system = s.records[0]
+    system = s.transcript.records[0]
     s.trim(2)
     report = s.context()
     assert report is not None
@@ -131,7 +131,7 @@ def test_counted_once_then_only_added(client: Client, monkeypatch: pytest.Monkey
     s = client.sessions.create([{"role": "system", "content": "be brief"}])
     converse(s, 4)
     first = s.context()
-    assert all(r.tokens is not None for r in s.records)  # the writer stored the counts
+    assert all(r.tokens is not None for r in s.transcript.records)  # the writer stored the counts
 
     def refuse(*args: object, **kwargs: object) -> list[int]:
         raise AssertionError("re-tokenized a stored record")
@@ -155,9 +155,11 @@ def test_a_reader_counts_in_memory_while_another_process_writes(
     report = reader.context()
     assert report is not None and writer_view is not None
     assert report.used > writer_view.used
-    assert reader.records[-1].tokens is None  # nothing stored while another process writes
+    assert (
+        reader.transcript.records[-1].tokens is None
+    )  # nothing stored while another process writes
     assert s.context() == report
-    assert reader.records[-1].tokens is not None  # the writer stored it
+    assert reader.transcript.records[-1].tokens is not None  # the writer stored it
 
 
 def test_a_reader_stores_counts_when_nobody_writes_and_a_refusal_is_no_error(
@@ -172,10 +174,12 @@ def test_a_reader_stores_counts_when_nobody_writes_and_a_refusal_is_no_error(
 
     monkeypatch.setattr(client.store, "set_tallies", refuse)
     first = reader.context()
-    assert first is not None and reader.records[-1].tokens is None
+    assert first is not None and reader.transcript.records[-1].tokens is None
     monkeypatch.undo()
     assert reader.context() == first
-    assert all(r.tokens is not None for r in reader.records)  # counted once, for everyone
+    assert all(
+        r.tokens is not None for r in reader.transcript.records
+    )  # counted once, for everyone
 
 
 def test_provider_usage_is_preferred_until_a_compaction(client: Client) -> None:
@@ -205,7 +209,7 @@ def test_tool_schemas_and_the_model_choice(client: Client) -> None:
     with pytest.raises(InvalidArgumentError):
         s.context(tools=[object()])
     # A report for another model uses its window; measured_by names the stored counts' counter.
-    s.set_settings(model="gpt-4o")
+    s.settings.set(model="gpt-4o")
     s.inject({"role": "user", "content": "counted with o200k from now on"})
     other = s.context(model="smollm2")
     assert other is not None and other.window == 8_192
@@ -232,10 +236,10 @@ def test_partial_when_no_tokenizer_is_available(
 def test_compaction_is_due_at_the_models_compact_percent(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hello"}])
     s.inject({"role": "assistant", "content": "hi"})
-    assert not s.compaction_due("smollm2-135m")
+    assert not s.transcript.compaction_due("smollm2-135m")
     s.inject({"role": "tool", "tool_call_id": "c", "tool_name": "x", "content": "word " * 7000})
-    assert s.compaction_due("smollm2-135m")  # 8,192 tokens, compact at 75 %
-    assert not s.compaction_due("gpt-4.1")
+    assert s.transcript.compaction_due("smollm2-135m")  # 8,192 tokens, compact at 75 %
+    assert not s.transcript.compaction_due("gpt-4.1")
 
 
 def test_compact_summarizes_with_a_provider(client: Client) -> None:
@@ -274,30 +278,30 @@ def test_self_compaction_choice_is_written_into_the_session(
 ) -> None:
     monkeypatch.delenv("PLAIT_SELF_COMPACTION", raising=False)
     s = client.sessions.create([{"role": "user", "content": "hello"}])
-    assert s.self_compaction_choice is None and s.self_compaction is False
+    assert s.settings.self_compaction_choice is None and s.settings.self_compaction is False
     monkeypatch.setenv("PLAIT_SELF_COMPACTION", "true")
-    assert s.self_compaction is True
-    s.use_self_compaction(False)
-    assert s.self_compaction_choice is False and s.self_compaction is False
+    assert s.settings.self_compaction is True
+    s.settings.use_self_compaction(False)
+    assert s.settings.self_compaction_choice is False and s.settings.self_compaction is False
     # It survives a restart, and a branch inherits it.
     again = Client(client.workspace, store=client.store).sessions.open(s.id)
-    assert again.self_compaction_choice is False
-    assert s.fork().self_compaction_choice is False
-    s.use_self_compaction(None)
-    assert s.self_compaction_choice is None and s.self_compaction is True
+    assert again.settings.self_compaction_choice is False
+    assert s.fork().settings.self_compaction_choice is False
+    s.settings.use_self_compaction(None)
+    assert s.settings.self_compaction_choice is None and s.settings.self_compaction is True
     with pytest.raises(InvalidArgumentError):
-        s.use_self_compaction("yes")  # type: ignore[arg-type]
+        s.settings.use_self_compaction("yes")  # type: ignore[arg-type]
     monkeypatch.setenv("PLAIT_SELF_COMPACTION", "maybe")
     with pytest.raises(InvalidArgumentError):
-        _ = s.self_compaction
+        _ = s.settings.self_compaction
 
 
 def test_an_unwritable_choice_leaves_the_one_in_force(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hello"}])
-    s.use_self_compaction(True)
+    s.settings.use_self_compaction(True)
     broken = Client(client.workspace, store=FailingWrites(client.store))  # type: ignore[arg-type]
     handle = broken.sessions.open(s.id)
     with pytest.raises(OSError):
-        handle.use_self_compaction(False)
-    assert handle.self_compaction_choice is True
-    assert s.self_compaction_choice is True
+        handle.settings.use_self_compaction(False)
+    assert handle.settings.self_compaction_choice is True
+    assert s.settings.self_compaction_choice is True

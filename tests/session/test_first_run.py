@@ -48,21 +48,21 @@ def test_the_same_failing_call_three_times_stops_the_run_and_says_why(session: S
     assert ended.repeated == "read_file" and ended.repeats == 3
     assert "the model made the same failing read_file call 3 times in a row" in ended.words
     assert event_json(ended)["repeated"] == "read_file"
-    failed = [r for r in session.records if r.kind == "tool"]
+    failed = [r for r in session.transcript.records if r.kind == "tool"]
     assert len(failed) == 3 and not any(r.ok for r in failed)
 
 
 def test_the_limit_is_a_setting(session: Session) -> None:
-    session.set_settings(repeat_limit=5)
+    session.settings.set(repeat_limit=5)
     assert _ended(session, _reading("missing.txt")).steps == 5
     with pytest.raises(InvalidArgumentError):
-        session.set_settings(repeat_limit=0)
+        session.settings.set(repeat_limit=0)
     result = asyncio.run(session.prompt("again", provider=_reading("missing.txt")))
     assert result.finish_reason == "repeated_call" and result.repeats == 5
 
 
 def test_calls_that_change_or_succeed_are_not_stopped(session: Session) -> None:
-    box = Path(session.tool_context().root)
+    box = Path(session.workspace.tool_context().root)
     (box / "there.txt").write_text("here\n")
     replies = [
         Reply(tool_calls=(ToolCall(f"c{i}", "read_file", {"path": f"missing-{i}.txt"}),))

@@ -41,13 +41,13 @@ def test_a_request_after_the_lock_went_and_came_back_reads_nothing_again(
     with Client(tmp_path, store=tmp_path / "s.db", writer_lock="process") as client:
         s = client.sessions.create([{"role": "user", "content": f"m{i}"} for i in range(50)])
         s.inject({"role": "assistant", "content": "a"})
-        first = s.request_messages()
+        first = s.transcript.request_messages()
         assert len(first) == 51
         for turn in range(3):  # the lock given up after each turn, as a server does (D94)
-            s.release()
+            s.live.release()
             s.inject({"role": "user", "content": f"u{turn}"})  # takes it again
             del reads[:]
-            now = s.request_messages()
+            now = s.transcript.request_messages()
             assert _texts(now) == [*_texts(first), *(f"u{t}" for t in range(turn + 1))]
             assert all(hi - lo <= 1 for lo, hi in reads), reads  # no transcript read again
             del reads[:]
@@ -61,15 +61,15 @@ def test_a_new_handle_uses_what_the_host_knows(
     with Client(tmp_path, store=tmp_path / "s.db", writer_lock="process") as client:
         s = client.sessions.create([{"role": "user", "content": f"m{i}"} for i in range(50)])
         s.inject({"role": "assistant", "content": "a"})
-        want = _texts(s.request_messages())
+        want = _texts(s.transcript.request_messages())
         sid = s.id
-        s.release()
+        s.live.release()
         del s
         gc.collect()
         again = client.get(sid)
         again.inject({"role": "user", "content": "next"})
         del reads[:]
-        assert _texts(again.request_messages()) == [*want, "next"]
+        assert _texts(again.transcript.request_messages()) == [*want, "next"]
         assert all(hi - lo <= 1 for lo, hi in reads), reads
 
 
@@ -80,15 +80,15 @@ def test_records_another_client_wrote_meanwhile_are_read_and_only_they(
     with Client(tmp_path, store=path, writer_lock="process") as mine:
         s = mine.sessions.create([{"role": "user", "content": f"m{i}"} for i in range(50)])
         s.inject({"role": "assistant", "content": "a"})
-        want = _texts(s.request_messages())
-        s.release()
+        want = _texts(s.transcript.request_messages())
+        s.live.release()
         with Client(tmp_path, store=path, writer_lock="process") as other:
             theirs = other.get(s.id)
             theirs.inject({"role": "user", "content": "from the other"})
             theirs.inject({"role": "assistant", "content": "and its reply"})
         s.inject({"role": "user", "content": "mine again"})
         del reads[:]
-        got = _texts(s.request_messages())
+        got = _texts(s.transcript.request_messages())
         assert got == [*want, "from the other", "and its reply", "mine again"]
         assert max(hi - lo for lo, hi in reads) <= 3, reads  # what was missing, not all 54
 
@@ -98,11 +98,17 @@ def test_a_rewind_elsewhere_starts_afresh(tmp_path: Path) -> None:
     with Client(tmp_path, store=path, writer_lock="process") as mine:
         s = mine.sessions.create([{"role": "user", "content": f"m{i}"} for i in range(10)])
         s.inject({"role": "assistant", "content": "a"})
-        s.request_messages()
-        s.release()
+        s.transcript.request_messages()
+        s.live.release()
         with Client(tmp_path, store=path, writer_lock="process") as other:
             theirs = other.get(s.id)
-            theirs.rewind(3)
+            theirs.transcript.rewind(3)
             theirs.inject({"role": "assistant", "content": "after the rewind"})
         s.inject({"role": "user", "content": "mine"})  # the lock taken again
-        assert _texts(s.request_messages()) == ["m0", "m1", "m2", "after the rewind", "mine"]
+        assert _texts(s.transcript.request_messages()) == [
+            "m0",
+            "m1",
+            "m2",
+            "after the rewind",
+            "mine",
+        ]

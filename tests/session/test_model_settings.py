@@ -38,24 +38,24 @@ def test_a_run_sends_its_settings_and_the_session_keeps_them(client: Client) -> 
                          model_settings={"max_tokens": 20, "stop": ["\n\n"], "seed": 7}))
     sent = provider.requests[0]
     assert (sent.max_tokens, sent.stop, sent.seed) == (20, ("\n\n",), 7)
-    assert s.model_settings == ModelSettings(max_tokens=20, stop=("\n\n",), seed=7)
+    assert s.settings.model_settings == ModelSettings(max_tokens=20, stop=("\n\n",), seed=7)
     # The next run needs none: it goes on with what the session keeps, a new value wins.
     asyncio.run(s.prompt("again", provider=provider, tools=[],
                          model_settings={"max_tokens": 40}))
     assert (provider.requests[1].max_tokens, provider.requests[1].seed) == (40, 7)
-    s.set_model_settings(None)
-    assert s.model_settings == ModelSettings()
+    s.settings.set_model_settings(None)
+    assert s.settings.model_settings == ModelSettings()
 
 
 def test_bad_settings_refuse_the_run_and_write_nothing(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    before = s.version
+    before = s.live.version
     with pytest.raises(UnknownOptionError):
         s.stream("go", provider=ScriptedProvider([]), model_settings={"nope": 1})
     with pytest.raises(InvalidArgumentError, match="not offered"):
         s.stream("go", provider=ScriptedProvider([]), tools=[],
                  model_settings={"tool_choice": "shell"})
-    assert s.refresh().version == before
+    assert s.live.refresh().live.version == before
 
 
 def test_a_forced_tool_call_is_forced_once(client: Client, tmp_path: Path) -> None:
@@ -70,18 +70,18 @@ def test_a_forced_tool_call_is_forced_once(client: Client, tmp_path: Path) -> No
                                   model_settings={"tool_choice": "list_files"}))
     assert result.text == "done"
     assert [r.tool_choice for r in provider.requests] == ["list_files", None]
-    assert s.model_settings.tool_choice is None  # a tool choice is not kept for later runs
+    assert s.settings.model_settings.tool_choice is None  # a tool choice is not kept for later runs
 
 
 def test_set_settings_checks_model_settings_as_set_model_settings_does(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    s.set_settings(model_settings={"max_tokens": 20})
-    before = s.version
+    s.settings.set(model_settings={"max_tokens": 20})
+    before = s.live.version
     with pytest.raises(InvalidArgumentError, match="max_tokens must be between"):
-        s.set_settings(model_settings={"max_tokens": -1})
+        s.settings.set(model_settings={"max_tokens": -1})
     with pytest.raises(UnknownOptionError):
-        s.set_settings(model_settings={"nope": 1})
+        s.settings.set(model_settings={"nope": 1})
     with pytest.raises(InvalidArgumentError, match="must be an object"):
-        s.set_settings(model_settings="fast")
-    assert s.refresh().version == before
-    assert s.model_settings == ModelSettings(max_tokens=20)  # still readable, still kept
+        s.settings.set(model_settings="fast")
+    assert s.live.refresh().live.version == before
+    assert s.settings.model_settings == ModelSettings(max_tokens=20)  # still readable, still kept

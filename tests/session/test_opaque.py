@@ -31,13 +31,13 @@ def _conversation(client: Client) -> Any:
 def test_an_opaque_item_is_kept_and_returned_verbatim(client: Client) -> None:
     s = _conversation(client)
     again = client.open("opaque")
-    items = [r for r in again.records if isinstance(r, OpaqueRecord)]
+    items = [r for r in again.transcript.records if isinstance(r, OpaqueRecord)]
     assert len(items) == 1
     assert items[0].format == "openai-agents"
     assert items[0].item == REASONING
     assert dict(items[0].meta) == {"i": 1}
-    assert s.length == 3  # one provider item is one position, as fork_at and rewind count
-    assert [r.kind for r in s.tail(2)] == ["opaque", "assistant"]
+    assert s.transcript.length == 3  # a provider item is one position, as fork_at counts
+    assert [r.kind for r in s.transcript.tail(2)] == ["opaque", "assistant"]
 
 
 def test_history_and_other_agents_formats_leave_it_out(client: Client) -> None:
@@ -49,7 +49,7 @@ def test_history_and_other_agents_formats_leave_it_out(client: Client) -> None:
 
 def test_exports_show_what_it_is_never_an_empty_message(client: Client, tmp_path: Any) -> None:
     s = _conversation(client)
-    md = s.export_markdown(tmp_path / "t.md")
+    md = s.export(tmp_path / "t.md", format="markdown")
     with open(md, encoding="utf-8") as f:
         text = f.read()
     assert "provider item openai-agents reasoning" in text
@@ -73,7 +73,7 @@ def test_plait_jsonl_round_trips_it(client: Client, tmp_path: Any) -> None:
     result = seed_from_jsonl(client, path)
     assert result.ok and result.session_id is not None
     copy = client.sessions.get(result.session_id)
-    items = [r for r in copy.records if isinstance(r, OpaqueRecord)]
+    items = [r for r in copy.transcript.records if isinstance(r, OpaqueRecord)]
     assert [(r.format, r.item) for r in items] == [("openai-agents", REASONING)]
 
 
@@ -87,7 +87,7 @@ def test_the_context_report_counts_it_as_provider_items(client: Client) -> None:
 
 def test_only_a_provider_that_reads_its_format_is_sent_it(client: Client) -> None:
     s = _conversation(client)
-    assert all(m.role != "opaque" for m in s.request_messages())
+    assert all(m.role != "opaque" for m in s.transcript.request_messages())
     plain = ScriptedProvider(["ok"])
     asyncio.run(s.prompt("next", provider=plain, tools=[]))
     assert all(m.role != "opaque" for m in plain.requests[0].messages)
@@ -116,5 +116,5 @@ def test_a_malformed_opaque_item_is_a_typed_error_and_nothing_is_written(
     s = client.open("bad-opaque")
     s.inject({"role": "user", "content": "first"})
     with pytest.raises(InvalidMessageError):
-        s.inject_many([{"role": "user", "content": "kept out"}, bad])
-    assert s.length == 1
+        s.transcript.inject_many([{"role": "user", "content": "kept out"}, bad])
+    assert s.transcript.length == 1

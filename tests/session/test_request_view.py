@@ -1,6 +1,6 @@
 """The request a run sends, read cheaply from the tallies, equals the one read from everything.
 
-``Session.request_messages()`` and ``history()`` read only from the newest summary's kept
+``session.transcript.request_messages()`` and ``history()`` read only from the newest summary's kept
 part (D92), and ``resumable()`` only the tail back to the last turn; each is checked against
 the naive reading of the whole view after random sequences of writes, compactions, undos,
 trims, resets, forks and cut-off replies.
@@ -18,12 +18,13 @@ import pytest
 from plait import Client, Session
 from plait.errors import NothingToDoError
 from plait.records import Message
+from plait.session import host_of
 from plait.views import history, model_messages, resume_info, system_prompt
 
 
 def _reference(s: Session) -> list[Message]:
-    row = s.host.lookup(s.id)
-    store = s.store
+    row = host_of(s).lookup(s.id)
+    store = host_of(s).store
     records = store.read(row, row.layout.view_start, row.layout.end_seq)
     hidden = None
     if not any(r.kind == "system" for r in records):
@@ -53,17 +54,17 @@ def _step(s: Session, rng: random.Random, n: int) -> Session:
             asyncio.run(s.compact(keep_last=rng.randint(0, 6)))
     elif op < 0.72:
         with contextlib.suppress(NothingToDoError):
-            s.uncompact()
-    elif op < 0.77 and s.length > 2:
-        s.trim(rng.randint(1, s.length))
+            s.transcript.uncompact()
+    elif op < 0.77 and s.transcript.length > 2:
+        s.trim(rng.randint(1, s.transcript.length))
     elif op < 0.79:
         s.reset()
     elif op < 0.86:
         s = s.fork()
-    elif op < 0.90 and s.length > 1:
-        s = s.fork_at(rng.randint(1, s.length))
+    elif op < 0.90 and s.transcript.length > 1:
+        s = s.fork_at(rng.randint(1, s.transcript.length))
     else:
-        s.log_event("noise", {"n": n})
+        s.transcript.log_event("noise", {"n": n})
     return s
 
 
@@ -76,9 +77,9 @@ def test_the_cheap_request_is_the_full_one(seed: int, tmp_path: Path) -> None:
             s = _step(s, rng, n)
             if rng.random() < 0.5:
                 s.context()  # count now and then, as runs do: both counted and uncounted tails
-            assert s.request_messages() == _reference(s), f"seed {seed}, step {n}"
-            assert s.resumable() == resume_info(s.records), f"seed {seed}, step {n}"
-            assert s.history() == history(s.records), f"seed {seed}, step {n}"
+            assert s.transcript.request_messages() == _reference(s), f"seed {seed}, step {n}"
+            assert s.resumable() == resume_info(s.transcript.records), f"seed {seed}, step {n}"
+            assert s.history() == history(s.transcript.records), f"seed {seed}, step {n}"
 
 
 def test_a_compacted_session_reads_only_what_it_kept(tmp_path: Path) -> None:
@@ -89,7 +90,7 @@ def test_a_compacted_session_reads_only_what_it_kept(tmp_path: Path) -> None:
         asyncio.run(s.compact(keep_last=4))
         s.context()
         read: list[tuple[int, int]] = []
-        store = s.store
+        store = host_of(s).store
         real = store.read
 
         def spy(row: object, lo: int, hi: int) -> list[object]:
@@ -98,12 +99,12 @@ def test_a_compacted_session_reads_only_what_it_kept(tmp_path: Path) -> None:
 
         store.read = spy  # type: ignore[method-assign]
         try:
-            messages = s.request_messages()
+            messages = s.transcript.request_messages()
         finally:
             del store.read
         assert [m.role for m in messages][:2] == ["system", "summary"] and len(messages) == 6
         assert sum(hi - lo for lo, hi in read) < 12  # not the 202 records of the view
-        tail = s.tail(3)
+        tail = s.transcript.tail(3)
         assert s.resumable() is None and tail[-1].kind == "summary"
 
 
@@ -111,13 +112,14 @@ def test_a_long_uncounted_tail_is_read_rather_than_counted(tmp_path: Path) -> No
     with Client(tmp_path, store=tmp_path / "r.db") as client:
         s = client.sessions.create([{"role": "system", "content": "rules"}])
         roles = ("user", "assistant")
-        s.inject_many([{"role": roles[n % 2], "content": f"m{n}"} for n in range(300)])
-        before = s.store.counted_end(s.host.lookup(s.id))
-        assert s.request_messages() == _reference(s)
-        assert s.store.counted_end(s.host.lookup(s.id)) == before  # nothing was counted to find it
+        s.transcript.inject_many([{"role": roles[n % 2], "content": f"m{n}"} for n in range(300)])
+        host = host_of(s)
+        before = host.store.counted_end(host.lookup(s.id))
+        assert s.transcript.request_messages() == _reference(s)
+        assert host.store.counted_end(host.lookup(s.id)) == before  # nothing was counted to find it
         s.trim(3)
-        assert s.request_messages() == _reference(s)
-        assert s.request_messages()[0].text == "rules"
+        assert s.transcript.request_messages() == _reference(s)
+        assert s.transcript.request_messages()[0].text == "rules"
 
 
 def test_an_id_used_again_sends_its_own_hidden_system_prompt(tmp_path: Path) -> None:
@@ -127,14 +129,14 @@ def test_an_id_used_again_sends_its_own_hidden_system_prompt(tmp_path: Path) -> 
     messages = [{"role": roles[n % 2], "content": f"m{n}"} for n in range(300)]
     with Client(tmp_path, store=tmp_path / "r.db") as client:
         first = client.sessions.create([{"role": "system", "content": "old rules"}])
-        first.inject_many(messages)  # a long uncounted tail: the prefix is read, not tallied
+        first.transcript.inject_many(messages)  # a long uncounted tail: the prefix is read, not tallied
         first.trim(3)
-        assert first.request_messages()[0].text == "old rules"
-        first.erase()
+        assert first.transcript.request_messages()[0].text == "old rules"
+        client.sessions.erase(first.id)
         again = client.sessions.create(
             [{"role": "system", "content": "new rules"}], session_id=first.id
         )
-        again.inject_many(messages)
+        again.transcript.inject_many(messages)
         again.trim(3)
-        assert again.request_messages() == _reference(again)
-        assert again.request_messages()[0].text == "new rules"
+        assert again.transcript.request_messages() == _reference(again)
+        assert again.transcript.request_messages()[0].text == "new rules"

@@ -47,23 +47,23 @@ def test_a_pop_reads_what_it_drops_only(client: Client, turns: int) -> None:
     s = client.open(f"long-{turns}")
     _talk(s, turns)
     reads = _Reads(client.store)
-    s.rewind(s.length - 1)
+    s.transcript.rewind(s.transcript.length - 1)
     assert reads.rows <= 1  # the one record it drops, whatever the length
-    assert s.length == 2 * turns - 1
+    assert s.transcript.length == 2 * turns - 1
 
 
 def test_rewind_keeps_identity_settings_and_title(client: Client) -> None:
     s = client.open("keep")
     s.rename("my chat")
-    s.set_metadata("tenant", "acme")
-    s.set_scratchpad({"plan": [1, 2]})
+    s.settings.set_metadata("tenant", "acme")
+    s.scratchpad.set({"plan": [1, 2]})
     _talk(s, 3)
-    created = s.created_at
-    s.rewind(2)
+    created = s.transcript.created_at
+    s.transcript.rewind(2)
     again = client.sessions.get("keep")
-    assert (again.title, again.metadata.get("tenant"), again.scratchpad()) == (
+    assert (again.title, again.settings.metadata.get("tenant"), again.scratchpad()) == (
         "my chat", "acme", {"plan": [1, 2]})
-    assert again.created_at == created and again.length == 2
+    assert again.transcript.created_at == created and again.transcript.length == 2
     assert [i.id for i in client.sessions.list()] == ["keep"]
 
 
@@ -71,31 +71,31 @@ def test_rewind_refuses_bad_counts_stale_versions_and_closed_sessions(client: Cl
     s = client.open("refuse")
     _talk(s, 2)
     with pytest.raises(InvalidArgumentError):
-        s.rewind(5)
+        s.transcript.rewind(5)
     with pytest.raises(InvalidArgumentError):
-        s.rewind(-1)
+        s.transcript.rewind(-1)
     with pytest.raises(NothingToDoError):
-        s.rewind(4)
+        s.transcript.rewind(4)
     with pytest.raises(StaleSessionError):
-        s.rewind(1, expect_version=s.version - 1)
+        s.transcript.rewind(1, expect_version=s.live.version - 1)
     with pytest.raises(NothingToDoError):
-        s.undo_rewind()
+        s.transcript.undo_rewind()
     with pytest.raises(InvalidArgumentError):
-        s.undo_rewind("not-a-hidden-head")
+        s.transcript.undo_rewind("not-a-hidden-head")
     s.close()
     with pytest.raises(SessionClosedError):
-        s.rewind(1)
-    assert client.sessions.get("refuse").length == 4
+        s.transcript.rewind(1)
+    assert client.sessions.get("refuse").transcript.length == 4
 
 
 def test_rewind_to_zero_and_events_past_the_cut(client: Client) -> None:
     s = client.open("zero")
     _talk(s, 2)
-    s.log_event("note", {"x": 1})
-    s.rewind(4)  # only the event lay past the fourth message
-    assert [r.kind for r in s.records] == ["user", "assistant"] * 2
-    s.rewind(0)
-    assert s.records == [] and s.length == 0
+    s.transcript.log_event("note", {"x": 1})
+    s.transcript.rewind(4)  # only the event lay past the fourth message
+    assert [r.kind for r in s.transcript.records] == ["user", "assistant"] * 2
+    s.transcript.rewind(0)
+    assert s.transcript.records == [] and s.transcript.length == 0
     s.inject({"role": "user", "content": "fresh start"})
     assert [m.text for m in s.history()] == ["fresh start"]
 
@@ -103,22 +103,22 @@ def test_rewind_to_zero_and_events_past_the_cut(client: Client) -> None:
 def test_a_rewind_of_a_rewind_and_undo_twice(client: Client) -> None:
     s = client.open("twice")
     _talk(s, 3)
-    first = s.rewind(4)
-    s.rewind(2)
-    assert len(s.hidden_heads()) == 2 and s.hidden_heads()[1] == first
-    s.undo_rewind()
-    assert s.length == 4
-    s.undo_rewind(first)
-    assert s.length == 6 and [m.text for m in s.history()][-1] == "a2"
-    ancestry = s.ancestry()
-    assert set(ancestry.child_ids) == set(s.hidden_heads())
+    first = s.transcript.rewind(4)
+    s.transcript.rewind(2)
+    assert len(s.transcript.hidden_heads()) == 2 and s.transcript.hidden_heads()[1] == first
+    s.transcript.undo_rewind()
+    assert s.transcript.length == 4
+    s.transcript.undo_rewind(first)
+    assert s.transcript.length == 6 and [m.text for m in s.history()][-1] == "a2"
+    ancestry = s.transcript.ancestry()
+    assert set(ancestry.child_ids) == set(s.transcript.hidden_heads())
 
 
 def test_forks_made_before_a_rewind_keep_their_messages(client: Client) -> None:
     s = client.open("forked")
     _talk(s, 3)
     fork = s.fork()
-    s.rewind(1)
+    s.transcript.rewind(1)
     assert [m.text for m in client.sessions.get(fork.id).history()][-1] == "a2"
     s.inject({"role": "assistant", "content": "new answer"})
     assert [m.text for m in client.sessions.get(fork.id).history()][-1] == "a2"
@@ -127,7 +127,7 @@ def test_forks_made_before_a_rewind_keep_their_messages(client: Client) -> None:
 def test_delete_takes_the_hidden_heads_with_it(client: Client) -> None:
     s = client.open("gone")
     _talk(s, 3)
-    hidden = s.rewind(1)
+    hidden = s.transcript.rewind(1)
     client.sessions.delete("gone")
     assert not client.exists(hidden) and not client.exists("gone")
     assert client.store.integrity_check() == []
@@ -142,7 +142,7 @@ def test_erase_leaves_no_trace_in_the_sqlite_files(tmp_path: Path) -> None:
         s = client.open("forget-me")
         for i in range(50):
             s.inject({"role": "user", "content": f"{secret} #{i}"})
-        s.rewind(10)
+        s.transcript.rewind(10)
         client.sessions.erase("forget-me")
         assert not client.exists("forget-me")
         assert [m.text for m in client.sessions.get("keep").history()] == ["nothing to hide"]
@@ -162,7 +162,7 @@ def _worker(ws: Path, path: Path, wfd: int, seed: int) -> None:  # pragma: no co
         client = Client(ws, store=path)
         s = client.sessions.get("crash")
         while True:
-            n = s.length
+            n = s.transcript.length
             op = rng.random()
             if op < 0.4 or n < 2:
                 after = n + 1
@@ -171,16 +171,16 @@ def _worker(ws: Path, path: Path, wfd: int, seed: int) -> None:  # pragma: no co
             elif op < 0.8:
                 after = rng.randrange(n)
                 os.write(wfd, f"pre {n} {after}\n".encode())
-                s.rewind(after)
+                s.transcript.rewind(after)
             else:
-                heads = s.hidden_heads()
+                heads = s.transcript.hidden_heads()
                 if not heads:
                     continue
                 target = client.store.get(heads[0])
                 assert target is not None
                 after = target.layout.length
                 os.write(wfd, f"pre {n} {after}\n".encode())
-                s.undo_rewind()
+                s.transcript.undo_rewind()
             os.write(wfd, b"ok\n")
     finally:
         os._exit(0)
@@ -214,11 +214,11 @@ def test_sigkill_during_rewinds_leaves_one_head_or_the_other(tmp_path: Path) -> 
         try:
             with Client(tmp_path, store=store) as client:
                 s = client.sessions.get("crash")
-                assert s.length in ({after} if done else {before, after})
-                texts = [r.text for r in s.records]
-                assert len(texts) == s.length
+                assert s.transcript.length in ({after} if done else {before, after})
+                texts = [r.text for r in s.transcript.records]
+                assert len(texts) == s.transcript.length
                 assert store.integrity_check() == []
-                for hidden in s.hidden_heads():
+                for hidden in s.transcript.hidden_heads():
                     row = store.get(hidden)
                     assert row is not None
                     assert len(store.read(row, 0, row.layout.end_seq)) == row.layout.end_seq
@@ -229,12 +229,12 @@ def test_sigkill_during_rewinds_leaves_one_head_or_the_other(tmp_path: Path) -> 
 def test_deleting_a_hidden_head_keeps_what_the_session_still_reads(client: Client) -> None:
     s = client.open("shared-rows")
     _talk(s, 4)
-    first = s.rewind(3)  # the session reads the first 3 of the hidden head's rows
+    first = s.transcript.rewind(3)  # the session reads the first 3 of the hidden head's rows
     client.sessions.delete(first)
     assert [m.text for m in client.sessions.get("shared-rows").history()] == ["q0", "a0", "q1"]
     s.inject({"role": "assistant", "content": "a1 again"})
-    second = s.rewind(2)
-    s.undo_rewind(second)  # back on the row that reads the deleted head's rows
-    client.sessions.delete(s.hidden_heads()[0])
+    second = s.transcript.rewind(2)
+    s.transcript.undo_rewind(second)  # back on the row that reads the deleted head's rows
+    client.sessions.delete(s.transcript.hidden_heads()[0])
     assert [m.text for m in client.sessions.get("shared-rows").history()][-1] == "a1 again"
     assert client.store.integrity_check() == []

@@ -59,14 +59,14 @@ def test_files_after_the_cut_go_and_an_undo_brings_them_back(
     (box / "before.txt").chmod(0o600)
     os.symlink("late.txt", box / "link")
     everything = _files(box)
-    hidden = s.rewind(4, files=True)
-    assert s.length == 4 and hidden in s.hidden_heads()
+    hidden = s.transcript.rewind(4, files=True)
+    assert s.transcript.length == 4 and hidden in s.transcript.hidden_heads()
     assert _files(box) == {
         "before.txt": (b"there from the start\n", 0o666 & ~_umask()),
         "early.txt": (b"early\n", 0o666 & ~_umask()),
     }
-    s.undo_rewind(files=True)
-    assert s.length == 7
+    s.transcript.undo_rewind(files=True)
+    assert s.transcript.length == 7
     assert _files(box) == everything
 
 
@@ -81,19 +81,19 @@ def test_a_cut_before_the_first_tool_call_gives_the_files_it_found(
 ) -> None:
     box = tmp_path / "box"
     s = _worked(client, box)
-    s.rewind(2, files=True)
+    s.transcript.rewind(2, files=True)
     assert sorted(p.name for p in box.iterdir()) == ["before.txt"]
     # The rewound session names its own files: no tool record of it does.
     (box / "stray.txt").write_text("x")
-    s.restore_workspace(2)
+    s.workspace.restore(2)
     assert sorted(p.name for p in box.iterdir()) == ["before.txt"]
     # It goes on from there; its new files are its own.
     _run(s, _write("c3", "other.txt", "another way\n"))
     assert sorted(p.name for p in box.iterdir()) == ["before.txt", "other.txt"]
-    s.undo_rewind(files=True)
+    s.transcript.undo_rewind(files=True)
     assert sorted(p.name for p in box.iterdir()) == ["before.txt", "early.txt", "late.txt"]
     # An undo is undone the same way: the rewound branch's files come back too.
-    s.undo_rewind(files=True)
+    s.transcript.undo_rewind(files=True)
     assert (box / "other.txt").read_text() == "another way\n"
     assert not (box / "late.txt").exists()
 
@@ -102,7 +102,7 @@ def test_a_rewind_without_files_leaves_the_folder_alone(client: Client, tmp_path
     box = tmp_path / "box"
     s = _worked(client, box)
     before = _files(box)
-    s.rewind(2)
+    s.transcript.rewind(2)
     assert _files(box) == before
 
 
@@ -110,26 +110,26 @@ def test_a_refused_rewind_writes_nothing(client: Client, tmp_path: Path) -> None
     box = tmp_path / "box"
     s = _worked(client, box)
     (box / "late.txt").write_text("edited by hand\n")
-    before, version = _files(box), s.version
+    before, version = _files(box), s.live.version
     with pytest.raises(InvalidArgumentError):
-        s.rewind(99, files=True)
+        s.transcript.rewind(99, files=True)
     with pytest.raises(InvalidArgumentError):
-        s.rewind(-1, files=True)
+        s.transcript.rewind(-1, files=True)
     with pytest.raises(InvalidArgumentError):
-        s.rewind(2, files="yes")  # type: ignore[arg-type]
+        s.transcript.rewind(2, files="yes")  # type: ignore[arg-type]
     with pytest.raises(NothingToDoError):
-        s.rewind(s.length, files=True)  # nothing lies past the last message
+        s.transcript.rewind(s.transcript.length, files=True)  # nothing lies past the last message
     with pytest.raises(StaleSessionError):
-        s.rewind(2, files=True, expect_version=version - 1)
+        s.transcript.rewind(2, files=True, expect_version=version - 1)
     with pytest.raises(NothingToDoError):
-        s.undo_rewind(files=True)  # no rewind to undo
-    assert (s.version, s.length, _files(box)) == (version, 7, before)
+        s.transcript.undo_rewind(files=True)  # no rewind to undo
+    assert (s.live.version, s.transcript.length, _files(box)) == (version, 7, before)
     plain = client.sessions.create([{"role": "system", "content": "s"},
                                     {"role": "user", "content": "hi"}])
     plain.to("local", spec=str(tmp_path / "plain"))
     with pytest.raises(NothingToDoError, match="recorded its workspace"):
-        plain.rewind(1, files=True)
-    assert plain.length == 2
+        plain.transcript.rewind(1, files=True)
+    assert plain.transcript.length == 2
 
 
 def test_pruning_keeps_what_a_hidden_head_names(client: Client, tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_pruning_keeps_what_a_hidden_head_names(client: Client, tmp_path: Path) 
     s = _worked(client, box)
     (box / "by-hand.txt").write_text("saved only by the rewind\n")
     everything = _files(box)
-    s.rewind(2, files=True)
+    s.transcript.rewind(2, files=True)
     client.prune_checkpoints(grace=0)
-    s.undo_rewind(files=True)
+    s.transcript.undo_rewind(files=True)
     assert _files(box) == everything

@@ -153,7 +153,7 @@ def test_an_error_is_said_before_it_is_raised(session: Session) -> None:
 
 def test_subscribers_and_kept_events_get_the_ending_too(session: Session) -> None:
     seen: list[object] = []
-    session.subscribe(seen.append)
+    session.live.subscribe(seen.append)
     result = asyncio.run(
         session.prompt("hi", provider=ScriptedProvider(["Hello."]), keep_events=True)
     )

@@ -33,6 +33,7 @@ from plait.providers import (
     Usage,
 )
 from plait.run import CONTINUE, INTERRUPTED
+from plait.session import SessionWorkspace, host_of
 from plait.tools import ToolContext, tool
 from plait.views import model_messages
 
@@ -97,7 +98,8 @@ def test_prompt_records_the_exchange_and_adds_up_usage(client: Client, tmp_path:
     assert (usage.input_tokens, usage.output_tokens, usage.cached_tokens) == (32, 5, 4)
     assert usage.total_tokens == 37 and usage.replies == 2
     assert s.resumable() is None
-    assert s.records[-1].meta["timing"]["end_us"] >= s.records[-1].meta["timing"]["start_us"]
+    timing = s.transcript.records[-1].meta["timing"]
+    assert timing["end_us"] >= timing["start_us"]
 
 
 def test_stream_yields_deltas_records_tools_and_iteration_ends(
@@ -144,7 +146,7 @@ def test_run_is_the_blocking_form_and_refuses_inside_an_event_loop(
 
 def test_bad_arguments_write_nothing(client: Client, tmp_path: Path) -> None:
     s = _session(client, tmp_path)
-    before = s.length
+    before = s.transcript.length
     p = ScriptedProvider(["x"])
     for kwargs in ({"timeout": 0}, {"timeout": -1}, {"max_steps": 0}, {"tools": ["shell"]}):
         with pytest.raises(InvalidArgumentError):
@@ -153,7 +155,7 @@ def test_bad_arguments_write_nothing(client: Client, tmp_path: Path) -> None:
         asyncio.run(s.prompt("   ", provider=p))
     with pytest.raises(InvalidArgumentError):  # a model spec is not remembered either
         asyncio.run(s.prompt("hi", provider="scripted:remember-me", timeout=-1))
-    assert s.length == before and not s.running and "model" not in s.settings
+    assert s.transcript.length == before and not s.live.running and "model" not in s.settings
 
 
 def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> None:
@@ -165,7 +167,7 @@ def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> No
         run = s.stream("slow one", provider=provider)
         while not provider.requests:  # the run is in its model call
             await asyncio.sleep(0.001)
-        assert s.running
+        assert s.live.running
         with pytest.raises(SessionBusyError):
             s.stream("second", provider=ScriptedProvider(["no"]))
         with pytest.raises(SessionBusyError):
@@ -175,7 +177,7 @@ def test_a_client_runs_one_thing_at_a_time(client: Client, tmp_path: Path) -> No
             await other.prompt("elsewhere", provider=ScriptedProvider(["no"]))
         provider.release.set()
         assert (await run).text == "done waiting"
-        assert not s.running
+        assert not s.live.running
         # Once it ended, the other session may run (and becomes current).
         await other.prompt("now", provider=ScriptedProvider(["yes"]))
         assert other.current and not s.current
@@ -213,7 +215,7 @@ def test_steer_adds_a_user_message_before_the_next_model_call(
         ("assistant", "Steered answer."),
     ]
     assert provider.requests[1].messages[-1].text == "use tabs, not spaces"
-    assert s.records[-2].meta == {"steered": True}
+    assert s.transcript.records[-2].meta == {"steered": True}
     with pytest.raises(NothingToDoError):
         s.steer("too late")
 
@@ -243,13 +245,13 @@ def test_timeout_keeps_the_cut_reply_and_resume_retries_it(client: Client, tmp_p
     with pytest.raises(RunTimeoutError) as caught:
         asyncio.run(s.prompt("long task", provider=Puppet(["hang"]), timeout=0.2))
     assert isinstance(caught.value, TimeoutError) and caught.value.timeout == 0.2
-    cut = s.records[-1]
+    cut = s.transcript.records[-1]
     assert cut.kind == "assistant" and cut.meta["finish_reason"] == "interrupted"
     assert cut.text == "half an ans"
     info = s.resumable()
     assert info is not None and info.kind == "retry_response"
     # The cut reply is never sent again; the model starts it over.
-    assert [m.role for m in model_messages(s.records)] == ["system", "user"]
+    assert [m.role for m in model_messages(s.transcript.records)] == ["system", "user"]
     provider = ScriptedProvider(["The whole answer."])
     result = asyncio.run(s.resume(provider=provider, timeout=5))
     assert result.text == "The whole answer."
@@ -283,7 +285,7 @@ def test_cancelling_during_a_tool_answers_it_as_interrupted(client: Client, tmp_
                     run.cancel()
         with pytest.raises(RunInterruptedError):
             await run
-        assert run.done and not s.running
+        assert run.done and not s.live.running
 
     asyncio.run(main())
     tools = [m for m in s.history() if m.role == "tool"]
@@ -291,7 +293,8 @@ def test_cancelling_during_a_tool_answers_it_as_interrupted(client: Client, tmp_
         ("a", False, INTERRUPTED),
         ("b", False, INTERRUPTED),
     ]
-    assert s.records[-1].kind == "event" and s.records[-1].name == "run_interrupted"  # type: ignore[attr-defined]
+    last = s.transcript.records[-1]
+    assert last.kind == "event" and last.name == "run_interrupted"  # type: ignore[attr-defined]
     assert ran == ["forever"]  # the second call never started
     info = s.resumable()
     assert info is not None and info.kind == "call_model"
@@ -320,7 +323,7 @@ def test_recover_tools_after_a_crash_never_reruns_a_tool(client: Client, tmp_pat
     info = s.resumable()
     assert info is not None and info.kind == "recover_tools"
     assert [c.id for c in info.missing] == ["d1"] and "may or may not" in info.description
-    assert s.records[-1].kind == "assistant"  # resumable() wrote nothing
+    assert s.transcript.records[-1].kind == "assistant"  # resumable() wrote nothing
     provider = ScriptedProvider(["It may have deployed; check before retrying."])
     asyncio.run(s.resume(provider=provider, tools=[deploy]))
     assert ran == []
@@ -347,7 +350,7 @@ def test_resume_asks_again_a_call_whose_approval_was_never_answered(
         }
     )
     # d1's approval was asked (the server's route event) and never answered.
-    s.log_event(
+    s.transcript.log_event(
         "live_session_permission_route",
         {"client_id": "tui", "request_id": "q1", "request": {"id": "d1", "tool": "deploy"}},
     )
@@ -428,7 +431,7 @@ def test_continue_response_asks_the_model_to_continue(client: Client, tmp_path: 
     asyncio.run(s.resume(provider=provider))
     sent = provider.requests[0].messages
     assert (sent[-2].text, sent[-1].text) == ("Roses are", CONTINUE)
-    assert s.records[-2].meta == {"resume": "continue_response"}
+    assert s.transcript.records[-2].meta == {"resume": "continue_response"}
 
 
 def test_a_provider_failure_keeps_what_arrived_and_is_retried(
@@ -437,7 +440,7 @@ def test_a_provider_failure_keeps_what_arrived_and_is_retried(
     s = _session(client, tmp_path)
     with pytest.raises(ProviderError, match="connection reset"):
         asyncio.run(s.prompt("q", provider=Puppet(["fail"])))
-    cut = s.records[-1]
+    cut = s.transcript.records[-1]
     assert cut.meta["finish_reason"] == "error" and "connection reset" in cut.meta["error"]
     info = s.resumable()
     assert info is not None and info.kind == "retry_response"
@@ -459,7 +462,7 @@ def test_nothing_to_resume(client: Client, tmp_path: Path) -> None:
 def test_ask_adds_nothing_and_sees_the_conversation(client: Client, tmp_path: Path) -> None:
     s = _session(client, tmp_path)
     asyncio.run(s.prompt("my name is Ada", provider=ScriptedProvider(["Noted."])))
-    before = s.version
+    before = s.live.version
     provider = ScriptedProvider(["Your name is Ada.", "Ada again."])
     assert asyncio.run(s.ask("what is my name?", provider=provider)) == "Your name is Ada."
     sent = provider.requests[0]
@@ -471,7 +474,7 @@ def test_ask_adds_nothing_and_sees_the_conversation(client: Client, tmp_path: Pa
 
     got = asyncio.run(pieces())
     assert len(got) > 1 and "".join(got) == "Ada again."
-    assert s.version == before
+    assert s.live.version == before
     with pytest.raises(InvalidArgumentError):
         s.ask_stream(" ")
 
@@ -520,8 +523,8 @@ def test_subscribers_see_events_with_current_id(client: Client, tmp_path: Path) 
     def broken(event: object) -> None:
         raise RuntimeError("subscriber bug")
 
-    unsubscribe = s.subscribe(watch)
-    s.subscribe(broken)
+    unsubscribe = s.live.subscribe(watch)
+    s.live.subscribe(broken)
     fork = s.fork()
     asyncio.run(s.prompt("hi", provider=ScriptedProvider(["hello"])))
     assert ("iteration_end", s.id) in seen
@@ -535,7 +538,7 @@ def test_subscribers_see_events_with_current_id(client: Client, tmp_path: Path) 
     asyncio.run(s.prompt("again", provider=ScriptedProvider(["x"])))
     assert len(seen) == count
     with pytest.raises(InvalidArgumentError):
-        s.subscribe("not callable")  # type: ignore[arg-type]
+        s.live.subscribe("not callable")  # type: ignore[arg-type]
 
 
 def test_the_session_remembers_a_model_spec(
@@ -559,7 +562,7 @@ def test_the_session_remembers_a_model_spec(
     assert s.settings["model"] == "openai:gpt-4o"
     reopened = client.sessions.get(s.id)
     assert reopened.settings["model"] == "openai:gpt-4o"
-    s.set_settings(model="gone:model")  # the configuration no longer has it
+    s.settings.set(model="gone:model")  # the configuration no longer has it
     picked.clear()
     asyncio.run(s.prompt("hi"))
     assert picked == ["gone:model", None]
@@ -567,7 +570,7 @@ def test_the_session_remembers_a_model_spec(
 
 def _long_session(client: Client, tmp_path: Path, pairs: int, words: int) -> Session:
     s = _session(client, tmp_path)
-    s.inject_many(
+    s.transcript.inject_many(
         [
             {
                 "role": "user" if i % 2 == 0 else "assistant",
@@ -583,21 +586,21 @@ def test_a_run_compacts_by_itself_at_the_models_compact_percent(
     client: Client, tmp_path: Path
 ) -> None:
     s = _long_session(client, tmp_path, pairs=12, words=400)  # ~9.6k tokens; gpt-4: 8,192
-    assert s.compaction_due(model="gpt-4")
+    assert s.transcript.compaction_due(model="gpt-4")
     provider = ScriptedProvider(["Still with you."], model="gpt-4")
     events: list[object] = []
     asyncio.run(s.prompt("next step?", provider=provider, on_event=events.append))
-    summaries = [r for r in s.records if r.kind == "summary"]
+    summaries = [r for r in s.transcript.records if r.kind == "summary"]
     assert len(summaries) == 1
     sent = provider.requests[0].messages
     assert [m.role for m in sent][:2] == ["system", "summary"]
     assert sent[-1].text == "next step?"  # the newest request is never folded
     assert any(isinstance(e, RecordAdded) and e.record.kind == "summary" for e in events)
-    assert not s.compaction_due(model="gpt-4")
+    assert not s.transcript.compaction_due(model="gpt-4")
     # A big-window model is not compacted.
     t = _long_session(client, tmp_path, pairs=12, words=400)
     asyncio.run(t.prompt("next?", provider=ScriptedProvider(["ok"], model="gpt-4o")))
-    assert not any(r.kind == "summary" for r in t.records)
+    assert not any(r.kind == "summary" for r in t.transcript.records)
 
 
 def test_self_compaction_is_offered_and_runs_when_in_force(
@@ -608,25 +611,25 @@ def test_self_compaction_is_offered_and_runs_when_in_force(
     off = ScriptedProvider(["fine"])
     asyncio.run(s.prompt("hi", provider=off))
     assert "compact_context" not in [t.name for t in off.requests[0].tools]
-    s.use_self_compaction(True)
-    assert s.self_compaction and s.self_compaction_choice is True
+    s.settings.use_self_compaction(True)
+    assert s.settings.self_compaction and s.settings.self_compaction_choice is True
     on = ScriptedProvider([_call("compact_context"), "Compacted and continuing."])
     result = asyncio.run(s.prompt("tidy up", provider=on))
     assert "compact_context" in [t.name for t in on.requests[0].tools]
     tool_result = next(m for m in reversed(s.history(full=True)) if m.role == "tool")
     assert tool_result.ok and tool_result.text.startswith("Compacted:")
-    assert any(r.kind == "summary" for r in s.records)
+    assert any(r.kind == "summary" for r in s.transcript.records)
     assert [m.role for m in on.requests[1].messages][:2] == ["system", "summary"]
     assert result.text == "Compacted and continuing."
     monkeypatch.setenv("PLAIT_SELF_COMPACTION", "1")
-    s.use_self_compaction(None)
-    assert s.self_compaction and s.self_compaction_choice is None
+    s.settings.use_self_compaction(None)
+    assert s.settings.self_compaction and s.settings.self_compaction_choice is None
 
 
 def test_the_system_prompt_survives_trim_and_reset(client: Client, tmp_path: Path) -> None:
     s = _long_session(client, tmp_path, pairs=3, words=2)
     s.trim(2)
-    assert all(r.kind != "system" for r in s.records)
+    assert all(r.kind != "system" for r in s.transcript.records)
     provider = ScriptedProvider(["a", "b", "c"])
     asyncio.run(s.prompt("after trim", provider=provider))
     sent = provider.requests[0].messages
@@ -641,7 +644,7 @@ def test_the_system_prompt_survives_trim_and_reset(client: Client, tmp_path: Pat
     s.inject({"role": "system", "content": "Now be verbose."})
     asyncio.run(s.prompt("again", provider=provider))
     assert provider.requests[2].messages[0].text == "Now be verbose."
-    assert s.request_messages()[0].text == "Now be verbose."
+    assert s.transcript.request_messages()[0].text == "Now be verbose."
 
 
 def test_a_failing_summarizer_falls_back_to_the_model_free_compaction(
@@ -653,7 +656,7 @@ def test_a_failing_summarizer_falls_back_to_the_model_free_compaction(
     result = asyncio.run(s.prompt("go on", provider=model))
     assert result.text == "Answered after compacting."
     assert len(model.requests) == 2  # the summary request (failed), then the turn
-    summaries = [r for r in s.records if r.kind == "summary"]
+    summaries = [r for r in s.transcript.records if r.kind == "summary"]
     assert len(summaries) == 1 and "part 0" in summaries[0].text  # extractive
 
 
@@ -662,10 +665,10 @@ def test_a_failure_before_the_tools_run_answers_every_call(
 ) -> None:
     from plait.errors import NoSandboxError
 
-    def no_sandbox(session: Session) -> ToolContext:
+    def no_sandbox(workspace: SessionWorkspace) -> ToolContext:
         raise NoSandboxError("no sandbox to take")
 
-    monkeypatch.setattr(Session, "tool_context", no_sandbox)
+    monkeypatch.setattr(SessionWorkspace, "tool_context", no_sandbox)
     s = _session(client, tmp_path)
     reply = Reply(
         tool_calls=(ToolCall("a", "list_files", {}), ToolCall("b", "list_files", {})),
@@ -675,7 +678,7 @@ def test_a_failure_before_the_tools_run_answers_every_call(
         asyncio.run(s.prompt("list", provider=ScriptedProvider([reply])))
     tools = [m for m in s.history() if m.role == "tool"]
     assert [(m.tool_call_id, m.ok) for m in tools] == [("a", False), ("b", False)]
-    event = s.records[-1]
+    event = s.transcript.records[-1]
     assert event.kind == "event" and event.data["error"] == "NoSandboxError"  # type: ignore[attr-defined]
     info = s.resumable()
     assert info is not None and info.kind == "call_model"
@@ -690,19 +693,19 @@ def test_usage_is_added_up_incrementally_and_follows_the_view(
         asyncio.run(s.prompt(f"q{i}", provider=provider))
         assert s.usage.input_tokens == sum(10 * k for k in range(1, i + 1))
     read: list[tuple[int, int]] = []
-    real = s.store.read
+    real = host_of(s).store.read
 
     def spy(row: object, lo: int, hi: int) -> list[object]:
         read.append((lo, hi))
         return real(row, lo, hi)  # type: ignore[arg-type]
 
-    s.store.read = spy  # type: ignore[method-assign]
+    host_of(s).store.read = spy  # type: ignore[method-assign]
     try:
         asyncio.run(s.prompt("q4", provider=provider))
         read.clear()
         usage = s.usage
     finally:
-        del s.store.read
+        del host_of(s).store.read
     assert (usage.input_tokens, usage.output_tokens, usage.replies) == (100, 10, 4)
     assert read and all(hi - lo == 2 for lo, hi in read)  # only the new request and reply
     s.trim(2)  # the view moves: only the last reply is in view

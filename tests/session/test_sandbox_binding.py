@@ -15,21 +15,21 @@ def test_the_policy_is_stored_inherited_and_opened_with(client: Client, tmp_path
     box.mkdir()
     s = client.sessions.create([{"role": "user", "content": "hi"}])
     s.to("local", spec=str(box), policy={"network": True, "env": ["TERM"]})
-    assert s.sandbox_policy == SandboxPolicy.from_json({"network": True, "env": ["TERM"]})
-    assert s.list_roots()["policy"] == s.sandbox_policy.to_json()
+    assert s.workspace.sandbox_policy == SandboxPolicy.from_json({"network": True, "env": ["TERM"]})
+    assert s.workspace.list_roots()["policy"] == s.workspace.sandbox_policy.to_json()
     branch = s.fork()
-    assert branch.sandbox_policy == s.sandbox_policy
+    assert branch.workspace.sandbox_policy == s.workspace.sandbox_policy
     handle = s.require_sandbox()
-    assert handle.policy == s.sandbox_policy
-    ctx = s.tool_context()
+    assert handle.policy == s.workspace.sandbox_policy
+    ctx = s.workspace.tool_context()
     assert ctx.root == box.resolve()
     s.close_sandbox()
 
 
 def test_no_policy_is_the_default_that_allows_nothing(client: Client, tmp_path: Path) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}]).to("local", spec=str(tmp_path))
-    assert s.sandbox_policy == SandboxPolicy()
-    assert "policy" not in s.list_roots()
+    assert s.workspace.sandbox_policy == SandboxPolicy()
+    assert "policy" not in s.workspace.list_roots()
 
 
 def test_a_bad_policy_is_refused_and_nothing_changes(client: Client, tmp_path: Path) -> None:
@@ -98,5 +98,5 @@ def test_the_snapshot_shows_the_policy_as_data(client: Client, tmp_path: Path) -
     assert snap is not None
     shown = snap.metadata["settings"]["sandbox"]  # type: ignore[index, call-overload]
     assert shown["backend"] == "isolated"
-    assert SandboxPolicy.from_json(shown["policy"]) == s.sandbox_policy
+    assert SandboxPolicy.from_json(shown["policy"]) == s.workspace.sandbox_policy
     assert shown["policy"]["network"] is True and shown["policy"]["env"] == ["TERM"]

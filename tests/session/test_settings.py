@@ -1,4 +1,4 @@
-"""``Session.set_metadata`` and ``SessionHost.get``: the public ways the service layers use."""
+"""``settings.set_metadata`` and ``SessionHost.get``: the public ways the service layers use."""
 
 from __future__ import annotations
 
@@ -10,27 +10,27 @@ from plait.session import SessionHost
 
 def test_set_metadata_sets_replaces_and_removes(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    version = s.version
-    s.set_metadata("provenance", {"from": "test"})
-    assert s.metadata["provenance"] == {"from": "test"} and s.version > version
-    s.set_metadata("provenance", ["replaced"])
-    assert client.sessions.get(s.id).metadata["provenance"] == ["replaced"]
-    assert "provenance" not in s.fork().metadata  # unlike settings, not inherited
-    s.set_metadata("provenance", None)
-    assert "provenance" not in s.metadata
+    version = s.live.version
+    s.settings.set_metadata("provenance", {"from": "test"})
+    assert s.settings.metadata["provenance"] == {"from": "test"} and s.live.version > version
+    s.settings.set_metadata("provenance", ["replaced"])
+    assert client.sessions.get(s.id).settings.metadata["provenance"] == ["replaced"]
+    assert "provenance" not in s.fork().settings.metadata  # unlike settings, not inherited
+    s.settings.set_metadata("provenance", None)
+    assert "provenance" not in s.settings.metadata
 
 
 def test_set_metadata_refuses_bad_input_and_writes_nothing(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    version = s.version
+    version = s.live.version
     for key in ("", "  ", "settings"):
         with pytest.raises(InvalidArgumentError):
-            s.set_metadata(key, 1)
+            s.settings.set_metadata(key, 1)
     with pytest.raises(InvalidArgumentError):
-        s.set_metadata("bad", {"x": object()})  # type: ignore[dict-item]
-    assert s.version == version
+        s.settings.set_metadata("bad", {"x": object()})  # type: ignore[dict-item]
+    assert s.live.version == version
     with pytest.raises(SessionNotFoundError):
-        client.session.set_metadata("k", 1)  # never stored
+        client.session.settings.set_metadata("k", 1)  # never stored
 
 
 def test_a_host_hands_out_one_handle_per_id(client: Client) -> None:
@@ -45,15 +45,15 @@ def test_log_event_compare_and_set_and_the_lock_verbs(client: Client) -> None:
     from plait.errors import StaleSessionError
 
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    s.refresh()
-    head = s.version
-    first = s.log_event("decided", {"n": 1}, expect_version=head)
+    s.live.refresh()
+    head = s.live.version
+    first = s.transcript.log_event("decided", {"n": 1}, expect_version=head)
     assert first.name == "decided"
     with pytest.raises(StaleSessionError):
-        s.log_event("decided", {"n": 2}, expect_version=head)  # the head moved
-    assert [r.name for r in s.records if r.kind == "event"] == ["decided"]  # type: ignore[attr-defined]
-    assert s.holds_lock  # the write took it
-    s.release()
-    assert not s.holds_lock
-    s.acquire()
-    assert s.holds_lock and not s.locked
+        s.transcript.log_event("decided", {"n": 2}, expect_version=head)  # the head moved
+    assert [r.name for r in s.transcript.records if r.kind == "event"] == ["decided"]  # type: ignore[attr-defined]
+    assert s.live.holds_lock  # the write took it
+    s.live.release()
+    assert not s.live.holds_lock
+    s.live.acquire()
+    assert s.live.holds_lock and not s.locked

@@ -85,7 +85,7 @@ def test_properties_read_the_row_again_outside_a_run(client: Client, tmp_path: P
     s = _session(client, tmp_path)
     calls = _count_calls(client.store)
     assert s.title is None
-    assert s.length == 1
+    assert s.transcript.length == 1
     assert calls["get"] == 2  # outside a run each property shows what is stored now
 
 
@@ -97,7 +97,7 @@ def test_a_writer_sees_what_another_handle_in_the_process_wrote(tmp_path: Path) 
         s.context()  # the writer's memo now holds the transcript
         b.sessions.get(s.id).inject({"role": "user", "content": "from b"})
         assert [m.text for m in s.history()] == ["hi", "hello", "from b"]
-        assert s.request_messages()[-1].text == "from b"
+        assert s.transcript.request_messages()[-1].text == "from b"
         report = s.context()
         fresh = Client(tmp_path, store=path).sessions.get(s.id).context()
         assert report is not None and fresh is not None and report.used == fresh.used
@@ -118,13 +118,13 @@ def test_the_writers_memo_agrees_with_a_fresh_reader(
         elif op < 0.70:
             with contextlib.suppress(NothingToDoError):
                 asyncio.run(s.compact(keep_last=rng.randint(0, 4)))
-        elif op < 0.78 and s.length > 2:
-            s.trim(rng.randint(1, s.length))
+        elif op < 0.78 and s.transcript.length > 2:
+            s.trim(rng.randint(1, s.transcript.length))
         elif op < 0.83:
             with contextlib.suppress(NothingToDoError):
-                s.uncompact()
+                s.transcript.uncompact()
         if rng.random() < 0.5:
             mine = s.context()
             reader = Client(tmp_path, store=client.store).sessions.get(s.id)
             assert mine == reader.context()
-            assert s.request_messages() == reader.request_messages()
+            assert s.transcript.request_messages() == reader.transcript.request_messages()

@@ -39,13 +39,15 @@ def test_a_streamed_history_reads_one_batch_at_a_time(tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         s = client.sessions.create(_talk(100))
         calls = _counted(client.store, "read", "read_view")
-        stream = s.iter_history(full=True, batch=10)
+        stream = s.transcript.iter_history(full=True, batch=10)
         assert calls["read_view"] == 0  # nothing is read before the first message is asked for
         assert next(stream).text == "m0"
         assert calls["read_view"] == 1
         assert [m.text for m in stream] == [f"m{i}" for i in range(1, 100)]
         assert calls["read_view"] == 10 and calls["read"] == 0
-        assert [m.text for m in s.iter_history(batch=30)] == [f"m{i}" for i in range(100)]
+        assert [m.text for m in s.transcript.iter_history(batch=30)] == [
+            f"m{i}" for i in range(100)
+        ]
         assert calls["read_view"] == 14
 
 
@@ -53,14 +55,16 @@ def test_streamed_records_read_one_batch_at_a_time(tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         s = client.sessions.create(_talk(50))
         calls = _counted(client.store, "read")
-        got = list(s.iter_records(batch=7))
-        assert got == s.records and calls["read"] == 8 + 1  # 8 batches, then records itself
+        got = list(s.transcript.iter_records(batch=7))
+        assert (
+            got == s.transcript.records and calls["read"] == 8 + 1
+        )  # 8 batches, then records itself
 
 
 def test_a_stream_yields_the_session_as_it_was_asked_for(tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         s = client.sessions.create(_talk(20))
-        stream = s.iter_history(full=True, batch=5)
+        stream = s.transcript.iter_history(full=True, batch=5)
         s.inject({"role": "user", "content": "later"})
         assert [m.text for m in stream] == [f"m{i}" for i in range(20)]
 
@@ -68,7 +72,7 @@ def test_a_stream_yields_the_session_as_it_was_asked_for(tmp_path: Path) -> None
 def test_a_session_erased_during_a_stream_ends_it_as_not_found(tmp_path: Path) -> None:
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         s = client.sessions.create(_talk(20))
-        stream = s.iter_records(batch=5)
+        stream = s.transcript.iter_records(batch=5)
         assert next(stream).text == "m0"
         client.sessions.erase(s.id)
         with pytest.raises(SessionNotFoundError):
@@ -86,14 +90,14 @@ def test_an_uncounted_import_streams_from_its_newest_summary(tmp_path: Path) -> 
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         s = client.sessions.create(talk)
         assert client.store.counted_end(s._head.fresh()) == 0  # no tallies to ask
-        got = list(s.iter_history(batch=64))
+        got = list(s.transcript.iter_history(batch=64))
         assert got == s.history()
         assert [m.text for m in got][:3] == ["new", "m290", "m291"]
-        assert list(s.iter_history(full=True, batch=64)) == s.history(full=True)
-        s.uncompact()
-        assert [m.text for m in s.iter_history(batch=64)][:2] == ["old", "m100"]
-        assert list(s.iter_history(batch=64)) == s.history()
-        assert list(s.iter_history(full=True, batch=7)) == s.history(full=True)
+        assert list(s.transcript.iter_history(full=True, batch=64)) == s.history(full=True)
+        s.transcript.uncompact()
+        assert [m.text for m in s.transcript.iter_history(batch=64)][:2] == ["old", "m100"]
+        assert list(s.transcript.iter_history(batch=64)) == s.history()
+        assert list(s.transcript.iter_history(full=True, batch=7)) == s.history(full=True)
 
 
 class _NoViewRead(SQLiteStore):
@@ -107,7 +111,11 @@ def test_a_store_without_a_view_read_serves_histories_from_its_records(tmp_path:
         s = client.sessions.create([*_talk(10), summary])
         calls = _counted(store, "read")
         assert [m.text for m in s.history()] == ["S", "m8", "m9"]
-        assert [m.text for m in s.iter_history(full=True, batch=4)][-3:] == ["m8", "m9", "S"]
+        assert [m.text for m in s.transcript.iter_history(full=True, batch=4)][-3:] == [
+            "m8",
+            "m9",
+            "S",
+        ]
         assert calls["read"] >= 2
     store.close()
 
@@ -117,6 +125,6 @@ def test_a_batch_must_be_a_positive_int(tmp_path: Path) -> None:
         s = client.sessions.create(_talk(2))
         for bad in (0, -1, True, 1.5, "3"):
             with pytest.raises(InvalidArgumentError):
-                s.iter_history(batch=bad)  # type: ignore[arg-type]
+                s.transcript.iter_history(batch=bad)  # type: ignore[arg-type]
             with pytest.raises(InvalidArgumentError):
-                s.iter_records(batch=bad)  # type: ignore[arg-type]
+                s.transcript.iter_records(batch=bad)  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ def test_file_changing_calls_record_checkpoints_read_only_ones_do_not(
 ) -> None:
     s = _session(client, tmp_path / "box")
     _two_writes(s)
-    tools = [r for r in s.records if r.kind == "tool"]
+    tools = [r for r in s.transcript.records if r.kind == "tool"]
     assert [("workspace" in r.meta) for r in tools] == [True, True, False]
     first, second = (r.meta["workspace"] for r in tools[:2])
     assert first["after"] == second["before"]  # nothing changed between the two calls
@@ -55,12 +55,12 @@ def test_restore_brings_the_files_back_byte_for_byte(client: Client, tmp_path: P
     _two_writes(s)
     assert (box / "a.txt").read_text() == "second\n" and not (box / "keep.txt").exists()
     # messages: system, user, assistant(c1), tool(c1), assistant(c2), tool(c2), ...
-    s.restore_workspace(4)  # after the first write's result
+    s.workspace.restore(4)  # after the first write's result
     assert (box / "a.txt").read_text() == "first\n"
     assert (box / "keep.txt").read_text() == "original\n"
-    s.restore_workspace(2)  # before any tool ran
+    s.workspace.restore(2)  # before any tool ran
     assert sorted(p.name for p in box.iterdir()) == ["keep.txt"]
-    changes = {(c.path, c.change) for c in s.diff_files(2, 6)}
+    changes = {(c.path, c.change) for c in s.workspace.diff(2, 6)}
     assert changes == {("a.txt", "added"), ("keep.txt", "removed")}
 
 
@@ -74,7 +74,7 @@ def test_fork_at_gets_its_own_copy_and_leaves_the_parent_alone(
     branch = s.fork_at(4, workspace=mine)
     assert (mine / "a.txt").read_text() == "first\n" and (mine / "keep.txt").exists()
     assert (box / "a.txt").read_text() == "second\n"  # the parent's files are untouched
-    assert branch.tool_context().root == mine.resolve()
+    assert branch.workspace.tool_context().root == mine.resolve()
     asyncio.run(branch.prompt("again", provider=ScriptedProvider(
         [_write("c9", "b.txt", "branch only\n"), Reply("ok")])))
     assert (mine / "b.txt").exists() and not (box / "b.txt").exists()
@@ -93,8 +93,8 @@ def test_fork_with_a_workspace_copies_the_files_as_they_are(
 
 def test_checkpoints_can_be_turned_off(client: Client, tmp_path: Path) -> None:
     s = _session(client, tmp_path / "box")
-    s.use_workspace_checkpoints(False)
+    s.workspace.use_checkpoints(False)
     asyncio.run(s.prompt("w", provider=ScriptedProvider([_write("c1", "x", "y"), Reply("ok")])))
-    assert all("workspace" not in r.meta for r in s.records)
+    assert all("workspace" not in r.meta for r in s.transcript.records)
     with pytest.raises(NothingToDoError):
-        s.restore_workspace(1)
+        s.workspace.restore(1)

@@ -168,7 +168,7 @@ def test_an_undecodable_payload_is_corrupt_on_read_and_named_by_the_deep_check(
     ws.mkdir()
     with Client(ws, store=db) as client:
         good, bad = _fill(client, "good", 6), _fill(client, "bad", 6)
-        rid = bad.records[4].id
+        rid = bad.transcript.records[4].id
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute("UPDATE records SET payload = '{\"content\": 5}' WHERE id = ?", (rid,))
     with Client(ws, store=db) as client:
@@ -237,7 +237,7 @@ def test_db_check_deep_checks_a_rows_layout_and_settings(tmp_path: Path) -> None
     ws.mkdir()
     with Client(ws, store=db) as client:
         s = _fill(client, "s", 4)
-        s.set_settings(model="m")
+        s.settings.set(model="m")
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute(
             "UPDATE sessions SET metadata = '{\"settings\": [1]}', status = 'gone', "
@@ -257,7 +257,7 @@ def test_a_healthy_store_with_branches_passes_the_deep_check(tmp_path: Path) -> 
         s = _fill(client, "root", 10)
         s.fork().inject({"role": "user", "content": "more"})
         s.fork_at(4).inject({"role": "user", "content": "other"})
-        s.rewind(3)  # the old head stays as a hidden row
+        s.transcript.rewind(3)  # the old head stays as a hidden row
         s.inject({"role": "user", "content": "after the rewind"})
         client.sessions.delete(s.id)  # its rows stay for the branches
         assert client.store.integrity_check() == []
@@ -290,7 +290,7 @@ def test_postgres_a_corrupt_payload_is_typed_and_named_by_the_deep_check(
     url = f"{POSTGRES_URL}?schema={pg_store_schema}"
     with Client(tmp_path, store=PostgresStore(POSTGRES_URL, schema=pg_store_schema)) as client:
         good, bad = _fill(client, "good", 5), _fill(client, "bad", 5)
-        rid = bad.records[3].id
+        rid = bad.transcript.records[3].id
         with client.store._conn("corrupt") as conn:  # type: ignore[attr-defined]
             conn.execute(
                 sql.SQL("UPDATE {}.records SET payload = 'not json' WHERE id = %s").format(

@@ -40,9 +40,9 @@ def _fill(client: Client, store: Store) -> str:
     s.inject({"role": "assistant", "content": "a zebrareply"})
     s.inject({"role": "tool", "content": "zebratool output", "tool_call_id": "c1"})
     s.rename("zebratitle")
-    s.set_scratchpad({"note": "zebrapad"}, reason="zebrapad reason")
-    s.set_metadata("tag", "zebrasetting")
-    s.set_settings(system_note="zebrasetting")
+    s.scratchpad.set({"note": "zebrapad"}, reason="zebrapad reason")
+    s.settings.set_metadata("tag", "zebrasetting")
+    s.settings.set(system_note="zebrasetting")
     s.fork().inject({"role": "user", "content": "zebracontent in the fork"})
     data = b"zebraobject " * 100
     store.object_put(hashlib.sha256(data).hexdigest(), [data], 1)  # type: ignore[attr-defined]
@@ -196,13 +196,13 @@ def test_rewind_and_undo_keep_an_encrypted_session_whole(sealed_store: Any, tmp_
         s = client.sessions.new()
         for i in range(4):
             s.inject({"role": "user", "content": f"zebra {i}"})
-        s.set_scratchpad({"n": 1})
+        s.scratchpad.set({"n": 1})
         s.rename("zebratitle")
-        s.rewind(2)
+        s.transcript.rewind(2)
         s.inject({"role": "user", "content": "after the rewind"})
         assert [m.text for m in s.history()] == ["zebra 0", "zebra 1", "after the rewind"]
         assert s.title == "zebratitle" and s.scratchpad() == {"n": 1}
-        assert [v.scratchpad for v in s.scratchpad_history()] == [{"n": 1}]
+        assert [v.scratchpad for v in s.scratchpad.history()] == [{"n": 1}]
         assert sealed_store.check(deep=True) == []
         client.sessions.erase(s.id)
         assert {o for _, o, _ in _data_keys(sealed_store)} == {None}

@@ -576,7 +576,7 @@ def test_a_client_on_postgres(pg_schema: str, tmp_path: Path) -> None:
         fork = s.fork()
         fork.inject({"role": "user", "content": "more"})
         assert [m.text for m in fork.history()] == ["hi", "more"]
-        assert c.sessions.open("hello").length == 1
+        assert c.sessions.open("hello").transcript.length == 1
 
 
 def test_migration_5_renames_old_tombstones_out_of_the_ids_sessions_may_take(
@@ -620,7 +620,7 @@ def test_migration_8_stores_layouts_uncompressed_and_reads_older_ones(pg_schema:
         assert store.schema_version == CURRENT >= 8
         row = store.get(deep)
         assert row is not None and before is not None and row.layout == before.layout
-        assert [r.text for r in Client("/ws", store=store).open(deep).tail(2)] == [
+        assert [r.text for r in Client("/ws", store=store).open(deep).transcript.tail(2)] == [
             "link 298",
             "link 299",
         ]

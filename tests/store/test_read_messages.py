@@ -10,11 +10,11 @@ def test_read_messages_leaves_out_the_events_and_keeps_each_position(client: Cli
     store = client.store
     assert isinstance(store, MessageReader)
     session = client.sessions.create([{"role": "user", "content": "a"}], session_id="s")
-    session.log_event("step", {"n": 1})
-    session.inject_many([{"role": "assistant", "content": "b"}])
-    session.log_event("step", {"n": 2})
+    session.transcript.log_event("step", {"n": 1})
+    session.transcript.inject_many([{"role": "assistant", "content": "b"}])
+    session.transcript.log_event("step", {"n": 2})
     fork = session.fork("f")  # a branch: its first rows are the parent's
-    fork.inject_many([{"role": "user", "content": "c"}])
+    fork.transcript.inject_many([{"role": "user", "content": "c"}])
     row = store.get("f")
     assert row is not None
     every = store.read(row, 0, row.layout.end_seq)

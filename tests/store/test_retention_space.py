@@ -25,7 +25,8 @@ def _fill(client: Client, n: int, size: int = 4000) -> list[str]:
     ids = []
     for k in range(n):
         s = client.sessions.new()
-        s.inject_many([{"role": "user", "content": f"{k} " + "z" * size} for _ in range(30)])
+        big = [{"role": "user", "content": f"{k} " + "z" * size} for _ in range(30)]
+        s.transcript.inject_many(big)
         ids.append(s.id)
     return ids
 
@@ -90,7 +91,7 @@ def test_objects_no_checkpoint_names_are_never_touched(tmp_path: Path) -> None:
         (folder / "a.txt").write_text("only the old session's")
         checkpoint = checkpoints_of(store).checkpoint(folder)
         s = client.sessions.new()
-        s.inject_many([
+        s.transcript.inject_many([
             {
                 "role": "assistant",
                 "content": "",

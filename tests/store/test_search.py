@@ -92,14 +92,14 @@ def test_the_sqlite_index_stays_whole_through_deletes_and_erases(
     store = SQLiteStore(tmp_path / "gc.db")
     with Client(tmp_path, store=store) as c:
         a = c.sessions.create()
-        a.inject_many([{"role": "user", "content": f"numbat {i}"} for i in range(5)])
+        a.transcript.inject_many([{"role": "user", "content": f"numbat {i}"} for i in range(5)])
         b = a.fork()
         b.inject({"role": "assistant", "content": "numbat in b"})
         assert len(_hits(store, "numbat")) == 11  # indexes what the appends wrote
         e = c.sessions.create()
         e.inject({"role": "user", "content": "numbat written, never indexed"})
         c.sessions.delete(b.id)
-        e.erase()
+        c.sessions.erase(e.id)
         a.inject({"role": "user", "content": "numbat again"})
         c.sessions.delete(a.id)
         assert _hits(store, "numbat") == []

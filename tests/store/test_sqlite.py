@@ -138,7 +138,7 @@ def test_deleting_every_sharer_frees_every_row(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "gc.db")
     c = Client(tmp_path, store=store)
     a = Session.from_user_message("a", client=c)
-    a.inject_many([{"role": "user", "content": str(i)} for i in range(20)])
+    a.transcript.inject_many([{"role": "user", "content": str(i)} for i in range(20)])
     b = a.fork()
     b.inject({"role": "user", "content": "b"})
     d = b.detach()
@@ -155,7 +155,7 @@ def test_fork_writes_no_record_rows(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "cow.db")
     c = Client(tmp_path, store=store)
     s = Session.from_user_message("x", client=c)
-    s.inject_many([{"role": "assistant", "content": "y" * 100}] * 500)
+    s.transcript.inject_many([{"role": "assistant", "content": "y" * 100}] * 500)
     count = store._db.execute("SELECT COUNT(*) FROM records").fetchone()[0]
     s.fork()
     s.fork_at(250)
@@ -175,10 +175,10 @@ def test_two_clients_on_one_file_never_interleave(tmp_path: Path) -> None:
     s2.inject({"role": "assistant", "content": "second"})
     # s1's view is stale now: a strict write fails, a plain one lands on the new head.
     with pytest.raises(StaleSessionError):
-        s1.inject({"role": "user", "content": "strict"}, expect_version=s1.version)
+        s1.inject({"role": "user", "content": "strict"}, expect_version=s1.live.version)
     s1.inject({"role": "user", "content": "third"})
     assert [m.text for m in s2.history()] == ["first", "second", "third"]
-    assert [r.seq for r in s1.records] == [0, 1, 2]
+    assert [r.seq for r in s1.transcript.records] == [0, 1, 2]
     one.close()
     two.close()
 
@@ -187,11 +187,11 @@ def test_expect_version_guards_a_write(tmp_path: Path) -> None:
     with Client(tmp_path, store=":memory:") as c:
         s = c.open()
         s.inject({"role": "user", "content": "a"})
-        v = s.version
+        v = s.live.version
         s.inject({"role": "user", "content": "b"}, expect_version=v)
         with pytest.raises(StaleSessionError):
             s.inject({"role": "user", "content": "c"}, expect_version=v)
-        assert s.length == 2
+        assert s.transcript.length == 2
 
 
 def test_closed_store_is_a_store_error(tmp_path: Path) -> None:
@@ -239,7 +239,7 @@ def test_threads_with_their_own_clients_never_lose_or_interleave(tmp_path: Path)
         t.join()
     assert errors == []
     with Client(tmp_path, store=path) as c:
-        records = c.sessions.get("shared").records
+        records = c.sessions.get("shared").transcript.records
     assert [r.seq for r in records] == list(range(161))
     texts = [r.text for r in records[1:]]
     for n in range(4):
@@ -274,7 +274,7 @@ def test_reads_and_branches_deep_in_a_chain_cost_the_same_statements(tmp_path: P
     store = SQLiteStore(tmp_path / "deep.db")
     c = Client(tmp_path, store=store)
     root = Session.from_user_message("root", client=c)
-    root.inject_many([{"role": "user", "content": str(i)} for i in range(50)])
+    root.transcript.inject_many([{"role": "user", "content": str(i)} for i in range(50)])
     chain = [root.id]
     current = root
     for i in range(200):
@@ -289,17 +289,18 @@ def test_reads_and_branches_deep_in_a_chain_cost_the_same_statements(tmp_path: P
         store._db.set_trace_callback(_top_level(statements))
         try:
             s = c.open(session_id)
-            assert len(s.tail(20)) == 20
+            assert len(s.transcript.tail(20)) == 20
             s.context()
             s.fork()
-            assert s.ancestry().root_id == root.id
+            assert s.transcript.ancestry().root_id == root.id
         finally:
             store._db.set_trace_callback(None)
         return len(statements)
 
     shallow, deep = count(chain[1]), count(chain[-1])
     assert deep <= shallow
-    assert [r.text for r in c.open(chain[-1]).tail(3)] == ["link 197", "link 198", "link 199"]
+    last = c.open(chain[-1]).transcript.tail(3)
+    assert [r.text for r in last] == ["link 197", "link 198", "link 199"]
     store.close()
 
 
@@ -431,14 +432,14 @@ def test_delete_frees_exactly_the_rows_no_live_layout_reads(tmp_path: Path) -> N
     store = SQLiteStore(tmp_path / "gc.db")
     c = Client(tmp_path, store=store)
     live = [Session.from_user_message("root", client=c)]
-    live[0].inject_many([{"role": "user", "content": str(i)} for i in range(6)])
+    live[0].transcript.inject_many([{"role": "user", "content": str(i)} for i in range(6)])
     texts: dict[str, list[str]] = {}
     for step in range(300):
         action = rng.random()
         if action < 0.55 or len(live) < 3:
             src = rng.choice(live)
-            if src.length > 1 and rng.random() < 0.3:
-                child = src.fork_at(rng.randint(1, src.length))
+            if src.transcript.length > 1 and rng.random() < 0.3:
+                child = src.fork_at(rng.randint(1, src.transcript.length))
             elif rng.random() < 0.15:
                 child = src.detach()
             elif rng.random() < 0.1 and len(live) > 1:

@@ -46,7 +46,7 @@ def call(name: str, arguments: dict[str, Any], call_id: str = "c1") -> Reply:
 
 
 def tool_results(session: Session) -> list[tuple[bool, str]]:
-    return [(bool(r.payload["ok"]), str(r.payload["content"])) for r in session.records
+    return [(bool(r.payload["ok"]), str(r.payload["content"])) for r in session.transcript.records
             if r.kind == "tool"]
 
 
@@ -174,7 +174,7 @@ def test_the_session_s_mcp_servers_setting_is_part_of_the_default_offer(
     session: Session,
 ) -> None:
     session.inject({"role": "system", "content": "You add."})
-    session.set_settings(mcp_servers=[{"command": STDIO, "name": "calc"}])
+    session.settings.set(mcp_servers=[{"command": STDIO, "name": "calc"}])
     model = ScriptedProvider([call("calc__add", {"a": 20, "b": 22}), "42"])
     assert session.run("add", provider=model, on_approval=lambda c: True).text == "42"
     names = [t.name for t in model.requests[0].tools]
@@ -200,7 +200,7 @@ def test_a_server_that_cannot_start_fails_the_run_before_anything_is_recorded(
         with pytest.raises(ToolServerError) as caught:
             session.run("go", provider=model, tools=[server])
         assert server.name in str(caught.value)
-    assert [r.kind for r in session.records] == ["system"] and not model.requests
+    assert [r.kind for r in session.transcript.records] == ["system"] and not model.requests
     assert leftovers("317.25") == []  # the mute server was stopped, not left behind
 
 
@@ -229,7 +229,7 @@ def test_two_servers_need_two_names_and_tool_choice_may_name_a_server_s_tool(
     model = ScriptedProvider(["never"])
     with pytest.raises(InvalidArgumentError, match="unique"):
         session.run("go", provider=model, tools=[MCPServer(STDIO), MCPServer(http_url)])
-    assert not session.stored and not model.requests  # nothing was written
+    assert not session.transcript.stored and not model.requests  # nothing was written
     model = ScriptedProvider([call("local__add", {"a": 1, "b": 2}), "3"])
     servers = [MCPServer(STDIO, name="local"),
                MCPServer(http_url, name="remote", headers={"X-Plait-Test": "yes"})]

@@ -118,10 +118,10 @@ def test_a_session_s_roots_and_mount_modes_reach_the_tools(tmp_path: Path) -> No
     (tmp_path / "rw").mkdir()
     with Client(tmp_path, store=":memory:") as client:
         s = client.open(workspace_policy={"default_mount_mode": "read_only"})
-        s.add_root(str(tmp_path / "ro"))
-        s.add_root(str(tmp_path / "rw"), mount_mode="read_write")
+        s.workspace.add_root(str(tmp_path / "ro"))
+        s.workspace.add_root(str(tmp_path / "rw"), mount_mode="read_write")
         with s.to("local"):
-            ctx = ToolContext.from_roots(s.require_sandbox().root, s.list_roots())
+            ctx = ToolContext.from_roots(s.require_sandbox().root, s.workspace.list_roots())
             assert not run(write_file.call(ctx, {"path": "ro/x.txt", "content": "no"})).ok
             assert run(write_file.call(ctx, {"path": "rw/x.txt", "content": "yes"})).ok
             assert run(write_file.call(ctx, {"path": "own.txt", "content": "yes"})).ok

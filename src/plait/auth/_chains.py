@@ -19,7 +19,7 @@ from plait.errors import (
 from plait.records import JSONValue
 from plait.run import as_current
 from plait.run import current_id as run_current_id
-from plait.session import Session, SessionHost
+from plait.session import Session, SessionHost, host_of
 
 __all__ = [
     "ACTOR_CHAIN_KEY",
@@ -245,7 +245,7 @@ def actor_chain_validate_scope_attenuation(
         ok=not found, policy=str(policy), violations=found, trace_id=trace_id
     )
     if found and alert and session is not None:
-        session.log_event(
+        session.transcript.log_event(
             SCOPE_ATTENUATION_EVENT,
             {
                 "kind": "trust_record",
@@ -277,7 +277,7 @@ def _write_chain(session: Session, chain: Mapping[str, JSONValue]) -> None:
 
     A top-level metadata key, because seed 003's snapshot shows the chain there.
     """
-    session.set_metadata(ACTOR_CHAIN_KEY, dict(chain))
+    session.settings.set_metadata(ACTOR_CHAIN_KEY, dict(chain))
 
 
 def actor_chain(
@@ -313,10 +313,10 @@ def actor_chain(
                 target = host.get(sid)
             except SessionNotFoundError:
                 return None
-    if target is None or not target.stored:
+    if target is None or not target.transcript.stored:
         return None
     try:
-        chain = target.metadata.get(ACTOR_CHAIN_KEY)
+        chain = target.settings.metadata.get(ACTOR_CHAIN_KEY)
     except SessionNotFoundError:
         return None
     return dict(chain) if isinstance(chain, Mapping) else None
@@ -409,7 +409,7 @@ def push_actor(
         parents = child.parent_session_ids
         if not parents:
             raise AuthError(f"session {child.id!r} has no parent to take an actor chain from")
-        parent = child.host.get(parents[0])
+        parent = host_of(child).get(parents[0])
     base = actor_chain(parent)
     if base is None:
         raise AuthError(f"session {parent.id!r} has no principal bound (bind_principal first)")

@@ -113,7 +113,7 @@ def numbered_messages(
     """
     numbers: dict[int, int] = {}
     systems: list[Message] = []
-    for record in session.records:
+    for record in session.transcript.records:
         if record.is_message:
             numbers[record.seq] = len(numbers)
         if record.kind == "system":
@@ -244,7 +244,7 @@ def tree_lines(client: Client, session_id: str) -> list[str]:
         SessionNotFoundError: unknown or invalid id.
     """
     session = client.sessions.get(resolve_session_id(client, session_id))
-    root = session.ancestry().root_id
+    root = session.transcript.ancestry().root_id
     store = client.store
     return draw_tree(
         root,

@@ -351,7 +351,7 @@ def session_for(client: Client, session_id: str | None, resume_latest: bool) -> 
 
 def setup(session: Session, directory: Path | None, system: str | None) -> None:
     """Point the sandbox at ``directory`` and set a system prompt on a new session."""
-    if system is not None and not session.stored:
+    if system is not None and not session.transcript.stored:
         session.inject({"role": "system", "content": system})
     if directory is not None:
         session.to("local", spec=str(directory))
@@ -361,7 +361,7 @@ def describe_model(spec: str | None, session: Session, env: Mapping[str, str] = 
     """Which model a run will use, as the provider choice will make it (nothing is loaded)."""
     if spec:
         return spec
-    stored = session.settings.get("model") if session.stored else None
+    stored = session.settings.get("model") if session.transcript.stored else None
     if isinstance(stored, str) and stored:
         return f"{stored} (the session's)"
     if (env.get("PLAIT_MODEL") or "").strip():

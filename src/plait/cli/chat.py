@@ -228,7 +228,7 @@ class _Chat:
     def forget_if_empty(self) -> None:
         """Delete the current session if this chat made it and nothing was said in it."""
         session = self.session
-        if session.id in self.made and session.stored and session.length == 0:
+        if session.id in self.made and session.transcript.stored and session.transcript.length == 0:
             self.client.sessions.delete(session.id)
 
     def switch(self, session: Session) -> None:
@@ -237,14 +237,14 @@ class _Chat:
             self.session.close_sandbox()
             self.forget_if_empty()
         self.session = session
-        if not session.stored:
+        if not session.transcript.stored:
             self.made.add(session.id)  # setting its folder below may store it, empty
         self.approve.session_id = session.id
         if self.directory is not None and session.sandbox_backend is None:
             session.to("local", spec=str(self.directory))
-        label = session.title or "(untitled)" if session.stored else "(new)"
+        label = session.title or "(untitled)" if session.transcript.stored else "(new)"
         self.out.print(safe_text(f"session {session.id} {label}", "dim"), soft_wrap=True)
-        if session.stored:
+        if session.transcript.stored:
             shown = session.history()[-_SHOWN_TURNS:]
             if shown:
                 n = len(shown)
@@ -263,7 +263,7 @@ class _Chat:
             run_turn(self.out, start, self.approve)
         except (PlaitError, OSError) as exc:
             self.out.print(safe_text(f"error: {exc}", "red"), soft_wrap=True)
-            if self.session.stored and self.session.resumable() is not None:
+            if self.session.transcript.stored and self.session.resumable() is not None:
                 self.out.print(Text("/retry picks the request up", style="dim"))
 
     def prompt(self, text: str) -> None:
@@ -366,11 +366,11 @@ class _Chat:
 
     def _undo(self, args: list[str], rest: str) -> None:
         self._stored()
-        messages = [r for r in self.session.records if r.kind != "event"]
+        messages = [r for r in self.session.transcript.records if r.kind != "event"]
         last = max((i for i, r in enumerate(messages) if r.kind == "user"), default=None)
         if last is None:
             raise NothingToDoError("no message of yours to take back")
-        self.session.rewind(last)  # the old head stays, hidden: /redo brings it back
+        self.session.transcript.rewind(last)  # the old head stays, hidden: /redo brings it back
         self.out.print(
             Text(f"took back the last exchange ({last} messages left); /redo brings it back")
         )
@@ -378,10 +378,10 @@ class _Chat:
     def _redo(self, args: list[str], rest: str) -> None:
         self._stored()
         try:
-            self.session.undo_rewind()
+            self.session.transcript.undo_rewind()
         except NothingToDoError:
             raise NothingToDoError("nothing to redo: /redo brings back what /undo took") from None
-        self.out.print(Text(f"brought it back ({self.session.length} messages)"))
+        self.out.print(Text(f"brought it back ({self.session.transcript.length} messages)"))
 
     def _rename(self, args: list[str], rest: str) -> None:
         self._stored()
@@ -393,14 +393,15 @@ class _Chat:
         self.out.print(safe_text(f"title: {self.session.title or title or '(none yet)'}"))
 
     def _history(self, args: list[str], rest: str) -> None:
-        if not print_messages(self.out, self.session.history() if self.session.stored else []):
+        shown = self.session.history() if self.session.transcript.stored else []
+        if not print_messages(self.out, shown):
             self.out.print(Text("(nothing yet)", style="dim"))
 
     def _export(self, args: list[str], rest: str) -> None:
         self._stored()
         target = args[0] if args else str(default_export_path(self.session, "html"))
         if target.endswith(".md"):
-            path = self.session.export_markdown(target)
+            path = self.session.export(target, format="markdown")
         else:
             path = self.session.export(target)
         self.out.print(safe_text(f"wrote {path}"), soft_wrap=True)
@@ -426,7 +427,7 @@ class _Chat:
 
     def _uncompact(self, args: list[str], rest: str) -> None:
         self._stored()
-        self.session.uncompact()
+        self.session.transcript.uncompact()
         self.out.print(Text("the last compaction is undone"))
 
     def _ask(self, args: list[str], rest: str) -> None:
@@ -441,7 +442,7 @@ class _Chat:
         asyncio.run(answer())
 
     def _stored(self) -> None:
-        if not self.session.stored:
+        if not self.session.transcript.stored:
             raise NothingToDoError("nothing is stored yet: say something first")
 
     _COMMANDS: Final[dict[str, Callable[[_Chat, list[str], str], bool | None]]] = {

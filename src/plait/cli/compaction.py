@@ -76,7 +76,7 @@ def compact_command(
         options["keep_last"] = keep_last
     try:
         if dry_run:
-            plan = session.compact_preview(options)
+            plan = session.transcript.compact_preview(options)
             result = None if plan is None else plan.to_dict()
         else:
             # A strategy that writes its summary without a model needs none built (and no
@@ -117,7 +117,7 @@ def uncompact_command(settings: Settings, session_id: str) -> None:
     """Undo a session's newest compaction: what it folded shows again."""
     client = open_client(settings)
     try:
-        summary = open_session(client, session_id).uncompact()
+        summary = open_session(client, session_id).transcript.uncompact()
     except NothingToDoError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"undid the compaction at position {summary.seq}")

@@ -87,7 +87,7 @@ def _step(out: Console, n: int, title: str, session: Session | None = None) -> N
     out.print(Text(f"{n}. {title}", style="bold"))
     if session is not None:
         line = Text(f"   {session.id}", style="cyan")
-        count = session.length
+        count = session.transcript.length
         line.append(f"  ({count} message{'' if count == 1 else 's'})", style="dim")
         out.print(line, soft_wrap=True)
 
@@ -240,7 +240,7 @@ def demo_command(settings: Settings, scripted: bool, model: str | None) -> None:
             "choosing tools; set PLAIT_MODEL or an API key for a capable one)"
         )
         out.print(Padding(Text(note, style="dim"), (0, 0, 0, 3)))
-    length = session.length
+    length = session.transcript.length
 
     title = session.rename("  Read the   notes ")
     _step(out, 3, f"renamed it to {title!r} (white space is trimmed)")

@@ -158,7 +158,7 @@ def export_command(
         else:
             text = to_claude_code_jsonl(session)
         where = export_target(
-            name, session.workspace, session.id, ext, follow_symlinks=follow_symlinks
+            name, session.workspace.name, session.id, ext, follow_symlinks=follow_symlinks
         )
         click.echo(write_atomically(where, text))
         return
@@ -174,7 +174,7 @@ def export_command(
     elif as_html:
         path = session.export(target, follow_symlinks=follow_symlinks)
     else:
-        path = session.export_markdown(target, follow_symlinks=follow_symlinks)
+        path = session.export(target, format="markdown", follow_symlinks=follow_symlinks)
     click.echo(path)
 
 

@@ -162,20 +162,20 @@ def import_command(
         if title or truncate_to_last or drop_tool_calls or lenient:
             raise click.UsageError("a bundle is imported whole: only --id and --json apply")
         session = import_bundle(client, file, session_id=session_id)
-        provenance = session.metadata["imported_bundle"]
+        provenance = session.settings.metadata["imported_bundle"]
         if as_json:
             echo_json(
                 {
                     "ok": True,
                     "session_id": session.id,
-                    "messages_loaded": session.length,
+                    "messages_loaded": session.transcript.length,
                     "source": provenance,
                 }
             )
             return
         console().print(
             Text(f"imported {session.id}", style="bold").append(
-                f"  {plural(session.length, 'message')} from {provenance['schema']} "
+                f"  {plural(session.transcript.length, 'message')} from {provenance['schema']} "
                 f"({provenance['mode']}) bundle of {provenance['source_session_id']}",
                 style="",
             ),

@@ -136,9 +136,9 @@ def run_command(
     try:
         client = open_client(settings, create=True)
         session = session_for(client, session_id, resume_latest)
-        if system is not None and session.stored:
+        if system is not None and session.transcript.stored:
             raise click.UsageError("--system sets the prompt of a new session only")
-        was_new = not session.stored
+        was_new = not session.transcript.stored
         if prompt is None and was_new:
             raise NothingToDoError(
                 "--resume picks up a stored session's request: give --session ID or -c"
@@ -194,7 +194,7 @@ def run_command(
                 out.print(Text(f"session {session.id}", style="dim"))
                 raise SystemExit(TIMED_OUT) from None
             except (PlaitError, OSError):
-                made = session.stored  # False: the run failed before it wrote anything
+                made = session.transcript.stored  # False: the run failed before it wrote anything
                 if made and _forget_if_unanswered(client, session, was_new) is None:
                     err.print(Text("no session was kept: the model never answered", style="dim"))
                 raise
@@ -210,9 +210,9 @@ def run_command(
 
 def _forget_if_unanswered(client: Client, session: Session, was_new: bool) -> str | None:
     """Delete the session this run made if the model never answered; its id if it stays."""
-    if not session.stored:
+    if not session.transcript.stored:
         return None
-    if was_new and not any(r.kind == "assistant" for r in session.records):
+    if was_new and not any(r.kind == "assistant" for r in session.transcript.records):
         session.close_sandbox()
         client.sessions.delete(session.id)
         return None

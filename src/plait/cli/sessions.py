@@ -239,8 +239,8 @@ def show(settings: Settings, session_id: str, as_json: bool, full: bool, tail: i
     client = open_client(settings)
     session = open_session(client, session_id)
     if tail is not None:
-        records = session.tail(tail)
-        numbers = tail_numbers(records, session.length)
+        records = session.transcript.tail(tail)
+        numbers = tail_numbers(records, session.transcript.length)
         if as_json:
             echo_json([{**record_json(r), "n": numbers.get(r.seq)} for r in records])
         else:
@@ -264,10 +264,10 @@ def _header(session: Session) -> None:
     operator = session.lineage_operator
     # The agent that wrote it, named as lists name it; an adapter's own operator names
     # its framework (said once, as the source), not a plait branch.
-    source = source_agent(session.metadata, operator)
+    source = source_agent(session.settings.metadata, operator)
     framework = operator is not None and not operator.startswith("Session.")
     op = "root" if framework and not session.parent_session_ids else short_operator(operator)
-    n = session.shown_length
+    n = session.transcript.shown_length
     head.append(f"  {source}, {op}, {n} message{'' if n == 1 else 's'}", style="dim")
     console().print(head, soft_wrap=True)
 
@@ -355,14 +355,14 @@ def rewind(settings: Settings, session_id: str, keep: int | None, undo: bool, fi
         raise click.UsageError("give N, or --undo")
     session = open_session(open_client(settings), session_id)
     if undo:
-        hidden = session.undo_rewind(files=files)
-        click.echo(f"undid the rewind of {session.id}: {session.length} messages")
+        hidden = session.transcript.undo_rewind(files=files)
+        click.echo(f"undid the rewind of {session.id}: {session.transcript.length} messages")
     else:
         assert keep is not None
-        hidden = session.rewind(keep, files=files)
-        click.echo(f"rewound {session.id} to {session.length} messages")
+        hidden = session.transcript.rewind(keep, files=files)
+        click.echo(f"rewound {session.id} to {session.transcript.length} messages")
     if files:
-        click.echo(f"files restored in {session.tool_context().root}")
+        click.echo(f"files restored in {session.workspace.tool_context().root}")
     again = " --files" if files else ""
     click.echo(
         f"the head it had is kept as {hidden} "
@@ -383,7 +383,7 @@ def diff_files(settings: Settings, session_id: str, a: int, b: int, as_json: boo
     workspace checkpoints taken around each tool call that may change files.
     """
     session = open_session(open_client(settings), session_id)
-    changes = session.diff_files(a, b)
+    changes = session.workspace.diff(a, b)
     if as_json:
         rows = [{"path": c.path, "change": c.change, "kind": c.kind} for c in changes]
         click.echo(json.dumps(rows, ensure_ascii=False))

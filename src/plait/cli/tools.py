@@ -69,7 +69,7 @@ def offered_tools(
     if not servers:
         return None if chosen is None else list(chosen)
     offered: list[Offered] = list(BUILTIN_TOOLS if chosen is None else chosen)
-    if chosen is None and session is not None and session.stored:
+    if chosen is None and session is not None and session.transcript.stored:
         offered.extend(servers_from_settings(session.settings))
     offered.extend(servers)
     return offered
@@ -129,7 +129,7 @@ def tools_command(
     if session_id is not None:
         session = session_for(open_client(settings), session_id, False)
     offered: list[Offered] = list(BUILTIN_TOOLS if chosen is None else chosen)
-    if chosen is None and session is not None and session.stored:
+    if chosen is None and session is not None and session.transcript.stored:
         offered.extend(servers_from_settings(session.settings))
     listed = asyncio.run(_listed([*offered, *servers]))
     if as_json:

@@ -431,10 +431,10 @@ class Client(SessionHost):
                     ) from None
             else:
                 if settings and any(handle.settings.get(k) != v for k, v in settings.items()):
-                    handle.set_settings(**settings)
+                    handle.settings.set(**settings)
                 return handle
         handle = self.new_session(session_id)
-        handle.set_settings(**settings)
+        handle.settings.set(**settings)
         return handle
 
     def exists(self, session_id: object) -> bool:
@@ -455,7 +455,7 @@ class Client(SessionHost):
             row = self.lookup(session_id)
         except SessionNotFoundError:
             return None
-        return self.handle(row).snapshot()
+        return self.handle(row).transcript.snapshot()
 
     def ancestry(self, session_id: object) -> Ancestry | None:
         """Return a session's ancestry, or None for an unknown id (seed 003)."""
@@ -463,7 +463,7 @@ class Client(SessionHost):
             row = self.lookup(session_id)
         except SessionNotFoundError:
             return None
-        return self.handle(row).ancestry()
+        return self.handle(row).transcript.ancestry()
 
     def session_stats(self, ids: Iterable[str] | None = None) -> builtins.list[SessionStats]:
         """What each session holds: entries, replies, tokens and cached share (seed 001).
@@ -497,7 +497,7 @@ class Client(SessionHost):
 
     def _stats_of(self, session_id: str) -> SessionStats:
         current = self.current
-        if current is not None and current.id == session_id and not current.stored:
+        if current is not None and current.id == session_id and not current.transcript.stored:
             return SessionStats(session_id, 0, 0, 0, 0, 0, 0.0)
         stamp = self.store.stamp(session_id) if is_session_id(session_id) else None
         cached = self._stats.get(session_id)

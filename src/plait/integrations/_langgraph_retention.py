@@ -231,9 +231,9 @@ class Retention(ThreadSpace):
                 space = self._read(source_thread_id, ns)
                 target = self._session_id(target_thread_id, ns)
                 fork = self._client.sessions.get(session_id).fork(target)
-                fork.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
-                if DROP in fork.metadata:
-                    fork.set_metadata(DROP, None)
+                fork.settings.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
+                if DROP in fork.settings.metadata:
+                    fork.settings.set_metadata(DROP, None)
                 if space is not None and len(space.heads) > 1:
                     self._copy_branches(target, space.heads[1:])
 

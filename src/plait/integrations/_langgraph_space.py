@@ -110,7 +110,7 @@ class ThreadSpace:
             if not create:
                 return None
         else:
-            if session.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
+            if session.settings.metadata.get(MARK) != {"thread": thread_id, "ns": ns}:
                 raise InvalidArgumentError(
                     f"plait session {session_id!r} exists and is not LangGraph thread "
                     f"{thread_id!r}'s: name the thread otherwise"
@@ -353,7 +353,7 @@ class ThreadSpace:
             # Kept as its stored form reads back (not the caller's object, which may change).
             self._keep(digest, self.serde.loads_typed((kind, data)))
         if new:
-            session.inject_many(new)
+            session.transcript.inject_many(new)
             space = self._read(thread_id, ns, whole=False)
             assert space is not None
             thread = space.current

@@ -358,7 +358,7 @@ class PlaitSessionStore(SessionStore):
         # mapped to Session.rewind) left the lines it cut in hidden heads: they are read too.
         store = self.client.store
         found = _entries_of(store.read(row, 0, row.layout.end_seq))
-        for hidden in self.client.handle(row).hidden_heads():
+        for hidden in self.client.handle(row).transcript.hidden_heads():
             held = self._row(hidden)
             if held is not None:
                 found.update(_entries_of(store.read(held, 0, held.layout.end_seq)))
@@ -452,7 +452,7 @@ class PlaitSessionStore(SessionStore):
             offset = old.get("offset", 0) if "mtime" in old else self._offset(row)
             # Batches are ordered by this key; a turn mapped again (below) moves the
             # version back, so the key never goes below the one after the last batch.
-            batch = max(session.version + offset, int(old.get("next", 0)))
+            batch = max(session.live.version + offset, int(old.get("next", 0)))
             parent = _prompt_parent(entries)
             keep = None
             if parent is not None and parent != old.get("tip"):
@@ -461,14 +461,14 @@ class PlaitSessionStore(SessionStore):
                 if keep is not None:
                     # Claude Code rewound: the prompt hangs off an earlier line. plait's view
                     # follows (the cut lines stay in a hidden head, and in load()).
-                    session.rewind(keep, expect_version=session.version)
+                    session.transcript.rewind(keep, expect_version=session.live.version)
                     messages, title = _messages(entries, batch)
-                    session.inject_many(messages, expect_version=session.version)
+                    session.transcript.inject_many(messages, expect_version=session.live.version)
                 elif _continues(entries):
                     title = self._remap(session, row, entries, batch)
                 else:
                     messages, title = _messages(entries, batch)
-                    session.inject_many(messages, expect_version=session.version)
+                    session.transcript.inject_many(messages, expect_version=session.live.version)
             except StaleSessionError as exc:
                 last = exc  # another writer appended first: place the batch after it
                 continue
@@ -483,13 +483,13 @@ class PlaitSessionStore(SessionStore):
                 **identity,
                 "mtime": summary["mtime"],
                 "summary": cast(JSONValue, summary),
-                "at_length": session.length,
+                "at_length": session.transcript.length,
                 "tip": _tip(entries, old.get("tip")),
                 "next": batch + 1,
             }
             if offset:
                 info["offset"] = offset
-            session.set_metadata(_NS, info)
+            session.settings.set_metadata(_NS, info)
             if title is not None and title != session.title:
                 session.rename(title)
             return
@@ -542,23 +542,23 @@ class PlaitSessionStore(SessionStore):
         held = _entries_of(tail)
         if not held:
             messages, title = _messages(entries, batch)
-            session.inject_many(messages, expect_version=session.version)
+            session.transcript.inject_many(messages, expect_version=session.live.version)
             return title
         ats = sorted(held)
         combined = [held[at] for at in ats] + list(entries)
         keys = [list(at) for at in ats] + [[batch, i] for i in range(len(entries))]
         messages, title = _messages(combined, keys)
-        taken = not session.holds_lock
+        taken = not session.live.holds_lock
         if taken:
-            session.acquire()  # the three writes below are one change to other writers
+            session.live.acquire()  # the three writes below are one change to other writers
         try:
-            hidden = session.rewind(keep, expect_version=session.version)
-            session.inject_many(messages, expect_version=session.version)
+            hidden = session.transcript.rewind(keep, expect_version=session.live.version)
+            session.transcript.inject_many(messages, expect_version=session.live.version)
             with contextlib.suppress(SessionNotFoundError):
                 self.client.sessions.delete(hidden)
         finally:
             if taken:
-                session.release()
+                session.live.release()
         return title
 
     def _append_subagent(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
@@ -573,10 +573,10 @@ class PlaitSessionStore(SessionStore):
                 continue
             session = self.client.handle(row)
             if _info(row) != identity:
-                session.set_metadata(_NS, identity)
-            messages, _ = _messages(entries, session.version)
+                session.settings.set_metadata(_NS, identity)
+            messages, _ = _messages(entries, session.live.version)
             try:
-                session.inject_many(messages, expect_version=session.version)
+                session.transcript.inject_many(messages, expect_version=session.live.version)
             except StaleSessionError as exc:
                 last = exc
                 continue

@@ -348,7 +348,7 @@ class PlaitSessionService(BaseSessionService):
         state.update({k: to_json(v) for k, v in own.items()})
         info["state"] = state
         info["last_update_time"] = event.timestamp
-        self.client.handle(self.client.lookup(sid)).set_metadata(NS, info)
+        self.client.handle(self.client.lookup(sid)).settings.set_metadata(NS, info)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -368,9 +368,9 @@ class PlaitSessionService(BaseSessionService):
                 if keep is not None:
                     # ADK rewinds by an event its readers apply; plait's view follows, and
                     # the rewound events stay in a hidden head that get_session still reads.
-                    plait.rewind(keep, expect_version=plait.version)
-                messages = event_messages(event, plait.version + offset)
-                plait.inject_many(messages, expect_version=plait.version)
+                    plait.transcript.rewind(keep, expect_version=plait.live.version)
+                messages = event_messages(event, plait.live.version + offset)
+                plait.transcript.inject_many(messages, expect_version=plait.live.version)
                 return
             except PlaitStaleSessionError as exc:
                 last = exc  # another writer came first: the event goes after its write
@@ -514,7 +514,7 @@ class PlaitSessionService(BaseSessionService):
                 row = self.client.lookup(scope_id)  # another writer made it: update it
         scope = self.client.handle(row)
         for key, value in delta.items():
-            scope.set_metadata(_STATE + key, {"v": to_json(value)})
+            scope.settings.set_metadata(_STATE + key, {"v": to_json(value)})
 
     def _events(
         self,
@@ -529,7 +529,7 @@ class PlaitSessionService(BaseSessionService):
         events ordered by the version they were written at. ``records``: the row's records,
         when the caller has read them all already.
         """
-        hidden = self.client.handle(row).hidden_heads()
+        hidden = self.client.handle(row).transcript.hidden_heads()
         if not hidden:
             if records is not None and want is None and after is None:
                 return [e for e in map(event_of, records) if e]

@@ -264,7 +264,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             if early is not None:  # a task's writes stored before the checkpoint itself
                 data["early"] = early
             data[HELD] = held(data)
-            session.log_event(CHECKPOINT, data)
+            session.transcript.log_event(CHECKPOINT, data)
         return {
             "configurable": {
                 "thread_id": thread_id,
@@ -314,7 +314,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
                 and _addressed(config) != checkpoint_id
             ):
                 raise ThreadConflictError(session_id, thread_id, checkpoint_id)
-            session.log_event(WRITES, data)
+            session.transcript.log_event(WRITES, data)
 
     def _tuple(
         self, thread_id: str, ns: str, space: Branches, checkpoint_id: str

@@ -81,10 +81,10 @@ def _newest_items(session: PlaitConversation) -> tuple[int, list[dict[str, Any]]
     (a summary an ``uncompact`` hid, an opaque item of another format) still counts,
     so past one the view is read, and the rewind drops it with the item.
     """
-    last = [r for r in session.tail(1) if r.kind != "event"]
+    last = [r for r in session.transcript.tail(1) if r.kind != "event"]
     if last and last[-1].kind != "summary" and (items := record_items(last[-1])):
-        return session.length - 1, items
-    records = session.records
+        return session.transcript.length - 1, items
+    records = session.transcript.records
     hidden = hidden_summaries(records)
     messages = [r for r in records if r.kind != "event"]
     for n in range(len(messages) - 1, -1, -1):
@@ -204,13 +204,13 @@ class PlaitSession:
         if session is None or limit == 0:
             return []
         if limit is None or limit < 0:
-            return _view_items(session.records)
+            return _view_items(session.transcript.records)
         want = limit
         while True:
-            tail = session.tail(want)
+            tail = session.transcript.tail(want)
             if any(r.kind == "summary" for r in tail):
                 # A compaction's summary is written last but read first: read the whole view.
-                return _view_items(session.records)[-limit:]
+                return _view_items(session.transcript.records)[-limit:]
             items = _view_items(tail)
             # A message of another format reads as no item: read further back for them.
             if len(items) >= limit or sum(r.kind != "event" for r in tail) < want:
@@ -234,7 +234,7 @@ class PlaitSession:
         names: dict[str, str] = {}
         if session is not None and (wanted := unnamed_calls(messages)):
             # An output added apart from its call (a run resumed after an approval).
-            for record in session.tail(_CALLS_BACK):
+            for record in session.transcript.tail(_CALLS_BACK):
                 if isinstance(record, AssistantRecord):
                     names.update((c.id, c.name) for c in record.tool_calls if c.id in wanted)
         name_results(messages, names)
@@ -246,7 +246,7 @@ class PlaitSession:
                 return
             except SessionExistsError:  # another writer created it first
                 session = self._client.sessions.get(self.session_id)
-        session.inject_many(messages)
+        session.transcript.inject_many(messages)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item (None when there is none): one atomic rewind.
@@ -263,14 +263,14 @@ class PlaitSession:
         if session is None:
             return None
         while True:
-            version = session.version
+            version = session.live.version
             found = _newest_items(session)
             if found is None:
                 return None
             keep, items = found
             if len(items) == 1:
                 try:
-                    session.rewind(keep, expect_version=version)
+                    session.transcript.rewind(keep, expect_version=version)
                 except StaleSessionError:  # another writer moved the head: read it again
                     continue
                 return items[0]
@@ -278,10 +278,10 @@ class PlaitSession:
             # it goes, and the items before the popped one come back, under one lock hold.
             with self._client.locked(self.session_id):
                 try:
-                    session.rewind(keep, expect_version=version)
+                    session.transcript.rewind(keep, expect_version=version)
                 except StaleSessionError:
                     continue
-                session.inject_many([item_message(i) for i in items[:-1]])
+                session.transcript.inject_many([item_message(i) for i in items[:-1]])
             return items[-1]
 
     async def clear_session(self) -> None:
@@ -293,8 +293,8 @@ class PlaitSession:
         if session is None:
             return
         if self._clear == "rewind":
-            if session.length:
-                session.rewind(0)
+            if session.transcript.length:
+                session.transcript.rewind(0)
             return
         with contextlib.suppress(SessionNotFoundError):  # erased by another writer meanwhile
             self._client.sessions.erase(self.session_id)

@@ -93,7 +93,7 @@ _ANCESTORS: Final = 64  # how far up its lineage a plait fork's conversation is 
 def to_plait_messages(
     messages: Sequence[ModelMessage], *, parent: str | None = None
 ) -> list[dict[str, JSONValue]]:
-    """The plait message dicts (``Session.inject_many`` takes them) for pydantic-ai messages.
+    """The plait message dicts (``transcript.inject_many`` takes them) for pydantic-ai messages.
 
     Args:
         messages: the messages, oldest first.
@@ -118,9 +118,9 @@ def from_records(records: Sequence[Record]) -> list[ModelMessage]:
 
 def load_messages(session: Session) -> list[ModelMessage]:
     """A plait session's conversation as ``message_history=`` takes it (empty if not stored)."""
-    if not session.stored:
+    if not session.transcript.stored:
         return []
-    return from_records(session.records)
+    return from_records(session.transcript.records)
 
 
 def save_messages(session: Session, messages: Sequence[ModelMessage]) -> None:
@@ -131,8 +131,8 @@ def save_messages(session: Session, messages: Sequence[ModelMessage]) -> None:
     """
     if not messages:
         return
-    parent = _head_of(session) if session.stored else None
-    session.inject_many(to_plait_messages(messages, parent=parent))
+    parent = _head_of(session) if session.transcript.stored else None
+    session.transcript.inject_many(to_plait_messages(messages, parent=parent))
 
 
 def _view_head(records: Sequence[Record]) -> str | None:
@@ -149,9 +149,9 @@ def _head_of(session: Session) -> str | None:
     """
     want = 1
     while True:
-        tail = session.tail(want)
+        tail = session.transcript.tail(want)
         if any(r.kind == "summary" for r in tail):  # written last, read first (or hidden)
-            return _view_head(session.records)
+            return _view_head(session.transcript.records)
         head = _head_entry(tail)
         if head is not None or sum(r.kind != "event" for r in tail) < want:
             return head
@@ -247,7 +247,7 @@ class PlaitConversationStore(ConversationStore):
     @staticmethod
     def _revision(session: Session) -> str:
         # The creation time tells apart a conversation deleted and created again.
-        return f"{session.created_at.isoformat()}/{session.version}"
+        return f"{session.transcript.created_at.isoformat()}/{session.live.version}"
 
     # -- the five primitives --------------------------------------------------------------
 
@@ -270,7 +270,7 @@ class PlaitConversationStore(ConversationStore):
         and deferred requests only if it kept the whole history (as ``store.fork`` does).
         The first save stores it.
         """
-        state = session.metadata.get(META_KEY)
+        state = session.settings.metadata.get(META_KEY)
         if isinstance(state, dict):
             return state
         row: Session | None = session
@@ -278,7 +278,7 @@ class PlaitConversationStore(ConversationStore):
             if row is None or row.lineage_operator not in _FORKS or not row.parent_session_ids:
                 return None
             row = self._get(row.parent_session_ids[0])
-            found = row.metadata.get(META_KEY) if row is not None else None
+            found = row.settings.metadata.get(META_KEY) if row is not None else None
             if row is not None and isinstance(found, dict):
                 head = _head_of(session)
                 whole = head == _head_of(row)
@@ -307,7 +307,7 @@ class PlaitConversationStore(ConversationStore):
             forked_at=state.get("forked_at"),
             branches=list(state.get("branches") or []),
             revision=self._revision(session),
-            updated_at=session.updated_at,
+            updated_at=session.transcript.updated_at,
         )
 
     async def read_records(
@@ -401,7 +401,7 @@ class PlaitConversationStore(ConversationStore):
         places = [self._where.get(start), record.forked_from]
         origin = self._get(record.forked_from) if record.forked_from else None
         if origin is not None:
-            state = origin.metadata.get(META_KEY)
+            state = origin.settings.metadata.get(META_KEY)
             places += (
                 list(dict(state.get("tips") or {}).values()) if isinstance(state, dict) else []
             )
@@ -411,8 +411,8 @@ class PlaitConversationStore(ConversationStore):
         source, keep = found
         fork = source.fork_at(keep, cid)
         if messages:
-            fork.inject_many(messages)
-        fork.set_metadata(META_KEY, self._state(record, {}))
+            fork.transcript.inject_many(messages)
+        fork.settings.set_metadata(META_KEY, self._state(record, {}))
         return fork
 
     def _update(
@@ -423,9 +423,9 @@ class PlaitConversationStore(ConversationStore):
         expected: str,
     ) -> None:
         version = int(expected.rsplit("/", 1)[1])
-        state = session.metadata.get(META_KEY)
+        state = session.settings.metadata.get(META_KEY)
         tips: dict[str, str] = dict(state.get("tips") or {}) if isinstance(state, dict) else {}
-        records = session.records
+        records = session.transcript.records
         head = _view_head(records)
         start = entries[0].parent_id if entries else record.head_id
         if start != head:
@@ -434,31 +434,32 @@ class PlaitConversationStore(ConversationStore):
             if found is not None and start is not None:
                 # Back to a branch the conversation left; this head becomes a branch in turn.
                 branch = found[0].id
-                left = session.undo_rewind(branch, expect_version=version)
+                left = session.transcript.undo_rewind(branch, expect_version=version)
                 tips = {tip: sid for tip, sid in tips.items() if sid != branch}
                 if head is not None:
                     tips[head] = left
-                records = session.records
+                records = session.transcript.records
                 head = _view_head(records)
                 keep = _count_through(records, start)
-                version = session.version
+                version = session.live.version
             if keep is None:
                 raise ConversationConflict(record.conversation_id)
             if start != head:
-                left = session.rewind(keep, expect_version=version)
+                left = session.transcript.rewind(keep, expect_version=version)
                 if head is not None:
                     tips[head] = left
                     self._where[head] = left
-                version = session.version
+                version = session.live.version
         if entries:
-            session.inject_many(self._messages(entries), expect_version=version)
-        session.set_metadata(META_KEY, self._state(record, tips))
+            session.transcript.inject_many(self._messages(entries), expect_version=version)
+        session.settings.set_metadata(META_KEY, self._state(record, tips))
 
     def _find(self, entry: str, places: Iterable[str | None]) -> tuple[Session, int] | None:
         """The first of ``places`` (session ids) holding ``entry``, and its count through it."""
         for place in places:
             session = self._get(place) if place else None
-            keep = _count_through(session.records, entry) if session is not None else None
+            records = session.transcript.records if session is not None else None
+            keep = _count_through(records, entry) if records is not None else None
             if session is not None and keep is not None:
                 return session, keep
         return None
@@ -502,7 +503,7 @@ class PlaitConversationStore(ConversationStore):
         session = self._get(self._where.get(head_id, ""))
         if session is None:
             raise KeyError(head_id)
-        found = _entries(session.records)
+        found = _entries(session.transcript.records)
         ids = [g.entry for g in found]
         if head_id not in ids:
             raise KeyError(head_id)

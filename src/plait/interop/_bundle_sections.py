@@ -21,7 +21,7 @@ from plait.records import (
     SummaryRecord,
     ToolRecord,
 )
-from plait.session import Session
+from plait.session import Session, host_of
 
 
 def _iso(micros: int) -> str:
@@ -40,7 +40,7 @@ def _plait_version() -> str:
 
 def _lineage(session: Session) -> list[JSONValue]:
     """Every ancestor and descendant the store knows, nearest first (a DAG walk)."""
-    store = session.store
+    store = host_of(session).store
     out: list[JSONValue] = []
     seen = {session.id}
 

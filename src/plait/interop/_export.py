@@ -50,7 +50,7 @@ _VERSION: Final = "plait-export"
 
 
 def _records(session: Session) -> tuple[str, list[Record]]:
-    snap = session.snapshot()
+    snap = session.transcript.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id, "not stored")
     # Another agent's format has no place for an item plait does not model: left out.
@@ -111,7 +111,7 @@ def to_claude_code_jsonl(session: Session, *, model: str | None = None) -> str:
     """
     session_id, records = _records(session)
     if model is None:
-        seeded = session.metadata.get("seeded_from_jsonl")
+        seeded = session.settings.metadata.get("seeded_from_jsonl")
         recorded = seeded.get("model") if isinstance(seeded, dict) else None
         model = recorded if isinstance(recorded, str) else "<synthetic>"
     space = uuid.uuid5(uuid.NAMESPACE_URL, f"plait:{session_id}")

@@ -54,7 +54,7 @@ def to_jsonl(session: Session, *, header: bool = True) -> str:
     """
     if not isinstance(session, Session):
         raise InvalidArgumentError(f"to_jsonl takes a Session, not {type(session).__name__}")
-    snap = session.snapshot()
+    snap = session.transcript.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id, "not stored")
     records = [r for r in snap.records if r.kind != "event"]

@@ -175,7 +175,7 @@ def export_bundle(
     patterns = redaction_patterns(redact)
     if mode == "local" and patterns:
         raise InvalidArgumentError("a local bundle redacts nothing; drop redact or pick sanitized")
-    snap = session.snapshot()
+    snap = session.transcript.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id, "not stored")
     records = list(snap.records)
@@ -252,7 +252,7 @@ def write_bundle(
     """
     bundle = export_bundle(session, mode=mode, redact=redact, include_lineage=include_lineage)
     target = export_target(
-        path, session.workspace, session.id, "bundle.json", follow_symlinks=follow_symlinks
+        path, session.workspace.name, session.id, "bundle.json", follow_symlinks=follow_symlinks
     )
     text = json.dumps(bundle, ensure_ascii=False, indent=2) + "\n"
     return write_atomically(target, text)

@@ -320,7 +320,7 @@ for _cls in (
 
 
 COMPACTION_UNDONE: Final = "compaction_undone"
-"""The event ``Session.uncompact`` appends: ``data["summary_seq"]`` names the summary it hides."""
+"""The event ``transcript.uncompact()`` appends: ``data["summary_seq"]`` names what it hides."""
 
 CUT_OFF: Final = frozenset({"interrupted", "error"})
 """The ``finish_reason`` of an assistant reply that was cut off (by a cancel, a timeout or a

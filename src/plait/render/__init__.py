@@ -2,8 +2,8 @@
 
 Pure: no I/O. :class:`ExportPage` holds what a page shows (the records in
 view, the next request, the lineage); :func:`render_html` and
-:func:`render_markdown` turn it into text; :meth:`plait.Session.export` and
-:meth:`plait.Session.export_markdown` read the store and write the file.
+:func:`render_markdown` turn it into text; :meth:`plait.Session.export` (either
+format) reads the store and writes the file.
 """
 
 from __future__ import annotations

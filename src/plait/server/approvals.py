@@ -196,14 +196,14 @@ def _append_decision(
     the check and the append see one head.
     """
     while True:
-        session.refresh()
-        version = session.version
+        session.live.refresh()
+        version = session.live.version
         existing = _decision_after(state, session.id, call)
         if existing is not None:
             return existing, False
 
         try:
-            session.log_event(DECISION_EVENT, data, expect_version=version)
+            session.transcript.log_event(DECISION_EVENT, data, expect_version=version)
         except StaleSessionError:  # someone wrote between the check and the append: check again
             continue
         return data, True

@@ -68,7 +68,7 @@ def bind_creator(session: Session, who: Authenticated) -> dict[str, JSONValue] |
     Returns:
         The session's chain afterwards (None if the session is not stored).
     """
-    if not session.stored:
+    if not session.transcript.stored:
         return None
     found = actor_chain(session)
     if found is not None:
@@ -140,7 +140,7 @@ def act_for(session: Session, who: Authenticated) -> None:
     before = actor_chain(session)
     after = act_on(session, who.principal, scopes=_scopes(who))
     if before is not None and after != before:  # a first binding is the chain itself
-        session.log_event(
+        session.transcript.log_event(
             ACTOR_CHAIN_EVENT,
             {"principal": who.principal, "actor_chain": after, "previous": before},
         )

@@ -32,7 +32,7 @@ from plait.run import Run
 from plait.server.approvals import approver
 from plait.server.errors import ApiError, error_body, status_and_code
 from plait.server.state import ServerState
-from plait.session import Session
+from plait.session import Session, host_of
 from plait.store import BreakableLocks, RunRow
 
 __all__ = [
@@ -171,10 +171,10 @@ async def start_checked(
     def made() -> tuple[Session, Run]:
         session = state.session(session_id)
         check(session)
-        if session.host.writer_lock == "process":
+        if host_of(session).writer_lock == "process":
             # The run's lock, taken in this call rather than in a call of the run's own: a
             # session another process writes is refused here (409), and no run starts.
-            session.acquire()
+            session.live.acquire()
         state.fleet.begin(run_id, session.id, options)
         try:
             return session, start(session, run_id)
@@ -215,7 +215,7 @@ async def take_over(state: ServerState, orphan: RunRow) -> None:
 
     def locked() -> Session:
         session = state.session(session_id)
-        session.acquire()
+        session.live.acquire()
         return session
 
     session: Session | None = None

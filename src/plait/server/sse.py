@@ -3,7 +3,7 @@
 A :class:`Hub` keeps a :class:`Channel` per session that someone watches. Two
 things feed a channel:
 
-* the session's run events, through :meth:`plait.Session.subscribe` (text and
+* the session's run events, through ``session.live.subscribe`` (text and
   tool-call deltas, usage, finish, tool start/end, ``iteration_end``, and a
   ``record`` event for every record a run appends);
 * :meth:`Hub.poke`, which reads the records the store holds past the last one
@@ -136,7 +136,7 @@ class Hub(Relay):
         channel = Channel(session_id, row, last_seq=row.layout.end_seq - 1)
         self._channels[session_id] = channel
         if session_id not in self._hooked:
-            handle.subscribe(lambda event: self.on_run_event(session_id, event))
+            handle.live.subscribe(lambda event: self.on_run_event(session_id, event))
             self._hooked.add(session_id)
         return channel
 

@@ -254,7 +254,7 @@ class ServerState:
         Raises:
             SessionBusyError: a run is in progress (HTTP 409 ``session_busy``).
         """
-        if session.running:
+        if session.live.running:
             raise SessionBusyError(session.id)
 
     def live_client(self, session: Session, client_id: str) -> LiveClient | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 from plait.errors import InvalidArgumentError
 from plait.records import Record
 from plait.session import binding, branching, checkpoints, context
+from plait.session._part import head_of
 from plait.session._values import check_count, folder_path
 from plait.store.base import SessionRow
 
@@ -37,8 +38,8 @@ class BranchVerbs:
         return cast("Session", self)
 
     def _spawn(self, row: SessionRow, records: Iterable[Record] = ()) -> Session:
-        branch = self._me().host.handle(self._me().store.create(row, list(records)))
-        binding.share(self._head, branch.head)
+        branch = self._head.host.handle(self._head.store.create(row, list(records)))
+        binding.share(self._head, head_of(branch))
         return branch
 
     def fork(
@@ -57,7 +58,7 @@ class BranchVerbs:
         if workspace is None:
             return self._spawn(branching.fork_row(self._head, dst))
         folder = self._apart(folder_path(workspace))
-        checkpoint = self._me().workspace_checkpoint()
+        checkpoint = self._me().workspace.checkpoint()
         branch = self._spawn(branching.fork_row(self._head, dst))
         return self._own_workspace(branch, folder, checkpoint)
 
@@ -92,12 +93,14 @@ class BranchVerbs:
         The branch's copy is restored there: in the session's own folder it would
         replace the files the session works on, and the two would share them.
         """
-        target = self._me().settings.get("sandbox")
+        target = self._head.settings().get("sandbox")
         spec = target.get("spec") if isinstance(target, Mapping) else None
         if isinstance(spec, str) and spec:
             mine, theirs = os.path.realpath(spec), os.path.realpath(folder)
-            if theirs == mine or mine.startswith(theirs + os.sep) or theirs.startswith(
-                mine + os.sep
+            if (
+                theirs == mine
+                or mine.startswith(theirs + os.sep)
+                or theirs.startswith(mine + os.sep)
             ):
                 raise InvalidArgumentError(
                     f"workspace {folder!r} overlaps this session's own folder {spec!r}: "
@@ -108,13 +111,23 @@ class BranchVerbs:
     def _own_workspace(self, branch: Session, target: str, checkpoint: str | None) -> Session:
         """Point ``branch`` at ``target`` (same backend and policy), filled from ``checkpoint``."""
         if checkpoint is not None:
-            checkpoints.checkpoints_of(self._me().store).restore(target, checkpoint)
+            checkpoints.checkpoints_of(self._head.store).restore(target, checkpoint)
         os.makedirs(target, exist_ok=True)
         backend = self._me().sandbox_backend or "local"
-        return branch.to(backend, spec=target, policy=self._me().sandbox_policy)
+        return branch.to(backend, spec=target, policy=self._me().workspace.sandbox_policy)
 
     def detach(self, dst: str | None = None) -> Session:
-        """Share this transcript in a new lineage root (``metadata["detached_from"]``)."""
+        """Share this transcript in a new lineage root (``metadata["detached_from"]``).
+
+        Args:
+            dst: the new session's id (default: a new UUIDv7).
+
+        Returns:
+            The new session.
+
+        Raises:
+            SessionNotFoundError: never stored. SessionExistsError: ``dst`` is taken.
+        """
         return self._spawn(branching.detach_row(self._head, dst))
 
     def merge(
@@ -135,5 +148,5 @@ class BranchVerbs:
         for other in others:
             if not isinstance(other, Session):
                 raise InvalidArgumentError(f"merge takes sessions, not {type(other).__name__}")
-        heads = [o.head for o in others]
+        heads = [head_of(o) for o in others]
         return self._spawn(*branching.merge_rows(self._head, heads, dst, operator))

@@ -32,6 +32,7 @@ from plait.errors import InvalidArgumentError, NothingToDoError
 from plait.records import EventRecord, JSONValue, Record, ToolRecord
 from plait.sandbox import CheckpointStore, FileChange
 from plait.session._objects import StoreObjects
+from plait.session._part import head_of
 from plait.session._values import check_count
 from plait.store import ObjectStore, Store, default_path
 from plait.store.base import HIDDEN_OPERATOR
@@ -432,17 +433,18 @@ def rewind_with_files(
             lacks objects (nothing written).
     """
     check_count(keep_first, "keep_first")
-    records = session.records
+    transcript = session.transcript
+    records = transcript.records
     _refuse_rewind(records, keep_first)
     target = checkpoint_at(records, keep_first)
-    space = checkpoints_of(session.store)
+    space = checkpoints_of(head_of(session).store)
     space.require(target)
-    folder = session.tool_context().root
+    folder = session.workspace.tool_context().root
     now = space.checkpoint(folder)
-    session.log_event(SAVED, {"after": now, "reason": "rewind"}, expect_version=expect_version)
-    hidden = rewind(session.version)
+    transcript.log_event(SAVED, {"after": now, "reason": "rewind"}, expect_version=expect_version)
+    hidden = rewind(session.live.version)
     space.restore(folder, target)
-    session.log_event(SAVED, {"after": target, "reason": "rewound"})
+    transcript.log_event(SAVED, {"after": target, "reason": "rewound"})
     return hidden
 
 
@@ -463,22 +465,23 @@ def undo_rewind_with_files(
         InvalidArgumentError: ``branch_id`` is not a hidden head, or its checkpoint lacks
             objects (nothing written in any of these cases).
     """
-    heads = session.hidden_heads()
+    heads = session.transcript.hidden_heads()
     if not heads:
         raise NothingToDoError(f"{session.id} has no rewind to undo")
+    store = head_of(session).store
     chosen = heads[0] if branch_id is None else branch_id
-    row = session.store.get(chosen) if chosen in heads else None
+    row = store.get(chosen) if chosen in heads else None
     if row is None:
         raise InvalidArgumentError(f"{chosen!r} is not a hidden head of {session.id}")
-    hidden = session.store.read(row, row.layout.view_start, row.layout.end_seq)
+    hidden = store.read(row, row.layout.view_start, row.layout.end_seq)
     target = checkpoint_at(hidden, row.layout.length)
-    space = checkpoints_of(session.store)
+    space = checkpoints_of(store)
     space.require(target)
-    folder = session.tool_context().root
+    folder = session.workspace.tool_context().root
     saved = space.checkpoint(folder)
-    session.log_event(
+    session.transcript.log_event(
         SAVED, {"after": saved, "reason": "undo_rewind"}, expect_version=expect_version
     )
-    result = undo(session.version)
+    result = undo(session.live.version)
     space.restore(folder, target)
     return result

@@ -27,6 +27,7 @@ from plait.records import JSONValue, records_from_messages
 from plait.run.worker import StoreWorker
 from plait.session._memo import Caches
 from plait.session._turns import HostLocks, WriterLockMode
+from plait.session._part import head_of
 from plait.session._values import clean_title, json_object
 from plait.session.runs import RunBoard
 from plait.store import Store
@@ -109,7 +110,7 @@ class SessionHost:
                 handle = Session(self, row.id, row)
                 self._handles[row.id] = handle
             else:
-                handle.head.adopt(row)
+                head_of(handle).adopt(row)
             return handle
 
     def new_session(self, session_id: str | None = None) -> Session:
@@ -205,7 +206,7 @@ class SessionHost:
         """
         from plait.session.session import Session
 
-        if not isinstance(handle, Session) or handle.host is not self:
+        if not isinstance(handle, Session) or head_of(handle).host is not self:
             raise InvalidArgumentError(f"not a session of this client: {shown(handle)}")
         self._current = handle
         return handle
@@ -280,6 +281,10 @@ class SessionHost:
         if not isinstance(session_id, str):
             raise InvalidArgumentError(f"a session id is a string, not {type(session_id).__name__}")
         self.locks.give_up(session_id)
+        with self._handles_lock:
+            handle = self._handles.get(session_id)
+        if handle is not None:
+            head_of(handle).erased()  # a live handle shows the session as not stored
         if self._current is not None and self._current.id == session_id:
             self._current = None
 

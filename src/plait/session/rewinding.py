@@ -35,7 +35,7 @@ from plait.store.base import HIDDEN_OPERATOR, SessionRow
 if TYPE_CHECKING:
     from plait.session._head import Head
 
-__all__ = ["HIDDEN_OPERATOR", "erase", "hidden_heads", "rewind", "undo_rewind"]
+__all__ = ["HIDDEN_OPERATOR", "hidden_heads", "rewind", "undo_rewind"]
 
 _RETRIES = 8
 
@@ -166,12 +166,3 @@ def _undo_rewind(
     hidden_id = new_id()
     head.wrote(head.store.move_head(row, target, hidden_id))
     return hidden_id
-
-
-def erase(head: Head) -> None:
-    """Delete the session and remove every record of it no other session reads."""
-    head.require()
-    with head.host.locked(head.id):
-        head.store.erase(head.id)
-    head.host.forget(head.id)
-    head.erased()

@@ -131,16 +131,16 @@ class SessionVerbConformance(ConformanceBase):
         for i in range(3):
             s.inject({"role": "user", "content": f"q{i}"})
             s.inject({"role": "assistant", "content": f"a{i}"})
-        version = s.version
-        hidden = s.rewind(3)
-        assert s.id == "conv" and s.length == 3 and s.version > version
+        version = s.live.version
+        hidden = s.transcript.rewind(3)
+        assert s.id == "conv" and s.transcript.length == 3 and s.live.version > version
         assert [m.text for m in client.sessions.get("conv").history()] == ["q0", "a0", "q1"]
-        assert s.hidden_heads() == [hidden]
+        assert s.transcript.hidden_heads() == [hidden]
         assert [i.id for i in client.sessions.list()] == ["conv"]
         s.inject({"role": "user", "content": "again"})
-        s.undo_rewind()
-        assert [m.text for m in s.history()][-2:] == ["q2", "a2"] and s.length == 6
-        assert len(s.hidden_heads()) == 1
+        s.transcript.undo_rewind()
+        assert [m.text for m in s.history()][-2:] == ["q2", "a2"] and s.transcript.length == 6
+        assert len(s.transcript.hidden_heads()) == 1
 
     def test_rewind_keeps_a_compaction_undone(self, client: Client) -> None:
         """A summary the rewind keeps stays undone when its undo lay past the cut."""
@@ -150,9 +150,9 @@ class SessionVerbConformance(ConformanceBase):
             s.inject({"role": "assistant", "content": f"a{i}"})
         s.inject({"role": "summary", "content": "so far", "folds": [0, 6]})
         s.inject({"role": "user", "content": "after"})
-        s.uncompact()
+        s.transcript.uncompact()
         s.inject({"role": "user", "content": "later"})
-        s.rewind(10)  # the 8 messages, the summary and "after"
+        s.transcript.rewind(10)  # the 8 messages, the summary and "after"
         assert s.history()[0].text == "q0"
         assert "so far" not in [m.text for m in s.history()]
 
@@ -163,25 +163,25 @@ class SessionVerbConformance(ConformanceBase):
         s.inject({"role": "user", "content": "hi"})
         s.inject({"role": "opaque", "format": "openai-agents", "item": item})
         again = client.sessions.get("items")
-        stored = [r for r in again.records if isinstance(r, OpaqueRecord)]
+        stored = [r for r in again.transcript.records if isinstance(r, OpaqueRecord)]
         assert [(r.format, r.item) for r in stored] == [("openai-agents", item)]
-        assert again.length == 2 and [m.role for m in again.history()] == ["user"]
-        s.rewind(1)
-        assert s.length == 1 and [r.kind for r in s.records] == ["user"]
+        assert again.transcript.length == 2 and [m.role for m in again.history()] == ["user"]
+        s.transcript.rewind(1)
+        assert s.transcript.length == 1 and [r.kind for r in s.transcript.records] == ["user"]
 
     def test_tail_counts_messages_not_events(self, client: Client) -> None:
         """``tail(n)`` returns the last n messages' records, events among them uncounted."""
         s = client.open("tail")
         s.inject({"role": "user", "content": "one"})
         for i in range(30):
-            s.log_event("tick", {"i": i})
+            s.transcript.log_event("tick", {"i": i})
         s.inject({"role": "assistant", "content": "two"})
-        s.log_event("tock")
-        got = s.tail(2)
+        s.transcript.log_event("tock")
+        got = s.transcript.tail(2)
         assert [r.kind for r in got if r.kind != "event"] == ["user", "assistant"]
         assert got[0].kind == "user" and got[-1].kind == "event"
-        assert [r.kind for r in s.tail(1)] == ["assistant", "event"]
-        assert s.tail(0) == [] and len(s.tail(99)) == 33
+        assert [r.kind for r in s.transcript.tail(1)] == ["assistant", "event"]
+        assert s.transcript.tail(0) == [] and len(s.transcript.tail(99)) == 33
 
     def test_erase_through_the_client(self, client: Client) -> None:
         """``sessions.erase`` removes the session; a fork keeps what it shares."""
@@ -206,7 +206,7 @@ class SessionVerbConformance(ConformanceBase):
                 "tool_calls": [{"id": f"c{i}", "name": "look", "arguments": {"i": i}}],
             })
             s.inject({"role": "tool", "content": f"r{i}", "tool_call_id": f"c{i}", "ok": i != 2})
-            s.log_event("tick", {"i": i})
+            s.transcript.log_event("tick", {"i": i})
             s.inject({"role": "assistant", "content": f"a{i}", "images": 1})
         s.inject({"role": "opaque", "format": "x", "item": {"k": [1, None]}})
         s.inject({"role": "summary", "content": "first", "folds": [1, 11]})
@@ -222,12 +222,13 @@ class SessionVerbConformance(ConformanceBase):
             again = client.sessions.get(s.id)  # a reader: no writer's memo
             for handle in (s, again):
                 for batch in (1, 3, 4096):
-                    assert list(handle.iter_records(batch=batch)) == handle.records
+                    transcript = handle.transcript
+                    assert list(transcript.iter_records(batch=batch)) == transcript.records
                     for full in (False, True):
-                        got = list(handle.iter_history(full, batch=batch))
+                        got = list(handle.transcript.iter_history(full, batch=batch))
                         assert got == handle.history(full)
             # The messages a view read makes are the messages of the records.
-            records = again.records
+            records = again.transcript.records
             hidden = hidden_summaries(records)
             shown = [
                 r
@@ -242,10 +243,10 @@ class SessionVerbConformance(ConformanceBase):
         fork.inject({"role": "user", "content": "in the fork"})
         same(fork)  # the base's rows, then the fork's
         assert [m.text for m in fork.history()][::6] == ["second", "in the fork"]
-        s.uncompact()  # "first" is shown again, where it ran
+        s.transcript.uncompact()  # "first" is shown again, where it ran
         same(s)
         assert s.history()[0].text == "first"
-        s.uncompact()
+        s.transcript.uncompact()
         same(s)
         with pytest.raises(InvalidArgumentError):
-            s.iter_history(batch=0)
+            s.transcript.iter_history(batch=0)

@@ -248,7 +248,7 @@ class WriterLockConformance(ConformanceBase):
             for i in range(n):
                 mine.inject({"role": "user", "content": f"here {i}"})
             assert peer.answer() == str(n)
-            assert not mine.holds_lock and store.locked_elsewhere("shared/1") is False
+            assert not mine.live.holds_lock and store.locked_elsewhere("shared/1") is False
             texts = [m.text for m in client.sessions.get("shared/1").history()]
         assert len(texts) == 2 * n
         for who in ("here", "peer"):

@@ -26,7 +26,7 @@ from plait.errors import InvalidArgumentError
 from plait.interop import to_jsonl
 from plait.layout import branch
 from plait.records import Record, UserRecord
-from plait.session import Session
+from plait.session import Session, host_of
 from plait.session.checkpoints import checkpoints_of
 from plait.session.retention import Retained
 from plait.store import RetentionStore, RunRegistry
@@ -120,7 +120,7 @@ class RetentionConformance(ConformanceBase):
         """A tool call that changed ``folder`` to ``files``, its checkpoint in its record."""
         for name, text in files.items():
             (folder / name).write_text(text)
-        after = checkpoints_of(s.store).checkpoint(folder)
+        after = checkpoints_of(host_of(s).store).checkpoint(folder)
         call = f"call-{after[:8]}"
         s.inject({
             "role": "assistant",
@@ -145,11 +145,11 @@ class RetentionConformance(ConformanceBase):
         for sid in ids:
             s = client.sessions.get(sid)
             out[sid] = (
-                s.records,
+                s.transcript.records,
                 s.history(full=True),
                 to_jsonl(s, header=False),  # the header says when it was exported
                 s.resumable(),
-                s.length,
+                s.transcript.length,
                 s.parent_session_ids,
             )
         return out
@@ -171,11 +171,11 @@ class RetentionConformance(ConformanceBase):
         self._checkpointed(parent, own, {"b.txt": "the parent's alone"})
         rewound = writer.open("rewound-old")
         self._talk(rewound, 3, "old")
-        rewound.rewind(2)
+        rewound.transcript.rewind(2)
         self._talk(rewound, 1, "old again")
         kept = writer.open("kept-rewound")
         self._talk(kept, 3, "kept")
-        kept.rewind(3)
+        kept.transcript.rewind(3)
         lonely = writer.open("lonely")
         self._talk(lonely, 4, "lonely")
         time.sleep(_PAUSE)
@@ -216,7 +216,7 @@ class RetentionConformance(ConformanceBase):
                 assert done.bytes_after <= done.bytes_before
         # Each kept session resumes and writes; the kept rewind still undoes.
         again = writer.sessions.get("kept-rewound")
-        again.undo_rewind()
+        again.transcript.undo_rewind()
         assert [m.text for m in again.history()][-1] == "kept a2"
         resumed = writer.sessions.get(fork.id)
         resumed.inject({"role": "user", "content": "after retention"})
@@ -238,7 +238,7 @@ class RetentionConformance(ConformanceBase):
         time.sleep(_PAUSE)
         other = Client(tmp_path, store=store)  # writer_lock="process": holds what it takes
         try:
-            other.sessions.get("held").acquire()
+            other.sessions.get("held").live.acquire()
             registered = False
             if isinstance(store, RunRegistry):
                 store.run_begin("run-1", "running", "replica-1", {})

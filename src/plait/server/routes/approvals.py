@@ -86,7 +86,7 @@ async def answer_approval(
         controller = state.live.controller_id(session)
         if controller != body.client_id:
             raise NotControllerError(session_id, body.client_id, controller)
-        return session, call, session.holds_lock
+        return session, call, session.live.holds_lock
 
     session, call, held = await state.call(checked)
     try:
@@ -95,7 +95,7 @@ async def answer_approval(
         )
     finally:
         if local is None and not held:  # the run is elsewhere: let its process write again
-            await state.call(session.release)
+            await state.call(session.live.release)
     if not mine:
         raise NothingToDoError(f"tool call {call_id!r} was answered already")
     if local is not None and not local.future.done():

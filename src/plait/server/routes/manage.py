@@ -47,7 +47,7 @@ async def compact_session(
     if body.keep_last is not None:
         options["keep_last"] = body.keep_last
     if body.dry_run:
-        plan = await state.call(lambda: session.compact_preview(options))
+        plan = await state.call(lambda: session.transcript.compact_preview(options))
         if plan is None:
             raise NothingToDoError("nothing worth folding")
         return s.CompactOut(
@@ -91,11 +91,15 @@ async def rewind_session(
     def rewound() -> s.RewindOut:
         session = state.session(session_id)
         state.check_driver(session, body.client_id, who)
-        hidden = session.rewind(keep_first) if keep_first is not None else session.undo_rewind()
+        transcript = session.transcript
+        if keep_first is not None:
+            hidden = transcript.rewind(keep_first)
+        else:
+            hidden = transcript.undo_rewind()
         return s.RewindOut(
             session_id=session.id,
-            length=session.length,
-            version=session.version,
+            length=session.transcript.length,
+            version=session.live.version,
             hidden_head=hidden,
         )
 
@@ -118,7 +122,7 @@ async def uncompact_session(
     def uncompacted() -> None:
         session = state.session(session_id)
         state.check_driver(session, client_id, who)
-        session.uncompact()
+        session.transcript.uncompact()
 
     await state.call(uncompacted)
     await state.hub.refresh(session_id)
@@ -179,7 +183,7 @@ async def export_session(
             if format == "html":
                 session.export(target)
             else:
-                session.export_markdown(target)
+                session.export(target, format="markdown")
             return session, target.read_bytes()
 
     session, body = await state.call(exported)

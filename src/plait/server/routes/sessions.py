@@ -61,7 +61,7 @@ def session_out(
 
 
 def _detail(state: ServerState, session: Session) -> s.SessionDetail:
-    snap = session.snapshot()
+    snap = session.transcript.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id)
     row = state.client.lookup(session.id)
@@ -199,8 +199,8 @@ async def create_session(
                 workspace_anchor=body.workspace_anchor,
                 workspace_policy=body.workspace_policy,
             )
-            if not session.stored:
-                session.set_settings()
+            if not session.transcript.stored:
+                session.settings.set()
             if body.title is not None and session.title != body.title.strip():
                 session.rename(body.title)
         bind_creator(session, who)
@@ -216,9 +216,9 @@ async def create_session(
 def _moves_workspace(session: Session, body: s.CreateSessionIn) -> bool:
     """Whether re-opening ``session`` with ``body`` changes its workspace anchor or policy."""
     anchor, policy = body.workspace_anchor, body.workspace_policy
-    if anchor is not None and anchor != session.workspace_anchor:
+    if anchor is not None and anchor != session.workspace.anchor:
         return True
-    current = session.workspace_policy
+    current = session.workspace.policy
     return policy is not None and {**current, **policy} != current
 
 
@@ -247,7 +247,7 @@ async def rename_session(
 
 
 def _model_settings_out(session: Session) -> s.ModelSettingsOut:
-    kept = session.model_settings.to_json()
+    kept = session.settings.model_settings.to_json()
     return s.ModelSettingsOut(session_id=session.id, model_settings=kept)
 
 
@@ -282,7 +282,7 @@ async def put_model_settings(
     def changed() -> s.ModelSettingsOut:
         session = state.session(session_id)
         state.check_driver(session, body.client_id, who)
-        session.set_model_settings(body.model_settings)
+        session.settings.set_model_settings(body.model_settings)
         return _model_settings_out(session)
 
     out = await state.call(changed)
@@ -350,7 +350,7 @@ async def inject_messages(
         session = state.session(session_id)
         state.check_driver(session, body.client_id, who)
         state.check_no_run(session)
-        return session.inject_many(body.messages)
+        return session.transcript.inject_many(body.messages)
 
     added = await state.call(injected)
     await state.hub.refresh(session_id)
@@ -447,7 +447,7 @@ async def get_lineage(request: Request, session_id: str, who: Caller) -> s.Linea
 
     def drawn() -> tuple[SessionRow, Any]:
         row = state.client.lookup(session_id)
-        return row, state.client.handle(row).lineage()
+        return row, state.client.handle(row).transcript.lineage()
 
     row, boxes = await state.call(drawn)
     out: list[s.LineageBoxOut] = []
