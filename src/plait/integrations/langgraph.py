@@ -211,7 +211,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         parent = conf.get("checkpoint_id")
         parent = str(parent) if parent else None
-        with self._client.locked(session_id):
+        with self._client.host.locked(session_id):
             session = self._session(thread_id, ns, create=True)
             space = self._read(thread_id, ns, whole=False)
             assert session is not None and space is not None
@@ -300,7 +300,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             "writes": rows,
         }
         data[HELD] = held(data)
-        with self._client.locked(session_id):
+        with self._client.host.locked(session_id):
             session = self._session(thread_id, ns, create=True)
             space = self._read(thread_id, ns, whole=False)
             assert session is not None and space is not None
@@ -526,7 +526,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
     async def aturn(self, thread_id: str) -> AsyncIterator[None]:
         """:meth:`turn` for async graphs: the wait for the lock runs off the event loop."""
         session_id = self._session_id(thread_id, "")
-        hold = self._client.locked(session_id)
+        hold = self._client.host.locked(session_id)
         await self._off(hold.__enter__)
         try:
             yield

@@ -240,7 +240,7 @@ class PlaitConversationStore(ConversationStore):
 
     def _get(self, session_id: str) -> Session | None:
         try:
-            return self._client.sessions.get(session_id)
+            return self._client.host.get(session_id)
         except SessionNotFoundError:
             return None
 

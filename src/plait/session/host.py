@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from plait._checks import check_list, check_name
 from plait._ids import is_session_id, new_id
@@ -32,14 +32,47 @@ if TYPE_CHECKING:
     from plait.session._head import Head
     from plait.session.session import Session
 
-__all__ = ["SessionHost", "ephemeral_host"]
+__all__ = ["HostOwner", "SessionHost", "ephemeral_host", "host_of"]
+
+
+@runtime_checkable
+class HostOwner(Protocol):
+    """What owns a :class:`SessionHost` and lends it out (a :class:`plait.Client`)."""
+
+    @property
+    def host(self) -> SessionHost:
+        """The host whose sessions this object hands out."""
+        ...
+
+
+def host_of(owner: SessionHost | HostOwner | None) -> SessionHost:
+    """The host behind ``owner``: itself, the one a client owns, or the in-memory default.
+
+    Args:
+        owner: a host, an object that owns one (a client), or None.
+
+    Returns:
+        The host new sessions are made on.
+
+    Raises:
+        InvalidArgumentError: ``owner`` is neither.
+    """
+    if owner is None:
+        return ephemeral_host()
+    if isinstance(owner, SessionHost):
+        return owner
+    host = getattr(owner, "host", None)
+    if not isinstance(host, SessionHost):
+        raise InvalidArgumentError(f"not a client or a session host: {shown(owner)}")
+    return host
 
 
 class SessionHost:
     """Owns a store and the live handles on its sessions (one handle per id).
 
-    :class:`plait.Client` is the host users make; a bare host serves the
-    seed-000 constructors (``Session.from_user_message``) with an in-memory
+    A :class:`plait.Client` owns one (``client.host``): servers and framework
+    adapters reach the handles, locks and run board through it. A bare host serves
+    the seed-000 constructors (``Session.from_user_message``) with an in-memory
     store when no client is given.
 
     Args:

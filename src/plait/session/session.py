@@ -72,7 +72,7 @@ def _batch(batch: object) -> int:
 
 
 if TYPE_CHECKING:
-    from plait.session.host import SessionHost
+    from plait.session.host import HostOwner, SessionHost
 
 __all__ = ["ChunkTable", "Session"]
 
@@ -94,8 +94,12 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
     # -- seed 000 constructors --------------------------------------------------------------
 
     @classmethod
-    def from_agent_prompt(cls, prompt: str, *, client: SessionHost | None = None) -> Session:
+    def from_agent_prompt(
+        cls, prompt: str, *, client: SessionHost | HostOwner | None = None
+    ) -> Session:
         """Create a stored session holding one ``system`` record (default: in memory).
+
+        ``client`` is a :class:`plait.Client` (or the host one owns).
 
         Raises:
             InvalidArgumentError: ``prompt`` is not a string.
@@ -103,17 +107,24 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
         return cls._seeded({"role": "system", "content": prompt}, client)
 
     @classmethod
-    def from_user_message(cls, message: str, *, client: SessionHost | None = None) -> Session:
-        """Create a stored session holding one ``user`` record (default: in memory)."""
+    def from_user_message(
+        cls, message: str, *, client: SessionHost | HostOwner | None = None
+    ) -> Session:
+        """Create a stored session holding one ``user`` record (default: in memory).
+
+        ``client`` is a :class:`plait.Client` (or the host one owns).
+        """
         return cls._seeded({"role": "user", "content": message}, client)
 
     @classmethod
-    def _seeded(cls, message: Mapping[str, JSONValue], client: SessionHost | None) -> Session:
-        from plait.session.host import ephemeral_host
+    def _seeded(
+        cls, message: Mapping[str, JSONValue], client: SessionHost | HostOwner | None
+    ) -> Session:
+        from plait.session.host import host_of
 
         if not isinstance(message.get("content"), str):
             raise InvalidArgumentError("the text must be a string")
-        handle = (client if client is not None else ephemeral_host()).new_session()
+        handle = host_of(client).new_session()
         handle.inject(message)
         return handle
 
