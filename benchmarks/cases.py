@@ -190,7 +190,7 @@ def measure_appends(transcripts: list[Transcript], cfg: Config) -> list[Row]:
         full_store = plait.SQLiteStore(t.path, durability="full")
         try:
             full_client = plait.Client(t.client.workspace, store=full_store)
-            full_session = full_client.sessions.get(t.session.id)
+            full_session = full_client.open(t.session.id)
             secs = interleave(
                 {
                     "plait": _appender(t, t.session, cfg.append_ops),

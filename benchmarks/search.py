@@ -126,7 +126,7 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
         if isinstance(store, lite.SQLiteStore):
             other = lite.SQLiteStore(store.location)
             with plait.Client(ws, store=other) as writer:
-                w = writer.sessions.get(last.id)
+                w = writer.open(last.id)
 
                 def after_other_append() -> None:
                     w.inject({"role": "user", "content": _prose(rng, 20)})

@@ -128,7 +128,7 @@ def test_a_batch_with_and_without_meta_reads_back_as_written(tmp_path: Path) -> 
         written = s.inject_many(batch)
         s.inject({"role": "assistant", "content": "done", "meta": {"n": 1}})
         with Client(tmp_path, store=tmp_path / "s.db") as again:
-            read = again.sessions.get(s.id).records
+            read = again.open(s.id).records
     assert read[:-1] == written
     assert read[4].meta == {"from": "ui"} and read[-1].meta == {"n": 1}
     assert [r.seq for r in read] == list(range(10))

@@ -113,7 +113,7 @@ def test_export_takes_no_writer_lock(client: Client, tmp_path: Path) -> None:
     s = client.sessions.new()
     _conversation(s)
     s.release()
-    reader = client.sessions.get(s.id)
+    reader = client.open(s.id)
     reader.export(tmp_path / "x.html")
     assert not reader.holds_lock
 

@@ -236,8 +236,8 @@ def test_wrong_argument_types_are_plait_errors(client: Client, tmp_path: Path) -
     with pytest.raises(InvalidArgumentError):
         plait.SQLiteStore(tmp_path / "x.db", migrations=[(1, "x")])  # type: ignore[list-item]
     with pytest.raises(InvalidArgumentError):
-        client.handle(None)  # type: ignore[arg-type]
-    assert client.holds_lock({}) is False  # type: ignore[arg-type]
+        client.host.handle(None)  # type: ignore[arg-type]
+    assert client.host.holds_lock({}) is False  # type: ignore[arg-type]
 
 
 # -- finding 11: exports replace regular files only --------------------------------------

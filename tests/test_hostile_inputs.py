@@ -131,6 +131,7 @@ def _verbs(world: World) -> dict[str, Callable[..., Any]]:
         "Session": world.session,
         "SessionCollection": world.client.sessions,
         "Client": world.client,
+        "SessionHost": world.client.host,
         "DurableSessions": world.bearers,
         "LiveClients": world.live,
     }
@@ -311,10 +312,10 @@ def test_make_current_takes_only_a_session_of_its_own_client() -> None:
         other = plait.Client(Path(other_dir), store=Path(other_dir) / "other.db")
         try:
             foreign = other.sessions.create([{"role": "user", "content": "elsewhere"}])
-            world.client.make_current(world.session)
+            world.client.host.make_current(world.session)
             for value in (foreign, foreign.id, world.session.id, other, world.client, None, 1):
                 with pytest.raises(PlaitError):
-                    world.client.make_current(value)
-                assert world.client.make_current(world.session) is world.session
+                    world.client.host.make_current(value)
+                assert world.client.host.make_current(world.session) is world.session
         finally:
             other.close()

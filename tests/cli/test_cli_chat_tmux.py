@@ -176,7 +176,7 @@ def test_chat_in_a_terminal_survives_ctrl_c_everywhere(chat: tuple[Pane, Path, P
 
     with Client(ws, store=db) as client:
         (info,) = client.sessions.list()
-        records = client.sessions.get(info.id).records
+        records = client.open(info.id).records
     users = [r.text for r in records if r.kind == "user"]
     assert users == ["list the files", "hello", "run both", "abc"]
     first_tool = next(r for r in records if r.kind == "tool")

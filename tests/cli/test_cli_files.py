@@ -56,7 +56,7 @@ def test_fork_with_a_workspace_gets_the_files_at_n(run: Run, api: Client, tmp_pa
     mine = tmp_path / "mine"
     result = run("sessions", "fork", s.id, "--at", "4", "--workspace", str(mine))
     assert result.exit_code == 0, result.output
-    branch = api.sessions.get(result.stdout.strip())
+    branch = api.open(result.stdout.strip())
     assert branch.length == 4 and branch.tool_context().root == mine.resolve()
     assert {p.name: p.read_text() for p in mine.iterdir()} == {
         "a.txt": "1\n", "keep.txt": "original\n"}

@@ -23,7 +23,7 @@ def test_dash_o_sets_model_settings_and_the_session_keeps_them(
     sent = model.requests[-1]
     assert (sent.max_tokens, sent.temperature, sent.stop) == (20, 0.0, ("END",))
     assert sent.tools == ()  # --no-tools
-    assert api.sessions.get(s.id).model_settings == ModelSettings(
+    assert api.open(s.id).model_settings == ModelSettings(
         max_tokens=20, temperature=0.0, stop=("END",)
     )
 

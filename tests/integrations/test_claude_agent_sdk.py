@@ -566,7 +566,7 @@ def test_lines_in_any_batches_read_as_the_import(
             store.close()
             return
         assert imported.session_id is not None
-        expected = full_history(other.sessions.get(imported.session_id).records, context=True)
+        expected = full_history(other.open(imported.session_id).records, context=True)
     session = store.session(KEY)
     mine = full_history(session.records, context=True)
     assert [(m.role, m.text, m.tool_calls, m.added) for m in mine] == [

@@ -444,8 +444,8 @@ def test_cli_export_and_import_a_bundle(tmp_path: Path, monkeypatch: pytest.Monk
     data = json.loads(result.stdout)
     assert data["ok"] is True and data["source"]["mode"] == "local"
     with Client(ws, store=db) as c:
-        copy = c.sessions.get(data["session_id"])
-        original = c.sessions.get(sid)
+        copy = c.open(data["session_id"])
+        original = c.open(sid)
         assert [m.to_dict() for m in copy.history(full=True)] == [
             m.to_dict() for m in original.history(full=True)
         ]
@@ -526,7 +526,7 @@ def test_replay_only_drops_the_unmapped_records_an_import_kept(mem: Client, tmp_
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     result = seed_from_jsonl(mem, path)
     assert result.ok
-    session = mem.sessions.get(result.session_id or "")
+    session = mem.open(result.session_id or "")
     assert "HOOK-MARKER" in _dump(export_bundle(session, mode="local"))
     bundle = export_bundle(session, mode="replay-only")
     assert "HOOK-MARKER" not in _dump(bundle)

@@ -135,7 +135,7 @@ def test_importer_fuzz_target(
         assert _count(fuzzed) == before, "a failed import stored a session"
     else:
         assert result.session_id is not None
-        assert len(fuzzed.sessions.get(result.session_id).records) == result.messages_loaded
+        assert len(fuzzed.open(result.session_id).records) == result.messages_loaded
         fuzzed.sessions.delete(result.session_id)
 
 
@@ -154,7 +154,7 @@ def bundles(corpus: Seeds) -> list[bytes]:
                 result = seed_from_jsonl(c, path, format=fmt, validate=False)
                 if not result.ok or result.session_id is None:
                     continue
-                session = c.sessions.get(result.session_id)
+                session = c.open(result.session_id)
                 for mode in ("local", "sanitized", "replay-only"):
                     bundle = export_bundle(session, mode=mode)  # type: ignore[arg-type]
                     out.append(json.dumps(bundle, ensure_ascii=False, indent=1).encode())

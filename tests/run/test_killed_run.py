@@ -66,7 +66,7 @@ CHILD = textwrap.dedent(
     call = Reply(tool_calls=(ToolCall("m1", "migrate", {}),), finish_reason="tool_calls")
     provider = Streaming() if phase == "stream" else ScriptedProvider([call, "done"])
     client = Client(ws, store=db)
-    session = client.sessions.get(sid)
+    session = client.open(sid)
     asyncio.run(session.prompt("migrate the schema", provider=provider, tools=[migrate],
                                on_event=on_event))
     """

@@ -41,7 +41,7 @@ _ELSEWHERE = textwrap.dedent(
     from plait.store import PostgresStore
     url, schema, workspace, target = sys.argv[1:5]
     with Client(workspace, store=PostgresStore(url, schema=schema)) as client:
-        session = client.sessions.get("pg-files")
+        session = client.open("pg-files")
         print(session.restore_workspace(4, folder=target))
     """
 )

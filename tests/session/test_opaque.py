@@ -72,7 +72,7 @@ def test_plait_jsonl_round_trips_it(client: Client, tmp_path: Any) -> None:
 
     result = seed_from_jsonl(client, path)
     assert result.ok and result.session_id is not None
-    copy = client.sessions.get(result.session_id)
+    copy = client.open(result.session_id)
     items = [r for r in copy.records if isinstance(r, OpaqueRecord)]
     assert [(r.format, r.item) for r in items] == [("openai-agents", REASONING)]
 

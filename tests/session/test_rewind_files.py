@@ -138,6 +138,6 @@ def test_pruning_keeps_what_a_hidden_head_names(client: Client, tmp_path: Path) 
     (box / "by-hand.txt").write_text("saved only by the rewind\n")
     everything = _files(box)
     s.rewind(2, files=True)
-    client.prune_checkpoints(grace=0)
+    client.sessions.prune_checkpoints(grace=0)
     s.undo_rewind(files=True)
     assert _files(box) == everything

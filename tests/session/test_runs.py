@@ -557,7 +557,7 @@ def test_the_session_remembers_a_model_spec(
     asyncio.run(s.prompt("hi"))
     assert picked == [None, "openai:gpt-4o", "openai:gpt-4o"]
     assert s.settings["model"] == "openai:gpt-4o"
-    reopened = client.sessions.get(s.id)
+    reopened = client.open(s.id)
     assert reopened.settings["model"] == "openai:gpt-4o"
     s.set_settings(model="gone:model")  # the configuration no longer has it
     picked.clear()

@@ -14,7 +14,7 @@ def test_set_metadata_sets_replaces_and_removes(client: Client) -> None:
     s.set_metadata("provenance", {"from": "test"})
     assert s.metadata["provenance"] == {"from": "test"} and s.version > version
     s.set_metadata("provenance", ["replaced"])
-    assert client.sessions.get(s.id).metadata["provenance"] == ["replaced"]
+    assert client.open(s.id).metadata["provenance"] == ["replaced"]
     assert "provenance" not in s.fork().metadata  # unlike settings, not inherited
     s.set_metadata("provenance", None)
     assert "provenance" not in s.metadata
@@ -35,7 +35,7 @@ def test_set_metadata_refuses_bad_input_and_writes_nothing(client: Client) -> No
 
 def test_a_host_hands_out_one_handle_per_id(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    host: SessionHost = client
+    host: SessionHost = client.host
     assert host.get(s.id) is s
     with pytest.raises(SessionNotFoundError):
         host.get("0190c0de-0000-7000-8000-000000000000")

@@ -10,7 +10,7 @@ A drop-in where ``SqliteSaver`` or ``PostgresSaver`` stood::
 
 A thread is a plait session (the root namespace of thread ``T`` is the session
 ``T``; a subgraph's namespace is a session of its own, marked with its thread),
-so plait's API reads it: ``client.sessions.get("t1").history()`` shows the
+so plait's API reads it: ``client.open("t1").history()`` shows the
 conversation.
 A checkpoint costs what changed (D344):
 

@@ -111,7 +111,7 @@ class ServerState:
     """What a tool call gets when no controller is attached (``deny``: nobody asked)."""
     follows: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """The task following each run this server started or took over, by run id; the run
-    itself is on the client's board (``client.runs``), the fleet's in the store's registry."""
+    itself is on the client's board (``client.host.runs``), the fleet's in the store's registry."""
     approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
     """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
     presence_grace: float = DEFAULT_GRACE
