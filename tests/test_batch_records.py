@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plait import AssistantRecord, Client, ToolCall, ToolRecord
+from plait import Client
 from plait._checks import check_json, flat_json
 from plait._ids import new_id, new_ids
 from plait.errors import InvalidMessageError
 from plait.records import (
+    AssistantRecord,
     JSONValue,
     Record,
+    ToolCall,
+    ToolRecord,
     UserRecord,
     encode_payload,
     record_from_message,

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from plait import Client, InvalidArgumentError, Session, SessionNotFoundError, SessionStats
+from plait import Client, Session
+from plait.client import SessionStats
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 
 
 def _conversation(session: Session, *, usage: bool = False) -> None:

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, SessionLockedError
+from plait import Client
+from plait.errors import SessionLockedError
 
 # Every test here starts another process (a holder or a probe).
 pytestmark = pytest.mark.slow

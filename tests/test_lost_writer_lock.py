@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from plait import Client, ToolCall, WriterLockLostError
-from plait.errors import SessionLockedError
+from plait import Client
+from plait.errors import SessionLockedError, WriterLockLostError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.store import Store
 from plait.tools import tool
 from tests.conftest import POSTGRES_URL, needs_postgres

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plait import Client, InvalidArgumentError, Session
+from plait import Client, Session
+from plait.errors import InvalidArgumentError
 
 
 def test_step1_agent_and_user_sessions_make_different_chunk_kinds() -> None:

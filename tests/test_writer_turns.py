@@ -13,8 +13,13 @@ from typing import Any
 
 import pytest
 
-from plait import Client, SessionLockedError
-from plait.errors import InvalidArgumentError, SessionLockTimeoutError, StaleSessionError
+from plait import Client
+from plait.errors import (
+    InvalidArgumentError,
+    SessionLockedError,
+    SessionLockTimeoutError,
+    StaleSessionError,
+)
 from plait.providers import Finish, ScriptedProvider, TextDelta
 from plait.providers.base import Request as ModelRequest
 from plait.store._shardlocks import AVAILABLE, place

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import plait.session.runs as session_module
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider, Usage
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 

@@ -35,7 +35,7 @@ DRIVER = textwrap.dedent(
     """
     import sys
     import plait.session.runs as session_module
-    from plait import ToolCall
+    from plait.records import ToolCall
     from plait.cli import main
     from plait.providers import Reply, ScriptedProvider
 

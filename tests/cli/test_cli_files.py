@@ -6,8 +6,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from plait import Client, Session, ToolCall
+from plait import Client, Session
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 from .test_cli_chat import model  # noqa: F401  (the fixture)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import ModelSettings, Reply, ScriptedProvider
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 from .test_cli_chat import model  # noqa: F401  (the fixture)

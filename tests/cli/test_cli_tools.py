@@ -6,8 +6,9 @@ import json
 import subprocess
 import sys
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.tools import BUILTIN_TOOLS
 from tests.tools._mcp import STDIO, serve_http
 

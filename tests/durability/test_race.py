@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, SessionLockedError
+from plait import Client
+from plait.errors import SessionLockedError
 
 WRITERS = 8
 BURSTS = 4

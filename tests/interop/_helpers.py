@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from plait import Client, Message
+from plait import Client
 from plait.interop import SeedResult, seed_from_jsonl
+from plait.records import Message
 from plait.views import full_history
 
 

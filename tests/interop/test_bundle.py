@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from plait import Client, Session, export_bundle, import_bundle, write_bundle
+from plait import Client, Session
 from plait.cli import cli
 from plait.errors import (
     BundleVersionError,
@@ -17,7 +17,14 @@ from plait.errors import (
     InvalidArgumentError,
     SessionNotFoundError,
 )
-from plait.interop import BUNDLE_SCHEMA, read_bundle, seed_from_jsonl
+from plait.interop import (
+    BUNDLE_SCHEMA,
+    export_bundle,
+    import_bundle,
+    read_bundle,
+    seed_from_jsonl,
+    write_bundle,
+)
 
 # Fake credentials of every kind the sanitizer knows, built in pieces so no scanner
 # mistakes this file for a leak. Each maps to the kind its replacement must name.
@@ -466,8 +473,8 @@ def test_cli_export_and_import_a_bundle(tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_run_leaves_trace_spans_and_replays_offline(mem: Client, tmp_path: Path) -> None:
     import asyncio
 
-    from plait import ToolCall
     from plait.providers import Reply, ScriptedProvider, Usage
+    from plait.records import ToolCall
 
     box = tmp_path / "box"
     box.mkdir()

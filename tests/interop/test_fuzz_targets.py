@@ -28,9 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plait import Client, export_bundle, import_bundle
+from plait import Client
 from plait.errors import PlaitError
-from plait.interop import FORMATS, read_bundle, seed_from_jsonl
+from plait.interop import FORMATS, export_bundle, import_bundle, read_bundle, seed_from_jsonl
 from plait.interop._skim import skim_object
 from plait.store import MemoryStore
 

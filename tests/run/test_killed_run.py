@@ -30,7 +30,9 @@ CHILD = textwrap.dedent(
     """
     import asyncio, sys, time
     from pathlib import Path
-    from plait import Client, RecordAdded, ToolCall
+    from plait import Client
+    from plait.records import ToolCall
+    from plait.run import RecordAdded
     from plait.providers import Finish, Reply, ScriptedProvider, TextDelta
     from plait.tools import tool
 

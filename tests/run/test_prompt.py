@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, InvalidArgumentError, Session, ToolCall
+from plait import Client, Session
+from plait.errors import InvalidArgumentError
 from plait.providers import Reply, ScriptedProvider, Usage
+from plait.records import ToolCall
 from plait.run import DENIED, Denied, ToolFinished, prompt
 
 

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from plait import Client, InvalidArgumentError, Session, ToolCall
+from plait import Client, Session
 from plait.cli import cli
+from plait.errors import InvalidArgumentError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.session.checkpoints import checkpoints_of, referenced
 
 
@@ -120,7 +122,7 @@ def test_the_cli_prunes_and_dry_runs(tmp_path: Path) -> None:
 def test_a_foreign_bundles_checkpoint_ids_never_stop_pruning_and_db_check_names_them(
     tmp_path: Path,
 ) -> None:
-    from plait import export_bundle, import_bundle
+    from plait.interop import export_bundle, import_bundle
 
     # A session on another store, with checkpoints this store never saw.
     box = tmp_path / "o" / "box"

@@ -9,8 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from plait import Client, Session, ToolCall
+from plait import Client, Session
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.store import ObjectStore, PostgresStore
 from tests.conftest import POSTGRES_URL, needs_postgres
 

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from plait import Client, InvalidMessageError, OpaqueRecord
+from plait import Client
+from plait.errors import InvalidMessageError
 from plait.interop import to_jsonl, to_openai_messages
 from plait.providers import ScriptedProvider
+from plait.records import OpaqueRecord
 
 REASONING: dict[str, Any] = {
     "type": "reasoning",

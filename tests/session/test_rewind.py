@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from plait import (
-    Client,
+from plait import Client
+from plait.errors import (
     InvalidArgumentError,
     NothingToDoError,
     SessionClosedError,

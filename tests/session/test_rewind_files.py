@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, InvalidArgumentError, NothingToDoError, Session, ToolCall
-from plait.errors import StaleSessionError
+from plait import Client, Session
+from plait.errors import InvalidArgumentError, NothingToDoError, StaleSessionError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 
 def _write(cid: str, path: str, content: str) -> Reply:

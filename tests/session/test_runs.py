@@ -8,22 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from plait import (
-    Client,
+from plait import Client, Session, current_id
+from plait.errors import (
     InvalidArgumentError,
-    IterationEnd,
+    MissingDependencyError,
     NothingToDoError,
-    RecordAdded,
+    ProviderError,
     RunInterruptedError,
     RunTimeoutError,
-    Session,
     SessionBusyError,
-    ToolCall,
-    ToolFinished,
-    ToolStarted,
-    current_id,
 )
-from plait.errors import MissingDependencyError, ProviderError
 from plait.providers import (
     Reply,
     Request,
@@ -32,7 +26,8 @@ from plait.providers import (
     TextDelta,
     Usage,
 )
-from plait.run import CONTINUE, INTERRUPTED
+from plait.records import ToolCall
+from plait.run import CONTINUE, INTERRUPTED, IterationEnd, RecordAdded, ToolFinished, ToolStarted
 from plait.tools import ToolContext, tool
 from plait.views import model_messages
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plait import Client, InvalidArgumentError, SessionNotFoundError
+from plait import Client
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.session import SessionHost
 
 

@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from plait import Client, NothingToDoError, Session, ToolCall
+from plait import Client, Session
+from plait.errors import NothingToDoError
 from plait.providers import Reply, ScriptedProvider, Usage
+from plait.records import ToolCall
 
 BUDGET = 12
 

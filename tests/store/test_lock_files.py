@@ -56,7 +56,8 @@ def _run(script: str, *args: str) -> str:
 # Writes each of the sessions through the public API and reports each kind of answer.
 WRITER = """
     import sys
-    from plait import Client, SessionLockedError
+    from plait import Client
+    from plait.errors import SessionLockedError
     with Client(sys.argv[1], store=sys.argv[2]) as client:
         got = {"written": 0, "refused": 0, "elsewhere": 0}
         for i in range(int(sys.argv[3])):

@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, Session, StaleSessionError
-from plait.errors import SchemaOutdatedError, SchemaTooNewError, StoreCorruptError, StoreError
+from plait import Client, Session
+from plait.errors import (
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    StaleSessionError,
+    StoreCorruptError,
+    StoreError,
+)
 from plait.store import SQLiteStore, default_path, open_store
 from plait.store.sqlite import MIGRATIONS
 
@@ -202,7 +208,7 @@ def test_closed_store_is_a_store_error(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_session_is_not_found(tmp_path: Path) -> None:
-    from plait import SessionNotFoundError
+    from plait.errors import SessionNotFoundError
 
     store = SQLiteStore(tmp_path / "bad.db")
     c = Client(tmp_path, store=store)

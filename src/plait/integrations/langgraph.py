@@ -555,7 +555,7 @@ class PlaitSaver(_SaverCore):
     """LangGraph's checkpointer over a plait store (sync and async methods).
 
     Args:
-        store: anything :func:`plait.open_store` takes (a path, ``":memory:"``, a
+        store: anything :func:`plait.store.open_store` takes (a path, ``":memory:"``, a
             ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the default
             file), or a :class:`plait.Client` (used as it is and never closed here).
         workspace: the workspace of the sessions it creates.

@@ -102,7 +102,7 @@ class PlaitSession:
     Args:
         session_id: the conversation's id, also its plait session id (any printable
             string up to 200 characters, such as ``user/123``).
-        store: where it lives: anything :func:`plait.open_store` takes (a path,
+        store: where it lives: anything :func:`plait.store.open_store` takes (a path,
             ``":memory:"``, a ``postgresql://`` URL, a Store; None for
             ``$PLAIT_STORE`` or the default file), or a :class:`plait.Client`
             (used as it is and never closed here; make it with
