@@ -6,7 +6,7 @@ import threading
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from plait._checks import check_list, check_name
 from plait._ids import is_session_id, new_id
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["HostOwner", "SessionHost", "ephemeral_host", "host_of"]
 
 
-@runtime_checkable
 class HostOwner(Protocol):
     """What owns a :class:`SessionHost` and lends it out (a :class:`plait.Client`)."""
 
