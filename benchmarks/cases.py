@@ -18,6 +18,8 @@ from functools import partial
 from pathlib import Path
 
 import plait
+import plait.records
+import plait.store
 from harness import RawFloor, Row, db_size, interleave, wal_pages
 
 __all__ = [
@@ -187,10 +189,10 @@ def measure_appends(transcripts: list[Transcript], cfg: Config) -> list[Row]:
     wal_floor = Row("wal_pages_floor", "  WAL pages written per raw INSERT", "pages", group)
 
     for t in transcripts:
-        full_store = plait.SQLiteStore(t.path, durability="full")
+        full_store = plait.store.SQLiteStore(t.path, durability="full")
         try:
             full_client = plait.Client(t.client.workspace, store=full_store)
-            full_session = full_client.sessions.get(t.session.id)
+            full_session = full_client.open(t.session.id)
             secs = interleave(
                 {
                     "plait": _appender(t, t.session, cfg.append_ops),
@@ -238,7 +240,7 @@ def measure_appends(transcripts: list[Transcript], cfg: Config) -> list[Row]:
 # -- reads ------------------------------------------------------------------------------------
 
 
-def _records(session: plait.Session) -> list[plait.Record]:
+def _records(session: plait.Session) -> list[plait.records.Record]:
     return session.transcript.records
 
 

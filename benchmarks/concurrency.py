@@ -67,7 +67,7 @@ def _child(store_target: str, ws: Path, sid: str, appends: int, wfd: int, go: in
     code = 1
     try:
         with plait.Client(ws, store=store_target) as client:
-            s = client.sessions.get(sid)
+            s = client.open(sid)
             text = "y" * 200
             s.inject({"role": "user", "content": f"warm {text}"})  # connected and warm
             _timed(lambda i: s.inject({"role": "user", "content": f"{i} {text}"}), appends,

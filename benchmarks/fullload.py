@@ -87,7 +87,7 @@ def per_record(folder: Path, n: int, rounds: int) -> dict[str, list[float]]:
 
     sid = (folder / "id").read_text()
     client = plait.Client(folder, store=folder / "plait.db")
-    session = client.sessions.get(sid)
+    session = client.open(sid)
     peer = SQLiteSession("bench", folder / "peer.db")
     runner = asyncio.Runner()
     try:
@@ -118,7 +118,7 @@ def status(key):  # KiB; VmHWM is this process's own peak (ru_maxrss carries a p
 if what.startswith("plait"):
     import plait
     client = plait.Client(folder, store=folder + "/plait.db")
-    s = client.sessions.get(open(folder + "/id").read())
+    s = client.open(open(folder + "/id").read())
     next(s.transcript.iter_history(full=True, batch=1))  # what a first read imports, unmeasured
 else:
     from agents import SQLiteSession

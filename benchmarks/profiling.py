@@ -3,7 +3,7 @@
 Splits each ``inject()`` into the SQL statements it runs and the Python around
 them, next to the same split for the raw sqlite3 floor, then prints cProfile's
 top functions. Diagnostics only: to time plait's statements it temporarily
-swaps the private connection of :class:`plait.SQLiteStore` for a timing proxy.
+swaps the private connection of :class:`plait.store.SQLiteStore` for a timing proxy.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import plait
+import plait.store
 from cases import Transcript, message
 
 __all__ = ["profile_append"]
@@ -60,7 +61,7 @@ def _kind(sql: str) -> str:
 
 
 @contextmanager
-def _timed_store(store: plait.SQLiteStore) -> Iterator[defaultdict[str, float]]:
+def _timed_store(store: plait.store.SQLiteStore) -> Iterator[defaultdict[str, float]]:
     seconds: defaultdict[str, float] = defaultdict(float)
     # Reaching into the store's private connection is fine for diagnostics only.
     real = store._db
@@ -98,7 +99,7 @@ def _split(title: str, total: float, seconds: dict[str, float], calls: int) -> l
 def profile_append(t: Transcript, calls: int, top: int = 20) -> str:
     """Profile ``calls`` appends of one message each on ``t``; return a text report."""
     store = t.client.store
-    if not isinstance(store, plait.SQLiteStore):
+    if not isinstance(store, plait.store.SQLiteStore):
         raise TypeError("profiling needs a SQLiteStore")
     written = t.size
 

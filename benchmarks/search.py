@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import plait
+import plait.store
 from plait.store import sqlite as lite
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -51,7 +52,7 @@ def _median_us(op: Callable[[], object], n: int, rounds: int = 5) -> float:
     return statistics.median(times)
 
 
-def append_us(stores: dict[str, plait.Store], ws: Path, rounds: int = 7) -> dict[str, float]:
+def append_us(stores: dict[str, plait.store.Store], ws: Path, rounds: int = 7) -> dict[str, float]:
     """The median time of one single-message append of prose, per store, rounds alternating."""
     rng = random.Random(1)
     times: dict[str, list[float]] = {name: [] for name in stores}
@@ -98,7 +99,7 @@ def peer_append_us(ws: Path, rounds: int = 5) -> float | None:
         session.close()
 
 
-def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict[str, float]:
+def query_ms(store: plait.store.Store, ws: Path, sessions: int, messages: int) -> dict[str, float]:
     """Fill ``store``; time the first search, then a rare and a common term's (limit 20)."""
     rng = random.Random(2)
     with plait.Client(ws, store=store) as client:
@@ -126,7 +127,7 @@ def query_ms(store: plait.Store, ws: Path, sessions: int, messages: int) -> dict
         if isinstance(store, lite.SQLiteStore):
             other = lite.SQLiteStore(store.location)
             with plait.Client(ws, store=other) as writer:
-                w = writer.sessions.get(last.id)
+                w = writer.open(last.id)
 
                 def after_other_append() -> None:
                     w.inject({"role": "user", "content": _prose(rng, 20)})
@@ -177,7 +178,7 @@ def erase_ms(
 
 
 @contextmanager
-def _pg(url: str, steps: tuple[plait.store.Migration, ...] | None) -> Iterator[plait.Store]:
+def _pg(url: str, steps: tuple[plait.store.Migration, ...] | None) -> Iterator[plait.store.Store]:
     import psycopg
 
     from plait.store.postgres import MIGRATIONS, PostgresStore
@@ -223,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         old = lite.MIGRATIONS[:11]
-        stores: dict[str, plait.Store] = {
+        stores: dict[str, plait.store.Store] = {
             name: lite.SQLiteStore(ws / f"{name}.db", migrations=steps)
             for name, steps in (("without index", old), ("with index", lite.MIGRATIONS))
         }

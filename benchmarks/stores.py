@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 import plait
+import plait.store
 from plait.errors import StoreError
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
@@ -39,7 +40,7 @@ def _median_us(op: Callable[[], object], n: int, rounds: int = 5) -> float:
     return statistics.median(times)
 
 
-def measure(store: plait.Store, ws: Path, size: int) -> dict[str, float]:
+def measure(store: plait.store.Store, ws: Path, size: int) -> dict[str, float]:
     """Build a ``size``-message session in ``store`` and time the three operations."""
     with plait.Client(ws, store=store) as client:
         s = client.sessions.create()
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     console = Console() if sys.stdout.isatty() else Console(width=100)
     results: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        sqlite = plait.SQLiteStore(Path(tmp) / "b.db")
+        sqlite = plait.store.SQLiteStore(Path(tmp) / "b.db")
         results["sqlite"] = measure(sqlite, Path(tmp), args.size)
         sqlite.close()
         url = os.environ.get("PLAIT_BENCH_POSTGRES_URL", DEFAULT_PG)

@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plait import AssistantRecord, Client, ToolCall, ToolRecord
+from plait import Client
 from plait._checks import check_json, flat_json
 from plait._ids import new_id, new_ids
 from plait.errors import InvalidMessageError
 from plait.records import (
+    AssistantRecord,
     JSONValue,
     Record,
+    ToolCall,
+    ToolRecord,
     UserRecord,
     encode_payload,
     record_from_message,
@@ -128,7 +131,7 @@ def test_a_batch_with_and_without_meta_reads_back_as_written(tmp_path: Path) -> 
         written = s.transcript.inject_many(batch)
         s.inject({"role": "assistant", "content": "done", "meta": {"n": 1}})
         with Client(tmp_path, store=tmp_path / "s.db") as again:
-            read = again.sessions.get(s.id).transcript.records
+            read = again.open(s.id).transcript.records
     assert read[:-1] == written
     assert read[4].meta == {"from": "ui"} and read[-1].meta == {"n": 1}
     assert [r.seq for r in read] == list(range(10))

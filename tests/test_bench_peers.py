@@ -118,7 +118,7 @@ def test_plait_checkpointer_under_a_real_graph(tmp_path: Path) -> None:
         from agent_graph import build_graph, turn
 
         turn(build_graph(saver.saver), "t", 0)
-        kinds = [m.role for m in saver.saver.client.sessions.get("t").history()]
+        kinds = [m.role for m in saver.saver.client.open("t").history()]
         assert kinds == ["user", "assistant", "tool", "assistant"]
     finally:
         saver.close()

@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from plait import Client, InvalidArgumentError, Session, SessionNotFoundError, SessionStats
+from plait import Client, Session
+from plait.client import SessionStats
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 
 
 def _conversation(session: Session, *, usage: bool = False) -> None:
@@ -113,7 +115,7 @@ def test_export_takes_no_writer_lock(client: Client, tmp_path: Path) -> None:
     s = client.sessions.new()
     _conversation(s)
     s.live.release()
-    reader = client.sessions.get(s.id)
+    reader = client.open(s.id)
     reader.export(tmp_path / "x.html")
     assert not reader.live.holds_lock
 

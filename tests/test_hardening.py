@@ -20,7 +20,9 @@ import pytest
 from click.testing import CliRunner
 
 import plait
-from plait import Client, DurableSessions, authenticate
+import plait.interop
+import plait.store
+from plait import Client
 from plait._checks import (
     MAX_INT,
     MAX_JSON_CHARS,
@@ -31,6 +33,7 @@ from plait._checks import (
     clean_title,
 )
 from plait._files import export_target, write_atomically
+from plait.auth import DurableSessions, authenticate
 from plait.cli import cli
 from plait.errors import (
     InvalidArgumentError,
@@ -209,7 +212,7 @@ def test_a_token_to_expire_can_come_from_standard_input(tmp_path: Path) -> None:
 def test_to_jsonl_of_something_else_is_a_plait_error() -> None:
     for bad in (None, "id", 0):
         with pytest.raises(InvalidArgumentError):
-            plait.to_jsonl(bad)  # type: ignore[arg-type]
+            plait.interop.to_jsonl(bad)  # type: ignore[arg-type]
 
 
 def test_wrong_argument_types_are_plait_errors(client: Client, tmp_path: Path) -> None:
@@ -235,12 +238,12 @@ def test_wrong_argument_types_are_plait_errors(client: Client, tmp_path: Path) -
         with pytest.raises(InvalidArgumentError, match="path"):
             plait.Client(workspace, store=":memory:")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
-        plait.SQLiteStore(tmp_path / "x.db", durability="fast")  # type: ignore[arg-type]
+        plait.store.SQLiteStore(tmp_path / "x.db", durability="fast")  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
-        plait.SQLiteStore(tmp_path / "x.db", migrations=[(1, "x")])  # type: ignore[list-item]
+        plait.store.SQLiteStore(tmp_path / "x.db", migrations=[(1, "x")])  # type: ignore[list-item]
     with pytest.raises(InvalidArgumentError):
-        client.handle(None)  # type: ignore[arg-type]
-    assert client.holds_lock({}) is False  # type: ignore[arg-type]
+        client.host.handle(None)  # type: ignore[arg-type]
+    assert client.host.holds_lock({}) is False  # type: ignore[arg-type]
 
 
 # -- finding 11: exports replace regular files only --------------------------------------

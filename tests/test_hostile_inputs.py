@@ -32,6 +32,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import plait
+import plait.auth
+import plait.interop
+import plait.live
+import plait.store
 from plait.errors import PlaitError
 
 pytestmark = pytest.mark.slow
@@ -87,9 +91,9 @@ class World:
             ],
             title="hostile",
         )
-        self.live = plait.LiveClients(self.client)
+        self.live = plait.live.LiveClients(self.client)
         self.live.attach(self.session, "observer-1")
-        self.bearers = plait.DurableSessions(self.client.store)
+        self.bearers = plait.auth.DurableSessions(self.client.store)
 
     def fingerprint(self) -> str:
         """Everything the store holds, hashed (read through a connection of its own)."""
@@ -121,16 +125,27 @@ class World:
 def _verbs(world: World) -> dict[str, Callable[..., Any]]:
     """Every verb under test, by a name that says where it lives."""
     verbs: dict[str, Callable[..., Any]] = {}
-    for name in plait.__all__:
-        obj = getattr(plait, name)
-        if inspect.isfunction(obj) and not inspect.iscoroutinefunction(obj):
-            verbs[name] = obj
-    for cls in (plait.Client, plait.SQLiteStore, plait.DurableSessions, plait.LiveClients):
+    free = {
+        plait: plait.__all__,
+        plait.auth: ("actor_chain", "actor_chain_validate_scope_attenuation", "authenticate",
+                     "bind_principal", "push_actor"),
+        plait.interop: ("export_bundle", "import_bundle", "seed_from_jsonl", "to_jsonl",
+                        "write_bundle"),
+        plait.store: ("open_store",),
+    }
+    for module, names in free.items():
+        for name in names:
+            obj = getattr(module, name)
+            if inspect.isfunction(obj) and not inspect.iscoroutinefunction(obj):
+                verbs[name] = obj
+    for cls in (plait.Client, plait.store.SQLiteStore, plait.auth.DurableSessions,
+                plait.live.LiveClients):
         verbs[cls.__name__] = cls
     handles = {
         "Session": world.session,
         "SessionCollection": world.client.sessions,
         "Client": world.client,
+        "SessionHost": world.client.host,
         "DurableSessions": world.bearers,
         "LiveClients": world.live,
     }
@@ -311,10 +326,10 @@ def test_make_current_takes_only_a_session_of_its_own_client() -> None:
         other = plait.Client(Path(other_dir), store=Path(other_dir) / "other.db")
         try:
             foreign = other.sessions.create([{"role": "user", "content": "elsewhere"}])
-            world.client.make_current(world.session)
+            world.client.host.make_current(world.session)
             for value in (foreign, foreign.id, world.session.id, other, world.client, None, 1):
                 with pytest.raises(PlaitError):
-                    world.client.make_current(value)
-                assert world.client.make_current(world.session) is world.session
+                    world.client.host.make_current(value)
+                assert world.client.host.make_current(world.session) is world.session
         finally:
             other.close()

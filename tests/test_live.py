@@ -213,7 +213,7 @@ def test_two_connections_share_live_state(client: Client, tmp_path: Path) -> Non
             theirs.attach(s.id, "mobile", mode="controller")
         s.live.release()  # one writer at a time: let the other connection write the event
         theirs.takeover(s.id, "mobile")
-        other.get(s.id).live.release()
+        other.open(s.id).live.release()
         # The cache over here follows the change (the stamp moved) ...
         assert mine.controller_id(s) == "mobile"
         # ... and the old controller is refused at once.
@@ -304,7 +304,7 @@ def test_a_session_another_process_writes_is_refused_and_left_as_it_was(tmp_path
         import sys, time
         from plait import Client
         with Client({str(ws)!r}, store={str(db)!r}) as api:
-            api.get({sid!r}).inject({{"role": "user", "content": "mine"}})  # takes the lock
+            api.open({sid!r}).inject({{"role": "user", "content": "mine"}})  # takes the lock
             print("ready", flush=True)
             sys.stdin.read()
     """)

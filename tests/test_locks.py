@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, SessionLockedError
+from plait import Client
+from plait.errors import SessionLockedError
 
 # Every test here starts another process (a holder or a probe).
 pytestmark = pytest.mark.slow
@@ -60,7 +61,7 @@ def test_another_process_reads_but_cannot_write(
 ) -> None:
     _, path = holder
     with Client(tmp_path, store=path) as client:
-        s = client.sessions.get("shared")
+        s = client.open("shared")
         assert s.locked
         assert client.sessions.open_elsewhere("shared")
         # Reading takes no lock.
@@ -92,7 +93,7 @@ def test_a_killed_holder_leaves_no_stale_lock(
 ) -> None:
     proc, path = holder
     with Client(tmp_path, store=path) as client:
-        s = client.sessions.get("shared")
+        s = client.open("shared")
         assert s.locked
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -128,9 +129,9 @@ def test_clients_of_one_process_share_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "same.db"
     one, two = Client(tmp_path, store=path), Client(tmp_path, store=path)
     one.open("shared").inject({"role": "user", "content": "a"})
-    two.sessions.get("shared").inject({"role": "user", "content": "b"})
+    two.open("shared").inject({"role": "user", "content": "b"})
     one.close()
-    two.sessions.get("shared").inject({"role": "user", "content": "c"})  # still held by two
+    two.open("shared").inject({"role": "user", "content": "c"})  # still held by two
     assert _probe(tmp_path, path) == "True"
     two.close()
     assert _probe(tmp_path, path) == "False"
@@ -147,17 +148,17 @@ def test_release_idle_lets_go_of_every_lock_but_a_running_session(tmp_path: Path
         client.open("shared").inject({"role": "user", "content": "x"})
         gc.collect()  # the handle that took the lock is gone; the lock is still held
         assert _probe(tmp_path, path) == "True"
-        assert client.release_idle() == 1
+        assert client.host.release_idle() == 1
         assert _probe(tmp_path, path) == "False"
-        assert client.release_idle() == 0
-        s = client.sessions.get("shared")
+        assert client.host.release_idle() == 0
+        s = client.open("shared")
 
         async def during_a_run() -> None:
             run = s.stream("hi", provider=ScriptedProvider(["hello"]))
             await asyncio.sleep(0)  # the run has written its request
-            assert client.release_idle() == 0  # a running session keeps its lock
+            assert client.host.release_idle() == 0  # a running session keeps its lock
             await run
-            assert client.release_idle() == 1
+            assert client.host.release_idle() == 1
 
         asyncio.run(during_a_run())
         assert _probe(tmp_path, path) == "False"
@@ -168,7 +169,7 @@ REWINDER = textwrap.dedent(
     import sys
     from plait import Client
     with Client(sys.argv[1], store=sys.argv[2]) as client:
-        s = client.get(sys.argv[3])
+        s = client.open(sys.argv[3])
         s.transcript.rewind(2)
         s.inject({"role": "assistant", "content": "after the rewind"})
     """
@@ -195,4 +196,4 @@ def test_a_writer_that_takes_its_lock_again_writes_on_the_head_another_moved(
         want = ["m0", "m1", "after the rewind", "mine"]
         assert [m.text for m in s.history()] == want
         with Client(tmp_path, store=db) as other:
-            assert [m.text for m in other.get(s.id).history()] == want
+            assert [m.text for m in other.open(s.id).history()] == want

@@ -21,9 +21,10 @@ from typing import Any
 
 import pytest
 
-from plait import Client, ToolCall, WriterLockLostError
-from plait.errors import SessionLockedError
+from plait import Client
+from plait.errors import SessionLockedError, WriterLockLostError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.store import Store
 from plait.tools import tool
 from tests.conftest import POSTGRES_URL, needs_postgres
@@ -41,7 +42,7 @@ WRITER_B = textwrap.dedent(
 
     url, ws, sid = sys.argv[1:4]
     with Client(ws, store=PostgresStore(url)) as client:
-        session = client.sessions.get(sid)
+        session = client.open(sid)
         deadline = time.monotonic() + 30
         while True:
             try:
@@ -96,7 +97,7 @@ def _writer_b(url: str, ws: Path, sid: str) -> None:
 
 
 def _texts(client: Client, sid: str) -> list[Any]:
-    return [m.text for m in client.sessions.get(sid).history()]
+    return [m.text for m in client.open(sid).history()]
 
 
 def test_a_writer_that_lost_its_lock_is_refused_and_the_new_holder_writes_alone(
@@ -139,7 +140,7 @@ def test_a_run_whose_writer_lock_was_lost_stops_with_the_error_and_writes_nothin
         a = client.open("shared")
         with pytest.raises(WriterLockLostError):
             asyncio.run(a.prompt("hand it over", provider=provider, tools=[hand_over]))
-        records = client.sessions.get("shared").transcript.records
+        records = client.open("shared").transcript.records
         # The run's prompt and the model's call, then B's messages: no tool result, no
         # "interrupted" answer, no event of A's after the cut.
         assert [(r.kind, getattr(r, "text", None)) for r in records][-3:] == [

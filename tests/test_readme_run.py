@@ -67,7 +67,7 @@ def test_the_readme_run_snippet_works_in_its_folder_and_says_how_runs_ended(
 
     with Client(tmp_path, store=str(tmp_path / "home" / "plait.db")) as client:
         (info,) = client.sessions.list()
-        records = client.sessions.get(info.id).transcript.records
+        records = client.open(info.id).transcript.records
     listed = next(r for r in records if r.kind == "tool" and r.tool_name == "list_files")
     assert "notes-in-the-folder.txt" in listed.text
     assert not list(temp.glob("plait-sandbox-*"))

@@ -9,15 +9,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from plait import AssistantRecord, EventRecord, Message, SummaryRecord, ToolCall, ToolRecord
 from plait._ids import is_session_id, new_id
 from plait._time import from_micros, to_micros
 from plait.errors import InvalidMessageError, StoreCorruptError
 from plait.records import (
     KINDS,
+    AssistantRecord,
+    EventRecord,
+    Message,
     OpaqueRecord,
     Record,
+    SummaryRecord,
     SystemRecord,
+    ToolCall,
+    ToolRecord,
     UserRecord,
     decode_record,
     decode_rows,

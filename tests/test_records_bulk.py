@@ -234,7 +234,7 @@ def test_a_damaged_tool_row_amid_a_full_load_is_corrupt_on_every_read(
     seq = 4 * 1500 + offset  # in the second batch of rows a read decodes
     with Client(ws, store=db) as client:
         sid = _agent_session(client, 2000)
-        s = client.sessions.get(sid)
+        s = client.open(sid)
         want_full = s.history(full=True)
         want_records = s.transcript.records
         target = s.transcript.records[seq]
@@ -250,7 +250,7 @@ def test_a_damaged_tool_row_amid_a_full_load_is_corrupt_on_every_read(
             "UPDATE records SET payload = ? WHERE id = ?", (json.dumps(payload), target.id)
         )
     with Client(ws, store=db) as client:
-        s = client.sessions.get(sid)
+        s = client.open(sid)
         for read in (
             lambda: s.history(full=True),
             s.history,
@@ -384,7 +384,7 @@ def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
     ws.mkdir()
     with Client(ws, store=db) as client:
         sid = _agent_session(client, 3)
-        s = client.sessions.get(sid)
+        s = client.open(sid)
         ids = [r.id for r in s.transcript.records]
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute("UPDATE records SET meta = ?, tokens = 7 WHERE id = ?", ('{"m":[1]}', ids[0]))
@@ -400,7 +400,7 @@ def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
 
     def check() -> None:
         with Client(ws, store=db) as client:
-            got = client.sessions.get(sid).transcript.records
+            got = client.open(sid).transcript.records
         for g, w in zip(got, want, strict=True):
             _same(g, w)
 
@@ -408,4 +408,4 @@ def test_sqlite_reads_meta_tokens_and_damaged_columns_as_decode_record_does(
     with closing(sqlite3.connect(db)) as raw, raw:
         raw.execute("UPDATE records SET kind = 'nope' WHERE id = ?", (ids[5],))
     with Client(ws, store=db) as client, pytest.raises(StoreCorruptError, match="'nope'"):
-        _ = client.sessions.get(sid).transcript.records
+        _ = client.open(sid).transcript.records

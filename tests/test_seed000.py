@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plait import Client, InvalidArgumentError, Session
+from plait import Client, Session
+from plait.errors import InvalidArgumentError
 
 
 def test_step1_agent_and_user_sessions_make_different_chunk_kinds() -> None:
@@ -76,7 +77,7 @@ def test_branches_do_not_affect_each_other(client: Client) -> None:
 def test_seed_constructors_store_in_the_given_client(client: Client) -> None:
     s = Session.from_agent_prompt("sys", client=client)
     assert client.exists(s.id)
-    assert client.sessions.get(s.id) is s
+    assert client.open(s.id) is s
 
 
 def test_merge_has_every_parent_and_joins_the_branches(client: Client) -> None:

@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, Message, SessionNotFoundError, ToolCall
+from plait import Client
+from plait.errors import SessionNotFoundError
+from plait.records import Message, ToolCall
 from plait.store import Store
 
 
@@ -239,7 +241,7 @@ def test_delete_keeps_branches_that_share_rows(client: Client) -> None:
 
 
 def test_create_stores_messages_atomically_with_provenance(client: Client) -> None:
-    from plait import InvalidMessageError, SessionExistsError
+    from plait.errors import InvalidMessageError, SessionExistsError
 
     s = client.sessions.create(
         [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}],

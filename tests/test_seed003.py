@@ -6,15 +6,15 @@ import uuid
 
 import pytest
 
-from plait import (
-    Client,
-    EventRecord,
+from plait import Client
+from plait.errors import (
     InvalidArgumentError,
     InvalidMessageError,
     SessionExistsError,
     SessionNotFoundError,
     UnknownOptionError,
 )
+from plait.records import EventRecord
 
 
 def test_open_without_id_mints_a_uuid7_and_stores_it(client: Client) -> None:
@@ -253,7 +253,7 @@ def test_inject_many_is_one_write(client: Client) -> None:
 
 
 def test_close_records_an_event_and_blocks_transcript_writes(client: Client) -> None:
-    from plait import SessionClosedError
+    from plait.errors import SessionClosedError
 
     s = client.open()
     harness_inject(s)

@@ -13,8 +13,13 @@ from typing import Any
 
 import pytest
 
-from plait import Client, SessionLockedError
-from plait.errors import InvalidArgumentError, SessionLockTimeoutError, StaleSessionError
+from plait import Client
+from plait.errors import (
+    InvalidArgumentError,
+    SessionLockedError,
+    SessionLockTimeoutError,
+    StaleSessionError,
+)
 from plait.providers import Finish, ScriptedProvider, TextDelta
 from plait.providers.base import Request as ModelRequest
 from plait.store._shardlocks import AVAILABLE, place
@@ -131,7 +136,7 @@ def test_two_worker_processes_serve_one_conversation(
 ) -> None:
     with Client(tmp_path, store=target, writer_lock="write") as client:
         client.open("shared").inject({"role": "system", "content": "be brief"})
-        assert not client.sessions.get("shared").live.holds_lock  # the write gave it back
+        assert not client.open("shared").live.holds_lock  # the write gave it back
         n = 40
         workers = [start(procs, WORKER, str(tmp_path), target, name, str(n)) for name in "ab"]
         for w in workers:
@@ -140,14 +145,14 @@ def test_two_worker_processes_serve_one_conversation(
             assert w.line() == "done"
         # Both still run, and neither holds the lock between its writes.
         assert probe(tmp_path, target) == "False"
-        texts = [m.text for m in client.sessions.get("shared").history()]
+        texts = [m.text for m in client.open("shared").history()]
         assert len(texts) == 2 * n  # none lost
         for name in "ab":  # each worker's in its order
             assert [t for t in texts if t.startswith(name)] == [f"{name} {i}" for i in range(n)]
-        records = client.sessions.get("shared").transcript.records
+        records = client.open("shared").transcript.records
         assert [r.seq for r in records] == list(range(1 + 4 * n))
         # This process writes on after them, through the same handle.
-        s = client.sessions.get("shared")
+        s = client.open("shared")
         s.inject({"role": "user", "content": "last"})
         assert s.history()[-1].text == "last" and len(s.history()) == 2 * n + 1
 
@@ -158,7 +163,7 @@ def test_process_mode_still_locks_the_second_process_out(
 ) -> None:
     start(procs, HOLDER, str(tmp_path), target)
     with Client(tmp_path, store=target) as client:
-        s = client.sessions.get("shared")
+        s = client.open("shared")
         with pytest.raises(SessionLockedError) as found:
             s.inject({"role": "user", "content": "intruder"})
         assert not isinstance(found.value, SessionLockTimeoutError)  # refused at once
@@ -170,7 +175,7 @@ def test_a_turn_that_waits_too_long_is_a_typed_error(
 ) -> None:
     holder = start(procs, HOLDER, str(tmp_path), target)
     with Client(tmp_path, store=target, writer_lock="write", lock_timeout=0.3) as client:
-        s = client.sessions.get("shared")
+        s = client.open("shared")
         version = s.live.version
         for write in (
             lambda: s.inject({"role": "user", "content": "intruder"}),
@@ -239,7 +244,7 @@ def test_an_expected_version_from_another_writer_is_checked_against_the_store(
     ) as two:
         a = one.open("shared")
         a.inject({"role": "user", "content": "1"})
-        b = two.sessions.get("shared")
+        b = two.open("shared")
         b.inject({"role": "user", "content": "2"})
         # a's handle is behind; the version b saw is what is stored, and holds.
         a.inject({"role": "user", "content": "3"}, expect_version=b.live.version)
@@ -258,13 +263,13 @@ def test_two_clients_on_one_store_object_never_lock_each_other_out(tmp_path: Pat
         turns = Client(tmp_path, store=store, writer_lock="write")
         pinned.open("shared").inject({"role": "user", "content": "a"})
         for i in range(3):
-            turns.sessions.get("shared").inject({"role": "user", "content": f"t{i}"})
-            pinned.sessions.get("shared").inject({"role": "user", "content": f"p{i}"})
+            turns.open("shared").inject({"role": "user", "content": f"t{i}"})
+            pinned.open("shared").inject({"role": "user", "content": f"p{i}"})
         # The write-mode client gave back its own holds only: the other's lock stays.
         assert probe(tmp_path, str(path)) == "True"
-        assert pinned.holds_lock("shared") and not turns.holds_lock("shared")
-        assert len(turns.sessions.get("shared").history()) == 7
-        assert pinned.release_idle() == 1
+        assert pinned.host.holds_lock("shared") and not turns.host.holds_lock("shared")
+        assert len(turns.open("shared").history()) == 7
+        assert pinned.host.release_idle() == 1
         assert probe(tmp_path, str(path)) == "False"
     finally:
         store.close()
@@ -288,14 +293,14 @@ def test_write_mode_keeps_no_descriptor_per_session_written(tmp_path: Path) -> N
         assert _open_fds() == before
     with Client(tmp_path, store=path) as pinned:
         before = _open_fds()
-        kept = [pinned.sessions.get(f"user/{i}") for i in range(20)]
+        kept = [pinned.open(f"user/{i}") for i in range(20)]
         for h in kept:
             h.inject({"role": "user", "content": "again"})
         # Process mode: a descriptor per shard holding one of them (per session without
         # open file description locks).
         files = {place(f"user/{i}")[0] for i in range(20)} if AVAILABLE else range(20)
         assert _open_fds() == before + len(files)
-        assert pinned.release_idle() == 20
+        assert pinned.host.release_idle() == 20
         assert _open_fds() == before
 
 
@@ -312,7 +317,7 @@ def test_bad_writer_lock_settings_are_refused(tmp_path: Path) -> None:
         with pytest.raises(InvalidArgumentError):
             Client(tmp_path, store=":memory:", **kwargs)  # type: ignore[arg-type]
     with Client(tmp_path, store=":memory:", writer_lock="write", lock_timeout=0) as c:
-        assert c.writer_lock == "write" and c.lock_timeout == 0.0
+        assert c.host.writer_lock == "write" and c.host.lock_timeout == 0.0
 
 
 def test_a_turn_sees_what_another_writer_wrote_between_turns(tmp_path: Path) -> None:
@@ -329,7 +334,7 @@ def test_a_turn_sees_what_another_writer_wrote_between_turns(tmp_path: Path) -> 
             s = one.open("shared")
             s.run("first", provider=model)
             assert not s.live.holds_lock
-            two.sessions.get("shared").inject({"role": "user", "content": "from elsewhere"})
+            two.open("shared").inject({"role": "user", "content": "from elsewhere"})
             s.run("second", provider=model)
             sent = [m.text for m in model.requests[-1].messages]
             assert sent[-3:] == ["first answer", "from elsewhere", "second"]
@@ -352,7 +357,7 @@ def test_rewind_undo_erase_and_compaction_are_turns_too(tmp_path: Path) -> None:
         asyncio.run(s.compact(keep_last=2))
         assert not s.live.holds_lock and probe_named(tmp_path, path, "user/7") == "False"
         client.sessions.erase("user/7")
-        assert not client.exists("user/7") and not client.holds_lock("user/7")
+        assert not client.exists("user/7") and not client.host.holds_lock("user/7")
 
 
 def probe_named(ws: Path, path: Path, sid: str) -> str:

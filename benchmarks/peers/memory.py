@@ -119,7 +119,7 @@ def _child(reader: str, db: str, sid: str) -> dict[str, float]:
         import plait
 
         client = plait.Client(Path(db).parent, store=db)
-        session = client.sessions.get(sid)
+        session = client.open(sid)
         baseline = _baseline_mb()
         start = time.perf_counter()
         if reader == "plait iter_history()":

@@ -9,6 +9,7 @@ from base import Adapter, Place
 from transcript import TOOL, Step
 
 import plait
+import plait.store
 
 __all__ = ["PlaitMemory", "PlaitPostgres", "PlaitSQLite", "PlaitSQLiteFull", "plait_item"]
 
@@ -113,7 +114,8 @@ class PlaitSQLiteFull(PlaitSQLite):
     notes: ClassVar[str] = "inject / inject_many on SQLiteStore(path, durability='full')"
 
     def _store(self) -> Any:
-        return plait.SQLiteStore(self.place.dir / f"plait-{self.place.key}.db", durability="full")
+        path = self.place.dir / f"plait-{self.place.key}.db"
+        return plait.store.SQLiteStore(path, durability="full")
 
 
 class PlaitMemory(PlaitSQLite):

@@ -46,6 +46,7 @@ from plait.errors import (
 )
 from plait.records import JSONValue, dumps
 from plait.session import Session, SessionHost
+from plait.session.host import HostOwner, host_for
 from plait.store.base import LiveClientRow
 
 __all__ = [
@@ -213,8 +214,8 @@ class LiveClients:
     """Live clients of the sessions of one host (a :class:`plait.Client`).
 
     Args:
-        host: the client (or bare host) whose sessions the clients attach to;
-            ids given as strings are opened through it.
+        host: the client (or its ``client.host``) whose sessions the clients attach
+            to; ids given as strings are opened through it.
         cache_size: how many sessions' live state to keep in memory (LRU; 128
             by default, as seed 003's cap).
         clock: returns "now" (timezone-aware); tests pass a fake one.
@@ -222,14 +223,14 @@ class LiveClients:
 
     def __init__(
         self,
-        host: SessionHost,
+        host: SessionHost | HostOwner,
         *,
         cache_size: int = DEFAULT_CACHE_SIZE,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         if not isinstance(cache_size, int) or cache_size < 1:
             raise InvalidArgumentError(f"cache_size must be a positive int, not {cache_size!r}")
-        self._host = host
+        self._host = host_for(host)
         self._cap = cache_size
         self._clock = clock or (lambda: datetime.now(UTC))
         self._cache: OrderedDict[str, tuple[str | None, tuple[LiveClient, ...]]] = OrderedDict()

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 import plait.session.runs as session_module
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider, Usage
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 
@@ -63,7 +64,7 @@ def test_run_json_prints_the_result_and_stores_the_exchange(
     text = "".join(e["text"] for e in lines if e["type"] == "text_delta")
     assert text == "You need to buy milk."
     assert model.specs == ["scripted:x"]  # type: ignore[attr-defined]
-    stored = api.sessions.get(out["session_id"])
+    stored = api.open(out["session_id"])
     assert [m.role for m in stored.history()] == ["user", "assistant", "tool", "assistant"]
     assert stored.transcript.records[0].text == "Be brief."
 
@@ -111,13 +112,13 @@ def test_chat_turns_and_commands(
     sessions = api.sessions.list()
     assert len(sessions) == 2
     branch = next(i for i in sessions if i.lineage_operator == "Session.fork")
-    forked = api.sessions.get(branch.id)
+    forked = api.open(branch.id)
     assert forked.title == "My chat"
     assert [m.text for m in forked.history()] == [
         "hi, I am Ada", "Hello, Ada.", "and on a branch?", "On the branch."
     ]
     # /ask added nothing to the first session.
-    first = api.sessions.get(next(i.id for i in sessions if i.id != branch.id))
+    first = api.open(next(i.id for i in sessions if i.id != branch.id))
     assert len(first.history()) == 2
 
 
@@ -132,7 +133,7 @@ def test_chat_undo_takes_back_the_last_exchange_and_redo_brings_it_back(
     assert "took back the last exchange (2 messages left)" in result.stdout
     assert "brought it back (4 messages)" in result.stdout
     (info,) = api.sessions.list()
-    s = api.sessions.get(info.id)
+    s = api.open(info.id)
     assert [m.text for m in s.history()] == [
         "first", "First answer.", "second, better", "Better answer."]
     assert len(s.transcript.hidden_heads()) == 2  # the wrong answer is still there, hidden
@@ -156,7 +157,7 @@ def test_chat_resume_retry_and_compact(run: Run, api: Client, model: ScriptedPro
     assert "How many files?" in out  # the picker names an untitled session by its first prompt
     assert "nothing was interrupted" in out
     assert "folded" in out and "the last compaction is undone" in out
-    assert api.sessions.get(s.id).history()[-1].text == "Picked up."
+    assert api.open(s.id).history()[-1].text == "Picked up."
 
 
 def test_chat_ends_on_eof_and_commands_before_anything_is_stored(

@@ -35,7 +35,7 @@ DRIVER = textwrap.dedent(
     """
     import sys
     import plait.session.runs as session_module
-    from plait import ToolCall
+    from plait.records import ToolCall
     from plait.cli import main
     from plait.providers import Reply, ScriptedProvider
 
@@ -176,7 +176,7 @@ def test_chat_in_a_terminal_survives_ctrl_c_everywhere(chat: tuple[Pane, Path, P
 
     with Client(ws, store=db) as client:
         (info,) = client.sessions.list()
-        records = client.sessions.get(info.id).transcript.records
+        records = client.open(info.id).transcript.records
     users = [r.text for r in records if r.kind == "user"]
     assert users == ["list the files", "hello", "run both", "abc"]
     first_tool = next(r for r in records if r.kind == "tool")

@@ -32,7 +32,7 @@ def test_dry_run_then_compact_then_uncompact(tmp_path: Path) -> None:
     plan = json.loads(dry.output)
     assert plan["compressed"] == 16 and plan["kept"] == 4
     with Client(tmp_path, store=db) as client:
-        assert client.sessions.get(sid).transcript.length == 20  # the dry run wrote nothing
+        assert client.open(sid).transcript.length == 20  # the dry run wrote nothing
     done = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4"])
     assert done.exit_code == 0, done.output
     assert done.output == "folded 16 messages into a summary, kept 4\n"
@@ -86,7 +86,7 @@ def test_the_llm_strategy_summarizes_with_the_named_model(
 def test_show_puts_the_summary_where_the_model_reads_it(tmp_path: Path) -> None:
     db, sid = _store(tmp_path)
     with Client(tmp_path, store=db) as client:
-        client.sessions.get(sid).inject({"role": "system", "content": "Be brief."})
+        client.open(sid).inject({"role": "system", "content": "Be brief."})
     runner = CliRunner()
     base = ["--store", db, "--workspace", str(tmp_path)]
     done = runner.invoke(cli, [*base, "compact", sid, "--keep-last", "4", "--strategy", "truncate"])

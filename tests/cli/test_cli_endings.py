@@ -30,7 +30,7 @@ DRIVER = textwrap.dedent(
     import asyncio, os, sys
     from pathlib import Path
     import plait.session.runs as session_module
-    from plait import ToolCall
+    from plait.records import ToolCall
     from plait.cli import main
     from plait.providers import Finish, ProviderError, TextDelta, ToolCallDelta
 

@@ -131,5 +131,5 @@ def test_export_as_another_agents_format_reads_back(
     imported = run("import", str(out), "--format", reader)
     assert imported.exit_code == 0, imported.output
     back = api.sessions.list(limit=1)[0]
-    again = [(m.role, m.text) for m in api.sessions.get(back.id).history()]
+    again = [(m.role, m.text) for m in api.open(back.id).history()]
     assert again == [(m.role, m.text) for m in s.history()]

@@ -6,8 +6,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from plait import Client, Session, ToolCall
+from plait import Client, Session
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 
@@ -56,7 +57,7 @@ def test_fork_with_a_workspace_gets_the_files_at_n(run: Run, api: Client, tmp_pa
     mine = tmp_path / "mine"
     result = run("sessions", "fork", s.id, "--at", "4", "--workspace", str(mine))
     assert result.exit_code == 0, result.output
-    branch = api.sessions.get(result.stdout.strip())
+    branch = api.open(result.stdout.strip())
     assert branch.transcript.length == 4 and branch.workspace.tool_context().root == mine.resolve()
     assert {p.name: p.read_text() for p in mine.iterdir()} == {
         "a.txt": "1\n", "keep.txt": "original\n"}

@@ -30,7 +30,7 @@ def test_a_unique_prefix_names_its_session_everywhere(run: Run, api: Client) -> 
     assert run("context", prefix, "--json").exit_code == 0
     assert a in run("sessions", "tree", prefix).stdout
     branch = run("sessions", "fork", prefix, "--at", "2").stdout.strip()
-    assert api.get(branch).parent_session_ids == (a,)
+    assert api.open(branch).parent_session_ids == (a,)
     stats = json.loads(run("stats", prefix, "--json").stdout)
     assert [row["id"] for row in stats] == [a]
 

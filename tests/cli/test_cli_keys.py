@@ -52,4 +52,4 @@ def test_rotate_key_rewraps_and_the_old_key_is_refused(
     assert stale.exit_code != 0 and "not this store's" in stale.stderr
     with Client(workspace, store=db_path, encryption_key=new) as client:
         [first, _] = sorted(client.sessions.list(), key=lambda i: i.created_at)
-        assert client.sessions.get(first.id).history()[0].text == "hello zebra"
+        assert client.open(first.id).history()[0].text == "hello zebra"

@@ -57,7 +57,7 @@ def store(template: tuple[Path, str, str], tmp_path: Path) -> tuple[Path, str, s
     db = tmp_path / "plait.db"
     shutil.copyfile(source, db)  # closed: its log was checkpointed into the file
     with Client(tmp_path, store=db) as client:
-        client.sessions.get(fork).inject({"role": "user", "content": "the fork goes on"})
+        client.open(fork).inject({"role": "user", "content": "the fork goes on"})
     return db, old, fork
 
 

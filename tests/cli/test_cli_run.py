@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 from .test_cli_chat import model  # noqa: F401  (the fixture)
@@ -29,7 +30,7 @@ def test_without_a_terminal_a_tool_call_is_denied_and_the_run_goes_on(
     assert "-> shell" in result.stdout
     assert "failed: there was no terminal to ask the user at" in result.stdout
     assert "Not allowed, fine." in result.stdout and f"session {s.id}" in result.stdout
-    tool = [r for r in api.sessions.get(s.id).transcript.records if r.kind == "tool"][-1]
+    tool = [r for r in api.open(s.id).transcript.records if r.kind == "tool"][-1]
     assert (tool.tool_call_id, tool.ok) == ("c9", False)
     assert "was not run" in tool.text and not tool.meta.get("interrupted")
 
@@ -50,7 +51,7 @@ def test_the_prompt_comes_from_standard_input(
     model.add("Read it.")
     result = run("run", *args, "-s", "Be brief.", "--json", input="summarise this\nplease\n")
     assert result.exit_code == 0, result.output
-    session = api.sessions.get(json.loads(result.stdout.splitlines()[-1])["session_id"])
+    session = api.open(json.loads(result.stdout.splitlines()[-1])["session_id"])
     assert [(r.kind, r.text) for r in session.transcript.records[:2]] == [
         ("system", "Be brief."),
         ("user", "summarise this\nplease"),
@@ -83,7 +84,7 @@ def test_a_failing_model_exits_non_zero_leaves_no_session_and_says_it_in_json(
     s = conversation(api)
     kept = run("run", "hello?", "--session", s.id, "--json")
     assert json.loads(kept.stdout.splitlines()[-1])["session_id"] == s.id
-    assert api.sessions.get(s.id).history()[-1].text == "hello?"
+    assert api.open(s.id).history()[-1].text == "hello?"
 
 
 def test_missing_credentials_name_the_variable(
@@ -145,4 +146,4 @@ def test_reasoning_is_shown_apart_from_the_reply(
     assert result.exit_code == 0, result.output
     assert "Weighing it up." in result.stderr and "Weighing" not in result.stdout
     assert result.stdout.splitlines()[0] == "42."
-    assert api.sessions.get(s.id).history()[-1].text == "42."
+    assert api.open(s.id).history()[-1].text == "42."

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import ModelSettings, Reply, ScriptedProvider
+from plait.records import ToolCall
 
 from ._helpers import Run, assert_clean_error, conversation
 from .test_cli_chat import model  # noqa: F401  (the fixture)
@@ -23,7 +24,7 @@ def test_dash_o_sets_model_settings_and_the_session_keeps_them(
     sent = model.requests[-1]
     assert (sent.max_tokens, sent.temperature, sent.stop) == (20, 0.0, ("END",))
     assert sent.tools == ()  # --no-tools
-    assert api.sessions.get(s.id).settings.model_settings == ModelSettings(
+    assert api.open(s.id).settings.model_settings == ModelSettings(
         max_tokens=20, temperature=0.0, stop=("END",)
     )
 

@@ -296,7 +296,7 @@ def test_fork_prints_the_new_id(run: Run, api: Client) -> None:
     result = run("sessions", "fork", s.id)
     assert result.exit_code == 0, result.output
     new_id = result.stdout.strip()
-    branch = api.sessions.get(new_id)
+    branch = api.open(new_id)
     assert branch.parent_session_ids == (s.id,)
     assert branch.lineage_operator == "Session.fork"
     assert branch.transcript.length == 5
@@ -305,7 +305,7 @@ def test_fork_prints_the_new_id(run: Run, api: Client) -> None:
 def test_fork_at_keeps_n_messages(run: Run, api: Client) -> None:
     s = conversation(api)
     new_id = run("sessions", "fork", s.id, "--at", "3").stdout.strip()
-    branch = api.sessions.get(new_id)
+    branch = api.open(new_id)
     assert branch.transcript.length == 3
     assert branch.transcript.branched_at == 3
     assert branch.lineage_operator == "Session.fork_at"
@@ -318,9 +318,9 @@ def test_fork_takes_the_id_it_is_given(run: Run, api: Client) -> None:
     result = run("sessions", "fork", s.id, "--id", "adk/app/ann/what-if")
     assert result.exit_code == 0, result.output
     assert result.stdout == "adk/app/ann/what-if\n"
-    assert api.sessions.get("adk/app/ann/what-if").parent_session_ids == (s.id,)
+    assert api.open("adk/app/ann/what-if").parent_session_ids == (s.id,)
     at = run("sessions", "fork", s.id, "--at", "3", "--id", "short")
-    assert at.stdout == "short\n" and api.sessions.get("short").transcript.length == 3
+    assert at.stdout == "short\n" and api.open("short").transcript.length == 3
     # Taken, or no id at all: refused, and nothing is made.
     assert_clean_error(run("sessions", "fork", s.id, "--id", "short"), "short")
     bad = run("sessions", "fork", s.id, "--id", " padded")
@@ -363,7 +363,7 @@ def test_rm_yes_deletes_and_show_then_fails(run: Run, api: Client) -> None:
     assert not api.exists(s.id)
     assert_clean_error(run("sessions", "show", s.id), s.id, "no such session")
     # The branch keeps the records it shared.
-    assert api.sessions.get(keep.id).transcript.length == 5
+    assert api.open(keep.id).transcript.length == 5
 
 
 def test_rm_asks_first(run: Run, api: Client) -> None:
@@ -433,6 +433,6 @@ def test_keeping_more_messages_than_there_are_says_so_in_the_command_s_words(
         result = run(*args)
         assert_clean_error(result, "cannot keep the first 9 messages: the session has only 5")
         assert "keep_first" not in result.stderr
-    assert [i.id for i in api.sessions.list()] == [s.id] and api.sessions.get(
+    assert [i.id for i in api.sessions.list()] == [s.id] and api.open(
         s.id
     ).transcript.length == 5

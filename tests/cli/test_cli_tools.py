@@ -6,8 +6,9 @@ import json
 import subprocess
 import sys
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.tools import BUILTIN_TOOLS
 from tests.tools._mcp import STDIO, serve_http
 
@@ -66,7 +67,7 @@ def test_run_mcp_offers_the_server_s_tools_for_that_run(
     assert [(e["ok"], e["content"]) for e in ended] == [(True, "9")]
     names = [t.name for t in model.requests[0].tools]
     assert names[0] == "read_file" and "plait-test__add" in names
-    stored = api.sessions.get(lines[-1]["session_id"])
+    stored = api.open(lines[-1]["session_id"])
     assert "mcp_servers" not in stored.settings  # --mcp is for the run, not kept
 
 
@@ -113,5 +114,5 @@ def test_chat_mcp_offers_the_server_s_tools_each_turn(
     assert "two" in result.stdout and "still here" in result.stdout
     assert all("plait-test__add" in [t.name for t in r.tools] for r in model.requests)
     (info,) = api.sessions.list()
-    results = [m for m in api.sessions.get(info.id).history() if m.role == "tool"]
+    results = [m for m in api.open(info.id).history() if m.role == "tool"]
     assert [(m.ok, m.text) for m in results] == [(True, "2")]

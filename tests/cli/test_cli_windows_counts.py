@@ -148,7 +148,7 @@ def test_after_compact_then_uncompact_counts_are_what_history_shows(tmp_path: Pa
     _run(base, "compact", sid, "--strategy", "truncate", "--keep-last", "4")
     _run(base, "uncompact", sid)
     with Client(tmp_path, store=db) as client:
-        shown = len(client.sessions.get(sid).history())
+        shown = len(client.open(sid).history())
     assert shown == 43
     listed = _json(base, "sessions", "list")
     assert [row["length"] for row in listed] == [43]

@@ -30,7 +30,7 @@ def _writer(ws: Path, path: Path, sid: str, wfd: int, seed: int) -> None:
     try:
         rng = random.Random(seed)
         client = Client(ws, store=path)
-        s = client.sessions.get(sid)
+        s = client.open(sid)
         head = s.transcript.tail(1)[-1].seq + 1
         while True:
             op = rng.random()
@@ -97,7 +97,7 @@ def run_trial(
     store = SQLiteStore(path)
     try:
         with Client(ws, store=store) as client:
-            s = client.sessions.get(sid)
+            s = client.open(sid)
             total = s.transcript.length
             records = s.transcript.tail(
                 total - checked

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, SessionLockedError
+from plait import Client
+from plait.errors import SessionLockedError
 
 WRITERS = 8
 BURSTS = 4
@@ -23,7 +24,7 @@ def _writer(ws: Path, path: Path, sid: str, n: int, go: Path, wfd: int) -> None:
         while not go.exists():  # start together, so that the race is a race
             time.sleep(0.0005)
         with Client(ws, store=path) as client:
-            s = client.sessions.get(sid)
+            s = client.open(sid)
             refused = 0
             for m in range(BURSTS):
                 while True:
@@ -87,7 +88,7 @@ def test_eight_processes_race_for_one_session(tmp_path: Path) -> None:
     # This process holds the lock as the writers start, so the race is contended
     # however the machine schedules them: their first tries are refused.
     with Client(tmp_path, store=path) as holder:
-        held = holder.sessions.get(sid)
+        held = holder.open(sid)
         held.live.acquire()
         go.touch()
         time.sleep(0.3)

@@ -567,7 +567,7 @@ def test_lines_in_any_batches_read_as_the_import(
             return
         assert imported.session_id is not None
         expected = full_history(
-            other.sessions.get(imported.session_id).transcript.records, context=True
+            other.open(imported.session_id).transcript.records, context=True
         )
     session = store.session(KEY)
     mine = full_history(session.transcript.records, context=True)

@@ -95,7 +95,7 @@ def test_a_graph_runs_resumes_and_reads_through_plait(graph_target: str) -> None
         ]  # fmt: skip
 
         # plait's API reads the thread as a conversation.
-        history = client.sessions.get("t1").history()
+        history = client.open("t1").history()
         assert [(m.role, m.text) for m in history] == [
             ("user", "hi 0"), ("assistant", "echo: hi 0"),
             ("user", "hi 1"), ("assistant", "echo: hi 1"),
@@ -118,7 +118,7 @@ def test_each_message_is_stored_once_however_many_checkpoints_hold_it(tmp_path: 
         for n in range(5):
             graph.invoke(_turn(f"turn {n}"), CONFIG)
         checkpoints = list(saver.list(CONFIG))
-        records = saver.client.sessions.get("t1").transcript.records
+        records = saver.client.open("t1").transcript.records
     # Three checkpoints per turn, each holding the conversation so far: 10 message records.
     assert len(checkpoints) == 15
     assert sum(r.kind != "event" for r in records) == 10
@@ -182,7 +182,7 @@ def test_a_copied_thread_is_a_fork_that_goes_its_own_way(graph_target: str) -> N
         assert out["turns"] == 3
         assert len(graph.get_state(CONFIG).values["messages"]) == 4
         # plait's lineage: the copy is a branch of the thread, sharing its records.
-        branch = saver.client.sessions.get("t2")
+        branch = saver.client.open("t2")
         assert branch.parent_session_ids == ("t1",)
         assert [m.text for m in branch.history()][-2:] == [
             "only in the copy",
@@ -242,7 +242,7 @@ def test_a_tool_node_and_an_interrupted_subgraph_read_through_plait(graph_target
         out = _agent_graph(PlaitSaver(client)).invoke(Command(resume="yes"), CONFIG)
         assert out["messages"][-1].content == "sent: yes"
 
-        history = client.sessions.get("t1").history()
+        history = client.open("t1").history()
         assert [m.role for m in history] == ["user", "assistant", "tool", "assistant"]
         assert history[1].tool_calls[0].name == "add"
         assert history[2].text == "5"
@@ -266,7 +266,7 @@ def test_plaits_own_trim_and_rewind_never_lose_a_checkpoint(tmp_path: Path) -> N
         graph = _graph(saver)
         for n in range(3):
             graph.invoke(_turn(f"hi {n}"), CONFIG)
-        session = saver.client.sessions.get("t1")
+        session = saver.client.open("t1")
         session.trim(2)  # a reader's view: the checkpoints still name every message
         assert graph.get_state(CONFIG).values["turns"] == 3
         assert len(graph.get_state(CONFIG).values["messages"]) == 6
@@ -289,7 +289,7 @@ def test_prune_keeps_the_newest_checkpoint_and_frees_the_rest(graph_target: str)
         assert len(list(saver.list(CONFIG))) == 1
         # One checkpoint event and the eight messages it holds; no hidden copy of the old.
         assert after.layout.end_seq == 9 < before.layout.end_seq
-        session = saver.client.sessions.get("t1")
+        session = saver.client.open("t1")
         assert session.transcript.hidden_heads() == []
         assert [m.text for m in session.history()][-1] == "echo: hi 3"
         out = graph.invoke(_turn("after the prune"), CONFIG)
@@ -309,7 +309,7 @@ def test_delete_for_runs_removes_a_runs_checkpoints_and_writes(tmp_path: Path) -
         assert {c.metadata.get("run_id") for c in left} == {"run-1"}
         assert graph.get_state(CONFIG).values["turns"] == 1
         # The run's messages are gone from the store too, not only from LangGraph's view.
-        history = saver.client.sessions.get("t1").history()
+        history = saver.client.open("t1").history()
         assert [m.text for m in history] == ["kept", "echo: kept"]
 
 
@@ -330,7 +330,7 @@ def test_a_checkpoint_record_stays_the_same_size_as_the_conversation_grows(
     import json
 
     def newest_checkpoint_size(saver: PlaitSaver) -> int:
-        records = saver.client.sessions.get("t1").transcript.records
+        records = saver.client.open("t1").transcript.records
         events = [r for r in records if r.kind == "event" and r.name == "langgraph.checkpoint"]
         return len(json.dumps(events[-1].data))
 
@@ -407,7 +407,7 @@ def test_values_past_plaits_record_limit_go_to_the_object_space(tmp_path: Path) 
         values = PlaitSaver(saver.client).get_tuple(CONFIG).checkpoint["channel_values"]
         assert values["messages"][-1].content == big
         assert len(values["blob"]) == 9 * 1024 * 1024
-        assert saver.client.sessions.get("t1").history()[-1].text == big
+        assert saver.client.open("t1").history()[-1].text == big
 
 
 class Snapped(TypedDict):
@@ -449,7 +449,7 @@ def test_a_plait_conversation_of_the_same_id_is_never_written_into(tmp_path: Pat
         with pytest.raises(InvalidArgumentError, match="not LangGraph thread"):
             _graph(saver).invoke(_turn("x"), CONFIG)
         saver.delete_thread("t1")
-        assert [m.text for m in client.sessions.get("t1").history()] == ["mine"]
+        assert [m.text for m in client.open("t1").history()] == ["mine"]
     finally:
         client.close()
 

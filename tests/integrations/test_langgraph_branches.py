@@ -62,7 +62,7 @@ def _texts(values: dict[str, Any]) -> list[str]:
 
 
 def _history(client: Client, session_id: str) -> list[str]:
-    return [m.text for m in client.sessions.get(session_id).history()]
+    return [m.text for m in client.open(session_id).history()]
 
 
 def test_a_fork_never_replays_the_abandoned_siblings_writes(graph_target: str) -> None:
@@ -85,7 +85,7 @@ def test_a_fork_never_replays_the_abandoned_siblings_writes(graph_target: str) -
 
         # plait's API: the thread's session is the branch; the abandoned one a hidden head.
         assert _history(client, "t1") == ["a", "echo: a", "x", "echo: x"]
-        (hidden,) = client.sessions.get("t1").transcript.hidden_heads()
+        (hidden,) = client.open("t1").transcript.hidden_heads()
         assert _history(client, hidden) == ["a", "echo: a", "b", "echo: b"]
 
         graph.invoke(_turn("y"), T1)
@@ -93,7 +93,7 @@ def test_a_fork_never_replays_the_abandoned_siblings_writes(graph_target: str) -
         assert graph.get_state(T1).values["turns"] == 3
         # A delete that removes none of its checkpoints leaves the branches as they are.
         PlaitSaver(client).delete_for_runs(["no-such-run"])
-        assert client.sessions.get("t1").transcript.hidden_heads() == [hidden]
+        assert client.open("t1").transcript.hidden_heads() == [hidden]
 
 
 def test_a_copy_after_time_travel_holds_every_branch(graph_target: str) -> None:
@@ -114,7 +114,7 @@ def test_a_copy_after_time_travel_holds_every_branch(graph_target: str) -> None:
         old = graph.get_state({"configurable": {"thread_id": "t2", "checkpoint_id": abandoned}})
         assert _texts(old.values) == ["a", "echo: a", "b", "echo: b"]
         assert _history(client, "t2") == ["a", "echo: a", "x", "echo: x"]
-        (hidden,) = client.sessions.get("t2").transcript.hidden_heads()
+        (hidden,) = client.open("t2").transcript.hidden_heads()
         assert _history(client, hidden) == ["a", "echo: a", "b", "echo: b"]
         assert _texts(graph.invoke(_turn("y"), t2))[-2:] == ["y", "echo: y"]
 
@@ -136,7 +136,7 @@ def test_update_state_on_an_older_checkpoint_never_writes_into_the_branch_it_lef
         assert _texts(again.values) == ["a", "echo: a", "b", "echo: b"]
         assert again.values["turns"] == 2 and again.values["mood"] == "after b"
         assert _history(client, "t1") == ["a", "echo: a", "u"]
-        (hidden,) = client.sessions.get("t1").transcript.hidden_heads()
+        (hidden,) = client.open("t1").transcript.hidden_heads()
         assert _history(client, hidden) == ["a", "echo: a", "b", "echo: b"]
 
         # Continuing the thread continues the update's branch.
@@ -147,7 +147,7 @@ def test_update_state_on_an_older_checkpoint_never_writes_into_the_branch_it_lef
         resumed = graph.invoke(_turn("d"), main.config)
         assert _texts(resumed)[-2:] == ["d", "echo: d"] and resumed["turns"] == 3
         assert _history(client, "t1") == ["a", "echo: a", "b", "echo: b", "d", "echo: d"]
-        assert len(client.sessions.get("t1").transcript.hidden_heads()) == 2
+        assert len(client.open("t1").transcript.hidden_heads()) == 2
 
 
 def _digest(saver: PlaitSaver, value: Any) -> str:
@@ -199,7 +199,7 @@ def test_deletes_and_prunes_leave_no_object_no_live_checkpoint_reads(graph_targe
 
         # plait's own erase, then its object collection: nothing of t3 is left.
         client.sessions.erase("t3")
-        client.prune_checkpoints(grace=0)
+        client.sessions.prune_checkpoints(grace=0)
         assert _objects(client) == _expected(saver, ["t2"])
         saver.delete_thread("t2")
         assert _objects(client) == set()
@@ -213,7 +213,7 @@ def test_plaits_checkpoint_pruning_keeps_what_a_live_checkpoint_reads(graph_targ
             graph.invoke(_turn(f"hi {n}"), T1)
         before = _objects(client)
         assert before
-        client.prune_checkpoints(grace=0)
+        client.sessions.prune_checkpoints(grace=0)
         assert _objects(client) == before
         assert graph.get_state(T1).values["mood"] == "after hi 1"
 
@@ -267,7 +267,7 @@ def test_a_process_killed_between_a_prunes_swap_and_erase_leaves_a_pruned_thread
         assert [c.config for c in saver.list(T1)] == [newest.config]
         assert _texts(_graph(saver).get_state(T1).values) == _texts(newest.values)
         assert _history(client, "t1") == _texts(newest.values)
-        left = client.sessions.get("t1").transcript.hidden_heads()
+        left = client.open("t1").transcript.hidden_heads()
         assert len(left) == 2  # the old head and the branch it had: not erased yet
         stale = _objects(client) - _expected(saver, ["t1"])
         assert stale  # values only the old heads held
@@ -275,6 +275,6 @@ def test_a_process_killed_between_a_prunes_swap_and_erase_leaves_a_pruned_thread
         # The next write finishes the job: the heads are erased, their values freed.
         out = _graph(saver).invoke(_turn("after"), T1)
         assert _texts(out)[-2:] == ["after", "echo: after"]
-        assert client.sessions.get("t1").transcript.hidden_heads() == []
+        assert client.open("t1").transcript.hidden_heads() == []
         assert _objects(client) == _expected(saver, ["t1"])
         assert len(list(saver.list(T1))) == 4

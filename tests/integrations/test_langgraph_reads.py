@@ -70,7 +70,7 @@ def test_a_long_threads_newest_checkpoint_is_read_from_its_tip(
         out = _graph(cold, approve=True).invoke(Command(resume="at last"), T1)
         assert out["messages"][-1].content == "approved: at last"
         assert sum(counts) < total / 4
-        assert [m.text for m in client.sessions.get("t1").history()][-1] == "approved: at last"
+        assert [m.text for m in client.open("t1").history()][-1] == "approved: at last"
 
         # Every other read sees the whole thread.
         assert [c.config for c in cold.list(T1)] == [c.config for c in PlaitSaver(client).list(T1)]

@@ -155,9 +155,9 @@ def test_two_processes_racing_on_one_thread_never_both_commit(shared: str, tmp_p
         state = saver.get_tuple({"configurable": {"thread_id": "t1"}})
         assert state is not None
         assert state.checkpoint["channel_values"]["turns"] == 2
-        history = [m.text for m in client.sessions.get("t1").history()]
+        history = [m.text for m in client.open("t1").history()]
         assert history == ["first", "echo: first", f"from {winner}", f"echo: from {winner}"]
-        assert client.sessions.get("t1").transcript.hidden_heads() == []
+        assert client.open("t1").transcript.hidden_heads() == []
 
 
 @pytest.mark.parametrize("mode", ["turns", "aturns"])
@@ -174,7 +174,7 @@ def test_two_processes_taking_turns_on_one_thread_both_commit_in_order(
         state = saver.get_tuple({"configurable": {"thread_id": "t1"}})
         assert state is not None
         assert state.checkpoint["channel_values"]["turns"] == 2
-        history = [m.text for m in client.sessions.get("t1").history()]
+        history = [m.text for m in client.open("t1").history()]
         first, second = history[0].removeprefix("from "), history[2].removeprefix("from ")
         assert {first, second} == {"A", "B"}
         assert history == [

@@ -742,7 +742,7 @@ def test_plaits_api_reads_and_branches_the_conversation(target: str, tmp_path: P
             for n in range(1, 4):
                 model.enqueue([assistant_message(f"Reply {n}")])
                 await Runner.run(agent, f"Message {n}", session=session)
-            plait = client.sessions.get("user/7")
+            plait = client.open("user/7")
             report = plait.context("gpt-4o-mini")
             assert report is not None and report.used > 0
 

@@ -115,7 +115,7 @@ def _json(messages: list[ModelMessage]) -> bytes:
 def test_messages_round_trip_with_no_field_lost(target: str, tmp_path: Path) -> None:
     with Client(tmp_path, store=target) as client:
         session = client.sessions.create(to_plait_messages(MESSAGES), session_id="chat/1")
-        back = load_messages(client.sessions.get("chat/1"))
+        back = load_messages(client.open("chat/1"))
         assert back == MESSAGES
         assert _json(back) == _json(MESSAGES)
         assert from_records(session.transcript.records) == MESSAGES
@@ -210,7 +210,7 @@ def test_second_turn_loads_its_history_from_plait(target: str, tmp_path: Path) -
             save_messages(session, first.new_messages())
 
         with Client(tmp_path, store=target) as client:  # another process, later
-            session = client.sessions.get("user/42")
+            session = client.open("user/42")
             history = load_messages(session)
             assert history == first.all_messages()
             again = await _weather_agent(FunctionModel(second)).run(
@@ -275,7 +275,7 @@ def test_store_load_run_save_load(target: str) -> None:
         window = await store.load("c/1", limit=2)
         assert window is not None and window.messages == second.all_messages()[-2:]
         # The conversation is a plait session under the same id.
-        plait = store.client.sessions.get("c/1")
+        plait = store.client.open("c/1")
         assert [m.role for m in plait.history()][:2] == ["user", "assistant"]
         store.close()
 
@@ -323,7 +323,7 @@ def test_store_forks_share_records_and_branches_keep_the_history_they_leave(targ
 
         fork = await store.fork("main", at=2, new_conversation_id="main/alt")
         assert fork.messages == full[:2]
-        plait_fork = store.client.sessions.get("main/alt")
+        plait_fork = store.client.open("main/alt")
         assert plait_fork.parent_session_ids == ("main",)  # shares main's records
         continued = await agent.run("alt two", conversation=fork)
         await store.save(continued)
@@ -382,7 +382,7 @@ def test_store_after_a_plait_compaction_loads_the_view_and_keeps_saving(target: 
             await store.save(result)
             conversation = result.conversation
         full = conversation.messages
-        plait = store.client.sessions.get("long")
+        plait = store.client.open("long")
         await plait.compact(keep_last=2)
         loaded = await store.load("long")
         assert loaded is not None and len(loaded.messages) == 3
@@ -469,7 +469,7 @@ def test_a_plait_fork_of_a_conversation_is_one_the_store_loads(target: str) -> N
             result = await agent.run(prompt, conversation=conversation)
             await store.save(result, scope="ann")
             conversation = result.conversation
-        plait = store.client.sessions.get("main")
+        plait = store.client.open("main")
         plait.fork_at(2, "main/plait-alt")  # with plait's API (or `plait sessions fork`)
         # As store.fork("main", at=2) would have it: the history kept, the scope, no usage.
         fork = await store.load("main/plait-alt", scope="ann")
@@ -525,7 +525,7 @@ def test_another_formats_item_at_the_end_leaves_the_conversation_whole(target: s
         agent: Agent[None, str] = Agent(TestModel(custom_output_text="ok"))
         first = await agent.run("one", conversation=Conversation(conversation_id="mixed"))
         await store.save(first)
-        plait = store.client.sessions.get("mixed")
+        plait = store.client.open("mixed")
         # As a plait run with another provider leaves its thinking: not pydantic-ai's.
         plait.inject({"role": "opaque", "format": "anthropic", "item": {"thinking": "hm"}})
         loaded = await store.load("mixed")
@@ -536,7 +536,7 @@ def test_another_formats_item_at_the_end_leaves_the_conversation_whole(target: s
         assert entries is not None
         assert [e.message for e in entries] == second.all_messages()
         assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
-        assert load_messages(store.client.sessions.get("mixed")) == second.all_messages()
+        assert load_messages(store.client.open("mixed")) == second.all_messages()
         store.close()
 
     run(scenario())

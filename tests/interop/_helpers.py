@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from plait import Client, Message
+from plait import Client
 from plait.interop import SeedResult, seed_from_jsonl
+from plait.records import Message
 from plait.views import full_history
 
 
@@ -18,12 +19,12 @@ def seed(client: Client, path: Path, **options: object) -> tuple[SeedResult, lis
     result = seed_from_jsonl(client, path, **options)  # type: ignore[arg-type]
     assert result.ok, result.error
     assert result.session_id is not None
-    stored = client.sessions.get(result.session_id).transcript.records
+    stored = client.open(result.session_id).transcript.records
     messages = full_history(stored, context=True)
     said = client.sessions.history_of(result.session_id, full=True)
     assert said == [m for m in messages if m.added is None]
     assert result.messages_loaded == len(messages) + sum(
-        1 for r in client.sessions.get(result.session_id).transcript.records if r.kind == "system"
+        1 for r in client.open(result.session_id).transcript.records if r.kind == "system"
     )
     return result, messages
 

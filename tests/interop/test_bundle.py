@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from plait import Client, Session, export_bundle, import_bundle, write_bundle
+from plait import Client, Session
 from plait.cli import cli
 from plait.errors import (
     BundleVersionError,
@@ -17,7 +17,14 @@ from plait.errors import (
     InvalidArgumentError,
     SessionNotFoundError,
 )
-from plait.interop import BUNDLE_SCHEMA, read_bundle, seed_from_jsonl
+from plait.interop import (
+    BUNDLE_SCHEMA,
+    export_bundle,
+    import_bundle,
+    read_bundle,
+    seed_from_jsonl,
+    write_bundle,
+)
 
 # Fake credentials of every kind the sanitizer knows, built in pieces so no scanner
 # mistakes this file for a leak. Each maps to the kind its replacement must name.
@@ -444,8 +451,8 @@ def test_cli_export_and_import_a_bundle(tmp_path: Path, monkeypatch: pytest.Monk
     data = json.loads(result.stdout)
     assert data["ok"] is True and data["source"]["mode"] == "local"
     with Client(ws, store=db) as c:
-        copy = c.sessions.get(data["session_id"])
-        original = c.sessions.get(sid)
+        copy = c.open(data["session_id"])
+        original = c.open(sid)
         assert [m.to_dict() for m in copy.history(full=True)] == [
             m.to_dict() for m in original.history(full=True)
         ]
@@ -466,8 +473,8 @@ def test_cli_export_and_import_a_bundle(tmp_path: Path, monkeypatch: pytest.Monk
 def test_a_run_leaves_trace_spans_and_replays_offline(mem: Client, tmp_path: Path) -> None:
     import asyncio
 
-    from plait import ToolCall
     from plait.providers import Reply, ScriptedProvider, Usage
+    from plait.records import ToolCall
 
     box = tmp_path / "box"
     box.mkdir()
@@ -526,7 +533,7 @@ def test_replay_only_drops_the_unmapped_records_an_import_kept(mem: Client, tmp_
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     result = seed_from_jsonl(mem, path)
     assert result.ok
-    session = mem.sessions.get(result.session_id or "")
+    session = mem.open(result.session_id or "")
     assert "HOOK-MARKER" in _dump(export_bundle(session, mode="local"))
     bundle = export_bundle(session, mode="replay-only")
     assert "HOOK-MARKER" not in _dump(bundle)

@@ -32,7 +32,7 @@ def test_entries_map_as_the_file_imports(mem: Client, transcripts: Path, name: s
     mapping = map_claude_code_entries(entries)
     result = seed_from_jsonl(mem, path)
     assert result.ok and result.session_id is not None
-    imported = mem.sessions.get(result.session_id).transcript.records
+    imported = mem.open(result.session_id).transcript.records
     imported_messages = [r for r in imported if r.kind in ("user", "assistant", "tool", "summary")]
     mine = [record_from_message(m, seq=0) for m in mapping.messages]
     assert [(r.kind, r.content) for r in mine if r.kind != "system"] == [
@@ -41,7 +41,7 @@ def test_entries_map_as_the_file_imports(mem: Client, transcripts: Path, name: s
     assert [getattr(r, "tool_calls", ()) for r in mine if r.kind != "system"] == [
         getattr(r, "tool_calls", ()) for r in imported_messages
     ]
-    assert mapping.title == mem.sessions.get(result.session_id).title
+    assert mapping.title == mem.open(result.session_id).title
     # Every message is carried by the entry that started it, at least.
     assert set(range(len(mapping.messages))) <= {c for c in mapping.carriers if c is not None}
     assert len(mapping.carriers) == len(entries)

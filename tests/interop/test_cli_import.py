@@ -43,7 +43,7 @@ def test_import_prints_what_was_imported(run: Run, transcripts: Path) -> None:
     assert "14 messages (3 turns) from claude-code message_events" in first
     assert "anthropic/claude-sonnet-4-20250514" in result.stdout
     with _client(run) as c:
-        s = c.sessions.get("pushed")
+        s = c.open("pushed")
         assert s.title == "AI Music Generation: Diverse Embedding Mapping"
         assert s.lineage_operator == "Session.import"
 
@@ -77,7 +77,7 @@ def test_import_json(run: Run, transcripts: Path) -> None:
     assert data["source"]["schema"] == "plait.session_seed_source.v1"
     assert data["source"]["format"] == "codex"
     with _client(run) as c:
-        assert c.sessions.get(data["session_id"]).title == "Pomodoro"
+        assert c.open(data["session_id"]).title == "Pomodoro"
 
 
 def test_import_with_format_and_drop_tool_calls(run: Run, transcripts: Path) -> None:

@@ -41,7 +41,7 @@ def test_pomodoro_session(mem: Client, transcripts: Path) -> None:
     assert_paired(messages)
     assert all(m.ok for m in messages if m.role == "tool")
     # Reasoning summaries are kept out of the text, in meta.
-    records = mem.sessions.get(result.session_id or "").transcript.records
+    records = mem.open(result.session_id or "").transcript.records
     thinking = [r for r in records if r.kind == "assistant" and "thinking" in r.meta]
     assert thinking[0].meta["thinking"] == ["**Examining repository structure**"]
     assert all(r.meta.get("redacted_thinking", 0) >= 1 for r in thinking)
@@ -70,7 +70,7 @@ def test_truncated_rollout_ends_on_a_tool_result(mem: Client, transcripts: Path)
     assert result.model == "gpt-5-1-codex-2025-11-13"
     assert result.source is not None
     assert result.source["skipped"]["ghost_snapshot item"] == 1
-    records = mem.sessions.get(result.session_id or "").transcript.records
+    records = mem.open(result.session_id or "").transcript.records
     assert records[0].kind == "system"  # the base instructions the model saw
     assert_paired(messages)
 
@@ -93,7 +93,7 @@ def test_compaction_becomes_a_summary(mem: Client, transcripts: Path) -> None:
 def test_redacted_exec_with_developer_message(mem: Client, transcripts: Path) -> None:
     path = transcripts / "codex" / "agenthistory_redacted-exec_v0.135.0.jsonl"
     result, messages = seed(mem, path)
-    records = mem.sessions.get(result.session_id or "").transcript.records
+    records = mem.open(result.session_id or "").transcript.records
     assert [r.kind for r in records] == ["system", "system", "user", "user", "assistant"]
     assert records[0].text == "[REDACTED_BASE_INSTRUCTIONS]"
     assert records[1].text == "[REDACTED_DEVELOPER_CONTEXT]"

@@ -47,7 +47,7 @@ def _view(records: list[Record], *, with_ok: bool) -> list[tuple[object, ...]]:
 
 def _all(client: Client, session_id: str) -> list[Record]:
     """Every message record of a session, system messages included, oldest first."""
-    return [r for r in client.sessions.get(session_id).transcript.records if r.kind != "event"]
+    return [r for r in client.open(session_id).transcript.records if r.kind != "event"]
 
 
 @pytest.mark.parametrize("rel", REAL)
@@ -57,7 +57,7 @@ def test_real_sessions_round_trip_through_both_formats(
     if not TRANSCRIPTS.is_dir():
         pytest.skip(f"transcript fixtures not found at {TRANSCRIPTS}")
     first, _ = seed(mem, TRANSCRIPTS / rel)
-    session = mem.sessions.get(first.session_id or "")
+    session = mem.open(first.session_id or "")
     original = _all(mem, session.id)
 
     openai_file = tmp_path / "chat.json"

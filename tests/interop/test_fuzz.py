@@ -126,7 +126,7 @@ def _run(client: Client, data: bytes, fmt: str, validate: bool) -> None:
         assert after == before, "a failed import stored a session"
     else:
         assert after == before + 1
-        stored = client.sessions.get(result.session_id or "").transcript.records
+        stored = client.open(result.session_id or "").transcript.records
         assert len(stored) == result.messages_loaded
         client.sessions.delete(result.session_id or "")  # keep the shared store small
 

@@ -28,9 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plait import Client, export_bundle, import_bundle
+from plait import Client
 from plait.errors import PlaitError
-from plait.interop import FORMATS, read_bundle, seed_from_jsonl
+from plait.interop import FORMATS, export_bundle, import_bundle, read_bundle, seed_from_jsonl
 from plait.interop._skim import skim_object
 from plait.store import MemoryStore
 
@@ -135,7 +135,7 @@ def test_importer_fuzz_target(
         assert _count(fuzzed) == before, "a failed import stored a session"
     else:
         assert result.session_id is not None
-        loaded = fuzzed.sessions.get(result.session_id)
+        loaded = fuzzed.open(result.session_id)
         assert len(loaded.transcript.records) == result.messages_loaded
         fuzzed.sessions.delete(result.session_id)
 
@@ -155,7 +155,7 @@ def bundles(corpus: Seeds) -> list[bytes]:
                 result = seed_from_jsonl(c, path, format=fmt, validate=False)
                 if not result.ok or result.session_id is None:
                     continue
-                session = c.sessions.get(result.session_id)
+                session = c.open(result.session_id)
                 for mode in ("local", "sanitized", "replay-only"):
                     bundle = export_bundle(session, mode=mode)  # type: ignore[arg-type]
                     out.append(json.dumps(bundle, ensure_ascii=False, indent=1).encode())

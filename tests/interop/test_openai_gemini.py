@@ -25,7 +25,7 @@ def test_function_calling_messages(mem: Client, transcripts: Path) -> None:
     assert result.source_records == 14
     assert result.source["kind"] == "external_transcript"
     assert roles(messages) == {"user": 1, "assistant": 6, "tool": 6}
-    records = mem.sessions.get(result.session_id or "").transcript.records
+    records = mem.open(result.session_id or "").transcript.records
     assert records[0].kind == "system"
     assert messages[0].text.startswith("Hello! Can you create a new Python file named hello.py")
     calls = [c for m in messages for c in m.tool_calls]
@@ -106,7 +106,7 @@ def test_jsonl_and_legacy_shapes(mem: Client, tmp_path: Path) -> None:
     ]
     path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
     result, messages = seed(mem, path, format="openai")
-    records = mem.sessions.get(result.session_id or "").transcript.records
+    records = mem.open(result.session_id or "").transcript.records
     assert records[0].kind == "system" and records[0].text == "Be brief."
     assert messages[0].text == "What is this?" and messages[0].images == 1
     assert records[1].meta["name"] == "ann"
@@ -165,7 +165,7 @@ def test_gemini_recording(mem: Client, transcripts: Path) -> None:
     assert names.count("write_file") == 3 and names.count("replace") == 8
     assert sum(1 for m in messages if m.role == "tool" and not m.ok) == 1
     assert_paired(messages)
-    records = mem.sessions.get(result.session_id or "").transcript.records
+    records = mem.open(result.session_id or "").transcript.records
     assert records[1].meta["thinking"][0].startswith("Beginning the Build")
 
 

@@ -71,7 +71,7 @@ def test_round_trip_gives_the_same_messages(client: Client, tmp_path: Path) -> N
     assert result.source["kind"] == "plait_jsonl"
     assert result.source_records == 9
     assert result.messages_loaded == 8
-    copy = client.sessions.get(result.session_id or "")
+    copy = client.open(result.session_id or "")
     assert copy.title == "Cat picture"  # from the header
     assert copy.lineage_operator == "Session.import"
     assert _meta_free(copy.transcript.records) == _meta_free(original.transcript.records)

@@ -88,7 +88,7 @@ def test_codex_stats_count_each_model_call(mem: Client, path: Path) -> None:
     assert stats.output_tokens == expected.output_tokens
     assert stats.cached_tokens == expected.cached_tokens
     replies = [
-        r for r in mem.sessions.get(sid).transcript.records if isinstance(r, AssistantRecord)
+        r for r in mem.open(sid).transcript.records if isinstance(r, AssistantRecord)
     ]
     priced = [r for r in replies if isinstance(r.meta.get("usage"), dict)]
     assert len(priced) == expected.calls
@@ -97,5 +97,5 @@ def test_codex_stats_count_each_model_call(mem: Client, path: Path) -> None:
         usage = priced[-1].meta["usage"]
         assert isinstance(usage, dict) and usage["input_tokens"] == expected.last_input
         if priced[-1].seq == max(r.seq for r in replies):
-            report = mem.sessions.get(sid).context()
+            report = mem.open(sid).context()
             assert report is not None and report.from_provider

@@ -51,7 +51,7 @@ def _files(agent: str) -> list[Any]:
 
 
 def _records(client: Client, session_id: str) -> list[Record]:
-    return [r for r in client.sessions.get(session_id).transcript.records if r.kind != "event"]
+    return [r for r in client.open(session_id).transcript.records if r.kind != "event"]
 
 
 def _check(client: Client, path: Path, expected: Expected, *, fmt: str, lenient: bool) -> None:
@@ -103,7 +103,7 @@ def _check_person(client: Client, sid: str, records: list[Record], expected: Exp
     assert len(added) == expected.added
     said = client.sessions.history_of(sid, full=True)
     assert sum(1 for m in said if m.role == "user") == expected.roles["user"] - expected.added
-    sent = client.sessions.get(sid).transcript.request_messages()
+    sent = client.open(sid).transcript.request_messages()
     assert {r.seq for r in added} <= {m.seq for m in sent if m.role == "user"} or any(
         r.kind == "summary" for r in records
     )

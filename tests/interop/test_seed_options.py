@@ -67,7 +67,7 @@ def test_truncate_to_last_never_starts_on_an_orphaned_result(mem: Client, tmp_pa
     assert result.truncated
     assert [m.text for m in messages] == ["two files", "listed files", "thanks", "welcome"]
     assert result.messages_loaded == 4
-    summary = mem.sessions.get(result.session_id or "").transcript.records[1]
+    summary = mem.open(result.session_id or "").transcript.records[1]
     assert summary.payload["folds"] == [0, 1]  # moved with the messages that were kept
     assert [m.role for m in mem.sessions.history_of(result.session_id or "", full=False)] == [
         "summary",
@@ -169,7 +169,7 @@ def test_source_kind_defaults_and_override(mem: Client, transcripts: Path, tmp_p
 
 def test_title(mem: Client, transcripts: Path) -> None:
     result, _ = seed(mem, transcripts / SNIFFLY, title="  Push   it  ")
-    assert mem.sessions.get(result.session_id or "").title == "Push it"
+    assert mem.open(result.session_id or "").title == "Push it"
 
 
 def test_options_mapping(mem: Client, transcripts: Path) -> None:

@@ -32,7 +32,7 @@ def _import(client: Client, path: Path, **options: object) -> tuple[dict, list[R
     assert result.source is not None
     records = [
         r
-        for r in client.sessions.get(result.session_id or "").transcript.records
+        for r in client.open(result.session_id or "").transcript.records
         if r.kind != "event"
     ]
     return result.source, records
@@ -129,7 +129,7 @@ def test_unmapped_records_are_kept_verbatim_on_the_session(mem: Client) -> None:
         pytest.skip(f"{path} not found")
     result = seed_from_jsonl(mem, path)
     assert result.ok and result.source is not None
-    seeded = mem.sessions.get(result.session_id or "").settings.metadata["seeded_from_jsonl"]
+    seeded = mem.open(result.session_id or "").settings.metadata["seeded_from_jsonl"]
     unmapped = seeded["unmapped"]
     lines = [json.loads(raw) for raw in path.read_bytes().splitlines()]
     for entry in unmapped:
@@ -221,7 +221,7 @@ def test_lenient_import_keeps_the_text_of_lines_it_could_not_read(
     path.write_text('{"role": "user", "content": "hi"}\n42\n{"role": "assistant", "conte')
     result = seed_from_jsonl(mem, path, validate=False)
     assert result.ok and result.partial
-    unmapped = mem.sessions.get(result.session_id or "").settings.metadata["seeded_from_jsonl"][
+    unmapped = mem.open(result.session_id or "").settings.metadata["seeded_from_jsonl"][
         "unmapped"
     ]
     assert unmapped == [

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, export_bundle
+from plait import Client
 from plait.errors import InvalidArgumentError, PlaitError
+from plait.interop import export_bundle
 from plait.providers import (
     Finish,
     Provider,

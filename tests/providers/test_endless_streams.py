@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.errors import ProviderStalledError, ReplyTooLargeError
 from plait.providers import ModelSettings, Reply, ScriptedProvider
+from plait.records import ToolCall
 
 pytest.importorskip("openai")
 

@@ -30,7 +30,9 @@ CHILD = textwrap.dedent(
     """
     import asyncio, sys, time
     from pathlib import Path
-    from plait import Client, RecordAdded, ToolCall
+    from plait import Client
+    from plait.records import ToolCall
+    from plait.run import RecordAdded
     from plait.providers import Finish, Reply, ScriptedProvider, TextDelta
     from plait.tools import tool
 
@@ -66,7 +68,7 @@ CHILD = textwrap.dedent(
     call = Reply(tool_calls=(ToolCall("m1", "migrate", {}),), finish_reason="tool_calls")
     provider = Streaming() if phase == "stream" else ScriptedProvider([call, "done"])
     client = Client(ws, store=db)
-    session = client.sessions.get(sid)
+    session = client.open(sid)
     asyncio.run(session.prompt("migrate the schema", provider=provider, tools=[migrate],
                                on_event=on_event))
     """

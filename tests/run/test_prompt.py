@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, InvalidArgumentError, Session, ToolCall
+from plait import Client, Session
+from plait.errors import InvalidArgumentError
 from plait.providers import Reply, ScriptedProvider, Usage
+from plait.records import ToolCall
 from plait.run import DENIED, Denied, ToolFinished, prompt
 
 
@@ -111,7 +113,7 @@ def test_the_step_limit_leaves_a_valid_transcript(client: Client, tmp_path: Path
 
 
 def test_run_session_joins_agent_and_user_and_shares_the_user_sandbox(tmp_path: Path) -> None:
-    from plait.run import run_session
+    from plait import run_session
 
     (tmp_path / "box").mkdir()
     (tmp_path / "box" / "a.txt").write_text("A")
@@ -140,7 +142,7 @@ def test_run_session_joins_agent_and_user_and_shares_the_user_sandbox(tmp_path: 
 
 
 def test_prompt_once_persists_nothing(tmp_path: Path) -> None:
-    from plait.run import prompt_once
+    from plait import prompt_once
 
     with Client(tmp_path, store=tmp_path / "s.db") as client:
         before = client.sessions.list(all_workspaces=True)

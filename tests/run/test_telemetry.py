@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.providers import Reply, ScriptedProvider, ScriptExhaustedError, Usage
+from plait.records import ToolCall
 from plait.run import telemetry
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="opentelemetry-sdk not installed")

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.errors import InvalidArgumentError, SandboxUnavailableError, UnknownOptionError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.sandbox import IsolatedBackend, Limits, SandboxPolicy, backend_named, isolated
 from plait.tools import ToolContext, shell
 from tests.sandbox.conftest import call, open_isolated

@@ -107,7 +107,7 @@ def test_the_target_is_stored_and_inherited(tmp_path: Path) -> None:
         sid = s.id
         assert s.fork().sandbox_backend == "local"
     with Client(tmp_path, store=path) as client:
-        again = client.sessions.get(sid)
+        again = client.open(sid)
         assert again.sandbox_backend == "local" and again.sandbox is None
         assert isinstance(again.require_sandbox(), Sandbox)
         again.close_sandbox()

@@ -6,8 +6,9 @@ import asyncio
 import os
 from pathlib import Path
 
-from plait import Client, Session, ToolCall
+from plait import Client, Session
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from tests.sandbox.conftest import open_isolated
 
 

@@ -468,8 +468,9 @@ def test_runs_with_tools_leave_no_sandbox_folder_behind(
     import gc
     import tempfile
 
-    from plait import Client, ToolCall
+    from plait import Client
     from plait.providers import Reply, ScriptedProvider
+    from plait.records import ToolCall
     from plait.server import create_app
     from plait.tools import BUILTIN_TOOLS
 

@@ -149,7 +149,7 @@ def test_two_hubs_relay_a_run_in_its_order(tmp_path: Path, pg_store_schema: str)
         client_a: Client, hub_a: Hub, hub_b: Hub, watched_on_a: bool
     ) -> tuple[list[SseEvent], list[SseEvent]]:
         held = _Held()
-        session = client_a.new_session()
+        session = client_a.sessions.new()
         session.inject({"role": "system", "content": "be brief"})
         sid = session.id
         _, sub_a = await hub_a.open(sid, None)
@@ -177,7 +177,7 @@ def test_two_hubs_relay_a_run_in_its_order(tmp_path: Path, pg_store_schema: str)
         store_b = PostgresStore(POSTGRES_URL, schema=pg_store_schema)
         client_a = Client(tmp_path / "ws", store=store_a)
         client_b = Client(tmp_path / "ws", store=store_b)
-        hub_a, hub_b = Hub(client_a), Hub(client_b)
+        hub_a, hub_b = Hub(client_a.host), Hub(client_b.host)
         feed = StoreFeed(store_b, hub_b, asyncio.get_running_loop())
         feed.start()
         # B must be listening before A announces the run, as a serving replica is.

@@ -73,7 +73,7 @@ def test_writes_and_batches_are_heard_in_commit_order(
     a, b = pair
     heard = b.events(timeout=0.5)
     with Client(tmp_path, store=a) as client:
-        session = client.new_session()
+        session = client.sessions.new()
         session.inject({"role": "user", "content": "first"})
         assert a.flush_changes()
         a.publish_events(session.id, ['"after the write"'])
@@ -123,9 +123,9 @@ def test_a_relaying_channel_reads_the_store_again_after_the_origin_goes_silent(
         store_a = make_store("postgres", tmp_path, pg_store_schema)
         store_b = make_store("postgres", tmp_path, pg_store_schema)
         client_a, client_b = Client(tmp_path, store=store_a), Client(tmp_path, store=store_b)
-        hub = Hub(client_b)
+        hub = Hub(client_b.host)
         try:
-            session = client_a.new_session()
+            session = client_a.sessions.new()
             session.inject({"role": "system", "content": "s"})
             _, sub = await hub.open(session.id, None)
             hub.relay(BusMessage("events", session.id, "[]"))  # a run starts elsewhere
@@ -152,9 +152,9 @@ def test_a_batch_heard_twice_is_relayed_once(tmp_path: Path, pg_store_schema: st
     async def main() -> None:
         store = make_store("postgres", tmp_path, pg_store_schema)
         client = Client(tmp_path, store=store)
-        hub = Hub(client)
+        hub = Hub(client.host)
         try:
-            session = client.new_session()
+            session = client.sessions.new()
             session.inject({"role": "system", "content": "s"})
             _, sub = await hub.open(session.id, None)
             batch = json.dumps([
@@ -209,7 +209,7 @@ def test_a_feed_that_reconnects_reads_the_changes_it_missed(
                 with other_store._conn("cut the listener") as conn:
                     conn.execute("SELECT pg_terminate_backend(%s)", (listener.info.backend_pid,))
                 with Client(served.client.workspace, store=other_store) as other:
-                    other.get(sid).inject({"role": "user", "content": "while it was deaf"})
+                    other.open(sid).inject({"role": "user", "content": "while it was deaf"})
                 ev = reader.next()
                 assert ev["data"]["record"]["payload"]["content"] == "while it was deaf"
     finally:

@@ -141,7 +141,7 @@ def test_records_from_another_writer_reach_observers(live: LiveServer, served: S
         with http.stream("GET", f"/sessions/{sid}/events") as stream:
             reader = SseReader(stream)
             with Client(served.client.workspace, store=served.client.store) as other:
-                other.get(sid).inject({"role": "user", "content": "from elsewhere"})
+                other.open(sid).inject({"role": "user", "content": "from elsewhere"})
             ev = reader.next()
             assert (
                 ev["event"] == "record"
@@ -194,7 +194,7 @@ def test_postgres_notifies_wake_observers_at_once(tmp_path: Path, pg_store_schem
             with http.stream("GET", f"/sessions/{sid}/events") as stream:
                 reader = SseReader(stream)
                 with Client(served.client.workspace, store=other_store) as other:
-                    other.get(sid).inject({"role": "user", "content": "from another process"})
+                    other.open(sid).inject({"role": "user", "content": "from another process"})
                 ev = reader.next()
                 assert ev["data"]["record"]["payload"]["content"] == "from another process"
     finally:

@@ -52,11 +52,11 @@ def test_a_write_answers_with_its_lock_already_given_up(tmp_path: Path) -> None:
             sid = new_session(api)["id"]
             assert _say(api, sid, {"role": "user", "content": "hi"}) == 200
             # The answer is in the client's hands: the lock is gone, here and for other processes.
-            assert not served.client.idle_locks
+            assert not served.client.host.idle_locks
             assert not _held_elsewhere(tmp_path / "plait.db", sid)
             # A write that fails is let go of too.
             assert _say(api, sid, {"content": "no role"}) == 422
-            assert not served.client.idle_locks
+            assert not served.client.host.idle_locks
             assert not _held_elsewhere(tmp_path / "plait.db", sid)
     finally:
         served.client.close()
@@ -105,13 +105,13 @@ def test_a_failure_to_let_go_is_logged_and_the_write_keeps_its_answer(
         with TestClient(served.app, headers=AUTH) as api:
             sid = new_session(api)["id"]
             with monkeypatch.context() as patched, caplog.at_level(logging.ERROR, "plait.server"):
-                patched.setattr(served.client, "release_idle", broken)
+                patched.setattr(served.client.host, "release_idle", broken)
                 assert _say(api, sid, {"role": "user", "content": "kept"}) == 200
             assert "could not give up the idle writer locks" in caplog.text
             records = api.get(f"/sessions/{sid}/records").json()["records"]
             assert [r["payload"]["content"] for r in records] == ["kept"]
             assert _say(api, sid, {"role": "user", "content": "next"}) == 200
-            assert not served.client.idle_locks  # the next write let go of it
+            assert not served.client.host.idle_locks  # the next write let go of it
     finally:
         served.client.close()
 
@@ -124,7 +124,7 @@ def test_a_run_on_a_session_another_process_writes_is_refused_before_it_starts(
         "import sys\n"
         "from plait import Client\n"
         "with Client(sys.argv[2], store=sys.argv[1]) as c:\n"
-        "    c.sessions.get(sys.argv[3]).live.acquire()\n"
+        "    c.open(sys.argv[3]).live.acquire()\n"
         "    print('held', flush=True)\n"
         "    sys.stdin.readline()\n"
     )
@@ -173,7 +173,7 @@ def test_a_run_refused_after_its_checks_leaves_no_lock_behind(tmp_path: Path) ->
                 r = api.post(f"/sessions/{sid}/resume", json={"stream": stream})
                 assert r.status_code == 409, r.text
                 assert r.json()["error"]["code"] == "nothing_to_do"
-                assert not served.client.idle_locks
+                assert not served.client.host.idle_locks
                 assert not _held_elsewhere(tmp_path / "plait.db", sid)
     finally:
         served.client.close()

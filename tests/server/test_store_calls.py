@@ -21,7 +21,7 @@ BUDGET = 6
 
 def test_a_streamed_run_makes_no_more_store_calls_than_its_budget(tmp_path: Path) -> None:
     served = make_served(tmp_path)
-    worker = served.client.store_calls
+    worker = served.client.host.store_calls
     hops: list[str] = []
     through = worker.run_through
 

@@ -142,8 +142,7 @@ def test_context_report_shares_add_up(api: TestClient, served: Served) -> None:
     assert report["window"] > 0 and report["used"] > 0
     assert sum(share["tokens"] for share in report["shares"]) == report["used"]
     assert report["window_source"] == "guess"  # its replies name no model
-    sessions = served.client.sessions
-    sessions.get(sid).settings.set(model_info={"context_window": 9000})
+    served.client.open(sid).settings.set(model_info={"context_window": 9000})
     report = api.get(f"/sessions/{sid}/context").json()["report"]
     assert (report["window"], report["window_source"]) == (9000, "settings")
     empty = served.client.sessions.create([{"role": "user", "content": "no reply"}]).id

@@ -155,7 +155,7 @@ def test_a_session_seen_and_worked_on_from_the_page(
         page.locator("#session-facts", has_text="3 messages").wait_for()
         forked_id = page.get_attribute("#session-view", "data-id")
         assert forked_id not in (root.id, branch.id)
-        assert client.get(str(forked_id)).transcript.length == 3
+        assert client.open(str(forked_id)).transcript.length == 3
 
         # Run, then Stop while the model is still writing.
         page.wait_for_selector(f"#live[data-connected='yes'][data-session-id='{forked_id}']")

@@ -159,7 +159,7 @@ def test_the_lineage_box_counts_messages_during_a_run(
             page.locator("#lineage svg g.mark", has_text="4 msgs").wait_for()
         page.goto("about:blank")
     assert problems == []
-    assert served.client.get(sid).transcript.length == 4
+    assert served.client.open(sid).transcript.length == 4
     served.client.close()
 
 

@@ -194,10 +194,10 @@ def test_the_page_says_when_its_server_is_gone_and_catches_up_when_it_is_back(
         gated.gate.set()
         page.locator("#live-state", has_text="done").wait_for()
         assert page.is_disabled("#stop")
-        length = served.client.get(sid).transcript.length
+        length = served.client.open(sid).transcript.length
         page.locator("#session-facts", has_text=f"{length} messages").wait_for()
         assert page.locator("#transcript li[data-n]").count() == length
-        texts = [m.text for m in served.client.get(sid).history()]
+        texts = [m.text for m in served.client.open(sid).history()]
         # The reply cut off by the stop stays; the one the model gave again follows it.
         assert texts[-3:] == ["tell me more", "first piece ", "first piece gated reply"], texts
         page.screenshot(path=str(_shots(tmp_path) / "server-back-done.png"), full_page=True)

@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from plait import Client, InvalidArgumentError, Session, ToolCall
+from plait import Client, Session
 from plait.cli import cli
+from plait.errors import InvalidArgumentError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.session.checkpoints import checkpoints_of, referenced
 
 
@@ -61,12 +63,12 @@ def test_forks_keep_the_checkpoints_they_share_and_the_rest_goes(
     fork_files = _every_position_restores(fork, tmp_path / "f1")
 
     # Every object is recent: the default grace keeps all of them.
-    assert client.prune_checkpoints().removed == 0
-    counted = client.prune_checkpoints(grace=0, dry_run=True)
+    assert client.sessions.prune_checkpoints().removed == 0
+    counted = client.sessions.prune_checkpoints(grace=0, dry_run=True)
     assert counted.dry_run and counted.removed > 0
-    done = client.prune_checkpoints(grace=0)
+    done = client.sessions.prune_checkpoints(grace=0)
     assert (done.removed, done.dry_run) == (counted.removed, False)
-    assert client.prune_checkpoints(grace=0).removed == 0
+    assert client.sessions.prune_checkpoints(grace=0).removed == 0
     # Whatever either branch references restores as before, at every message.
     assert _every_position_restores(s, tmp_path / "p2") == parent_files
     assert _every_position_restores(fork, tmp_path / "f2") == fork_files
@@ -81,7 +83,7 @@ def test_a_deleted_parent_keeps_what_its_fork_shares(client: Client, tmp_path: P
     fork_files = _every_position_restores(fork, tmp_path / "f1")
     client.sessions.delete(s.id)
     assert parent_only not in referenced(client.store)
-    assert client.prune_checkpoints(grace=0).removed > 0
+    assert client.sessions.prune_checkpoints(grace=0).removed > 0
     # The fork's first four messages are the parent's rows: their checkpoints stay.
     assert _every_position_restores(fork, tmp_path / "f2") == fork_files
     assert fork_files[4] == {"a.txt": "shared\n", "keep.txt": "original\n"}
@@ -90,9 +92,9 @@ def test_a_deleted_parent_keeps_what_its_fork_shares(client: Client, tmp_path: P
 def test_pruning_refuses_a_bad_grace_or_dry_run(client: Client) -> None:
     for bad in (-1, "soon", True):
         with pytest.raises(InvalidArgumentError):
-            client.prune_checkpoints(grace=bad)  # type: ignore[arg-type]
+            client.sessions.prune_checkpoints(grace=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError):
-        client.prune_checkpoints(dry_run="yes")  # type: ignore[arg-type]
+        client.sessions.prune_checkpoints(dry_run="yes")  # type: ignore[arg-type]
 
 
 def test_the_cli_prunes_and_dry_runs(tmp_path: Path) -> None:
@@ -120,7 +122,7 @@ def test_the_cli_prunes_and_dry_runs(tmp_path: Path) -> None:
 def test_a_foreign_bundles_checkpoint_ids_never_stop_pruning_and_db_check_names_them(
     tmp_path: Path,
 ) -> None:
-    from plait import export_bundle, import_bundle
+    from plait.interop import export_bundle, import_bundle
 
     # A session on another store, with checkpoints this store never saw.
     box = tmp_path / "o" / "box"
@@ -150,7 +152,7 @@ def test_a_foreign_bundles_checkpoint_ids_never_stop_pruning_and_db_check_names_
              "meta": {"workspace": {"before": "../../etc/passwd", "after": "ab" * 32}}},
         ]
         client.sessions.create(forged)
-        done = client.prune_checkpoints(grace=0)
+        done = client.sessions.prune_checkpoints(grace=0)
         assert done.removed > 0 and done.unheld >= 3
     runner = CliRunner()
     checked = runner.invoke(cli, ["--store", str(db), "--workspace", str(ws), "db", "check"])

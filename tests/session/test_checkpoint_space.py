@@ -9,8 +9,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-from plait import Client, Session, ToolCall
+from plait import Client, Session
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.store import ObjectStore, PostgresStore
 from tests.conftest import POSTGRES_URL, needs_postgres
 
@@ -41,7 +42,7 @@ _ELSEWHERE = textwrap.dedent(
     from plait.store import PostgresStore
     url, schema, workspace, target = sys.argv[1:5]
     with Client(workspace, store=PostgresStore(url, schema=schema)) as client:
-        session = client.sessions.get("pg-files")
+        session = client.open("pg-files")
         print(session.workspace.restore(4, folder=target))
     """
 )

@@ -7,14 +7,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from plait import (
-    Client,
-    InvalidArgumentError,
-    Message,
-    NothingToDoError,
-    Session,
-    UnknownOptionError,
-)
+from plait import Client, Session
+from plait.errors import InvalidArgumentError, NothingToDoError, UnknownOptionError
+from plait.records import Message
 
 
 def _conversation(client: Client, turns: int = 12) -> Session:

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, RunEnded, Session, ToolCall
+from plait import Client, Session
 from plait.errors import InvalidArgumentError
 from plait.providers import Reply, ScriptedProvider
-from plait.run import event_json
+from plait.records import ToolCall
+from plait.run import RunEnded, event_json
 
 
 @pytest.fixture

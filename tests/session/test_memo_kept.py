@@ -66,7 +66,7 @@ def test_a_new_handle_uses_what_the_host_knows(
         s.live.release()
         del s
         gc.collect()
-        again = client.get(sid)
+        again = client.open(sid)
         again.inject({"role": "user", "content": "next"})
         del reads[:]
         assert _texts(again.transcript.request_messages()) == [*want, "next"]
@@ -83,7 +83,7 @@ def test_records_another_client_wrote_meanwhile_are_read_and_only_they(
         want = _texts(s.transcript.request_messages())
         s.live.release()
         with Client(tmp_path, store=path, writer_lock="process") as other:
-            theirs = other.get(s.id)
+            theirs = other.open(s.id)
             theirs.inject({"role": "user", "content": "from the other"})
             theirs.inject({"role": "assistant", "content": "and its reply"})
         s.inject({"role": "user", "content": "mine again"})
@@ -101,7 +101,7 @@ def test_a_rewind_elsewhere_starts_afresh(tmp_path: Path) -> None:
         s.transcript.request_messages()
         s.live.release()
         with Client(tmp_path, store=path, writer_lock="process") as other:
-            theirs = other.get(s.id)
+            theirs = other.open(s.id)
             theirs.transcript.rewind(3)
             theirs.inject({"role": "assistant", "content": "after the rewind"})
         s.inject({"role": "user", "content": "mine"})  # the lock taken again

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, InvalidArgumentError, ToolCall, UnknownOptionError
+from plait import Client
+from plait.errors import InvalidArgumentError, UnknownOptionError
 from plait.providers import ModelSettings, Reply, ScriptedProvider
+from plait.records import ToolCall
 
 
 def test_settings_are_checked_and_round_trip() -> None:

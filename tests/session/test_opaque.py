@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
-from plait import Client, InvalidMessageError, OpaqueRecord
+from plait import Client
+from plait.errors import InvalidMessageError
 from plait.interop import to_jsonl, to_openai_messages
 from plait.providers import ScriptedProvider
+from plait.records import OpaqueRecord
 
 REASONING: dict[str, Any] = {
     "type": "reasoning",
@@ -72,7 +74,7 @@ def test_plait_jsonl_round_trips_it(client: Client, tmp_path: Any) -> None:
 
     result = seed_from_jsonl(client, path)
     assert result.ok and result.session_id is not None
-    copy = client.sessions.get(result.session_id)
+    copy = client.open(result.session_id)
     items = [r for r in copy.transcript.records if isinstance(r, OpaqueRecord)]
     assert [(r.format, r.item) for r in items] == [("openai-agents", REASONING)]
 

@@ -129,7 +129,8 @@ def test_an_id_used_again_sends_its_own_hidden_system_prompt(tmp_path: Path) -> 
     messages = [{"role": roles[n % 2], "content": f"m{n}"} for n in range(300)]
     with Client(tmp_path, store=tmp_path / "r.db") as client:
         first = client.sessions.create([{"role": "system", "content": "old rules"}])
-        first.transcript.inject_many(messages)  # a long uncounted tail: the prefix is read, not tallied
+        # a long uncounted tail: the prefix is read, not tallied
+        first.transcript.inject_many(messages)
         first.trim(3)
         assert first.transcript.request_messages()[0].text == "old rules"
         client.sessions.erase(first.id)

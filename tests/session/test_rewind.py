@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from plait import (
-    Client,
+from plait import Client
+from plait.errors import (
     InvalidArgumentError,
     NothingToDoError,
     SessionClosedError,
@@ -60,7 +60,7 @@ def test_rewind_keeps_identity_settings_and_title(client: Client) -> None:
     _talk(s, 3)
     created = s.transcript.created_at
     s.transcript.rewind(2)
-    again = client.sessions.get("keep")
+    again = client.open("keep")
     assert (again.title, again.settings.metadata.get("tenant"), again.scratchpad()) == (
         "my chat", "acme", {"plan": [1, 2]})
     assert again.transcript.created_at == created and again.transcript.length == 2
@@ -85,7 +85,7 @@ def test_rewind_refuses_bad_counts_stale_versions_and_closed_sessions(client: Cl
     s.close()
     with pytest.raises(SessionClosedError):
         s.transcript.rewind(1)
-    assert client.sessions.get("refuse").transcript.length == 4
+    assert client.open("refuse").transcript.length == 4
 
 
 def test_rewind_to_zero_and_events_past_the_cut(client: Client) -> None:
@@ -119,9 +119,9 @@ def test_forks_made_before_a_rewind_keep_their_messages(client: Client) -> None:
     _talk(s, 3)
     fork = s.fork()
     s.transcript.rewind(1)
-    assert [m.text for m in client.sessions.get(fork.id).history()][-1] == "a2"
+    assert [m.text for m in client.open(fork.id).history()][-1] == "a2"
     s.inject({"role": "assistant", "content": "new answer"})
-    assert [m.text for m in client.sessions.get(fork.id).history()][-1] == "a2"
+    assert [m.text for m in client.open(fork.id).history()][-1] == "a2"
 
 
 def test_delete_takes_the_hidden_heads_with_it(client: Client) -> None:
@@ -145,7 +145,7 @@ def test_erase_leaves_no_trace_in_the_sqlite_files(tmp_path: Path) -> None:
         s.transcript.rewind(10)
         client.sessions.erase("forget-me")
         assert not client.exists("forget-me")
-        assert [m.text for m in client.sessions.get("keep").history()] == ["nothing to hide"]
+        assert [m.text for m in client.open("keep").history()] == ["nothing to hide"]
     for name in os.listdir(tmp_path):
         if name.startswith("s.db") and (tmp_path / name).is_file():
             assert b"SWORDFISH" not in (tmp_path / name).read_bytes(), name
@@ -160,7 +160,7 @@ def _worker(ws: Path, path: Path, wfd: int, seed: int) -> None:  # pragma: no co
     try:
         rng = random.Random(seed)
         client = Client(ws, store=path)
-        s = client.sessions.get("crash")
+        s = client.open("crash")
         while True:
             n = s.transcript.length
             op = rng.random()
@@ -213,7 +213,7 @@ def test_sigkill_during_rewinds_leaves_one_head_or_the_other(tmp_path: Path) -> 
         store = SQLiteStore(path)
         try:
             with Client(tmp_path, store=store) as client:
-                s = client.sessions.get("crash")
+                s = client.open("crash")
                 assert s.transcript.length in ({after} if done else {before, after})
                 texts = [r.text for r in s.transcript.records]
                 assert len(texts) == s.transcript.length
@@ -231,10 +231,10 @@ def test_deleting_a_hidden_head_keeps_what_the_session_still_reads(client: Clien
     _talk(s, 4)
     first = s.transcript.rewind(3)  # the session reads the first 3 of the hidden head's rows
     client.sessions.delete(first)
-    assert [m.text for m in client.sessions.get("shared-rows").history()] == ["q0", "a0", "q1"]
+    assert [m.text for m in client.open("shared-rows").history()] == ["q0", "a0", "q1"]
     s.inject({"role": "assistant", "content": "a1 again"})
     second = s.transcript.rewind(2)
     s.transcript.undo_rewind(second)  # back on the row that reads the deleted head's rows
     client.sessions.delete(s.transcript.hidden_heads()[0])
-    assert [m.text for m in client.sessions.get("shared-rows").history()][-1] == "a1 again"
+    assert [m.text for m in client.open("shared-rows").history()][-1] == "a1 again"
     assert client.store.integrity_check() == []

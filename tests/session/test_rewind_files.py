@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, InvalidArgumentError, NothingToDoError, Session, ToolCall
-from plait.errors import StaleSessionError
+from plait import Client, Session
+from plait.errors import InvalidArgumentError, NothingToDoError, StaleSessionError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 
 def _write(cid: str, path: str, content: str) -> Reply:
@@ -138,6 +139,6 @@ def test_pruning_keeps_what_a_hidden_head_names(client: Client, tmp_path: Path) 
     (box / "by-hand.txt").write_text("saved only by the rewind\n")
     everything = _files(box)
     s.transcript.rewind(2, files=True)
-    client.prune_checkpoints(grace=0)
+    client.sessions.prune_checkpoints(grace=0)
     s.transcript.undo_rewind(files=True)
     assert _files(box) == everything

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, RunEnded, Session, ToolCall
+from plait import Client, Session
 from plait.errors import ProviderError, RunInterruptedError, RunTimeoutError
 from plait.providers import Reply, Request, ScriptedProvider, StreamEvent, TextDelta
-from plait.run import Run, event_json
+from plait.records import ToolCall
+from plait.run import Run, RunEnded, event_json
 
 
 @pytest.fixture

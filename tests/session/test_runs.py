@@ -8,22 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from plait import (
-    Client,
+from plait import Client, Session, current_id
+from plait.errors import (
     InvalidArgumentError,
-    IterationEnd,
+    MissingDependencyError,
     NothingToDoError,
-    RecordAdded,
+    ProviderError,
     RunInterruptedError,
     RunTimeoutError,
-    Session,
     SessionBusyError,
-    ToolCall,
-    ToolFinished,
-    ToolStarted,
-    current_id,
 )
-from plait.errors import MissingDependencyError, ProviderError
 from plait.providers import (
     Reply,
     Request,
@@ -32,7 +26,8 @@ from plait.providers import (
     TextDelta,
     Usage,
 )
-from plait.run import CONTINUE, INTERRUPTED
+from plait.records import ToolCall
+from plait.run import CONTINUE, INTERRUPTED, IterationEnd, RecordAdded, ToolFinished, ToolStarted
 from plait.session import SessionWorkspace, host_of
 from plait.tools import ToolContext, tool
 from plait.views import model_messages
@@ -560,7 +555,7 @@ def test_the_session_remembers_a_model_spec(
     asyncio.run(s.prompt("hi"))
     assert picked == [None, "openai:gpt-4o", "openai:gpt-4o"]
     assert s.settings["model"] == "openai:gpt-4o"
-    reopened = client.sessions.get(s.id)
+    reopened = client.open(s.id)
     assert reopened.settings["model"] == "openai:gpt-4o"
     s.settings.set(model="gone:model")  # the configuration no longer has it
     picked.clear()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, InvalidArgumentError, UnknownOptionError
+from plait import Client
+from plait.errors import InvalidArgumentError, UnknownOptionError
 from plait.sandbox import SandboxPolicy
 
 
@@ -48,8 +49,8 @@ def test_a_managed_workspace_nobody_closed_goes_with_its_handle(
     import asyncio
     import gc
 
-    from plait import ToolCall
     from plait.providers import Reply, ScriptedProvider
+    from plait.records import ToolCall
 
     s = client.sessions.create([{"role": "user", "content": "hi"}])  # no sandbox target
     provider = ScriptedProvider([
@@ -74,7 +75,8 @@ def test_a_managed_workspace_is_deleted_when_the_process_ends(tmp_path: Path) ->
 
     script = textwrap.dedent(f"""
         import asyncio
-        from plait import Client, ToolCall
+        from plait import Client
+        from plait.records import ToolCall
         from plait.providers import Reply, ScriptedProvider
         client = Client({str(tmp_path)!r}, store={str(tmp_path / "s.db")!r})
         s = client.sessions.create([{{"role": "user", "content": "hi"}}])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plait import Client, InvalidArgumentError, SessionNotFoundError
+from plait import Client
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.session import SessionHost
 
 
@@ -14,7 +15,7 @@ def test_set_metadata_sets_replaces_and_removes(client: Client) -> None:
     s.settings.set_metadata("provenance", {"from": "test"})
     assert s.settings.metadata["provenance"] == {"from": "test"} and s.live.version > version
     s.settings.set_metadata("provenance", ["replaced"])
-    assert client.sessions.get(s.id).settings.metadata["provenance"] == ["replaced"]
+    assert client.open(s.id).settings.metadata["provenance"] == ["replaced"]
     assert "provenance" not in s.fork().settings.metadata  # unlike settings, not inherited
     s.settings.set_metadata("provenance", None)
     assert "provenance" not in s.settings.metadata
@@ -35,7 +36,7 @@ def test_set_metadata_refuses_bad_input_and_writes_nothing(client: Client) -> No
 
 def test_a_host_hands_out_one_handle_per_id(client: Client) -> None:
     s = client.sessions.create([{"role": "user", "content": "hi"}])
-    host: SessionHost = client
+    host: SessionHost = client.host
     assert host.get(s.id) is s
     with pytest.raises(SessionNotFoundError):
         host.get("0190c0de-0000-7000-8000-000000000000")

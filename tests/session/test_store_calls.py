@@ -18,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from plait import Client, NothingToDoError, Session, ToolCall
+from plait import Client, Session
+from plait.errors import NothingToDoError
 from plait.providers import Reply, ScriptedProvider, Usage
+from plait.records import ToolCall
 
 BUDGET = 12
 
@@ -68,7 +70,7 @@ def test_a_prompt_with_two_model_calls_and_a_tool_call_stays_within_budget(
     assert calls["get"] <= 1  # one row read for the whole run
     assert sum(calls.values()) <= BUDGET, dict(calls)
     # What the run wrote is what a fresh reader sees.
-    other = Client(tmp_path, store=client.store).sessions.get(s.id)
+    other = Client(tmp_path, store=client.store).open(s.id)
     assert [m.role for m in other.history()] == ["user", "assistant", "tool", "assistant"]
 
 
@@ -95,11 +97,11 @@ def test_a_writer_sees_what_another_handle_in_the_process_wrote(tmp_path: Path) 
         s = a.sessions.create([{"role": "user", "content": "hi"}])
         s.inject({"role": "assistant", "content": "hello"})
         s.context()  # the writer's memo now holds the transcript
-        b.sessions.get(s.id).inject({"role": "user", "content": "from b"})
+        b.open(s.id).inject({"role": "user", "content": "from b"})
         assert [m.text for m in s.history()] == ["hi", "hello", "from b"]
         assert s.transcript.request_messages()[-1].text == "from b"
         report = s.context()
-        fresh = Client(tmp_path, store=path).sessions.get(s.id).context()
+        fresh = Client(tmp_path, store=path).open(s.id).context()
         assert report is not None and fresh is not None and report.used == fresh.used
 
 
@@ -125,6 +127,6 @@ def test_the_writers_memo_agrees_with_a_fresh_reader(
                 s.transcript.uncompact()
         if rng.random() < 0.5:
             mine = s.context()
-            reader = Client(tmp_path, store=client.store).sessions.get(s.id)
+            reader = Client(tmp_path, store=client.store).open(s.id)
             assert mine == reader.context()
             assert s.transcript.request_messages() == reader.transcript.request_messages()

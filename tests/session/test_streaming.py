@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from plait import Client, InvalidArgumentError, SessionNotFoundError
+from plait import Client
+from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.store.sqlite import SQLiteStore
 
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, NothingToDoError, Session, ToolCall
+from plait import Client, Session
+from plait.errors import NothingToDoError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 
 
 def _write(cid: str, path: str, content: str) -> Reply:

@@ -83,11 +83,11 @@ def test_a_zeroed_page_is_a_store_corrupt_error_and_the_rest_reads(
     db, ws, (alpha, bravo, charlie) = damaged
     with Client(ws, store=db) as client:
         with pytest.raises(StoreCorruptError, match="malformed"):
-            client.sessions.get(bravo).history()
+            client.open(bravo).history()
         with pytest.raises(StoreCorruptError):
             client.sessions.history_of(bravo)
-        assert len(client.sessions.get(alpha).history()) == 60
-        assert len(client.sessions.get(charlie).history()) == 60
+        assert len(client.open(alpha).history()) == 60
+        assert len(client.open(charlie).history()) == 60
         assert {i.id for i in client.sessions.list()} == {alpha, bravo, charlie}
 
 
@@ -129,7 +129,7 @@ def test_db_check_deep_names_the_session_and_records_of_a_zeroed_page(
     assert kept.returncode == 0, kept.stderr
     with Client(ws, store=db) as client:
         branch = next(i for i in client.sessions.list() if i.parent_session_ids == (bravo,))
-        assert len(client.sessions.get(branch.id).history()) == lost[0]
+        assert len(client.open(branch.id).history()) == lost[0]
 
 
 def test_db_recover_copies_what_a_zeroed_page_left_into_a_new_file(
@@ -153,8 +153,8 @@ def test_db_recover_copies_what_a_zeroed_page_left_into_a_new_file(
     assert all(p["what"] == "the record is missing" for p in report["problems"])
     assert len(report["problems"]) == lost
     with Client(ws, store=new) as client:
-        assert len(client.sessions.get(alpha).history()) == 60
-        assert len(client.sessions.get(charlie).history()) == 60
+        assert len(client.open(alpha).history()) == 60
+        assert len(client.open(charlie).history()) == 60
     with closing(sqlite3.connect(new)) as raw:
         assert raw.execute("SELECT data FROM checkpoint_parts").fetchall() == [(b"\x01\x02\x03",)]
     again = _plait(db, ws, "db", "recover", str(new))
@@ -173,8 +173,8 @@ def test_an_undecodable_payload_is_corrupt_on_read_and_named_by_the_deep_check(
         raw.execute("UPDATE records SET payload = '{\"content\": 5}' WHERE id = ?", (rid,))
     with Client(ws, store=db) as client:
         with pytest.raises(StoreCorruptError, match="seq=4"):
-            client.sessions.get(bad.id).history()
-        assert len(client.sessions.get(good.id).history()) == 6
+            client.open(bad.id).history()
+        assert len(client.open(good.id).history()) == 6
     with closing(SQLiteStore(db)) as store:
         found = store.check(deep=True)
     assert [(p.session_id, p.seq, p.record_id) for p in found] == [(bad.id, 4, rid)]
@@ -222,7 +222,7 @@ def test_an_undecodable_session_row_is_skipped_by_listings_and_named_by_the_chec
         with pytest.warns(StoreCorruptWarning):
             assert len(client.sessions.list(3)) == 3  # the next session takes its place
         with pytest.raises(SessionNotFoundError, match="cannot be read"):
-            client.sessions.get(bad)
+            client.sessions.open(bad)
     shown = _plait(db, ws, "sessions", "list")
     assert shown.returncode == 0, shown.stderr
     assert all(sid[:8] in shown.stdout for sid in ok)
@@ -299,8 +299,8 @@ def test_postgres_a_corrupt_payload_is_typed_and_named_by_the_deep_check(
                 (rid,),
             )
         with pytest.raises(StoreCorruptError, match="seq=3"):
-            client.sessions.get(bad.id).history()
-        assert len(client.sessions.get(good.id).history()) == 5
+            client.open(bad.id).history()
+        assert len(client.open(good.id).history()) == 5
         found = client.store.check(deep=True)  # type: ignore[attr-defined]
         assert [(p.session_id, p.seq, p.record_id) for p in found] == [(bad.id, 3, rid)]
         client.store.close()

@@ -74,7 +74,7 @@ def test_no_plain_text_in_the_sqlite_file_or_its_log(tmp_path: Path, key: str) -
         assert Path(f"{path}-wal").exists() and len(raw) > 0
         assert [s for s in SECRETS if s.encode() in raw] == []
         # ... while the client reads every secret back through the key.
-        session = client.sessions.get(sid)
+        session = client.open(sid)
         assert session.title == "zebratitle"
         assert session.history()[0].text == "the zebracontent is here"
         assert session.scratchpad() == {"note": "zebrapad"}
@@ -271,7 +271,7 @@ def test_recover_copies_an_encrypted_store_with_its_keys(
     report = salvage(path, copy)
     assert report.records == 1
     with Client(tmp_path, store=copy) as client:
-        assert client.sessions.get(sid).history()[0].text == "zebracontent"
+        assert client.open(sid).history()[0].text == "zebracontent"
     assert b"zebracontent" not in _raw_sqlite(copy)
 
 

@@ -56,14 +56,15 @@ def _run(script: str, *args: str) -> str:
 # Writes each of the sessions through the public API and reports each kind of answer.
 WRITER = """
     import sys
-    from plait import Client, SessionLockedError
+    from plait import Client
+    from plait.errors import SessionLockedError
     with Client(sys.argv[1], store=sys.argv[2]) as client:
         got = {"written": 0, "refused": 0, "elsewhere": 0}
         for i in range(int(sys.argv[3])):
             sid = f"user/{i}"
             got["elsewhere"] += client.sessions.open_elsewhere(sid)
             try:
-                client.sessions.get(sid).inject({"role": "user", "content": "other"})
+                client.open(sid).inject({"role": "user", "content": "other"})
                 got["written"] += 1
             except SessionLockedError:
                 got["refused"] += 1
@@ -75,15 +76,15 @@ def test_a_process_writing_many_sessions_keeps_few_descriptors(tmp_path: Path) -
     db = tmp_path / "many.db"
     with Client(tmp_path, store=db) as client:
         client.open("warm").inject({"role": "user", "content": "x"})
-        client.release_idle()
+        client.host.release_idle()
         before = _fds()
         for sid in _ids(MANY):
             client.open(sid).inject({"role": "user", "content": "mine"})
         assert _fds() <= before + shard_locks.SHARDS
-        assert all(client.holds_lock(sid) for sid in _ids(MANY))
+        assert all(client.host.holds_lock(sid) for sid in _ids(MANY))
         # Another process reads each one as taken and is refused every write.
         assert _run(WRITER, str(tmp_path), str(db), str(MANY)) == f"0 {MANY} {MANY}"
-        assert client.release_idle() == MANY
+        assert client.host.release_idle() == MANY
         assert _fds() == before  # the last hold of a shard closes its descriptor
     # Let go: the other process writes every one of them.
     assert _run(WRITER, str(tmp_path), str(db), str(MANY)) == f"{MANY} 0 0"

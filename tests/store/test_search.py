@@ -202,7 +202,7 @@ def test_a_word_written_by_each_path_is_found_in_forks_too(store: Store, tmp_pat
         words = {"axolotl": ran.id, "aardwolf": ran.id, "ibex": injected.id, "impala": imported}
         for word, sid in words.items():
             assert [h.session_id for h in c.sessions.search(word)] == [sid], word
-        forks = {sid: c.sessions.get(sid).fork().id for sid in set(words.values())}
+        forks = {sid: c.open(sid).fork().id for sid in set(words.values())}
         for word, sid in words.items():
             assert {h.session_id for h in c.sessions.search(word)} == {sid, forks[sid]}, word
 

@@ -10,8 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, Session, StaleSessionError
-from plait.errors import SchemaOutdatedError, SchemaTooNewError, StoreCorruptError, StoreError
+from plait import Client, Session
+from plait.errors import (
+    SchemaOutdatedError,
+    SchemaTooNewError,
+    StaleSessionError,
+    StoreCorruptError,
+    StoreError,
+)
 from plait.store import SQLiteStore, default_path, open_store
 from plait.store.sqlite import MIGRATIONS
 
@@ -82,7 +88,7 @@ def test_sessions_survive_reopening_the_file(tmp_path: Path) -> None:
         sid, cid = s.id, child.id
     with Client(tmp_path, store=path) as c:
         assert [m.text for m in c.sessions.history_of(sid)] == ["kept"]
-        assert c.sessions.get(cid).parent_session_ids == (sid,)
+        assert c.open(cid).parent_session_ids == (sid,)
 
 
 def test_a_schema_newer_than_the_code_is_refused(tmp_path: Path) -> None:
@@ -171,7 +177,7 @@ def test_two_clients_on_one_file_never_interleave(tmp_path: Path) -> None:
     two = Client(tmp_path, store=path)
     s1 = one.open("shared")
     s1.inject({"role": "user", "content": "first"})
-    s2 = two.sessions.get("shared")
+    s2 = two.open("shared")
     s2.inject({"role": "assistant", "content": "second"})
     # s1's view is stale now: a strict write fails, a plain one lands on the new head.
     with pytest.raises(StaleSessionError):
@@ -202,7 +208,7 @@ def test_closed_store_is_a_store_error(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_session_is_not_found(tmp_path: Path) -> None:
-    from plait import SessionNotFoundError
+    from plait.errors import SessionNotFoundError
 
     store = SQLiteStore(tmp_path / "bad.db")
     c = Client(tmp_path, store=store)
@@ -226,7 +232,7 @@ def test_threads_with_their_own_clients_never_lose_or_interleave(tmp_path: Path)
     def writer(n: int) -> None:
         try:
             with Client(tmp_path, store=path) as c:
-                s = c.sessions.get("shared")
+                s = c.open("shared")
                 for i in range(40):
                     s.inject({"role": "user", "content": f"{n}:{i}"})
         except BaseException as exc:  # pragma: no cover - reported below
@@ -239,7 +245,7 @@ def test_threads_with_their_own_clients_never_lose_or_interleave(tmp_path: Path)
         t.join()
     assert errors == []
     with Client(tmp_path, store=path) as c:
-        records = c.sessions.get("shared").transcript.records
+        records = c.open("shared").transcript.records
     assert [r.seq for r in records] == list(range(161))
     texts = [r.text for r in records[1:]]
     for n in range(4):

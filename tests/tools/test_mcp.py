@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.errors import InvalidArgumentError, MissingDependencyError, ToolServerError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.session import Session
 from plait.tools import MCPServer, read_file
 from tests.sandbox.conftest import leftovers

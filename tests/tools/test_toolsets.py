@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from plait import Client, ToolCall
+from plait import Client
 from plait.errors import InvalidArgumentError, ScriptExhaustedError
 from plait.providers import Reply, ScriptedProvider
+from plait.records import ToolCall
 from plait.tools import Tool, Toolset, tool
 
 

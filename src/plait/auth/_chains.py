@@ -20,6 +20,7 @@ from plait.records import JSONValue
 from plait.run import as_current
 from plait.run import current_id as run_current_id
 from plait.session import Session, SessionHost, host_of
+from plait.session.host import HostOwner, host_for
 
 __all__ = [
     "ACTOR_CHAIN_KEY",
@@ -281,7 +282,7 @@ def _write_chain(session: Session, chain: Mapping[str, JSONValue]) -> None:
 
 
 def actor_chain(
-    session: Session | str | None = None, *, host: SessionHost | None = None
+    session: Session | str | None = None, *, host: SessionHost | HostOwner | None = None
 ) -> dict[str, JSONValue] | None:
     """Return a session's RFC 8693 ``{sub, act}`` chain, or None (seed 003 ``actor_chain``).
 
@@ -289,7 +290,7 @@ def actor_chain(
         session: the session, or its id (with ``host``); None reads the current
             one: the innermost :func:`entered` session, else (with ``host``) the
             session a run is driving (``plait.current_id()``).
-        host: the client to look an id up in.
+        host: the client (or its ``client.host``) to look an id up in.
 
     Returns:
         The chain (a copy), or None when no principal is bound, the id is
@@ -310,7 +311,7 @@ def actor_chain(
             if host is None:
                 raise InvalidArgumentError("actor_chain(id) needs host= to look the id up in")
             try:
-                target = host.get(sid)
+                target = host_for(host).get(sid)
             except SessionNotFoundError:
                 return None
     if target is None or not target.transcript.stored:

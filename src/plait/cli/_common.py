@@ -230,7 +230,7 @@ def open_session(client: Client, session_id: str) -> Session:
     """
     from plait._prefix import resolve_session_id
 
-    return client.sessions.get(resolve_session_id(client, session_id))
+    return client.sessions.open(resolve_session_id(client, session_id))
 
 
 def store_file(settings: Settings) -> Path:

@@ -243,7 +243,7 @@ def tree_lines(client: Client, session_id: str) -> list[str]:
     Raises:
         SessionNotFoundError: unknown or invalid id.
     """
-    session = client.sessions.get(resolve_session_id(client, session_id))
+    session = client.open(resolve_session_id(client, session_id))
     root = session.transcript.ancestry().root_id
     store = client.store
     return draw_tree(

@@ -252,7 +252,7 @@ def prune_checkpoints(settings: Settings, dry_run: bool, grace: float) -> None:
     """
     check_store_file(settings, create=False)  # a store that is not there has nothing to prune
     store = _open(settings, auto_migrate=False)
-    done = Client(".", store=store).prune_checkpoints(dry_run=dry_run, grace=grace)
+    done = Client(".", store=store).sessions.prune_checkpoints(dry_run=dry_run, grace=grace)
     verb = "would remove" if done.dry_run else "removed"
     click.echo(
         f"{verb} {done.removed} checkpoint object(s); "

@@ -118,34 +118,43 @@ class SessionCollection:
         return store.search(query, n, None if all_workspaces else self._client.workspace)
 
     def new(self) -> Session:
-        """Start an empty conversation and make it current (stored when first written)."""
-        return self._client.make_current(self._client.new_session())
+        """Start an empty conversation and make it current (stored when first written).
 
-    def get(self, session_id: str) -> Session:
-        """Return a handle on a stored session without making it current.
-
-        Raises:
-            SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
+        Returns:
+            The new session's handle, now ``client.session``.
         """
-        return self._client.handle(self._client.lookup(session_id))
+        host = self._client.host
+        return host.make_current(host.new_session())
 
     def open(self, session_id: str) -> Session:
         """Continue a stored conversation and make it current.
 
+        Args:
+            session_id: the stored session's id.
+
+        Returns:
+            The one live handle on that session, now ``client.session``.
+
         Raises:
             SessionNotFoundError: unknown, unreadable, or an id that would leave the store.
         """
-        return self._client.make_current(self.get(session_id))
+        host = self._client.host
+        return host.make_current(host.get(session_id))
 
     def latest(self) -> Session | None:
-        """Continue the most recently active session of this workspace, or return None."""
+        """Continue the most recently active session of this workspace, or return None.
+
+        Returns:
+            Its handle, now ``client.session``; None when the workspace has none stored.
+        """
         rows = conversations(self._client.store, self._client.workspace, 1)
         if not rows:
             return None
-        return self._client.make_current(self._client.handle(rows[0]))
+        host = self._client.host
+        return host.make_current(host.handle(rows[0]))
 
     def _row_in(self, session_id: str, workspace: str | os.PathLike[str] | None) -> SessionRow:
-        row = self._client.lookup(session_id)
+        row = self._client.host.lookup(session_id)
         if workspace is not None and row.workspace != _workspace_path(workspace):
             raise SessionNotFoundError(session_id, f"not in workspace {os.fspath(workspace)!r}")
         return row
@@ -168,7 +177,7 @@ class SessionCollection:
             SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
         """
         # Through the session's own reads: messages straight from the stored rows (D205).
-        return self._client.handle(self._row_in(session_id, workspace)).history(full=full)
+        return self._client.host.handle(self._row_in(session_id, workspace)).history(full=full)
 
     def stamp(
         self, session_id: str, *, workspace: str | os.PathLike[str] | None = None
@@ -209,7 +218,7 @@ class SessionCollection:
             InvalidArgumentError: a bad id, title or metadata.
             SessionExistsError: ``session_id`` is taken.
         """
-        return self._client.create_session(
+        return self._client.host.create_session(
             messages,
             session_id=session_id,
             title=title,
@@ -226,7 +235,7 @@ class SessionCollection:
             SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
         """
         row = self._row_in(session_id, workspace)
-        if self._client.holds_lock(row.id):
+        if self._client.host.holds_lock(row.id):
             return False
         return self._client.store.locked_elsewhere(row.id)
 
@@ -285,7 +294,7 @@ class SessionCollection:
         if not isinstance(all_workspaces, bool):
             raise InvalidArgumentError(f"all_workspaces is True or False, not {all_workspaces!r}")
         return retention.retain(
-            self._client,
+            self._client.host,
             older_than,
             dry_run=dry_run,
             workspace=None if all_workspaces else self._client.workspace,
@@ -294,15 +303,36 @@ class SessionCollection:
             spare=lambda row: not is_conversation(row),
         )
 
+    def prune_checkpoints(
+        self, *, dry_run: bool = False, grace: float = checkpoints.PRUNE_GRACE
+    ) -> checkpoints.Pruned:
+        """Remove the workspace checkpoint objects no live session or branch references.
+
+        Every session of the store (all workspaces) is read; an object any tool record
+        still needs, directly or through a tree, stays, and so does one written or used
+        within ``grace`` seconds (a checkpoint whose tool call has not been recorded yet).
+
+        Args:
+            dry_run: count what would go; delete nothing.
+            grace: seconds of recent use that keep an object (default one hour).
+
+        Returns:
+            How many ids are referenced and how many objects went (or would go).
+
+        Raises:
+            InvalidArgumentError: a bad ``dry_run`` or ``grace``.
+        """
+        return checkpoints.prune(self._client.store, grace=grace, dry_run=dry_run)
+
     def _remove(self, session_id: str, *, erase: bool) -> None:
-        row = self._client.lookup(session_id)
-        store = self._client.store
-        with self._client.locked(row.id):
+        host = self._client.host
+        row = host.lookup(session_id)
+        with host.locked(row.id):
             if erase:
-                store.erase(row.id)
+                host.store.erase(row.id)
             else:
-                store.delete(row.id)
-        self._client.forget(row.id)
+                host.store.delete(row.id)
+        host.forget(row.id)
 
 
 def _workspace_path(workspace: str | os.PathLike[str]) -> str:
@@ -325,12 +355,19 @@ def _workspace_path(workspace: str | os.PathLike[str]) -> str:
         ) from exc
 
 
-class Client(SessionHost):
+class Client:
     """A workspace's entry to the stored sessions.
 
     Usable as ``with Client(".") as client:`` and ``async with``. The client
     opens the store it was given by path (and closes it on exit); a
     :class:`plait.store.Store` passed in stays open.
+
+    One way per verb: ``client.session`` is the current conversation;
+    ``client.sessions`` lists, starts (``new``, ``create``), continues (``open``,
+    ``latest``), reads and removes stored ones; ``client.open(id)`` is seed 003's
+    idempotent open-or-create; ``exists``, ``snapshot`` and ``ancestry`` read one
+    session by id and tolerate unknown ids. ``client.host`` is the machinery that
+    servers and framework adapters share with it (D410).
 
     Args:
         workspace: the folder the sessions belong to (default: the working directory).
@@ -367,31 +404,36 @@ class Client(SessionHost):
     ) -> None:
         owns = not isinstance(store, Store)
         folder = _workspace_path(workspace)  # checked before a store is opened for it
-        super().__init__(open_store(store, encryption_key=encryption_key), folder)
         self._owns_store = owns
+        self.host: SessionHost = SessionHost(
+            open_store(store, encryption_key=encryption_key), folder
+        )
+        """The store, the one live handle per session and the run board behind this client:
+        the machinery a server or a framework adapter shares with it, not a user's verbs."""
+        self.store: Store = self.host.store
+        """The store the sessions are kept in."""
+        self.workspace: str = folder
+        """The absolute folder this client's sessions belong to."""
+        # session_stats: id -> (stamp when read, stats), so unchanged sessions are not re-read.
+        self._stats: dict[str, tuple[str, SessionStats]] = {}
+        self.sessions: SessionCollection = SessionCollection(self)
+        """The stored sessions of this workspace."""
         try:
-            self.set_writer_lock(writer_lock, lock_timeout)
+            self.host.set_writer_lock(writer_lock, lock_timeout)
+            self.host.exclusive_runs = True  # seed 001: a client runs one thing at a time
+            if resume is not None:
+                self.sessions.open(resume)
         except BaseException:
             self.close()
             raise
-        self.exclusive_runs = True  # seed 001: a client runs one thing at a time
-        # session_stats: id -> (stamp when read, stats), so unchanged sessions are not re-read.
-        self._stats: dict[str, tuple[str, SessionStats]] = {}
-        self.sessions = SessionCollection(self)
-        """The stored sessions of this workspace."""
-        if resume is not None:
-            try:
-                self.sessions.open(resume)
-            except BaseException:
-                self.close()
-                raise
 
     @property
     def session(self) -> Session:
         """The current conversation (a new, empty one until another is opened)."""
-        current = self.current
+        host = self.host
+        current = host.current
         if current is None:
-            current = self.make_current(self.new_session())
+            current = host.make_current(host.new_session())
         return current
 
     def open(
@@ -404,12 +446,16 @@ class Client(SessionHost):
         """Open or create a session by id (seed 003's idempotent ``open``).
 
         Unlike ``sessions.open``, an unknown id is created (stored at once, so
-        ``exists`` is then True); ``None`` mints a UUIDv7.
+        ``exists`` is then True), and the session does not become current;
+        ``None`` mints a UUIDv7.
 
         Args:
             session_id: the id to open or create.
             workspace_anchor: the folder tools treat as the workspace root.
             workspace_policy: ``{"default_mount_mode": "read_only" | "read_write"}``.
+
+        Returns:
+            The one live handle on the session.
 
         Raises:
             InvalidArgumentError: an invalid id, anchor or policy.
@@ -421,9 +467,10 @@ class Client(SessionHost):
             settings["workspace_anchor"] = workspace_anchor
         if workspace_policy is not None:
             settings["workspace_policy"] = validate_workspace_policy(workspace_policy)
+        host = self.host
         if session_id is not None:
             try:
-                handle = self.handle(self.lookup(session_id))
+                handle = host.get(session_id)
             except SessionNotFoundError:
                 if not isinstance(session_id, str) or not is_session_id(session_id):
                     raise InvalidArgumentError(
@@ -433,37 +480,54 @@ class Client(SessionHost):
                 if settings and any(handle.settings.get(k) != v for k, v in settings.items()):
                     handle.settings.set(**settings)
                 return handle
-        handle = self.new_session(session_id)
+        handle = host.new_session(session_id)
         handle.settings.set(**settings)
         return handle
 
     def exists(self, session_id: object) -> bool:
-        """Whether a stored session has this id; False for anything that is not an id."""
+        """Whether a stored session has this id; False for anything that is not an id.
+
+        Args:
+            session_id: anything; only a stored session's id answers True.
+
+        Returns:
+            True when the store holds a live session under that id.
+        """
         try:
-            self.lookup(session_id)
+            self.host.lookup(session_id)
         except SessionNotFoundError:
             return False
         return True
 
-    def get(self, session_id: str) -> Session:
-        """Return a handle on a stored session (``sessions.get``)."""
-        return self.sessions.get(session_id)
-
     def snapshot(self, session_id: object) -> Snapshot | None:
-        """Return a session's snapshot, or None for an unknown id (seed 003)."""
+        """Return a session's snapshot, or None for an unknown id (seed 003).
+
+        Args:
+            session_id: the session; anything that is not a stored id gives None.
+
+        Returns:
+            The session's :class:`~plait.session.Snapshot`, or None.
+        """
         try:
-            row = self.lookup(session_id)
+            row = self.host.lookup(session_id)
         except SessionNotFoundError:
             return None
-        return self.handle(row).transcript.snapshot()
+        return self.host.handle(row).transcript.snapshot()
 
     def ancestry(self, session_id: object) -> Ancestry | None:
-        """Return a session's ancestry, or None for an unknown id (seed 003)."""
+        """Return a session's ancestry, or None for an unknown id (seed 003).
+
+        Args:
+            session_id: the session; anything that is not a stored id gives None.
+
+        Returns:
+            Its parent, children and root, or None.
+        """
         try:
-            row = self.lookup(session_id)
+            row = self.host.lookup(session_id)
         except SessionNotFoundError:
             return None
-        return self.handle(row).transcript.ancestry()
+        return self.host.handle(row).transcript.ancestry()
 
     def session_stats(self, ids: Iterable[str] | None = None) -> builtins.list[SessionStats]:
         """What each session holds: entries, replies, tokens and cached share (seed 001).
@@ -496,7 +560,7 @@ class Client(SessionHost):
         return [self._stats_of(sid) for sid in wanted]
 
     def _stats_of(self, session_id: str) -> SessionStats:
-        current = self.current
+        current = self.host.current
         if current is not None and current.id == session_id and not current.transcript.stored:
             return SessionStats(session_id, 0, 0, 0, 0, 0, 0.0)
         stamp = self.store.stamp(session_id) if is_session_id(session_id) else None
@@ -504,38 +568,21 @@ class Client(SessionHost):
         if stamp is not None and cached is not None and cached[0] == stamp:
             return cached[1]
         # The stamp was read first: a write after it makes the next call read again.
-        row = self.lookup(session_id)
+        row = self.host.lookup(session_id)
         records = self.store.read(row, row.layout.view_start, row.layout.end_seq)
         stats = SessionStats.from_records(row.id, records)
         if stamp is not None:
             self._stats[session_id] = (stamp, stats)
         return stats
 
-    def prune_checkpoints(
-        self, *, dry_run: bool = False, grace: float = checkpoints.PRUNE_GRACE
-    ) -> checkpoints.Pruned:
-        """Remove the workspace checkpoint objects no live session or branch references.
-
-        Every session of the store (all workspaces) is read; an object any tool record
-        still needs, directly or through a tree, stays, and so does one written or used
-        within ``grace`` seconds (a checkpoint whose tool call has not been recorded yet).
-
-        Args:
-            dry_run: count what would go; delete nothing.
-            grace: seconds of recent use that keep an object (default one hour).
-
-        Raises:
-            InvalidArgumentError: a bad ``dry_run`` or ``grace``.
-        """
-        return checkpoints.prune(self.store, grace=grace, dry_run=dry_run)
-
     def close(self) -> None:
         """Give back the sessions' sandboxes, and close the store if the client opened it.
 
         A temporary sandbox folder plait made for a session goes now. Idempotent.
         """
-        self.close_sandboxes()
-        self.store_calls.close()  # what runs and the server handed over runs first
+        host = self.host
+        host.close_sandboxes()
+        host.store_calls.close()  # what runs and the server handed over runs first
         if self._owns_store:
             self.store.close()
 

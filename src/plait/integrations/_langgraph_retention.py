@@ -153,7 +153,7 @@ class Retention(ThreadSpace):
             The objects the records it removed held (candidates for collection).
         """
         session_id = self._session_id(thread_id, ns)
-        with self._client.locked(session_id):
+        with self._client.host.locked(session_id):
             space = self._read(thread_id, ns)
             if space is None:
                 return set()
@@ -230,7 +230,7 @@ class Retention(ThreadSpace):
             for ns, session_id in sorted(self._sessions(source_thread_id).items()):
                 space = self._read(source_thread_id, ns)
                 target = self._session_id(target_thread_id, ns)
-                fork = self._client.sessions.get(session_id).fork(target)
+                fork = self._client.host.get(session_id).fork(target)
                 fork.settings.set_metadata(MARK, {"thread": target_thread_id, "ns": ns})
                 if DROP in fork.settings.metadata:
                     fork.settings.set_metadata(DROP, None)
@@ -275,5 +275,5 @@ class Retention(ThreadSpace):
                 mode that another process holds).
             InvalidArgumentError: a thread id plait cannot use as a session id.
         """
-        with self._client.locked(self._session_id(thread_id, "")):
+        with self._client.host.locked(self._session_id(thread_id, "")):
             yield

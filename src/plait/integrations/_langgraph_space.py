@@ -105,7 +105,7 @@ class ThreadSpace:
         """
         session_id = self._session_id(thread_id, ns)
         try:
-            session = self._client.sessions.get(session_id)
+            session = self._client.host.get(session_id)
         except SessionNotFoundError:
             if not create:
                 return None

@@ -16,20 +16,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from plait.session import SessionHost
+from plait.client import Client
 
 __all__ = ["in_thread", "settled"]
 
 _T = TypeVar("_T")
 
 
-async def in_thread(owner: SessionHost, fn: Callable[[], _T]) -> _T:
+async def in_thread(owner: Client, fn: Callable[[], _T]) -> _T:
     """Run ``fn`` (a read or a write) on ``owner``'s store worker.
 
     Raises:
         asyncio.CancelledError: the caller was cancelled; raised only once ``fn`` finished.
     """
-    return await owner.store_calls.run(fn)
+    return await owner.host.store_calls.run(fn)
 
 
 settled = in_thread

@@ -342,13 +342,13 @@ class PlaitSessionStore(SessionStore):
         Raises:
             SessionNotFoundError: nothing was appended under ``key``.
         """
-        return self.client.sessions.get(session_id_for(key))
+        return self.client.host.get(session_id_for(key))
 
     # -- internals ------------------------------------------------------------------------
 
     def _row(self, session_id: str) -> SessionRow | None:
         try:
-            return self.client.lookup(session_id)
+            return self.client.host.lookup(session_id)
         except SessionNotFoundError:
             return None
 
@@ -358,7 +358,7 @@ class PlaitSessionStore(SessionStore):
         # mapped to Session.rewind) left the lines it cut in hidden heads: they are read too.
         store = self.client.store
         found = _entries_of(store.read(row, 0, row.layout.end_seq))
-        for hidden in self.client.handle(row).transcript.hidden_heads():
+        for hidden in self.client.host.handle(row).transcript.hidden_heads():
             held = self._row(hidden)
             if held is not None:
                 found.update(_entries_of(store.read(held, 0, held.layout.end_seq)))
@@ -447,7 +447,7 @@ class PlaitSessionStore(SessionStore):
                     last = exc  # another writer created it first: append to it
                     continue
                 return
-            session = self.client.handle(row)
+            session = self.client.host.handle(row)
             old = _info(row)
             offset = old.get("offset", 0) if "mtime" in old else self._offset(row)
             # Batches are ordered by this key; a turn mapped again (below) moves the
@@ -477,7 +477,7 @@ class PlaitSessionStore(SessionStore):
                 summary = fold_session_summary(cast(SessionSummaryEntry, prev), key, entries)
                 summary["mtime"] = _now_ms(int(old.get("mtime", 0)))
             else:
-                summary = self._refold(self.client.lookup(sid), {**old, **identity})
+                summary = self._refold(self.client.host.lookup(sid), {**old, **identity})
             info = {
                 **old,
                 **identity,
@@ -571,7 +571,7 @@ class PlaitSessionStore(SessionStore):
             if row is None:
                 self._child(session_id_for(main_key), sid, main_key)
                 continue
-            session = self.client.handle(row)
+            session = self.client.host.handle(row)
             if _info(row) != identity:
                 session.settings.set_metadata(_NS, identity)
             messages, _ = _messages(entries, session.live.version)
@@ -596,6 +596,6 @@ class PlaitSessionStore(SessionStore):
                     lineage_operator="claude_agent_sdk.append",
                     metadata={_NS: cast(JSONValue, main_key)},
                 )
-            main = self.client.lookup(main_id)
+            main = self.client.host.lookup(main_id)
         with contextlib.suppress(SessionExistsError):  # another writer made it first
-            self.client.handle(main).fork_at(0, dst=sub_id)
+            self.client.host.handle(main).fork_at(0, dst=sub_id)

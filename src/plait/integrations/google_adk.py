@@ -139,7 +139,7 @@ class PlaitSessionService(BaseSessionService):
         Raises:
             plait.errors.SessionNotFoundError: no such ADK session.
         """
-        return self.client.sessions.get(session_id_for(app_name, user_id, session_id))
+        return self.client.host.get(session_id_for(app_name, user_id, session_id))
 
     # -- BaseSessionService ---------------------------------------------------------------
 
@@ -300,7 +300,7 @@ class PlaitSessionService(BaseSessionService):
         Returns the stored (trimmed) event, or None for an equal re-delivery.
         """
         sid = session_id_for(session.app_name, session.user_id, session.id)
-        with self.client.locked(sid):
+        with self.client.host.locked(sid):
             info = self._check_append(session, event)
             if info is None:
                 return None
@@ -348,7 +348,7 @@ class PlaitSessionService(BaseSessionService):
         state.update({k: to_json(v) for k, v in own.items()})
         info["state"] = state
         info["last_update_time"] = event.timestamp
-        self.client.handle(self.client.lookup(sid)).settings.set_metadata(NS, info)
+        self.client.host.handle(self.client.host.lookup(sid)).settings.set_metadata(NS, info)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -361,8 +361,8 @@ class PlaitSessionService(BaseSessionService):
         target = event.actions.rewind_before_invocation_id if event.actions else None
         last: PlaitStaleSessionError | None = None
         for _ in range(_RETRIES):
-            row = self.client.lookup(sid)
-            plait = self.client.handle(row)
+            row = self.client.host.lookup(sid)
+            plait = self.client.host.handle(row)
             try:
                 keep = self._before_invocation(row, target) if target else None
                 if keep is not None:
@@ -393,7 +393,7 @@ class PlaitSessionService(BaseSessionService):
 
     def _row(self, session_id: str) -> SessionRow | None:
         try:
-            return self.client.lookup(session_id)
+            return self.client.host.lookup(session_id)
         except SessionNotFoundError:
             return None
 
@@ -511,8 +511,8 @@ class PlaitSessionService(BaseSessionService):
                 )
                 return
             except SessionExistsError:
-                row = self.client.lookup(scope_id)  # another writer made it: update it
-        scope = self.client.handle(row)
+                row = self.client.host.lookup(scope_id)  # another writer made it: update it
+        scope = self.client.host.handle(row)
         for key, value in delta.items():
             scope.settings.set_metadata(_STATE + key, {"v": to_json(value)})
 
@@ -529,7 +529,7 @@ class PlaitSessionService(BaseSessionService):
         events ordered by the version they were written at. ``records``: the row's records,
         when the caller has read them all already.
         """
-        hidden = self.client.handle(row).transcript.hidden_heads()
+        hidden = self.client.host.handle(row).transcript.hidden_heads()
         if not hidden:
             if records is not None and want is None and after is None:
                 return [e for e in map(event_of, records) if e]

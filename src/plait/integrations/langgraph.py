@@ -10,7 +10,7 @@ A drop-in where ``SqliteSaver`` or ``PostgresSaver`` stood::
 
 A thread is a plait session (the root namespace of thread ``T`` is the session
 ``T``; a subgraph's namespace is a session of its own, marked with its thread),
-so plait's API reads it: ``client.sessions.get("t1").history()`` shows the
+so plait's API reads it: ``client.open("t1").history()`` shows the
 conversation.
 A checkpoint costs what changed (D344):
 
@@ -211,7 +211,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
         skeleton = {k: v for k, v in checkpoint.items() if k != "channel_values"}
         parent = conf.get("checkpoint_id")
         parent = str(parent) if parent else None
-        with self._client.locked(session_id):
+        with self._client.host.locked(session_id):
             session = self._session(thread_id, ns, create=True)
             space = self._read(thread_id, ns, whole=False)
             assert session is not None and space is not None
@@ -300,7 +300,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
             "writes": rows,
         }
         data[HELD] = held(data)
-        with self._client.locked(session_id):
+        with self._client.host.locked(session_id):
             session = self._session(thread_id, ns, create=True)
             space = self._read(thread_id, ns, whole=False)
             assert session is not None and space is not None
@@ -526,7 +526,7 @@ class _SaverCore(Retention, BaseCheckpointSaver[str]):
     async def aturn(self, thread_id: str) -> AsyncIterator[None]:
         """:meth:`turn` for async graphs: the wait for the lock runs off the event loop."""
         session_id = self._session_id(thread_id, "")
-        hold = self._client.locked(session_id)
+        hold = self._client.host.locked(session_id)
         await self._off(hold.__enter__)
         try:
             yield
@@ -555,7 +555,7 @@ class PlaitSaver(_SaverCore):
     """LangGraph's checkpointer over a plait store (sync and async methods).
 
     Args:
-        store: anything :func:`plait.open_store` takes (a path, ``":memory:"``, a
+        store: anything :func:`plait.store.open_store` takes (a path, ``":memory:"``, a
             ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the default
             file), or a :class:`plait.Client` (used as it is and never closed here).
         workspace: the workspace of the sessions it creates.

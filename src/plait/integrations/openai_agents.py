@@ -102,7 +102,7 @@ class PlaitSession:
     Args:
         session_id: the conversation's id, also its plait session id (any printable
             string up to 200 characters, such as ``user/123``).
-        store: where it lives: anything :func:`plait.open_store` takes (a path,
+        store: where it lives: anything :func:`plait.store.open_store` takes (a path,
             ``":memory:"``, a ``postgresql://`` URL, a Store; None for
             ``$PLAIT_STORE`` or the default file), or a :class:`plait.Client`
             (used as it is and never closed here; make it with
@@ -163,7 +163,7 @@ class PlaitSession:
         """The plait session under this id (a plain call), or None before the first item."""
         self._check_open()
         try:
-            return self._client.sessions.get(self.session_id)
+            return self._client.host.get(self.session_id)
         except SessionNotFoundError:
             return None
 
@@ -245,7 +245,7 @@ class PlaitSession:
                 )
                 return
             except SessionExistsError:  # another writer created it first
-                session = self._client.sessions.get(self.session_id)
+                session = self._client.host.get(self.session_id)
         session.transcript.inject_many(messages)
 
     async def pop_item(self) -> TResponseInputItem | None:
@@ -276,7 +276,7 @@ class PlaitSession:
                 return items[0]
             # A message plait wrote (an assistant's text and its calls) is several items:
             # it goes, and the items before the popped one come back, under one lock hold.
-            with self._client.locked(self.session_id):
+            with self._client.host.locked(self.session_id):
                 try:
                     session.transcript.rewind(keep, expect_version=version)
                 except StaleSessionError:

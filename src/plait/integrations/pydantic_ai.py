@@ -189,7 +189,7 @@ class PlaitConversationStore(ConversationStore):
     """pydantic-ai's ``ConversationStore`` over plait sessions, one per conversation.
 
     Args:
-        store: anything :func:`plait.open_store` takes (a path, ``":memory:"``, a
+        store: anything :func:`plait.store.open_store` takes (a path, ``":memory:"``, a
             ``postgresql://`` URL, a Store; None for ``$PLAIT_STORE`` or the
             default file), or a :class:`plait.Client` (used as is, never closed here;
             make it with ``writer_lock="write"`` for several processes to share one).
@@ -240,7 +240,7 @@ class PlaitConversationStore(ConversationStore):
 
     def _get(self, session_id: str) -> Session | None:
         try:
-            return self._client.sessions.get(session_id)
+            return self._client.host.get(session_id)
         except SessionNotFoundError:
             return None
 

@@ -285,7 +285,7 @@ class Provider(Protocol):
     """A model behind the streaming protocol.
 
     A provider that can read some opaque items (provider items plait stores verbatim,
-    :class:`plait.OpaqueRecord`) says so with an optional ``reads_formats`` attribute,
+    :class:`plait.records.OpaqueRecord`) says so with an optional ``reads_formats`` attribute,
     a set of format names; requests carry those items to it as ``Message`` objects with
     role ``opaque``, and no other provider ever gets them (:func:`reads_formats`).
     """

@@ -12,8 +12,6 @@ live with the session layer: ``plait.run_session``, ``plait.prompt_once``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from plait.run.events import (
     DENIED,
     Approval,
@@ -66,18 +64,3 @@ __all__ = [
     "event_json",
     "prompt",
 ]
-
-_MOVED = frozenset({"run_session", "prompt_once"})
-
-
-def __getattr__(name: str) -> Any:
-    """``plait.run.run_session`` and ``prompt_once`` still resolve (they moved up a layer).
-
-    They make sessions, so they belong to the session layer above the loop; the
-    names resolve here on first use so code written against them keeps working.
-    """
-    if name in _MOVED:
-        from plait.session import functional
-
-        return getattr(functional, name)
-    raise AttributeError(f"module 'plait.run' has no attribute {name!r}")

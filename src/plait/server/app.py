@@ -302,16 +302,16 @@ def create_app(
     else:
         client, owns = Client(workspace, store=client_or_store), True
     # A server runs one run per session, many sessions at once (a Client alone runs one).
-    client.exclusive_runs = False
+    client.host.exclusive_runs = False
     keys = parse_api_keys(api_keys if api_keys is not None else os.environ.get(API_KEYS_ENV))
     state = ServerState(
         client=client,
         api_keys=keys,
         provider=provider,
         tools=tuple(tools),
-        live=LiveClients(client),
+        live=LiveClients(client.host),
         bearers=DurableSessions(client.store),
-        hub=Hub(client, max_queue=max_queue),
+        hub=Hub(client.host, max_queue=max_queue),
         ping_interval=float(ping_interval),
         owns_client=owns,
         approval_timeout=float(approval_timeout),

@@ -151,7 +151,7 @@ def _events(records: Sequence[Record]) -> list[EventRecord]:
 
 
 def _read_after(state: ServerState, session_id: str, after: int) -> list[Record]:
-    row: SessionRow = state.client.lookup(session_id)
+    row: SessionRow = state.client.host.lookup(session_id)
     lo = max(after + 1, row.layout.view_start)
     if lo >= row.layout.end_seq:
         return []

@@ -46,10 +46,10 @@ class ReleaseIdleLocks:
         async def let_go() -> None:
             nonlocal pending
             pending = False
-            if not self.state.client.idle_locks:
+            if not self.state.client.host.idle_locks:
                 return
             try:
-                await self.state.call(self.state.client.release_idle)
+                await self.state.call(self.state.client.host.release_idle)
             except Exception:  # the request's own answer stands; the next write tries again
                 _log.exception("could not give up the idle writer locks")
 

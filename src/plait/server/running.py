@@ -114,7 +114,7 @@ async def follow(state: ServerState, run: Run, run_id: str, session_id: str) -> 
             state.fleet.handed_over(run_id)
         else:
             state.fleet.end(run_id, _end_state(data))
-        state.client.release_idle()  # the run is over: its session's lock goes (D94)
+        state.client.host.release_idle()  # the run is over: its session's lock goes (D94)
 
     try:
         await state.call(ended)
@@ -182,7 +182,7 @@ async def start_checked(
             state.fleet.end(run_id, "failed")
             raise
 
-    (session, run), cancelled = await state.client.store_calls.run_through(made)
+    (session, run), cancelled = await state.client.host.store_calls.run_through(made)
     with entered(session):
         launch(state, session, run, run_id)
     if cancelled is not None:
@@ -293,7 +293,7 @@ async def _ended_here(
 
     def ended() -> None:
         state.fleet.end(run_id, end)
-        state.client.release_idle()
+        state.client.host.release_idle()
 
     await state.call(ended)
     data: dict[str, JSONValue] = {"run_id": run_id, "ok": end == "done"}
@@ -357,7 +357,7 @@ async def drain(state: ServerState) -> None:
     following = set(state.follows.values())
     if following and state.drain_grace > 0:
         await asyncio.wait(following, timeout=state.drain_grace)
-    left = [run for run in state.client.runs.in_progress() if run.id in state.follows]
+    left = [run for run in state.client.host.runs.in_progress() if run.id in state.follows]
     if fleet.enabled:
         state.handed_over.update(run.id for run in left)
         fleet.mode = "gone"

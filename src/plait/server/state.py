@@ -111,7 +111,7 @@ class ServerState:
     """What a tool call gets when no controller is attached (``deny``: nobody asked)."""
     follows: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     """The task following each run this server started or took over, by run id; the run
-    itself is on the client's board (``client.runs``), the fleet's in the store's registry."""
+    itself is on the client's board (``client.host.runs``), the fleet's in the store's registry."""
     approvals: dict[tuple[str, str], PendingApproval] = field(default_factory=dict)
     """Tool calls waiting for an answer, by ``(session_id, call_id)``."""
     presence_grace: float = DEFAULT_GRACE
@@ -179,7 +179,7 @@ class ServerState:
             try:
                 self.live.release_client(session, client_id, reason=GONE)
             finally:
-                self.client.release_idle()  # no request's answer lets go of this write's lock
+                self.client.host.release_idle()  # no request's answer lets go of this write's lock
             return True
 
         if await self.call(release):
@@ -191,7 +191,7 @@ class ServerState:
         Raises:
             asyncio.CancelledError: the request was cancelled; raised once ``fn`` ended.
         """
-        return await self.client.store_calls.run(fn)
+        return await self.client.host.store_calls.run(fn)
 
     async def authenticate(self, bearer: str | None) -> Authenticated | None:
         """Who ``bearer`` stands for: a static key, checked here, else a durable session.
@@ -222,7 +222,7 @@ class ServerState:
         Raises:
             SessionNotFoundError: unknown, unreadable, or not a session id.
         """
-        return self.client.sessions.get(session_id)
+        return self.client.host.get(session_id)
 
     def check_driver(
         self, session: Session, client_id: str | None, who: Authenticated | None = None
@@ -245,7 +245,7 @@ class ServerState:
 
     def run_here(self, session_id: str) -> Run | None:
         """The run this server drives on the session now, or None."""
-        run = self.client.runs.get(session_id)
+        run = self.client.host.runs.get(session_id)
         return run if run is not None and run.id in self.follows else None
 
     def check_no_run(self, session: Session) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from plait._checks import check_list, check_name
 from plait._ids import is_session_id, new_id
@@ -26,8 +26,8 @@ from plait.layout import Layout
 from plait.records import JSONValue, records_from_messages
 from plait.run.worker import StoreWorker
 from plait.session._memo import Caches
-from plait.session._turns import HostLocks, WriterLockMode
 from plait.session._part import head_of
+from plait.session._turns import HostLocks, WriterLockMode
 from plait.session._values import clean_title, json_object
 from plait.session.runs import RunBoard
 from plait.store import Store
@@ -38,14 +38,46 @@ if TYPE_CHECKING:
 
     from plait.session.session import Session
 
-__all__ = ["SessionHost", "ephemeral_host"]
+__all__ = ["HostOwner", "SessionHost", "ephemeral_host", "host_for"]
+
+
+class HostOwner(Protocol):
+    """What owns a :class:`SessionHost` and lends it out (a :class:`plait.Client`)."""
+
+    @property
+    def host(self) -> SessionHost:
+        """The host whose sessions this object hands out."""
+        ...
+
+
+def host_for(owner: SessionHost | HostOwner | None) -> SessionHost:
+    """The host behind ``owner``: itself, the one a client owns, or the in-memory default.
+
+    Args:
+        owner: a host, an object that owns one (a client), or None.
+
+    Returns:
+        The host new sessions are made on.
+
+    Raises:
+        InvalidArgumentError: ``owner`` is neither.
+    """
+    if owner is None:
+        return ephemeral_host()
+    if isinstance(owner, SessionHost):
+        return owner
+    host = getattr(owner, "host", None)
+    if not isinstance(host, SessionHost):
+        raise InvalidArgumentError(f"not a client or a session host: {shown(owner)}")
+    return host
 
 
 class SessionHost:
     """Owns a store and the live handles on its sessions (one handle per id).
 
-    :class:`plait.Client` is the host users make; a bare host serves the
-    seed-000 constructors (``Session.from_user_message``) with an in-memory
+    A :class:`plait.Client` owns one (``client.host``): servers and framework
+    adapters reach the handles, locks and run board through it. A bare host serves
+    the seed-000 constructors (``Session.from_user_message``) with an in-memory
     store when no client is given.
 
     Args:
@@ -127,7 +159,7 @@ class SessionHost:
         """
         from plait.session.session import Session
 
-        if not isinstance(handle, Session) or handle.host is not self:
+        if not isinstance(handle, Session) or head_of(handle).host is not self:
             raise InvalidArgumentError(f"not a session of this client: {shown(handle)}")
         with self._handles_lock:
             self._handles[handle.id] = handle

@@ -43,7 +43,7 @@ from plait.store.base import SessionRow
 from plait.views import full_history
 
 if TYPE_CHECKING:
-    from plait.session.host import SessionHost
+    from plait.session.host import HostOwner, SessionHost
 
 __all__ = ["ChunkTable", "Session"]
 
@@ -69,8 +69,12 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
     # -- seed 000 constructors --------------------------------------------------------------
 
     @classmethod
-    def from_agent_prompt(cls, prompt: str, *, client: SessionHost | None = None) -> Session:
+    def from_agent_prompt(
+        cls, prompt: str, *, client: SessionHost | HostOwner | None = None
+    ) -> Session:
         """Create a stored session holding one ``system`` record (default: in memory).
+
+        ``client`` is a :class:`plait.Client` (or the host one owns).
 
         Args:
             prompt: the agent's prompt.
@@ -85,8 +89,12 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
         return cls._seeded({"role": "system", "content": prompt}, client)
 
     @classmethod
-    def from_user_message(cls, message: str, *, client: SessionHost | None = None) -> Session:
+    def from_user_message(
+        cls, message: str, *, client: SessionHost | HostOwner | None = None
+    ) -> Session:
         """Create a stored session holding one ``user`` record (default: in memory).
+
+        ``client`` is a :class:`plait.Client` (or the host one owns).
 
         Args:
             message: the user's message.
@@ -101,12 +109,14 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
         return cls._seeded({"role": "user", "content": message}, client)
 
     @classmethod
-    def _seeded(cls, message: Mapping[str, JSONValue], client: SessionHost | None) -> Session:
-        from plait.session.host import ephemeral_host
+    def _seeded(
+        cls, message: Mapping[str, JSONValue], client: SessionHost | HostOwner | None
+    ) -> Session:
+        from plait.session.host import host_for
 
         if not isinstance(message.get("content"), str):
             raise InvalidArgumentError("the text must be a string")
-        handle = (client if client is not None else ephemeral_host()).new_session()
+        handle = host_for(client).new_session()
         handle.inject(message)
         return handle
 

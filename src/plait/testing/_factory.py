@@ -124,7 +124,7 @@ _PEER = textwrap.dedent(
             from plait import Client
             sid, n = arg.rsplit(" ", 1)
             with Client("/ws", store=store, writer_lock="write", lock_timeout=60) as client:
-                session = client.sessions.get(sid)
+                session = client.open(sid)
                 for i in range(int(n)):
                     session.inject({"role": "user", "content": f"peer {i}"})
             print(n, flush=True)

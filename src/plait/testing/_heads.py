@@ -134,7 +134,7 @@ class SessionVerbConformance(ConformanceBase):
         version = s.live.version
         hidden = s.transcript.rewind(3)
         assert s.id == "conv" and s.transcript.length == 3 and s.live.version > version
-        assert [m.text for m in client.sessions.get("conv").history()] == ["q0", "a0", "q1"]
+        assert [m.text for m in client.open("conv").history()] == ["q0", "a0", "q1"]
         assert s.transcript.hidden_heads() == [hidden]
         assert [i.id for i in client.sessions.list()] == ["conv"]
         s.inject({"role": "user", "content": "again"})
@@ -162,7 +162,7 @@ class SessionVerbConformance(ConformanceBase):
         item = {"type": "reasoning", "id": "rs_1", "summary": [], "n": [1, 2.5, None]}
         s.inject({"role": "user", "content": "hi"})
         s.inject({"role": "opaque", "format": "openai-agents", "item": item})
-        again = client.sessions.get("items")
+        again = client.open("items")
         stored = [r for r in again.transcript.records if isinstance(r, OpaqueRecord)]
         assert [(r.format, r.item) for r in stored] == [("openai-agents", item)]
         assert again.transcript.length == 2 and [m.role for m in again.history()] == ["user"]
@@ -191,7 +191,7 @@ class SessionVerbConformance(ConformanceBase):
         fork = s.fork_at(1)
         client.sessions.erase("secret")
         assert not client.exists("secret")
-        assert [m.text for m in client.sessions.get(fork.id).history()] == ["private 0"]
+        assert [m.text for m in client.open(fork.id).history()] == ["private 0"]
         assert client.store.integrity_check() == []
 
     def _mixed(self, client: Client, sid: str) -> Session:
@@ -219,7 +219,7 @@ class SessionVerbConformance(ConformanceBase):
         s = self._mixed(client, "streamed")
 
         def same(s: Session) -> None:
-            again = client.sessions.get(s.id)  # a reader: no writer's memo
+            again = client.open(s.id)  # a reader: no writer's memo
             for handle in (s, again):
                 for batch in (1, 3, 4096):
                     transcript = handle.transcript

@@ -244,12 +244,12 @@ class WriterLockConformance(ConformanceBase):
             client.open("shared/1").inject({"role": "system", "content": "be brief"})
             peer = peers()
             peer.send(f"turns shared/1 {n}")
-            mine = client.sessions.get("shared/1")
+            mine = client.open("shared/1")
             for i in range(n):
                 mine.inject({"role": "user", "content": f"here {i}"})
             assert peer.answer() == str(n)
             assert not mine.live.holds_lock and store.locked_elsewhere("shared/1") is False
-            texts = [m.text for m in client.sessions.get("shared/1").history()]
+            texts = [m.text for m in client.open("shared/1").history()]
         assert len(texts) == 2 * n
         for who in ("here", "peer"):
             assert [t for t in texts if t.startswith(who)] == [f"{who} {i}" for i in range(n)]

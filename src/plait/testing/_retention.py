@@ -138,12 +138,12 @@ class RetentionConformance(ConformanceBase):
     def _touch(self, client: Client, ids: list[str]) -> None:
         """Write each session's row (its title), which moves its last write and no record."""
         for sid in ids:
-            client.sessions.get(sid).rename("kept")
+            client.open(sid).rename("kept")
 
     def _snapshot(self, client: Client, ids: list[str]) -> dict[str, object]:
         out: dict[str, object] = {}
         for sid in ids:
-            s = client.sessions.get(sid)
+            s = client.open(sid)
             out[sid] = (
                 s.transcript.records,
                 s.history(full=True),
@@ -215,10 +215,10 @@ class RetentionConformance(ConformanceBase):
                 assert done.bytes_after is not None and done.bytes_before is not None
                 assert done.bytes_after <= done.bytes_before
         # Each kept session resumes and writes; the kept rewind still undoes.
-        again = writer.sessions.get("kept-rewound")
+        again = writer.open("kept-rewound")
         again.transcript.undo_rewind()
         assert [m.text for m in again.history()][-1] == "kept a2"
-        resumed = writer.sessions.get(fork.id)
+        resumed = writer.open(fork.id)
         resumed.inject({"role": "user", "content": "after retention"})
         assert resumed.history()[0].text == "parent q0"
         assert store.integrity_check() == []
@@ -238,7 +238,7 @@ class RetentionConformance(ConformanceBase):
         time.sleep(_PAUSE)
         other = Client(tmp_path, store=store)  # writer_lock="process": holds what it takes
         try:
-            other.sessions.get("held").live.acquire()
+            other.open("held").live.acquire()
             registered = False
             if isinstance(store, RunRegistry):
                 store.run_begin("run-1", "running", "replica-1", {})

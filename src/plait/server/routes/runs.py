@@ -289,11 +289,11 @@ async def run_state(request: Request, session_id: str, who: Caller) -> s.RunStat
     def read() -> tuple[RunRow | None, ResumeInfo | None]:
         session = state.session(session_id)
         found = state.fleet.run_of(session_id)
-        busy = found is not None or state.client.runs.running(session_id)
+        busy = found is not None or state.client.host.runs.running(session_id)
         return found, None if busy else session.resumable()
 
     found, info = await state.call(read)
-    local = state.client.runs.get(session_id)
+    local = state.client.host.runs.get(session_id)
     resumable: dict[str, JSONValue] | None = None
     if info is not None:
         resumable = {

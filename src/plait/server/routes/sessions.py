@@ -53,7 +53,7 @@ def session_out(
         parent_session_ids=list(info.parent_session_ids),
         lineage_operator=info.lineage_operator,
         status=row.status,
-        running=state.client.runs.running(row.id),
+        running=state.client.host.runs.running(row.id),
         short_id=described.short if described is not None else None,
         first_prompt=described.first_prompt if described is not None else None,
         source=described.source if described is not None else None,
@@ -64,7 +64,7 @@ def _detail(state: ServerState, session: Session) -> s.SessionDetail:
     snap = session.transcript.snapshot()
     if snap is None:
         raise SessionNotFoundError(session.id)
-    row = state.client.lookup(session.id)
+    row = state.client.host.lookup(session.id)
     live = state.live.snapshot_fields(session)
     # One session: its first prompt and source, not a short id (that would scan the store).
     info = SessionInfo.from_row(row, shown_length(state.client.store, row))
@@ -318,7 +318,7 @@ async def get_records(
     state = _state(request)
 
     def read() -> s.RecordsOut:
-        row = state.client.lookup(session_id)
+        row = state.client.host.lookup(session_id)
         lo = max(after + 1, row.layout.view_start)
         hi = min(row.layout.end_seq, lo + limit)
         records = state.client.store.read(row, lo, hi) if lo < hi else []
@@ -354,7 +354,7 @@ async def inject_messages(
 
     added = await state.call(injected)
     await state.hub.refresh(session_id)
-    end = await state.call(lambda: state.client.lookup(session_id).layout.end_seq)
+    end = await state.call(lambda: state.client.host.lookup(session_id).layout.end_seq)
     return s.RecordsOut(
         session_id=session_id,
         records=[s.RecordOut(**record_json(r)) for r in added],
@@ -446,8 +446,8 @@ async def get_lineage(request: Request, session_id: str, who: Caller) -> s.Linea
     state = _state(request)
 
     def drawn() -> tuple[SessionRow, Any]:
-        row = state.client.lookup(session_id)
-        return row, state.client.handle(row).transcript.lineage()
+        row = state.client.host.lookup(session_id)
+        return row, state.client.host.handle(row).transcript.lineage()
 
     row, boxes = await state.call(drawn)
     out: list[s.LineageBoxOut] = []
