@@ -61,9 +61,9 @@ def test_the_top_level_names_are_what_a_user_of_the_handle_needs() -> None:
 
 def test_sessions_are_made_and_found_one_way_each(client: Client) -> None:
     empty = client.sessions.new()
-    assert client.session is empty and not empty.stored
+    assert client.session is empty and not empty.transcript.stored
     made = client.sessions.create([{"role": "user", "content": "hi"}], title="made")
-    assert made.stored and client.session is empty  # create does not switch
+    assert made.transcript.stored and client.session is empty  # create does not switch
     assert client.open(made.id) is made and client.session is empty
     assert client.sessions.open(made.id) is made and client.session is made
     with pytest.raises(SessionNotFoundError):

@@ -115,10 +115,6 @@ class Head:
         """``row`` was written through this head (under its writer lock): hold it."""
         self._know(row)
 
-    def erased(self) -> None:
-        """The session was erased: no row is held."""
-        self._know(None)
-
     @property
     def store(self) -> Store:
         """The store the session lives in."""

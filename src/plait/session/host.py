@@ -313,10 +313,6 @@ class SessionHost:
         if not isinstance(session_id, str):
             raise InvalidArgumentError(f"a session id is a string, not {type(session_id).__name__}")
         self.locks.give_up(session_id)
-        with self._handles_lock:
-            handle = self._handles.get(session_id)
-        if handle is not None:
-            head_of(handle).erased()  # a live handle shows the session as not stored
         if self._current is not None and self._current.id == session_id:
             self._current = None
 
