@@ -17,7 +17,7 @@ from plait import Client, SessionLockedError
 from plait.errors import InvalidArgumentError, SessionLockTimeoutError, StaleSessionError
 from plait.providers import Finish, ScriptedProvider, TextDelta
 from plait.providers.base import Request as ModelRequest
-from plait.store._shardlocks import AVAILABLE, place
+from plait.store.sqlite._shardlocks import AVAILABLE, place
 from tests.conftest import POSTGRES_SKIP, POSTGRES_URL
 
 # Two worker processes serve one conversation, each appending its own numbered messages.

@@ -9,12 +9,6 @@ from typing import TYPE_CHECKING
 from plait._files import usable_path
 from plait._lazy import lazy_names
 from plait.store._bus import BusMessage, EventBus
-from plait.store._check import Problem
-from plait.store._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
-from plait.store._retention import ErasePlan, Footprint, RetentionStore
-from plait.store._salvage import Salvaged, salvage
-from plait.store._sealing import generate_key as new_encryption_key
-from plait.store._skim import MessageReader
 from plait.store.base import (
     BearerStore,
     BreakableLocks,
@@ -28,6 +22,12 @@ from plait.store.base import (
     WriterLocks,
 )
 from plait.store.search import SearchHit, SearchStore
+from plait.store.sql._check import Problem
+from plait.store.sql._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
+from plait.store.sql._retention import ErasePlan, Footprint, RetentionStore
+from plait.store.sql._sealing import generate_key as new_encryption_key
+from plait.store.sql._skim import MessageReader
+from plait.store.sqlite._salvage import Salvaged, salvage
 
 if TYPE_CHECKING:
     from plait.store.postgres import PostgresStore

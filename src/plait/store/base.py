@@ -12,7 +12,7 @@ their composition, the one the session layer takes. :class:`ObjectStore` (worksp
 checkpoints in the store's own space) is optional: the session layer uses it
 when a store offers it; so is :class:`EventBus` (run events between server processes,
 PostgreSQL's), which the server uses when a store offers it, and ``RetentionStore``
-(``store/_retention.py``: what retention counts and gives back beside ``erase``). A
+(``store/sql/_retention.py``: what retention counts and gives back beside ``erase``). A
 backend is done when the conformance kit in :mod:`plait.testing` passes against each part
 it offers.
 """
