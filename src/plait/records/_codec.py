@@ -13,11 +13,9 @@ checked by kind and by shape before they get there).
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -47,7 +45,6 @@ from plait.records._model import (
 __all__ = [
     "MESSAGE_KINDS",
     "ROLES",
-    "collector_paused",
     "decode_one",
     "decode_record",
     "encode_payload",
@@ -202,23 +199,6 @@ _PLAIN: dict[str, Callable[..., Record]] = {
     "assistant": assistant_record,
 }
 """Each plain kind's builder: ``build(seq, id, created_at_us, meta, tokens, content)``."""
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk read, and leave it as it was found.
-
-    A full load makes tens of thousands of objects that all live on (rows, then
-    records): collections during it traverse them and free nothing.
-    """
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
 
 
 MESSAGE_KINDS: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})

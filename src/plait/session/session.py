@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from plait._checks import check_list
+from plait._collector import paused as paused_collector
 from plait._time import from_micros
 from plait.compaction import Compaction, CompactionPlan, Summarize
 from plait.context import ContextReport, ModelInfo, ModelLimits
@@ -35,7 +36,6 @@ from plait.records import (
     Message,
     Record,
     SummaryRecord,
-    collector_paused,
 )
 from plait.render import LineageBox
 from plait.session import (
@@ -314,7 +314,7 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
             SessionNotFoundError: the session was never stored.
         """
         # A read and a message per record, all kept: collections would find nothing to free.
-        with collector_paused():
+        with paused_collector():
             if full:
                 row = self._head.fresh()
                 lay = row.layout

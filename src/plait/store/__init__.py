@@ -10,6 +10,16 @@ from plait._files import usable_path
 from plait._lazy import lazy_names
 from plait.store._bus import BusMessage, EventBus
 from plait.store._parts import PARTS, Part, PartialStore, missing_members, parts_of
+from plait.store._protocols import (
+    ErasePlan,
+    Footprint,
+    MessageReader,
+    ReplicaRow,
+    ReplicaState,
+    RetentionStore,
+    RunRegistry,
+    RunRow,
+)
 from plait.store.base import (
     BearerStore,
     BreakableLocks,
@@ -24,10 +34,7 @@ from plait.store.base import (
 )
 from plait.store.search import SearchHit, SearchStore
 from plait.store.sql._check import Problem
-from plait.store.sql._registry import ReplicaRow, ReplicaState, RunRegistry, RunRow
-from plait.store.sql._retention import ErasePlan, Footprint, RetentionStore
 from plait.store.sql._sealing import generate_key as new_encryption_key
-from plait.store.sql._skim import MessageReader
 from plait.store.sqlite._salvage import Salvaged, salvage
 
 if TYPE_CHECKING:

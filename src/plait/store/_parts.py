@@ -20,6 +20,7 @@ from plait.context import Tally
 from plait.errors import StorePartMissingError
 from plait.records import JSONValue, Record
 from plait.store._bus import EventBus
+from plait.store._protocols import MessageReader, RetentionStore, RunRegistry
 from plait.store.base import (
     BearerRow,
     BearerStore,
@@ -37,9 +38,6 @@ from plait.store.base import (
     WriterLocks,
 )
 from plait.store.search import SearchStore
-from plait.store.sql._registry import RunRegistry
-from plait.store.sql._retention import RetentionStore
-from plait.store.sql._skim import MessageReader
 
 __all__ = ["PARTS", "Part", "PartialStore", "missing_members", "parts_of"]
 

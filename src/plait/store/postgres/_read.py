@@ -10,12 +10,12 @@ from __future__ import annotations
 from itertools import chain
 from typing import TYPE_CHECKING, Any, Final
 
+from plait._collector import paused as paused_collector
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import (
     Message,
     Record,
-    collector_paused,
     decode_records,
     decode_rows,
     decode_view_rows,
@@ -52,7 +52,7 @@ def scan_records(
     out: list[Record] = []
     if len(parts) == 1 and sealer is None:
         owner, a, b = parts[0]
-        with collector_paused():
+        with paused_collector():
             cursor = conn.execute(READ_ONE, ((owner << SEQ_BITS) | a, (owner << SEQ_BITS) | b))
             # A segment's range holds at most its span: when all its rows came (checked
             # below), each row's position is its place in the run.
@@ -62,7 +62,7 @@ def scan_records(
             raise missing_rows(row.id, owner, a, b, len(out))
         return out
     counts = [0] * len(parts)
-    with collector_paused():
+    with paused_collector():
         cursor = conn.execute(READ, key_ranges(parts))
         # Decoded a batch at a time: the read holds its records and one batch of rows.
         while rows := cursor.fetchmany(READ_BATCH):
@@ -95,7 +95,7 @@ def scan_view(
     # span: when all rows came, each segment's are its span, position by position.
     seqs = chain.from_iterable(range(a, b) for _, a, b in parts)
     out: list[Message | Record] = []
-    with collector_paused():
+    with paused_collector():
         while rows := cursor.fetchmany(READ_BATCH):
             items, _ = decode_view_rows(rows, seqs)  # every row kept whole has its columns
             out.extend(items)  # type: ignore[arg-type]  # so no item is None

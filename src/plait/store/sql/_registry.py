@@ -24,137 +24,15 @@ import json
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import Any, Final
 
 from plait._time import now_micros
 from plait.errors import SessionBusyError
 from plait.records import JSONValue, dumps
+from plait.store._protocols import RUNNING, ReplicaRow, ReplicaState, RunRow
 from plait.store.sql._dialect import Connection, Dialect
 
-__all__ = [
-    "REPLICA_STATES",
-    "RUN_STATES",
-    "ReplicaRow",
-    "RunRegistry",
-    "RunRow",
-    "SQLRegistry",
-]
-
-RUNNING: Final = "running"
-REPLICA_STATES: Final = ("serving", "draining", "gone")
-"""A replica's states: taking runs; finishing its runs and taking none; stopped."""
-RUN_STATES: Final = (RUNNING, "done", "failed", "cancelled")
-"""A run's states: in progress, then how it ended."""
-
-ReplicaState = Literal["serving", "draining", "gone"]
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaRow:
-    """One replica serving the store, as the registry knows it."""
-
-    replica_id: str
-    url: str | None
-    """Where other replicas send a session's writes while this one runs it (None: nowhere)."""
-    state: str
-    """``serving``, ``draining`` or ``gone`` (see :data:`REPLICA_STATES`)."""
-    started_at_us: int
-    seen_at_us: int
-    """Its last heartbeat."""
-    age_us: int
-    """How long ago that was, by the store's clock when it read the row."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """One run in the registry."""
-
-    run_id: str
-    session_id: str
-    replica_id: str
-    """The replica driving it now."""
-    state: str
-    """``running``, ``done``, ``failed`` or ``cancelled``."""
-    epoch: int
-    """1 when started; one more at each takeover. Writes to the row name the epoch they hold."""
-    started_at_us: int
-    updated_at_us: int
-    options: Mapping[str, JSONValue] = field(default_factory=dict)
-    """What a replica taking the run over continues it with (its limits, who it acts for)."""
-    replica_url: str | None = None
-    """The driving replica's ``url`` (filled by reads that join the replicas)."""
-    replica_age_us: int | None = None
-    """How long since the driving replica's heartbeat (None: it has no row any more)."""
-    replica_state: str | None = None
-    """The driving replica's state (None: it has no row any more)."""
-
-
-@runtime_checkable
-class RunRegistry(Protocol):
-    """The replicas of a fleet and its runs in progress (optional; both SQL stores have it)."""
-
-    def replica_seen(
-        self, replica_id: str, url: str | None, state: ReplicaState, *, started: bool = False
-    ) -> None:
-        """Write the replica's heartbeat (creating its row the first time) and its state.
-
-        ``started``: the replica's first heartbeat since it started, so its start time is
-        now (a replica started again under the same id is not shown as up since its first).
-        """
-        ...
-
-    def replicas(self) -> list[ReplicaRow]:
-        """Every replica with a row, the most recently seen first."""
-        ...
-
-    def run_begin(
-        self, run_id: str, session_id: str, replica_id: str, options: Mapping[str, JSONValue]
-    ) -> RunRow:
-        """Register a run in progress on a session (epoch 1).
-
-        Raises:
-            SessionBusyError: a run is already registered in progress on the session.
-        """
-        ...
-
-    def run_end(self, run_id: str, replica_id: str, epoch: int, state: str) -> bool:
-        """Mark the run ended, if ``replica_id`` still drives it at ``epoch``; else False."""
-        ...
-
-    def run_of(self, session_id: str) -> RunRow | None:
-        """The run in progress on the session, with its replica's liveness, or None."""
-        ...
-
-    def run_get(self, run_id: str) -> RunRow | None:
-        """The run with this id, ended or not, or None."""
-        ...
-
-    def runs_orphaned(self, lease_us: int) -> list[RunRow]:
-        """Runs in progress whose replica is gone, unknown, or unseen for ``lease_us``."""
-        ...
-
-    def run_claim(self, run_id: str, epoch: int, replica_id: str) -> RunRow | None:
-        """Take a run over: the replica and epoch + 1, if its epoch is still ``epoch``."""
-        ...
-
-    def runs_prune(self, ended_before_us: int) -> int:
-        """Delete the rows of runs that ended before this time; return how many."""
-        ...
-
-    def runs_driven_by(self, replica_id: str) -> list[RunRow]:
-        """The runs in progress registered under a replica (its previous life's, at a start)."""
-        ...
-
-    def streams_set(self, replica_id: str, session_id: str, client_id: str, count: int) -> None:
-        """Say how many event streams naming a live client the replica has open now."""
-        ...
-
-    def streams_elsewhere(
-        self, session_id: str, client_id: str, replica_id: str, lease_us: int
-    ) -> int:
-        """The streams naming the client open on other live replicas (seen within the lease)."""
-        ...
+__all__ = ["SQLRegistry"]
 
 
 def _options(text: object) -> dict[str, JSONValue]:

@@ -23,10 +23,10 @@ import json
 from abc import abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import StoreCorruptError
+from plait.store._protocols import ErasePlan, Footprint
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 from plait.store.sql._moves import hidden_heads
 from plait.store.sql._rows import SEQ_BITS, row_from_columns
@@ -35,84 +35,9 @@ if TYPE_CHECKING:
     from plait.store.sql._dialect import Connection, Dialect
     from plait.store.sql._sealing import Sealer
 
-__all__ = ["ErasePlan", "Footprint", "RetentionStore", "SQLRetention"]
+__all__ = ["SQLRetention"]
 
 _SHIFT: Final = SEQ_BITS
-
-
-@dataclass(frozen=True, slots=True)
-class Footprint:
-    """How much a store holds, as its engine counts it."""
-
-    records: int
-    """Record rows held (every session's, hidden heads' and tombstones' together)."""
-    sessions: int
-    """Session rows held: live sessions, hidden heads and tombstones still read."""
-    objects: int
-    """Objects in the store's own object space (PostgreSQL's workspace checkpoints, a
-    framework's values); a SQLite file keeps its checkpoints in a folder beside it."""
-    bytes: int
-    """The size of the store: SQLite's database file (pages times page size);
-    PostgreSQL's plait tables with their indexes and TOAST."""
-    free_bytes: int | None
-    """Of :attr:`bytes`, how much is free inside the store for later writes (SQLite's
-    free pages); None where the engine does not say (PostgreSQL)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ErasePlan:
-    """What erasing some sessions would remove, read in one snapshot of the store."""
-
-    sessions: tuple[str, ...]
-    """The ids of the live sessions that would be erased (those still there)."""
-    hidden_heads: int
-    """Their hidden heads (what a rewind left), erased with them."""
-    records: int
-    """Records that would be deleted: theirs that no other live layout reads, and the
-    rows of tombstones no live layout would read any more."""
-    record_bytes: int
-    """The bytes of those records' payloads and metadata (what their text held; the
-    engine's own row overhead and indexes come on top)."""
-
-
-@runtime_checkable
-class RetentionStore(Protocol):
-    """The optional verbs retention uses beside ``erase``; both SQL stores offer them."""
-
-    def idle_sessions(
-        self, before_us: int, workspace: str | None, limit: int
-    ) -> list[SessionRow]:
-        """Live sessions whose last write is before ``before_us``, least recent first.
-
-        The last write is the later of the row's ``updated_at`` and its newest own
-        record's time. Hidden heads are not listed (they go with their session);
-        ``workspace=None`` lists every workspace.
-        """
-        ...
-
-    def erase_plan(self, session_ids: Sequence[str]) -> ErasePlan:
-        """What :meth:`~plait.store.base.TranscriptStore.erase` of each id would remove.
-
-        Ids that name no live session are left out. Reads only.
-        """
-        ...
-
-    def footprint(self) -> Footprint:
-        """How much the store holds now."""
-        ...
-
-    def reclaim(self, *, full: bool = False) -> str:
-        """Give the space freed by deletions back, as far as the engine can.
-
-        Args:
-            full: also rewrite the whole store where that is the only way (SQLite
-                without incremental vacuum: ``VACUUM``; PostgreSQL: ``VACUUM FULL``,
-                which locks each table while it is rewritten).
-
-        Returns:
-            What was done, in a word or two (``incremental vacuum``, ``vacuum``, ...).
-        """
-        ...
 
 
 def _bases(text: str) -> list[tuple[int, int]]:

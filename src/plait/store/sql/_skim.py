@@ -9,41 +9,23 @@ long session's messages cold, decoding every event first costs most of the read;
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final
 
+from plait._collector import paused as paused_collector
 from plait.layout import segments
-from plait.records import Record, collector_paused, decode_rows
+from plait.records import Record, decode_rows
 from plait.store.base import SessionRow
 from plait.store.sql._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
     from plait.store.sql._dialect import Connection, Dialect
 
-__all__ = ["MessageReader", "SQLSkim"]
+__all__ = ["SQLSkim"]
 
 _MESSAGES: Final = (
     "SELECT key, id, kind, payload, meta, created_at, tokens FROM records "
     "WHERE key >= ? AND key < ? AND kind <> 'event' ORDER BY key"
 )
-
-
-@runtime_checkable
-class MessageReader(Protocol):
-    """A store that reads a range's records other than events (optional).
-
-    For a store without it, :meth:`~plait.store.base.TranscriptStore.read`
-    filtered serves the same records.
-    """
-
-    def read_messages(self, row: SessionRow, lo: int, hi: int) -> list[Record]:
-        """Return the records at positions ``[lo, hi)`` that are not events, in order.
-
-        Each keeps its ``seq`` (its position), so a caller knows where it lies.
-
-        Raises:
-            StoreCorruptError: a row does not decode (as ``read``).
-        """
-        ...
 
 
 class SQLSkim:
@@ -70,7 +52,7 @@ class SQLSkim:
         query = self.dialect.sql(_MESSAGES)
         out: list[Record] = []
         what = f"read the messages of {row.id!r}"
-        with self._snapshot(what, row.id) as conn, collector_paused():
+        with self._snapshot(what, row.id) as conn, paused_collector():
             for owner, a, b in parts:
                 base = owner << SEQ_BITS
                 rows = conn.execute(query, (base | a, base | b)).fetchall()

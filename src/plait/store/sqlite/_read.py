@@ -14,19 +14,18 @@ import sqlite3
 from bisect import bisect_left
 from typing import TYPE_CHECKING, Any, Final
 
+from plait._collector import paused as paused_collector
 from plait.errors import StoreCorruptError
 from plait.layout import Segment
 from plait.records import (
-    PACKED_KINDS,
     Message,
     Record,
-    collector_paused,
-    decode_packed,
     decode_rows,
     decode_view_rows,
     dumps,
 )
 from plait.store.sql._rows import SEQ_BITS, SEQ_MAX, missing_rows
+from plait.store.sqlite._packed import PACKED_KINDS, decode_packed
 from plait.store.sqlite._sql import READ_RANGES_MAX, read_ranges
 
 if TYPE_CHECKING:
@@ -41,19 +40,19 @@ _EXTRA: Final = (
     "WHEN meta IS NULL THEN tokens "
     "ELSE '[' || ifnull(tokens, 'null') || ',' || meta || ']' END"
 )
-"""A row's meta and tokens as one column (``records.decode_packed``); a count that is not
+"""A row's meta and tokens as one column (``_packed.decode_packed``); a count that is not
 an integer gives a text no row decodes from, so that row is read whole."""
 _KIND_CODE: Final = (
     "CASE kind "
     + " ".join(f"WHEN '{kind}' THEN {code}" for code, kind in enumerate(PACKED_KINDS) if kind)
     + " ELSE 0 END"
 )
-"""A row's kind as its code in ``records.PACKED_KINDS`` (0: not a kind)."""
+"""A row's kind as its code in ``_packed.PACKED_KINDS`` (0: not a kind)."""
 _READ_RANGE: Final = (
     f"SELECT id, created_at * 8 + {_KIND_CODE}, payload, {_EXTRA} FROM records "
     "WHERE key >= ? AND key < ? ORDER BY key LIMIT ?"
 )
-"""One segment's run of positions, packed (``records.decode_packed``: sqlite3 costs about
+"""One segment's run of positions, packed (``_packed.decode_packed``: sqlite3 costs about
 a microsecond a column a row, more than SQLite takes to join them): each row's position
 is its place in the run (the count is checked), so the key is not selected."""
 _READ_RANGES: Final = (
@@ -91,7 +90,7 @@ def read_records(db: sqlite3.Connection, row: SessionRow, parts: list[Segment]) 
         StoreCorruptError: a segment lacks rows, or a row does not decode.
     """
     out: list[Record] = []
-    with collector_paused():
+    with paused_collector():
         for owner, a, b in parts:
             base = owner << SEQ_BITS
             # LIMIT: the scan stops at its last row instead of stepping to the
@@ -127,7 +126,7 @@ def read_sealed(
         StoreCorruptError: a segment lacks rows, or a row does not open or decode.
     """
     out: list[Record] = []
-    with collector_paused():
+    with paused_collector():
         for owner, a, b in parts:
             base = owner << SEQ_BITS
             cursor = db.execute(_SEALED_RANGE, (base | a, base | b, b - a))
@@ -221,7 +220,7 @@ def read_view(
         StoreCorruptError: a segment lacks rows, or a row does not decode.
     """
     out: list[Message | Record] = []
-    with collector_paused():
+    with paused_collector():
         for owner, a, b in parts:
             base = owner << SEQ_BITS
             cursor = db.execute(_VIEW_RANGE, (base | a, base | b, b - a))
