@@ -355,18 +355,22 @@ class AdvisoryLocks:
 
 
 class PgWriterLocks:
-    """The PostgreSQL store's writer-lock methods, over its :class:`AdvisoryLocks`.
+    """The PostgreSQL store's writer locks, over its :class:`AdvisoryLocks` (a part it holds).
 
-    A part of :class:`~plait.store.postgres.PostgresStore`, which sets ``_locks`` and
-    has ``_check_open``; the fenced statements of its hot paths are in ``_pgsql.py``.
+    :class:`~plait.store.postgres.PostgresStore` holds one and passes its
+    :class:`~plait.store.base.WriterLocks` and ``BreakableLocks`` verbs to it; the fenced
+    statements of its hot paths are in ``postgres/_sql.py``.
+
+    Args:
+        locks: the advisory locks the stores of this process on the schema share.
+        check_open: the store's own check that it is still open.
     """
 
-    _locks: AdvisoryLocks
+    def __init__(self, locks: AdvisoryLocks, check_open: Callable[[], None]) -> None:
+        self._locks = locks
+        self._check_open = check_open
 
-    _check_open: Callable[[], None]
-    """The store's own check that it is still open (``PostgresStore._check_open``)."""
-
-    def _fence(self, conn: Connection, session_id: str) -> None:
+    def fence(self, conn: Connection, session_id: str) -> None:
         """First in a write transaction: refuse a writer whose lock was lost (D232).
 
         A no-op where this store holds no lock on the session. Holds the fence row

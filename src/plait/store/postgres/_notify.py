@@ -1,4 +1,4 @@
-"""PostgreSQL's store, its notifications: the change feed and the event bus, as a mixin.
+"""PostgreSQL's store, its notifications: the change feed and the event bus, a part it holds.
 
 ``changes()`` is the feed of committed writes (``_pgfeed.py``, D165, D225); the event
 bus passes run events between the processes serving one store (``_pgbus.py``, D235).
@@ -22,16 +22,32 @@ __all__ = ["PgNotifications"]
 
 
 class PgNotifications:
-    """:class:`~plait.store.postgres.PostgresStore`'s feed and bus verbs (a mixin)."""
+    """:class:`~plait.store.postgres.PostgresStore`'s feed and bus verbs (a part it holds).
 
-    _feed: ChangeFeed
-    _notifier: Notifier
-    _bus_out: BusPublisher
-    _bus_in: BusListener
+    Args:
+        feed: the change feed (``postgres/_feed.py``).
+        notifier: the thread announcing this store's commits.
+        bus_out: the event bus's sender (``postgres/_bus.py``).
+        bus_in: the event bus's listener.
+        check_open: the store's own check that it is still open.
+        sealer: the store's sealer (None: a plain store), asked at each call.
+    """
 
-    _check_open: Callable[[], None]
-    """The store's own check that it is still open (``PostgresStore._check_open``)."""
-    _sealer: Sealer | None
+    def __init__(
+        self,
+        feed: ChangeFeed,
+        notifier: Notifier,
+        bus_out: BusPublisher,
+        bus_in: BusListener,
+        check_open: Callable[[], None],
+        sealer: Callable[[], Sealer | None],
+    ) -> None:
+        self._feed = feed
+        self._notifier = notifier
+        self._bus_out = bus_out
+        self._bus_in = bus_in
+        self._check_open = check_open
+        self._sealer = sealer
 
     def changes(self, timeout: float | None = None) -> Iterator[str]:
         """Listen for committed writes to this store's sessions, from every process.
@@ -89,7 +105,7 @@ class PgNotifications:
         encrypted store seals each event (a JSON string in the batch) under its store
         key: a running session's deltas are its content too (D320).
         """
-        sealer = self._sealer
+        sealer = self._sealer()
         if sealer is not None:
             events = [json.dumps(sealer.seal_bus(session_id, e)) for e in events]
         self._bus_out.publish(session_id, events)
@@ -109,7 +125,7 @@ class PgNotifications:
         """
         self._check_open()
         heard = self._bus_in.listen(timeout, wanted)
-        sealer = self._sealer
+        sealer = self._sealer()
         if sealer is None:
             return heard
         return (

@@ -1,62 +1,10 @@
-"""The PostgreSQL store: for sessions shared by several machines or users.
-
-Same data model as the SQLite store (see ``plait.store.sqlite`` and
-``docs/architecture.md``), kept in the same tables:
-
-* ``sessions``: one row per session, with its copy-on-write layout.
-* ``records``: one row per record, keyed by ``owner << 32 | seq``, so a session's
-  rows are one range of the primary-key index: appending inserts at the end of
-  that range and reading any slice is one index range scan.
-* ``lineage``: parent -> child edges, so children are found without a scan.
-* ``scratchpads``: every version of every scratchpad.
-* ``plait_schema``: the migrations applied.
-
-What differs, and why:
-
-* **Round trips dominate.** A statement costs a network round trip, so every
-  hot operation is ONE statement in its own (autocommit) transaction: an append
-  checks the session is live, inserts its records (the primary key is the
-  compare-and-set) and moves ``updated_at`` only when another session is ahead,
-  all in one statement built from data-modifying CTEs.
-  Records travel as arrays (``unnest``), so the statement's shape does not
-  depend on how many there are and the server keeps it prepared; the common
-  one-record append sends scalars, cheaper to build and to send, through
-  libpq rather than a cursor (``store/postgres/_prep.py``).
-* **Concurrency is row locks, not one writer.** An append takes ``FOR KEY
-  SHARE`` on its session row, which only a delete (it changes the row's key)
-  conflicts with; a row write is a conditional ``UPDATE`` whose ``WHERE`` is the
-  compare-and-set; a fork locks the rows of the sessions it shares rows with, and
-  a delete locks what it collects before looking again, so a fork and the delete
-  of its source never lose rows between them.
-* **Writer locks are advisory locks** held on one connection (never a pooled
-  one) that the stores of a process on the same database and schema share, as
-  the protocol says a lock belongs to the process: they die with the
-  connection, so with the process, however it ends. That connection can also
-  be cut while the process lives, and nothing tells the holder: so taking a
-  lock bumps the session's epoch (``writer_fences``), and every write a holder
-  makes on the session checks that epoch in its own statement, refusing with
-  :class:`WriterLockLostError` once another writer took the lock (D232).
-* **Every committed write notifies** ``plait_session`` with the session's id
-  (see :meth:`PostgresStore.changes`), just after its commit and never inside
-  it: a ``NOTIFY`` in the write's transaction would make the commits of writers
-  on different sessions take turns (see ``store/postgres/_feed.py``).
-* **Run events travel between processes** (:meth:`PostgresStore.publish_events`,
-  :meth:`PostgresStore.events`): batches in an UNLOGGED table, announced by id on
-  ``LISTEN/NOTIFY`` (see ``store/postgres/_bus.py``, D235).
-* **Migrations are not applied to an existing schema by default**: a shared
-  server is not one user's file. A fresh schema is created.
-
-Like any libpq connection, a store must not be used across ``os.fork()``: open
-it in the process that uses it.
-
-psycopg 3 and psycopg-pool are imported lazily: ``pip install 'plait[postgres]'``.
-"""
+"""The PostgreSQL store itself: rows and records; it holds its writer locks and notifications."""
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, Final
 
@@ -71,6 +19,7 @@ from plait.errors import (
 )
 from plait.layout import Segment, segments
 from plait.records import MESSAGE_KINDS, Message, Record, dumps, encode_payload
+from plait.store._bus import BusMessage
 from plait.store.base import ScratchpadEntry, SessionRow
 from plait.store.postgres._bus import BusListener, BusPublisher, new_origin
 from plait.store.postgres._conn import PgConnection, cursor_of
@@ -114,6 +63,7 @@ from plait.store.sql._rows import (
 )
 from plait.store.sql._schema import Migration, checked_migrations, migrations
 from plait.store.sql._store import (
+    Connection,
     Dialect,
     check_start,
     created_row,
@@ -144,7 +94,7 @@ _SP_PARAMS: Final = ("sp_version", "sp", "sp_source", "sp_reason", "sp_metadata"
 _NO_SP: Final = (0, None, None, None, "{}")  # the scratchpad insert's values when it does not run
 
 
-class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
+class PostgresStore(PgConnection):
     """Sessions in a PostgreSQL database, shared by every process that opens it.
 
     Args:
@@ -238,6 +188,14 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
         origin = new_origin()
         self._bus_out = BusPublisher(conninfo, kwargs, bus, origin)
         self._bus_in = BusListener(conninfo, kwargs, (self._channel, bus), origin, self._guard)
+        self._notes = PgNotifications(
+            self._feed,
+            self._notifier,
+            self._bus_out,
+            self._bus_in,
+            self._check_open,
+            lambda: self._sealer,
+        )
         self._owed = OwedMoves(self._move_owed, OWED_FOR)
         # One direct connection first: an unreachable server fails here at once (a pool
         # would retry in the background), and it sets up or checks the schema.
@@ -276,6 +234,7 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
             fenced=fenced,
             name=locks_name(params.get("application_name")),
         )
+        self._writer = PgWriterLocks(self._locks, self._check_open)
         self._pool = psycopg_pool.ConnectionPool(
             conninfo,
             kwargs=kwargs,
@@ -615,6 +574,49 @@ class PostgresStore(PgWriterLocks, PgNotifications, PgConnection):
     def _keyed(self, conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
         """A transaction in an encrypted store, where a create also stores its data key."""
         return conn.transaction() if self._sealer is not None else nullcontext()
+
+    # -- the parts it holds: writer locks, the change feed and the event bus ------------
+
+    def _fence(self, conn: Connection, session_id: str) -> None:
+        self._writer.fence(conn, session_id)
+
+    def lock(self, session_id: str) -> bool:
+        """Take the session's writer lock for this process (:meth:`PgWriterLocks.lock`)."""
+        return self._writer.lock(session_id)
+
+    def unlock(self, session_id: str) -> None:
+        """Release this store's hold on the session's writer lock (a no-op if not held)."""
+        self._writer.unlock(session_id)
+
+    def break_lock(self, session_id: str) -> bool:
+        """End another process's hold on the session's lock (:meth:`PgWriterLocks.break_lock`)."""
+        return self._writer.break_lock(session_id)
+
+    def locked_elsewhere(self, session_id: str) -> bool:
+        """Whether another process holds the session's writer lock (a snapshot)."""
+        return self._writer.locked_elsewhere(session_id)
+
+    def changes(self, timeout: float | None = None) -> Iterator[str]:
+        """Listen for committed writes from every process (:meth:`PgNotifications.changes`)."""
+        return self._notes.changes(timeout)
+
+    def flush_changes(self, timeout: float = 5.0) -> bool:
+        """Wait until this store's committed writes so far are announced; False on timeout."""
+        return self._notes.flush_changes(timeout)
+
+    def publish_events(self, session_id: str, events: Sequence[str]) -> None:
+        """Queue a session's events for the other processes' :meth:`events`."""
+        self._notes.publish_events(session_id, events)
+
+    def flush_events(self, timeout: float = 5.0) -> bool:
+        """Wait until the events queued so far are sent; False if ``timeout`` passed first."""
+        return self._notes.flush_events(timeout)
+
+    def events(
+        self, timeout: float | None = None, wanted: Callable[[str], bool] | None = None
+    ) -> Iterator[BusMessage]:
+        """:meth:`changes` and other stores' event batches, in commit order."""
+        return self._notes.events(timeout, wanted)
 
     # -- lifecycle --------------------------------------------------------------------
 
