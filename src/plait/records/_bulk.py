@@ -18,7 +18,7 @@ SQLite's full reads select four packed columns; their decoder is the SQLite stor
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
 from plait._collector import paused as collector_paused
@@ -36,7 +36,6 @@ from plait.records._codec import (
     decode_one,
     decode_record,
     view_message,
-    whole_columns,
     written_fields,
 )
 from plait.records._messages import Message, build_message
@@ -267,13 +266,17 @@ def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) ->
 
 
 def decode_view_rows(
-    rows: Iterable[Sequence[Any]], seqs: Iterable[int]
+    rows: Iterable[Sequence[Any]],
+    seqs: Iterable[int],
+    unpack: Callable[[Any, int], tuple[Any, Any, Any, Any]] | None = None,
 ) -> tuple[list[Message | Record | None], list[int]]:
     """Decode the rows of a view read, at positions ``seqs``: messages as :class:`Message`.
 
     Each row is ``(kind, payload)``, or ``(kind, payload, whole)``: ``whole`` is
-    None for a message and, for the rows a view keeps whole, the JSON array
-    ``[id, meta, created_at, tokens]`` (a store that can send it with the row).
+    None for a message and, for the rows a view keeps whole, the store's packing of
+    their other columns, which ``unpack(whole, seq)`` turns into ``(id, meta,
+    created_at, tokens)`` (a store that can send them with the row says how it
+    packed them; without ``unpack`` the rows are left for it to read whole).
     A row of a message kind becomes the message a history shows (its meta, id,
     time and count are not what a message holds, and are not decoded); a summary,
     event or opaque row with its ``whole`` becomes its record, and one without is
@@ -323,8 +326,8 @@ def decode_view_rows(
                     if fields is None
                     else build(role, *fields, seq)
                 )
-            elif len(row) > 2 and row[2] is not None:
-                rid, meta, created, tokens = whole_columns(row[2], seq)
+            elif unpack is not None and len(row) > 2 and row[2] is not None:
+                rid, meta, created, tokens = unpack(row[2], seq)
                 add(
                     decode_record(
                         kind,

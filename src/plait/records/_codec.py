@@ -49,7 +49,6 @@ __all__ = [
     "decode_record",
     "encode_payload",
     "view_message",
-    "whole_columns",
     "written_fields",
 ]
 
@@ -205,15 +204,6 @@ MESSAGE_KINDS: frozenset[str] = frozenset({"system", "user", "assistant", "tool"
 """Kinds whose view is a :class:`Message` of the record alone (a summary's needs its folds)."""
 ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
 """Each plain kind's role, one shared string: a message does not keep a copy per row."""
-
-
-def whole_columns(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
-    """The ``[id, meta, created_at, tokens]`` of a view row kept whole."""
-    try:
-        rid, meta, created, tokens = _loads(text)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise StoreCorruptError(f"record seq={seq}: its columns do not decode: {exc!r}") from exc
-    return rid, meta, created, tokens
 
 
 Fields = tuple[str, tuple[ToolCall, ...], str | None, str | None, bool | None, int]

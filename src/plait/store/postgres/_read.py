@@ -21,7 +21,7 @@ from plait.records import (
     decode_view_rows,
 )
 from plait.store.postgres._sql import READ, READ_ONE, READ_VIEW, READ_VIEW_ONE, key_ranges
-from plait.store.sql._rows import SEQ_BITS, SEQ_MAX, missing_rows
+from plait.store.sql._rows import SEQ_BITS, SEQ_MAX, missing_rows, whole_columns
 
 if TYPE_CHECKING:
     import psycopg
@@ -97,7 +97,7 @@ def scan_view(
     out: list[Message | Record] = []
     with paused_collector():
         while rows := cursor.fetchmany(READ_BATCH):
-            items, _ = decode_view_rows(rows, seqs)  # every row kept whole has its columns
+            items, _ = decode_view_rows(rows, seqs, whole_columns)  # each kept whole: its columns
             out.extend(items)  # type: ignore[arg-type]  # so no item is None
     want = sum(b - a for _, a, b in parts)
     if len(out) != want:

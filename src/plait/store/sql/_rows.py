@@ -502,3 +502,20 @@ def live_row_from_columns(r: Sequence[Any]) -> LiveClientRow:
         )
     except (ValueError, TypeError, IndexError) as exc:
         raise StoreCorruptError(f"live client {r[1]!r} could not be decoded: {exc}") from exc
+
+
+def whole_columns(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
+    """The ``(id, meta, created_at, tokens)`` a view read packs as one JSON array.
+
+    Both SQL stores send a summary's, event's or opaque item's other columns with its
+    view row so, as ``[id, meta, created_at, tokens]``
+    (:func:`plait.records.decode_view_rows`'s ``unpack``).
+
+    Raises:
+        StoreCorruptError: the text is not such an array.
+    """
+    try:
+        rid, meta, created, tokens = json.loads(text)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise StoreCorruptError(f"record seq={seq}: its columns do not decode: {exc!r}") from exc
+    return rid, meta, created, tokens

@@ -24,7 +24,7 @@ from plait.records import (
     decode_view_rows,
     dumps,
 )
-from plait.store.sql._rows import SEQ_BITS, SEQ_MAX, missing_rows
+from plait.store.sql._rows import SEQ_BITS, SEQ_MAX, missing_rows, whole_columns
 from plait.store.sqlite._packed import PACKED_KINDS, decode_packed
 from plait.store.sqlite._sql import READ_RANGES_MAX, read_ranges
 
@@ -227,7 +227,7 @@ def read_view(
             got = 0
             while rows := cursor.fetchmany(_BATCH):
                 # A row's position is its place in the run (the count is checked below).
-                items, whole = decode_view_rows(rows, range(a + got, b))
+                items, whole = decode_view_rows(rows, range(a + got, b), whole_columns)
                 if whole:
                     _fill(db, row, items, whole, base | (a + got))
                 out.extend(items)  # type: ignore[arg-type]  # every None was filled
