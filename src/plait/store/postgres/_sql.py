@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any, Final
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
 from plait.store.postgres._prep import prepare
+from plait.store.sql._dialect import Dialect
 from plait.store.sql._rows import SEQ_BITS, SEQ_MAX
 
 if TYPE_CHECKING:
     from plait.store.sql._sealing import DataKey, Sealer
 
 __all__ = [
+    "DIALECT",
     "APPEND",
     "APPEND_FENCED",
     "APPEND_ONE",
@@ -339,3 +341,23 @@ def record_arrays(
         if record.kind != "event":
             mpos += 1
     return out
+
+
+DIALECT: Final = Dialect(
+    param="%s",
+    greatest="GREATEST",
+    least="LEAST",
+    live="NOT deleted",
+    live_s="NOT s.deleted",
+    select_row=SELECT_ROW,
+    key_share=" FOR KEY SHARE",
+    # chr(1): a control character, which no session id may hold (PostgreSQL text
+    # cannot hold the NUL SQLite's tombstones use).
+    tombstone="deleted = true, id = chr(1) || pk",
+    row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
+    by_bytes=' COLLATE "C"',
+    # A point read per step: without statistics the planner scans every edge per step.
+    first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
+    "WHERE child_id = up.id AND ord = 0 LIMIT 1) l",
+)
+"""How this engine spells what the shared statements leave open (``sql/_dialect.py``)."""

@@ -44,8 +44,8 @@ from plait.store.postgres._sql import (
     APPEND_ONE_PREPARED,
     CREATE,
     CREATE_UNLINKED,
+    DIALECT,
     HEAD,
-    SELECT_ROW,
     WRITE,
     WRITE_FENCED,
     WRITE_UNLINKED,
@@ -64,7 +64,6 @@ from plait.store.sql._rows import (
 from plait.store.sql._schema import Migration, checked_migrations, migrations
 from plait.store.sql._store import (
     Connection,
-    Dialect,
     check_start,
     created_row,
     first_mpos,
@@ -122,23 +121,7 @@ class PostgresStore(PgConnection):
         EncryptionKeyError: an encrypted store without its key, or with another.
     """
 
-    dialect = Dialect(
-        param="%s",
-        greatest="GREATEST",
-        least="LEAST",
-        live="NOT deleted",
-        live_s="NOT s.deleted",
-        select_row=SELECT_ROW,
-        key_share=" FOR KEY SHARE",
-        # chr(1): a control character, which no session id may hold (PostgreSQL text
-        # cannot hold the NUL SQLite's tombstones use).
-        tombstone="deleted = true, id = chr(1) || pk",
-        row_lock="SELECT 1 FROM sessions WHERE pk = %s FOR UPDATE",
-        by_bytes=' COLLATE "C"',
-        # A point read per step: without statistics the planner scans every edge per step.
-        first_parent="CROSS JOIN LATERAL (SELECT parent_id FROM lineage "
-        "WHERE child_id = up.id AND ord = 0 LIMIT 1) l",
-    )
+    dialect = DIALECT
 
     def __init__(
         self,

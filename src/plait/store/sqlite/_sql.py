@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from plait.errors import StoreError
 from plait.records import Record, dumps, encode_payload
+from plait.store.sql._dialect import Dialect
 from plait.store.sql._rows import ROW_COLUMNS, SEQ_BITS, SEQ_MAX
 from plait.store.sql._schema import DDL
 from plait.store.sqlite._text import SQLITE_TEXT_INDEX
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from plait.store.sql._sealing import Sealer
 
 __all__ = [
+    "DIALECT",
     "APPEND_STATE",
     "INSERT_PLAIN",
     "INSERT_RECORD",
@@ -208,3 +210,17 @@ def insert_records(db: sqlite3.Connection, rows: RecordRows) -> None:
             db.execute(sql, params[0])
         elif params:
             db.executemany(sql, params)
+
+
+DIALECT: Final = Dialect(
+    param="?",
+    greatest="MAX",
+    least="MIN",
+    live="deleted = 0",
+    live_s="s.deleted = 0",
+    select_row=SELECT_ROW,
+    select_row_kept=SELECT_ROW_KEPT,
+    key_share="",
+    tombstone="deleted = 1, id = char(0) || pk",
+)
+"""How this engine spells what the shared statements leave open (``sql/_dialect.py``)."""

@@ -57,7 +57,6 @@ from plait.store.sql._schema import (
     migrations,
 )
 from plait.store.sql._store import (
-    Dialect,
     check_start,
     created_row,
     first_mpos,
@@ -79,10 +78,10 @@ from plait.store.sqlite._read import is_small, read_records, read_sealed, read_s
 from plait.store.sqlite._recency import Recency
 from plait.store.sqlite._sql import (
     APPEND_STATE,
+    DIALECT,
     INSERT_SESSION,
     INSERT_SESSION_UNLINKED,
     SELECT_ROW,
-    SELECT_ROW_KEPT,
     SQLITE_DDL,
     UPDATE_SESSION,
     UPDATE_SESSION_UNLINKED,
@@ -150,17 +149,7 @@ class SQLiteStore(LiteConnection):
         StoreError: the file cannot be opened as a database.
     """
 
-    dialect = Dialect(
-        param="?",
-        greatest="MAX",
-        least="MIN",
-        live="deleted = 0",
-        live_s="s.deleted = 0",
-        select_row=SELECT_ROW,
-        select_row_kept=SELECT_ROW_KEPT,
-        key_share="",
-        tombstone="deleted = 1, id = char(0) || pk",
-    )
+    dialect = DIALECT
 
     def __init__(
         self,
