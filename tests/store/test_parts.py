@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pickle
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 import plait
+from plait.auth import DurableSessions
 from plait.errors import InvalidArgumentError, StoreError, StorePartMissingError
 from plait.records import Record
 from plait.store import PARTS, MemoryStore, PartialStore, Store, open_store, parts_of
@@ -148,3 +150,36 @@ def test_every_part_says_what_plait_does_without_it() -> None:
 def test_the_kit_skips_a_missing_part_naming_it() -> None:
     with pytest.raises(pytest.skip.Exception, match="part 'tallies'"):
         ConformanceBase.needs(TranscriptOnly(), plait.store.TallyStore, "token tallies")
+
+
+class WithSearchAndLocks(TranscriptOnly):
+    """A transcript store that also offers search and writer locks, and nothing else."""
+
+    def search(self, query, limit, workspace=None):  # type: ignore[no-untyped-def]
+        return self._inner.search(query, limit, workspace)
+
+    def reindex(self) -> None:
+        self._inner.reindex()
+
+    def lock(self, session_id: str) -> bool:
+        return self._inner.lock(session_id)
+
+    def unlock(self, session_id: str) -> None:
+        self._inner.unlock(session_id)
+
+    def locked_elsewhere(self, session_id: str) -> bool:
+        return self._inner.locked_elsewhere(session_id)
+
+
+def test_the_parts_a_store_offers_are_its_own(tmp_path: Path) -> None:
+    store = WithSearchAndLocks()
+    assert parts_of(store) == {"search", "writer_locks"}
+    with plait.Client(tmp_path, store=store, writer_lock="write") as client:
+        assert parts_of(client.store) == {"search", "writer_locks"}
+        assert isinstance(client.store, plait.store.SearchStore)
+        session = client.sessions.new()
+        session.inject({"role": "user", "content": "a findable word"})
+        assert [h.session_id for h in client.sessions.search("findable")] == [session.id]
+        assert session.locked is False  # the store's own locks answer
+        with pytest.raises(StorePartMissingError, match="bearer_sessions"):
+            DurableSessions(client.store).create("someone", ttl=timedelta(hours=1))
