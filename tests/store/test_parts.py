@@ -11,6 +11,7 @@ import pytest
 import plait
 from plait.auth import DurableSessions
 from plait.errors import InvalidArgumentError, StoreError, StorePartMissingError
+from plait.providers import ScriptedProvider
 from plait.records import Record
 from plait.store import PARTS, MemoryStore, PartialStore, Store, open_store, parts_of
 from plait.store.base import SessionRow
@@ -104,6 +105,16 @@ def test_the_client_appends_reads_and_forks_on_a_transcript_only_store(tmp_path:
         assert [m.text for m in again.history()] == ["hello", "hi there"]
         assert again.snapshot() is not None and again.snapshot().live_clients == ()  # type: ignore[union-attr]
     assert not store.closed  # a store passed in stays open
+
+
+def test_a_run_and_its_context_report_need_no_other_part(tmp_path: Path) -> None:
+    with plait.Client(tmp_path, store=TranscriptOnly()) as client:
+        session = client.sessions.new()
+        result = session.run("hi", provider=ScriptedProvider(["hello"]))
+        assert result.text == "hello"
+        report = session.context("gpt-4o")  # tallies counted in memory, never stored
+        assert report is not None and report.used > 0
+        assert client.store.counted_end(session.refresh().head.row) == 0  # type: ignore[union-attr,arg-type]
 
 
 def test_a_verb_that_needs_a_missing_part_names_it(tmp_path: Path) -> None:

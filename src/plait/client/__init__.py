@@ -229,6 +229,7 @@ class SessionCollection:
 
         Raises:
             SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
+            StorePartMissingError: the store has no writer locks, so it cannot say (D420).
         """
         row = self._row_in(session_id, workspace)
         if self._client.holds_lock(row.id):

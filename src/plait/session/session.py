@@ -236,7 +236,11 @@ class Session(RunVerbs, WorkspaceVerbs, RewindVerbs, BranchVerbs):
 
     @property
     def locked(self) -> bool:
-        """Whether another process has the session open for writing (then this one only reads)."""
+        """Whether another process has the session open for writing (then this one only reads).
+
+        Raises:
+            StorePartMissingError: the store has no writer locks, so it cannot say (D420).
+        """
         return self._head.locked_elsewhere()
 
     def acquire(self) -> None:
