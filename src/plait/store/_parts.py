@@ -71,9 +71,10 @@ PARTS: Final[Mapping[str, Part]] = _parts(
     ),
     Part(
         "writer_locks", WriterLocks, "writer locks",
-        "in-process: the writers of this process take turns; another process is neither "
-        "kept out nor seen (its racing write is refused by the transcript's compare-and-set, "
-        "StaleSessionError), so Session.locked and sessions.open_elsewhere raise",
+        "in-process: the lock is always this process's (as a store's own is shared by the "
+        "writers of its process); another process is neither kept out nor seen (its racing "
+        "write is refused by the transcript's compare-and-set, StaleSessionError), so "
+        "Session.locked and sessions.open_elsewhere raise",
     ),
     Part(
         "breakable_locks", BreakableLocks, "writer locks another process can break",
