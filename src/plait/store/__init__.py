@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 from plait._files import usable_path
 from plait._lazy import lazy_names
 from plait.store._bus import BusMessage, EventBus
-from plait.store._parts import PARTS, Part, PartialStore, missing_members, parts_of
+from plait.store._parts import (
+    PARTS,
+    TRANSCRIPT_MEMBERS,
+    Part,
+    PartialStore,
+    missing_members,
+    parts_of,
+)
 from plait.store._protocols import (
     ErasePlan,
     Footprint,
@@ -137,7 +144,7 @@ def open_store(
             # A transcript store alone is a store: the parts it lacks are served (D420).
             return target if isinstance(target, Store) else PartialStore(target)
         lacks = missing_members(target)
-        if len(lacks) < len(missing_members(None)):
+        if len(lacks) < len(TRANSCRIPT_MEMBERS):  # some of them: meant as a store
             raise InvalidArgumentError(
                 f"not a store: {shown(target)} lacks the transcript members {', '.join(lacks)}"
             )

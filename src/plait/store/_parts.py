@@ -39,7 +39,7 @@ from plait.store.base import (
 )
 from plait.store.search import SearchStore
 
-__all__ = ["PARTS", "Part", "PartialStore", "missing_members", "parts_of"]
+__all__ = ["PARTS", "TRANSCRIPT_MEMBERS", "Part", "PartialStore", "missing_members", "parts_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +106,8 @@ PARTS: Final[Mapping[str, Part]] = _parts(
 )
 """Every optional part, by name, in the order the docs list them."""
 
-_TRANSCRIPT: Final = tuple(n for n in vars(TranscriptStore) if not n.startswith("_"))
+TRANSCRIPT_MEMBERS: Final = tuple(n for n in vars(TranscriptStore) if not n.startswith("_"))
+"""What every store has: the members of :class:`~plait.store.base.TranscriptStore`."""
 
 
 def parts_of(store: object) -> frozenset[str]:
@@ -125,7 +126,7 @@ def parts_of(store: object) -> frozenset[str]:
 
 def missing_members(store: object) -> list[str]:
     """The members of :class:`~plait.store.base.TranscriptStore` that ``store`` lacks, sorted."""
-    return sorted(n for n in _TRANSCRIPT if not hasattr(store, n))
+    return sorted(n for n in TRANSCRIPT_MEMBERS if not hasattr(store, n))
 
 
 def _missing(part: str, verb: str) -> StorePartMissingError:
