@@ -31,8 +31,8 @@ from typing import Any
 
 import psycopg
 
-from plait.store._pgbus import _SEND
 from plait.store.postgres import PostgresStore
+from plait.store.postgres._bus import _SEND
 
 SIZES = (200, 4_000, 7_900, 64_000, 1_000_000)
 

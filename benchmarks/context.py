@@ -44,7 +44,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 BUILD_BATCH = 2_000
 _PHRASE = (
     "the quick brown fox jumps over the lazy dog while parsing config files and "
-    "reporting errors in src/plait/store/sqlite.py line 412 with exit code 0"
+    "reporting errors in src/plait/store/sqlite/_store.py line 412 with exit code 0"
 )
 WORDS = _PHRASE.split(" ")
 

@@ -39,7 +39,7 @@ def run(held: int, pairs: int, shards: int | None) -> Result:
     """Hold ``held`` locks in a fresh store, then time ``pairs`` lock+unlock of others."""
     _raise_open_file_limit(held + 1000)  # one flock file per session needs one each
     if shards is not None:
-        from plait.store import _shardlocks
+        from plait.store.sqlite import _shardlocks
 
         _shardlocks.SHARDS = shards
     from plait.store.sqlite import SQLiteStore

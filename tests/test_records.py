@@ -255,14 +255,21 @@ def test_decode_view_rows_gives_the_messages_of_what_decode_rows_gives() -> None
         keep = r[2] in kept
         return (r[2], r[3], json.dumps([r[1], r[4], r[5], r[6]]) if keep else None)
 
-    got, whole = decode_view_rows([shaped(r) for r in rows], iter(range(9)))
+    # The store's unpacking of them (a view read's third column is the store's packing).
+    from plait.store.sql._rows import whole_columns
+
+    got, whole = decode_view_rows([shaped(r) for r in rows], iter(range(9)), whole_columns)
     assert whole == [] and got == views
+    # Without it, they are left for the store to read whole.
+    _, whole = decode_view_rows([shaped(r) for r in rows], iter(range(9)))
+    assert whole == [6, 7, 8]
     for g, v in zip(got, views, strict=True):
         assert type(g) is type(v) and dataclasses.asdict(g) == dataclasses.asdict(v)  # type: ignore[arg-type]
 
 
 def test_decode_view_rows_refuses_what_decode_record_refuses() -> None:
     from plait.records import decode_view_rows
+    from plait.store.sql._rows import whole_columns
 
     for bad in [
         ("user", b'{"content":"x"}'),  # bytes, not text
@@ -284,7 +291,7 @@ def test_decode_view_rows_refuses_what_decode_record_refuses() -> None:
         ("event", '{"name":"e"}', "not json"),
     ]:
         with pytest.raises(StoreCorruptError):
-            decode_view_rows([bad], range(1))
+            decode_view_rows([bad], range(1), whole_columns)
 
 
 def test_message_views_are_what_the_constructor_makes() -> None:

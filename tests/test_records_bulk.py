@@ -30,14 +30,14 @@ from plait.records import (
     ToolRecord,
     UserRecord,
     _blanks,
-    _bulk,
-    decode_packed,
     decode_record,
     decode_records,
     decode_rows,
     decode_view_rows,
     encode_payload,
 )
+from plait.store.sqlite import _packed as packing
+from plait.store.sqlite._packed import decode_packed
 
 TEXT = st.text(max_size=30)
 ARGS = st.dictionaries(st.text(max_size=5), st.one_of(st.integers(), TEXT, st.none()), max_size=3)
@@ -262,7 +262,7 @@ def test_a_damaged_tool_row_amid_a_full_load_is_corrupt_on_every_read(
                 read()
 
 
-# SQLite's packed rows (records.decode_packed), read with json and, when installed, orjson.
+# SQLite's packed rows (its store's decode_packed), read with json and, if installed, orjson.
 try:
     import orjson
 except ImportError:  # the default install: json alone
@@ -282,12 +282,12 @@ def _packed(r: Record, meta: str | None = None) -> tuple[Any, ...]:
 
 def _each_loader(check: Any) -> None:
     for loads in LOADERS:
-        before = _bulk._fast_loads
-        _bulk._fast_loads = loads
+        before = packing._fast_loads
+        packing._fast_loads = loads
         try:
             check()
         finally:
-            _bulk._fast_loads = before
+            packing._fast_loads = before
 
 
 @given(

@@ -15,7 +15,7 @@ from plait._ids import id_slug, is_session_id
 from plait.cli import cli
 from plait.errors import InvalidArgumentError, SessionNotFoundError
 from plait.interop import write_bundle
-from plait.store import _shardlocks as shard_locks
+from plait.store.sqlite import _shardlocks as shard_locks
 
 HOSTILE = [
     "../../etc/passwd",

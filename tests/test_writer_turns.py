@@ -22,7 +22,7 @@ from plait.errors import (
 )
 from plait.providers import Finish, ScriptedProvider, TextDelta
 from plait.providers.base import Request as ModelRequest
-from plait.store._shardlocks import AVAILABLE, place
+from plait.store.sqlite._shardlocks import AVAILABLE, place
 from tests.conftest import POSTGRES_SKIP, POSTGRES_URL
 
 # Two worker processes serve one conversation, each appending its own numbered messages.

@@ -105,6 +105,26 @@ class SearchUnavailableError(StoreError):
     """
 
 
+class StorePartMissingError(StoreError):
+    """The store offers no part this verb needs, and plait has no fallback for it.
+
+    A store is a transcript store plus the optional parts it offers (writer locks,
+    tallies, lineage, bearer sessions, live clients, search, ...: ``plait.store.PARTS``
+    names each with the fallback plait uses when it has one). Nothing was read or written.
+
+    Attributes:
+        part: the missing part's name (a key of ``plait.store.PARTS``, e.g. ``"search"``).
+        protocol: the protocol a store implements to offer it (e.g. ``"SearchStore"``).
+    """
+
+    def __init__(self, part: str, protocol: str, verb: str) -> None:
+        self.part = part
+        self.protocol = protocol
+        super().__init__(
+            f"{verb} needs the store part {part!r} ({protocol}), which this store does not offer"
+        )
+
+
 class StoreCorruptWarning(PlaitError, UserWarning):
     """A listing left out stored rows it could not decode (the others are listed).
 

@@ -50,6 +50,7 @@ The hierarchy::
     │   ├── StoreNotFoundError (FileNotFoundError)  a reader named a store file that is not there
     │   ├── NotAStoreError                     the file named is not a SQLite database at all
     │   ├── SearchUnavailableError             this store cannot search (an encrypted one)
+    │   ├── StorePartMissingError              the store offers no part the verb needs
     │   └── EncryptionKeyError                 the store's master key is missing or wrong
     │       ├── EncryptionKeyMissingError      an encrypted store opened without a key
     │       └── EncryptionKeyMismatchError     not the store's key (its check value differs)
@@ -87,6 +88,7 @@ __all__ = [
     "InvalidMessageError",
     "SearchQueryError",
     "SearchUnavailableError",
+    "StorePartMissingError",
     "MissingDependencyError",
     "NoSandboxError",
     "NothingToDoError",
@@ -611,6 +613,7 @@ from plait._errors_store import (  # noqa: E402
     StoreCorruptWarning,
     StoreError,
     StoreNotFoundError,
+    StorePartMissingError,
 )
 
 # Every error class of the two leaf groups is shown as this module's (tracebacks, docs,

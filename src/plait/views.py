@@ -10,6 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
+from plait._collector import paused as paused_collector
 from plait.records import (
     CUT_OFF,
     AssistantRecord,
@@ -21,7 +22,6 @@ from plait.records import (
     ToolCall,
     ToolRecord,
     UserRecord,
-    collector_paused,
     hidden_summaries,
     is_cut_off,
     newest_summary,
@@ -70,7 +70,7 @@ def shown(
     add = out.append
     view = Message.from_record
     # A message per record, all kept: collections would find nothing to free.
-    with collector_paused():
+    with paused_collector():
         for r in items:
             if isinstance(r, Message):
                 if r.role != "system" and (context or r.added is None):

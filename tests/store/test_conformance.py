@@ -62,7 +62,7 @@ class PostgresFactory(StoreFactory):
 
     def lose_lock(self, store: TranscriptStore, session_id: str) -> None:
         """Cut the connection that holds the lock, as an idle timeout or a failover would."""
-        from plait.store._pglocks import lock_key
+        from plait.store.postgres._locks import lock_key
 
         assert isinstance(store, PostgresStore)
         key = lock_key(store.location.rsplit("schema=", 1)[1], session_id)

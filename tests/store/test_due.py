@@ -9,7 +9,7 @@ import threading
 import time
 import weakref
 
-from plait.store._due import DueCall
+from plait.store.sql._due import DueCall
 
 DELAY = 0.05
 

@@ -18,7 +18,7 @@ import pytest
 from plait import Client
 from plait.errors import EncryptionKeyMismatchError, EncryptionKeyMissingError, StoreCorruptError
 from plait.store import PostgresStore, SQLiteStore, Store, new_encryption_key, open_store
-from plait.store._sealing import Sealer, _record_aad, parse_key
+from plait.store.sql._sealing import Sealer, _record_aad, parse_key
 from tests.conftest import POSTGRES_URL, needs_postgres
 
 SECRETS = (

@@ -10,7 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from plait.testing import HeadConformance, SessionIdConformance, TranscriptConformance
+from plait.testing import (
+    HeadConformance,
+    SessionIdConformance,
+    SessionVerbConformance,
+    TranscriptConformance,
+)
 
 # A backend that offers only the transcript: every other protocol's tests must skip.
 NARROW = textwrap.dedent(
@@ -76,17 +81,22 @@ def test_a_transcript_only_backend_passes_its_part_and_skips_the_rest(tmp_path: 
     assert out.returncode == 0, out.stdout + out.stderr
     transcript = [
         n
-        for cls in (TranscriptConformance, HeadConformance, SessionIdConformance)
+        for cls in (
+            TranscriptConformance, HeadConformance, SessionIdConformance, SessionVerbConformance
+        )
         for n, _ in inspect.getmembers(cls)
         if n.startswith("test_")
     ]
     # Every transcript test passes but the one that opens the target twice (private store)
-    # and the view read's (the narrow store offers none: its reads serve).
+    # and the view read's (the narrow store offers none: its reads serve); the session
+    # verbs pass too, through the parts plait serves for a store without them.
     passed = len(transcript) - 2
     summary = out.stdout.strip().splitlines()[-1]
     assert summary.startswith(f"{passed} passed, "), summary
-    for what in ("token tallies (TallyStore)", "durable bearer sessions (BearerStore)",
-                 "live clients (LiveClientStore)", "writer locks (WriterLocks)",
-                 "object space (ObjectStore)"):
+    for what in ("token tallies (TallyStore, the part 'tallies')",
+                 "durable bearer sessions (BearerStore, the part 'bearer_sessions')",
+                 "live clients (LiveClientStore, the part 'live_clients')",
+                 "writer locks (WriterLocks, the part 'writer_locks')",
+                 "object space (ObjectStore, the part 'objects')"):
         assert f"NarrowStore offers no {what}" in out.stdout
     assert "the store offers no view read" in out.stdout

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from plait import Client
 from plait.store import SQLiteStore
-from plait.store._dialect import Statements
-from plait.store._sql import successor
+from plait.store.sql._dialect import Statements
+from plait.store.sql._store import successor
 from tests.conftest import POSTGRES_URL, needs_postgres
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=6)

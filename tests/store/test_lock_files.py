@@ -1,7 +1,7 @@
 """SQLite's writer locks as files: bounded descriptors, one byte per session, fork and kill -9.
 
 On 64-bit Linux a session's lock is a byte of one of a few shard files
-(``plait.store._shardlocks``); elsewhere, and in the last test here, a ``flock`` file of
+(``plait.store.sqlite._shardlocks``); elsewhere, and in the last test here, a ``flock`` file of
 its own. Each test starts another process (a holder or a checker).
 """
 
@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from plait import Client
-from plait.store import _shardlocks as shard_locks
-from plait.store._flock import FlockLocks
 from plait.store.sqlite import SQLiteStore
+from plait.store.sqlite import _shardlocks as shard_locks
+from plait.store.sqlite._flock import FlockLocks
 
 pytestmark = [
     pytest.mark.slow,
@@ -299,7 +299,7 @@ def test_a_killed_parent_s_lock_goes_while_its_child_lives(tmp_path: Path) -> No
 FLOCK_HOLDER = """
     import sys, time
     from pathlib import Path
-    from plait.store._flock import FlockLocks
+    from plait.store.sqlite._flock import FlockLocks
     locks = FlockLocks(Path(sys.argv[1]))
     assert locks.lock("s")
     print("ready", flush=True)

@@ -21,9 +21,9 @@ import pytest
 from plait.errors import StaleSessionError, StoreError, WriterLockLostError
 from plait.records import Record, UserRecord
 from plait.store import SessionRow
-from plait.store._pglocks import lock_key
-from plait.store._pgsql import APPEND_ONE_FENCED_PREPARED, APPEND_ONE_PREPARED
 from plait.store.postgres import MIGRATIONS, PostgresStore
+from plait.store.postgres._locks import lock_key
+from plait.store.postgres._sql import APPEND_ONE_FENCED_PREPARED, APPEND_ONE_PREPARED
 from tests.conftest import POSTGRES_URL, eventually, needs_postgres
 
 URL = POSTGRES_URL or "postgresql://unset"

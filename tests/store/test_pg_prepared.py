@@ -1,6 +1,6 @@
 """The PostgreSQL store's statements sent straight through libpq, and the threads behind appends.
 
-``store/_pgprep.py`` runs the append, the announcements and the owed moves without a
+``store/postgres/_prep.py`` runs the append, the announcements and the owed moves without a
 cursor; these tests hold it to what a cursor did: the same values, the same errors, a
 statement the server forgot prepared again. The owed moves' thread is tested without a
 server. Tests that need one take the ``pg_schema`` fixture (PLAIT_TEST_POSTGRES_URL).
@@ -14,10 +14,11 @@ import pytest
 
 from plait.errors import StoreError
 from plait.records import UserRecord
-from plait.store import SessionRow, _due
-from plait.store._pgprep import int_array, prepare, run_prepared, text_array
-from plait.store._pgrecency import OwedMoves
+from plait.store import SessionRow
 from plait.store.postgres import PostgresStore
+from plait.store.postgres._prep import int_array, prepare, run_prepared, text_array
+from plait.store.postgres._recency import OwedMoves
+from plait.store.sql import _due
 from tests.conftest import POSTGRES_URL, eventually
 
 URL = POSTGRES_URL or "postgresql://unset"
@@ -36,7 +37,7 @@ def test_named_placeholders_are_numbered_in_order_of_first_use() -> None:
 
 
 def test_the_append_sends_its_values_in_the_statements_order() -> None:
-    from plait.store._pgsql import APPEND_ONE_PREPARED
+    from plait.store.postgres._sql import APPEND_ONE_PREPARED
 
     # PostgresStore.append builds its values in this order.
     assert APPEND_ONE_PREPARED.keys == (
@@ -263,7 +264,7 @@ def test_without_psycopgs_parts_the_statements_run_through_a_cursor(
     results and errors, through a cursor."""
     import psycopg
 
-    from plait.store import _pgprep
+    from plait.store.postgres import _prep as _pgprep
 
     monkeypatch.setattr(_pgprep, "_execute", _pgprep._CURSOR)
     with pg._conn("test") as conn:

@@ -1,6 +1,6 @@
 """A branch being created on PostgreSQL while another process deletes what it reads.
 
-A branch of its base owner locks only that row (see ``CREATE`` in store/_pgsql.py): the
+A branch of its base owner locks only that row (see ``CREATE`` in store/postgres/_sql.py): the
 owners further up its chain stay because its source keeps them. These tests hold the
 branch's transaction open at the point where it has locked its source and inserted
 itself, run a delete in another process, and let the branch commit only once that

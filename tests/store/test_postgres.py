@@ -35,8 +35,8 @@ from plait.errors import (
 from plait.layout import branch
 from plait.records import Record, UserRecord
 from plait.store import SessionRow, open_store
-from plait.store._pglocks import lock_key
 from plait.store.postgres import MIGRATIONS, PostgresStore
+from plait.store.postgres._locks import lock_key
 from tests.conftest import POSTGRES_URL, eventually
 
 URL = POSTGRES_URL or "postgresql://unset"

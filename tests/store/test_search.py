@@ -17,8 +17,8 @@ import pytest
 
 from plait import Client
 from plait.store import SearchStore, SQLiteStore, Store
-from plait.store import _litetext as litetext
 from plait.store import sqlite as lite
+from plait.store.sqlite import _text as litetext
 from tests.conftest import POSTGRES_URL, needs_postgres
 
 

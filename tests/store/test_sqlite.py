@@ -390,7 +390,7 @@ def test_a_short_read_puts_rows_the_engine_gave_in_another_order_back_in_order(
 ) -> None:
     """The positions prove a short read's order; rows given in another order are sorted."""
     from plait.layout import segments
-    from plait.store._literead import read_small
+    from plait.store.sqlite._read import read_small
 
     store = SQLiteStore(tmp_path / "order.db")
     c = Client(tmp_path, store=store)
@@ -503,7 +503,7 @@ def test_sessions_written_in_turn_stay_on_the_append_fast_path(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Appends alternating between sessions are one INSERT each; the order is still right."""
-    import plait.store.sqlite as sqlite_store
+    import plait.store.sqlite._store as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "_TOP_TTL", 60.0)  # trust never runs out in this test
     store = SQLiteStore(tmp_path / "turns.db")
@@ -535,7 +535,7 @@ def test_an_idle_store_writes_the_order_it_owes(
     """Moves queued by bare INSERTs reach other processes though this one does nothing more."""
     import time
 
-    import plait.store.sqlite as sqlite_store
+    import plait.store.sqlite._store as sqlite_store
 
     monkeypatch.setattr(sqlite_store, "_TOP_TTL", 1.0)
     store = SQLiteStore(tmp_path / "idle.db")
@@ -575,7 +575,7 @@ def test_the_store_checkpoints_its_log_itself(
 def test_a_layout_is_spelled_as_the_json_encoder_spells_it() -> None:
     """A stored layout is compared as text (a branch's owner check), so every length of it
     is spelled one way: compact JSON."""
-    from plait.store._rows import bases_text
+    from plait.store.sql._rows import bases_text
 
     rng = random.Random(7)
     for n in (0, 1, 2, 31, 32, 33, 300):
@@ -587,7 +587,7 @@ def test_a_branch_spelled_from_its_source_text_is_spelled_as_the_encoder_spells_
     """A branch's layout text is its source's (read, so held) plus one pair, with no pair
     compared; the owner check compares the source's very text."""
     from plait.layout import Layout, branch, branched_from
-    from plait.store._rows import bases_of, bases_text, prefix_text
+    from plait.store.sql._rows import bases_of, bases_text, prefix_text
 
     def spelled(bases: tuple[tuple[int, int], ...]) -> str:
         return json.dumps([list(p) for p in bases], separators=(",", ":"))
@@ -608,7 +608,7 @@ def test_a_branch_spelled_from_its_source_text_is_spelled_as_the_encoder_spells_
 def test_held_layouts_are_bounded_and_the_newest_stay_held() -> None:
     """The held layouts drop their oldest entries when full, never all at once: a layout
     read a moment ago is still found by its text (no decode) after many others."""
-    from plait.store import _rows
+    from plait.store.sql import _rows
 
     def text_of(k: int) -> str:
         return json.dumps([[k, h] for h in range(1, 40)], separators=(",", ":"))
@@ -627,7 +627,7 @@ def test_held_layouts_take_reads_from_many_threads_at_once() -> None:
     import sys
     import threading
 
-    from plait.store import _rows
+    from plait.store.sql import _rows
 
     def text_of(t: int, k: int) -> str:
         return json.dumps([[t * 100_000 + k, h] for h in range(1, 40)], separators=(",", ":"))

@@ -23,7 +23,12 @@ from plait.client.listing import (
     conversations,
     is_conversation,
 )
-from plait.errors import InvalidArgumentError, SessionNotFoundError, StoreError, shown
+from plait.errors import (
+    InvalidArgumentError,
+    SessionNotFoundError,
+    StorePartMissingError,
+    shown,
+)
 from plait.lineage import Ancestry
 from plait.records import JSONValue, Message
 from plait.session import (
@@ -37,7 +42,7 @@ from plait.session import (
     validate_workspace_policy,
 )
 from plait.session.counting import shown_length
-from plait.store import Store, open_store
+from plait.store import Store, TranscriptStore, open_store
 from plait.store.base import SessionRow
 from plait.store.search import SearchHit, SearchStore
 
@@ -109,12 +114,12 @@ class SessionCollection:
         Raises:
             InvalidArgumentError (a ValueError): an empty query or a bad ``limit``;
                 :class:`~plait.errors.SearchQueryError` for a query the store cannot parse.
-            StoreError: the store keeps no full-text index.
+            StorePartMissingError (a StoreError): the store keeps no full-text index.
         """
         n = _check_limit(limit)
         store = self._client.store
         if not isinstance(store, SearchStore):
-            raise StoreError(f"{store!r} keeps no full-text index: it cannot search")
+            raise StorePartMissingError("search", "SearchStore", "searching sessions")
         return store.search(query, n, None if all_workspaces else self._client.workspace)
 
     def new(self) -> Session:
@@ -233,6 +238,7 @@ class SessionCollection:
 
         Raises:
             SessionNotFoundError: unknown, not in ``workspace``, or an invalid id.
+            StorePartMissingError: the store has no writer locks, so it cannot say (D420).
         """
         row = self._row_in(session_id, workspace)
         if self._client.host.holds_lock(row.id):
@@ -371,7 +377,9 @@ class Client:
 
     Args:
         workspace: the folder the sessions belong to (default: the working directory).
-        store: a Store, a path, ``":memory:"``, or None for ``$PLAIT_STORE`` or the default file.
+        store: a Store (or a store with only some of its parts: every TranscriptStore
+            member at least, the rest served or refused, see ``plait.store.PARTS``), a
+            path, ``":memory:"``, or None for ``$PLAIT_STORE`` or the default file.
         resume: start on this stored session instead of a new one.
         writer_lock: ``"process"`` (default, seed 001): a session this client writes
             stays locked for writing by this process until it ends or calls
@@ -396,13 +404,13 @@ class Client:
         self,
         workspace: str | os.PathLike[str] = ".",
         *,
-        store: Store | str | os.PathLike[str] | None = None,
+        store: TranscriptStore | str | os.PathLike[str] | None = None,
         resume: str | None = None,
         writer_lock: WriterLockMode = "process",
         lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         encryption_key: str | bytes | None = None,
     ) -> None:
-        owns = not isinstance(store, Store)
+        owns = not isinstance(store, TranscriptStore)
         folder = _workspace_path(workspace)  # checked before a store is opened for it
         self._owns_store = owns
         self.host: SessionHost = SessionHost(

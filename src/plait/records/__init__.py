@@ -3,8 +3,10 @@
 Pure: no database, network or file access. A transcript is a sequence of
 records, each with a ``kind`` discriminator. Every kind is a frozen dataclass
 (``_model``); one codec (:func:`encode_payload` / :func:`decode_record`, in
-``_codec``) turns them into the JSON a store keeps and back; ``_messages`` builds
-records from message dicts and gives seed 001's :class:`Message` view.
+``_codec``) turns them into the JSON a store keeps and back (``_bulk``: a read's rows in
+bulk; :mod:`plait.records.kit`: the codec's pieces for a store's own bulk decoder, which
+keeps its column packing to itself); ``_messages`` builds records from message dicts and
+gives seed 001's :class:`Message` view.
 
 ``seq`` is the record's position in its transcript, counted from the first
 record the lineage ever wrote. A fork shares its base's rows, so a shared
@@ -13,14 +15,8 @@ record has the same ``seq`` in every branch that holds it.
 
 from __future__ import annotations
 
-from plait.records._bulk import (
-    PACKED_KINDS,
-    decode_packed,
-    decode_records,
-    decode_rows,
-    decode_view_rows,
-)
-from plait.records._codec import MESSAGE_KINDS, collector_paused, decode_record, encode_payload
+from plait.records._bulk import decode_records, decode_rows, decode_view_rows
+from plait.records._codec import MESSAGE_KINDS, decode_record, encode_payload
 from plait.records._messages import (
     Message,
     messages_of,
@@ -54,7 +50,6 @@ __all__ = [
     "COMPACTION_UNDONE",
     "CUT_OFF",
     "KINDS",
-    "PACKED_KINDS",
     "MESSAGE_KINDS",
     "MESSAGE_ROLES",
     "AssistantRecord",
@@ -70,8 +65,6 @@ __all__ = [
     "ToolCallInfo",
     "ToolRecord",
     "UserRecord",
-    "collector_paused",
-    "decode_packed",
     "decode_record",
     "decode_records",
     "decode_rows",

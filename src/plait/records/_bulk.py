@@ -11,8 +11,8 @@ the payload that a record does not keep; anything else (another key order, image
 keys, whitespace, a damaged row) is read by ``records._codec``'s general path, which checks
 it and names what is wrong. A record is built in a blank (``records._blanks``), inline.
 
-SQLite's full reads select four packed columns (:func:`decode_packed`); with orjson installed
-(``plait[fast]``) they read each payload with it and check the shapes on its dict (D223).
+SQLite's full reads select four packed columns; their decoder is the SQLite store's
+(``store/sqlite/_packed.py``), built from the pieces :mod:`plait.records.kit` names.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+from plait._collector import paused as collector_paused
 from plait.records._blanks import (
     BLANKS_WORK,
     AssistantBlank,
@@ -32,11 +33,9 @@ from plait.records._blanks import (
 from plait.records._codec import (
     MESSAGE_KINDS,
     ROLES,
-    collector_paused,
     decode_one,
     decode_record,
     view_message,
-    whole_columns,
     written_fields,
 )
 from plait.records._messages import Message, build_message
@@ -49,18 +48,10 @@ from plait.records._model import (
     UserRecord,
 )
 
-_orjson_loads: Callable[[str], Any] | None
-try:  # the optional extra plait[fast]: orjson reads a payload at a fraction of json's cost
-    from orjson import loads as _orjson_loads  # type: ignore[import-not-found,unused-ignore,no-redef]
-except ImportError:  # pragma: no cover - the default install
-    _orjson_loads = None
-
-__all__ = ["PACKED_KINDS", "decode_packed", "decode_records", "decode_rows", "decode_view_rows"]
+__all__ = ["decode_records", "decode_rows", "decode_view_rows"]
 
 _scan_string: Final = json.decoder.scanstring  # type: ignore[attr-defined]  # the C scanner
 _scan_value: Final = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-_fast_loads: Callable[[str], Any] | None = _orjson_loads
-"""orjson's ``loads`` when it is installed (``plait[fast]``), else None: ``json`` reads all."""
 _HEAD: Final = '{"content":"'
 """Every message payload the codec writes starts so; its text starts at 12."""
 _CALLS: Final = ',"tool_calls":[{"id":"'
@@ -257,224 +248,6 @@ def decode_records(rows: Iterable[Sequence[Any]], seqs: Iterable[int]) -> list[R
         return out
 
 
-PACKED_KINDS: Final = ("", "assistant", "user", "tool", "system", "summary", "event", "opaque")
-"""The kinds by their code in :func:`decode_packed`'s rows (0, the empty kind: not a kind)."""
-
-
-def decode_packed(
-    rows: Iterable[Sequence[Any]], seqs: Iterable[int]
-) -> tuple[list[Record | None], list[int]]:
-    """Decode rows ``(id, created_at * 8 + code, payload, extra)`` at positions ``seqs``.
-
-    ``code`` is the kind's place in :data:`PACKED_KINDS`; ``extra`` holds meta and tokens: None
-    when both are NULL, the count when meta is NULL and the count an integer, else the
-    text ``[tokens, meta]``. A store's driver costs about as much a column as the
-    values cost to join, and these four hold what six would.
-
-    Returns:
-        The records in row order, and the indexes of rows left None: a row whose packed
-        columns are not what the store packs (no kind, a time that is not an integer, an
-        extra that does not decode) is for the store to read whole and decode with
-        :func:`decode_rows`, which names what is wrong.
-
-    Raises:
-        StoreCorruptError: a row does not fit its kind (see :func:`decode_record`).
-    """
-    if _fast_loads is not None and BLANKS_WORK:
-        return _loaded_packed(rows, seqs, _fast_loads)
-    with collector_paused():
-        out: list[Record | None] = []
-        whole: list[int] = []
-        add = out.append
-        scan = _scan_string
-        fast = BLANKS_WORK
-        for (rid, cc, payload, extra), seq in zip(rows, seqs, strict=False):
-            # The same paths as decode_records', on the packed columns: the kind's code
-            # and the time are the low bits and the rest of one integer.
-            if (extra is None or type(extra) is int) and fast:
-                try:
-                    if payload.startswith(_HEAD):
-                        text, i = scan(payload, 12)
-                        code = cc & 7
-                        if i == len(payload) - 1:
-                            if payload[i] == "}":
-                                if code == 1:
-                                    r: Any = AssistantBlank()
-                                    r.tool_calls = ()
-                                    r.images = 0
-                                    cls: type[Record] = AssistantRecord
-                                elif code == 2:
-                                    r = UserBlank()
-                                    r.images = 0
-                                    r.added = None
-                                    cls = UserRecord
-                                elif code == 4:
-                                    r = SystemBlank()
-                                    cls = SystemRecord
-                                else:
-                                    raise ValueError(code)
-                                r.seq = seq
-                                r.id = rid
-                                r.created_at_us = cc >> 3
-                                r.meta = {}
-                                r.tokens = extra
-                                r.content = text
-                                r.__class__ = cls
-                                add(r)
-                                continue
-                        elif code == 3:
-                            r = _tool_row(payload, i, text, seq, rid, cc >> 3, extra)
-                            if r is not None:
-                                add(r)
-                                continue
-                        elif code == 1:
-                            r = _call_row(payload, i, text, seq, rid, cc >> 3, extra)
-                            if r is not None:
-                                add(r)
-                                continue
-                except _MISFIT:
-                    pass
-            r = _packed_row(rid, cc, payload, extra, seq)
-            if r is None:
-                whole.append(len(out))
-            add(r)
-        return out, whole
-
-
-def _loaded_packed(
-    rows: Iterable[Sequence[Any]], seqs: Iterable[int], loads: Callable[[str], Any]
-) -> tuple[list[Record | None], list[int]]:
-    """:func:`decode_packed` with ``loads`` (orjson's) reading each payload whole.
-
-    A payload it reads is checked for the written shapes, key by key, as
-    :func:`~plait.records._codec.written_fields` checks them; one it refuses (orjson
-    refuses some texts ``json.loads`` reads: lone surrogates, numbers out of range)
-    goes to the general path, which reads it with ``json``.
-    """
-    with collector_paused():
-        out: list[Record | None] = []
-        whole: list[int] = []
-        add = out.append
-        for (rid, cc, payload, extra), seq in zip(rows, seqs, strict=False):
-            if extra is None or type(extra) is int:
-                try:
-                    body = loads(payload)
-                    code = cc & 7
-                    if type(body) is dict:
-                        n = len(body)
-                        text = body["content"]
-                        if type(text) is not str:
-                            pass
-                        elif n == 1:
-                            if code == 1:
-                                r: Any = AssistantBlank()
-                                r.tool_calls = ()
-                                r.images = 0
-                                cls: type[Record] = AssistantRecord
-                            elif code == 2:
-                                r = UserBlank()
-                                r.images = 0
-                                r.added = None
-                                cls = UserRecord
-                            elif code == 4:
-                                r = SystemBlank()
-                                cls = SystemRecord
-                            else:
-                                raise ValueError(code)
-                            r.seq = seq
-                            r.id = rid
-                            r.created_at_us = cc >> 3
-                            r.meta = {}
-                            r.tokens = extra
-                            r.content = text
-                            r.__class__ = cls
-                            add(r)
-                            continue
-                        elif n == 4 and code == 3:
-                            call_id, name, ok = body["tool_call_id"], body["tool_name"], body["ok"]
-                            if (
-                                type(call_id) is str
-                                and (name is None or type(name) is str)
-                                and (ok is True or ok is False)
-                            ):
-                                r = ToolBlank()
-                                r.seq = seq
-                                r.id = rid
-                                r.created_at_us = cc >> 3
-                                r.meta = {}
-                                r.tokens = extra
-                                r.content = text
-                                r.tool_call_id = call_id
-                                r.tool_name = name
-                                r.ok = ok
-                                r.images = 0
-                                r.__class__ = ToolRecord
-                                add(r)
-                                continue
-                        elif n == 2 and code == 1:
-                            calls = _loaded_calls(body["tool_calls"])
-                            if calls is not None:
-                                r = AssistantBlank()
-                                r.seq = seq
-                                r.id = rid
-                                r.created_at_us = cc >> 3
-                                r.meta = {}
-                                r.tokens = extra
-                                r.content = text
-                                r.tool_calls = calls
-                                r.images = 0
-                                r.__class__ = AssistantRecord
-                                add(r)
-                                continue
-                except (*_MISFIT, KeyError):
-                    pass
-            r = _packed_row(rid, cc, payload, extra, seq)
-            if r is None:
-                whole.append(len(out))
-            add(r)
-        return out, whole
-
-
-def _loaded_calls(raw: Any) -> tuple[ToolCall, ...] | None:
-    """The tool calls of a decoded ``tool_calls`` in the written shape, or None."""
-    if type(raw) is not list:
-        return None
-    calls: list[ToolCall] = []
-    for c in raw:
-        if type(c) is not dict or len(c) != 3:
-            return None
-        call_id, name, arguments = c.get("id"), c.get("name"), c.get("arguments")
-        if type(call_id) is not str or type(name) is not str or type(arguments) is not dict:
-            return None
-        t: Any = CallBlank()
-        t.id = call_id
-        t.name = name
-        t.arguments = arguments
-        t.__class__ = ToolCall
-        calls.append(t)
-    return tuple(calls)
-
-
-def _packed_row(rid: Any, cc: Any, payload: Any, extra: Any, seq: int) -> Record | None:
-    """A packed row by the general path, or None for a row to read whole."""
-    if type(cc) is not int or not cc & 7:
-        return None
-    meta, tokens = None, extra
-    if extra is not None and type(extra) is not int:
-        try:
-            # The array is the store's brackets around its two columns: a meta that
-            # does not end where its column does leaves text over, or adds an item.
-            both, end = _scan_value(extra, 0)
-        except _MISFIT:
-            return None
-        if not (end == len(extra) and type(both) is list and len(both) == 2):
-            return None
-        tokens, meta = both
-        if type(meta) is not dict:
-            return None
-    return decode_one(PACKED_KINDS[cc & 7], payload, seq, rid, cc >> 3, meta, tokens)
-
-
 def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) -> list[Record]:
     """Decode the rows of one read: each ``(key, id, kind, payload, meta, created_at, tokens)``.
 
@@ -493,13 +266,17 @@ def decode_rows(rows: Iterable[Sequence[Any]], seq_mask: int, first: int = 0) ->
 
 
 def decode_view_rows(
-    rows: Iterable[Sequence[Any]], seqs: Iterable[int]
+    rows: Iterable[Sequence[Any]],
+    seqs: Iterable[int],
+    unpack: Callable[[Any, int], tuple[Any, Any, Any, Any]] | None = None,
 ) -> tuple[list[Message | Record | None], list[int]]:
     """Decode the rows of a view read, at positions ``seqs``: messages as :class:`Message`.
 
     Each row is ``(kind, payload)``, or ``(kind, payload, whole)``: ``whole`` is
-    None for a message and, for the rows a view keeps whole, the JSON array
-    ``[id, meta, created_at, tokens]`` (a store that can send it with the row).
+    None for a message and, for the rows a view keeps whole, the store's packing of
+    their other columns, which ``unpack(whole, seq)`` turns into ``(id, meta,
+    created_at, tokens)`` (a store that can send them with the row says how it
+    packed them; without ``unpack`` the rows are left for it to read whole).
     A row of a message kind becomes the message a history shows (its meta, id,
     time and count are not what a message holds, and are not decoded); a summary,
     event or opaque row with its ``whole`` becomes its record, and one without is
@@ -549,8 +326,8 @@ def decode_view_rows(
                     if fields is None
                     else build(role, *fields, seq)
                 )
-            elif len(row) > 2 and row[2] is not None:
-                rid, meta, created, tokens = whole_columns(row[2], seq)
+            elif unpack is not None and len(row) > 2 and row[2] is not None:
+                rid, meta, created, tokens = unpack(row[2], seq)
                 add(
                     decode_record(
                         kind,

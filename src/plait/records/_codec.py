@@ -13,11 +13,9 @@ checked by kind and by shape before they get there).
 
 from __future__ import annotations
 
-import gc
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -47,12 +45,10 @@ from plait.records._model import (
 __all__ = [
     "MESSAGE_KINDS",
     "ROLES",
-    "collector_paused",
     "decode_one",
     "decode_record",
     "encode_payload",
     "view_message",
-    "whole_columns",
     "written_fields",
 ]
 
@@ -204,36 +200,10 @@ _PLAIN: dict[str, Callable[..., Record]] = {
 """Each plain kind's builder: ``build(seq, id, created_at_us, meta, tokens, content)``."""
 
 
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk read, and leave it as it was found.
-
-    A full load makes tens of thousands of objects that all live on (rows, then
-    records): collections during it traverse them and free nothing.
-    """
-    paused = gc.isenabled()
-    if paused:
-        gc.disable()
-    try:
-        yield
-    finally:
-        if paused:
-            gc.enable()
-
-
 MESSAGE_KINDS: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 """Kinds whose view is a :class:`Message` of the record alone (a summary's needs its folds)."""
 ROLES: dict[str, str] = {kind: kind for kind in _PLAIN_KINDS}
 """Each plain kind's role, one shared string: a message does not keep a copy per row."""
-
-
-def whole_columns(text: Any, seq: int) -> tuple[Any, Any, Any, Any]:
-    """The ``[id, meta, created_at, tokens]`` of a view row kept whole."""
-    try:
-        rid, meta, created, tokens = _loads(text)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise StoreCorruptError(f"record seq={seq}: its columns do not decode: {exc!r}") from exc
-    return rid, meta, created, tokens
 
 
 Fields = tuple[str, tuple[ToolCall, ...], str | None, str | None, bool | None, int]

@@ -41,6 +41,7 @@ from plait.errors import (
     StaleSessionError,
     StoreCorruptWarning,
     StoreError,
+    StorePartMissingError,
     ToolError,
     ToolServerError,
     UnknownOptionError,
@@ -89,6 +90,7 @@ _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (AdapterClosedError, 409, "adapter_closed"),  # a framework adapter, never the server's own
     (SandboxUnavailableError, 503, "sandbox_unavailable"),
     (SearchUnavailableError, 501, "search_unavailable"),  # the store's nature, not an outage
+    (StorePartMissingError, 501, "store_part_missing"),  # as is a part the store lacks
     (StoreError, 503, "store_error"),
     (StoreCorruptWarning, 503, "store_error"),  # only when warnings are turned into errors
     (ToolError, 500, "tool_error"),

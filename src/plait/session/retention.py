@@ -33,6 +33,7 @@ from plait.errors import (
     SessionLockedError,
     SessionNotFoundError,
     StoreCorruptError,
+    StorePartMissingError,
     shown,
 )
 from plait.records import JSONValue
@@ -277,7 +278,12 @@ def _busy(host: SessionHost, session_id: str, *, taken: int = 0) -> bool:
     own = taken + (1 if host.holds_lock(session_id) else 0)
     if _turns.held(store, session_id) > own or _running(host, session_id):
         return True
-    return not taken and store.locked_elsewhere(session_id)
+    if taken:
+        return False
+    try:
+        return store.locked_elsewhere(session_id)
+    except StorePartMissingError:
+        return False  # no writer locks: no other writer can be seen, the compare-and-set guards
 
 
 def _running(host: SessionHost, session_id: str) -> bool:

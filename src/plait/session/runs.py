@@ -22,6 +22,7 @@ from plait.errors import (
     SessionBusyError,
     SessionClosedError,
     SessionLockedError,
+    StorePartMissingError,
 )
 from plait.providers import (
     ModelSettings,
@@ -207,7 +208,7 @@ def start_run(
     row = head.fresh() if head.row is not None else None
     if row is not None and row.status == "closed":
         raise SessionClosedError(head.id)
-    if not head.lock.takes_turns and head.locked_elsewhere():
+    if not head.lock.takes_turns and _locked_elsewhere(head):
         raise SessionLockedError(head.id)  # a writer taking turns waits for it instead
     model = provider_for(head, provider)
     board.check_idle(head.id)
@@ -274,6 +275,18 @@ def start_run(
 
 MODEL_SETTINGS: Final = "model_settings"
 """The settings key of the model settings a session keeps."""
+
+
+def _locked_elsewhere(head: Head) -> bool:
+    """Whether another process writes the session; False where the store cannot say.
+
+    A store without writer locks cannot see another process: a run there is guarded by
+    the transcript's compare-and-set alone (D420).
+    """
+    try:
+        return head.locked_elsewhere()
+    except StorePartMissingError:
+        return False
 
 
 def stored_model_settings(settings: Mapping[str, JSONValue]) -> ModelSettings:

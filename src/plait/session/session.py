@@ -23,11 +23,12 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
+from plait._collector import paused as paused_collector
 from plait.compaction import Compaction, Summarize
 from plait.context import ContextReport, ModelLimits
 from plait.errors import InvalidArgumentError
 from plait.providers import Provider
-from plait.records import JSONValue, Message, Record, collector_paused
+from plait.records import JSONValue, Message, Record
 from plait.session import context, export, reading, writes
 from plait.session._branch_verbs import BranchVerbs
 from plait.session._head import Head
@@ -158,7 +159,11 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
 
     @property
     def locked(self) -> bool:
-        """Whether another process has the session open for writing (then this one only reads)."""
+        """Whether another process has the session open for writing (then this one only reads).
+
+        Raises:
+            StorePartMissingError: the store has no writer locks, so it cannot say (D420).
+        """
         return self._head.locked_elsewhere()
 
     def __len__(self) -> int:
@@ -220,7 +225,7 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
             SessionNotFoundError: the session was never stored.
         """
         # A read and a message per record, all kept: collections would find nothing to free.
-        with collector_paused():
+        with paused_collector():
             if full:
                 row = self._head.fresh()
                 lay = row.layout

@@ -12,9 +12,9 @@ their composition, the one the session layer takes. :class:`ObjectStore` (worksp
 checkpoints in the store's own space) is optional: the session layer uses it
 when a store offers it; so is :class:`EventBus` (run events between server processes,
 PostgreSQL's), which the server uses when a store offers it, and ``RetentionStore``
-(``store/_retention.py``: what retention counts and gives back beside ``erase``). A
+(``store/_protocols.py``: what retention counts and gives back beside ``erase``). A
 backend is done when the conformance kit in :mod:`plait.testing` passes against each part
-it offers.
+it offers; ``plait.store.PARTS`` names the parts (D420).
 """
 
 from __future__ import annotations
@@ -187,8 +187,9 @@ class TranscriptStore(Protocol):
     fork or merge shares rows with its sources), listed by activity and by
     parent. A third-party backend implements this and may stop there: the
     narrow protocols beside it (:class:`WriterLocks`, :class:`TallyStore`,
-    :class:`BearerStore`, :class:`LiveClientStore`) are the service concerns a
-    backend adds when it offers them. Every method is atomic; none leaves a
+    :class:`BearerStore`, :class:`LiveClientStore`, ...) are the parts a backend
+    adds when it offers them, and ``open_store`` serves or refuses each it lacks
+    (``plait.store.PARTS``, D420). Every method is atomic; none leaves a
     half-written state.
     """
 

@@ -46,8 +46,12 @@ API, one class of tests per protocol:
   rotation of the master key, sealed checkpoint objects. Skipped on a plain store.
 
 :class:`StoreConformance` is all of them. A test of a protocol the store does not
-implement is skipped and says so, so a backend that offers only a transcript
-runs the whole class and passes what it offers.
+implement is skipped and says so, naming the part (a key of :data:`plait.store.PARTS`),
+so a backend that offers only a transcript runs the whole class and passes what it
+offers; :func:`parts_supported` lists the parts a store offers. The session verbs run
+over any transcript store: :func:`plait.store.open_store` serves the parts it lacks
+(writer locks in this process, tallies counted in memory, the lineage walked) or
+refuses the verbs that need them (:class:`~plait.errors.StorePartMissingError`).
 
 The kit opens stores through a :class:`StoreFactory`: a fresh *target* (a
 string: a path, a URL) per test, and an *opener* named by import path, so that
@@ -105,7 +109,7 @@ from plait.testing._crypto import (  # noqa: E402
     EncryptionConformance,
     open_encrypted_store,
 )
-from plait.testing._factory import StoreFactory  # noqa: E402
+from plait.testing._factory import StoreFactory, parts_supported  # noqa: E402
 from plait.testing._heads import HeadConformance, SessionVerbConformance  # noqa: E402
 from plait.testing._ids import SessionIdConformance  # noqa: E402
 from plait.testing._listing import ListingConformance  # noqa: E402
@@ -139,6 +143,7 @@ __all__ = [
     "TranscriptConformance",
     "WriterLockConformance",
     "open_encrypted_store",
+    "parts_supported",
 ]
 
 

@@ -14,9 +14,23 @@ from typing import Any, ClassVar, cast
 
 import pytest
 
+from plait.store import PARTS, parts_of
 from plait.store.base import Store, TranscriptStore
 
-__all__ = ["ConformanceBase", "Peer", "StoreFactory"]
+__all__ = ["ConformanceBase", "Peer", "StoreFactory", "parts_supported"]
+
+
+def parts_supported(store: object) -> frozenset[str]:
+    """The optional parts ``store`` offers itself: the kit classes of those run, the rest skip.
+
+    Args:
+        store: an open store (or anything: an object that offers no part gives the empty set).
+
+    Returns:
+        Keys of :data:`plait.store.PARTS` (``"writer_locks"``, ``"search"``, ...). A part
+        plait serves by a fallback for a store without it is not counted.
+    """
+    return parts_of(store)
 
 
 class StoreFactory:
@@ -238,9 +252,11 @@ class ConformanceBase:
 
     @staticmethod
     def needs(store: object, protocol: type, what: str) -> None:
-        """Skip the test unless ``store`` implements ``protocol``."""
+        """Skip the test unless ``store`` implements ``protocol``; the reason names the part."""
         if not isinstance(store, protocol):
-            pytest.skip(f"{type(store).__name__} offers no {what} ({protocol.__name__})")
+            part = next((n for n, p in PARTS.items() if p.protocol is protocol), None)
+            named = f", the part {part!r}" if part is not None else ""
+            pytest.skip(f"{type(store).__name__} offers no {what} ({protocol.__name__}{named})")
 
     @pytest.fixture
     def peers(self, store_target: str) -> Iterator[Callable[[], Peer]]:

@@ -120,8 +120,7 @@ class SessionVerbConformance(ConformanceBase):
 
     @pytest.fixture
     def client(self, store: Store, tmp_path: Path) -> Iterator[Client]:
-        """A client on the store under test (the session layer needs every protocol)."""
-        self.needs(store, Store, "session layer's protocols together")
+        """A client on the store under test: any transcript store (the rest is served, D420)."""
         with Client(tmp_path, store=store) as c:
             yield c
 

@@ -30,7 +30,7 @@ from plait.session import Session, host_of
 from plait.session.checkpoints import checkpoints_of
 from plait.session.retention import Retained
 from plait.store import RetentionStore, RunRegistry
-from plait.store.base import Store
+from plait.store.base import Store, WriterLocks
 from plait.testing._factory import ConformanceBase
 from plait.testing._transcript import appended, new_row, users
 
@@ -46,8 +46,11 @@ class RetentionConformance(ConformanceBase):
 
     @pytest.fixture
     def writer(self, store: Store, tmp_path: Path) -> Iterator[Client]:
-        """A client on the store under test, with ``writer_lock="write"`` (as a server)."""
-        self.needs(store, Store, "session layer's protocols together")
+        """A client on the store under test, with ``writer_lock="write"`` (as a server).
+
+        Retention keeps a session another writer holds: that needs the store's own locks.
+        """
+        self.needs(store, WriterLocks, "writer locks")
         with Client(tmp_path, store=store, writer_lock="write", lock_timeout=0) as c:
             yield c
 
