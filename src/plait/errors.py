@@ -49,7 +49,6 @@ The hierarchy::
     │   ├── StoreCorruptError                  a stored row could not be decoded
     │   ├── StoreNotFoundError (FileNotFoundError)  a reader named a store file that is not there
     │   ├── NotAStoreError                     the file named is not a SQLite database at all
-    │   ├── SearchUnavailableError             this store cannot search (an encrypted one)
     │   └── EncryptionKeyError                 the store's master key is missing or wrong
     │       ├── EncryptionKeyMissingError      an encrypted store opened without a key
     │       └── EncryptionKeyMismatchError     not the store's key (its check value differs)
@@ -86,7 +85,6 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidMessageError",
     "SearchQueryError",
-    "SearchUnavailableError",
     "MissingDependencyError",
     "NoSandboxError",
     "NothingToDoError",
@@ -605,7 +603,6 @@ from plait._errors_store import (  # noqa: E402
     NotAStoreError,
     SchemaOutdatedError,
     SchemaTooNewError,
-    SearchUnavailableError,
     StaleSessionError,
     StoreCorruptError,
     StoreCorruptWarning,

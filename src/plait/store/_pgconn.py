@@ -18,19 +18,22 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import InvalidMessageError, PlaitError, StoreCorruptError, StoreError
+from plait.store import _pgtext as pgtext
 from plait.store._pgfeed import Notifier
 from plait.store._pglocks import lock_key
 from plait.store._pgopen import apply_schema, current_version
 from plait.store._pgprep import int_array, run_prepared
 from plait.store._pgrecency import MOVE_OWED, OwedMoves
 from plait.store._schema import Migration
-from plait.store._search import PG_HITS, PG_REINDEX
+from plait.store._search import PG_HITS, PG_REINDEX, index_text
 from plait.store._sql import Connection, Counted, SQLStore, describe
 from plait.store.base import SessionRow
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
+
+    from plait.store._sealtext import SealedTerms
 
 __all__ = ["PgConnection"]
 
@@ -71,6 +74,8 @@ _RETAINED_TABLES: Final = (
     "live_clients",
     "checkpoint_objects",
     "checkpoint_parts",
+    "record_tokens",
+    "record_token_marks",
 )
 """The tables an erase or a checkpoint prune deletes rows of: what retention measures."""
 
@@ -91,18 +96,6 @@ class PgConnection(SQLStore):
     _notifier: Notifier
     _owed: OwedMoves
     _driver_errors: tuple[type[Exception], ...]
-    _hits_sql = PG_HITS
-    _reindex_sql = PG_REINDEX
-
-    def _bad_query(self, exc: StoreError) -> bool:
-        return False  # websearch_to_tsquery reads any text: it has no syntax errors
-
-    def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
-        # Never prepared: a prepared search soon gets PostgreSQL's generic plan, which
-        # cannot tell a rare term from a common one and reads every record (150 ms at
-        # 10k records, against 3 ms through the text index).
-        with self._conn("search") as conn:
-            return cursor_of(conn).execute(query, params, prepare=False).fetchall()
     """What :meth:`_wrapped` turns into the store's errors: psycopg's, and bad text."""
     _conflict: type[Exception]
     """psycopg's ``UniqueViolation``: an append's compare-and-set that lost."""
@@ -113,6 +106,57 @@ class PgConnection(SQLStore):
     _spare_mutex: threading.Lock
     _waiting: int
     """Threads waiting for a connection of the pool (under ``_spare_mutex``)."""
+
+    _hits_sql = PG_HITS
+    _reindex_sql = PG_REINDEX
+
+    # -- full-text search (an encrypted store's: store/_pgtext.py, D326) ------------------
+
+    def _bad_query(self, exc: StoreError) -> bool:
+        return False  # websearch_to_tsquery reads any text: it has no syntax errors
+
+    def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
+        # Never prepared: a prepared search soon gets PostgreSQL's generic plan, which
+        # cannot tell a rare term from a common one and reads every record (150 ms at
+        # 10k records, against 3 ms through the text index).
+        terms = self._token_terms()
+        with self._conn("search") as conn:
+            if terms is not None:  # an encrypted store's tokens (D326)
+                return pgtext.search(conn, params[0], params[1], terms, index_text)
+            return cursor_of(conn).execute(query, params, prepare=False).fetchall()
+
+    def _token_terms(self) -> SealedTerms | None:
+        """An encrypted store's hasher (None: not encrypted), once it has its token table."""
+        terms = self._search_terms()
+        if terms is not None and self.code_version < pgtext.SEALED_VERSION:
+            raise StoreError(
+                "this encrypted store was opened without its table of hashed terms "
+                f"(migration {pgtext.SEALED_VERSION})"
+            )
+        return terms
+
+    def _catch_up(self) -> None:
+        terms = self._token_terms()
+        if terms is not None:
+            with self._conn("index the records' text") as conn:
+                pgtext.catch_up(conn, self._text_lock(), terms, index_text)
+
+    def _text_lock(self) -> int:
+        return lock_key(self._namespace + "\0text", "")
+
+    def reindex(self) -> None:
+        """Rebuild the full-text index from the records (``plait db reindex``).
+
+        Raises:
+            StoreError: the store has no full-text index, or the rebuild failed.
+        """
+        terms = self._token_terms()
+        if terms is None:
+            super().reindex()
+            return
+        self._indexed()
+        with self._conn("reindex") as conn:
+            pgtext.reindex(conn, self._text_lock(), terms, index_text)
 
     @property
     def location(self) -> str:
