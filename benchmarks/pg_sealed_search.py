@@ -1,0 +1,204 @@
+"""Search on an encrypted PostgreSQL store beside a plain one: the token table's cost (D326).
+
+Part one, the append: ``--appends`` single appends of a 40-word message to one session,
+on a plain store and on an encrypted one (whose index is fed past marks, so its append
+is the encrypted append and nothing more); and the two parts an index written in the
+append's transaction would add to each: cutting and hashing the message's terms, and
+inserting its token row (timed alone, in its own statement).
+
+Part two, the search: ``--sessions`` sessions of ``--messages`` messages in each store;
+the first search (on the encrypted store it opens, hashes and writes every record), the
+median of ``--rounds`` searches for a common word (20 hits) and for a rare one, a search
+with nothing owed (every session's mark looked at), one after a single append, and the
+erase of one session. Printed as a Markdown table; ``--out FILE`` also writes it there.
+
+    PLAIT_TEST_POSTGRES_URL=postgresql://... .venv/bin/python benchmarks/pg_sealed_search.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from plait.records import Record, UserRecord
+from plait.store import PostgresStore, new_encryption_key
+from plait.store._pgtext import vector
+from plait.store.base import SessionRow
+
+
+def _words(seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9)))
+        for _ in range(5000)
+    ]
+
+
+def _prose(rng: random.Random, vocab: list[str]) -> str:
+    weights = [1 / (i + 1) for i in range(len(vocab))]  # a Zipf-like prose
+    return " ".join(rng.choices(vocab, weights, k=40))
+
+
+def _us(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e6
+
+
+def _open(url: str, key: str | None) -> PostgresStore:
+    return PostgresStore(url, schema=f"bench_{uuid.uuid4().hex[:10]}", encryption_key=key)
+
+
+def _drop(store: PostgresStore, url: str) -> None:
+    import psycopg
+
+    schema = store.location.rsplit("schema=", 1)[1]
+    store.close()
+    with psycopg.connect(url, autocommit=True) as conn:  # the benchmark's own schema
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+def _appends(url: str, key: str | None, args: argparse.Namespace, vocab: list[str]) -> float:
+    store = _open(url, key)
+    try:
+        rng = random.Random(3)
+        row = store.create(SessionRow(id="a", workspace="/bench"))
+        times = []
+        for i in range(args.appends):
+            record = UserRecord(seq=i, content=_prose(rng, vocab))
+            start = time.perf_counter()
+            row = store.append(row, [record])
+            times.append((time.perf_counter() - start) * 1e6)
+        return statistics.median(times)
+    finally:
+        _drop(store, url)
+
+
+def _token_parts(url: str, args: argparse.Namespace, vocab: list[str]) -> tuple[float, float]:
+    """Median microseconds to hash a message's terms, and to insert its token row."""
+    store = _open(url, new_encryption_key())
+    try:
+        rng = random.Random(3)
+        recs: list[Record] = [
+            UserRecord(seq=i, content=_prose(rng, vocab)) for i in range(args.appends)
+        ]
+        row = store.create(SessionRow(id="a", workspace="/bench"))
+        store.append(row, recs)
+        terms = store._search_terms()
+        assert terms is not None
+        hashing, rows = [], []
+        for r in recs:
+            text = str(r.content)
+            start = time.perf_counter()
+            rows.append(vector(terms.tokens(text).split()))
+            hashing.append((time.perf_counter() - start) * 1e6)
+        inserts = []
+        with store._conn("bench") as conn:
+            for seq, body in enumerate(rows):
+                inserts.append(
+                    _us(
+                        lambda s=seq, b=body: conn.execute(
+                            "INSERT INTO record_tokens (key, body) VALUES (%s, %s::tsvector)",
+                            ((row.pk << 32) | s, b),
+                        )
+                    )
+                )
+        return statistics.median(hashing), statistics.median(inserts)
+    finally:
+        _drop(store, url)
+
+
+def _searches(
+    url: str, key: str | None, args: argparse.Namespace, vocab: list[str]
+) -> dict[str, float]:
+    store = _open(url, key)
+    try:
+        rng = random.Random(7)
+        rows = []
+        for n in range(args.sessions):
+            recs: list[Record] = [
+                UserRecord(seq=i, content=_prose(rng, vocab)) for i in range(args.messages)
+            ]
+            row = store.create(SessionRow(id=f"s{n}", workspace="/bench"))
+            rows.append(store.append(row, recs))
+        ms = 1000.0
+        out = {"first search (indexes all), ms": _us(lambda: store.search(vocab[0])) / ms}
+        out["common word, 20 hits, ms"] = statistics.median(
+            _us(lambda: store.search(vocab[0], 20)) / ms for _ in range(args.rounds)
+        )
+        out["rare word, ms"] = statistics.median(
+            _us(lambda: store.search(vocab[1500], 20)) / ms for _ in range(args.rounds)
+        )
+        out["nothing owed: a search's catch-up look, ms"] = statistics.median(
+            _us(lambda: store._catch_up()) / ms for _ in range(args.rounds)
+        )
+        after = []
+        last = rows[-1]
+        for i in range(args.rounds):
+            record = UserRecord(seq=last.layout.end_seq, content=_prose(rng, vocab))
+            last = store.append(last, [record])
+            after.append(_us(lambda: store.search(vocab[1500], 20)) / ms)
+        out["rare word after one append, ms"] = statistics.median(after)
+        out["erase a session, ms"] = _us(lambda: store.erase("s1")) / ms
+        return out
+    finally:
+        _drop(store, url)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--url", default=os.environ.get("PLAIT_TEST_POSTGRES_URL"))
+    parser.add_argument("--appends", type=int, default=500)
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    if not args.url:
+        parser.error("give --url or set PLAIT_TEST_POSTGRES_URL")
+    vocab = _words(1)
+    plain_append = _appends(args.url, None, args, vocab)
+    sealed_append = _appends(args.url, new_encryption_key(), args, vocab)
+    hashing, insert = _token_parts(args.url, args, vocab)
+    within = sealed_append + hashing + insert
+    lines = [
+        f"Single appends of a 40-word message ({args.appends}, median), PostgreSQL",
+        "",
+        "| | us | / plain append |",
+        "|---|---:|---:|",
+        f"| plain append | {plain_append:.0f} | 1.00 |",
+        f"| encrypted append (index fed past marks: nothing added) | {sealed_append:.0f} "
+        f"| {sealed_append / plain_append:.2f} |",
+        f"| + cutting and hashing its terms | {hashing:.0f} | {hashing / plain_append:.2f} |",
+        f"| + inserting its token row (own statement) | {insert:.0f} "
+        f"| {insert / plain_append:.2f} |",
+        f"| encrypted append with its tokens in its transaction (sum) | {within:.0f} "
+        f"| {within / plain_append:.2f} |",
+        "",
+        f"{args.sessions} sessions x {args.messages} messages of 40 words, PostgreSQL",
+        "",
+        "| | plain | sealed | sealed/plain |",
+        "|---|---:|---:|---:|",
+    ]
+    plain = _searches(args.url, None, args, vocab)
+    sealed = _searches(args.url, new_encryption_key(), args, vocab)
+    for name, value in plain.items():
+        ratio = sealed[name] / value if value else float("nan")
+        lines.append(f"| {name} | {value:.1f} | {sealed[name]:.1f} | {ratio:.2f} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
