@@ -237,3 +237,20 @@ def test_a_catch_up_killed_before_it_commits_leaves_the_records_to_the_next(
     assert _count(pg_schema, "record_token_marks") == 0
     assert _hits(sealed, "kangaroo") == {("k", 0), ("k", 1)}
     assert _count(pg_schema, "record_tokens") == 2
+
+
+def test_an_encrypted_schema_migrated_from_13_finds_what_it_held(target: str, key: str) -> None:
+    """The token table starts empty: the first search indexes every record it finds."""
+    from plait.store.postgres import MIGRATIONS
+
+    old = PostgresStore(target, encryption_key=key, migrations=MIGRATIONS[:13])
+    try:
+        _said(old, "o", "an old quokka")
+    finally:
+        old.close()
+    store = PostgresStore(target, encryption_key=key, auto_migrate=True)
+    try:
+        assert store.schema_version == 14
+        assert _hits(store, "quokka") == {("o", 0)}
+    finally:
+        store.close()

@@ -95,17 +95,24 @@ _HITS: Final = (
 
 def vector(tokens: Sequence[str]) -> str:
     """A record's hashed terms, in order, as a ``tsvector`` literal with their positions."""
-    at: dict[str, list[int]] = {}
+    # Built as strings as it goes: this runs for every term a catch-up indexes.
+    at: dict[str, str] = {}
+    repeats: dict[str, int] = {}
+    last = str(MAX_POSITION)
     for i, token in enumerate(tokens, 1):
+        where = str(i) if i < MAX_POSITION else last
         found = at.get(token)
         if found is None:
-            if len(at) >= MAX_LEXEMES:
-                continue
-            found = at[token] = []
-        if len(found) < MAX_POSITIONS:
-            found.append(min(i, MAX_POSITION))
-    # Tokens are hex digits: nothing in them needs escaping.
-    return " ".join(f"'{t}':{','.join(map(str, sorted(set(p))))}" for t, p in at.items())
+            if len(at) < MAX_LEXEMES:
+                at[token] = where
+            continue
+        n = repeats.get(token, 1)
+        # Past the last position every term shares it: it is kept once.
+        if n < MAX_POSITIONS and not found.endswith(last):
+            at[token] = f"{found},{where}"
+            repeats[token] = n + 1
+    # Tokens are hex digits: nothing in them needs quoting or escaping.
+    return " ".join([f"{t}:{p}" for t, p in at.items()])
 
 
 def behind(conn: psycopg.Connection[tuple[Any, ...]]) -> list[tuple[int, int]]:

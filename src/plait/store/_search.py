@@ -4,9 +4,9 @@ On PostgreSQL the index is a GIN index on an expression of the row, kept by the
 engine in the transaction that writes it (an encrypted store's: a table of hashed
 terms brought up to the committed records before each search, ``_pgtext``); on
 SQLite FTS5 tables brought up to the committed records before each search
-(``_litetext``). Either way it holds one
-entry per record *row*, keyed by the row key (``owner pk << 32 | seq``); the
-rows that forks and rewinds share are indexed once. A hit on a row is then
+(``_litetext``). Either way it holds one entry per record *row*, keyed by the row
+key (``owner pk << 32 | seq``); the rows that forks and rewinds share are indexed
+once. A hit on a row is then
 resolved, here, to every live session whose layout reads that row: the row's
 owner and the sessions that inherit from it (found by walking the
 ``base_owner`` links down, as a delete walks them up), each checked against its
