@@ -93,6 +93,15 @@ def _count(schema: str, table: str) -> int:
         return int(conn.execute(query).fetchone()[0])  # type: ignore[index]
 
 
+def _raw_delete(schema: str) -> None:
+    import psycopg
+    from psycopg import sql
+
+    assert POSTGRES_URL is not None
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:  # another search_path
+        conn.execute(sql.SQL("DELETE FROM {}.records").format(sql.Identifier(schema)))
+
+
 def test_searches_leave_no_word_of_an_encrypted_session_in_the_tables(
     sealed: PostgresStore, pg_schema: str
 ) -> None:
@@ -133,6 +142,12 @@ def test_forks_share_their_tokens_and_an_erase_takes_what_only_it_read(
     assert sealed.search("numbat") == []
     assert _count(pg_schema, "record_tokens") == 0
     assert _count(pg_schema, "record_token_marks") == 0
+    # Records deleted by any statement, from any connection, take their tokens with them.
+    _said(sealed, "z", "numbat again")
+    assert _hits(sealed, "numbat") == {("z", 0)}
+    assert _count(pg_schema, "record_tokens") == 1
+    _raw_delete(pg_schema)
+    assert _count(pg_schema, "record_tokens") == 0
 
 
 def test_retention_erases_idle_sessions_and_their_hits(
