@@ -269,3 +269,19 @@ def test_an_encrypted_schema_migrated_from_13_finds_what_it_held(target: str, ke
         assert _hits(store, "quokka") == {("o", 0)}
     finally:
         store.close()
+
+
+def test_a_catch_up_in_many_reads_indexes_every_record_once(
+    sealed: PostgresStore, pg_schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Owners and records read a few at a time: every record found, every mark moved."""
+    from plait.store import _pgtext
+
+    monkeypatch.setattr(_pgtext, "OWNERS_PER_READ", 2)
+    monkeypatch.setattr(_pgtext, "ROWS_PER_READ", 3)
+    for n in range(5):
+        _said(sealed, f"s{n}", *(f"wallaby {n} {i}" for i in range(n + 2)))
+    assert _hits(sealed, "wallaby") == {(f"s{n}", i) for n in range(5) for i in range(n + 2)}
+    assert _count(pg_schema, "record_tokens") == sum(n + 2 for n in range(5))
+    assert _count(pg_schema, "record_token_marks") == 5
+    assert _hits(sealed, '"wallaby 4 5"') == {("s4", 5)}

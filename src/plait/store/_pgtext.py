@@ -74,6 +74,8 @@ _TRIES: Final = 3
 """Catch-ups tried when a delete races one (each a transaction of its own)."""
 OWNERS_PER_READ: Final = 256
 """Owners whose records past their marks one statement reads."""
+ROWS_PER_READ: Final = 2000
+"""Records a catch-up fetches at a time (a first one reads the whole store)."""
 
 _BEHIND: Final = (
     "SELECT s.pk, coalesce(m.last_key, (s.pk << 32) - 1) FROM sessions s "
@@ -86,7 +88,7 @@ _PAST: Final = (
     f"CASE WHEN r.kind IN ({_KINDS_SQL}) THEN r.payload END, "
     f"CASE WHEN r.kind IN ({_KINDS_SQL}) THEN r.meta END "
     "FROM unnest(%s::bigint[], %s::bigint[]) AS m(owner, mark) "
-    "JOIN records r ON r.key > m.mark AND r.key < ((m.owner + 1) << 32) ORDER BY r.key"
+    "JOIN records r ON r.key > m.mark AND r.key < ((m.owner + 1) << 32)"
 )
 # Only for records still there, each locked against a delete until this commits: a delete
 # that committed first is not indexed, and one that waits takes these tokens with it.
@@ -140,19 +142,29 @@ def _feed(
     terms: SealedTerms,
     index_text: Callable[[str, str], str | None],
 ) -> None:
+    """Index the records past the marks of ``owners`` and move the marks (one transaction).
+
+    The records stream through a server-side cursor: a first catch-up of a large store
+    holds a few thousand at a time.
+    """
     for i in range(0, len(owners), OWNERS_PER_READ):
         part = owners[i : i + OWNERS_PER_READ]
-        rows = conn.execute(_PAST, ([o for o, _ in part], [m for _, m in part])).fetchall()
-        if not rows:
-            continue
-        last: dict[int, int] = {}
-        for row in rows:
-            last[int(row[0]) >> SEQ_BITS] = int(row[0])
-        searched = [r for r in rows if r[3] is not None]
-        items = [(k, vector(t.split())) for k, t in terms.texts(searched, index_text) if t]
-        if items:
-            conn.execute(_ADD, ([k for k, _ in items], [v for _, v in items]))
-        conn.execute(_SET_MARKS, (list(last), list(last.values())))
+        moved: dict[int, int] = {}
+        with conn.cursor(name="plait_token_feed") as cur:
+            cur.execute(_PAST, ([o for o, _ in part], [m for _, m in part]))
+            while rows := cur.fetchmany(ROWS_PER_READ):
+                for row in rows:
+                    key = int(row[0])
+                    owner = key >> SEQ_BITS
+                    if key > moved.get(owner, -1):
+                        moved[owner] = key
+                searched = [r for r in rows if r[3] is not None]
+                texts = terms.texts(searched, index_text)
+                items = [(k, vector(t.split())) for k, t in texts if t]
+                if items:
+                    conn.execute(_ADD, ([k for k, _ in items], [v for _, v in items]))
+        if moved:
+            conn.execute(_SET_MARKS, (list(moved), list(moved.values())))
 
 
 def catch_up(
