@@ -109,6 +109,7 @@ _HITS: Final = (
     "ORDER BY r.created_at DESC, r.key DESC LIMIT %s"
 )
 
+
 def vector(tokens: Sequence[str]) -> str:
     """A record's hashed terms, in order, as a ``tsvector`` literal with their positions."""
     # Built as strings as it goes: this runs for every term a catch-up indexes.
