@@ -96,6 +96,21 @@ class PgConnection(SQLStore):
     _notifier: Notifier
     _owed: OwedMoves
     _driver_errors: tuple[type[Exception], ...]
+    _hits_sql = PG_HITS
+    _reindex_sql = PG_REINDEX
+
+    def _bad_query(self, exc: StoreError) -> bool:
+        return False  # websearch_to_tsquery reads any text: it has no syntax errors
+
+    def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
+        # Never prepared: a prepared search soon gets PostgreSQL's generic plan, which
+        # cannot tell a rare term from a common one and reads every record (150 ms at
+        # 10k records, against 3 ms through the text index).
+        terms = self._token_terms()
+        with self._conn("search") as conn:
+            if terms is not None:  # an encrypted store's tokens (store/_pgtext.py, D326)
+                return pgtext.search(conn, params[0], params[1], terms, index_text)
+            return cursor_of(conn).execute(query, params, prepare=False).fetchall()
     """What :meth:`_wrapped` turns into the store's errors: psycopg's, and bad text."""
     _conflict: type[Exception]
     """psycopg's ``UniqueViolation``: an append's compare-and-set that lost."""
@@ -107,23 +122,7 @@ class PgConnection(SQLStore):
     _waiting: int
     """Threads waiting for a connection of the pool (under ``_spare_mutex``)."""
 
-    _hits_sql = PG_HITS
-    _reindex_sql = PG_REINDEX
-
-    # -- full-text search (an encrypted store's: store/_pgtext.py, D326) ------------------
-
-    def _bad_query(self, exc: StoreError) -> bool:
-        return False  # websearch_to_tsquery reads any text: it has no syntax errors
-
-    def _search_rows(self, query: str, params: Sequence[Any]) -> list[Any]:
-        # Never prepared: a prepared search soon gets PostgreSQL's generic plan, which
-        # cannot tell a rare term from a common one and reads every record (150 ms at
-        # 10k records, against 3 ms through the text index).
-        terms = self._token_terms()
-        with self._conn("search") as conn:
-            if terms is not None:  # an encrypted store's tokens (D326)
-                return pgtext.search(conn, params[0], params[1], terms, index_text)
-            return cursor_of(conn).execute(query, params, prepare=False).fetchall()
+    # -- an encrypted store's full-text index (store/_pgtext.py, D326) -------------------
 
     def _token_terms(self) -> SealedTerms | None:
         """An encrypted store's hasher (None: not encrypted), once it has its token table."""
