@@ -1,10 +1,11 @@
 """Search on an encrypted PostgreSQL store beside a plain one: the token table's cost (D326).
 
 Part one, the append: ``--appends`` single appends of a 40-word message to one session,
-on a plain store and on an encrypted one (whose index is fed past marks, so its append
-is the encrypted append and nothing more); and the two parts an index written in the
-append's transaction would add to each: cutting and hashing the message's terms, and
-inserting its token row (timed alone, in its own statement).
+on a plain store, on an encrypted one (whose index is fed past marks, so its append is
+the encrypted append and nothing more), and on an encrypted one whose engine index still
+reads sealed payloads as migration 12's function did; then what an index written in the
+append's transaction would add: a sealed record's insert alone and with its token row in
+the same statement, and cutting and hashing the message's terms.
 
 Part two, the search: ``--sessions`` sessions of ``--messages`` messages in each store;
 the first search (on the encrypted store it opens, hashes and writes every record), the
@@ -32,6 +33,7 @@ from typing import Any
 from plait.records import Record, UserRecord
 from plait.store import PostgresStore, new_encryption_key
 from plait.store._pgtext import vector
+from plait.store._search import PG_TEXT_INDEX
 from plait.store.base import SessionRow
 
 
@@ -67,9 +69,15 @@ def _drop(store: PostgresStore, url: str) -> None:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
-def _appends(url: str, key: str | None, args: argparse.Namespace, vocab: list[str]) -> float:
+def _appends(
+    url: str, key: str | None, args: argparse.Namespace, vocab: list[str], old: bool = False
+) -> float:
     store = _open(url, key)
     try:
+        if old:  # migration 12's record text, which read a sealed payload as text
+            with store._conn("bench") as conn:
+                old_text = PG_TEXT_INDEX[0].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+                conn.execute(old_text)
         rng = random.Random(3)
         row = store.create(SessionRow(id="a", workspace="/bench"))
         times = []
@@ -211,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     vocab = _words(1)
     plain_append = _appends(args.url, None, args, vocab)
     sealed_append = _appends(args.url, new_encryption_key(), args, vocab)
+    sealed_before = _appends(args.url, new_encryption_key(), args, vocab, old=True)
     hashing, alone, both = _token_parts(args.url, args, vocab)
     within = both + hashing
     lines = [
@@ -221,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         f"| plain append (the store's) | {plain_append:.0f} | |",
         f"| encrypted append (the store's; index fed past marks: nothing added) "
         f"| {sealed_append:.0f} | {sealed_append / plain_append:.2f} of plain |",
+        f"| encrypted append, the record text function of migration 12 "
+        f"| {sealed_before:.0f} | {sealed_before / plain_append:.2f} of plain |",
         f"| a sealed record's insert alone (one statement) | {alone:.0f} | 1.00 |",
         f"| the same insert with its token row, one statement | {both:.0f} "
         f"| {both / alone:.2f} |",

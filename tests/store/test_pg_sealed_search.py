@@ -120,6 +120,12 @@ def test_searches_leave_no_word_of_an_encrypted_session_in_the_tables(
     assert _count(pg_schema, "record_tokens") == 4
     raw = _table_text(pg_schema).lower()
     assert [w for w in (*WORDS, "okapi", "pangolin", "cafe") if w in raw] == []
+    # The engine's own text index (a plain store's) is given nothing of a sealed record.
+    with sealed._conn("read") as conn:
+        given = conn.execute(
+            "SELECT count(*) FROM records WHERE plait_record_text(kind, payload) IS NOT NULL"
+        ).fetchone()
+    assert given == (0,)
 
 
 def test_forks_share_their_tokens_and_an_erase_takes_what_only_it_read(
