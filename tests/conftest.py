@@ -127,8 +127,9 @@ def _empty_schema(conn: Any, schema: str) -> bool:
     ).fetchone()[0]
     # sessions, records, lineage, scratchpads, durable_sessions, live_clients, plait_schema,
     # checkpoint_objects, checkpoint_parts, replicas, runs, live_streams, plait_bus,
-    # writer_fences, data_keys
-    if tables != 15:
+    # writer_fences, data_keys, record_tokens, record_token_marks (emptied with the records
+    # and the sessions, by a trigger and a cascading key)
+    if tables != 17:
         return False
     ident = sql.Identifier(schema)
     version = conn.execute(

@@ -97,14 +97,6 @@ class EncryptionKeyMismatchError(EncryptionKeyError):
     """The key given is not the one the store was encrypted with (its check value differs)."""
 
 
-class SearchUnavailableError(StoreError):
-    """The store cannot search its sessions' text; nothing was read or indexed.
-
-    An encrypted SQL store says so: a full-text index of its records would hold
-    their words in plain text beside the sealed rows (``docs/encryption.md``).
-    """
-
-
 class StorePartMissingError(StoreError):
     """The store offers no part this verb needs, and plait has no fallback for it.
 

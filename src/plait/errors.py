@@ -49,7 +49,6 @@ The hierarchy::
     │   ├── StoreCorruptError                  a stored row could not be decoded
     │   ├── StoreNotFoundError (FileNotFoundError)  a reader named a store file that is not there
     │   ├── NotAStoreError                     the file named is not a SQLite database at all
-    │   ├── SearchUnavailableError             this store cannot search (an encrypted one)
     │   ├── StorePartMissingError              the store offers no part the verb needs
     │   └── EncryptionKeyError                 the store's master key is missing or wrong
     │       ├── EncryptionKeyMissingError      an encrypted store opened without a key
@@ -87,7 +86,6 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidMessageError",
     "SearchQueryError",
-    "SearchUnavailableError",
     "StorePartMissingError",
     "MissingDependencyError",
     "NoSandboxError",
@@ -607,7 +605,6 @@ from plait._errors_store import (  # noqa: E402
     NotAStoreError,
     SchemaOutdatedError,
     SchemaTooNewError,
-    SearchUnavailableError,
     StaleSessionError,
     StoreCorruptError,
     StoreCorruptWarning,

@@ -1,6 +1,6 @@
 """The service over an encrypted store: a run's transcript and title read back through the
-API and are found by search, and none of their text is in the store's file; a store that
-cannot search encrypted sessions says so."""
+API and are found by search (SQLite and PostgreSQL), and none of their text is in the store's
+file."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def test_a_run_on_an_encrypted_store_reads_back_and_leaves_no_text_in_the_file(
 
 
 @needs_postgres
-def test_an_encrypted_store_that_cannot_search_answers_501(
+def test_an_encrypted_postgres_store_answers_a_search_through_hashed_terms(
     tmp_path: Path, pg_store_schema: str
 ) -> None:
     store = PostgresStore(
@@ -64,12 +64,17 @@ def test_an_encrypted_store_that_cannot_search_answers_501(
     served = make_served(tmp_path, store=store)
     try:
         with TestClient(served.app, headers=AUTH, raise_server_exceptions=False) as api:
-            api.post("/sessions", json={"title": "zebra title"})
-            # Search says it cannot run here, rather than finding nothing.
+            sid = api.post("/sessions", json={"title": "zebra title"}).json()["id"]
+            run = api.post(f"/sessions/{sid}/runs", json={"text": "zebra question"})
+            assert run.status_code == 202, run.text
+            wait_idle(api, sid)
             found = api.get("/sessions", params={"q": "zebra"})
-            assert found.status_code == 501, found.text
-            assert found.json()["error"]["code"] == "search_unavailable"
-            assert "encrypted" in found.json()["error"]["message"]
+            assert found.status_code == 200, found.text
+            assert [(h["session_id"], h["snippet"]) for h in found.json()["hits"]] == [
+                (sid, "\u00abzebra\u00bb question")
+            ]
+            bad = api.get("/sessions", params={"q": "zeb*"})
+            assert bad.status_code == 422, bad.text
     finally:
         served.client.close()
         store.close()

@@ -1,7 +1,8 @@
 """Search on an encrypted SQLite store, read from the file: hashed terms, never the words.
 
 The conformance kit's ``SearchConformance`` checks what a caller finds on the encrypted
-stores; these tests read what the file holds, and what such a store refuses.
+stores; these tests read what the file holds, and what such a store refuses (PostgreSQL's
+tables: ``test_pg_sealed_search.py``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from plait.errors import SearchQueryError, SearchUnavailableError
+from plait.errors import SearchQueryError
 from plait.records import AssistantRecord, Record, UserRecord
-from plait.store import PostgresStore, SQLiteStore, new_encryption_key
+from plait.store import SQLiteStore, new_encryption_key
 from plait.store.search import MARK_END, MARK_START
 from plait.testing._transcript import appended, new_row
-from tests.conftest import POSTGRES_URL, needs_postgres
 
 WORDS = ("okapicontent", "okapireply", "pangolinphrase", "caf\u00e9okapi")
 
@@ -98,15 +98,3 @@ def test_erase_and_rotation_keep_the_index_true(sealed: Any, tmp_path: Path) -> 
     finally:
         again.close()
 
-
-@needs_postgres
-def test_an_encrypted_postgres_store_still_refuses_search(pg_store_schema: str) -> None:
-    """PostgreSQL's index is an expression over the records: it cannot hash terms yet."""
-    store = PostgresStore(
-        f"{POSTGRES_URL}?schema={pg_store_schema}", encryption_key=new_encryption_key()
-    )
-    try:
-        with pytest.raises(SearchUnavailableError, match="encrypted"):
-            store.search("anything")
-    finally:
-        store.close()

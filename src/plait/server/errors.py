@@ -32,7 +32,6 @@ from plait.errors import (
     SandboxClosedError,
     SandboxUnavailableError,
     ScopeViolationError,
-    SearchUnavailableError,
     SessionBusyError,
     SessionClosedError,
     SessionExistsError,
@@ -89,8 +88,7 @@ _MAP: Final[tuple[tuple[type[BaseException], int, str], ...]] = (
     (SandboxClosedError, 409, "sandbox_closed"),
     (AdapterClosedError, 409, "adapter_closed"),  # a framework adapter, never the server's own
     (SandboxUnavailableError, 503, "sandbox_unavailable"),
-    (SearchUnavailableError, 501, "search_unavailable"),  # the store's nature, not an outage
-    (StorePartMissingError, 501, "store_part_missing"),  # as is a part the store lacks
+    (StorePartMissingError, 501, "store_part_missing"),  # the store's nature, not an outage
     (StoreError, 503, "store_error"),
     (StoreCorruptWarning, 503, "store_error"),  # only when warnings are turned into errors
     (ToolError, 500, "tool_error"),

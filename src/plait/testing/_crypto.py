@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
@@ -23,6 +23,7 @@ from plait.layout import branch
 from plait.records import UserRecord
 from plait.store import Store, new_encryption_key, open_store
 from plait.store.base import ObjectStore, ScratchpadEntry
+from plait.store.search import MARK_END, MARK_START, SearchStore
 from plait.testing._factory import ConformanceBase, StoreFactory
 from plait.testing._transcript import appended, new_row, users
 
@@ -42,7 +43,7 @@ def open_encrypted_store(target: str) -> Store:
 
 
 class EncryptionConformance(ConformanceBase):
-    """An encrypted store: a missing or wrong key refused, rotation, keys kept for forks.
+    """An encrypted store: a missing or wrong key refused, rotation, keys kept for forks, search.
 
     Runs where the factory opens an encrypted store (``encrypted = True`` on it, and
     :meth:`open_with` opening its target with another key or none); skips otherwise.
@@ -153,6 +154,46 @@ class EncryptionConformance(ConformanceBase):
             again.close()
         # The store kept the keys it held: it still reads and writes.
         assert [r.text for r in shared_store.read(a, 0, 3)] == ["m0", "m1", "m2"]
+
+    def test_search_finds_through_the_key_after_an_erase_a_rotation_and_a_reopening(
+        self, shared_store: Store, store_target: str
+    ) -> None:
+        """The index of hashed terms stays true to the transcripts it is read with.
+
+        An erased session's words find nothing; after a rotation (its search key
+        re-wrapped, not replaced) another open of the store finds what was indexed
+        before, and each open finds what the other wrote since.
+        """
+        self.needs(shared_store, SearchStore, "full-text search")
+
+        def said(store: Store, sid: str, text: str) -> None:
+            record = UserRecord(seq=0, content=text)
+            store.create(appended(new_row(sid), [record]), [record])
+
+        def found(store: Store, query: str) -> set[str]:
+            return {h.session_id for h in cast(SearchStore, store).search(query)}
+
+        said(shared_store, "gone", "a wombat secretword")
+        said(shared_store, "kept", "a wombat burrow")
+        assert found(shared_store, "wombat") == {"gone", "kept"}
+        shared_store.erase("gone")
+        assert found(shared_store, "wombat") == {"kept"}
+        assert found(shared_store, "secretword") == set()
+        key = KIT_KEY
+        rotate = getattr(shared_store, "rotate_key", None)
+        if rotate is not None:
+            key = new_encryption_key()
+            rotate(key)
+        again = self.open_with(store_target, key)
+        try:
+            assert found(again, '"wombat burrow"') == {"kept"}
+            said(again, "after", "a wombat later")
+            [hit] = cast(SearchStore, again).search("later")
+            assert hit.session_id == "after" and f"{MARK_START}later{MARK_END}" in hit.snippet
+        finally:
+            again.close()
+        said(shared_store, "last", "the last wombat")
+        assert found(shared_store, "wombat") == {"kept", "after", "last"}
 
     def test_checkpoint_objects_round_trip_sealed(self, store: Store) -> None:
         """An encrypted store's object parts read back byte for byte."""

@@ -19,18 +19,21 @@ from typing import TYPE_CHECKING, Any, Final
 
 from plait.errors import InvalidMessageError, PlaitError, StoreCorruptError, StoreError
 from plait.store.base import SessionRow
+from plait.store.postgres import _text as pgtext
 from plait.store.postgres._feed import Notifier
 from plait.store.postgres._locks import lock_key
 from plait.store.postgres._open import apply_schema, current_version
 from plait.store.postgres._prep import int_array, run_prepared
 from plait.store.postgres._recency import MOVE_OWED, OwedMoves
 from plait.store.sql._schema import Migration
-from plait.store.sql._search import PG_HITS, PG_REINDEX
+from plait.store.sql._search import PG_HITS, PG_REINDEX, index_text
 from plait.store.sql._store import Connection, Counted, SQLStore, describe
 
 if TYPE_CHECKING:
     import psycopg
     import psycopg_pool
+
+    from plait.store.sql._sealtext import SealedTerms
 
 __all__ = ["PgConnection"]
 
@@ -71,6 +74,8 @@ _RETAINED_TABLES: Final = (
     "live_clients",
     "checkpoint_objects",
     "checkpoint_parts",
+    "record_tokens",
+    "record_token_marks",
 )
 """The tables an erase or a checkpoint prune deletes rows of: what retention measures."""
 
@@ -101,7 +106,10 @@ class PgConnection(SQLStore):
         # Never prepared: a prepared search soon gets PostgreSQL's generic plan, which
         # cannot tell a rare term from a common one and reads every record (150 ms at
         # 10k records, against 3 ms through the text index).
+        terms = self._token_terms()
         with self._conn("search") as conn:
+            if terms is not None:  # an encrypted store's tokens (store/postgres/_text.py, D326)
+                return pgtext.search(conn, params[0], params[1], terms, index_text)
             return cursor_of(conn).execute(query, params, prepare=False).fetchall()
     """What :meth:`_wrapped` turns into the store's errors: psycopg's, and bad text."""
     _conflict: type[Exception]
@@ -113,6 +121,41 @@ class PgConnection(SQLStore):
     _spare_mutex: threading.Lock
     _waiting: int
     """Threads waiting for a connection of the pool (under ``_spare_mutex``)."""
+
+    # -- an encrypted store's full-text index (store/postgres/_text.py, D326) -------------------
+
+    def _token_terms(self) -> SealedTerms | None:
+        """An encrypted store's hasher (None: not encrypted), once it has its token table."""
+        terms = self._search_terms()
+        if terms is not None and self.code_version < pgtext.SEALED_VERSION:
+            raise StoreError(
+                "this encrypted store was opened without its table of hashed terms "
+                f"(migration {pgtext.SEALED_VERSION})"
+            )
+        return terms
+
+    def _catch_up(self) -> None:
+        terms = self._token_terms()
+        if terms is not None:
+            with self._conn("index the records' text") as conn:
+                pgtext.catch_up(conn, self._text_lock(), terms, index_text)
+
+    def _text_lock(self) -> int:
+        return lock_key(self._namespace + "\0text", "")
+
+    def reindex(self) -> None:
+        """Rebuild the full-text index from the records (``plait db reindex``).
+
+        Raises:
+            StoreError: the store has no full-text index, or the rebuild failed.
+        """
+        terms = self._token_terms()
+        if terms is None:
+            super().reindex()
+            return
+        self._indexed()
+        with self._conn("reindex") as conn:
+            pgtext.reindex(conn, self._text_lock(), terms, index_text)
 
     @property
     def location(self) -> str:

@@ -17,6 +17,7 @@ from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 from plait._time import now_micros
 from plait.errors import InvalidArgumentError, StoreError
 from plait.store.postgres._locks import signed
+from plait.store.postgres._text import PG_SEALED_TEXT
 from plait.store.sql._schema import (
     DDL,
     Migration,
@@ -63,6 +64,7 @@ PG_DDL: Final = DDL(
     serial="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
     unlogged="UNLOGGED ",
     text_index=PG_TEXT_INDEX,
+    sealed_text=PG_SEALED_TEXT,
 )
 """How PostgreSQL spells the schema of ``_schema.py``."""
 

@@ -72,6 +72,10 @@ class DDL:
     """The statements that make the full-text index of the records' text (SQLite: FTS5
     shards brought up to the records past each session's mark before a search, D300;
     PostgreSQL: an expression index): each engine spells its own."""
+    sealed_text: tuple[str, ...] = ()
+    """The statements that make an encrypted store's index of hashed terms, where the
+    engine cannot keep one itself (PostgreSQL: a token table its processes feed past each
+    session's mark, D326); none where ``text_index`` serves both (SQLite's FTS5 shards)."""
     keys_follow: str = (
         "CREATE TRIGGER data_keys_follow AFTER DELETE ON sessions "
         "BEGIN DELETE FROM data_keys WHERE owner_pk = OLD.pk; END"
@@ -393,6 +397,14 @@ def migrations(ddl: DDL) -> tuple[Migration, ...]:
                 "CREATE UNIQUE INDEX data_keys_owner ON data_keys (owner_pk)",
                 d.keys_follow,
             ),
+        ),
+        (
+            14,
+            "hashed terms of an encrypted store's records",
+            # Where the engine's own index cannot hold an encrypted store's terms (it has
+            # no key): their keyed hashes per record row, fed by the store's processes
+            # past each session's mark, in one transaction with the marks (D326).
+            d.sealed_text,
         ),
     )
 

@@ -27,7 +27,7 @@ from typing import Any, Final
 from plait.errors import SearchQueryError, StoreCorruptError
 from plait.store.search import MARK_END, MARK_START
 
-__all__ = ["TERM_HEX", "SealedTerms", "match_query", "snippet", "terms"]
+__all__ = ["TERM_HEX", "SealedTerms", "match_query", "phrases", "snippet", "terms"]
 
 TERM_HEX: Final = 16
 """Hex digits kept of a term's HMAC-SHA256 (64 bits: no two terms of a store collide in
@@ -132,10 +132,26 @@ def match_query(query: str, hashed: Callable[[str], str]) -> tuple[str, frozense
         The FTS5 query ("" when the query has no term), and the tokens it looks for.
 
     Raises:
+        SearchQueryError: an operator, a prefix or an unclosed quote (see :func:`phrases`).
+    """
+    groups, wanted = phrases(query, hashed)
+    return " ".join('"' + " ".join(g) + '"' for g in groups), wanted
+
+
+def phrases(query: str, hashed: Callable[[str], str]) -> tuple[list[list[str]], frozenset[str]]:
+    """A query of words and ``"quoted phrases"`` as phrases of hashed terms, all to match.
+
+    Each bare word is a phrase of its terms (``don't`` is two adjacent terms), as in FTS5.
+
+    Returns:
+        The phrases, each its tokens in order (none when the query has no term), and
+        the tokens they look for.
+
+    Raises:
         SearchQueryError: an operator, a prefix or an unclosed quote: an encrypted
             store's index holds hashes of whole terms, so it matches words and phrases only.
     """
-    parts: list[str] = []
+    groups: list[list[str]] = []
     wanted: set[str] = set()
     for word, quoted in _pieces(query):
         if not quoted and (word in _OPERATORS or _SYNTAX.search(word)):
@@ -147,8 +163,8 @@ def match_query(query: str, hashed: Callable[[str], str]) -> tuple[str, frozense
         tokens = [hashed(t) for t, _, _ in terms(word)]
         if tokens:
             wanted.update(tokens)
-            parts.append('"' + " ".join(tokens) + '"')
-    return " ".join(parts), frozenset(wanted)
+            groups.append(tokens)
+    return groups, frozenset(wanted)
 
 
 def _pieces(query: str) -> list[tuple[str, bool]]:

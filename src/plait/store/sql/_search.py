@@ -1,10 +1,12 @@
 """Full-text search across every session, on both SQL stores (D300).
 
 On PostgreSQL the index is a GIN index on an expression of the row, kept by the
-engine in the transaction that writes it; on SQLite FTS5 tables brought up to the
-committed records before each search (``_litetext``). Either way it holds one
-entry per record *row*, keyed by the row key (``owner pk << 32 | seq``); the
-rows that forks and rewinds share are indexed once. A hit on a row is then
+engine in the transaction that writes it (an encrypted store's: a table of hashed
+terms brought up to the committed records before each search, ``postgres/_text.py``); on
+SQLite FTS5 tables brought up to the committed records before each search
+(``_litetext``). Either way it holds one entry per record *row*, keyed by the row
+key (``owner pk << 32 | seq``); the rows that forks and rewinds share are indexed
+once. A hit on a row is then
 resolved, here, to every live session whose layout reads that row: the row's
 owner and the sessions that inherit from it (found by walking the
 ``base_owner`` links down, as a delete walks them up), each checked against its
@@ -13,13 +15,14 @@ own layout and view.
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from plait._checks import MAX_INT
-from plait.errors import InvalidArgumentError, SearchUnavailableError, StoreError
+from plait.errors import InvalidArgumentError, StoreError
 from plait.layout import segments
 from plait.store.base import HIDDEN_OPERATOR, SessionRow
 from plait.store.search import MARK_END, MARK_START, SearchHit
@@ -33,6 +36,7 @@ __all__ = [
     "INDEXED_KINDS",
     "PG_TEXT_INDEX",
     "SQLSearch",
+    "index_text",
 ]
 
 INDEXED_KINDS: Final = ("user", "assistant", "tool", "summary")
@@ -40,6 +44,26 @@ INDEXED_KINDS: Final = ("user", "assistant", "tool", "summary")
 item is not: they are not what a person said or was told)."""
 
 _KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
+
+_DECODE: Final = json.JSONDecoder().raw_decode
+
+
+def index_text(kind: str, payload: str) -> str | None:
+    """The text a record gives the index, or None for a record that is not searched.
+
+    The one place a record's stored form (its payload, opened) becomes index terms:
+    SQLite's FTS5 tables are fed this text, and a row leaves them with it; an
+    encrypted store hashes the terms of this text
+    (:meth:`~plait.store.sql._sealtext.SealedTerms.texts`) and builds snippets itself.
+    """
+    if kind not in INDEXED_KINDS:
+        return None
+    try:
+        # The codec writes one JSON object with nothing around it: read it as it is.
+        content = _DECODE(payload)[0].get("content")
+    except (ValueError, AttributeError):
+        return payload  # a damaged row is indexed as it stands, as PostgreSQL does
+    return content if isinstance(content, str) else None
 
 
 # The payload is JSON text. The escape of a NUL (which PostgreSQL's json operators refuse
@@ -107,9 +131,6 @@ class SQLSearch:
     query text and a limit."""
     _reindex_sql: tuple[str, ...]
     """The statements that rebuild the index from the records."""
-    _seals_search: bool = False
-    """Whether the engine indexes an encrypted store's records as keyed hashes of their
-    terms (D324); an engine that does not refuses to search an encrypted store."""
 
     @property
     @abstractmethod
@@ -146,12 +167,6 @@ class SQLSearch:
     def _indexed(self) -> None:
         if self.code_version < 12:
             raise StoreError("this store was opened without its full-text index (migration 12)")
-        if self._sealer is not None and not self._seals_search:
-            # Its index would hold every word of the sealed records in plain text.
-            raise SearchUnavailableError(
-                "full-text search is not available on an encrypted store: its index "
-                "would hold the records' words in plain text (docs/encryption.md)"
-            )
 
     def search(self, query: str, limit: int = 20, workspace: str | None = None) -> list[SearchHit]:
         """Return up to ``limit`` hits for ``query`` in live sessions, newest message first.
@@ -160,8 +175,8 @@ class SQLSearch:
             query: the engine's full-text query: words (all must match) and
                 ``"quoted phrases"`` mean the same on every store; SQLite also reads
                 FTS5's operators (``OR``, ``NOT``, ``prefix*``), PostgreSQL web search's
-                (``or``, ``-word``). An encrypted SQLite store reads words and
-                phrases only (D324).
+                (``or``, ``-word``). An encrypted store reads words and phrases
+                only (D324, D326).
             limit: at most this many hits (a positive int).
             workspace: only sessions of this workspace; None for every workspace.
 
@@ -173,8 +188,6 @@ class SQLSearch:
             InvalidArgumentError: an empty query or a bad limit.
             SearchQueryError: a query the engine cannot parse (or, on an encrypted
                 store, one of more than words and phrases).
-            SearchUnavailableError: an encrypted store whose engine cannot search it
-                (PostgreSQL, D325).
             StoreError: the store has no full-text index, or the read failed.
         """
         from plait.errors import SearchQueryError

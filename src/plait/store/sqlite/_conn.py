@@ -139,8 +139,6 @@ class LiteConnection(SQLStore):
     def _records_written(self, pk: int) -> None:
         self._text.dirty.add(pk)
 
-    _seals_search = True  # an encrypted store's shards hold hashed terms (D324)
-
     def _catch_up(self) -> None:
         with self._lock:
             self._check_open()

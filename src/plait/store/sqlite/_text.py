@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Final
 from plait.store.search import MARK_END, MARK_START
 from plait.store.sql._rows import SEQ_BITS
 from plait.store.sql._sealtext import match_query, snippet
-from plait.store.sql._search import INDEXED_KINDS
+from plait.store.sql._search import INDEXED_KINDS, index_text
 
 if TYPE_CHECKING:
     from plait.store.sql._sealtext import SealedTerms
@@ -71,27 +71,6 @@ DIRTY_MAX: Final = 4096
 
 _KINDS_SQL: Final = ", ".join(f"'{k}'" for k in INDEXED_KINDS)
 _MARK: Final = "(SELECT last_key FROM record_text_marks WHERE owner = old.key >> 32)"
-
-
-_DECODE: Final = json.JSONDecoder().raw_decode
-
-
-def index_text(kind: str, payload: str) -> str | None:
-    """The text a record gives the index, or None for a record that is not searched.
-
-    The one place a record's stored form becomes index terms: the FTS5 tables
-    are fed this text, and a row leaves them with it. A mode that must not store
-    plain terms (an encrypted store's) hashes the terms of this text
-    (:meth:`~plait.store.sql._sealtext.SealedTerms.texts`) and builds snippets itself.
-    """
-    if kind not in INDEXED_KINDS:
-        return None
-    try:
-        # The codec writes one JSON object with nothing around it: read it as it is.
-        content = _DECODE(payload)[0].get("content")
-    except (ValueError, AttributeError):
-        return payload  # a damaged row is indexed as it stands, as PostgreSQL does
-    return content if isinstance(content, str) else None
 
 
 SQLITE_TEXT_INDEX: Final = (
