@@ -156,12 +156,7 @@ def name_results(messages: list[dict[str, JSONValue]], names: Mapping[str, str])
 
 def unnamed_calls(messages: list[dict[str, JSONValue]]) -> set[str]:
     """The call ids of the tool results among ``messages`` whose call is not among them."""
-    calls = {
-        str(call["id"])
-        for msg in messages
-        for call in _calls(msg)
-        if isinstance(call, dict)
-    }
+    calls = {str(call["id"]) for msg in messages for call in _calls(msg) if isinstance(call, dict)}
     return {
         str(msg.get("tool_call_id"))
         for msg in messages
