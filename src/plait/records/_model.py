@@ -25,7 +25,6 @@ __all__ = [
     "AssistantRecord",
     "EventRecord",
     "JSONLike",
-    "JSONObject",
     "JSONValue",
     "Kind",
     "OpaqueRecord",
@@ -43,9 +42,7 @@ __all__ = [
 ]
 
 JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
-"""A value that survives ``json.dumps``/``json.loads`` unchanged: what plait keeps and returns."""
-JSONObject: TypeAlias = dict[str, JSONValue]
-"""A JSON object, as ``json.loads`` gives one."""
+"""A value that survives ``json.dumps``/``json.loads`` unchanged: what plait keeps (D430)."""
 JSONLike: TypeAlias = (
     bool | int | float | str | Sequence["JSONLike"] | Mapping[str, "JSONLike"] | None
 )
