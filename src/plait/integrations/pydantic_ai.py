@@ -303,7 +303,7 @@ class PlaitConversationStore(ConversationStore):
         head = _head_of(session)
         if head is not None:
             self._where[head] = session.id
-        tips: dict[str, str] = dict(state.get("tips") or {})
+        tips = _tips(state)
         self._where.update(tips)
         return ConversationRecord(
             conversation_id=session.id,
