@@ -221,7 +221,7 @@ def _pair(
     for pos, item in items:
         msg = item.message
         role = msg.get("role")
-        if role == "assistant" and isinstance(msg.get("tool_calls"), list):
+        if role == "assistant":
             for call in calls_in(msg):
                 call_id = call.get("id") if isinstance(call, Mapping) else None
                 if isinstance(call, dict) and isinstance(call_id, str):
