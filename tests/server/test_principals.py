@@ -30,7 +30,7 @@ from plait.store import SQLiteStore, Store
 from plait.tools import tool
 from tests.conftest import make_store, needs_postgres
 
-from .conftest import AUTH, KEY, LiveServer, SseReader, wait_idle
+from .conftest import AUTH, KEY, LiveServer, Served, SseReader, wait_idle
 
 
 @tool
@@ -155,6 +155,18 @@ def pending(api: TestClient, sid: str) -> list[dict[str, Any]]:
 
 
 # -- 1. the principal is bound at session entry -----------------------------------------
+
+
+def test_a_session_whose_kept_chain_is_not_an_object_reads_as_unbound(
+    served: Served, api: TestClient
+) -> None:
+    """Metadata a session was created with may hold anything under ``actor_chain``."""
+    s = served.client.sessions.create(
+        [{"role": "user", "content": "hi"}], metadata={"actor_chain": "alice"}
+    )
+    r = api.get(f"/sessions/{s.id}")
+    assert r.status_code == 200, r.text
+    assert r.json()["actor_chain"] is None and actor_chain(s) is None
 
 
 def test_the_creator_is_bound_and_a_run_acts_for_its_caller(api: TestClient) -> None:

@@ -58,3 +58,18 @@ def test_log_event_compare_and_set_and_the_lock_verbs(client: Client) -> None:
     assert not s.live.holds_lock
     s.live.acquire()
     assert s.live.holds_lock and not s.locked
+
+
+def test_settings_that_are_not_an_object_read_as_none_and_are_replaced(client: Client) -> None:
+    """Settings stored as something else (an import's metadata) are overwritten, not a crash."""
+    s = client.sessions.create([{"role": "user", "content": "hi"}], metadata={"settings": "x"})
+    assert s.settings == {}
+    s.settings.set(tool_format="text")
+    assert client.open(s.id).settings == {"tool_format": "text"}
+
+
+def test_a_workspace_policy_that_is_not_an_object_is_replaced(client: Client) -> None:
+    s = client.sessions.create([{"role": "user", "content": "hi"}])
+    s.settings.set(workspace_policy=5)
+    s.workspace.set_policy({"default_mount_mode": "read_only"})
+    assert s.settings["workspace_policy"] == {"default_mount_mode": "read_only"}

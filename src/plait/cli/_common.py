@@ -29,7 +29,7 @@ from plait.errors import PlaitError, StoreCorruptWarning
 if TYPE_CHECKING:  # loaded by the commands that open a store, not by `plait --help`
     from plait._prefix import Described
     from plait.client import Client, SessionInfo
-    from plait.records import JSONValue, Message, Record
+    from plait.records import JSONLike, JSONValue, Message, Record
     from plait.session import Session
 
 __all__ = [
@@ -309,7 +309,7 @@ def console() -> Console:
     return SafeConsole(highlight=False)
 
 
-def echo_json(value: JSONValue) -> None:
+def echo_json(value: JSONLike) -> None:
     """Print ``value`` as indented JSON on stdout (plain text, never styled)."""
     click.echo(json.dumps(value, indent=2, ensure_ascii=False))
 

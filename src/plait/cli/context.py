@@ -26,6 +26,7 @@ from plait.cli._common import (
     pass_settings,
 )
 from plait.context import UNATTRIBUTED, ContextReport
+from plait.records import JSONValue
 
 __all__ = ["WINDOW_SOURCES", "context_command", "print_report", "report_json"]
 
@@ -46,7 +47,7 @@ def _bar(part: int, whole: int) -> Text:
     return Text("█" * filled, style="cyan") + Text("░" * (_BAR - filled), style="dim")
 
 
-def report_json(report: ContextReport) -> dict[str, object]:
+def report_json(report: ContextReport) -> dict[str, JSONValue]:
     """The report as JSON: every field of seed 001's ``ContextReport``."""
     return {
         "window": report.window,

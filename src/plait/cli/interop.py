@@ -68,6 +68,8 @@ def _progress(path: Path) -> Iterator[ProgressCallback | None]:
 def _print(result: SeedResult, *, lenient: bool) -> None:
     out = console()
     source = result.source or {}
+    problems = source.get("problems")
+    problems = problems if isinstance(problems, list) else []
     line = Text(f"imported {result.session_id}", style="bold")
     line.append(
         f"  {plural(result.messages_loaded, 'message')} ({plural(result.turns_loaded, 'turn')}) "
@@ -81,14 +83,16 @@ def _print(result: SeedResult, *, lenient: bool) -> None:
     if result.truncated:
         facts.append("truncated")
     if result.partial:
-        facts.append(f"PARTIAL: {len(source.get('problems') or [])} problem(s) skipped")
+        facts.append(f"PARTIAL: {len(problems)} problem(s) skipped")
     if result.recommend_compaction:
         facts.append("compaction recommended")
     out.print(Text(", ".join(facts), style="dim"), soft_wrap=True)
-    for problem in source.get("problems") or ():
+    for problem in problems:
         out.print(Text(f"  skipped {problem}", style="yellow"), soft_wrap=True)
     if lenient or result.partial:
-        skipped = source.get("skipped") or {}
+        found = source.get("skipped")
+        found = found if isinstance(found, dict) else {}
+        skipped = {kind: n for kind, n in found.items() if isinstance(n, int)}
         if skipped:
             out.print(
                 Text(
@@ -163,6 +167,7 @@ def import_command(
             raise click.UsageError("a bundle is imported whole: only --id and --json apply")
         session = import_bundle(client, file, session_id=session_id)
         provenance = session.settings.metadata["imported_bundle"]
+        assert isinstance(provenance, dict)  # import_bundle wrote it as an object
         if as_json:
             echo_json(
                 {

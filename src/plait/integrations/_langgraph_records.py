@@ -154,8 +154,10 @@ class Thread:
                     parent = data.get("parent")
                     self.children.setdefault(parent if isinstance(parent, str) else None, set())
                     self.children[parent if isinstance(parent, str) else None].add(self.tip)
-                    for channel, entry in dict(data.get("blobs") or {}).items():
-                        self.blobs[(channel, str(entry["v"]))] = entry
+                    blobs = data.get("blobs")
+                    for channel, entry in blobs.items() if isinstance(blobs, dict) else ():
+                        if isinstance(entry, dict):
+                            self.blobs[(channel, str(entry["v"]))] = entry
                 elif record.name == WRITES:
                     self.writes.setdefault(str(data["checkpoint"]), []).append(data)
                     self.first_write.setdefault(str(data["checkpoint"]), record.seq)
@@ -348,10 +350,10 @@ def kept_records(
         if isinstance(record, EventRecord):
             data = dict(record.data)
             if record.name == CHECKPOINT and data["id"] in versions:
-                data["blobs"] = blobs[str(data["id"])]
-                data["all"] = set(data["blobs"]) == set(versions[str(data["id"])])
+                kept = data["blobs"] = blobs[str(data["id"])]
+                data["all"] = set(kept) == set(versions[str(data["id"])])
                 data.pop("early", None)
-                data[HELD] = held(data)  # it now names values its ancestors stored
+                data[HELD] = list(held(data))  # it now names values its ancestors stored
                 out.append(EventRecord(seq=len(out), name=CHECKPOINT, data=data))
                 written.add(str(data["id"]))
                 for writes in early.pop(str(data["id"]), []):

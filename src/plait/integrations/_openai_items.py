@@ -77,7 +77,7 @@ def _content(content: object) -> tuple[str, int]:
     return "\n".join(texts), images
 
 
-def _arguments(raw: object) -> dict[str, JSONValue]:
+def _arguments(raw: JSONValue) -> dict[str, JSONValue]:
     """A call's arguments as plait's object; what is not a JSON object is kept under ``value``."""
     if isinstance(raw, str):
         if not raw.strip():
@@ -145,7 +145,7 @@ def name_results(messages: list[dict[str, JSONValue]], names: Mapping[str, str])
     """
     known = dict(names)
     for msg in messages:
-        for call in msg.get("tool_calls") or ():
+        for call in _calls(msg):
             if isinstance(call, dict):
                 known[str(call["id"])] = str(call["name"])
         if msg.get("role") == "tool" and "tool_name" not in msg:
@@ -156,17 +156,17 @@ def name_results(messages: list[dict[str, JSONValue]], names: Mapping[str, str])
 
 def unnamed_calls(messages: list[dict[str, JSONValue]]) -> set[str]:
     """The call ids of the tool results among ``messages`` whose call is not among them."""
-    calls = {
-        str(call["id"])
-        for msg in messages
-        for call in msg.get("tool_calls") or ()
-        if isinstance(call, dict)
-    }
+    calls = {str(call["id"]) for msg in messages for call in _calls(msg) if isinstance(call, dict)}
     return {
         str(msg.get("tool_call_id"))
         for msg in messages
         if msg.get("role") == "tool" and str(msg.get("tool_call_id")) not in calls
     }
+
+
+def _calls(msg: Mapping[str, JSONValue]) -> list[JSONValue]:
+    calls = msg.get("tool_calls")
+    return calls if isinstance(calls, list) else []
 
 
 def _text_item(role: str, text: str) -> dict[str, Any]:
@@ -182,8 +182,9 @@ def _text_item(role: str, text: str) -> dict[str, Any]:
 def record_items(record: Record) -> list[dict[str, Any]]:
     """The items one record reads back as (events and foreign opaque items: none)."""
     kept = record.meta.get(META_KEY)
-    if isinstance(kept, Mapping) and isinstance(kept.get("item"), Mapping):
-        return [dict(kept["item"])]
+    item = kept.get("item") if isinstance(kept, Mapping) else None
+    if isinstance(item, Mapping):
+        return [dict(item)]
     if isinstance(record, OpaqueRecord):
         return [dict(record.item)] if record.format == FORMAT else []
     if isinstance(record, UserRecord):

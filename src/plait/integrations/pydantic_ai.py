@@ -141,6 +141,14 @@ def _view_head(records: Sequence[Record]) -> str | None:
     return found[-1].entry if found else None
 
 
+def _tips(state: JSONValue) -> dict[str, str]:
+    """The ``tips`` of a conversation's stored state (a branch's head entry -> its session)."""
+    tips = state.get("tips") if isinstance(state, dict) else None
+    if not isinstance(tips, dict):
+        return {}
+    return {tip: sid for tip, sid in tips.items() if isinstance(sid, str)}
+
+
 def _head_of(session: Session) -> str | None:
     """The entry id of a session's newest message: from its tail, past a summary from its view.
 
@@ -295,7 +303,7 @@ class PlaitConversationStore(ConversationStore):
         head = _head_of(session)
         if head is not None:
             self._where[head] = session.id
-        tips: dict[str, str] = dict(state.get("tips") or {})
+        tips = _tips(state)
         self._where.update(tips)
         return ConversationRecord(
             conversation_id=session.id,
@@ -402,9 +410,7 @@ class PlaitConversationStore(ConversationStore):
         origin = self._get(record.forked_from) if record.forked_from else None
         if origin is not None:
             state = origin.settings.metadata.get(META_KEY)
-            places += (
-                list(dict(state.get("tips") or {}).values()) if isinstance(state, dict) else []
-            )
+            places += list(_tips(state).values())
         found = self._find(start, places)
         if found is None:
             raise ConversationConflict(cid)
@@ -424,7 +430,7 @@ class PlaitConversationStore(ConversationStore):
     ) -> None:
         version = int(expected.rsplit("/", 1)[1])
         state = session.settings.metadata.get(META_KEY)
-        tips: dict[str, str] = dict(state.get("tips") or {}) if isinstance(state, dict) else {}
+        tips = _tips(state)
         records = session.transcript.records
         head = _view_head(records)
         start = entries[0].parent_id if entries else record.head_id

@@ -80,6 +80,7 @@ from typing import Any, Final
 
 from plait.errors import ImportFormatError
 from plait.interop._claude_lines import blocks_of, conversation, result_ids
+from plait.interop._parts import calls_in
 from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 
@@ -223,7 +224,7 @@ def _subagent_calls(out: Parsed) -> dict[str, Item]:
     """The result of every call that started a sub-agent (a ``prompt`` argument), by call id."""
     prompts: dict[str, str] = {}
     for item in out.items:
-        for call in item.message.get("tool_calls") or ():
+        for call in calls_in(item.message):
             if isinstance(call, dict):
                 args = call.get("arguments")
                 prompt = args.get("prompt") if isinstance(args, dict) else None

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterator
 from typing import Any, Final
 
-from plait.interop._parts import origin
+from plait.interop._parts import list_at, origin
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
@@ -177,8 +177,9 @@ class LineBuilder:
         if text is None:
             self.src.keep(line, f"attachment {kind}", record)
             return
-        meta: dict[str, JSONValue] = {"source": self._origin(line, record)}
-        meta["source"]["attachment"] = kind
+        source = self._origin(line, record)
+        source["attachment"] = kind
+        meta: dict[str, JSONValue] = {"source": source}
         # Sent to the model as a user turn, but Claude Code wrote it, not the person.
         item = Item({"role": "user", "content": text, "added": kind, "meta": meta}, line)
         # Claude Code sends an attachment after the tool results of the turn it joins;
@@ -248,20 +249,18 @@ class LineBuilder:
             if texts:
                 last["content"] = "\n".join(filter(None, [str(last.get("content", "")), *texts]))
             if calls:
-                last.setdefault("tool_calls", [])
-                last["tool_calls"].extend(calls)
+                list_at(last, "tool_calls").extend(calls)
             if images:
-                last["images"] = int(last.get("images", 0)) + images
+                last["images"] = _count(last.get("images")) + images
             joined = last["meta"]
             assert isinstance(joined, dict)
             if thinking:
-                joined.setdefault("thinking", [])
-                joined["thinking"].extend(thinking)
+                list_at(joined, "thinking").extend(thinking)
             if redacted:
-                joined["redacted_thinking"] = int(joined.get("redacted_thinking", 0)) + redacted
+                joined["redacted_thinking"] = _count(joined.get("redacted_thinking")) + redacted
             if usage is not None:
                 joined["usage"] = usage  # each line repeats it; the last has the whole reply's
-            self.pending.update(c["id"] for c in calls if isinstance(c, dict))
+            self.pending.update(_call_ids(calls))
             return
         self.flush()
         msg: dict[str, JSONValue] = {"role": "assistant", "content": "\n".join(texts)}
@@ -271,7 +270,7 @@ class LineBuilder:
             msg["images"] = images
         meta: dict[str, JSONValue] = {"source": self._origin(line, record, model)}
         if thinking:
-            meta["thinking"] = thinking
+            meta["thinking"] = list(thinking)
         if redacted:
             meta["redacted_thinking"] = redacted
         if usage is not None:
@@ -280,7 +279,7 @@ class LineBuilder:
         self.out.items.append(Item(msg, line))
         self.open_id = message_id
         self.open_msg = msg
-        self.pending = {c["id"] for c in calls if isinstance(c, dict)}
+        self.pending = _call_ids(calls)
 
     def _origin(
         self, line: int, record: dict[str, Any], model: str | None = None
@@ -444,3 +443,13 @@ def _usage(raw: object) -> dict[str, JSONValue] | None:
     if not isinstance(raw.get("output_tokens"), int):
         return None
     return {"input_tokens": fresh + read + made, "output_tokens": out, "cached_tokens": read}
+
+
+def _call_ids(calls: list[JSONValue]) -> set[str]:
+    """The ids of the tool calls this builder made (each an object with a string ``id``)."""
+    return {c["id"] for c in calls if isinstance(c, dict) and isinstance(c["id"], str)}
+
+
+def _count(value: JSONValue) -> int:
+    """A count this builder kept on a message being joined (none yet: 0)."""
+    return value if isinstance(value, int) else 0

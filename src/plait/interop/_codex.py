@@ -57,7 +57,7 @@ import json
 import re
 from typing import Any, Final
 
-from plait.interop._parts import arguments, origin, parts_text, tool_output_text
+from plait.interop._parts import arguments, list_at, origin, parts_text, tool_output_text
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
@@ -186,7 +186,7 @@ class ItemBuilder:
             meta["usage"] = self.pending_usage
             self.pending_usage = None
         if self.thinking:
-            meta["thinking"] = self.thinking
+            meta["thinking"] = list(self.thinking)
             self.thinking = []
         if self.redacted:
             meta["redacted_thinking"] = self.redacted
@@ -263,9 +263,10 @@ class ItemBuilder:
             }
         elif role in ("user", "developer", "system"):
             kind = "user" if role == "user" else "system"
-            msg = {"role": kind, "content": text, "meta": {"source": origin(line, time=time)}}
+            source = origin(line, time=time)
             if role == "developer":
-                msg["meta"]["source"]["role"] = "developer"
+                source["role"] = "developer"
+            msg = {"role": kind, "content": text, "meta": {"source": source}}
             added = codex_context(text) if role == "user" else None
             if added is not None:
                 msg["added"] = added
@@ -305,8 +306,7 @@ class ItemBuilder:
         joins = last is not None and last.get("role") == "assistant" and not self.boundary
         self.boundary = False
         if joins and last is not None:
-            last.setdefault("tool_calls", [])
-            last["tool_calls"].append(call)
+            list_at(last, "tool_calls").append(call)
             return
         msg: dict[str, JSONValue] = {
             "role": "assistant",

@@ -104,7 +104,7 @@ class _Builder:
         if model:
             self.out.model = model
         meta: dict[str, JSONValue] = {"source": source}
-        thoughts = []
+        thoughts: list[JSONValue] = []
         for thought in as_list(raw.get("thoughts")) or ():
             if isinstance(thought, dict):
                 parts = [as_str(thought.get("subject")), as_str(thought.get("description"))]

@@ -96,7 +96,8 @@ class _Builder:
             src.bad(line, f"unknown role {raw.get('role')!r}")
             return
         text, images = parts_text(raw.get("content"), src, line)
-        meta: dict[str, JSONValue] = {"source": origin(line)}
+        source = origin(line)
+        meta: dict[str, JSONValue] = {"source": source}
         if role == "user" and text.startswith(SUMMARY_PREFIX):
             # How plait sends a summary (the API has no summary role): read it back as one.
             role, text = "summary", text[len(SUMMARY_PREFIX) :]
@@ -123,7 +124,7 @@ class _Builder:
         extra = {k: v for k, v in raw.items() if k not in _MAPPED_KEYS}
         if extra:
             # SWE-agent's thought / action / agent, annotations, a recorder's own fields.
-            meta["source"]["fields"] = extra
+            source["fields"] = extra
         msg["meta"] = meta
         self.out.items.append(Item(msg, line))
 

@@ -56,7 +56,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from plait.interop._parts import arguments, origin, parts_text
+from plait.interop._parts import arguments, list_at, origin, parts_text
 from plait.interop._source import Item, Parsed, Source, as_dict, as_list, as_str
 from plait.records import JSONValue
 
@@ -137,11 +137,12 @@ class _Builder:
         for call in calls:
             self.names[str(call["id"])] = str(call["name"])
         if response_id is not None and response_id == self.response_id and self.open_msg:
-            known = {c["id"] for c in self.open_msg.get("tool_calls") or ()}
+            held = self.open_msg.get("tool_calls")
+            joined = held if isinstance(held, list) else []
+            known = {c.get("id") for c in joined if isinstance(c, dict)}
             new = [c for c in calls if c["id"] not in known]
             if new:
-                self.open_msg.setdefault("tool_calls", [])
-                self.open_msg["tool_calls"].extend(new)
+                list_at(self.open_msg, "tool_calls").extend(new)
             return
         msg: dict[str, JSONValue] = {"role": "assistant", "content": text, "meta": meta}
         if calls:

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any, Final
 
 from plait.interop._source import Source
 from plait.records import JSONValue
 
-__all__ = ["TEXT_PARTS", "arguments", "origin", "parts_text", "tool_output_text"]
+__all__ = [
+    "TEXT_PARTS",
+    "arguments",
+    "calls_in",
+    "list_at",
+    "origin",
+    "parts_text",
+    "tool_output_text",
+]
 
 TEXT_PARTS: Final = frozenset({"text", "input_text", "output_text", "summary_text"})
 _IMAGE_PARTS: Final = frozenset({"image", "image_url", "input_image", "output_image"})
@@ -19,6 +28,24 @@ def origin(line: int | None, **facts: JSONValue) -> dict[str, JSONValue]:
     out: dict[str, JSONValue] = {"line": line}
     out.update({k: v for k, v in facts.items() if v is not None})
     return out
+
+
+def calls_in(msg: Mapping[str, JSONValue]) -> list[JSONValue]:
+    """The ``tool_calls`` of a message dict (none, or not a list: empty)."""
+    calls = msg.get("tool_calls")
+    return calls if isinstance(calls, list) else []
+
+
+def list_at(obj: dict[str, JSONValue], key: str) -> list[JSONValue]:
+    """The list ``obj[key]`` of a message being built, set to a new one if it has none.
+
+    Returns:
+        The list ``obj`` holds, to extend in place.
+    """
+    found = obj.get(key)
+    if not isinstance(found, list):
+        found = obj[key] = []
+    return found
 
 
 def parts_text(content: object, src: Source, line: int | None) -> tuple[str, int]:

@@ -62,6 +62,7 @@ from plait.errors import (
     UnknownOptionError,
 )
 from plait.interop._detect import FORMATS, PARSERS, detect
+from plait.interop._parts import calls_in
 from plait.interop._read import read_source
 from plait.interop._source import Item, Parsed, ProgressCallback, Source
 from plait.records import JSONValue, dumps, record_from_message
@@ -220,18 +221,18 @@ def _pair(
     for pos, item in items:
         msg = item.message
         role = msg.get("role")
-        if role == "assistant" and isinstance(msg.get("tool_calls"), list):
-            for call in msg["tool_calls"]:
+        if role == "assistant":
+            for call in calls_in(msg):
                 call_id = call.get("id") if isinstance(call, Mapping) else None
-                if isinstance(call_id, str):
+                if isinstance(call, dict) and isinstance(call_id, str):
                     # An id may come back once its call was answered (SWE-agent replays do).
                     if calls.get(call_id) is False:
                         src.bad(
                             item.line, f"tool call id {call_id!r} is reused before it was answered"
                         )
                     calls[call_id] = False
-                    if isinstance(call.get("name"), str):
-                        names[call_id] = call["name"]
+                    if isinstance(name := call.get("name"), str):
+                        names[call_id] = name
         elif role == "tool":
             call_id = msg.get("tool_call_id")
             if not isinstance(call_id, str) or call_id not in calls:
@@ -303,10 +304,10 @@ def _drop_tools(items: list[tuple[int, Item]]) -> list[tuple[int, Item]]:
 def _truncate(items: list[tuple[int, Item]], n: int) -> list[tuple[int, Item]]:
     kept = items[-n:]
     calls = {
-        call["id"]
+        call_id
         for _, item in kept
-        for call in item.message.get("tool_calls") or ()
-        if isinstance(call, Mapping) and isinstance(call.get("id"), str)
+        for call in calls_in(item.message)
+        if isinstance(call, Mapping) and isinstance(call_id := call.get("id"), str)
     }
     # Never start on a tool result whose call was cut: a provider would refuse it.
     while kept and kept[0][1].message.get("role") == "tool":
@@ -323,8 +324,9 @@ def _renumber(items: list[tuple[int, Item]]) -> list[dict[str, JSONValue]]:
     for _, item in items:
         msg = item.message
         folds = msg.get("folds")
-        if msg.get("role") == "summary" and isinstance(folds, list | tuple) and len(folds) == 2:
-            lo, hi = bisect_left(positions, folds[0]), bisect_left(positions, folds[1])
+        ends = folds if isinstance(folds, list | tuple) and len(folds) == 2 else (None, None)
+        if msg.get("role") == "summary" and isinstance(ends[0], int) and isinstance(ends[1], int):
+            lo, hi = bisect_left(positions, ends[0]), bisect_left(positions, ends[1])
             msg = {**msg, "folds": [lo, hi]}
         out.append(msg)
     return out

@@ -79,7 +79,7 @@ import json
 import os
 import re
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, Final, Literal, TypeAlias, get_args
+from typing import Any, Final, Literal, TypeAlias, cast, get_args
 
 from plait._files import export_target, write_atomically
 from plait._time import now_micros
@@ -414,8 +414,11 @@ def import_bundle(
             "a replay-only bundle carries no prompt or tool text to restore; "
             "export the session as a local or sanitized bundle to import it"
         )
-    meta = bundle["session"]
-    messages = [_message(e, i, where) for i, e in enumerate(bundle["transcript"])]
+    # _check made the session an object and the transcript a list of objects.
+    meta = cast("Mapping[str, JSONValue]", bundle["session"])
+    transcript = cast("list[Mapping[str, JSONValue]]", bundle["transcript"])
+    parents, title = meta.get("parent_session_ids"), meta.get("title")
+    messages = [_message(e, i, where) for i, e in enumerate(transcript)]
     if not messages:
         # A session of nothing is not an import: say so rather than make an empty one.
         raise ImportFormatError(where, None, "the bundle's transcript holds no messages")
@@ -423,14 +426,14 @@ def import_bundle(
         "schema": bundle["schema"],
         "mode": bundle["mode"],
         "source_session_id": meta["id"],
-        "lineage": list(meta.get("parent_session_ids", [])),
+        "lineage": list(parents) if isinstance(parents, list) else [],
         "source_metadata": meta.get("metadata") or {},
     }
     try:
         return client.sessions.create(
             messages,
             session_id=session_id,
-            title=meta.get("title"),
+            title=title if isinstance(title, str) else None,
             lineage_operator="Session.import",
             metadata={"imported_bundle": provenance},
         )

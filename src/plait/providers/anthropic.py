@@ -125,10 +125,11 @@ def to_anthropic(
     def add(role: str, blocks: list[dict[str, JSONValue]]) -> None:
         if not blocks:
             return
-        if turns and turns[-1]["role"] == role:
-            turns[-1]["content"].extend(blocks)
+        last = turns[-1]["content"] if turns and turns[-1]["role"] == role else None
+        if isinstance(last, list):
+            last.extend(blocks)
         else:
-            turns.append({"role": role, "content": blocks})
+            turns.append({"role": role, "content": list(blocks)})
 
     def text(value: str) -> list[dict[str, JSONValue]]:
         return [{"type": "text", "text": value}] if value else []

@@ -318,18 +318,20 @@ def _record(
         return tool_record(seq, rid, created, own, None, text, call_id, tool_name, ok, images)
     # summary
     folds = message.get("folds", [default_folds_from, seq])
+    lo, hi = folds if isinstance(folds, list | tuple) and len(folds) == 2 else (None, None)
     if (
-        not isinstance(folds, list | tuple)
-        or len(folds) != 2
-        or not all(isinstance(x, int) and not isinstance(x, bool) for x in folds)
-        or not 0 <= folds[0] <= folds[1] <= seq
+        not isinstance(lo, int)
+        or not isinstance(hi, int)
+        or isinstance(lo, bool)
+        or isinstance(hi, bool)
+        or not 0 <= lo <= hi <= seq
     ):
         raise InvalidMessageError(
             f"{where}: 'folds' must be [from, to] with 0 <= from <= to <= {seq}"
         )
     return SummaryRecord(
-        seq=seq, id=rid, created_at_us=created, meta=own, content=text, folds_from=folds[0],
-        folds_to=folds[1],
+        seq=seq, id=rid, created_at_us=created, meta=own, content=text, folds_from=lo,
+        folds_to=hi,
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Final, Literal, TypeAlias
+from typing import ClassVar, Final, Literal, TypeAlias
 
 from plait._checks import check_json
 from plait._ids import new_id
@@ -24,6 +24,7 @@ __all__ = [
     "MESSAGE_ROLES",
     "AssistantRecord",
     "EventRecord",
+    "JSONLike",
     "JSONValue",
     "Kind",
     "OpaqueRecord",
@@ -40,8 +41,16 @@ __all__ = [
     "newest_summary",
 ]
 
-JSONValue: TypeAlias = Any
-"""A value that survives ``json.dumps``/``json.loads`` unchanged."""
+JSONValue: TypeAlias = bool | int | float | str | list["JSONValue"] | dict[str, "JSONValue"] | None
+"""A value that survives ``json.dumps``/``json.loads`` unchanged: what plait keeps (D430)."""
+JSONLike: TypeAlias = (
+    bool | int | float | str | Sequence["JSONLike"] | Mapping[str, "JSONLike"] | None
+)
+"""A value encoded as JSON: what a parameter that only reads or encodes takes (D430).
+
+Covariant, so a ``list[str]`` or a ``Mapping[str, int]`` is one; a tuple is one too and
+reads back as a list, so a value kept as it was given is a :data:`JSONValue` instead.
+"""
 
 Kind = Literal["system", "user", "assistant", "tool", "summary", "opaque", "event"]
 KINDS: Final = ("system", "user", "assistant", "tool", "summary", "opaque", "event")
@@ -49,7 +58,7 @@ MESSAGE_ROLES: Final = ("system", "user", "assistant", "tool", "summary", "opaqu
 """Roles :func:`record_from_message` accepts; events are written by plait's verbs."""
 
 
-def dumps(value: JSONValue, what: str = "value") -> str:
+def dumps(value: JSONLike, what: str = "value") -> str:
     """Encode ``value`` as compact JSON, the one way plait writes JSON.
 
     Every write path (meta, metadata, settings, the scratchpad, event data,

@@ -23,7 +23,7 @@ from typing import Final
 from plait.records import (
     AssistantRecord,
     EventRecord,
-    JSONValue,
+    JSONLike,
     Message,
     OpaqueRecord,
     Record,
@@ -117,7 +117,7 @@ def _e(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _json(value: JSONValue) -> str:
+def _json(value: JSONLike) -> str:
     """Compact JSON on one line, as the terminal shows arguments and event data."""
     if isinstance(value, Mapping) and not isinstance(value, dict):
         value = dict(value)

@@ -20,7 +20,7 @@ from typing import Final
 from plait.records import (
     AssistantRecord,
     EventRecord,
-    JSONValue,
+    JSONLike,
     Message,
     OpaqueRecord,
     Record,
@@ -74,7 +74,7 @@ def code_block(text: str, info: str = "text") -> str:
     return f"{fence}{info}\n{body}{fence}\n"
 
 
-def _json(value: JSONValue, indent: int | None = None) -> str:
+def _json(value: JSONLike, indent: int | None = None) -> str:
     if isinstance(value, Mapping) and not isinstance(value, dict):
         value = dict(value)
     try:

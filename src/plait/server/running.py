@@ -74,7 +74,8 @@ def _end_state(data: dict[str, JSONValue]) -> str:
     if data.get("ok") is True:
         return "done"
     error = data.get("error")
-    code = error.get("error", {}).get("code") if isinstance(error, dict) else None
+    inner = error.get("error") if isinstance(error, dict) else None
+    code = inner.get("code") if isinstance(inner, dict) else None
     return "cancelled" if code == "run_interrupted" else "failed"
 
 

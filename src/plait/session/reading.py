@@ -44,6 +44,7 @@ def snapshot(head: Head) -> Snapshot | None:
     store = head.store
     records = store.read(row, row.layout.view_start, row.layout.end_seq)
     clients = tuple(store.live_clients(row.id))
+    chain = row.metadata.get("actor_chain")
     return Snapshot(
         id=row.id,
         title=row.title,
@@ -53,7 +54,7 @@ def snapshot(head: Head) -> Snapshot | None:
         status=row.status,
         system_prompt=system_prompt(records),
         tool_format=str(head.settings(row).get("tool_format", "native")),
-        actor_chain=row.metadata.get("actor_chain"),
+        actor_chain=chain if isinstance(chain, dict) else None,
         scratchpad=row.scratchpad,
         scratchpad_version=row.scratchpad_version,
         parent_id=row.parent_ids[0] if row.parent_ids else None,

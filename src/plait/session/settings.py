@@ -60,7 +60,7 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
         repeat_limit(settings)  # a positive int, or every later run would fail on it
     limits = settings.get(MODEL_INFO)
     if limits is not None:
-        settings = {**settings, MODEL_INFO: ModelLimits.from_json(limits).to_json() or None}
+        settings = {**settings, MODEL_INFO: dict(ModelLimits.from_json(limits).to_json()) or None}
     chosen = settings.get(MODEL_SETTINGS)
     if chosen is not None:
         # Checked as set_model_settings checks them: stored unchecked, they would fail
@@ -71,7 +71,8 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
 
     def change(row: SessionRow) -> SessionRow:
         meta = dict(row.metadata)
-        merged = dict(meta.get(SETTINGS, {}))
+        stored = meta.get(SETTINGS)  # settings that are not an object read as none (Head.settings)
+        merged = dict(stored) if isinstance(stored, dict) else {}
         for key, value in settings.items():
             if value is None:
                 merged.pop(key, None)
@@ -129,7 +130,8 @@ def workspace_policy(settings: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
 
 def set_workspace_policy(head: Head, policy: Mapping[str, JSONValue]) -> None:
     """Merge ``policy`` into the stored workspace defaults (checked first)."""
-    merged = dict(head.settings().get("workspace_policy") or {})
+    stored = head.settings().get("workspace_policy")  # not an object reads as none
+    merged = dict(stored) if isinstance(stored, dict) else {}
     merged.update(validate_workspace_policy(policy))
     set_settings(head, workspace_policy=merged)
 
@@ -164,7 +166,7 @@ def add_root(head: Head, root: str, mount_mode: str | None, mounted_at: str | No
     if any(r["mounted_at"] == name for r in mounted):
         return RootResult(False, None, f"something is already mounted at {name!r}")
     mounted.append({"path": folder, "mounted_at": name, "mount_mode": mode})
-    set_settings(head, roots=mounted)
+    set_settings(head, roots=[dict(r) for r in mounted])
     return RootResult(True, name, None)
 
 
@@ -176,7 +178,7 @@ def remove_root(head: Head, root: str) -> RootResult:
     if len(keep) == len(mounted):
         return RootResult(False, None, f"{root!r} is not mounted")
     gone = next(r for r in mounted if r not in keep)
-    set_settings(head, roots=keep or None)
+    set_settings(head, roots=[dict(r) for r in keep] or None)
     return RootResult(True, gone["mounted_at"], None)
 
 
@@ -192,6 +194,7 @@ def list_roots(head: Head, settings: Mapping[str, JSONValue]) -> dict[str, JSONV
     additional: list[JSONValue] = [dict(r) for r in roots(settings)]
     out: dict[str, JSONValue] = {"primary": primary, "additional": additional}
     target = settings.get("sandbox")
-    if isinstance(target, Mapping) and isinstance(target.get("policy"), Mapping):
-        out["policy"] = dict(target["policy"])  # what the sandbox lets tools do beyond these
+    policy = target.get("policy") if isinstance(target, Mapping) else None
+    if isinstance(policy, Mapping):
+        out["policy"] = dict(policy)  # what the sandbox lets tools do beyond these
     return out

@@ -18,7 +18,7 @@ import pytest
 from plait.client import Client
 from plait.errors import InvalidArgumentError, SessionNotFoundError, StaleSessionError
 from plait.layout import branch
-from plait.records import EventRecord, Message, OpaqueRecord, hidden_summaries
+from plait.records import EventRecord, JSONValue, Message, OpaqueRecord, hidden_summaries
 from plait.session import Session
 from plait.store.base import HIDDEN_OPERATOR, ScratchpadEntry, Store
 from plait.testing._factory import ConformanceBase
@@ -158,7 +158,7 @@ class SessionVerbConformance(ConformanceBase):
     def test_an_opaque_item_is_one_message_and_is_kept_verbatim(self, client: Client) -> None:
         """An opaque item round-trips, counts as a message, and is left out of history."""
         s = client.open("items")
-        item = {"type": "reasoning", "id": "rs_1", "summary": [], "n": [1, 2.5, None]}
+        item: JSONValue = {"type": "reasoning", "id": "rs_1", "summary": [], "n": [1, 2.5, None]}
         s.inject({"role": "user", "content": "hi"})
         s.inject({"role": "opaque", "format": "openai-agents", "item": item})
         again = client.open("items")

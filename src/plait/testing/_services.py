@@ -6,6 +6,7 @@ import pytest
 
 from plait.errors import ControllerConflictError, SessionNotFoundError, StoreError
 from plait.layout import branch
+from plait.records import JSONValue
 from plait.store.base import (
     BearerRow,
     BearerStore,
@@ -36,7 +37,9 @@ def bearer(h: str = "a" * 64, **kw: object) -> BearerRow:
     return BearerRow(**base)  # type: ignore[arg-type]
 
 
-def live(sid: str, cid: str, mode: str = "observer", t: int = 1, **meta: object) -> LiveClientRow:
+def live(
+    sid: str, cid: str, mode: str = "observer", t: int = 1, **meta: JSONValue
+) -> LiveClientRow:
     """A live client row attaching at time ``t``."""
     return LiveClientRow(sid, cid, mode, t, t, dict(meta))
 

@@ -36,7 +36,7 @@ async def list_approvals(request: Request, session_id: str, who: Caller) -> s.Ap
             pending[call_id] = WaitingCall.of(p)
     return s.ApprovalsOut(
         session_id=session_id,
-        approvals=[s.PendingApprovalOut(**p.to_json()) for p in pending.values()],
+        approvals=[s.PendingApprovalOut.model_validate(p.to_json()) for p in pending.values()],
     )
 
 

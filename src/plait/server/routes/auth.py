@@ -45,7 +45,7 @@ async def create_bearer(request: Request, body: s.AuthSessionIn, who: Caller) ->
             scopes=body.scopes,
         )
     )
-    return s.AuthSessionOut(**made.to_dict(include_id=True))
+    return s.AuthSessionOut.model_validate(made.to_dict(include_id=True))
 
 
 @router.delete("/auth/sessions/current", response_model=s.OkOut, summary="Revoke this token")

@@ -37,7 +37,7 @@ async def list_clients(request: Request, session_id: str, who: Caller) -> s.Clie
     return s.ClientsOut(
         session_id=session_id,
         controller_id=next((c.client_id for c in clients if c.mode == "controller"), None),
-        clients=[s.LiveClientOut(**c.to_dict()) for c in clients],
+        clients=[s.LiveClientOut.model_validate(c.to_dict()) for c in clients],
     )
 
 

@@ -324,7 +324,7 @@ async def get_records(
         records = state.client.store.read(row, lo, hi) if lo < hi else []
         return s.RecordsOut(
             session_id=session_id,
-            records=[s.RecordOut(**record_json(r)) for r in records],
+            records=[s.RecordOut.model_validate(record_json(r)) for r in records],
             end_seq=row.layout.end_seq,
             head=head_mark(row),
         )
@@ -357,7 +357,7 @@ async def inject_messages(
     end = await state.call(lambda: state.client.host.lookup(session_id).layout.end_seq)
     return s.RecordsOut(
         session_id=session_id,
-        records=[s.RecordOut(**record_json(r)) for r in added],
+        records=[s.RecordOut.model_validate(record_json(r)) for r in added],
         end_seq=end,
     )
 
