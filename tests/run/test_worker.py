@@ -10,6 +10,7 @@ import select
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,36 @@ def test_a_call_sees_the_callers_context_variables() -> None:
     try:
         assert asyncio.run(main()) == "caller"
     finally:
+        worker.close()
+
+
+_HELD: contextvars.ContextVar[object] = contextvars.ContextVar("held", default=None)
+
+
+def test_what_a_call_ran_is_let_go_before_its_caller_goes_on() -> None:
+    """An object only a call and its context held goes when its caller drops it, in the
+    caller's thread (a session's finalizer gives its sandbox back there, not later)."""
+    worker = StoreWorker()
+
+    class Held:
+        pass
+
+    async def main() -> weakref.ref[Held]:
+        held = Held()
+        token = _HELD.set(held)
+        await worker.run(lambda held=held: held is not None)
+        _HELD.reset(token)
+        gone = weakref.ref(held)
+        del held
+        return gone
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the worker's thread and the caller's interleave finely
+    try:
+        for _ in range(200):
+            assert asyncio.run(main())() is None  # no collection needed: nothing else holds it
+    finally:
+        sys.setswitchinterval(switch)
         worker.close()
 
 

@@ -13,6 +13,7 @@ from plait.auth import DurableSessions
 from plait.errors import InvalidArgumentError, StoreError, StorePartMissingError
 from plait.providers import ScriptedProvider
 from plait.records import Record
+from plait.session._part import head_of
 from plait.store import PARTS, MemoryStore, PartialStore, Store, open_store, parts_of
 from plait.store.base import SessionRow
 from plait.testing._factory import ConformanceBase
@@ -99,11 +100,13 @@ def test_the_client_appends_reads_and_forks_on_a_transcript_only_store(tmp_path:
         assert [m.text for m in session.history()] == ["hello", "hi there"]
         fork = session.fork()
         fork.inject({"role": "user", "content": "only in the fork"})
-        assert len(fork.history()) == 3 and len(session.refresh().history()) == 2
-        assert fork.ancestry().root_id == session.id  # the lineage walked without its part
-        again = client.sessions.get(session.id)
+        assert len(fork.history()) == 3 and len(session.live.refresh().history()) == 2
+        # the lineage walked without its part
+        assert fork.transcript.ancestry().root_id == session.id
+        again = client.open(session.id)
         assert [m.text for m in again.history()] == ["hello", "hi there"]
-        assert again.snapshot() is not None and again.snapshot().live_clients == ()  # type: ignore[union-attr]
+        snapshot = again.transcript.snapshot()
+        assert snapshot is not None and snapshot.live_clients == ()
     assert not store.closed  # a store passed in stays open
 
 
@@ -114,7 +117,7 @@ def test_a_run_and_its_context_report_need_no_other_part(tmp_path: Path) -> None
         assert result.text == "hello"
         report = session.context("gpt-4o")  # tallies counted in memory, never stored
         assert report is not None and report.used > 0
-        assert client.store.counted_end(session.refresh().head.row) == 0  # type: ignore[union-attr,arg-type]
+        assert client.store.counted_end(head_of(session.live.refresh()).row) == 0  # type: ignore[union-attr,arg-type]
 
 
 def test_a_verb_that_needs_a_missing_part_names_it(tmp_path: Path) -> None:
@@ -131,9 +134,9 @@ def test_a_verb_that_needs_a_missing_part_names_it(tmp_path: Path) -> None:
         assert locked.value.part == "writer_locks"
         with pytest.raises(StorePartMissingError, match="writer_locks"):
             client.sessions.open_elsewhere(session.id)
-        session.acquire()  # the in-process fallback: this process holds it
-        assert session.holds_lock
-        session.release()
+        session.live.acquire()  # the in-process fallback: this process holds it
+        assert session.live.holds_lock
+        session.live.release()
 
 
 def test_the_error_pickles_with_its_part() -> None:

@@ -43,8 +43,8 @@ class _Call(Generic[_T]):
     def __init__(
         self, fn: Callable[[], _T], loop: asyncio.AbstractEventLoop, waiter: asyncio.Future[None]
     ) -> None:
-        self.fn = fn
-        self.context = contextvars.copy_context()
+        self.fn: Callable[[], _T] | None = fn
+        self.context: contextvars.Context | None = contextvars.copy_context()
         self.loop = loop
         self.waiter = waiter  # what the caller awaits now (a cancelled wait makes another)
         self.done = False  # set on the loop's thread, with the outcome already in place
@@ -65,11 +65,18 @@ def _serve(queue: SimpleQueue[_Call[Any] | None]) -> None:
     It holds the queue, not the worker: a worker nobody refers to any more ends it.
     """
     while (call := queue.get()) is not None:
+        fn, context = call.fn, call.context
+        call.fn = call.context = None
+        assert fn is not None and context is not None
         try:
-            call.value = call.context.run(call.fn)
+            call.value = context.run(fn)
             call.ok = True
         except BaseException as exc:  # handed back to the caller, who raises it
             call.value = exc
+        # Let go of what the call ran, and its context, before its caller wakes: an
+        # object the caller drops next (a session and the sandbox it holds) must go
+        # in the caller's thread then, not later in this one.
+        del fn, context
         with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits for the outcome
             call.loop.call_soon_threadsafe(_finish, call)
         del call  # the outcome is the caller's now; the thread keeps nothing of it

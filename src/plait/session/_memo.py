@@ -130,13 +130,10 @@ class Memos:
                 self._kept.popitem(last=False)
             return memo
 
-    def kept(self, session_id: str) -> Memo | None:
-        """The memo kept for the session, if any (of whichever epoch)."""
-        return self._kept.get(session_id)
-
     def appended(self, session_id: str, row: SessionRow, records: Sequence[Record]) -> None:
         """``records`` were appended, making ``row``: the memo of its epoch keeps them."""
-        memo = self._kept.get(session_id)
+        with self._lock:
+            memo = self._kept.get(session_id)
         if memo is not None and memo.valid_for(row):
             memo.extend(records)
 

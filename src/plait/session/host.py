@@ -89,11 +89,11 @@ class SessionHost:
         self.store: Store = store
         self.workspace: str = workspace
         self.runs: RunBoard = RunBoard()
-        """The runs in progress on this host's sessions, their subscribers and caches."""
+        """The runs in progress on this host's sessions, and their subscribers."""
         self.store_calls: StoreWorker = StoreWorker()
         """Where code on an event loop (a run, the server) makes this host's store calls."""
         self.caches: Caches = Caches()
-        """What this host remembers of stored sessions: memos, usage sums (``_memo.py``)."""
+        """What this host remembers of stored sessions (memos, usage sums, hidden prompts)."""
         self.locks: HostLocks = HostLocks(store)
         """The writer locks this host's handles hold, and how they take them."""
         self._handles: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
