@@ -40,6 +40,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config.write_text(
         f"INHERIT: {ROOT / 'mkdocs.yml'}\n"
         f"docs_dir: {docs}\n"
+        f"hooks:\n  - {ROOT / 'mkdocs_hooks.py'}\n"  # a hook's path is read from this file's folder
         "nav:\n  - index.md\n"
         + "".join(f"  - reference/{page}\n" for page in PAGES)
     )
@@ -82,3 +83,10 @@ def test_every_reference_page_is_in_the_nav_and_names_a_public_module() -> None:
                    "tools", "sandbox", "providers", "compaction", "context", "auth", "live",
                    "interop", "integrations", "server"):
         assert f"{module}.md" in pages, module
+
+
+def test_sphinx_roles_in_docstrings_read_as_code(site: Path) -> None:
+    """The docstrings' :class:`X` roles show as the name in code, not as the role's text."""
+    html = (site / "reference" / "session" / "index.html").read_text()
+    assert not re.search(r":(class|meth|func|attr|exc|mod):<code>", html)
+    assert "the <code>Session</code> handle" in html
