@@ -26,7 +26,7 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict src
+	$(BIN)/mypy --strict src tests/typing
 
 unit: $(STAMP)
 	$(BIN)/pytest -n 2 -q $(PYTEST_ARGS)

@@ -73,3 +73,27 @@ def test_a_workspace_policy_that_is_not_an_object_is_replaced(client: Client) ->
     s.settings.set(workspace_policy=5)
     s.workspace.set_policy({"default_mount_mode": "read_only"})
     assert s.settings["workspace_policy"] == {"default_mount_mode": "read_only"}
+
+
+def test_a_callers_sequences_are_kept_as_json_and_not_shared(client: Client) -> None:
+    """Any sequence or mapping the caller holds is kept as plain JSON, copied when written."""
+    s = client.sessions.create([{"role": "user", "content": "hi"}], metadata={"tags": ("a",)})
+    tags = ["x", "y"]
+    s.settings.set_metadata("tags", tags)
+    s.settings.set(tool_names=("read", "write"))
+    pad = {"todo": ["one"]}
+    s.scratchpad.set(pad, metadata={"seen": ("now",)})
+    s.transcript.log_event("noted", {"ids": (1, 2)})
+    s.close({"reason": ("done",)})
+    tags.append("z")  # the caller's objects change after the writes
+    pad["todo"].append("two")
+    again = client.open(s.id)
+    assert again.settings.metadata["tags"] == ["x", "y"]
+    assert s.settings.metadata["tags"] == ["x", "y"]  # the writer's own handle too
+    assert again.settings["tool_names"] == ["read", "write"]
+    assert again.scratchpad() == {"todo": ["one"]}
+    assert again.scratchpad.history()[-1].metadata == {"seen": ["now"]}
+    assert [r.data for r in again.transcript.records if r.kind == "event" and r.name == "noted"] == [  # type: ignore[attr-defined]
+        {"ids": [1, 2]}
+    ]
+    assert again.settings.metadata["closed"]["status"] == {"reason": ["done"]}  # type: ignore[index,call-overload]

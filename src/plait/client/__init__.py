@@ -30,7 +30,7 @@ from plait.errors import (
     shown,
 )
 from plait.lineage import Ancestry
-from plait.records import JSONValue, Message
+from plait.records import JSONLike, JSONValue, Message
 from plait.session import (
     DEFAULT_LOCK_TIMEOUT,
     Session,
@@ -204,7 +204,7 @@ class SessionCollection:
         session_id: str | None = None,
         title: str | None = None,
         lineage_operator: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
+        metadata: Mapping[str, JSONLike] | None = None,
     ) -> Session:
         """Create a stored session holding ``messages``, in one transaction (for importers).
 

@@ -8,6 +8,7 @@ that holds it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,6 +36,7 @@ __all__ = [
     "ToolCallInfo",
     "ToolRecord",
     "UserRecord",
+    "as_json",
     "dumps",
     "hidden_summaries",
     "is_cut_off",
@@ -71,6 +73,20 @@ def dumps(value: JSONLike, what: str = "value") -> str:
             too deep, or is too large.
     """
     return check_json(value, what)
+
+
+def as_json(value: JSONLike, what: str = "value") -> JSONValue:
+    """``value`` checked as :func:`dumps` checks it, returned as plain JSON types.
+
+    A deep copy: a tuple becomes a list, a mapping a dict, so what plait keeps of a
+    caller's value is what a read gives back, and a later change to the caller's object
+    changes nothing kept.
+
+    Raises:
+        InvalidMessageError: as :func:`dumps`.
+    """
+    loaded: JSONValue = json.loads(dumps(value, what))
+    return loaded
 
 
 @dataclass(frozen=True, slots=True)

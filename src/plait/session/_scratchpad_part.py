@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from plait.errors import InvalidArgumentError, SessionNotFoundError
-from plait.records import JSONValue
+from plait.records import JSONLike, JSONValue
 from plait.session import writes
 from plait.session._part import Part
 from plait.session._values import ScratchpadUpdate
@@ -39,11 +39,11 @@ class SessionScratchpad(Part):
 
     def set(
         self,
-        scratchpad: Mapping[str, JSONValue],
+        scratchpad: Mapping[str, JSONLike],
         *,
         source: str | None = None,
         reason: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
+        metadata: Mapping[str, JSONLike] | None = None,
     ) -> ScratchpadUpdate:
         """Store a new scratchpad version: a JSON object, who wrote it and why (seed 003).
 
@@ -69,7 +69,7 @@ class SessionScratchpad(Part):
         *,
         source: str | None = None,
         reason: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
+        metadata: Mapping[str, JSONLike] | None = None,
     ) -> ScratchpadUpdate:
         """Clear the scratchpad, storing that as a new version (seed 003).
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from plait.context import ModelInfo, ModelLimits
 from plait.errors import InvalidArgumentError
 from plait.providers import ModelSettings
-from plait.records import JSONValue
+from plait.records import JSONLike, JSONValue
 from plait.session import context, runs, settings
 from plait.session._part import Part
 
@@ -63,13 +63,13 @@ class SessionSettings(Part, Mapping[str, JSONValue]):
     def __repr__(self) -> str:
         return f"SessionSettings({self._read!r})"
 
-    def _write(self, **values: JSONValue) -> None:
+    def _write(self, **values: JSONLike) -> None:
         settings.set_settings(self._head, **values)
         self._values = None
 
     # -- settings ---------------------------------------------------------------------------
 
-    def set(self, **values: JSONValue) -> None:
+    def set(self, **values: JSONLike) -> None:
         """Store session settings that branches inherit.
 
         Args:
@@ -132,7 +132,7 @@ class SessionSettings(Part, Mapping[str, JSONValue]):
         """The session's stored metadata: settings, provenance, close status (a copy)."""
         return dict(self._head.fresh().metadata) if self._head.row is not None else {}
 
-    def set_metadata(self, key: str, value: JSONValue) -> None:
+    def set_metadata(self, key: str, value: JSONLike) -> None:
         """Store one top-level metadata value; branches do not inherit it.
 
         Args:

@@ -20,7 +20,7 @@ from plait.compaction import CompactionPlan
 from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError
 from plait.lineage import Ancestry
-from plait.records import EventRecord, JSONValue, Message, Record, SummaryRecord
+from plait.records import EventRecord, JSONLike, JSONValue, Message, Record, SummaryRecord
 from plait.render import LineageBox
 from plait.session import checkpoints, context, reading, rewinding, streaming, writes
 from plait.session._part import Part
@@ -247,7 +247,7 @@ class SessionTranscript(Part):
     def log_event(
         self,
         name: str,
-        data: Mapping[str, JSONValue] | None = None,
+        data: Mapping[str, JSONLike] | None = None,
         *,
         expect_version: int | None = None,
     ) -> EventRecord:

@@ -12,7 +12,7 @@ from plait._checks import clean_title as checked_title
 from plait._files import usable_path
 from plait.errors import InvalidArgumentError, UnknownOptionError
 from plait.providers import Usage
-from plait.records import AssistantRecord, JSONValue, Record, dumps
+from plait.records import AssistantRecord, JSONValue, Record, as_json
 from plait.store.base import LiveClientRow
 
 __all__ = [
@@ -52,11 +52,16 @@ def check_count(value: object, name: str) -> int:
 
 
 def json_object(value: object, what: str) -> dict[str, JSONValue]:
-    """Return ``value`` as a dict if it is a JSON object, else raise InvalidArgumentError."""
+    """Return ``value`` as a dict of plain JSON types (a deep copy) if it is a JSON object.
+
+    Raises:
+        InvalidArgumentError: ``value`` is not a mapping.
+        InvalidMessageError: a value in it is not JSON (as :func:`plait.records.dumps`).
+    """
     if not isinstance(value, Mapping):
         raise InvalidArgumentError(f"{what} must be a dict, not {type(value).__name__}")
-    out = dict(value)
-    dumps(out)
+    out = as_json(dict(value), what)
+    assert isinstance(out, dict)  # a mapping with str keys reads back as an object
     return out
 
 

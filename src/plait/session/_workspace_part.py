@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from plait.errors import InvalidArgumentError
-from plait.records import JSONValue
+from plait.records import JSONLike, JSONValue
 from plait.sandbox import FileChange, SandboxPolicy
 from plait.session import binding, checkpoints, settings
 from plait.session._part import Part
@@ -66,7 +66,7 @@ class SessionWorkspace(Part):
         """The workspace defaults, with ``default_mount_mode`` filled in (seed 003)."""
         return settings.workspace_policy(self._head.settings())
 
-    def set_policy(self, policy: Mapping[str, JSONValue]) -> bool:
+    def set_policy(self, policy: Mapping[str, JSONLike]) -> bool:
         """Update the workspace defaults, merged into the current ones (seed 003).
 
         Args:

@@ -23,7 +23,7 @@ from plait.errors import (
     shown,
 )
 from plait.layout import Layout
-from plait.records import JSONValue, records_from_messages
+from plait.records import JSONLike, JSONValue, records_from_messages
 from plait.run.worker import StoreWorker
 from plait.session._memo import Caches
 from plait.session._part import head_of
@@ -196,7 +196,7 @@ class SessionHost:
         session_id: str | None = None,
         title: str | None = None,
         operator: str | None = None,
-        metadata: Mapping[str, JSONValue] | None = None,
+        metadata: Mapping[str, JSONLike] | None = None,
     ) -> Session:
         """Create a stored session holding ``messages``, all or nothing (one transaction).
 

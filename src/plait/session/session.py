@@ -28,7 +28,7 @@ from plait.compaction import Compaction, Summarize
 from plait.context import ContextReport, ModelLimits
 from plait.errors import InvalidArgumentError
 from plait.providers import Provider
-from plait.records import JSONValue, Message, Record
+from plait.records import JSONLike, JSONValue, Message, Record
 from plait.session import context, export, reading, writes
 from plait.session._branch_verbs import BranchVerbs
 from plait.session._head import Head
@@ -295,7 +295,7 @@ class Session(RunVerbs, SandboxVerbs, BranchVerbs):
         """
         return writes.trim(self._head, keep_last)
 
-    def close(self, status: str | Mapping[str, JSONValue] | None = None) -> None:
+    def close(self, status: str | Mapping[str, JSONLike] | None = None) -> None:
         """Close the session: it stays readable and forkable, its transcript refuses writes.
 
         ``session.transcript.reopen()`` opens it again.

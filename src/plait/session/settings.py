@@ -16,11 +16,12 @@ from plait.compaction import self_compaction_default
 from plait.context import ModelLimits
 from plait.errors import InvalidArgumentError, shown
 from plait.providers import ModelSettings
-from plait.records import JSONValue, dumps
+from plait.records import JSONLike, JSONValue, as_json
 from plait.session._values import (
     MOUNT_MODES,
     SETTINGS,
     RootResult,
+    json_object,
     validate_workspace_policy,
 )
 from plait.session.counting import MODEL_INFO
@@ -44,7 +45,7 @@ __all__ = [
 ]
 
 
-def set_settings(head: Head, **settings: JSONValue) -> None:
+def set_settings(head: Head, **given: JSONLike) -> None:
     """Store settings that branches inherit; a value of None removes the key.
 
     Raises:
@@ -55,7 +56,7 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
         UnknownOptionError: ``model_info`` or ``model_settings`` with a key that is not
             one of them.
     """
-    dumps(settings)
+    settings = json_object(given, "settings")
     if settings.get(REPEAT_LIMIT) is not None:
         repeat_limit(settings)  # a positive int, or every later run would fail on it
     limits = settings.get(MODEL_INFO)
@@ -84,11 +85,11 @@ def set_settings(head: Head, **settings: JSONValue) -> None:
     head.change_row(change)
 
 
-def set_metadata(head: Head, key: str, value: JSONValue) -> None:
+def set_metadata(head: Head, key: str, given: JSONLike) -> None:
     """Store one top-level metadata value (None removes it), in one compare-and-set write."""
     if not isinstance(key, str) or not key.strip() or key == SETTINGS:
         raise InvalidArgumentError(f"not a metadata key one may set: {shown(key)}")
-    dumps({key: value})
+    value = as_json(given, "metadata")
     head.require()
 
     def change(row: SessionRow) -> SessionRow:
@@ -128,7 +129,7 @@ def workspace_policy(settings: Mapping[str, JSONValue]) -> dict[str, JSONValue]:
     return out
 
 
-def set_workspace_policy(head: Head, policy: Mapping[str, JSONValue]) -> None:
+def set_workspace_policy(head: Head, policy: Mapping[str, JSONLike]) -> None:
     """Merge ``policy`` into the stored workspace defaults (checked first)."""
     stored = head.settings().get("workspace_policy")  # not an object reads as none
     merged = dict(stored) if isinstance(stored, dict) else {}

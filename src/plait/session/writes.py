@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from plait._time import now_micros
 from plait.errors import InvalidArgumentError
 from plait.layout import find_message
-from plait.records import JSONValue, Record, dumps
+from plait.records import JSONLike, JSONValue, Record
 from plait.session._values import ScratchpadUpdate, check_count, clean_title, json_object
 from plait.store.base import ScratchpadEntry, SessionRow
 
@@ -62,12 +62,11 @@ def trim(head: Head, keep_last: int) -> int:
     return keep
 
 
-def close(head: Head, status: str | Mapping[str, JSONValue] | None) -> None:
+def close(head: Head, status: str | Mapping[str, JSONLike] | None) -> None:
     """Close the session with an ``agent_session_closed`` event (nothing if already closed)."""
     if status is not None and not isinstance(status, str | Mapping):
         raise InvalidArgumentError("status must be a string reason or a dict")
-    detail: JSONValue = dict(status) if isinstance(status, Mapping) else status
-    dumps(detail)
+    detail: JSONValue = json_object(status, "status") if isinstance(status, Mapping) else status
     if head.fresh().status == "closed":
         return
 
@@ -94,10 +93,10 @@ def reopen(head: Head) -> None:
 
 def set_pad(
     head: Head,
-    pad: Mapping[str, JSONValue] | None,
+    pad: Mapping[str, JSONLike] | None,
     source: str | None,
     reason: str | None,
-    metadata: Mapping[str, JSONValue] | None,
+    metadata: Mapping[str, JSONLike] | None,
 ) -> ScratchpadUpdate:
     """Store a new scratchpad version (None clears it), with who wrote it and why."""
     clean = json_object(pad, "scratchpad") if pad is not None else None
