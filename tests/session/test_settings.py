@@ -6,6 +6,7 @@ import pytest
 
 from plait import Client
 from plait.errors import InvalidArgumentError, SessionNotFoundError
+from plait.records import EventRecord
 from plait.session import SessionHost
 
 
@@ -93,7 +94,7 @@ def test_a_callers_sequences_are_kept_as_json_and_not_shared(client: Client) -> 
     assert again.settings["tool_names"] == ["read", "write"]
     assert again.scratchpad() == {"todo": ["one"]}
     assert again.scratchpad.history()[-1].metadata == {"seen": ["now"]}
-    assert [r.data for r in again.transcript.records if r.kind == "event" and r.name == "noted"] == [  # type: ignore[attr-defined]
-        {"ids": [1, 2]}
-    ]
+    events = [r for r in again.transcript.records if isinstance(r, EventRecord)]
+    noted = [r for r in events if r.name == "noted"]
+    assert [r.data for r in noted] == [{"ids": [1, 2]}]
     assert again.settings.metadata["closed"]["status"] == {"reason": ["done"]}  # type: ignore[index,call-overload]
