@@ -145,3 +145,21 @@ def test_history_views_after_two_real_compactions(client: Client) -> None:
     branch = s.fork()
     assert branch.history() == h
     assert branch.context() == s.context()
+
+
+def test_a_listing_counts_each_session_as_its_own_handle_does(client: Client) -> None:
+    """The page's counts, read for all sessions at once, are what each session shows."""
+    undone = _conversation(client, 6)
+    asyncio.run(undone.compact(keep_last=4))
+    undone.transcript.uncompact()  # its summary is hidden: not a message a person sees
+    trimmed = _conversation(client, 5)
+    asyncio.run(trimmed.compact(keep_last=4))
+    trimmed.trim(6)
+    plain = _conversation(client, 2)
+    undone.context("gpt-4o")  # counted: the tallies say what is hidden
+    trimmed.context("gpt-4o")
+    client.sessions.create([])  # an empty one
+    listed = {info.id: info.length for info in client.sessions.list(limit=10)}
+    for s in (undone, trimmed, plain):
+        assert listed[s.id] == s.transcript.shown_length
+    assert listed[undone.id] == undone.transcript.length - 1

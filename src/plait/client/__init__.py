@@ -41,7 +41,7 @@ from plait.session import (
     retention,
     validate_workspace_policy,
 )
-from plait.session.counting import shown_length
+from plait.session.counting import shown_lengths
 from plait.store import Store, TranscriptStore, open_store
 from plait.store.base import SessionRow
 from plait.store.search import SearchHit, SearchStore
@@ -93,7 +93,8 @@ class SessionCollection:
             raise InvalidArgumentError(f"prefix must be text, not {type(prefix).__name__}")
         store = self._client.store
         rows = conversations(store, None if all_workspaces else self._client.workspace, n, prefix)
-        return [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
+        lengths = shown_lengths(store, rows)
+        return [SessionInfo.from_row(r, n) for r, n in zip(rows, lengths, strict=True)]
 
     def search(
         self, query: str, *, limit: int = 20, all_workspaces: bool = False

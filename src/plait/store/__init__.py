@@ -26,6 +26,7 @@ from plait.store._protocols import (
     RetentionStore,
     RunRegistry,
     RunRow,
+    TallyBatches,
 )
 from plait.store.base import (
     BearerStore,
@@ -81,6 +82,7 @@ __all__ = [
     "ReplicaState",
     "RetentionStore",
     "RunRegistry",
+    "TallyBatches",
     "RunRow",
     "SQLiteStore",
     "Salvaged",

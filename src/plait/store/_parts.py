@@ -20,7 +20,7 @@ from plait.context import Tally
 from plait.errors import StorePartMissingError
 from plait.records import JSONValue, Record
 from plait.store._bus import EventBus
-from plait.store._protocols import MessageReader, RetentionStore, RunRegistry
+from plait.store._protocols import MessageReader, RetentionStore, RunRegistry, TallyBatches
 from plait.store.base import (
     BearerRow,
     BearerStore,
@@ -84,6 +84,10 @@ PARTS: Final[Mapping[str, Part]] = _parts(
         "tallies", TallyStore, "token tallies",
         "counted in memory by the process that asks, never stored: a new process counts "
         "the transcript again",
+    ),
+    Part(
+        "tally_batches", TallyBatches, "many sessions' tallies in one read",
+        "asked a session at a time",
     ),
     Part("view_reads", ViewReader, "view reads", "read() serves"),
     Part("message_reads", MessageReader, "message reads", "read() serves"),

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, Protocol, runtime_checkable
 
+from plait.context import Tally
 from plait.records import JSONValue, Record
 from plait.store.base import SessionRow
 
@@ -27,6 +28,7 @@ __all__ = [
     "RetentionStore",
     "RunRegistry",
     "RunRow",
+    "TallyBatches",
 ]
 
 RUNNING: Final = "running"
@@ -236,4 +238,24 @@ class MessageReader(Protocol):
         Raises:
             StoreCorruptError: a row does not decode (as ``read``).
         """
+        ...
+
+
+@runtime_checkable
+class TallyBatches(Protocol):
+    """A store that reads many sessions' counted ends and tallies at once (optional).
+
+    A listing's message counts ask both for every session of a page; for a store
+    without it, the session layer asks :class:`~plait.store.base.TallyStore` a row at a
+    time.
+    """
+
+    def counted_ends(self, rows: Sequence[SessionRow]) -> list[int]:
+        """For each row, one past its newest counted position (0: none), in order."""
+        ...
+
+    def tallies_at(
+        self, wanted: Sequence[tuple[SessionRow, Sequence[int]]]
+    ) -> list[dict[int, Tally]]:
+        """For each ``(row, positions)``, the stored tallies at those positions, in order."""
         ...

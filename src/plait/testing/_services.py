@@ -7,6 +7,7 @@ import pytest
 from plait.errors import ControllerConflictError, SessionNotFoundError, StoreError
 from plait.layout import branch
 from plait.records import JSONValue
+from plait.store import TallyBatches
 from plait.store.base import (
     BearerRow,
     BearerStore,
@@ -94,6 +95,26 @@ class TallyConformance(ConformanceBase):
         assert store.tallies(base, [3]) == {}
         assert store.set_tallies(base, 3, tallied(3, 2))
         assert [r.tokens for r in store.read(base, 0, 5)] == [1] * 5
+
+    def test_batched_ends_and_tallies_are_the_rows_own(self, store: Store) -> None:
+        """A page's counted ends and tallies, asked at once, are what each row answers."""
+        self.needs(store, TallyBatches, "batched tally reads")
+        assert isinstance(store, TallyBatches)  # for the type checker: needs() skipped otherwise
+        batches: TallyBatches = store
+        base = store.create(appended(new_row("a"), users(0, 5)), users(0, 5))
+        child = store.create(
+            new_row("b", layout=branch(base.layout, base.pk, 3, 3), parent_ids=("a",))
+        )
+        child = store.append(child, users(3, 2, "b"))
+        empty = store.create(new_row("c"))
+        never = store.create(appended(new_row("d"), users(0, 2)), users(0, 2))
+        assert store.set_tallies(child, 0, tallied(0, 4))  # shared rows and one of its own
+        rows = [r for r in (store.get(i) for i in ("a", "b", "c", "d")) if r is not None]
+        assert batches.counted_ends(rows) == [store.counted_end(r) for r in rows] == [3, 4, 0, 0]
+        wanted = [(r, [0, 2, 3, -1, 99]) for r in rows]
+        assert batches.tallies_at(wanted) == [store.tallies(r, p) for r, p in wanted]
+        assert batches.counted_ends([]) == [] and batches.tallies_at([]) == []
+        assert empty.layout.length == 0 and never.layout.length == 2
 
 
 class BearerConformance(ConformanceBase):

@@ -20,7 +20,7 @@ from plait.server.routes import manage
 from plait.server.sse import head_mark, record_json
 from plait.server.state import Caller, ServerState, Writer, server_state
 from plait.session import Session
-from plait.session.counting import shown_length
+from plait.session.counting import shown_length, shown_lengths
 from plait.store.base import SessionRow
 
 __all__ = ["router", "session_out"]
@@ -127,7 +127,8 @@ async def list_sessions(
         if q is not None:
             return _searched(state, q, limit, ws is None)
         rows = conversations(store, ws, limit)
-        infos = [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
+        lengths = shown_lengths(store, rows)
+        infos = [SessionInfo.from_row(r, n) for r, n in zip(rows, lengths, strict=True)]
         described = describe(state.client, infos)
         return s.SessionListOut(
             sessions=[session_out(state, r, d) for r, d in zip(rows, described, strict=True)]
@@ -140,7 +141,8 @@ def _searched(state: ServerState, q: str, limit: int, everywhere: bool) -> s.Ses
     store = state.client.store
     found = state.client.sessions.search(q, limit=limit, all_workspaces=everywhere)
     rows = [r for r in (store.get(i) for i in dict.fromkeys(h.session_id for h in found)) if r]
-    infos = [SessionInfo.from_row(r, shown_length(store, r)) for r in rows]
+    lengths = shown_lengths(store, rows)
+    infos = [SessionInfo.from_row(r, n) for r, n in zip(rows, lengths, strict=True)]
     described = describe(state.client, infos)
     hits = [
         s.SearchHitOut(

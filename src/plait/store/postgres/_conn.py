@@ -375,6 +375,26 @@ class PgConnection(SQLStore):
         ).fetchall()
         return [int(n) for (n,) in rows]
 
+    def _counted_ends_in(
+        self, conn: Connection, ranges: list[list[tuple[int, int]]]
+    ) -> list[int | None]:
+        # Every segment of every row in one statement (a page of a listing is one round
+        # trip, not one per segment), then each row's newest segment that has one.
+        flat = [rng for row_ranges in ranges for rng in row_ranges]
+        tops = conn.execute(
+            "SELECT (SELECT key FROM records WHERE key >= g.lo AND key < g.hi "
+            "AND running IS NOT NULL ORDER BY key DESC LIMIT 1) "
+            "FROM unnest(%s::bigint[], %s::bigint[]) WITH ORDINALITY AS g(lo, hi, n) "
+            "ORDER BY g.n",
+            ([lo for lo, _ in flat], [hi for _, hi in flat]),
+        ).fetchall()
+        found = iter(top for (top,) in tops)
+        out: list[int | None] = []
+        for row_ranges in ranges:
+            mine = [next(found) for _ in row_ranges]
+            out.append(next((int(t) for t in mine if t is not None), None))
+        return out
+
     # -- retention (store/sql/_retention.py) --------------------------------------------------
 
     _octets = "octet_length({})"

@@ -36,7 +36,6 @@ from plait._time import now_micros
 from plait.context import Tally
 from plait.errors import (
     ControllerConflictError,
-    InvalidArgumentError,
     SessionNotFoundError,
     StaleSessionError,
     StoreCorruptError,
@@ -48,6 +47,8 @@ from plait.records import JSONValue, Record, dumps
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 from plait.store.sql._check import Problem
 from plait.store.sql._check import check as check_store
+from plait.store.sql._counts import SQLCounts
+from plait.store.sql._counts import decode_tally as _tally
 from plait.store.sql._dialect import Connection, Dialect, Statements
 from plait.store.sql._moves import move_head
 from plait.store.sql._objects import SQLObjects
@@ -154,13 +155,6 @@ class Counted(Exception):
     """Another writer counted some of these positions first: roll the batch back."""
 
 
-def _tally(row: SessionRow, seq: int, text: str) -> Tally:
-    try:
-        return Tally.from_json(text)
-    except InvalidArgumentError as exc:
-        raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
-
-
 def successor(prefix: str) -> str | None:
     """The first string after every string that starts with ``prefix``, in code point order.
 
@@ -177,7 +171,9 @@ def successor(prefix: str) -> str | None:
     return None
 
 
-class SQLStore(SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, SQLSealing, ABC):
+class SQLStore(
+    SQLObjects, SQLRegistry, SQLRetention, SQLSearch, SQLSkim, SQLSealing, SQLCounts, ABC
+):
     """The statements both SQL stores share, over the connections an engine hands out.
 
     A subclass sets :attr:`dialect` and implements the connection hooks; every
