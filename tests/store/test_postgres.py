@@ -636,3 +636,24 @@ def test_migration_8_stores_layouts_uncompressed_and_reads_older_ones(pg_schema:
         assert storage == ("e",)
     finally:
         store.close()
+
+
+def test_a_schema_the_urls_own_options_name_holds_the_writer_locks_too(
+    pg_schema: str, tmp_path: Path
+) -> None:
+    """A URL's ``options=-c search_path=...`` reaches the writer-lock connection as well."""
+    import psycopg
+
+    with psycopg.connect(URL, autocommit=True) as admin:
+        admin.execute(f"CREATE SCHEMA {pg_schema}")
+    sep = "&" if "?" in URL else "?"
+    store = PostgresStore(f"{URL}{sep}options=-csearch_path%3D{pg_schema}")
+    with Client(tmp_path, store=store) as client:
+        session = client.sessions.new()
+        session.inject({"role": "user", "content": "kept in its schema"})  # takes the lock
+        assert session.live.holds_lock
+        assert [m.text for m in client.open(session.id).history()] == ["kept in its schema"]
+    store.close()
+    with psycopg.connect(URL, autocommit=True) as admin:
+        held = admin.execute(f"SELECT count(*) FROM {pg_schema}.writer_fences").fetchone()
+    assert held is not None and held[0] == 1

@@ -132,9 +132,16 @@ class _ProcessLocks:
             self.generation += 1
             self.conn = None
         if self.conn is None:
+            from psycopg import conninfo as pgconninfo
+
             kwargs = dict(self.kwargs)
             wait = f"-c lock_timeout={LOCK_WAIT_MS}"
-            kwargs["options"] = f"{kwargs.get('options') or ''} {wait}".strip()
+            # A keyword replaces the target's own options (a URL's -c search_path=, say),
+            # so the wait is added to them, never put in their place.
+            given = kwargs.get("options") or pgconninfo.conninfo_to_dict(self.conninfo).get(
+                "options"
+            )
+            kwargs["options"] = f"{given or ''} {wait}".strip()
             kwargs["application_name"] = self.name
             self.conn = psycopg.connect(self.conninfo, **kwargs)
         return self.conn
