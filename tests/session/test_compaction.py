@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +165,21 @@ def test_a_listing_counts_each_session_as_its_own_handle_does(client: Client) ->
     for s in (undone, trimmed, plain):
         assert listed[s.id] == s.transcript.shown_length
     assert listed[undone.id] == undone.transcript.length - 1
+
+
+def test_a_listing_row_whose_tally_does_not_read_falls_back_alone(tmp_path: Path) -> None:
+    """One session's damaged tally costs only its own count: the page's others stay exact."""
+    path = tmp_path / "plait.db"
+    with Client(tmp_path, store=path) as client:
+        undone = _conversation(client, 6)
+        asyncio.run(undone.compact(keep_last=4))
+        undone.transcript.uncompact()
+        undone.context("gpt-4o")
+        broken = _conversation(client, 3)
+        broken.context("gpt-4o")
+        pk = client.store.get(broken.id).pk  # type: ignore[union-attr]
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE records SET running = 'not a tally' WHERE key >> 32 = ?", (pk,))
+        listed = {info.id: info.length for info in client.sessions.list(limit=10)}
+        assert listed[undone.id] == undone.transcript.length - 1  # still exact
+        assert listed[broken.id] == broken.transcript.length  # its view's length

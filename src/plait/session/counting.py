@@ -226,7 +226,8 @@ def shown_lengths(store: Store, rows: Sequence[SessionRow]) -> list[int]:
 
     A store offering :class:`~plait.store.TallyBatches` answers a listing's page in one
     snapshot (on PostgreSQL, one statement each for the ends and the tallies); another
-    is asked a row at a time. A store that cannot say gives the views' lengths.
+    is asked a row at a time, as is every row of a page one of whose rows does not read
+    (its count falls back to its view's length, the others' do not).
     """
     if not isinstance(store, TallyBatches) or len(rows) < 2:
         return [shown_length(store, row) for row in rows]
@@ -235,8 +236,8 @@ def shown_lengths(store: Store, rows: Sequence[SessionRow]) -> list[int]:
         ends = dict(zip((r.pk for r in counted), store.counted_ends(counted), strict=True))
         asked = [r for r in counted if ends[r.pk] > r.layout.view_start]
         tallies = store.tallies_at([(r, _shown_positions(r, ends[r.pk])) for r in asked])
-    except PlaitError:
-        return [row.layout.length for row in rows]
+    except PlaitError:  # one damaged row: ask row by row, so only its count falls back
+        return [shown_length(store, row) for row in rows]
     found = dict(zip((r.pk for r in asked), tallies, strict=True))
     return [
         _shown(row, ends[row.pk], found[row.pk]) if row.pk in found else row.layout.length
