@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -376,11 +376,12 @@ class PgConnection(SQLStore):
         return [int(n) for (n,) in rows]
 
     def _counted_ends_in(
-        self, conn: Connection, ranges: list[list[tuple[int, int]]]
+        self, conn: Connection, ranges: list[Iterable[tuple[int, int]]]
     ) -> list[int | None]:
         # Every segment of every row in one statement (a page of a listing is one round
         # trip, not one per segment), then each row's newest segment that has one.
-        flat = [rng for row_ranges in ranges for rng in row_ranges]
+        per_row = [list(row_ranges) for row_ranges in ranges]
+        flat = [rng for row_ranges in per_row for rng in row_ranges]
         tops = conn.execute(
             "SELECT (SELECT key FROM records WHERE key >= g.lo AND key < g.hi "
             "AND running IS NOT NULL ORDER BY key DESC LIMIT 1) "
@@ -390,7 +391,7 @@ class PgConnection(SQLStore):
         ).fetchall()
         found = iter(top for (top,) in tops)
         out: list[int | None] = []
-        for row_ranges in ranges:
+        for row_ranges in per_row:
             mine = [next(found) for _ in row_ranges]
             out.append(next((int(t) for t in mine if t is not None), None))
         return out

@@ -9,7 +9,7 @@ may answer each half in one statement (:meth:`SQLCounts._counted_ends_in`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -37,18 +37,30 @@ def decode_tally(row: SessionRow, seq: int, text: str) -> Tally:
         raise StoreCorruptError(f"session {row.id!r}: tally at position {seq}: {exc}") from exc
 
 
-def counted_ranges(row: SessionRow) -> list[tuple[int, int]]:
-    """The key ranges of the row's segments, the newest first (where a counted end is sought)."""
+def counted_ranges(row: SessionRow) -> Iterator[tuple[int, int]]:
+    """The key ranges of the row's segments, the newest first (where a counted end is sought).
+
+    Lazy, as :func:`~plait.layout.segments_backward` is: a scan that stops at the first
+    counted range costs the segments it looks at, not the depth of a chain of branches.
+    """
     if row.layout.end_seq <= 0:
-        return []
-    return [
+        return iter(())
+    return (
         ((owner << SEQ_BITS) | a, (owner << SEQ_BITS) | b)
         for owner, a, b in segments_backward(row.layout, row.pk)
-    ]
+    )
+
+
+def _subject(rows: Sequence[SessionRow]) -> str:
+    """What a failed read names: the session, or how many."""
+    return rows[0].id if len(rows) == 1 else f"{len(rows)} sessions"
 
 
 class SQLCounts:
-    """:meth:`counted_ends` and :meth:`tallies_at` over an engine's connections (a mixin)."""
+    """Counted ends and tallies, a row's or a page's, over an engine's connections (a mixin).
+
+    A row's verbs (:meth:`counted_end`, :meth:`tallies`) are a page of one.
+    """
 
     __slots__ = ()
 
@@ -63,6 +75,14 @@ class SQLCounts:
 
         def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]: ...
 
+    def counted_end(self, row: SessionRow) -> int:
+        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
+        return self.counted_ends([row])[0]
+
+    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
+        """Return the stored tallies at these positions (point reads by key)."""
+        return self.tallies_at([(row, positions)])[0]
+
     def counted_ends(self, rows: Sequence[SessionRow]) -> list[int]:
         """For each row, one past its newest counted position (0: none counted), in order.
 
@@ -72,12 +92,12 @@ class SQLCounts:
         if not any(row.layout.end_seq > 0 for row in rows):
             self._check_open()
             return [0] * len(rows)
-        with self._snapshot("count", f"{len(rows)} sessions") as conn:
+        with self._snapshot("count", _subject(rows)) as conn:
             tops = self._counted_ends_in(conn, [counted_ranges(row) for row in rows])
         return [(top & SEQ_MAX) + 1 if top is not None else 0 for top in tops]
 
     def _counted_ends_in(
-        self, conn: Connection, ranges: list[list[tuple[int, int]]]
+        self, conn: Connection, ranges: list[Iterable[tuple[int, int]]]
     ) -> list[int | None]:
         """Each row's newest counted key: a range scan a segment, stopping at the first found."""
         out: list[int | None] = []
@@ -112,7 +132,7 @@ class SQLCounts:
         if not every:
             self._check_open()
             return [{} for _ in wanted]
-        found = dict(self._tally_rows(f"{len(wanted)} sessions", every))
+        found = dict(self._tally_rows(_subject([row for row, _ in wanted]), every))
         return [
             {
                 seq: decode_tally(row, seq, found[key])

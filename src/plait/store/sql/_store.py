@@ -42,13 +42,12 @@ from plait.errors import (
     StoreCorruptWarning,
     StoreError,
 )
-from plait.layout import segments, segments_backward
+from plait.layout import segments
 from plait.records import JSONValue, Record, dumps
 from plait.store.base import BearerRow, LiveClientRow, ScratchpadEntry, SessionRow
 from plait.store.sql._check import Problem
 from plait.store.sql._check import check as check_store
 from plait.store.sql._counts import SQLCounts
-from plait.store.sql._counts import decode_tally as _tally
 from plait.store.sql._dialect import Connection, Dialect, Statements
 from plait.store.sql._moves import move_head
 from plait.store.sql._objects import SQLObjects
@@ -56,7 +55,6 @@ from plait.store.sql._registry import SQLRegistry
 from plait.store.sql._retention import SQLRetention
 from plait.store.sql._rows import (
     SEQ_BITS,
-    SEQ_MAX,
     bases_text,
     bearer_row_from_columns,
     kept_for,
@@ -447,32 +445,6 @@ class SQLStore(
         return check_store(self, deep=deep)
 
     # -- counted once -------------------------------------------------------------------
-
-    def counted_end(self, row: SessionRow) -> int:
-        """Return one past the newest counted position (a backward scan of the uncounted tail)."""
-        if row.layout.end_seq <= 0:
-            self._check_open()
-            return 0
-        with self._snapshot("count", row.id) as conn:
-            for owner, a, b in segments_backward(row.layout, row.pk):
-                base = owner << _SHIFT
-                found = conn.execute(self._q.counted, (base | a, base | b)).fetchone()
-                if found is not None:
-                    return (int(found[0]) & SEQ_MAX) + 1
-        return 0
-
-    def tallies(self, row: SessionRow, positions: Sequence[int]) -> dict[int, Tally]:
-        """Return the stored tallies at these positions (point reads by key)."""
-        keys: dict[int, int] = {}
-        for seq in dict.fromkeys(positions):
-            parts = segments(row.layout, row.pk, seq, seq + 1) if seq >= 0 else []
-            if parts:
-                keys[(parts[0][0] << _SHIFT) | seq] = seq
-        if not keys:
-            self._check_open()
-            return {}
-        found = self._tally_rows(row.id, list(keys))
-        return {keys[key]: _tally(row, keys[key], text) for key, text in found}
 
     def _tally_rows(self, session_id: str, keys: list[int]) -> list[tuple[int, str]]:
         """The ``(key, running)`` of the counted rows among these keys (a point read each)."""
